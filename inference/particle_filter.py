@@ -1,0 +1,320 @@
+"""Sequential Monte Carlo over a batch of sequences.
+
+A *particle model* is any object with two methods (see :class:`ParticleModel`):
+
+* ``start(x, mask, num_particles) -> (state, context)``: the state before the
+  first step, a dict of tensors ``[K, B, ...]``, and any per-sequence context the
+  steps need (precomputed features, for instance);
+* ``step(state, t, x_t, context, *, reparameterize=True) -> Step``: propose the
+  state at step ``t`` from ``state`` and ``x_t [B, D]`` and return the new state
+  with its incremental log-weight ``log p(z_t, x_t | past) - log q(z_t | past, x_t)``
+  and its complete-data log-density ``log p(z_t, x_t | past)``, each ``[K, B]``.
+  With ``reparameterize=False`` the proposed state must be sampled without a
+  gradient path (``sample`` rather than ``rsample``).
+
+and optionally ``simulate(state, t, context) -> (state, x_t)``, a draw from the
+model one step ahead, used for predictive samples and forecasts.
+
+Models written as distribution-returning modules get these methods from
+:class:`inference.state_space.MarkovStateSpace`; Pyro ``init``/``step``
+programs in the style of ``pyro.infer.SMCFilter`` get them from
+:class:`inference.pyro_programs.PyroProgramModel`.
+
+The filter resamples (adaptively, per sequence) *before* each propagation, so the
+final particle set stays weighted. It accumulates the log-evidence estimate
+
+    log p̂(x_{1:t}) = sum_s logsumexp_k( log w̄_{s-1}^k + log α_s^k )
+
+per sequence, where ``w̄`` are the normalised weights after resampling and ``α``
+the incremental weights. ``exp`` of it is unbiased for every scheme here.
+
+Gradient modes:
+
+* ``reparam``: states are sampled with ``rsample``; resampling indices are
+  constants (AESMC / FIVO / PF-RNN). ``-log_evidence`` is the training loss.
+* ``soft``: as ``reparam`` with soft resampling, so gradients also flow through
+  the importance-corrected weights (PF-RNN).
+* ``stop_weights``: Fisher's identity (SMC Transformer). Sampled states are
+  detached; :attr:`FilterResult.fisher_objective` is the weighted sum, with
+  detached final (or fixed-lag) weights, of the complete-data log-densities
+  along each particle's genealogy. Its gradient estimates ``∇ log p(x)``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, NamedTuple, Protocol
+
+import torch
+
+from .resampling import SCHEMES, effective_sample_size, gather_particles, resample_adaptive
+from .validation import check_choice, check_positive_int, check_probability, check_sequences
+
+__all__ = ["Step", "ParticleModel", "ParticleFilter", "FilterResult", "GRADIENT_MODES"]
+
+GRADIENT_MODES = ("reparam", "soft", "stop_weights")
+
+
+class Step(NamedTuple):
+    """What a particle model's ``step`` returns (all tensors lead with ``[K, B]``)."""
+
+    state: dict[str, torch.Tensor]
+    log_weight: torch.Tensor
+    log_joint: torch.Tensor
+
+
+class ParticleModel(Protocol):
+    """The interface the filter drives; see the module docstring."""
+
+    def start(self, x: torch.Tensor, mask: torch.Tensor, num_particles: int) -> tuple[dict, Any]: ...
+
+    def step(
+        self, state: dict, t: int, x_t: torch.Tensor, context: Any, *, reparameterize: bool = True
+    ) -> Step: ...
+
+
+@dataclass
+class FilterResult:
+    """Output of :meth:`ParticleFilter.run`.
+
+    Attributes:
+        log_evidence: ``[B]`` SMC estimate of ``log p(x_{1:T_b})`` per sequence (nats).
+        log_evidence_steps: ``[B, T]`` increments ``log p̂(x_t | x_{<t})``; 0 at padding.
+        num_steps: ``[B]`` valid steps per sequence.
+        state: final particle state, tensors ``[K, B, ...]``.
+        log_weights: ``[K, B]`` final normalised log-weights.
+        ess: ``[B, T]`` effective sample size after each weighting.
+        resampled: ``[B, T]`` bool, whether step ``t`` began with a resampling.
+        fisher_objective: ``[B]`` surrogate whose gradient is the Fisher-identity
+            estimate of ``∇ log p(x)`` (``stop_weights`` mode), else ``None``.
+        ancestors: ``[T, K, B]`` ancestor of each particle at step ``t`` among those of
+            step ``t - 1`` (identity at ``t = 0``), if ancestry was kept.
+        history_log_weights: ``[T, K, B]`` normalised log-weights after each weighting.
+        history: dict of ``[T, K, B, ...]`` particle states after each step.
+        predictive: ``[S, B, T, D]`` one-step-ahead predictive samples, if requested.
+    """
+
+    log_evidence: torch.Tensor
+    log_evidence_steps: torch.Tensor
+    num_steps: torch.Tensor
+    state: dict
+    log_weights: torch.Tensor
+    ess: torch.Tensor
+    resampled: torch.Tensor
+    fisher_objective: torch.Tensor | None = None
+    ancestors: torch.Tensor | None = None
+    history_log_weights: torch.Tensor | None = None
+    history: dict | None = None
+    predictive: torch.Tensor | None = None
+
+    def _require_ancestry(self, key: str) -> torch.Tensor:
+        if self.history is None:
+            raise ValueError("this result kept no ancestry: run the filter with keep_ancestry=True")
+        if key not in self.history:
+            raise ValueError(f"key must be one of the recorded states {sorted(self.history)}, got {key!r}")
+        return self.history[key]
+
+    def paths(self, key: str, end: int | None = None) -> torch.Tensor:
+        """Genealogical trajectories ``[t_end + 1, K, B, ...]`` of the particles at step ``end``.
+
+        Row ``s`` holds the ancestor at step ``s`` of each particle alive at ``end``
+        (default: the last step), following the recorded ancestor indices.
+        """
+        values = self._require_ancestry(key)
+        end = values.shape[0] - 1 if end is None else end
+        index = torch.arange(values.shape[1], device=values.device).unsqueeze(-1).expand_as(self.ancestors[0])
+        rows = [None] * (end + 1)
+        for s in range(end, -1, -1):
+            rows[s] = gather_particles(values[s], index)
+            index = torch.gather(self.ancestors[s], 0, index)
+        return torch.stack(rows)
+
+    def filtered_mean(self, key: str) -> torch.Tensor:
+        """Filtering means ``E[z_t | x_{1:t}]`` as ``[B, T, ...]``."""
+        values = self._require_ancestry(key)
+        w = self.history_log_weights.exp().reshape(self.history_log_weights.shape + (1,) * (values.dim() - 3))
+        return (w * values).sum(1).transpose(0, 1)
+
+    def smoothed_mean(self, key: str, lag: int | None = None) -> torch.Tensor:
+        """Smoothing means ``[B, T, ...]`` from the particle genealogy.
+
+        With ``lag=None`` every step uses the final weighted paths
+        (``E[z_t | x_{1:T}]``, subject to path degeneracy); with ``lag=L`` step
+        ``t`` uses the paths of the particles at ``min(t + L, T - 1)``
+        (fixed-lag smoothing, Olsson et al. 2008).
+        """
+        values = self._require_ancestry(key)
+        steps = values.shape[0]
+        if lag is None:
+            lag = steps
+        if isinstance(lag, bool) or not isinstance(lag, int) or lag < 0:
+            raise ValueError(f"lag must be None or an int >= 0, got {lag!r}")
+        out = []
+        for t in range(steps):
+            end = min(t + lag, steps - 1)
+            traced = self.paths(key, end=end)[t] if end > t else values[t]
+            w = self.history_log_weights[end].exp().reshape(values.shape[1:3] + (1,) * (values.dim() - 3))
+            out.append((w * traced).sum(0))
+        return torch.stack(out, dim=1)
+
+
+class ParticleFilter:
+    """Batched, differentiable particle filter.
+
+    Args:
+        num_particles: ``K >= 1``.
+        resampling: one of ``multinomial, stratified, systematic, soft, none``
+            (default ``systematic``, or ``soft`` when ``gradient='soft'``).
+        ess_threshold: resample a sequence when its ESS falls below this fraction
+            of ``K`` (``1`` = always, ``0`` = never).
+        gradient: ``reparam``, ``soft`` or ``stop_weights`` (see module docstring).
+        soft_alpha: mixing weight of soft resampling.
+        fisher_lag: in ``stop_weights`` mode, weight the complete-data term of step
+            ``t`` with the weights of step ``t + fisher_lag`` (fixed-lag smoothing)
+            instead of the final ones (``None``).
+        generator: ``torch.Generator`` for the resampling draws.
+    """
+
+    def __init__(
+        self,
+        num_particles: int,
+        resampling: str | None = None,
+        ess_threshold: float = 0.5,
+        gradient: str = "reparam",
+        soft_alpha: float = 0.5,
+        fisher_lag: int | None = None,
+        generator: torch.Generator | None = None,
+    ):
+        self.num_particles = check_positive_int(num_particles, name="num_particles")
+        self.gradient = check_choice(gradient, GRADIENT_MODES, name="gradient")
+        if resampling is None:
+            resampling = "soft" if gradient == "soft" else "systematic"
+        self.resampling = check_choice(resampling, SCHEMES, name="resampling")
+        if gradient == "soft" and resampling != "soft":
+            raise ValueError(f"gradient='soft' needs resampling='soft', got resampling={resampling!r}")
+        self.ess_threshold = check_probability(ess_threshold, name="ess_threshold")
+        self.soft_alpha = check_probability(soft_alpha, name="soft_alpha", open_left=True)
+        if fisher_lag is not None:
+            check_positive_int(fisher_lag, name="fisher_lag")
+        self.fisher_lag = fisher_lag
+        self.generator = generator
+
+    def run(
+        self,
+        model: ParticleModel,
+        x: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        *,
+        keep_ancestry: bool = False,
+        predictive_samples: int = 0,
+    ) -> FilterResult:
+        """Filter the batch ``x [B, T, D]`` (``mask [B, T]``, valid steps first).
+
+        Args:
+            model: a :class:`ParticleModel`.
+            keep_ancestry: record states, weights and ancestors of every step
+                (memory ``O(T K B state)``) for :meth:`FilterResult.paths` and smoothing.
+            predictive_samples: ``S > 0`` draws ``S`` one-step-ahead predictive
+                samples of ``x_t`` per step; needs ``model.simulate``.
+        """
+        x, mask = check_sequences(x, mask)
+        if predictive_samples:
+            check_positive_int(predictive_samples, name="predictive_samples")
+            if not hasattr(model, "simulate"):
+                raise ValueError("predictive_samples > 0 needs a model with a simulate(state, t, context) method")
+        num_particles = self.num_particles
+        batch, steps, _ = x.shape
+        stop = self.gradient == "stop_weights"
+        state, context = model.start(x, mask, num_particles)
+        log_w = torch.full((num_particles, batch), -math.log(num_particles), dtype=x.dtype, device=x.device)
+        increments, ess, resampled_steps = [], [], []
+        fisher_terms = deque()
+        fisher_total = torch.zeros(batch, dtype=x.dtype, device=x.device) if stop else None
+        path_joint = torch.zeros_like(log_w) if stop else None
+        record = {"ancestors": [], "log_w": [], "states": []} if keep_ancestry else None
+        predictive = []
+        identity = torch.arange(num_particles, device=x.device).unsqueeze(-1).expand(num_particles, batch)
+
+        for t in range(steps):
+            valid = mask[:, t]
+            if t > 0:
+                ancestors, log_w, resampled = resample_adaptive(
+                    log_w,
+                    self.resampling,
+                    ess_threshold=self.ess_threshold,
+                    alpha=self.soft_alpha,
+                    generator=self.generator,
+                )
+                ancestors = torch.where(valid, ancestors, identity)
+                state = {k: gather_particles(v, ancestors) for k, v in state.items()}
+                if stop:
+                    path_joint = gather_particles(path_joint, ancestors)
+                    fisher_terms = deque(gather_particles(term, ancestors) for term in fisher_terms)
+            else:
+                ancestors, resampled = identity, torch.zeros(batch, dtype=torch.bool, device=x.device)
+            if predictive_samples:
+                predictive.append(self._predict(model, state, log_w, t, context, predictive_samples))
+
+            new_state, log_alpha, log_joint = model.step(state, t, x[:, t], context, reparameterize=not stop)
+            if stop:
+                new_state = {k: v.detach() for k, v in new_state.items()}
+            state = {k: _where_valid(valid, new_state[k], state[k]) for k in state}
+            log_alpha = torch.where(valid, log_alpha, torch.zeros_like(log_alpha))
+            weighted = log_w + log_alpha
+            step_evidence = torch.logsumexp(weighted, dim=0)
+            increments.append(torch.where(valid, step_evidence, torch.zeros_like(step_evidence)))
+            log_w = torch.where(valid, weighted - step_evidence, log_w)
+            ess.append(effective_sample_size(log_w))
+            resampled_steps.append(resampled & valid)
+
+            if stop:
+                term = torch.where(valid, log_joint, torch.zeros_like(log_joint))
+                if self.fisher_lag is None:
+                    path_joint = path_joint + term
+                else:
+                    fisher_terms.append(term)
+                    if len(fisher_terms) > self.fisher_lag:
+                        fisher_total = fisher_total + (log_w.detach().exp() * fisher_terms.popleft()).sum(0)
+            if keep_ancestry:
+                record["ancestors"].append(ancestors)
+                record["log_w"].append(log_w)
+                record["states"].append(state)
+
+        if stop:
+            final_w = log_w.detach().exp()
+            path_joint = path_joint + sum(fisher_terms, torch.zeros_like(log_w))
+            fisher_total = fisher_total + (final_w * path_joint).sum(0)
+        increments = torch.stack(increments, dim=1)
+        result = FilterResult(
+            log_evidence=increments.sum(1),
+            log_evidence_steps=increments,
+            num_steps=mask.sum(1),
+            state=state,
+            log_weights=log_w,
+            ess=torch.stack(ess, dim=1),
+            resampled=torch.stack(resampled_steps, dim=1),
+            fisher_objective=fisher_total,
+        )
+        if keep_ancestry:
+            result.ancestors = torch.stack(record["ancestors"])
+            result.history_log_weights = torch.stack(record["log_w"])
+            result.history = {k: torch.stack([s[k] for s in record["states"]]) for k in state}
+        if predictive_samples:
+            result.predictive = torch.stack(predictive, dim=2)
+        return result
+
+    def _predict(self, model, state, log_w, t, context, num_samples):
+        """``[S, B, D]`` draws of ``x_t`` from the particle predictive at step ``t``."""
+        with torch.no_grad():
+            batch = log_w.shape[1]
+            weights = log_w.detach().exp().T
+            picks = torch.multinomial(weights, num_samples, replacement=True, generator=self.generator).T
+            _, x_t = model.simulate({k: gather_particles(v, picks) for k, v in state.items()}, t, context)
+            return x_t.reshape(num_samples, batch, -1)
+
+
+def _where_valid(valid: torch.Tensor, new: torch.Tensor, old: torch.Tensor) -> torch.Tensor:
+    """``new`` where ``valid [B]`` else ``old``, for particle tensors ``[K, B, ...]``."""
+    return torch.where(valid.reshape(valid.shape + (1,) * (new.dim() - 2)), new, old)

@@ -1,0 +1,132 @@
+"""Markov state-space models written once, as modules that return distributions.
+
+A subclass of :class:`MarkovStateSpace` defines its mathematics in four methods:
+
+* ``prior(z_prev, t, context)``: ``p(z_t | z_{t-1})`` (``z_prev`` is ``None`` at
+  ``t = 0``, where it is the initial distribution);
+* ``emission(z, t, context)``: ``p(x_t | z_t)``, event shape ``[D]``;
+* ``proposal(z_prev, t, x_t, context)``: ``q(z_t | z_{t-1}, x_t, ...)`` or ``None``
+  (the default) for the bootstrap proposal ``q = p``;
+* ``context(x, mask)``: per-sequence features the others read (default ``None``).
+
+Latent states are vectors ``[..., latent_dim]``; distributions have batch shape
+``[B]`` or ``[K, B]`` and event shape ``[latent_dim]`` / ``[D]``.
+
+From these the class derives, with no second copy of the mathematics:
+
+* the Pyro programs :meth:`model` and :meth:`guide` (``pyro.plate`` named
+  :data:`SEQUENCE_PLATE` over the batch at ``dim=-1``, ``pyro.markov`` over time,
+  sites ``z_t`` and ``x_t``), for ``SVI``, ``Predictive`` and the objectives of
+  :mod:`inference.objectives`;
+* the particle-model methods :meth:`start`, :meth:`step` and :meth:`simulate`
+  driven by :class:`inference.particle_filter.ParticleFilter`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyro
+import torch
+from pyro import poutine
+from torch import nn
+
+from .particle_filter import Step
+from .validation import check_sequences
+
+__all__ = ["MarkovStateSpace", "SEQUENCE_PLATE"]
+
+SEQUENCE_PLATE = "sequences"
+
+
+class MarkovStateSpace(nn.Module):
+    """Base class; subclasses set ``latent_dim`` and ``obs_dim`` and define the methods above."""
+
+    latent_dim: int
+    obs_dim: int
+
+    # --- the mathematics (subclasses) -------------------------------------------------
+    def prior(self, z_prev: torch.Tensor | None, t: int, context: Any):
+        raise NotImplementedError
+
+    def emission(self, z: torch.Tensor, t: int, context: Any):
+        raise NotImplementedError
+
+    def proposal(self, z_prev: torch.Tensor | None, t: int, x_t: torch.Tensor, context: Any):
+        return None
+
+    def context(self, x: torch.Tensor, mask: torch.Tensor) -> Any:
+        return None
+
+    # --- Pyro programs ----------------------------------------------------------------
+    @property
+    def pyro_name(self) -> str:
+        """Name under which :func:`pyro.module` registers the parameters."""
+        return getattr(self, "_pyro_name", type(self).__name__.lower())
+
+    def model(self, x: torch.Tensor, mask: torch.Tensor | None = None):
+        """Generative program: ``z_t ~ prior``, ``x_t ~ emission`` (observed), masked by ``mask``.
+
+        Args:
+            x: ``[B, T, D]`` observations; ``mask``: ``[B, T]`` bool, valid steps first.
+        Wrap in ``pyro.poutine.uncondition`` to sample ``x`` instead of observing it.
+        """
+        pyro.module(self.pyro_name, self)
+        x, mask = check_sequences(x, mask, feature_size=self.obs_dim)
+        context = self.context(x, mask)
+        z = None
+        with pyro.plate(SEQUENCE_PLATE, x.shape[0], dim=-1):
+            for t in pyro.markov(range(x.shape[1])):
+                with poutine.mask(mask=mask[:, t]):
+                    z = pyro.sample(f"z_{t}", self.prior(z, t, context))
+                    pyro.sample(f"x_{t}", self.emission(z, t, context), obs=x[:, t])
+
+    def guide(self, x: torch.Tensor, mask: torch.Tensor | None = None):
+        """Inference program: ``z_t ~ proposal(z_{t-1}, x_t)``, forward in time."""
+        pyro.module(self.pyro_name, self)
+        x, mask = check_sequences(x, mask, feature_size=self.obs_dim)
+        context = self.context(x, mask)
+        z = None
+        with pyro.plate(SEQUENCE_PLATE, x.shape[0], dim=-1):
+            for t in pyro.markov(range(x.shape[1])):
+                q = self.proposal(z, t, x[:, t], context)
+                if q is None:
+                    raise NotImplementedError(f"{type(self).__name__} defines no proposal, so it has no guide")
+                with poutine.mask(mask=mask[:, t]):
+                    z = pyro.sample(f"z_{t}", q)
+
+    # --- particle model ---------------------------------------------------------------
+    def start(self, x: torch.Tensor, mask: torch.Tensor, num_particles: int):
+        """Initial particle state ``{"z": [K, B, latent_dim]}`` (unused before ``t = 0``) and context."""
+        z = x.new_zeros(num_particles, x.shape[0], self.latent_dim)
+        return {"z": z}, self.context(x, mask)
+
+    def step(self, state, t, x_t, context, *, reparameterize: bool = True) -> Step:
+        """One proposal-and-weighting step for particles ``state["z"] [K, B, latent_dim]``.
+
+        With ``reparameterize=False`` the proposed states are detached before they are
+        scored, as Fisher's identity requires.
+        """
+        z_prev = state["z"] if t > 0 else None
+        prior = self._expanded(self.prior(z_prev, t, context), state["z"].shape[:2])
+        q = self.proposal(z_prev, t, x_t, context)
+        if q is not None:
+            q = self._expanded(q, state["z"].shape[:2])
+        sampler = prior if q is None else q
+        z = sampler.rsample() if reparameterize else sampler.sample()
+        log_lik = self.emission(z, t, context).log_prob(x_t)
+        log_joint = prior.log_prob(z) + log_lik
+        log_weight = log_lik if q is None else log_joint - q.log_prob(z)
+        return Step({"z": z}, log_weight, log_joint)
+
+    def simulate(self, state, t, context):
+        """Draw ``(state_t, x_t)`` from the model given particles at ``t - 1``; ``x_t`` is ``[S, B, D]``."""
+        z_prev = state["z"] if t > 0 else None
+        z = self._expanded(self.prior(z_prev, t, context), state["z"].shape[:2]).sample()
+        return {"z": z}, self.emission(z, t, context).sample()
+
+    @staticmethod
+    def _expanded(distribution, batch_shape):
+        if distribution.batch_shape == batch_shape:
+            return distribution
+        return distribution.expand(batch_shape)

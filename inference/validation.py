@@ -1,0 +1,88 @@
+"""Checks of user input at the public boundary.
+
+Every check raises a ``ValueError`` (wrong value) or ``TypeError`` (wrong type)
+whose message names the argument, what was expected and what was received.
+Hot loops never call these; the public entry points do, once.
+"""
+
+from __future__ import annotations
+
+import torch
+
+__all__ = ["check_sequences", "check_choice", "check_positive_int", "check_probability"]
+
+
+def check_sequences(
+    x, mask=None, *, name: str = "x", feature_size: int | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Validate a batch of sequences and return ``(x, mask)``.
+
+    Args:
+        x: observations ``[B, T, D]`` (floating point, finite where ``mask`` is true).
+        mask: optional bool ``[B, T]``; ``True`` marks valid steps, which come first in
+            each row (variable-length sequences padded at the end). Defaults to all true.
+        name: argument name used in error messages.
+        feature_size: expected ``D``, if the caller knows it.
+
+    Returns:
+        ``x`` unchanged and ``mask`` as a bool tensor ``[B, T]`` on ``x``'s device.
+    """
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor of shape [B, T, D], got {type(x).__name__}")
+    if x.dim() != 3:
+        raise ValueError(f"{name} must have shape [B, T, D] (3 dims), got shape {tuple(x.shape)}")
+    if not x.is_floating_point():
+        raise TypeError(f"{name} must be a floating-point tensor, got dtype {x.dtype}")
+    batch, steps, features = x.shape
+    if batch == 0:
+        raise ValueError(f"{name} is an empty batch: expected B >= 1, got shape {tuple(x.shape)}")
+    if steps == 0:
+        raise ValueError(f"{name} has no time steps: expected T >= 1, got shape {tuple(x.shape)}")
+    if feature_size is not None and features != feature_size:
+        raise ValueError(f"{name} must have {feature_size} features (last dim), got {features}")
+    if mask is None:
+        mask = torch.ones(batch, steps, dtype=torch.bool, device=x.device)
+    else:
+        if not isinstance(mask, torch.Tensor):
+            raise TypeError(f"mask must be a torch.Tensor of shape [B, T], got {type(mask).__name__}")
+        if tuple(mask.shape) != (batch, steps):
+            raise ValueError(
+                f"mask must have shape [B, T] = {(batch, steps)} to match {name}, got {tuple(mask.shape)}"
+            )
+        if mask.dtype != torch.bool:
+            raise TypeError(f"mask must be a bool tensor, got dtype {mask.dtype}")
+        if steps > 1 and bool((mask[:, 1:] & ~mask[:, :-1]).any()):
+            raise ValueError(
+                "mask must mark a prefix of each sequence (valid steps first, padding after); "
+                "got a True after a False"
+            )
+    if not bool(torch.isfinite(x[mask]).all()):
+        raise ValueError(f"{name} contains NaN or inf at valid (unmasked) steps")
+    return x, mask
+
+
+def check_choice(value, choices, *, name: str):
+    """Raise ``ValueError`` unless ``value`` is one of ``choices``."""
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {sorted(choices)}, got {value!r}")
+    return value
+
+
+def check_positive_int(value, *, name: str) -> int:
+    """Raise unless ``value`` is an ``int`` >= 1."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int >= 1, got {type(value).__name__} {value!r}")
+    if value < 1:
+        raise ValueError(f"{name} must be >= 1, got {value}")
+    return value
+
+
+def check_probability(value, *, name: str, open_left: bool = False) -> float:
+    """Raise unless ``value`` is a number in [0, 1] (or (0, 1] with ``open_left``)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a number in [0, 1], got {type(value).__name__}")
+    low_ok = value > 0 if open_left else value >= 0
+    if not (low_ok and value <= 1):
+        interval = "(0, 1]" if open_left else "[0, 1]"
+        raise ValueError(f"{name} must be in {interval}, got {value}")
+    return float(value)

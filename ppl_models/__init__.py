@@ -1,0 +1,6 @@
+"""The architectures of the collection: each a Pyro model and guide built from modules
+that return distributions, usable by the shared engines of :mod:`inference`."""
+
+from .lgssm import KalmanResult, LinearGaussianSSM
+
+__all__ = ["LinearGaussianSSM", "KalmanResult"]

@@ -1,0 +1,249 @@
+"""Linear-Gaussian state-space model with exact Kalman filtering and smoothing.
+
+    z_1 ~ N(0, P_0),   z_t = A z_{t-1} + w_t,  w_t ~ N(0, Q),
+    x_t = C z_t + v_t,  v_t ~ N(0, R).
+
+It is a baseline of the collection (the PSRNN paper compares with Kalman filters)
+and the oracle of the engines' tests: :meth:`LinearGaussianSSM.log_likelihood`
+is exact, so every SMC, ELBO and IWAE estimate can be held against it.
+
+The guide (also the particle filter's proposal) is a learnable linear-Gaussian
+filtering distribution ``q(z_t | z_{t-1}, x_t) = N(F z_{t-1} + G x_t + b, S S^T)``,
+initialised to the locally optimal proposal ``p(z_t | z_{t-1}, x_t)`` of the
+initial parameters. ``proposal="bootstrap"`` uses the transition instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyro.distributions as dist
+import torch
+from torch import nn
+from torch.distributions import constraints, transform_to
+
+from inference.state_space import MarkovStateSpace
+from inference.validation import check_choice, check_positive_int, check_sequences
+
+__all__ = ["LinearGaussianSSM", "KalmanResult"]
+
+_to_tril = transform_to(constraints.lower_cholesky)
+
+
+@dataclass
+class KalmanResult:
+    """Exact filtering output for a batch ``[B, T]``.
+
+    Attributes:
+        log_likelihood: ``[B]`` exact ``log p(x_{1:T_b})``.
+        log_likelihood_steps: ``[B, T]`` exact ``log p(x_t | x_{<t})`` (0 at padding).
+        filtered_means, filtered_covs: ``[B, T, Dz]``, ``[B, T, Dz, Dz]``.
+        predicted_means, predicted_covs: moments of ``p(z_t | x_{<t})``.
+        predictive_means, predictive_covs: ``[B, T, Dx]``, ``[B, T, Dx, Dx]``,
+            moments of ``p(x_t | x_{<t})``.
+    """
+
+    log_likelihood: torch.Tensor
+    log_likelihood_steps: torch.Tensor
+    filtered_means: torch.Tensor
+    filtered_covs: torch.Tensor
+    predicted_means: torch.Tensor
+    predicted_covs: torch.Tensor
+    predictive_means: torch.Tensor
+    predictive_covs: torch.Tensor
+
+
+def _square(name, value, size=None):
+    if not isinstance(value, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
+    if value.dim() != 2 or value.shape[0] != value.shape[1] or (size is not None and value.shape[0] != size):
+        want = f"[{size}, {size}]" if size is not None else "square [n, n]"
+        raise ValueError(f"{name} must have shape {want}, got {tuple(value.shape)}")
+    return value
+
+
+def _covariance(name, value, size):
+    _square(name, value, size)
+    if not torch.allclose(value, value.T, atol=1e-6) or torch.linalg.cholesky_ex(value).info != 0:
+        raise ValueError(f"{name} must be symmetric positive definite")
+    return value
+
+
+class LinearGaussianSSM(MarkovStateSpace):
+    """Linear-Gaussian SSM with learnable ``A, C, Q, R`` (``P_0`` fixed).
+
+    Args:
+        A: ``[Dz, Dz]`` transition matrix.
+        C: ``[Dx, Dz]`` emission matrix.
+        Q: ``[Dz, Dz]`` transition noise covariance.
+        R: ``[Dx, Dx]`` observation noise covariance.
+        init_cov: ``[Dz, Dz]`` covariance ``P_0`` of ``z_1`` (mean zero).
+        proposal: ``"learned"`` (linear-Gaussian guide, default) or ``"bootstrap"``.
+    """
+
+    def __init__(self, A, C, Q, R, init_cov, proposal: str = "learned"):
+        super().__init__()
+        _square("A", A)
+        latent = A.shape[0]
+        if not isinstance(C, torch.Tensor) or C.dim() != 2 or C.shape[1] != latent:
+            shape = tuple(C.shape) if isinstance(C, torch.Tensor) else type(C).__name__
+            raise ValueError(f"C must have shape [Dx, {latent}], got {shape}")
+        obs = C.shape[0]
+        _covariance("Q", Q, latent)
+        _covariance("R", R, obs)
+        _covariance("init_cov", init_cov, latent)
+        self.proposal_kind = check_choice(proposal, ("learned", "bootstrap"), name="proposal")
+        self.latent_dim, self.obs_dim = latent, obs
+        self.A = nn.Parameter(A.detach().clone())
+        self.C = nn.Parameter(C.detach().clone())
+        self.Q_raw = nn.Parameter(_to_tril.inv(torch.linalg.cholesky(Q)).detach().clone())
+        self.R_raw = nn.Parameter(_to_tril.inv(torch.linalg.cholesky(R)).detach().clone())
+        self.register_buffer("init_cov", init_cov.detach().clone())
+        # guide / proposal: q(z_t | z_{t-1}, x_t) = N(F z_{t-1} + G x_t + b, S S^T); index 0 is t = 0
+        self.F = nn.Parameter(torch.zeros(latent, latent, dtype=A.dtype))
+        self.G = nn.Parameter(torch.zeros(2, latent, obs, dtype=A.dtype))
+        self.b = nn.Parameter(torch.zeros(2, latent, dtype=A.dtype))
+        self.S_raw = nn.Parameter(torch.zeros(2, latent, latent, dtype=A.dtype))
+        self.reset_proposal()
+
+    @classmethod
+    def random(
+        cls,
+        latent_dim: int,
+        obs_dim: int,
+        *,
+        spectral_radius: float = 0.9,
+        transition_noise: float = 0.3,
+        observation_noise: float = 0.5,
+        generator: torch.Generator | None = None,
+        proposal: str = "learned",
+    ) -> LinearGaussianSSM:
+        """A stable random model: ``A`` scaled to the given spectral radius, isotropic noises."""
+        check_positive_int(latent_dim, name="latent_dim")
+        check_positive_int(obs_dim, name="obs_dim")
+        A = torch.randn(latent_dim, latent_dim, generator=generator)
+        A = A * spectral_radius / torch.linalg.eigvals(A).abs().max()
+        C = torch.randn(obs_dim, latent_dim, generator=generator) / latent_dim**0.5
+        eye_z, eye_x = torch.eye(latent_dim), torch.eye(obs_dim)
+        return cls(A, C, transition_noise**2 * eye_z, observation_noise**2 * eye_x, eye_z, proposal=proposal)
+
+    # --- parameters ---------------------------------------------------------------
+    @property
+    def Q_tril(self) -> torch.Tensor:
+        return _to_tril(self.Q_raw)
+
+    @property
+    def R_tril(self) -> torch.Tensor:
+        return _to_tril(self.R_raw)
+
+    @property
+    def Q(self) -> torch.Tensor:
+        return self.Q_tril @ self.Q_tril.T
+
+    @property
+    def R(self) -> torch.Tensor:
+        return self.R_tril @ self.R_tril.T
+
+    @torch.no_grad()
+    def reset_proposal(self) -> None:
+        """Set the guide to the locally optimal proposal ``p(z_t | z_{t-1}, x_t)`` of the current parameters."""
+        C, R_inv = self.C, torch.linalg.inv(self.R)
+        for i, prior_cov in enumerate((self.init_cov, self.Q)):
+            cov = torch.linalg.inv(torch.linalg.inv(prior_cov) + C.T @ R_inv @ C)
+            self.G[i] = cov @ C.T @ R_inv
+            self.S_raw[i] = _to_tril.inv(torch.linalg.cholesky(cov))
+            if i == 1:
+                self.F.copy_(cov @ torch.linalg.inv(prior_cov) @ self.A)
+        self.b.zero_()
+
+    # --- the mathematics ------------------------------------------------------------
+    def prior(self, z_prev, t, context):
+        if z_prev is None:
+            zero = self.init_cov.new_zeros(self.latent_dim)
+            return dist.MultivariateNormal(zero, covariance_matrix=self.init_cov)
+        return dist.MultivariateNormal(z_prev @ self.A.T, scale_tril=self.Q_tril)
+
+    def emission(self, z, t, context):
+        return dist.MultivariateNormal(z @ self.C.T, scale_tril=self.R_tril)
+
+    def proposal(self, z_prev, t, x_t, context):
+        if self.proposal_kind == "bootstrap":
+            return None
+        i = 0 if z_prev is None else 1
+        loc = x_t @ self.G[i].T + self.b[i]
+        if z_prev is not None:
+            loc = loc + z_prev @ self.F.T
+        return dist.MultivariateNormal(loc, scale_tril=_to_tril(self.S_raw[i]))
+
+    # --- exact inference ---------------------------------------------------------------
+    def kalman_filter(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> KalmanResult:
+        """Exact filtering of ``x [B, T, Dx]`` (``mask [B, T]``, valid steps first)."""
+        x, mask = check_sequences(x, mask, feature_size=self.obs_dim)
+        batch, steps, _ = x.shape
+        A, C, Q, R = self.A, self.C, self.Q, self.R
+        eye = torch.eye(self.latent_dim, dtype=x.dtype, device=x.device)
+        mean = x.new_zeros(batch, self.latent_dim)
+        cov = self.init_cov.expand(batch, -1, -1)
+        out = {k: [] for k in ("ll", "fm", "fc", "pm", "pc", "ym", "yc")}
+        for t in range(steps):
+            if t == 0:
+                pred_mean, pred_cov = mean, cov
+            else:
+                pred_mean, pred_cov = mean @ A.T, A @ cov @ A.T + Q
+            y_mean, y_cov = pred_mean @ C.T, C @ pred_cov @ C.T + R
+            log_lik = dist.MultivariateNormal(y_mean, covariance_matrix=y_cov).log_prob(x[:, t])
+            gain = torch.linalg.solve(y_cov, C @ pred_cov).transpose(-1, -2)  # P C^T S^{-1}
+            new_mean = pred_mean + (gain @ (x[:, t] - y_mean).unsqueeze(-1)).squeeze(-1)
+            joseph = eye - gain @ C
+            new_cov = joseph @ pred_cov @ joseph.transpose(-1, -2) + gain @ R @ gain.transpose(-1, -2)
+            valid = mask[:, t]
+            mean = torch.where(valid[:, None], new_mean, mean)
+            cov = torch.where(valid[:, None, None], new_cov, cov)
+            for key, value in zip(out, (torch.where(valid, log_lik, torch.zeros_like(log_lik)), mean, cov,
+                                        pred_mean, pred_cov, y_mean, y_cov)):
+                out[key].append(value)
+        ll = torch.stack(out["ll"], 1)
+        stacked = {k: torch.stack(v, 1) for k, v in out.items() if k != "ll"}
+        return KalmanResult(ll.sum(1), ll, stacked["fm"], stacked["fc"], stacked["pm"], stacked["pc"],
+                            stacked["ym"], stacked["yc"])
+
+    def log_likelihood(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Exact ``log p(x_{1:T_b})`` per sequence, ``[B]`` (differentiable in the parameters)."""
+        return self.kalman_filter(x, mask).log_likelihood
+
+    def smooth(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Rauch-Tung-Striebel smoothing: means ``[B, T, Dz]`` and covariances ``[B, T, Dz, Dz]``."""
+        x, mask = check_sequences(x, mask, feature_size=self.obs_dim)
+        k = self.kalman_filter(x, mask)
+        means, covs = [k.filtered_means[:, -1]], [k.filtered_covs[:, -1]]
+        for t in range(x.shape[1] - 2, -1, -1):
+            f_mean, f_cov = k.filtered_means[:, t], k.filtered_covs[:, t]
+            p_mean, p_cov = k.predicted_means[:, t + 1], k.predicted_covs[:, t + 1]
+            gain = torch.linalg.solve(p_cov, self.A @ f_cov).transpose(-1, -2)  # P_f A^T P_pred^{-1}
+            s_mean = f_mean + (gain @ (means[0] - p_mean).unsqueeze(-1)).squeeze(-1)
+            s_cov = f_cov + gain @ (covs[0] - p_cov) @ gain.transpose(-1, -2)
+            nxt = mask[:, t + 1]
+            means.insert(0, torch.where(nxt[:, None], s_mean, f_mean))
+            covs.insert(0, torch.where(nxt[:, None, None], s_cov, f_cov))
+        return torch.stack(means, 1), torch.stack(covs, 1)
+
+    @torch.no_grad()
+    def sample(
+        self, num_sequences: int, num_steps: int, *, generator: torch.Generator | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Draw ``(x [B, T, Dx], z [B, T, Dz])`` from the model."""
+        check_positive_int(num_sequences, name="num_sequences")
+        check_positive_int(num_steps, name="num_steps")
+        dtype, device = self.A.dtype, self.A.device
+
+        def noise(size):
+            return torch.randn(num_sequences, size, dtype=dtype, device=device, generator=generator)
+
+        z = noise(self.latent_dim) @ torch.linalg.cholesky(self.init_cov).T
+        zs, xs = [], []
+        for t in range(num_steps):
+            if t > 0:
+                z = z @ self.A.T + noise(self.latent_dim) @ self.Q_tril.T
+            zs.append(z)
+            xs.append(z @ self.C.T + noise(self.obs_dim) @ self.R_tril.T)
+        return torch.stack(xs, 1), torch.stack(zs, 1)
