@@ -1,0 +1,81 @@
+"""Atomic writes for run folders: a file is either its old content or its new one, never half.
+
+Each writer writes to a temporary file in the target's folder, flushes it to disk,
+then renames it over the target (``os.replace`` is atomic on POSIX and Windows).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+__all__ = ["atomic_write", "write_text", "write_json", "save_torch", "append_jsonl", "read_jsonl"]
+
+
+def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> Path:
+    """Call ``write(tmp_path)`` on a temporary file, then move it onto ``path``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        write(tmp)
+        with open(tmp, "rb+") as handle:
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def write_text(path: str | os.PathLike, text: str) -> Path:
+    """Atomically write ``text`` (UTF-8) to ``path``."""
+    return atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+
+
+def write_json(path: str | os.PathLike, obj: Any) -> Path:
+    """Atomically write ``obj`` as indented JSON."""
+    return write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=_jsonable) + "\n")
+
+
+def save_torch(path: str | os.PathLike, obj: Any) -> Path:
+    """Atomically ``torch.save`` ``obj`` to ``path``."""
+    return atomic_write(path, lambda tmp: torch.save(obj, tmp))
+
+
+def append_jsonl(path: str | os.PathLike, record: dict) -> None:
+    """Append one JSON line (one record per line; a partial last line is ignored by :func:`read_jsonl`)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(json.dumps(record, sort_keys=True, default=_jsonable) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def read_jsonl(path: str | os.PathLike) -> list[dict]:
+    """Read the complete records of a JSON-lines file (a torn last line is dropped)."""
+    records = []
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            break
+    return records
+
+
+def _jsonable(value):
+    if isinstance(value, torch.Tensor):
+        return value.tolist()
+    if isinstance(value, Path):
+        return str(value)
+    if hasattr(value, "item"):
+        return value.item()
+    raise TypeError(f"cannot write {type(value).__name__} as JSON")
