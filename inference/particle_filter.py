@@ -9,8 +9,9 @@ A *particle model* is any object with two methods (see :class:`ParticleModel`):
   state at step ``t`` from ``state`` and ``x_t [B, D]`` and return the new state
   with its incremental log-weight ``log p(z_t, x_t | past) - log q(z_t | past, x_t)``
   and its complete-data log-density ``log p(z_t, x_t | past)``, each ``[K, B]``.
-  With ``reparameterize=False`` the proposed state must be sampled without a
-  gradient path (``sample`` rather than ``rsample``).
+  ``reparameterize=False`` asks for Fisher's identity: the proposed state must be
+  sampled without a gradient path (``sample`` rather than ``rsample``) and
+  ``log_joint`` is required; otherwise ``log_joint`` may be ``None``.
 
 and optionally ``simulate(state, t, context) -> (state, x_t)``, a draw from the
 model one step ahead, used for predictive samples and forecasts.
@@ -47,9 +48,10 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
+import pyro
 import torch
 
-from .resampling import SCHEMES, effective_sample_size, gather_particles, resample_adaptive
+from .resampling import SCHEMES, gather_particles, logsumexp_particles, resample_adaptive
 from .validation import check_choice, check_positive_int, check_probability, check_sequences
 
 __all__ = ["Step", "ParticleModel", "ParticleFilter", "FilterResult", "GRADIENT_MODES"]
@@ -58,11 +60,14 @@ GRADIENT_MODES = ("reparam", "soft", "stop_weights")
 
 
 class Step(NamedTuple):
-    """What a particle model's ``step`` returns (all tensors lead with ``[K, B]``)."""
+    """What a particle model's ``step`` returns (all tensors lead with ``[K, B]``).
+
+    ``log_joint`` is needed only when ``step`` was called with ``reparameterize=False``.
+    """
 
     state: dict[str, torch.Tensor]
     log_weight: torch.Tensor
-    log_joint: torch.Tensor
+    log_joint: torch.Tensor | None
 
 
 class ParticleModel(Protocol):
@@ -227,82 +232,73 @@ class ParticleFilter:
         num_particles = self.num_particles
         batch, steps, _ = x.shape
         stop = self.gradient == "stop_weights"
+        all_valid = bool(mask.all())
         state, context = model.start(x, mask, num_particles)
         log_w = torch.full((num_particles, batch), -math.log(num_particles), dtype=x.dtype, device=x.device)
-        increments, ess, resampled_steps = [], [], []
-        fisher_terms = deque()
-        fisher_total = torch.zeros(batch, dtype=x.dtype, device=x.device) if stop else None
-        path_joint = torch.zeros_like(log_w) if stop else None
-        record = {"ancestors": [], "log_w": [], "states": []} if keep_ancestry else None
-        predictive = []
+        ess = torch.full((batch,), float(num_particles), dtype=x.dtype, device=x.device)
         identity = torch.arange(num_particles, device=x.device).unsqueeze(-1).expand(num_particles, batch)
+        no_resampling = torch.zeros(batch, dtype=torch.bool, device=x.device)
+        fisher = _FisherScore(log_w, self.fisher_lag) if stop else None
+        out = {"increments": [], "ess": [], "resampled": [], "ancestors": [], "log_w": [], "states": [], "pred": []}
 
-        for t in range(steps):
-            valid = mask[:, t]
-            if t > 0:
-                ancestors, log_w, resampled = resample_adaptive(
-                    log_w,
-                    self.resampling,
-                    ess_threshold=self.ess_threshold,
-                    alpha=self.soft_alpha,
-                    generator=self.generator,
-                )
-                ancestors = torch.where(valid, ancestors, identity)
-                state = {k: gather_particles(v, ancestors) for k, v in state.items()}
+        with pyro.validation_enabled(False):
+            for t in range(steps):
+                valid = None if all_valid else mask[:, t]
+                ancestors, resampled = identity, no_resampling
+                if t > 0:
+                    ancestors, new_log_w, resampled = resample_adaptive(
+                        log_w,
+                        self.resampling,
+                        ess_threshold=self.ess_threshold,
+                        alpha=self.soft_alpha,
+                        generator=self.generator,
+                        ess=ess,
+                    )
+                    ancestors = _select(valid, ancestors, identity)
+                    log_w = _select(valid, new_log_w, log_w)
+                    resampled = _select(valid, resampled, no_resampling)
+                    state = {k: gather_particles(v, ancestors) for k, v in state.items()}
+                    if stop:
+                        fisher.resample(ancestors)
+                if predictive_samples:
+                    out["pred"].append(self._predict(model, state, log_w, t, context, predictive_samples))
+
+                new_state, log_alpha, log_joint = model.step(state, t, x[:, t], context, reparameterize=not stop)
                 if stop:
-                    path_joint = gather_particles(path_joint, ancestors)
-                    fisher_terms = deque(gather_particles(term, ancestors) for term in fisher_terms)
-            else:
-                ancestors, resampled = identity, torch.zeros(batch, dtype=torch.bool, device=x.device)
-            if predictive_samples:
-                predictive.append(self._predict(model, state, log_w, t, context, predictive_samples))
+                    new_state = {k: v.detach() for k, v in new_state.items()}
+                state = {k: _select(valid, new_state[k], state[k]) for k in state}
+                weighted = log_w + log_alpha
+                step_evidence = logsumexp_particles(weighted)
+                log_w = _select(valid, weighted - step_evidence, log_w)
+                ess = torch.exp(-logsumexp_particles(2.0 * log_w))
+                if stop:
+                    fisher.add(_select(valid, log_joint, torch.zeros_like(log_joint)), log_w)
 
-            new_state, log_alpha, log_joint = model.step(state, t, x[:, t], context, reparameterize=not stop)
-            if stop:
-                new_state = {k: v.detach() for k, v in new_state.items()}
-            state = {k: _where_valid(valid, new_state[k], state[k]) for k in state}
-            log_alpha = torch.where(valid, log_alpha, torch.zeros_like(log_alpha))
-            weighted = log_w + log_alpha
-            step_evidence = torch.logsumexp(weighted, dim=0)
-            increments.append(torch.where(valid, step_evidence, torch.zeros_like(step_evidence)))
-            log_w = torch.where(valid, weighted - step_evidence, log_w)
-            ess.append(effective_sample_size(log_w))
-            resampled_steps.append(resampled & valid)
+                out["increments"].append(_select(valid, step_evidence, torch.zeros_like(step_evidence)))
+                out["ess"].append(ess)
+                out["resampled"].append(resampled)
+                if keep_ancestry:
+                    out["ancestors"].append(ancestors)
+                    out["log_w"].append(log_w)
+                    out["states"].append(state)
 
-            if stop:
-                term = torch.where(valid, log_joint, torch.zeros_like(log_joint))
-                if self.fisher_lag is None:
-                    path_joint = path_joint + term
-                else:
-                    fisher_terms.append(term)
-                    if len(fisher_terms) > self.fisher_lag:
-                        fisher_total = fisher_total + (log_w.detach().exp() * fisher_terms.popleft()).sum(0)
-            if keep_ancestry:
-                record["ancestors"].append(ancestors)
-                record["log_w"].append(log_w)
-                record["states"].append(state)
-
-        if stop:
-            final_w = log_w.detach().exp()
-            path_joint = path_joint + sum(fisher_terms, torch.zeros_like(log_w))
-            fisher_total = fisher_total + (final_w * path_joint).sum(0)
-        increments = torch.stack(increments, dim=1)
+        increments = torch.stack(out["increments"], dim=1)
         result = FilterResult(
             log_evidence=increments.sum(1),
             log_evidence_steps=increments,
             num_steps=mask.sum(1),
             state=state,
             log_weights=log_w,
-            ess=torch.stack(ess, dim=1),
-            resampled=torch.stack(resampled_steps, dim=1),
-            fisher_objective=fisher_total,
+            ess=torch.stack(out["ess"], dim=1),
+            resampled=torch.stack(out["resampled"], dim=1),
+            fisher_objective=fisher.finish(log_w) if stop else None,
         )
         if keep_ancestry:
-            result.ancestors = torch.stack(record["ancestors"])
-            result.history_log_weights = torch.stack(record["log_w"])
-            result.history = {k: torch.stack([s[k] for s in record["states"]]) for k in state}
+            result.ancestors = torch.stack(out["ancestors"])
+            result.history_log_weights = torch.stack(out["log_w"])
+            result.history = {k: torch.stack([s[k] for s in out["states"]]) for k in state}
         if predictive_samples:
-            result.predictive = torch.stack(predictive, dim=2)
+            result.predictive = torch.stack(out["pred"], dim=2)
         return result
 
     def _predict(self, model, state, log_w, t, context, num_samples):
@@ -315,6 +311,43 @@ class ParticleFilter:
             return x_t.reshape(num_samples, batch, -1)
 
 
-def _where_valid(valid: torch.Tensor, new: torch.Tensor, old: torch.Tensor) -> torch.Tensor:
-    """``new`` where ``valid [B]`` else ``old``, for particle tensors ``[K, B, ...]``."""
-    return torch.where(valid.reshape(valid.shape + (1,) * (new.dim() - 2)), new, old)
+def _select(valid: torch.Tensor | None, new: torch.Tensor, old: torch.Tensor) -> torch.Tensor:
+    """``new`` where ``valid [B]`` (or everywhere when ``valid`` is None), else ``old``.
+
+    Works for per-sequence tensors ``[B]`` and particle tensors ``[K, B, ...]``.
+    """
+    if valid is None:
+        return new
+    return torch.where(valid.reshape(valid.shape + (1,) * max(new.dim() - 2, 0)), new, old)
+
+
+class _FisherScore:
+    """Fisher-identity surrogate: complete-data log-densities carried along each genealogy.
+
+    A term ``log p(z_t, x_t | past)`` [K, B] is weighted by the detached normalised
+    weights of step ``t + lag`` (``lag=None``: of the last step); terms travel with
+    their particles through every resampling.
+    """
+
+    def __init__(self, like: torch.Tensor, lag: int | None):
+        self.lag = lag
+        self.path = torch.zeros_like(like)
+        self.pending = deque()
+        self.total = like.new_zeros(like.shape[1])
+
+    def resample(self, ancestors):
+        self.path = gather_particles(self.path, ancestors)
+        self.pending = deque(gather_particles(term, ancestors) for term in self.pending)
+
+    def add(self, term, log_w):
+        if self.lag is None:
+            self.path = self.path + term
+            return
+        self.pending.append(term)
+        if len(self.pending) > self.lag:
+            self.total = self.total + (log_w.detach().exp() * self.pending.popleft()).sum(0)
+
+    def finish(self, log_w) -> torch.Tensor:
+        """``[B]`` surrogate; remaining terms get the final weights."""
+        path = self.path + sum(self.pending, torch.zeros_like(self.path))
+        return self.total + (log_w.detach().exp() * path).sum(0)

@@ -29,6 +29,7 @@ from .validation import check_choice, check_probability
 
 __all__ = [
     "SCHEMES",
+    "logsumexp_particles",
     "normalize",
     "effective_sample_size",
     "resample",
@@ -39,36 +40,56 @@ __all__ = [
 SCHEMES = ("multinomial", "stratified", "systematic", "soft", "none")
 
 
+def logsumexp_particles(log_weights: torch.Tensor) -> torch.Tensor:
+    """``log sum_k exp(log_weights[k])`` over the particle dim of ``[K, B]``; returns ``[B]``.
+
+    Same value as ``torch.logsumexp(., 0)``, about twice as fast on CPU for this layout.
+    """
+    top = log_weights.detach().max(dim=0).values
+    top = torch.where(torch.isfinite(top), top, torch.zeros_like(top))
+    return top + torch.log(torch.exp(log_weights - top).sum(0))
+
+
 def normalize(log_weights: torch.Tensor) -> torch.Tensor:
     """Normalise log-weights ``[K, B]`` so that ``exp`` sums to one over ``K``."""
-    return log_weights - torch.logsumexp(log_weights, dim=0, keepdim=True)
+    return log_weights - logsumexp_particles(log_weights)
 
 
 def effective_sample_size(log_weights: torch.Tensor) -> torch.Tensor:
     """ESS ``1 / sum_k w_k^2`` per sequence, from log-weights ``[K, B]``; returns ``[B]``."""
-    log_w = normalize(log_weights)
-    return torch.exp(-torch.logsumexp(2.0 * log_w, dim=0))
+    return torch.exp(-logsumexp_particles(2.0 * normalize(log_weights)))
 
 
-def _inverse_cdf(weights: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
-    """Ancestors ``[K, B]`` for sorted ``uniforms [K, B]`` in [0, 1) under ``weights [K, B]``."""
-    cdf = torch.cumsum(weights, dim=0).T.contiguous()  # [B, K]
-    cdf[:, -1] = 1.0  # guard against round-off below the last uniform
-    idx = torch.searchsorted(cdf, uniforms.T.contiguous(), right=True)
-    return idx.clamp_(max=weights.shape[0] - 1).T
+def _offspring_to_ancestors(below: torch.Tensor) -> torch.Tensor:
+    """Ancestors ``[K, B]`` from ``below[i, b]`` = number of sorted uniforms under the cdf at ``i``.
+
+    Particle ``i``'s offspring fill slots ``below[i-1] .. below[i]-1``, so the ancestor of
+    slot ``j`` is the number of particles whose block ends at or before ``j``: a scatter of
+    block ends and a cumulative sum, O(K) with no per-particle loop.
+    """
+    num_particles, batch = below.shape
+    below[-1] = num_particles  # guard against round-off in the last cdf value
+    ends = torch.zeros(num_particles + 1, batch, dtype=below.dtype, device=below.device)
+    ends.scatter_add_(0, below, torch.ones_like(below))
+    return ends[:num_particles].cumsum_(0)
 
 
 def _draw_ancestors(weights, scheme, generator):
+    """Ancestors ``[K, B]`` drawn from normalised ``weights [K, B]``, in O(K) for the ordered schemes."""
     num_particles, batch = weights.shape
-    device, dtype = weights.device, weights.dtype
     if scheme == "multinomial":
         return torch.multinomial(weights.T, num_particles, replacement=True, generator=generator).T
-    offsets = torch.arange(num_particles, device=device, dtype=dtype).unsqueeze(-1)
-    if scheme == "stratified":
-        u = torch.rand(num_particles, batch, device=device, dtype=dtype, generator=generator)
-    else:  # systematic
-        u = torch.rand(1, batch, device=device, dtype=dtype, generator=generator)
-    return _inverse_cdf(weights, (offsets + u) / num_particles)
+    scaled_cdf = num_particles * torch.cumsum(weights, dim=0)
+    if scheme == "systematic":
+        # uniforms (j + u) / K: #{j : j + u < K c} = ceil(K c - u)
+        u = torch.rand(1, batch, device=weights.device, dtype=weights.dtype, generator=generator)
+        below = torch.ceil(scaled_cdf - u)
+    else:  # stratified: uniforms (j + u_j) / K, one u_j per stratum
+        u = torch.rand(num_particles, batch, device=weights.device, dtype=weights.dtype, generator=generator)
+        stratum = torch.floor(scaled_cdf).clamp_(max=num_particles - 1)
+        inside = torch.gather(u, 0, stratum.long()) < scaled_cdf - stratum
+        below = stratum + inside
+    return _offspring_to_ancestors(below.clamp_(0, num_particles).long())
 
 
 def resample(
@@ -94,20 +115,22 @@ def resample(
     check_choice(scheme, SCHEMES, name="scheme")
     if log_weights.dim() != 2:
         raise ValueError(f"log_weights must have shape [K, B], got {tuple(log_weights.shape)}")
-    num_particles = log_weights.shape[0]
-    log_w = normalize(log_weights)
-    if scheme == "none":
-        ancestors = torch.arange(num_particles, device=log_w.device).unsqueeze(-1).expand_as(log_w)
-        return ancestors, log_w
     if scheme == "soft":
-        alpha = check_probability(alpha, name="alpha", open_left=True)
+        check_probability(alpha, name="alpha", open_left=True)
+    return _resample_normalized(normalize(log_weights), scheme, alpha, generator)
+
+
+def _resample_normalized(log_w, scheme, alpha, generator):
+    num_particles = log_w.shape[0]
+    if scheme == "none":
+        return torch.arange(num_particles, device=log_w.device).unsqueeze(-1).expand_as(log_w), log_w
+    if scheme == "soft":
         log_q = log_w
         if alpha < 1:
             uniform = torch.full_like(log_w, math.log((1 - alpha) / num_particles))
             log_q = torch.logaddexp(log_w + math.log(alpha), uniform)
         ancestors = _draw_ancestors(log_q.detach().exp(), "multinomial", generator)
-        corrected = torch.gather(log_w - log_q, 0, ancestors)
-        return ancestors, normalize(corrected)
+        return ancestors, normalize(torch.gather(log_w - log_q, 0, ancestors))
     ancestors = _draw_ancestors(log_w.detach().exp(), scheme, generator)
     return ancestors, torch.full_like(log_w, -math.log(num_particles))
 
@@ -119,28 +142,34 @@ def resample_adaptive(
     ess_threshold: float = 0.5,
     alpha: float = 0.5,
     generator: torch.Generator | None = None,
+    ess: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Resample only the sequences whose ESS is below ``ess_threshold * K``.
 
     Sequences above the threshold keep their particles (identity ancestors) and
-    their normalised log-weights. ``ess_threshold=1`` resamples at every step
-    (an ESS never exceeds ``K``), ``0`` never.
+    their normalised log-weights. ``ess_threshold=1`` resamples at every step,
+    ``0`` never. Passing the ESS ``[B]`` of already *normalised* ``log_weights``
+    skips recomputing it (the particle filter's hot loop does).
 
     Returns:
         ``(ancestors [K, B], new_log_weights [K, B], resampled [B] bool)``.
     """
-    num_particles = log_weights.shape[0]
-    log_w = normalize(log_weights)
+    check_choice(scheme, SCHEMES, name="scheme")
+    num_particles, batch = log_weights.shape
+    identity = torch.arange(num_particles, device=log_weights.device).unsqueeze(-1)
+    if ess is None:
+        log_weights = normalize(log_weights)
+        ess = effective_sample_size(log_weights)
     if scheme == "none" or ess_threshold <= 0:
-        resampled = torch.zeros(log_w.shape[1], dtype=torch.bool, device=log_w.device)
-        return resample(log_w, "none")[0], log_w, resampled
-    resampled = effective_sample_size(log_w) < ess_threshold * num_particles - 1e-9
+        resampled = torch.zeros(batch, dtype=torch.bool, device=log_weights.device)
+        return identity.expand(num_particles, batch), log_weights, resampled
     if ess_threshold >= 1:
-        resampled = torch.ones_like(resampled)
-    ancestors, new_log_w = resample(log_w, scheme, alpha=alpha, generator=generator)
-    identity = torch.arange(num_particles, device=log_w.device).unsqueeze(-1)
+        resampled = torch.ones(batch, dtype=torch.bool, device=log_weights.device)
+    else:
+        resampled = ess < ess_threshold * num_particles
+    ancestors, new_log_w = _resample_normalized(log_weights, scheme, alpha, generator)
     ancestors = torch.where(resampled, ancestors, identity)
-    new_log_w = torch.where(resampled, new_log_w, log_w)
+    new_log_w = torch.where(resampled, new_log_w, log_weights)
     return ancestors, new_log_w, resampled
 
 

@@ -104,8 +104,9 @@ class MarkovStateSpace(nn.Module):
     def step(self, state, t, x_t, context, *, reparameterize: bool = True) -> Step:
         """One proposal-and-weighting step for particles ``state["z"] [K, B, latent_dim]``.
 
-        With ``reparameterize=False`` the proposed states are detached before they are
-        scored, as Fisher's identity requires.
+        With ``reparameterize=False`` (Fisher's identity) the proposed states carry no
+        gradient path and the complete-data log-density is returned; otherwise it is
+        computed only when the proposal is not the prior (it is part of the weight).
         """
         z_prev = state["z"] if t > 0 else None
         prior = self._expanded(self.prior(z_prev, t, context), state["z"].shape[:2])
@@ -115,6 +116,8 @@ class MarkovStateSpace(nn.Module):
         sampler = prior if q is None else q
         z = sampler.rsample() if reparameterize else sampler.sample()
         log_lik = self.emission(z, t, context).log_prob(x_t)
+        if q is None and reparameterize:
+            return Step({"z": z}, log_lik, None)
         log_joint = prior.log_prob(z) + log_lik
         log_weight = log_lik if q is None else log_joint - q.log_prob(z)
         return Step({"z": z}, log_weight, log_joint)
