@@ -10,14 +10,21 @@ can wrap them; ``kl_factor`` is the annealing temperature that the training loop
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
+import pyro
 import torch
+from pyro import poutine
+from pyro.distributions.util import scale_and_mask
 from torch import nn
+from torch.distributions import kl_divergence
 
-from .validation import check_sequences
+from .particle_filter import ParticleFilter
+from .traces import PARTICLE_PLATE, latent_sites, observed_sites, sample_sites, site_per_sequence, trace_log_prob
+from .validation import check_positive_int, check_sequences
 
-__all__ = ["ObjectiveOutput", "Objective", "ExactLikelihood"]
+__all__ = ["ObjectiveOutput", "Objective", "ExactLikelihood", "ELBO", "IWAE", "SMCBound"]
 
 
 @dataclass
@@ -35,7 +42,12 @@ class ObjectiveOutput:
 
 
 class Objective(nn.Module):
-    """Base class: holds the model (a submodule, so its parameters are the objective's)."""
+    """Base class: holds the model (a submodule, so its parameters are the objective's).
+
+    Subclasses define :meth:`estimate`, returning the per-sequence bound and the
+    per-sequence surrogate whose gradient trains the model (the bound itself, an
+    annealed bound, or a Fisher-identity score).
+    """
 
     #: which estimate ``bound`` is, for reports: ``exact``, ``elbo``, ``iwae-K``, ``smc-K``.
     kind: str = "objective"
@@ -45,19 +57,15 @@ class Objective(nn.Module):
         self.model = model
         self.kl_factor = 1.0
 
-    def bound(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """``[B]`` per-sequence estimate of ``log p(x)``; subclasses define it."""
+    def estimate(self, x: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(bound [B], surrogate [B])`` for a validated batch; subclasses define it."""
         raise NotImplementedError
-
-    def surrogate(self, x: torch.Tensor, mask: torch.Tensor, bound: torch.Tensor) -> torch.Tensor:
-        """``[B]`` quantity whose gradient is the training signal (default: the bound itself)."""
-        return bound
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> ObjectiveOutput:
         x, mask = check_sequences(x, mask)
-        bound = self.bound(x, mask)
+        bound, surrogate = self.estimate(x, mask)
         num_steps = mask.sum(1)
-        loss = -self.surrogate(x, mask, bound).sum() / num_steps.sum().clamp(min=1)
+        loss = -surrogate.sum() / num_steps.sum().clamp(min=1)
         return ObjectiveOutput(loss=loss, bound=bound, num_steps=num_steps)
 
 
@@ -66,5 +74,115 @@ class ExactLikelihood(Objective):
 
     kind = "exact"
 
-    def bound(self, x, mask):
-        return self.model.log_likelihood(x, mask)
+    def estimate(self, x, mask):
+        bound = self.model.log_likelihood(x, mask)
+        return bound, bound
+
+
+class ELBO(Objective):
+    """Evidence lower bound per sequence, from one (or ``num_samples`` averaged) trace pair.
+
+    ``E_q[log p(x | z)] + kl_factor * E_q[log p(z) - log q(z | x)]``; the bound reported
+    is always at ``kl_factor = 1``. ``mean_field=True`` replaces the latent term by
+    ``-KL(q || p)`` computed analytically site by site where PyTorch knows it, as
+    Pyro's ``TraceMeanField_ELBO`` does; summed over sequences, both equal Pyro's
+    ``Trace_ELBO`` / ``TraceMeanField_ELBO`` losses on :func:`inference.traces.annealed`
+    programs with the same random draws (see the tests).
+
+    Args:
+        model: an ``nn.Module`` with Pyro programs ``model(x, mask)`` and ``guide(x, mask)``.
+    """
+
+    kind = "elbo"
+
+    def __init__(self, model: nn.Module, *, mean_field: bool = False, num_samples: int = 1):
+        super().__init__(model)
+        self.mean_field = mean_field
+        self.num_samples = check_positive_int(num_samples, name="num_samples")
+
+    def estimate(self, x, mask):
+        shape = (x.shape[0],)
+        log_lik, latent = 0.0, 0.0
+        for _ in range(self.num_samples):
+            guide_trace = poutine.trace(self.model.guide).get_trace(x, mask)
+            model_trace = poutine.trace(poutine.replay(self.model.model, trace=guide_trace)).get_trace(x, mask)
+            log_lik = log_lik + trace_log_prob(model_trace, observed_sites(model_trace), shape)
+            latent = latent + self._latent_term(model_trace, guide_trace, shape)
+        log_lik, latent = log_lik / self.num_samples, latent / self.num_samples
+        return log_lik + latent, log_lik + self.kl_factor * latent
+
+    def _latent_term(self, model_trace, guide_trace, shape):
+        names = latent_sites(model_trace)
+        if not self.mean_field:
+            return trace_log_prob(model_trace, names, shape) - trace_log_prob(guide_trace, names, shape)
+        total = 0.0
+        for name in names:
+            p_site, q_site = model_trace.nodes[name], guide_trace.nodes[name]
+            try:
+                kl = kl_divergence(q_site["fn"], p_site["fn"])
+            except NotImplementedError:
+                kl = q_site["fn"].log_prob(q_site["value"]) - p_site["fn"].log_prob(p_site["value"])
+            kl = scale_and_mask(kl, q_site["scale"], q_site["mask"])
+            total = total - site_per_sequence(kl, q_site, shape)
+        return total
+
+
+class IWAE(Objective):
+    """Importance-weighted bound ``log (1/K) sum_k p(x, z_k) / q(z_k | x)`` per sequence.
+
+    The ``K`` guide samples are drawn in one vectorised pass (a ``pyro.plate``
+    named ``particles`` outside the model's plates), and the bound is
+    differentiable (unlike ``pyro.infer.RenyiELBO``, whose loss runs without
+    gradients). ``IWAE-1`` is the ELBO; the bound rises towards ``log p(x)`` with ``K``.
+
+    Args:
+        model: an ``nn.Module`` with Pyro programs ``model(x, mask)`` and ``guide(x, mask)``.
+        num_particles: ``K``.
+        max_plate_nesting: plates inside the programs (1: the sequence plate).
+    """
+
+    def __init__(self, model: nn.Module, num_particles: int = 10, *, max_plate_nesting: int = 1):
+        super().__init__(model)
+        self.num_particles = check_positive_int(num_particles, name="num_particles")
+        self.max_plate_nesting = check_positive_int(max_plate_nesting, name="max_plate_nesting")
+        self.kind = f"iwae-{num_particles}"
+
+    def log_weights(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """``[K, B]`` importance log-weights ``log p(x, z_k) - log q(z_k | x)``."""
+        shape = (self.num_particles, x.shape[0])
+        plate = pyro.plate(PARTICLE_PLATE, self.num_particles, dim=-(self.max_plate_nesting + 1))
+        guide_trace = poutine.trace(plate(self.model.guide)).get_trace(x, mask)
+        model_trace = poutine.trace(poutine.replay(plate(self.model.model), trace=guide_trace)).get_trace(x, mask)
+        log_p = trace_log_prob(model_trace, sample_sites(model_trace), shape, PARTICLE_PLATE)
+        log_q = trace_log_prob(guide_trace, latent_sites(guide_trace), shape, PARTICLE_PLATE)
+        return log_p - log_q
+
+    def estimate(self, x, mask):
+        bound = torch.logsumexp(self.log_weights(x, mask), dim=0) - math.log(self.num_particles)
+        return bound, bound
+
+
+class SMCBound(Objective):
+    """Log of the particle filter's evidence estimate (FIVO / AESMC), per sequence.
+
+    With the filter's ``gradient="stop_weights"`` the surrogate is the
+    Fisher-identity score (SMC Transformer), otherwise the bound itself
+    (reparameterised, resampling indices constant).
+
+    Args:
+        model: a particle model (see :mod:`inference.particle_filter`).
+        particle_filter: the :class:`~inference.particle_filter.ParticleFilter` to run.
+    """
+
+    def __init__(self, model: nn.Module, particle_filter: ParticleFilter):
+        super().__init__(model)
+        if not isinstance(particle_filter, ParticleFilter):
+            raise TypeError(f"particle_filter must be a ParticleFilter, got {type(particle_filter).__name__}")
+        self.particle_filter = particle_filter
+        self.kind = f"smc-{particle_filter.num_particles}"
+
+    def estimate(self, x, mask):
+        result = self.particle_filter.run(self.model, x, mask)
+        if result.fisher_objective is not None:
+            return result.log_evidence, result.fisher_objective
+        return result.log_evidence, result.log_evidence

@@ -1,0 +1,581 @@
+"""Calibration of predictive distributions, judged from Monte Carlo samples, with ArviZ.
+
+Every metric takes samples of the predictive distribution, samples first, and the observations:
+
+- ``predictive``: ``[S, B, T, D]`` (S samples of B sequences of T steps of D features),
+- ``observed``: ``[B, T, D]``,
+- ``mask``: optional bool ``[B, T]``, ``True`` at valid steps (valid steps first, padding after).
+
+Tensors and numpy arrays are both accepted (integer data, e.g. counts, is converted to float).
+Padded steps never enter a metric; where a function returns values per step, padded steps hold NaN.
+Pooled metrics average over all valid entries (valid steps times features).
+
+Metrics: :func:`pit`, :func:`coverage`, :func:`interval_width`, :func:`crps`, :func:`nlpd`,
+:func:`brier_score`, :func:`reliability_curve` and the table :func:`calibration_summary`.
+Storage: :func:`to_inference_data`, :func:`save_inference_data`.
+Plots (each returns a ``matplotlib.figure.Figure`` drawn on the Agg canvas, not registered with
+pyplot, and writes a PNG atomically when given ``path``): :func:`plot_pit_ecdf`,
+:func:`plot_coverage`, :func:`plot_predictive_bands`, :func:`plot_reliability`.
+"""
+
+from __future__ import annotations
+
+import numbers
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import NamedTuple
+
+import arviz as az
+import numpy as np
+import scipy.stats
+import torch
+from matplotlib.figure import Figure
+from pyro.ops.stats import crps_empirical
+
+from .io import atomic_write
+from .validation import check_positive_int, check_sequences
+
+__all__ = [
+    "DEFAULT_LEVELS",
+    "SEQUENCE_DIMS",
+    "ReliabilityCurve",
+    "to_inference_data",
+    "save_inference_data",
+    "pit",
+    "coverage",
+    "interval_width",
+    "crps",
+    "nlpd",
+    "brier_score",
+    "reliability_curve",
+    "calibration_summary",
+    "plot_pit_ecdf",
+    "plot_coverage",
+    "plot_predictive_bands",
+    "plot_reliability",
+]
+
+DEFAULT_LEVELS = (0.5, 0.8, 0.9, 0.95)
+SEQUENCE_DIMS = ("sequence", "time", "feature")
+
+
+class ReliabilityCurve(NamedTuple):
+    """Reliability diagram data, one entry per probability bin (numpy arrays ``[bins]``)."""
+
+    bin_centers: np.ndarray
+    observed_frequency: np.ndarray  # NaN where a bin is empty
+    counts: np.ndarray
+
+
+# --------------------------------------------------------------------------- storage
+
+
+def to_inference_data(
+    predictive,
+    observed,
+    *,
+    mask=None,
+    log_likelihood=None,
+    var_name: str = "x",
+    coords: Mapping[str, Sequence] | None = None,
+) -> az.InferenceData:
+    """Pack predictive samples and observations into an ArviZ ``InferenceData``.
+
+    Args:
+        predictive: samples ``[S, B, T, D]`` (torch or numpy).
+        observed: observations ``[B, T, D]``.
+        mask: optional bool ``[B, T]``; padded steps are stored as NaN in every group.
+        log_likelihood: optional pointwise log predictive density ``[B, T]`` (nats per step).
+        var_name: name of the variable in every group.
+        coords: optional coordinate values per dimension, e.g. ``{"feature": ["x", "y"]}``.
+
+    Returns:
+        ``InferenceData`` with groups ``posterior_predictive`` (dims chain=1, draw=S, sequence,
+        time, feature), ``observed_data`` (sequence, time, feature) and, if given,
+        ``log_likelihood`` (sequence, time).
+    """
+    if not isinstance(var_name, str) or not var_name:
+        raise ValueError(f"var_name must be a non-empty string, got {var_name!r}")
+    predictive, observed, mask = _check_predictive(predictive, observed, mask)
+    step_mask = mask.unsqueeze(-1)
+    sequence_dims = {var_name: list(SEQUENCE_DIMS)}
+    groups = {
+        "posterior_predictive": az.dict_to_dataset(
+            {var_name: _to_numpy(_nan_where_padded(predictive, step_mask))[None]}, coords=coords, dims=sequence_dims
+        ),
+        "observed_data": az.dict_to_dataset(
+            {var_name: _to_numpy(_nan_where_padded(observed, step_mask))},
+            coords=coords,
+            dims=sequence_dims,
+            default_dims=[],
+        ),
+    }
+    if log_likelihood is not None:
+        log_likelihood, _ = _check_step_values(log_likelihood, mask, name="log_likelihood")
+        groups["log_likelihood"] = az.dict_to_dataset(
+            {var_name: _to_numpy(_nan_where_padded(log_likelihood, mask))},
+            coords=coords,
+            dims={var_name: list(SEQUENCE_DIMS[:2])},
+            default_dims=[],
+        )
+    return az.InferenceData(**groups)
+
+
+def save_inference_data(idata: az.InferenceData, path: str | os.PathLike) -> Path:
+    """Write ``idata`` to a netCDF file (``.nc``, ArviZ's default h5netcdf engine), atomically."""
+    if not isinstance(idata, az.InferenceData):
+        raise TypeError(f"idata must be an arviz.InferenceData, got {type(idata).__name__}")
+    return atomic_write(path, lambda tmp: idata.to_netcdf(tmp))
+
+
+# --------------------------------------------------------------------------- sample-based metrics
+
+
+def pit(predictive, observed, mask=None, *, generator: torch.Generator | None = None) -> torch.Tensor:
+    """Randomised probability integral transform of each observation under its samples.
+
+    With ``below = #{s < y}`` and ``ties = #{s == y}`` among the S samples,
+    ``pit = (below + U * (ties + 1)) / (S + 1)`` with ``U ~ Uniform(0, 1)``: the rank of ``y``
+    among the S samples and itself, ties broken at random, spread over its ``1 / (S + 1)`` slot.
+    If ``y`` is a draw from the same distribution as the samples, the PIT is exactly
+    ``Uniform(0, 1)`` for continuous and discrete data alike.
+
+    Args:
+        predictive: samples ``[S, B, T, D]``.
+        observed: observations ``[B, T, D]``.
+        mask: optional bool ``[B, T]``.
+        generator: source of ``U`` (defaults to torch's global generator, seeded by Pyro's seed).
+
+    Returns:
+        ``[B, T, D]`` values in ``[0, 1)``, NaN at padded steps.
+    """
+    predictive, observed, mask = _check_predictive(predictive, observed, mask)
+    return _randomised_pit(predictive, observed, mask, generator)
+
+
+def coverage(predictive, observed, levels: Sequence[float] = DEFAULT_LEVELS, mask=None) -> dict[float, float]:
+    """Fraction of valid observations inside the central (equal-tailed) interval of each level.
+
+    The interval at level ``a`` runs from the ``(1 - a) / 2`` to the ``(1 + a) / 2`` quantile of
+    the samples (linear interpolation between order statistics, as numpy's default), ends
+    included. A calibrated predictive covers a fraction close to ``a``.
+
+    Args:
+        predictive: samples ``[S, B, T, D]``.
+        observed: observations ``[B, T, D]``.
+        levels: nominal levels, each in ``(0, 1)``.
+        mask: optional bool ``[B, T]``.
+
+    Returns:
+        ``{level: empirical coverage}``, pooled over valid steps and features.
+    """
+    levels = _check_levels(levels)
+    predictive, observed, mask = _check_predictive(predictive, observed, mask)
+    lower, upper = _central_intervals(predictive, levels)
+    return dict(zip(levels, _coverage_rates(lower, upper, observed, mask)))
+
+
+def interval_width(predictive, observed, levels: Sequence[float] = DEFAULT_LEVELS, mask=None) -> dict[float, float]:
+    """Mean width of the central interval of each level (same intervals as :func:`coverage`).
+
+    ``observed`` ``[B, T, D]`` is needed only to check shapes and the mask.
+
+    Returns:
+        ``{level: mean width}``, in the units of the data, pooled over valid steps and features.
+    """
+    levels = _check_levels(levels)
+    predictive, _, mask = _check_predictive(predictive, observed, mask)
+    lower, upper = _central_intervals(predictive, levels)
+    return dict(zip(levels, _mean_widths(lower, upper, mask)))
+
+
+def crps(predictive, observed, mask=None) -> torch.Tensor:
+    """Continuous ranked probability score of the samples' empirical distribution, per step.
+
+    Uses ``pyro.ops.stats.crps_empirical``: ``E|X - y| - E|X - X'| / 2`` over the samples
+    (lower is better; equals the absolute error for one sample; in the units of the data).
+
+    Args:
+        predictive: samples ``[S, B, T, D]``.
+        observed: observations ``[B, T, D]``.
+        mask: optional bool ``[B, T]``.
+
+    Returns:
+        ``[B, T]``, mean over features, NaN at padded steps.
+    """
+    predictive, observed, mask = _check_predictive(predictive, observed, mask)
+    return _nan_where_padded(crps_empirical(predictive, observed).mean(-1), mask)
+
+
+def nlpd(log_pred_density, mask=None) -> float:
+    """Mean negative log predictive density per valid step (nats; lower is better).
+
+    Args:
+        log_pred_density: ``log p(x_t | ...)`` per step ``[B, T]``; the caller knows and reports
+            which estimate it is (exact, IWAE-K, SMC-K).
+        mask: optional bool ``[B, T]``.
+    """
+    values, mask = _check_step_values(log_pred_density, mask, name="log_pred_density")
+    return -float(values[mask].mean())
+
+
+def brier_score(prob, observed, mask=None) -> float:
+    """Mean squared difference between predicted probabilities and binary outcomes.
+
+    Args:
+        prob: predicted probability that an entry is 1, ``[B, T, D]`` in ``[0, 1]``.
+        observed: binary outcomes ``[B, T, D]`` (0 or 1).
+        mask: optional bool ``[B, T]``.
+
+    Returns:
+        The score pooled over valid steps and features: 0 is perfect, 0.25 is a constant 0.5.
+    """
+    prob, observed, mask = _check_binary_forecast(prob, observed, mask)
+    return float(((prob - observed) ** 2)[mask].mean())
+
+
+def reliability_curve(prob, observed, mask=None, bins: int = 10) -> ReliabilityCurve:
+    """Observed frequency of 1s among entries whose predicted probability falls in each bin.
+
+    Args:
+        prob: predicted probabilities ``[B, T, D]`` in ``[0, 1]``.
+        observed: binary outcomes ``[B, T, D]``.
+        mask: optional bool ``[B, T]``.
+        bins: number of equal-width bins on ``[0, 1]`` (a probability of exactly 1 goes in the last).
+
+    Returns:
+        :class:`ReliabilityCurve` of numpy arrays ``[bins]``: bin centres, observed frequency
+        (NaN for an empty bin) and counts. A reliable forecast has frequency close to the centre.
+    """
+    bins = check_positive_int(bins, name="bins")
+    prob, observed, mask = _check_binary_forecast(prob, observed, mask)
+    prob, observed = prob[mask].flatten(), observed[mask].flatten()
+    index = (prob * bins).long().clamp(max=bins - 1)
+    counts = torch.bincount(index, minlength=bins)
+    ones = torch.bincount(index, weights=observed.double(), minlength=bins)
+    frequency = _to_numpy(ones / counts)  # 0 / 0 is NaN for an empty bin
+    centers = (np.arange(bins) + 0.5) / bins
+    return ReliabilityCurve(centers, frequency, _to_numpy(counts))
+
+
+def calibration_summary(
+    predictive,
+    observed,
+    mask=None,
+    log_pred_density=None,
+    *,
+    levels: Sequence[float] = DEFAULT_LEVELS,
+    generator: torch.Generator | None = None,
+) -> dict[str, float]:
+    """The metrics table of a run: one float per metric, pooled over valid entries.
+
+    Args:
+        predictive: samples ``[S, B, T, D]``.
+        observed: observations ``[B, T, D]``.
+        mask: optional bool ``[B, T]``.
+        log_pred_density: optional ``[B, T]`` log predictive density per step.
+        levels: nominal levels of the central intervals.
+        generator: source of the PIT's randomisation.
+
+    Returns:
+        ``coverage_<level>`` and ``width_<level>`` for each level, ``crps`` (mean),
+        ``nlpd`` (only with ``log_pred_density``) and ``pit_ks``: the Kolmogorov-Smirnov
+        distance between the PIT values and ``Uniform(0, 1)`` (0 is perfect).
+    """
+    levels = _check_levels(levels)
+    predictive, observed, mask = _check_predictive(predictive, observed, mask)
+    if log_pred_density is not None:
+        log_pred_density, _ = _check_step_values(log_pred_density, mask, name="log_pred_density")
+    lower, upper = _central_intervals(predictive, levels)
+    summary = {}
+    for level, rate in zip(levels, _coverage_rates(lower, upper, observed, mask)):
+        summary[f"coverage_{level:g}"] = rate
+    for level, width in zip(levels, _mean_widths(lower, upper, mask)):
+        summary[f"width_{level:g}"] = width
+    summary["crps"] = float(crps_empirical(predictive, observed)[mask].mean())
+    if log_pred_density is not None:
+        summary["nlpd"] = -float(log_pred_density[mask].mean())
+    pit_values = _to_numpy(_randomised_pit(predictive, observed, mask, generator)[mask])
+    summary["pit_ks"] = float(scipy.stats.kstest(pit_values.ravel(), "uniform").statistic)
+    return summary
+
+
+# --------------------------------------------------------------------------- plots
+
+
+def plot_pit_ecdf(pit_values, path: str | os.PathLike | None = None) -> Figure:
+    """ECDF of PIT values minus the uniform CDF, with a 94% simultaneous band (ArviZ).
+
+    Args:
+        pit_values: PIT values of any shape (e.g. :func:`pit`'s ``[B, T, D]``); NaN (padding)
+            is dropped.
+        path: optional PNG file to write.
+
+    A calibrated predictive stays inside the band. Too narrow (over-confident): the curve rises
+    above zero, then falls below it (PIT values pile up at both ends); too wide
+    (under-confident): below, then above. One hump above zero: the observations fall low in the
+    predictive (it is biased upwards); one dip below zero: biased downwards.
+    """
+    values = _to_numpy(_as_float_tensor(pit_values, "pit_values")).ravel()
+    values = values[~np.isnan(values)]
+    if values.size == 0:
+        raise ValueError("pit_values must contain at least one non-NaN value, got none")
+    if values.min() < 0 or values.max() > 1:
+        raise ValueError(f"pit_values must lie in [0, 1], got range [{values.min()}, {values.max()}]")
+    uniform = scipy.stats.uniform(0, 1)
+    figure = Figure(figsize=(5, 3.5), layout="constrained")
+    axes = figure.subplots()
+    az.plot_ecdf(
+        values,
+        cdf=uniform.cdf,
+        rvs=uniform.rvs,  # PIT values are continuous: the band is calibrated on uniform draws
+        eval_points=np.linspace(0, 1, 101),
+        confidence_bands=True,
+        difference=True,
+        random_state=np.random.default_rng(0),  # an int seed would repeat the same draw in every trial
+        ax=axes,
+    )
+    axes.axhline(0, color="grey", linewidth=0.8)
+    axes.set(xlabel="PIT value", ylabel="ECDF - uniform CDF", title=f"PIT ECDF difference ({values.size} values)")
+    return _save_png(figure, path)
+
+
+def plot_coverage(coverage_by_level: Mapping[float, float], path: str | os.PathLike | None = None) -> Figure:
+    """Empirical against nominal coverage (from :func:`coverage`), with the diagonal.
+
+    Points above the diagonal: intervals too wide (under-confident); below: too narrow.
+    """
+    if not isinstance(coverage_by_level, Mapping) or not coverage_by_level:
+        raise ValueError(f"coverage_by_level must be a non-empty dict level -> coverage, got {coverage_by_level!r}")
+    levels = _check_levels(sorted(coverage_by_level), name="coverage_by_level keys (levels)")
+    empirical = [coverage_by_level[level] for level in levels]
+    if not all(isinstance(rate, numbers.Real) and 0 <= rate <= 1 for rate in empirical):
+        raise ValueError(f"coverage_by_level values must be numbers in [0, 1], got {empirical}")
+    figure = Figure(figsize=(4, 4), layout="constrained")
+    axes = figure.subplots()
+    axes.plot([0, 1], [0, 1], linestyle="--", color="grey", label="calibrated")
+    axes.plot(levels, empirical, marker="o", label="empirical")
+    axes.set(xlim=(0, 1), ylim=(0, 1), aspect="equal", xlabel="nominal level", ylabel="empirical coverage")
+    axes.legend(loc="upper left")
+    return _save_png(figure, path)
+
+
+def plot_predictive_bands(
+    predictive,
+    observed,
+    sequence: int = 0,
+    feature: int = 0,
+    levels: Sequence[float] = (0.5, 0.9),
+    mask=None,
+    path: str | os.PathLike | None = None,
+) -> Figure:
+    """Median and central bands of the samples over time for one sequence and feature, with the data.
+
+    Args:
+        predictive: samples ``[S, B, T, D]``.
+        observed: observations ``[B, T, D]``.
+        sequence: index into ``B``; feature: index into ``D``.
+        levels: levels of the shaded central intervals.
+        mask: optional bool ``[B, T]``; only the valid steps of the sequence are drawn.
+        path: optional PNG file to write.
+    """
+    levels = _check_levels(levels)
+    predictive, observed, mask = _check_predictive(predictive, observed, mask)
+    _check_index(sequence, observed.shape[0], "sequence")
+    _check_index(feature, observed.shape[2], "feature")
+    steps = int(mask[sequence].sum())
+    samples = predictive[:, sequence, :steps, feature]
+    lower, upper = (_to_numpy(bound) for bound in _central_intervals(samples, levels))
+    median = _to_numpy(_sample_quantiles(samples, samples.new_tensor([0.5]))[0])
+    time = np.arange(steps)
+    figure = Figure(figsize=(7, 3.5), layout="constrained")
+    axes = figure.subplots()
+    for index in np.argsort(levels)[::-1]:
+        label = f"{levels[index]:.0%} interval"
+        axes.fill_between(time, lower[index], upper[index], color="C0", alpha=0.25, linewidth=0, label=label)
+    axes.plot(time, median, color="C0", label="median")
+    axes.plot(time, _to_numpy(observed[sequence, :steps, feature]), "k.", markersize=4, label="observed")
+    axes.set(xlabel="time step", ylabel=f"feature {feature}", title=f"Predictive bands, sequence {sequence}")
+    axes.legend(loc="best")
+    return _save_png(figure, path)
+
+
+def plot_reliability(curve: ReliabilityCurve, path: str | os.PathLike | None = None) -> Figure:
+    """Reliability diagram (observed frequency against bin centre) over a histogram of the counts.
+
+    Args:
+        curve: :func:`reliability_curve`'s result (bin centres, observed frequency, counts).
+        path: optional PNG file to write.
+    """
+    centers, frequency, counts = _check_curve(curve)
+    filled = counts > 0
+    figure = Figure(figsize=(4.5, 5), layout="constrained")
+    top, bottom = figure.subplots(2, 1, sharex=True, height_ratios=[3, 1])
+    top.plot([0, 1], [0, 1], linestyle="--", color="grey", label="reliable")
+    top.plot(centers[filled], frequency[filled], marker="o", label="forecast")
+    top.set(xlim=(0, 1), ylim=(0, 1), ylabel="observed frequency")
+    top.legend(loc="upper left")
+    bottom.bar(centers, counts, width=1 / len(centers), edgecolor="white")
+    bottom.set(xlabel="predicted probability", ylabel="count")
+    return _save_png(figure, path)
+
+
+# --------------------------------------------------------------------------- computation helpers
+
+
+def _randomised_pit(predictive, observed, mask, generator):
+    below = (predictive < observed).sum(0)
+    ties = (predictive == observed).sum(0)
+    uniform = torch.rand(observed.shape, generator=generator, dtype=observed.dtype, device=observed.device)
+    values = (below + uniform * (ties + 1)) / (predictive.shape[0] + 1)
+    return _nan_where_padded(values, mask.unsqueeze(-1))
+
+
+def _sample_quantiles(samples: torch.Tensor, probs: torch.Tensor) -> torch.Tensor:
+    """Quantiles along dim 0, interpolating linearly between order statistics: ``[len(probs), ...]``."""
+    ordered = samples.sort(dim=0).values
+    position = probs * (samples.shape[0] - 1)
+    below = position.floor().long()
+    above = (below + 1).clamp(max=samples.shape[0] - 1)
+    fraction = (position - below).reshape((-1,) + (1,) * (samples.dim() - 1))
+    return ordered[below] * (1 - fraction) + ordered[above] * fraction
+
+
+def _central_intervals(samples, levels):
+    """Lower and upper ends of the central intervals, each ``[len(levels), ...]`` (one sort)."""
+    levels = samples.new_tensor(levels)
+    bounds = _sample_quantiles(samples, torch.cat([(1 - levels) / 2, (1 + levels) / 2]))
+    return bounds[: len(levels)], bounds[len(levels) :]
+
+
+def _coverage_rates(lower, upper, observed, mask) -> list[float]:
+    inside = (lower <= observed) & (observed <= upper)
+    return inside[:, mask].double().mean(dim=(1, 2)).tolist()
+
+
+def _mean_widths(lower, upper, mask) -> list[float]:
+    return (upper - lower)[:, mask].double().mean(dim=(1, 2)).tolist()
+
+
+def _nan_where_padded(values: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    return values.masked_fill(~valid, float("nan"))
+
+
+def _to_numpy(values: torch.Tensor) -> np.ndarray:
+    return values.detach().cpu().numpy()
+
+
+def _save_png(figure: Figure, path) -> Figure:
+    if path is not None:
+        atomic_write(path, lambda tmp: figure.savefig(tmp, format="png", dpi=120))
+    return figure
+
+
+# --------------------------------------------------------------------------- input checks
+
+
+def _as_float_tensor(value, name: str) -> torch.Tensor:
+    if isinstance(value, np.ndarray):
+        value = torch.from_numpy(value)
+    if not isinstance(value, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor or numpy.ndarray, got {type(value).__name__}")
+    return value.detach() if value.is_floating_point() else value.detach().double()
+
+
+def _as_mask(mask, device) -> torch.Tensor | None:
+    if mask is None:
+        return None
+    if isinstance(mask, np.ndarray):
+        mask = torch.from_numpy(mask)
+    if not isinstance(mask, torch.Tensor):
+        raise TypeError(f"mask must be a bool torch.Tensor or numpy.ndarray of shape [B, T], got {type(mask).__name__}")
+    return mask.to(device)
+
+
+def _check_predictive(predictive, observed, mask):
+    """Validate ``predictive [S, B, T, D]``, ``observed [B, T, D]``, ``mask``; one dtype and device."""
+    predictive = _as_float_tensor(predictive, "predictive")
+    if predictive.dim() != 4:
+        raise ValueError(f"predictive must have shape [S, B, T, D] (4 dims), got shape {tuple(predictive.shape)}")
+    if predictive.shape[0] == 0:
+        raise ValueError(f"predictive has no samples: expected S >= 1, got shape {tuple(predictive.shape)}")
+    observed = _as_float_tensor(observed, "observed").to(predictive.device)
+    observed, mask = check_sequences(observed, _as_mask(mask, predictive.device), name="observed")
+    _require_valid_step(mask)
+    if observed.shape != predictive.shape[1:]:
+        raise ValueError(
+            f"observed must have shape [B, T, D] = {tuple(predictive.shape[1:])} to match predictive, "
+            f"got {tuple(observed.shape)}"
+        )
+    if not bool(torch.isfinite(predictive[:, mask]).all()):
+        raise ValueError("predictive contains NaN or inf at valid (unmasked) steps")
+    dtype = torch.promote_types(predictive.dtype, observed.dtype)
+    return predictive.to(dtype), observed.to(dtype), mask
+
+
+def _check_step_values(values, mask, *, name: str):
+    """Validate one finite value per step, ``[B, T]``; returns ``(values, mask)``."""
+    values = _as_float_tensor(values, name)
+    if values.dim() != 2:
+        raise ValueError(f"{name} must have shape [B, T] (2 dims), got shape {tuple(values.shape)}")
+    mask = _as_mask(mask, values.device)
+    if mask is not None and mask.shape != values.shape:
+        raise ValueError(
+            f"{name} and mask must have the same shape [B, T], got {name} {tuple(values.shape)} "
+            f"and mask {tuple(mask.shape)}"
+        )
+    with_feature, mask = check_sequences(values.unsqueeze(-1), mask, name=name)
+    _require_valid_step(mask)
+    return with_feature.squeeze(-1), mask
+
+
+def _check_binary_forecast(prob, observed, mask):
+    """Validate probabilities and binary outcomes, both ``[B, T, D]``; returns ``(prob, observed, mask)``."""
+    prob = _as_float_tensor(prob, "prob")
+    prob, mask = check_sequences(prob, _as_mask(mask, prob.device), name="prob")
+    _require_valid_step(mask)
+    observed = _as_float_tensor(observed, "observed").to(prob.device)
+    if observed.shape != prob.shape:
+        raise ValueError(
+            f"observed must have shape [B, T, D] = {tuple(prob.shape)} to match prob, got {tuple(observed.shape)}"
+        )
+    valid_prob, valid_observed = prob[mask], observed[mask]
+    if bool(((valid_prob < 0) | (valid_prob > 1)).any()):
+        raise ValueError(
+            f"prob must lie in [0, 1] at valid steps, got range [{float(valid_prob.min())}, {float(valid_prob.max())}]"
+        )
+    if not bool(((valid_observed == 0) | (valid_observed == 1)).all()):
+        unexpected = valid_observed[(valid_observed != 0) & (valid_observed != 1)]
+        raise ValueError(f"observed must be binary (0 or 1) at valid steps, got e.g. {float(unexpected[0])}")
+    return prob, observed.to(prob.dtype), mask
+
+
+def _require_valid_step(mask: torch.Tensor) -> None:
+    if not bool(mask.any()):
+        raise ValueError("mask must mark at least one valid step, got none (all False)")
+
+
+def _check_levels(levels, name: str = "levels") -> tuple[float, ...]:
+    if isinstance(levels, (str, bytes)) or not isinstance(levels, Sequence):
+        raise ValueError(f"{name} must be a sequence of numbers in (0, 1), got {levels!r}")
+    if not levels or not all(isinstance(level, numbers.Real) and 0 < level < 1 for level in levels):
+        raise ValueError(f"{name} must be a non-empty sequence of numbers in (0, 1), got {levels!r}")
+    return tuple(float(level) for level in levels)
+
+
+def _check_index(index, size: int, name: str) -> None:
+    if isinstance(index, bool) or not isinstance(index, numbers.Integral) or not 0 <= index < size:
+        raise ValueError(f"{name} must be an int in [0, {size}), got {index!r}")
+
+
+def _check_curve(curve):
+    arrays = [np.asarray(part, dtype=float) for part in curve]
+    if len(arrays) != 3 or any(array.ndim != 1 for array in arrays) or len({array.size for array in arrays}) != 1:
+        raise ValueError(
+            "curve must be (bin_centers, observed_frequency, counts), three 1-D arrays of one length, "
+            f"got shapes {[array.shape for array in arrays]}"
+        )
+    if arrays[0].size == 0:
+        raise ValueError("curve must have at least one bin, got 0")
+    return arrays

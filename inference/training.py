@@ -1,0 +1,507 @@
+"""The training loop shared by every model: a :class:`Trainer` minimising an :class:`~inference.objectives.Objective`.
+
+One epoch shuffles the training sequences (the order depends only on the seed and the epoch),
+takes minibatches, steps the optimizer (with optional gradient clipping and KL annealing),
+steps the learning-rate schedule, and validates: the objective's bound per time step, pooled
+over the validation set, drives early stopping and the best checkpoint. A run folder holds
+``metrics.jsonl`` and ``checkpoints/{last,best}.pt``; ``fit(resume=True)`` continues from
+``last.pt`` and ends with the same parameters and metrics as a run that was never stopped.
+
+Under ``torchrun`` (any launcher that initialises ``torch.distributed``) the same code wraps the
+objective in ``DistributedDataParallel``, deals each epoch's sequences out to the ranks, sums
+metrics across ranks, and lets rank 0 alone write the run folder and show progress.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import time
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyro.util
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+from tqdm.auto import tqdm
+
+from .io import append_jsonl, save_torch, write_text
+from .validation import check_choice, check_sequences
+
+__all__ = ["OPTIMIZERS", "LR_SCHEDULES", "TrainConfig", "Trainer", "epoch_batches", "load_checkpoint", "load_best"]
+
+OPTIMIZERS = ("adam", "adamw", "sgd")
+LR_SCHEDULES = ("constant", "cosine", "exponential", "step")
+
+#: config fields that may change between a run and its resumption
+_RESUMABLE_CHANGES = {"epochs", "progress"}
+#: first key of a derived seed, so the shuffling stream and the model's stream never coincide
+_SHUFFLE_STREAM, _MODEL_STREAM = 0, 1
+
+
+def _integer(name: str, value, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"TrainConfig.{name} must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def _number(name: str, value, minimum: float, maximum: float = math.inf, *, open_left: bool = False) -> float:
+    """``value`` as a float in ``[minimum, maximum]`` (``(minimum, maximum]`` with ``open_left``)."""
+    is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not is_number or math.isnan(value) or value > maximum or value < minimum or (open_left and value == minimum):
+        left, right = "(" if open_left else "[", ")" if maximum == math.inf else "]"
+        raise ValueError(f"TrainConfig.{name} must be a number in {left}{minimum}, {maximum}{right}, got {value!r}")
+    return float(value)
+
+
+@dataclass
+class TrainConfig:
+    """Settings of a training run; each field is a key of a config file's training table.
+
+    Attributes:
+        epochs: passes over the training set.
+        batch_size: sequences per minibatch (per process under ``torchrun``).
+        optimizer: ``"adam"``, ``"adamw"`` or ``"sgd"``.
+        lr: initial learning rate (``0`` is allowed: parameters then stay put).
+        weight_decay: L2 penalty (Adam, SGD) or decoupled decay (AdamW).
+        momentum: SGD momentum (ignored by the Adam variants).
+        lr_schedule: per-epoch learning-rate schedule: ``"constant"``, ``"cosine"`` (to 0 over
+            ``epochs``), ``"exponential"`` (times ``lr_gamma`` each epoch) or ``"step"`` (times
+            ``lr_gamma`` every ``lr_step_epochs`` epochs).
+        lr_gamma: decay factor in ``(0, 1]`` of the exponential and step schedules.
+        lr_step_epochs: epochs between decays of the step schedule.
+        clip_norm: largest global L2 norm of the gradient (``None``: no clipping).
+        kl_start: KL weight at the first optimizer step, in ``[0, 1]`` (``1``: no annealing).
+        kl_anneal_steps: optimizer steps over which the KL weight rises linearly to 1.
+        valid_every: validate every this many epochs (and after the last epoch).
+        patience: stop after this many validations in a row without a higher validation bound
+            per time step (``None``: never stop early; needs validation data otherwise).
+        seed: seed of the shuffling and of the random numbers the objective draws (``>= 0``).
+        progress: show a progress bar (rank 0 only).
+    """
+
+    epochs: int = 10
+    batch_size: int = 32
+    optimizer: str = "adam"
+    lr: float = 1e-3
+    weight_decay: float = 0.0
+    momentum: float = 0.0
+    lr_schedule: str = "constant"
+    lr_gamma: float = 0.9
+    lr_step_epochs: int = 10
+    clip_norm: float | None = None
+    kl_start: float = 1.0
+    kl_anneal_steps: int = 0
+    valid_every: int = 1
+    patience: int | None = None
+    seed: int = 0
+    progress: bool = True
+
+    def __post_init__(self):
+        for name, minimum in (("epochs", 1), ("batch_size", 1), ("lr_step_epochs", 1), ("kl_anneal_steps", 0),
+                              ("valid_every", 1), ("seed", 0)):
+            _integer(name, getattr(self, name), minimum)
+        if self.patience is not None:
+            _integer("patience", self.patience, 1)
+        check_choice(self.optimizer, OPTIMIZERS, name="TrainConfig.optimizer")
+        check_choice(self.lr_schedule, LR_SCHEDULES, name="TrainConfig.lr_schedule")
+        self.lr = _number("lr", self.lr, 0.0)
+        self.weight_decay = _number("weight_decay", self.weight_decay, 0.0)
+        self.momentum = _number("momentum", self.momentum, 0.0, 1.0)
+        self.lr_gamma = _number("lr_gamma", self.lr_gamma, 0.0, 1.0, open_left=True)
+        self.kl_start = _number("kl_start", self.kl_start, 0.0, 1.0)
+        if self.clip_norm is not None:
+            self.clip_norm = _number("clip_norm", self.clip_norm, 0.0, open_left=True)
+        if not isinstance(self.progress, bool):
+            raise ValueError(f"TrainConfig.progress must be true or false, got {self.progress!r}")
+
+    @classmethod
+    def from_dict(cls, values: Mapping) -> TrainConfig:
+        """Build from a mapping (a TOML table with overrides); unknown keys raise ``ValueError``."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"unknown TrainConfig keys {unknown}; the keys are {sorted(known)}")
+        return cls(**values)
+
+    def to_dict(self) -> dict:
+        """The fields as a plain dict (``from_dict(to_dict())`` round-trips)."""
+        return dataclasses.asdict(self)
+
+    def kl_factor(self, step: int) -> float:
+        """KL weight at optimizer step ``step`` (0-based).
+
+        ``kl_start + (1 - kl_start) * min(1, step / kl_anneal_steps)``, or 1 when ``kl_anneal_steps`` is 0.
+        """
+        if self.kl_anneal_steps == 0:
+            return 1.0
+        return self.kl_start + (1.0 - self.kl_start) * min(1.0, step / self.kl_anneal_steps)
+
+
+def _derived_seed(*keys: int) -> int:
+    """A 32-bit seed mixed from non-negative integers (distinct keys give unrelated seeds)."""
+    return int(np.random.SeedSequence(list(keys)).generate_state(1)[0])
+
+
+def epoch_batches(
+    num_items: int, batch_size: int, *, seed: int, epoch: int, rank: int = 0, world_size: int = 1
+) -> list[torch.Tensor]:
+    """Minibatch indices (CPU ``int64`` tensors) of one epoch for one process.
+
+    A permutation of ``range(num_items)`` drawn from a generator seeded by ``(seed, epoch)``,
+    the same on every rank, is padded by wrapping around to a multiple of ``world_size``, dealt
+    out (``rank::world_size``) and cut into batches of ``batch_size`` (the last may be smaller),
+    so every rank gets the same number of batches and together they cover every item.
+    """
+    generator = torch.Generator().manual_seed(_derived_seed(_SHUFFLE_STREAM, seed, epoch))
+    order = torch.randperm(num_items, generator=generator)
+    total = math.ceil(num_items / world_size) * world_size
+    order = order.repeat(math.ceil(total / num_items))[:total]
+    return list(order[rank::world_size].split(batch_size))
+
+
+def _batches_per_epoch(num_items: int, batch_size: int, world_size: int) -> int:
+    return math.ceil(math.ceil(num_items / world_size) / batch_size)
+
+
+def _distributed() -> bool:
+    return dist.is_available() and dist.is_initialized()
+
+
+def _resolve_device(device, objective: nn.Module) -> torch.device:
+    """``None``: the device of the objective's first parameter (CPU if it has none)."""
+    if device is None:
+        parameter = next(objective.parameters(), None)
+        return torch.device("cpu") if parameter is None else parameter.device
+    try:
+        device = torch.device(device)
+    except (RuntimeError, TypeError) as error:
+        raise ValueError(f"device must be 'cpu', 'cuda', 'cuda:N' or a torch.device, got {device!r}") from error
+    if device.type == "cuda" and device.index is None:  # one GPU per process under torchrun
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", torch.cuda.current_device())))
+    return device
+
+
+def _check_data(data, name: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """Validate a ``(x [N, T, D], mask [N, T] or None)`` pair; return ``(x, mask)``."""
+    if not isinstance(data, (tuple, list)) or len(data) != 2:
+        raise ValueError(f"{name} must be a pair (x [N, T, D], mask [N, T]), got {type(data).__name__}")
+    return check_sequences(data[0], data[1], name=f"{name}[0]")
+
+
+def _make_optimizer(parameters: list[nn.Parameter], config: TrainConfig) -> torch.optim.Optimizer:
+    if config.optimizer == "sgd":
+        return torch.optim.SGD(parameters, lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay)
+    optimizer = torch.optim.Adam if config.optimizer == "adam" else torch.optim.AdamW
+    return optimizer(parameters, lr=config.lr, weight_decay=config.weight_decay)
+
+
+def _make_scheduler(optimizer: torch.optim.Optimizer, config: TrainConfig) -> torch.optim.lr_scheduler.LRScheduler:
+    schedules = torch.optim.lr_scheduler
+    if config.lr_schedule == "cosine":
+        return schedules.CosineAnnealingLR(optimizer, T_max=config.epochs)
+    if config.lr_schedule == "exponential":
+        return schedules.ExponentialLR(optimizer, gamma=config.lr_gamma)
+    if config.lr_schedule == "step":
+        return schedules.StepLR(optimizer, step_size=config.lr_step_epochs, gamma=config.lr_gamma)
+    return schedules.ConstantLR(optimizer, factor=1.0, total_iters=0)
+
+
+def _rng_state() -> dict:
+    """This process's RNG states (torch CPU, CUDA, numpy, ``random``) as plain tensors and Python values."""
+    state = pyro.util.get_rng_state()
+    kind, keys, position, has_gauss, cached = state["numpy"]
+    state["numpy"] = (kind, torch.from_numpy(keys.astype(np.int64)), position, has_gauss, cached)
+    state["cuda"] = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []
+    return state
+
+
+def _set_rng_state(state: dict) -> None:
+    kind, keys, position, has_gauss, cached = state["numpy"]
+    numpy_state = (kind, keys.numpy().astype(np.uint32), position, has_gauss, cached)
+    pyro.util.set_rng_state({"torch": state["torch"].cpu(), "random": state["random"], "numpy": numpy_state})
+    if state["cuda"] and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda"]])
+
+
+def _write_metrics(path: Path, history: list[dict]) -> None:
+    """Atomically rewrite ``metrics.jsonl`` with ``history`` (the format of :func:`~inference.io.append_jsonl`)."""
+    write_text(path, "".join(json.dumps(record, sort_keys=True) + "\n" for record in history))
+
+
+def _check_resumable(saved: dict, config: TrainConfig) -> None:
+    """Raise ``ValueError`` if ``config`` differs from the checkpoint's in a way that breaks the run."""
+    current = config.to_dict()
+    changed = sorted(k for k in current if saved.get(k) != current[k])
+    allowed = _RESUMABLE_CHANGES - ({"epochs"} if config.lr_schedule == "cosine" else set())
+    if set(changed) - allowed:
+        was = {k: saved.get(k) for k in changed}
+        raise ValueError(f"cannot resume: TrainConfig fields {changed} differ from the checkpoint's {was}; "
+                         f"only {sorted(allowed)} may change")
+
+
+class Trainer:
+    """Fits an objective by minibatch gradient descent, alone or under ``torchrun``.
+
+    Args:
+        objective: the :class:`~inference.objectives.Objective` to minimise (an ``nn.Module``
+            whose ``forward(x [B, T, D], mask [B, T])`` returns ``loss``, ``bound [B]`` and
+            ``num_steps [B]``, with a ``kl_factor`` attribute).
+        train_data: ``(x [N, T, D], mask [N, T])``, padded, valid steps first (``mask`` may be
+            ``None``: all steps valid). It may stay on the CPU; minibatches move to ``device``.
+        valid_data: optional pair of the same form, for validation, ``best.pt`` and early stopping.
+        config: a :class:`TrainConfig` (default: its defaults).
+        run_dir: folder of ``metrics.jsonl`` and ``checkpoints/``; ``None`` writes nothing.
+        device: ``"cpu"``, ``"cuda"``, ``"cuda:N"``, a ``torch.device``, or ``None`` for the device
+            of the objective's parameters. Under ``torchrun``, ``"cuda"`` means ``cuda:LOCAL_RANK``.
+
+    Under ``torch.distributed`` every rank must build its Trainer with the same arguments.
+    After :meth:`fit`, ``history``, ``epoch`` (epochs done), ``step`` (optimizer steps),
+    ``best_metric`` (best validation bound per step), ``bad_validations`` and ``stopped_early``
+    describe the run.
+    """
+
+    def __init__(self, objective: nn.Module, train_data, valid_data=None, config: TrainConfig | None = None,
+                 run_dir: str | os.PathLike | None = None, device=None):
+        if not isinstance(objective, nn.Module):
+            raise TypeError(f"objective must be an nn.Module (an Objective), got {type(objective).__name__}")
+        self.config = TrainConfig() if config is None else config
+        if not isinstance(self.config, TrainConfig):
+            raise TypeError(f"config must be a TrainConfig, got {type(self.config).__name__}")
+        self.train_data = _check_data(train_data, "train_data")
+        self.valid_data = None if valid_data is None else _check_data(valid_data, "valid_data")
+        if self.config.patience is not None and self.valid_data is None:
+            raise ValueError("TrainConfig.patience needs valid_data: early stopping watches the validation bound")
+        self.run_dir = None if run_dir is None else Path(run_dir)
+        self.rank, self.world_size = (dist.get_rank(), dist.get_world_size()) if _distributed() else (0, 1)
+        self.device = _resolve_device(device, objective)
+        self.objective = objective.to(self.device)
+        self.parameters = [p for p in objective.parameters() if p.requires_grad]
+        if not self.parameters:
+            raise ValueError("objective has no trainable parameters (none with requires_grad)")
+        self.module = self._wrap(self.objective)
+        self.optimizer = _make_optimizer(self.parameters, self.config)
+        self.scheduler = _make_scheduler(self.optimizer, self.config)
+        self.history: list[dict] = []
+        self.epoch = 0
+        self.step = 0
+        self.best_metric: float | None = None
+        self.bad_validations = 0
+        self.stopped_early = False
+
+    # --- public ---------------------------------------------------------------------------
+    def fit(self, resume: bool = False) -> list[dict]:
+        """Train until ``config.epochs`` epochs are done or early stopping; return the history.
+
+        Args:
+            resume: continue from ``run_dir/checkpoints/last.pt`` (parameters, optimizer, schedule,
+                counters, history and RNG states), or start afresh if there is none yet. A fresh
+                start seeds the RNGs from ``config.seed`` and empties ``metrics.jsonl``.
+
+        Returns:
+            One dict per epoch (all epochs of the run, those before a resume too): ``epoch``
+            (1-based), ``step``, ``train_loss`` (mean minibatch loss), ``train_bound_per_step``,
+            ``valid_bound_per_step`` (``None`` when not validated), ``bound_kind``, ``lr``,
+            ``kl_factor`` (at the epoch's last step) and ``seconds``.
+        """
+        if resume and self.run_dir is None:
+            raise ValueError("resume=True needs a run_dir to read checkpoints/last.pt from")
+        if resume and self._checkpoint_path("last").exists():
+            self._restore(load_checkpoint(self._checkpoint_path("last")))
+        elif self.step == 0:
+            self._begin()
+        per_epoch = _batches_per_epoch(len(self.train_data[0]), self.config.batch_size, self.world_size)
+        show = self.config.progress and self.rank == 0
+        with tqdm(total=self.config.epochs * per_epoch, initial=self.epoch * per_epoch, disable=not show,
+                  unit="step", dynamic_ncols=True) as bar:
+            while self.epoch < self.config.epochs and not self.stopped_early:
+                self._run_epoch(bar)
+        self.objective.kl_factor = 1.0
+        return self.history
+
+    # --- one epoch --------------------------------------------------------------------------
+    def _run_epoch(self, bar: tqdm) -> None:
+        start = time.perf_counter()
+        lr = self.optimizer.param_groups[0]["lr"]
+        bar.set_description(f"epoch {self.epoch + 1}/{self.config.epochs}")
+        train_loss, train_bound = self._train_epoch(bar)
+        kl_factor = float(self.objective.kl_factor)
+        valid_bound = self._validate() if self._validation_due() else None
+        self.scheduler.step()
+        self.epoch += 1
+        improved = self._update_early_stopping(valid_bound)
+        record = {
+            "epoch": self.epoch, "step": self.step, "train_loss": train_loss, "train_bound_per_step": train_bound,
+            "valid_bound_per_step": valid_bound, "bound_kind": getattr(self.objective, "kind", "objective"),
+            "lr": lr, "kl_factor": kl_factor, "seconds": time.perf_counter() - start,
+        }
+        self.history.append(record)
+        if valid_bound is not None:
+            bar.set_postfix(loss=f"{train_loss:.4g}", valid=f"{valid_bound:.4g}")
+        if self.run_dir is not None:
+            self._save(improved)
+
+    def _train_epoch(self, bar: tqdm) -> tuple[float, float]:
+        """One pass over this rank's share; returns (mean minibatch loss, bound per step), over all ranks."""
+        self.module.train()
+        config = self.config
+        batches = epoch_batches(len(self.train_data[0]), config.batch_size, seed=config.seed, epoch=self.epoch,
+                                rank=self.rank, world_size=self.world_size)
+        totals = torch.zeros(4, dtype=torch.float64, device=self.device)  # loss sum, batches, bound sum, steps
+        for index in batches:
+            out = self._train_step(*self._batch(self.train_data, index))
+            totals += torch.stack([out.loss.detach().double(), totals.new_ones(()),
+                                   out.bound.detach().sum().double(), out.num_steps.sum().double()])
+            bar.update()
+            if not bar.disable:
+                bar.set_postfix(loss=f"{(totals[0] / totals[1]).item():.4g}", refresh=False)
+        totals = self._sum_over_ranks(totals)
+        return (totals[0] / totals[1]).item(), (totals[2] / totals[3]).item()
+
+    def _train_step(self, x: torch.Tensor, mask: torch.Tensor):
+        """One optimizer step on a minibatch ``x [B, T, D]``, ``mask [B, T]``; returns the ObjectiveOutput."""
+        self.objective.kl_factor = self.config.kl_factor(self.step)
+        self.optimizer.zero_grad(set_to_none=True)
+        out = self.module(x, mask)
+        out.loss.backward()
+        if self.config.clip_norm is not None:
+            nn.utils.clip_grad_norm_(self.parameters, self.config.clip_norm)
+        self.optimizer.step()
+        self.step += 1
+        return out
+
+    @torch.no_grad()
+    def _validate(self) -> float:
+        """Validation bound per time step, ``sum(bound) / sum(num_steps)`` over the whole set, at ``kl_factor`` 1."""
+        self.objective.eval()
+        self.objective.kl_factor = 1.0
+        totals = torch.zeros(2, dtype=torch.float64, device=self.device)
+        shard = torch.arange(len(self.valid_data[0]))[self.rank::self.world_size]
+        for index in shard.split(self.config.batch_size):
+            out = self.objective(*self._batch(self.valid_data, index))
+            totals += torch.stack([out.bound.sum().double(), out.num_steps.sum().double()])
+        totals = self._sum_over_ranks(totals)
+        return (totals[0] / totals[1]).item()
+
+    def _validation_due(self) -> bool:
+        done = self.epoch + 1
+        return self.valid_data is not None and (done % self.config.valid_every == 0 or done == self.config.epochs)
+
+    def _update_early_stopping(self, valid_bound: float | None) -> bool:
+        """Record a validation result; return whether it is a new best."""
+        if valid_bound is None:
+            return False
+        if not math.isnan(valid_bound) and (self.best_metric is None or valid_bound > self.best_metric):
+            self.best_metric, self.bad_validations = valid_bound, 0
+            return True
+        self.bad_validations += 1
+        patience = self.config.patience
+        self.stopped_early = patience is not None and self.bad_validations >= patience
+        return False
+
+    # --- helpers -------------------------------------------------------------------------
+    def _wrap(self, objective: nn.Module) -> nn.Module:
+        """``DistributedDataParallel(objective)`` under ``torch.distributed``, else the objective itself.
+
+        ``find_unused_parameters`` is on because objectives often leave some parameters out
+        (an exact likelihood ignores the guide's).
+        """
+        if not _distributed():
+            return objective
+        device_ids = [self.device.index] if self.device.type == "cuda" else None
+        return DistributedDataParallel(objective, device_ids=device_ids, find_unused_parameters=True)
+
+    def _batch(self, data: tuple[torch.Tensor, torch.Tensor], index: torch.Tensor):
+        """Rows ``index`` of ``(x [N, T, D], mask [N, T])``, moved to the training device."""
+        x, mask = data
+        index = index.to(x.device)
+        return x[index].to(self.device, non_blocking=True), mask[index].to(self.device, non_blocking=True)
+
+    def _sum_over_ranks(self, totals: torch.Tensor) -> torch.Tensor:
+        if _distributed():
+            dist.all_reduce(totals)
+        return totals
+
+    def _checkpoint_path(self, which: str) -> Path:
+        return self.run_dir / "checkpoints" / f"{which}.pt"
+
+    def _begin(self) -> None:
+        """Fresh start: seed every RNG from ``(seed, rank)`` and empty the metrics log."""
+        pyro.set_rng_seed(_derived_seed(_MODEL_STREAM, self.config.seed, self.rank))
+        if self.run_dir is not None and self.rank == 0:
+            _write_metrics(self.run_dir / "metrics.jsonl", [])
+
+    def _save(self, improved: bool) -> None:
+        """Append the epoch's metrics and write ``last.pt`` (and ``best.pt`` if ``improved``); rank 0 writes."""
+        rng = [_rng_state()]
+        if _distributed():
+            rng = [None] * self.world_size
+            dist.all_gather_object(rng, _rng_state())
+        if self.rank != 0:
+            return
+        append_jsonl(self.run_dir / "metrics.jsonl", self.history[-1])
+        checkpoint = {
+            "objective": self.objective.state_dict(), "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(), "epoch": self.epoch, "step": self.step,
+            "best_metric": self.best_metric, "bad_validations": self.bad_validations,
+            "stopped_early": self.stopped_early, "history": self.history, "config": self.config.to_dict(),
+            "rng": rng,
+        }
+        save_torch(self._checkpoint_path("last"), checkpoint)
+        if improved:
+            save_torch(self._checkpoint_path("best"), checkpoint)
+
+    def _restore(self, checkpoint: dict) -> None:
+        """Load a ``last.pt`` checkpoint into the objective, optimizer, schedule, counters and RNGs."""
+        _check_resumable(checkpoint["config"], self.config)
+        self.objective.load_state_dict(checkpoint["objective"])
+        self.optimizer.load_state_dict(checkpoint["optimizer"])
+        self.scheduler.load_state_dict(checkpoint["scheduler"])
+        self.epoch, self.step = checkpoint["epoch"], checkpoint["step"]
+        self.best_metric, self.bad_validations = checkpoint["best_metric"], checkpoint["bad_validations"]
+        self.stopped_early = checkpoint["stopped_early"]
+        self.history = list(checkpoint["history"])
+        if self.rank == 0:
+            _write_metrics(self.run_dir / "metrics.jsonl", self.history)
+        rng = checkpoint["rng"]
+        if len(rng) == self.world_size:
+            _set_rng_state(rng[self.rank])
+        else:
+            warnings.warn(f"checkpoint was written by {len(rng)} processes, resuming with {self.world_size}: "
+                          "RNG states are reseeded, so the run will not repeat an uninterrupted one", stacklevel=3)
+            pyro.set_rng_seed(_derived_seed(_MODEL_STREAM, self.config.seed, self.rank, self.epoch))
+
+
+def load_checkpoint(path: str | os.PathLike, module: nn.Module | None = None, *, map_location="cpu") -> dict:
+    """Read a checkpoint written by :class:`Trainer`; if ``module`` is given, load its weights into it.
+
+    ``module`` may be the trained objective or its bare model (then the ``model.`` entries load).
+    Loading uses ``torch.load(weights_only=True)``: tensors and plain Python values only.
+
+    Returns:
+        The checkpoint dict: ``objective`` (state dict), ``optimizer``, ``scheduler``, ``epoch``,
+        ``step``, ``best_metric``, ``bad_validations``, ``stopped_early``, ``history``, ``config``,
+        ``rng`` (one entry per process).
+    """
+    checkpoint = torch.load(path, map_location=map_location, weights_only=True)
+    if module is not None:
+        state = checkpoint["objective"]
+        if set(state) != set(module.state_dict()):
+            state = {k.removeprefix("model."): v for k, v in state.items() if k.startswith("model.")}
+        module.load_state_dict(state)
+    return checkpoint
+
+
+def load_best(run_dir: str | os.PathLike, module: nn.Module | None = None, *, map_location="cpu") -> dict:
+    """:func:`load_checkpoint` of ``run_dir/checkpoints/best.pt`` (the highest validation bound per step)."""
+    path = Path(run_dir) / "checkpoints" / "best.pt"
+    if not path.exists():
+        raise FileNotFoundError(f"{path} does not exist: best.pt is written only when the Trainer has valid_data")
+    return load_checkpoint(path, module, map_location=map_location)
