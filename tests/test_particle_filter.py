@@ -1,0 +1,221 @@
+"""The particle filter held to the exact Kalman answers of a linear-Gaussian SSM."""
+
+import math
+
+import pyro
+import pyro.distributions as dist
+import pytest
+import torch
+
+from inference import ParticleFilter
+from inference.pyro_programs import PyroProgramModel
+from ppl_models import LinearGaussianSSM
+
+
+@pytest.fixture(autouse=True)
+def _float64():
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(torch.float32)
+
+
+def _model(latent=1, obs=1, seed=0, proposal="bootstrap"):
+    return LinearGaussianSSM.random(latent, obs, generator=torch.Generator().manual_seed(seed), proposal=proposal)
+
+
+def _data(model, batch, steps, seed=1):
+    return model.sample(batch, steps, generator=torch.Generator().manual_seed(seed))[0]
+
+
+@pytest.mark.parametrize("scheme", ["multinomial", "stratified", "systematic", "soft"])
+def test_log_evidence_matches_kalman_for_every_scheme(scheme):
+    model = _model()
+    x = _data(model, 8, 100)
+    exact = model.log_likelihood(x)
+    with torch.no_grad():
+        est = ParticleFilter(1000, resampling=scheme, generator=torch.Generator().manual_seed(2)).run(model, x)
+    err = est.log_evidence - exact
+    assert err.abs().max() < 0.6, err
+    assert err.mean().abs() < 0.25, err
+
+
+def test_error_shrinks_as_particles_grow_like_one_over_sqrt_k():
+    model = _model()
+    x = _data(model, 1, 50).expand(400, 50, 1)  # 400 independent runs on one sequence, in one batch
+    exact = model.log_likelihood(x[:1])
+    spreads, biases = [], []
+    with torch.no_grad():
+        for k in (25, 100, 400):
+            est = ParticleFilter(k, generator=torch.Generator().manual_seed(k)).run(model, x).log_evidence
+            spreads.append(est.std().item())
+            biases.append((est.mean() - exact).abs().item())
+    assert 1.5 < spreads[0] / spreads[1] < 2.7 and 1.5 < spreads[1] / spreads[2] < 2.7, spreads
+    assert biases[2] < biases[0], biases
+
+
+@pytest.mark.parametrize("scheme", ["multinomial", "systematic", "soft", "none"])
+def test_exp_of_estimate_is_unbiased(scheme):
+    model = _model()
+    x = _data(model, 1, 20, seed=3).expand(4000, 20, 1)
+    exact = model.log_likelihood(x[:1])
+    with torch.no_grad():
+        est = ParticleFilter(50, resampling=scheme, generator=torch.Generator().manual_seed(4)).run(model, x)
+    ratio = torch.exp(est.log_evidence - exact)
+    se = ratio.std() / math.sqrt(ratio.numel())
+    assert (ratio.mean() - 1).abs() < 3.5 * se, (ratio.mean(), se)
+    assert ratio.mean() > 0.8  # the standard error itself is small enough to mean something
+
+
+def test_padding_is_ignored_and_padded_sequences_match_their_length():
+    model = _model(2, 2, proposal="learned")
+    x = _data(model, 3, 30)
+    lengths = torch.tensor([30, 12, 20])
+    mask = torch.arange(30).unsqueeze(0) < lengths.unsqueeze(1)
+    garbage = torch.where(mask.unsqueeze(-1), x, torch.full_like(x, 7.0))
+    runs = []
+    for padded in (x, garbage):
+        pyro.set_rng_seed(5)
+        with torch.no_grad():
+            runs.append(ParticleFilter(500, generator=torch.Generator().manual_seed(6)).run(model, padded, mask))
+    assert torch.equal(runs[0].log_evidence, runs[1].log_evidence)
+    assert torch.all(runs[0].log_evidence_steps[~mask] == 0)
+    assert runs[0].num_steps.tolist() == lengths.tolist()
+    for b, n in enumerate(lengths.tolist()):
+        alone = model.log_likelihood(x[b : b + 1, :n])
+        assert (runs[0].log_evidence[b] - alone).abs() < 0.5
+
+
+def test_one_sequence_alone_and_in_a_batch_agree_within_monte_carlo_error():
+    model = _model(2, 2, proposal="learned")
+    x = _data(model, 4, 40)
+    with torch.no_grad():
+        batch = ParticleFilter(2000, generator=torch.Generator().manual_seed(7)).run(model, x).log_evidence
+        alone = torch.cat([ParticleFilter(2000).run(model, x[b : b + 1]).log_evidence for b in range(4)])
+    assert (batch - alone).abs().max() < 0.3
+
+
+def test_ancestry_paths_and_smoothing_agree_with_kalman():
+    model = _model(1, 1, seed=2)
+    x = _data(model, 2, 15)
+    with torch.no_grad():
+        result = ParticleFilter(5000, generator=torch.Generator().manual_seed(8)).run(model, x, keep_ancestry=True)
+    paths = result.paths("z")
+    assert paths.shape == (15, 5000, 2, 1)
+    assert torch.equal(paths[-1], result.state["z"])
+    # each path step is an existing particle of that step
+    assert torch.all(torch.isin(paths[5, :, 0, 0], result.history["z"][5, :, 0, 0]))
+    kalman = model.kalman_filter(x)
+    torch.testing.assert_close(result.filtered_mean("z"), kalman.filtered_means, atol=0.06, rtol=0)
+    smoothed, _ = model.smooth(x)
+    torch.testing.assert_close(result.smoothed_mean("z")[:, 8:], smoothed[:, 8:], atol=0.1, rtol=0)
+    # fixed lag L: E[z_t | x_{1:t+L}], exactly the RTS smoother run on the data up to t + L
+    lag = 3
+    fixed_lag = torch.stack([model.smooth(x[:, : min(t + lag, 14) + 1])[0][:, t] for t in range(15)], 1)
+    torch.testing.assert_close(result.smoothed_mean("z", lag=lag), fixed_lag, atol=0.1, rtol=0)
+    with pytest.raises(ValueError, match="keep_ancestry"):
+        ParticleFilter(10).run(model, x).paths("z")
+
+
+def _exact_gradient(model, x):
+    model.zero_grad()
+    model.log_likelihood(x).sum().backward()
+    grads = torch.cat([p.grad.flatten() for p in (model.A, model.C, model.Q_raw, model.R_raw)])
+    model.zero_grad()
+    return grads
+
+
+@pytest.mark.parametrize("lag", [None, 5])
+def test_fisher_identity_gradient_matches_exact_score(lag):
+    model = _model(1, 1, seed=3)
+    x = _data(model, 4, 15)
+    exact = _exact_gradient(model, x)
+    pf = ParticleFilter(3000, gradient="stop_weights", fisher_lag=lag, generator=torch.Generator().manual_seed(9))
+    result = pf.run(model, x)
+    result.fisher_objective.sum().backward()
+    est = torch.cat([p.grad.flatten() for p in (model.A, model.C, model.Q_raw, model.R_raw)])
+    assert torch.linalg.norm(est - exact) < 0.15 * torch.linalg.norm(exact), (est, exact)
+    for p in (model.F, model.G, model.S_raw):  # the proposal does not enter Fisher's identity
+        assert p.grad is None or p.grad.abs().sum() == 0
+
+
+def test_reparam_and_soft_modes_give_gradients_to_model_and_proposal():
+    model = _model(1, 1, proposal="learned")
+    x = _data(model, 2, 10)
+    for pf in (ParticleFilter(50), ParticleFilter(50, gradient="soft", soft_alpha=0.5)):
+        model.zero_grad()
+        pf.run(model, x).log_evidence.sum().backward()
+        for p in (model.A, model.R_raw, model.F, model.S_raw):
+            assert torch.isfinite(p.grad).all() and p.grad.abs().sum() > 0
+
+
+def test_predictive_samples_match_kalman_predictive():
+    model = _model(1, 1, seed=4)
+    x = _data(model, 2, 10)
+    with torch.no_grad():
+        result = ParticleFilter(2000).run(model, x, predictive_samples=4000)
+    kalman = model.kalman_filter(x)
+    assert result.predictive.shape == (4000, 2, 10, 1)
+    torch.testing.assert_close(result.predictive.mean(0), kalman.predictive_means, atol=0.1, rtol=0)
+    torch.testing.assert_close(result.predictive.var(0), kalman.predictive_covs[..., 0], atol=0.1, rtol=0.1)
+
+
+class _LGSSMPrograms:
+    """The same LGSSM as ``init``/``step`` Pyro programs; ``init`` draws z_0 and step 0 moves to z_1."""
+
+    def __init__(self, model):
+        self.m = model
+
+    def init(self, state, x):
+        with pyro.plate("sequences", x.shape[0], dim=-1):
+            state["z"] = pyro.sample("z_init", dist.MultivariateNormal(torch.zeros(1), self.m.init_cov))
+
+    def step(self, state, x_t):
+        with pyro.plate("sequences", state["z"].shape[1], dim=-1):
+            z = pyro.sample("z", dist.MultivariateNormal(state["z"] @ self.m.A.T, scale_tril=self.m.Q_tril))
+            pyro.sample("x", dist.MultivariateNormal(z @ self.m.C.T, scale_tril=self.m.R_tril), obs=x_t)
+        state["z"] = z
+
+
+def test_pyro_programs_give_the_exact_evidence_and_fisher_gradients():
+    model = _model(1, 1, seed=5)
+    x = _data(model, 3, 30)
+    shifted = LinearGaussianSSM(model.A, model.C, model.Q, model.R, model.A @ model.init_cov @ model.A.T + model.Q)
+    programs = PyroProgramModel(_LGSSMPrograms(model))
+    with torch.no_grad():
+        est = ParticleFilter(2000, generator=torch.Generator().manual_seed(10)).run(programs, x)
+    assert (est.log_evidence - shifted.log_likelihood(x)).abs().max() < 0.4
+    result = ParticleFilter(200, gradient="stop_weights").run(programs, x[:, :5])
+    result.fisher_objective.sum().backward()
+    assert model.A.grad.abs() > 0 and model.R_raw.grad.abs() > 0
+    with pytest.raises(TypeError, match="model must have init"):
+        PyroProgramModel(object())
+
+
+def test_bad_input_raises_value_error_naming_argument():
+    model = _model()
+    x = _data(model, 2, 5)
+    with pytest.raises(ValueError, match="num_particles"):
+        ParticleFilter(0)
+    with pytest.raises(TypeError, match="num_particles"):
+        ParticleFilter(2.5)
+    with pytest.raises(ValueError, match="resampling"):
+        ParticleFilter(10, resampling="residual")
+    with pytest.raises(ValueError, match="gradient"):
+        ParticleFilter(10, gradient="score")
+    with pytest.raises(ValueError, match="gradient='soft' needs resampling='soft'"):
+        ParticleFilter(10, resampling="systematic", gradient="soft")
+    with pytest.raises(ValueError, match="ess_threshold"):
+        ParticleFilter(10, ess_threshold=1.5)
+    pf = ParticleFilter(10)
+    with pytest.raises(ValueError, match=r"x must have shape \[B, T, D\]"):
+        pf.run(model, x[0])
+    with pytest.raises(ValueError, match="empty batch"):
+        pf.run(model, x[:0])
+    bad = x.clone()
+    bad[0, 2, 0] = float("nan")
+    with pytest.raises(ValueError, match="NaN or inf"):
+        pf.run(model, bad)
+    with pytest.raises(ValueError, match="mask must have shape"):
+        pf.run(model, x, torch.ones(2, 4, dtype=torch.bool))
+    with pytest.raises(ValueError, match="prefix"):
+        pf.run(model, x, torch.tensor([[True, False, True, True, True]] * 2))
