@@ -28,11 +28,18 @@ def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> Path:
         write(tmp)
         with open(tmp, "rb+") as handle:
             os.fsync(handle.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes the file private; give it the usual mode
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def write_text(path: str | os.PathLike, text: str) -> Path:

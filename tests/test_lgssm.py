@@ -8,7 +8,6 @@ from pyro.infer import SVI, Predictive, Trace_ELBO
 from ppl_models import LinearGaussianSSM
 
 
-
 @pytest.fixture(autouse=True)
 def _float64():
     torch.set_default_dtype(torch.float64)
@@ -23,7 +22,7 @@ def _model(latent=2, obs=3, seed=0):
 def _joint_moments(model, steps):
     """Mean zero and covariance of the stacked vector (z_1..z_T, x_1..x_T), built directly."""
     A, C, Q, R, P0 = (t.detach() for t in (model.A, model.C, model.Q, model.R, model.init_cov))
-    dz, dx = A.shape[0], C.shape[0]
+    dz = A.shape[0]
     # z = L w with w = (z_1, w_2..w_T): z_t = sum_s A^{t-s} w_s
     blocks = [[torch.zeros(dz, dz) for _ in range(steps)] for _ in range(steps)]
     for t in range(steps):

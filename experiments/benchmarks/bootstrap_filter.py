@@ -1,0 +1,608 @@
+"""Benchmark of the bootstrap particle filter on a 1-d linear-Gaussian state-space model.
+
+    z_1 ~ N(0, s0^2),  z_t = rho z_{t-1} + sx e_t,  x_t = z_t + sy v_t   (rho=0.9, sx=0.5, sy=1, s0 stationary)
+
+Sections (all in one run, one CPU thread):
+
+* ``compare``: wall time of :class:`inference.ParticleFilter` (``B`` sequences at once) beside the
+  ``particles`` library of N. Chopin (numpy, ``ssm.Bootstrap`` + ``particles.SMC``, one sequence at
+  a time) and beside Pyro's ``pyro.infer.SMCFilter`` (one sequence at a time: it shares one weight
+  per particle across a batch and keeps no evidence, so it is timed only). All use systematic
+  resampling when the ESS falls below K/2. The log-evidence error against the exact Kalman value
+  is reported (mean and sd over sequences) for ours and for ``particles``.
+* ``scaling``: time against K (at fixed T) and against T (at fixed K), with log-log slopes and
+  linear fits ``time = fixed + marginal * size``.
+* ``memory``: peak memory of one evaluation without gradients, without and with
+  ``keep_ancestry=True``, at several T. On CPU each configuration runs in a fresh subprocess and
+  the peak resident set size (``ru_maxrss``) grown by the run is reported; on CUDA the caching
+  allocator's peak (``torch.cuda.max_memory_allocated``) is.
+
+Timings are best-of-N (``--repeats``) wall-clock seconds after one warm-up run, with the median
+beside; on CUDA each timed call ends with ``torch.cuda.synchronize()``. Nothing is downloaded.
+
+Usage::
+
+    python -m experiments.benchmarks.bootstrap_filter                 # full CPU benchmark (minutes)
+    python -m experiments.benchmarks.bootstrap_filter --quick         # smoke configuration (seconds)
+    python -m experiments.benchmarks.bootstrap_filter --device cuda --out results.json
+"""
+
+from __future__ import annotations
+
+import os
+
+# One thread everywhere: set before numpy / torch load their thread pools.
+os.environ["OMP_NUM_THREADS"] = "1"
+os.environ["MKL_NUM_THREADS"] = "1"
+os.environ["OPENBLAS_NUM_THREADS"] = "1"
+os.environ["NUMEXPR_NUM_THREADS"] = "1"
+os.environ["VECLIB_MAXIMUM_THREADS"] = "1"
+os.environ["NUMBA_NUM_THREADS"] = "1"
+
+import argparse
+import json
+import math
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from importlib import metadata
+from pathlib import Path
+
+import numpy as np
+import pyro
+import pyro.distributions as dist
+import torch
+from pyro.infer import SMCFilter
+
+from inference import ParticleFilter
+from inference.io import write_json
+from ppl_models import LinearGaussianSSM
+
+RHO, SIGMA_X, SIGMA_Y = 0.9, 0.5, 1.0
+SIGMA_0 = SIGMA_X / math.sqrt(1.0 - RHO**2)
+ESS_THRESHOLD = 0.5
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+FULL = {
+    "num_particles": 1000,
+    "num_steps": 1000,
+    "num_sequences": 16,
+    "k_list": [100, 300, 1000, 3000, 10000],
+    "k_list_cuda": [1000, 3000, 10000, 30000, 100000],
+    "t_list": [250, 500, 1000, 2000],
+    "memory_t_list": [500, 1000, 2000, 4000],
+}
+QUICK = {
+    "num_particles": 100,
+    "num_steps": 50,
+    "num_sequences": 4,
+    "k_list": [50, 100, 200],
+    "k_list_cuda": [100, 1000, 10000],
+    "t_list": [25, 50, 100],
+    "memory_t_list": [64, 128],
+}
+
+
+# --------------------------------------------------------------------------------------------
+# model and data
+# --------------------------------------------------------------------------------------------
+def make_model(dtype: torch.dtype = torch.float32, device: str = "cpu") -> LinearGaussianSSM:
+    """The 1-d LGSSM (all matrices ``[1, 1]``) with the bootstrap proposal, frozen."""
+
+    def m(value):
+        return torch.tensor([[value]], dtype=dtype)
+
+    model = LinearGaussianSSM(m(RHO), m(1.0), m(SIGMA_X**2), m(SIGMA_Y**2), m(SIGMA_0**2), proposal="bootstrap")
+    model.requires_grad_(False)
+    return model.to(device)
+
+
+def make_data(num_sequences: int, num_steps: int, seed: int):
+    """``(x32 [B, T, 1], x64, exact [B])``: data drawn in float64, rounded to float32 once so every
+    method sees the same numbers, and its exact Kalman log-likelihood (float64)."""
+    model64 = make_model(torch.float64)
+    x, _ = model64.sample(num_sequences, num_steps, generator=torch.Generator().manual_seed(seed))
+    x32 = x.float()
+    x64 = x32.double()
+    with torch.no_grad():
+        exact = model64.log_likelihood(x64)
+    return x32, x64, exact
+
+
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def time_repeats(fn: Callable[[], object], repeats: int, device: str = "cpu") -> tuple[list[float], object]:
+    """Wall-clock seconds of ``repeats`` calls of ``fn`` (synchronized on CUDA) and the last result."""
+    times, out = [], None
+    for _ in range(repeats):
+        _sync(device)
+        start = time.perf_counter()
+        out = fn()
+        _sync(device)
+        times.append(time.perf_counter() - start)
+    return times, out
+
+
+def _stats(times: list[float]) -> dict:
+    return {"times_s": times, "best_s": min(times), "median_s": statistics.median(times)}
+
+
+def _errors(estimate: np.ndarray, exact: np.ndarray) -> dict:
+    err = np.asarray(estimate, dtype=np.float64) - np.asarray(exact, dtype=np.float64)
+    return {
+        "error_mean": float(err.mean()),
+        "error_sd": float(err.std(ddof=1)) if err.size > 1 else 0.0,
+        "error_max_abs": float(np.abs(err).max()),
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# the three filters: each ``prepare_*`` warms up and returns ``(run, finish)``; ``run()`` is one
+# timed call over all sequences and ``finish(times, last_output)`` turns the timings into a row.
+# --------------------------------------------------------------------------------------------
+def prepare_ours(num_particles, data, *, device="cpu", dtype=torch.float32, seed=0):
+    """:class:`ParticleFilter` on all ``B`` sequences at once, under ``torch.no_grad``."""
+    x32, x64, exact = data
+    x = (x64 if dtype == torch.float64 else x32).to(device)
+    num_sequences, num_steps, _ = x.shape
+    model = make_model(dtype, device)
+    pf = ParticleFilter(num_particles, resampling="systematic", ess_threshold=ESS_THRESHOLD,
+                        generator=torch.Generator(device=device).manual_seed(seed + 1))
+
+    def run(inputs=x):
+        with torch.no_grad():
+            result = pf.run(model, inputs)
+        _sync(device)
+        return result
+
+    run(x[:, : min(num_steps, 20)])  # warm-up: allocator, kernels, lazy imports
+
+    def finish(times, result):
+        out = _stats(times)
+        out.update(_errors(result.log_evidence.double().cpu().numpy(), exact.numpy()))
+        out["resampling_rate"] = float(result.resampled.float().mean())
+        out.update(num_particles=num_particles, num_steps=num_steps, num_sequences=num_sequences, device=device,
+                   dtype=str(dtype).replace("torch.", ""))
+        return out
+
+    return run, finish
+
+
+def bench_ours(num_particles, data, *, device="cpu", dtype=torch.float32, repeats=5, seed=0) -> dict:
+    run, finish = prepare_ours(num_particles, data, device=device, dtype=dtype, seed=seed)
+    return finish(*time_repeats(run, repeats, device))
+
+
+def _particles_modules():
+    try:
+        import particles
+        from particles import kalman
+        from particles import state_space_models as ssm
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise SystemExit(f"the 'particles' library is not installed ({exc}); install it "
+                         "(pip install 'ppl-models[benchmark]') or pass --skip-particles") from exc
+    return particles, kalman, ssm
+
+
+def prepare_particles(num_particles, data, *, seed=0):
+    """``particles.SMC`` on a ``Bootstrap`` Feynman-Kac model, one sequence at a time (numpy, float64)."""
+    particles, kalman, ssm = _particles_modules()
+    _, x64, exact = data
+    series = [x64[b, :, 0].numpy().copy() for b in range(x64.shape[0])]
+    lg = kalman.LinearGauss(rho=RHO, sigmaX=SIGMA_X, sigmaY=SIGMA_Y, sigma0=SIGMA_0)
+
+    # the same model? particles' own Kalman filter against ours
+    kf = kalman.Kalman(ssm=lg, data=series[0])
+    kf.filter()
+    kalman_gap = abs(float(np.sum(kf.logpyt)) - float(exact[0]))
+
+    def run_one(y):
+        alg = particles.SMC(fk=ssm.Bootstrap(ssm=lg, data=y), N=num_particles, resampling="systematic",
+                            ESSrmin=ESS_THRESHOLD)
+        alg.run()
+        return alg.logLt
+
+    def run():
+        return np.array([run_one(y) for y in series])
+
+    np.random.seed(seed)
+    run_one(series[0][:20])  # warm-up (numba compiles its resampling kernels on first call)
+
+    def finish(times, log_evidence):
+        out = _stats(times)
+        out.update(_errors(log_evidence, exact.numpy()))
+        out.update(num_particles=num_particles, num_steps=int(x64.shape[1]), num_sequences=len(series),
+                   device="cpu", dtype="float64", kalman_vs_ours_abs_diff=kalman_gap,
+                   version=metadata.version("particles"))
+        return out
+
+    return run, finish
+
+
+class _PyroModel:
+    """``init``/``step`` program of the LGSSM for ``pyro.infer.SMCFilter`` (the model writes the state)."""
+
+    def __init__(self, rho, sigma_x, sigma_y, sigma_0):
+        self.rho, self.sigma_x, self.sigma_y, self.sigma_0 = rho, sigma_x, sigma_y, sigma_0
+
+    def init(self, state, x0):
+        state["z"] = pyro.sample("z", dist.Normal(0.0, self.sigma_0))
+        pyro.sample("x", dist.Normal(state["z"], self.sigma_y), obs=x0)
+
+    def step(self, state, x_t):
+        state["z"] = pyro.sample("z", dist.Normal(self.rho * state["z"], self.sigma_x))
+        pyro.sample("x", dist.Normal(state["z"], self.sigma_y), obs=x_t)
+
+
+class _PyroBootstrapGuide(_PyroModel):
+    """The bootstrap proposal: the transition itself (reads the state, never writes it)."""
+
+    def init(self, state, x0):
+        pyro.sample("z", dist.Normal(0.0, self.sigma_0))
+
+    def step(self, state, x_t):
+        pyro.sample("z", dist.Normal(self.rho * state["z"], self.sigma_x))
+
+
+def prepare_pyro(num_particles, data, *, seed=0):
+    """``pyro.infer.SMCFilter``, one sequence at a time on CPU, validation off (it keeps no log-evidence)."""
+    x32, _, _ = data
+    series = [x32[b, :, 0].clone() for b in range(x32.shape[0])]
+    model = _PyroModel(RHO, SIGMA_X, SIGMA_Y, SIGMA_0)
+    guide = _PyroBootstrapGuide(RHO, SIGMA_X, SIGMA_Y, SIGMA_0)
+
+    def run_one(y):
+        smc = SMCFilter(model, guide, num_particles=num_particles, max_plate_nesting=0, ess_threshold=ESS_THRESHOLD)
+        with torch.no_grad(), pyro.validation_enabled(False):
+            smc.init(y[0])
+            for t in range(1, y.shape[0]):
+                smc.step(y[t])
+        return smc
+
+    def run():
+        for y in series:
+            run_one(y)
+
+    pyro.set_rng_seed(seed)
+    run_one(series[0][:20])
+
+    def finish(times, _):
+        out = _stats(times)
+        out.update(num_particles=num_particles, num_steps=int(x32.shape[1]), num_sequences=len(series),
+                   device="cpu", dtype="float32", version=metadata.version("pyro-ppl"), validation=False)
+        return out
+
+    return run, finish
+
+
+def compare(prepared: dict, repeats: dict) -> dict:
+    """Time the prepared methods round-robin (A, B, C, A, B, C, ...) so that all see the same background load."""
+    times = {name: [] for name in prepared}
+    last = {}
+    for round_ in range(max(repeats.values())):
+        for name, (run, _) in prepared.items():
+            if round_ < repeats[name]:
+                start = time.perf_counter()
+                last[name] = run()
+                times[name].append(time.perf_counter() - start)
+    return {name: finish(times[name], last[name]) for name, (_, finish) in prepared.items()}
+
+
+# --------------------------------------------------------------------------------------------
+# scaling
+# --------------------------------------------------------------------------------------------
+def fit_scaling(sizes: list[int], seconds: list[float]) -> dict:
+    """Log-log slope of ``seconds`` against ``sizes`` and the linear fit ``seconds = fixed + marginal * size``."""
+    log_x, log_y = np.log(np.asarray(sizes, float)), np.log(np.asarray(seconds, float))
+    slope = float(np.polyfit(log_x, log_y, 1)[0])
+    top = slice(len(sizes) // 2, None)  # the upper half of the range, where fixed costs matter least
+    slope_upper = float(np.polyfit(log_x[top], log_y[top], 1)[0]) if len(sizes) - len(sizes) // 2 >= 2 else slope
+    marginal, fixed = np.polyfit(np.asarray(sizes, float), np.asarray(seconds, float), 1)
+    return {"loglog_slope": slope, "loglog_slope_upper_half": slope_upper, "linear_fixed_s": float(fixed),
+            "linear_marginal_s": float(marginal)}
+
+
+def scaling(cfg, device, repeats, seed) -> dict:
+    k_list = cfg["k_list_cuda"] if device.startswith("cuda") else cfg["k_list"]
+    steps, batch = cfg["num_steps"], cfg["num_sequences"]
+    data = make_data(batch, steps, seed)
+    vs_k = [bench_ours(k, data, device=device, repeats=repeats, seed=seed) for k in k_list]
+    vs_t = [bench_ours(cfg["num_particles"], make_data(batch, t, seed), device=device, repeats=repeats, seed=seed)
+            for t in cfg["t_list"]]
+    fit_k = fit_scaling(k_list, [r["best_s"] for r in vs_k])
+    fit_t = fit_scaling(cfg["t_list"], [r["best_s"] for r in vs_t])
+    # per-unit costs: the marginal cost of one particle-step of one sequence, and of one filter step (all K, B)
+    fit_k["marginal_ns_per_particle_step"] = fit_k["linear_marginal_s"] / (steps * batch) * 1e9
+    fit_k["fixed_us_per_step"] = fit_k["linear_fixed_s"] / steps * 1e6
+    fit_t["marginal_us_per_step"] = fit_t["linear_marginal_s"] * 1e6
+    fit_t["marginal_ns_per_particle_step"] = fit_t["linear_marginal_s"] / (cfg["num_particles"] * batch) * 1e9
+    return {"vs_particles": vs_k, "vs_steps": vs_t, "fit_particles": fit_k, "fit_steps": fit_t}
+
+
+# --------------------------------------------------------------------------------------------
+# memory
+# --------------------------------------------------------------------------------------------
+def _proc_status_bytes(key: str) -> int | None:
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) * 1024  # kB
+    except OSError:
+        pass
+    return None
+
+
+def _reset_peak_rss() -> str:
+    """Reset the peak-RSS mark (Linux >= 4.0: ``VmHWM`` := ``VmRSS``); returns the method used.
+
+    ``ru_maxrss`` is the fallback, but it is inherited from the parent at ``fork``, so a probe
+    process spawned by a larger parent would read the parent's peak.
+    """
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+        if _proc_status_bytes("VmHWM") is not None:
+            return "VmHWM"
+    except OSError:
+        pass
+    return "ru_maxrss"
+
+
+def _current_and_peak_rss(method: str) -> tuple[int, int]:
+    if method == "VmHWM":
+        return _proc_status_bytes("VmRSS"), _proc_status_bytes("VmHWM")
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    rss = rss if sys.platform == "darwin" else rss * 1024
+    return rss, rss
+
+
+def _result_bytes(result) -> int:
+    tensors = [result.ancestors, result.history_log_weights, *(result.history or {}).values()]
+    return sum(t.numel() * t.element_size() for t in tensors if t is not None)
+
+
+def memory_probe(config: dict) -> dict:
+    """One evaluation in this (fresh) process: peak RSS grown by the run, on CPU."""
+    torch.set_num_threads(1)
+    k, b, t, keep = config["num_particles"], config["num_sequences"], config["num_steps"], config["keep_ancestry"]
+    x32, _, _ = make_data(b, t, config["seed"])
+    model = make_model()
+    pf = ParticleFilter(k, resampling="systematic", ess_threshold=ESS_THRESHOLD,
+                        generator=torch.Generator().manual_seed(config["seed"] + 1))
+    with torch.no_grad():
+        pf.run(model, x32[:, :16])  # warm-up: per-step temporaries, lazy imports
+        method = _reset_peak_rss()
+        base, _ = _current_and_peak_rss(method)
+        result = pf.run(model, x32, keep_ancestry=keep)
+        after, peak = _current_and_peak_rss(method)
+    return {**config, "method": method, "baseline_rss_bytes": base, "peak_rss_bytes": peak,
+            "delta_bytes": peak - base, "rss_after_bytes": after, "result_history_bytes": _result_bytes(result)}
+
+
+def _probe_subprocess(config: dict) -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+    cmd = [sys.executable, "-m", "experiments.benchmarks.bootstrap_filter", "--memory-probe", json.dumps(config)]
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=str(REPO_ROOT), check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"memory probe {config} failed:\n{done.stderr}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _memory_cuda(config: dict) -> dict:
+    k, b, t, keep = config["num_particles"], config["num_sequences"], config["num_steps"], config["keep_ancestry"]
+    x32, _, _ = make_data(b, t, config["seed"])
+    x = x32.to("cuda")
+    model = make_model(device="cuda")
+    pf = ParticleFilter(k, resampling="systematic", ess_threshold=ESS_THRESHOLD,
+                        generator=torch.Generator(device="cuda").manual_seed(config["seed"] + 1))
+    with torch.no_grad():
+        pf.run(model, x[:, :16])
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+        base = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        result = pf.run(model, x, keep_ancestry=keep)
+        torch.cuda.synchronize()
+        peak = torch.cuda.max_memory_allocated()
+    out = {**config, "baseline_allocated_bytes": base, "peak_allocated_bytes": peak, "delta_bytes": peak - base,
+           "result_history_bytes": _result_bytes(result)}
+    del result
+    torch.cuda.empty_cache()
+    return out
+
+
+def memory(cfg, device, seed) -> list[dict]:
+    rows = []
+    for keep in (False, True):
+        for t in cfg["memory_t_list"]:
+            config = {"num_particles": cfg["num_particles"], "num_sequences": cfg["num_sequences"], "num_steps": t,
+                      "keep_ancestry": keep, "seed": seed}
+            row = _memory_cuda(config) if device.startswith("cuda") else _probe_subprocess(config)
+            row["bytes_per_particle_step"] = row["delta_bytes"] / (t * cfg["num_particles"] * cfg["num_sequences"])
+            row["device"] = device
+            rows.append(row)
+    return rows
+
+
+# --------------------------------------------------------------------------------------------
+# report
+# --------------------------------------------------------------------------------------------
+def machine_info(device: str) -> dict:
+    cpu = platform.processor() or "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    info = {
+        "cpu": cpu,
+        "logical_cpus": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "torch": torch.__version__,
+        "numpy": np.__version__,
+    }
+    for dist_name in ("pyro-ppl", "particles", "scipy"):
+        try:
+            info[dist_name] = metadata.version(dist_name)
+        except metadata.PackageNotFoundError:
+            info[dist_name] = None
+    if device.startswith("cuda"):
+        info["gpu"] = torch.cuda.get_device_name(device)
+        info["cuda"] = torch.version.cuda
+    return info
+
+
+def _fmt_s(row) -> str:
+    return f"{row['best_s']:.3f} ({row['median_s']:.3f})"
+
+
+def print_report(res: dict) -> None:
+    cfg = res["config"]
+    print(f"\nmachine: {res['machine']['cpu']}, {res['machine']['logical_cpus']} logical CPUs, "
+          f"torch {res['machine']['torch']} ({res['machine']['torch_threads']} thread), "
+          f"particles {res['machine']['particles']}, pyro {res['machine']['pyro-ppl']}"
+          + (f", GPU {res['machine']['gpu']}" if "gpu" in res["machine"] else ""))
+    comp = res.get("compare")
+    if comp:
+        print(f"\n## Bootstrap filter, K={cfg['num_particles']}, T={cfg['num_steps']}, B={cfg['num_sequences']} "
+              f"(best of {cfg['repeats']}, median in brackets)\n")
+        print("| method | device | time s best (median) | us / step / sequence | vs particles (best) "
+              "| log-evidence error mean | error sd |")
+        print("|---|---|---|---|---|---|---|")
+        ref = comp.get("particles")
+        for name, row in comp.items():
+            per = row["best_s"] / (row["num_steps"] * row["num_sequences"]) * 1e6
+            ratio = f"{ref['best_s'] / row['best_s']:.2f}x" if ref else "-"
+            err = (f"{row['error_mean']:+.3f} | {row['error_sd']:.3f}" if "error_mean" in row else "n/a | n/a")
+            print(f"| {name} | {row.get('device', 'cpu')} | {_fmt_s(row)} | {per:.1f} | {ratio} | {err} |")
+        if ref:
+            print(f"\nparticles' own Kalman filter vs ours (exact): |diff| = {ref['kalman_vs_ours_abs_diff']:.2e} nats")
+    sc = res.get("scaling")
+    if sc:
+        fk, ft = sc["fit_particles"], sc["fit_steps"]
+        print(f"\n## Scaling with K (T={cfg['num_steps']}, B={cfg['num_sequences']}, device {res['device']})\n")
+        print("| K | time s best (median) | ns / particle-step | error mean | error sd |")
+        print("|---|---|---|---|---|")
+        for r in sc["vs_particles"]:
+            per = r["best_s"] / (r["num_particles"] * r["num_steps"] * r["num_sequences"]) * 1e9
+            print(f"| {r['num_particles']} | {_fmt_s(r)} | {per:.1f} | {r['error_mean']:+.3f} | {r['error_sd']:.3f} |")
+        print(f"\nlog-log slope {fk['loglog_slope']:.2f} "
+              f"(upper half of the range {fk['loglog_slope_upper_half']:.2f}); "
+              f"linear fit: fixed {fk['fixed_us_per_step']:.0f} us per step + "
+              f"{fk['marginal_ns_per_particle_step']:.2f} ns per particle-step")
+        print(f"\n## Scaling with T (K={cfg['num_particles']}, B={cfg['num_sequences']}, device {res['device']})\n")
+        print("| T | time s best (median) | us / step |")
+        print("|---|---|---|")
+        for r in sc["vs_steps"]:
+            print(f"| {r['num_steps']} | {_fmt_s(r)} | {r['best_s'] / r['num_steps'] * 1e6:.0f} |")
+        print(f"\nlog-log slope {ft['loglog_slope']:.2f}; linear fit: {ft['marginal_us_per_step']:.0f} us per step "
+              f"({ft['marginal_ns_per_particle_step']:.2f} ns per particle-step) + fixed {ft['linear_fixed_s']:.4f} s")
+    mem = res.get("memory")
+    if mem:
+        what = "peak allocated (CUDA caching allocator)" if res["device"].startswith("cuda") else "peak RSS growth"
+        print(f"\n## Memory of one evaluation, K={cfg['num_particles']}, B={cfg['num_sequences']} ({what})\n")
+        print("| keep_ancestry | T | peak growth MiB | bytes / particle-step | result history MiB |")
+        print("|---|---|---|---|---|")
+        for r in mem:
+            print(f"| {r['keep_ancestry']} | {r['num_steps']} | {r['delta_bytes'] / 2**20:.3f} | "
+                  f"{r['bytes_per_particle_step']:.3f} | {r['result_history_bytes'] / 2**20:.1f} |")
+
+
+# --------------------------------------------------------------------------------------------
+# command line
+# --------------------------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--device", default="cpu", help="cpu or cuda (our engine; particles and Pyro stay on CPU)")
+    p.add_argument("--quick", action="store_true", help="small smoke configuration that finishes in seconds")
+    p.add_argument("--out", type=Path, default=None, help="write all results to this JSON file (atomically)")
+    p.add_argument("--skip-particles", action="store_true", help="do not run the particles library")
+    p.add_argument("--skip-pyro", action="store_true", help="do not run pyro.infer.SMCFilter")
+    p.add_argument("--skip-scaling", action="store_true", help="do not run the scaling section")
+    p.add_argument("--skip-memory", action="store_true", help="do not run the memory section")
+    p.add_argument("--repeats", type=int, default=None, help="timed repeats of our engine and particles "
+                   "(default 5, quick 2); the best and the median are reported")
+    p.add_argument("--pyro-repeats", type=int, default=1, help="timed repeats of Pyro's SMCFilter (default 1)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--memory-probe", default=None, help=argparse.SUPPRESS)
+    return p
+
+
+def main(argv: list[str] | None = None) -> dict | None:
+    args = build_parser().parse_args(argv)
+    torch.set_num_threads(1)
+    if args.memory_probe is not None:
+        print(json.dumps(memory_probe(json.loads(args.memory_probe))))
+        return None
+    device = args.device
+    if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
+        raise SystemExit(f"--device must be cpu or cuda, got {device!r}")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise SystemExit(f"--device {device} requested but torch {torch.__version__} sees no CUDA device")
+    for name in ("repeats", "pyro_repeats"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise SystemExit(f"--{name.replace('_', '-')} must be >= 1, got {value}")
+    cfg = dict(QUICK if args.quick else FULL)
+    repeats = args.repeats or (2 if args.quick else 5)
+    k, t, b = cfg["num_particles"], cfg["num_steps"], cfg["num_sequences"]
+    res = {
+        "benchmark": "bootstrap particle filter, 1-d linear-Gaussian SSM",
+        "model": {"rho": RHO, "sigma_x": SIGMA_X, "sigma_y": SIGMA_Y, "sigma_0": SIGMA_0,
+                  "resampling": "systematic", "ess_threshold": ESS_THRESHOLD},
+        "config": {**cfg, "repeats": repeats, "pyro_repeats": args.pyro_repeats, "quick": args.quick,
+                   "seed": args.seed},
+        "device": device,
+        "machine": machine_info(device),
+        "command": " ".join([os.path.basename(sys.executable), "-m", "experiments.benchmarks.bootstrap_filter",
+                             *(sys.argv[1:] if argv is None else argv)]),
+    }
+    started = time.perf_counter()
+
+    data = make_data(b, t, args.seed)
+    print(f"compare: K={k} T={t} B={b} ...", flush=True)
+    prepared = {"ours float32": prepare_ours(k, data, seed=args.seed),
+                "ours float64": prepare_ours(k, data, dtype=torch.float64, seed=args.seed)}
+    if device != "cpu":
+        prepared[f"ours float32 {device}"] = prepare_ours(k, data, device=device, seed=args.seed)
+    if not args.skip_particles:
+        prepared["particles"] = prepare_particles(k, data, seed=args.seed)
+    if not args.skip_pyro:
+        prepared["pyro SMCFilter"] = prepare_pyro(k, data, seed=args.seed)
+    counts = {name: args.pyro_repeats if name.startswith("pyro") else repeats for name in prepared}
+    res["compare"] = compare(prepared, counts)
+    del prepared
+    if "particles" in res["compare"]:
+        ref = res["compare"]["particles"]
+        res["speedup_vs_particles"] = {
+            name: {"best": ref["best_s"] / row["best_s"], "median": ref["median_s"] / row["median_s"]}
+            for name, row in res["compare"].items() if name != "particles"}
+    if not args.skip_scaling:
+        print("scaling ...", flush=True)
+        res["scaling"] = scaling(cfg, device, repeats, args.seed)
+    if not args.skip_memory:
+        print("memory ...", flush=True)
+        res["memory"] = memory(cfg, device, args.seed)
+    res["total_wall_s"] = time.perf_counter() - started
+    print_report(res)
+    print(f"\ntotal {res['total_wall_s']:.1f} s")
+    if args.out is not None:
+        write_json(args.out, res)
+        print(f"wrote {args.out}")
+    return res
+
+
+if __name__ == "__main__":
+    main()

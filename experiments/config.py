@@ -1,0 +1,128 @@
+"""Experiment configuration: TOML files with command-line overrides; unknown keys are errors.
+
+A configuration has top-level ``name``, ``seed`` and ``device`` and five sections:
+
+* ``[data]``: ``name`` (see ``ppl-models list``) and that data set's parameters;
+* ``[model]``: ``name`` and the model's parameters;
+* ``[objective]``: ``name`` (``exact``, ``elbo``, ``iwae``, ``smc``) and its parameters;
+* ``[train]``: the fields of :class:`inference.training.TrainConfig`;
+* ``[evaluate]``: the fields of :class:`EvaluateConfig`.
+
+Overrides are ``section.key=value`` strings whose value is parsed as a TOML literal
+(``train.lr=0.01``, ``objective.gradient="stop_weights"``, ``evaluate.estimators=["smc"]``);
+a value that is not valid TOML is taken as a string (``objective.name=iwae``).
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+import tomllib
+
+from inference.validation import check_positive_int
+
+__all__ = ["EvaluateConfig", "load_config", "apply_overrides", "check_config", "SECTIONS", "ESTIMATORS"]
+
+SECTIONS = ("data", "model", "objective", "train", "evaluate")
+TOP_LEVEL = {"name": "experiment", "seed": 0, "device": "auto"}
+ESTIMATORS = ("exact", "elbo", "iwae", "smc")
+
+
+@dataclass
+class EvaluateConfig:
+    """How a trained model is evaluated on the test split.
+
+    Attributes:
+        estimators: which of ``exact``, ``elbo``, ``iwae``, ``smc`` to report (those the
+            model supports; ``exact`` needs a ``log_likelihood`` method).
+        num_particles: ``K`` of the SMC estimate and of its predictive samples.
+        iwae_particles: ``K`` of the IWAE bound.
+        predictive_samples: one-step-ahead predictive draws per step, for calibration (0: none).
+        batch_size: sequences per evaluation batch.
+    """
+
+    estimators: list[str] = field(default_factory=lambda: list(ESTIMATORS))
+    num_particles: int = 1000
+    iwae_particles: int = 100
+    predictive_samples: int = 200
+    batch_size: int = 64
+
+    def __post_init__(self):
+        unknown = [e for e in self.estimators if e not in ESTIMATORS]
+        if unknown or not self.estimators:
+            raise ValueError(f"evaluate.estimators must be a non-empty list from {list(ESTIMATORS)}, got {unknown}")
+        for name in ("num_particles", "iwae_particles", "batch_size"):
+            check_positive_int(getattr(self, name), name=f"evaluate.{name}")
+        if not isinstance(self.predictive_samples, int) or self.predictive_samples < 0:
+            raise ValueError(f"evaluate.predictive_samples must be an int >= 0, got {self.predictive_samples!r}")
+
+    @classmethod
+    def from_dict(cls, values: dict) -> EvaluateConfig:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"unknown keys in [evaluate]: {unknown}; known: {sorted(known)}")
+        return cls(**values)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def load_config(path: str | Path, overrides: list[str] = ()) -> dict:
+    """Read a TOML experiment file, apply ``overrides`` and check the result (see :func:`check_config`)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"config: no such file {path}")
+    with open(path, "rb") as handle:
+        try:
+            config = tomllib.load(handle)
+        except tomllib.TOMLDecodeError as error:
+            raise ValueError(f"config: {path} is not valid TOML: {error}") from None
+    return check_config(apply_overrides(config, overrides))
+
+
+def apply_overrides(config: dict, overrides: list[str]) -> dict:
+    """Return a copy of ``config`` with each ``section.key=value`` (or ``key=value``) applied."""
+    config = copy.deepcopy(config)
+    for item in overrides:
+        if "=" not in item:
+            raise ValueError(f"override {item!r} must look like section.key=value")
+        key, text = item.split("=", 1)
+        try:
+            value = tomllib.loads(f"v = {text}")["v"]
+        except tomllib.TOMLDecodeError:
+            value = text
+        *sections, leaf = key.strip().split(".")
+        target = config
+        for section in sections:
+            target = target.setdefault(section, {})
+            if not isinstance(target, dict):
+                raise ValueError(f"override {item!r}: {section!r} is not a section")
+        target[leaf] = value
+    return config
+
+
+def check_config(config: dict) -> dict:
+    """Reject unknown top-level keys and sections, fill defaults, and check the typed sections.
+
+    Model, data and objective parameters are checked against their builders' signatures
+    when they are built (:mod:`experiments.registry`).
+    """
+    from inference.training import TrainConfig
+
+    unknown = sorted(set(config) - set(TOP_LEVEL) - set(SECTIONS))
+    if unknown:
+        raise ValueError(f"unknown top-level keys {unknown}; known: {sorted(set(TOP_LEVEL) | set(SECTIONS))}")
+    config = {**TOP_LEVEL, **config}
+    for section in ("data", "model", "objective"):
+        if not isinstance(config.get(section), dict) or "name" not in config[section]:
+            raise ValueError(f"config needs a [{section}] section with a name")
+    config["train"] = TrainConfig.from_dict(config.get("train", {})).to_dict()
+    config["evaluate"] = EvaluateConfig.from_dict(config.get("evaluate", {})).to_dict()
+    if config["device"] not in ("auto", "cpu", "cuda") and not str(config["device"]).startswith("cuda:"):
+        raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {config['device']!r}")
+    if isinstance(config["seed"], bool) or not isinstance(config["seed"], int):
+        raise ValueError(f"seed must be an int, got {config['seed']!r}")
+    return config

@@ -1,0 +1,135 @@
+"""Data sets as padded tensors: synthetic generators and loaders of the shared offline data.
+
+Every data set comes as a :class:`SequenceData`: three splits of ``(x [N, T, D],
+mask [N, T])`` pairs, padded at the end, ready for the training loop.
+
+Real data is read in place from a data folder, never downloaded and never copied
+into the project: ``data_dir`` argument, else the ``PPL_MODELS_DATA`` environment
+variable, else ``../shared/data`` from the working directory or from the project
+root. Each file is checked against the folder's ``SHA256SUMS`` before it is read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from inference.validation import check_positive_int
+
+__all__ = ["SequenceData", "pad_sequences", "resolve_data_dir", "verified_path", "lgssm_synthetic", "polyphonic"]
+
+DATA_ENV = "PPL_MODELS_DATA"
+POLYPHONIC = {"jsb": "JSB_Chorales.mat", "nottingham": "Nottingham.mat", "musedata": "MuseData.mat",
+              "piano": "Piano_midi.mat"}  # fmt: skip
+
+
+@dataclass
+class SequenceData:
+    """Train / validation / test splits, each ``(x [N, T, D], mask [N, T])``, plus a description."""
+
+    train: tuple[torch.Tensor, torch.Tensor]
+    valid: tuple[torch.Tensor, torch.Tensor]
+    test: tuple[torch.Tensor, torch.Tensor]
+    description: str
+    truth: object = None  # the generating model, for synthetic data
+
+    @property
+    def obs_dim(self) -> int:
+        return self.train[0].shape[-1]
+
+
+def pad_sequences(sequences: Sequence, dtype=torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
+    """Stack variable-length ``[T_i, D]`` arrays into ``x [N, max T, D]`` (zeros after the end) and ``mask [N, T]``."""
+    if len(sequences) == 0:
+        raise ValueError("sequences must not be empty")
+    tensors = [torch.as_tensor(np.asarray(s), dtype=dtype) for s in sequences]
+    if any(t.dim() != 2 for t in tensors):
+        raise ValueError("sequences must each have shape [T_i, D]")
+    dims = {t.shape[1] for t in tensors}
+    if len(dims) != 1:
+        raise ValueError(f"sequences must share their feature size D, got sizes {sorted(dims)}")
+    lengths = torch.tensor([t.shape[0] for t in tensors])
+    x = torch.zeros(len(tensors), int(lengths.max()), dims.pop(), dtype=dtype)
+    for i, t in enumerate(tensors):
+        x[i, : t.shape[0]] = t
+    mask = torch.arange(x.shape[1]).unsqueeze(0) < lengths.unsqueeze(1)
+    return x, mask
+
+
+def resolve_data_dir(data_dir: str | os.PathLike | None = None) -> Path:
+    """The shared data folder: the argument, ``$PPL_MODELS_DATA``, or ``../shared/data``."""
+    candidates = [data_dir] if data_dir is not None else []
+    if not candidates and os.environ.get(DATA_ENV):
+        candidates = [os.environ[DATA_ENV]]
+    if not candidates:
+        root = Path(__file__).resolve().parent.parent
+        candidates = [Path.cwd() / ".." / "shared" / "data", root / ".." / "shared" / "data"]
+    for candidate in candidates:
+        if (Path(candidate) / "SHA256SUMS").is_file():
+            return Path(candidate).resolve()
+    raise ValueError(
+        f"data_dir: no data folder with a SHA256SUMS file at {[str(c) for c in candidates]}; "
+        f"pass data_dir or set {DATA_ENV}"
+    )
+
+
+def verified_path(relative: str, data_dir: str | os.PathLike | None = None) -> Path:
+    """Path of ``relative`` inside the data folder, after checking its SHA-256 against ``SHA256SUMS``."""
+    root = resolve_data_dir(data_dir)
+    sums = {}
+    for line in (root / "SHA256SUMS").read_text().splitlines():
+        if line.strip():
+            digest, name = line.split(maxsplit=1)
+            sums[name.lstrip("*").lstrip("./")] = digest
+    if relative not in sums:
+        raise ValueError(f"{relative!r} is not listed in {root / 'SHA256SUMS'}")
+    path = root / relative
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    if digest.hexdigest() != sums[relative]:
+        raise ValueError(f"{path} does not match its SHA-256 in SHA256SUMS: the file is corrupt or was changed")
+    return path
+
+
+def lgssm_synthetic(
+    latent_dim: int = 2,
+    obs_dim: int = 2,
+    num_train: int = 64,
+    num_valid: int = 16,
+    num_test: int = 32,
+    num_steps: int = 50,
+    seed: int = 0,
+) -> SequenceData:
+    """Sequences from a random stable LGSSM (its parameters are kept in ``truth``)."""
+    from ppl_models import LinearGaussianSSM
+
+    for name, value in (("latent_dim", latent_dim), ("obs_dim", obs_dim), ("num_train", num_train),
+                        ("num_valid", num_valid), ("num_test", num_test), ("num_steps", num_steps)):  # fmt: skip
+        check_positive_int(value, name=name)
+    generator = torch.Generator().manual_seed(seed)
+    truth = LinearGaussianSSM.random(latent_dim, obs_dim, generator=generator)
+    splits = []
+    for n in (num_train, num_valid, num_test):
+        x, _ = truth.sample(n, num_steps, generator=generator)
+        splits.append((x, torch.ones(n, num_steps, dtype=torch.bool)))
+    return SequenceData(*splits, description=f"LGSSM synthetic (Dz={latent_dim}, Dx={obs_dim}, T={num_steps})",
+                        truth=truth)  # fmt: skip
+
+
+def polyphonic(name: str = "jsb", data_dir: str | os.PathLike | None = None) -> SequenceData:
+    """One of the four polyphonic music sets (88-key binary piano rolls, standard splits)."""
+    from scipy.io import loadmat
+
+    if name not in POLYPHONIC:
+        raise ValueError(f"name must be one of {sorted(POLYPHONIC)}, got {name!r}")
+    raw = loadmat(verified_path(f"polyphonic/{POLYPHONIC[name]}", data_dir))
+    splits = [pad_sequences(list(raw[key].ravel())) for key in ("traindata", "validdata", "testdata")]
+    return SequenceData(*splits, description=f"polyphonic music: {POLYPHONIC[name]} (88 keys)")

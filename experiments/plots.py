@@ -1,0 +1,52 @@
+"""Run-folder plots that are not calibration plots: learning curves and particle clouds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import torch  # noqa: E402
+
+from inference.io import atomic_write, read_jsonl  # noqa: E402
+
+__all__ = ["learning_curve", "particle_cloud"]
+
+
+def _save(figure, path):
+    atomic_write(path, lambda tmp: figure.savefig(tmp, format="png", dpi=110, bbox_inches="tight"))
+    plt.close(figure)
+
+
+def learning_curve(metrics_path: str | Path, path: str | Path) -> None:
+    """Training and validation bound per time step against epochs, from ``metrics.jsonl``."""
+    if not Path(metrics_path).is_file():
+        return
+    records = read_jsonl(metrics_path)
+    figure, ax = plt.subplots(figsize=(6, 3.5))
+    epochs = [r["epoch"] for r in records]
+    ax.plot(epochs, [r.get("train_bound_per_step") for r in records], label="train (objective's bound)")
+    valid = [(r["epoch"], r["valid_bound_per_step"]) for r in records if r.get("valid_bound_per_step") is not None]
+    if valid:
+        ax.plot(*zip(*valid), marker="o", label="validation")
+    ax.set(xlabel="epoch", ylabel="nats per time step", title="Learning curve")
+    ax.legend()
+    _save(figure, path)
+
+
+def particle_cloud(result, x: torch.Tensor, path: str | Path, *, key: str = "z", sequence: int = 0) -> None:
+    """Particles of the first latent coordinate over time, shaded by weight, with the filtering mean.
+
+    ``result`` must come from ``ParticleFilter.run(..., keep_ancestry=True)``.
+    """
+    values = result.history[key][:, :, sequence, 0].cpu()  # [T, K]
+    weights = result.history_log_weights[:, :, sequence].exp().cpu()  # [T, K]
+    steps = torch.arange(values.shape[0]).unsqueeze(1).expand_as(values)
+    figure, ax = plt.subplots(figsize=(7, 3.5))
+    ax.scatter(steps.flatten(), values.flatten(), s=3, c=weights.flatten(), cmap="viridis", alpha=0.4)
+    ax.plot(result.filtered_mean(key)[sequence, :, 0].cpu(), color="crimson", lw=1.5, label="filtering mean")
+    ax.set(xlabel="time step", ylabel=f"{key}[0]", title=f"Particle cloud, sequence {sequence}")
+    ax.legend()
+    _save(figure, path)

@@ -1,0 +1,187 @@
+"""Train and evaluate from a configuration, writing a run folder.
+
+A run folder holds:
+
+* ``config.json``: the resolved configuration (every default filled in);
+* ``metrics.jsonl`` and ``checkpoints/{last,best}.pt``: from the training loop;
+* ``metrics.json`` and ``metrics.md``: the final table, each log-likelihood estimate
+  named (``exact``, ``elbo``, ``iwae-K``, ``smc-K``) per time step and per sequence, in
+  nats, beside the calibration metrics of the one-step-ahead predictive distribution;
+* ``predictive.nc``: ArviZ ``InferenceData`` with observations and predictive samples;
+* ``plots/``: learning curve, PIT ECDF, coverage, predictive bands, particle cloud.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pyro
+import torch
+
+from inference import ParticleFilter, calibration
+from inference.io import write_json, write_text
+from inference.objectives import ELBO, IWAE
+from inference.training import TrainConfig, Trainer, load_best
+
+from . import plots
+from .config import EvaluateConfig
+from .registry import DATASETS, MODELS, build, build_objective
+
+__all__ = ["resolve_device", "train", "evaluate", "evaluate_model", "format_table"]
+
+
+def resolve_device(name: str) -> torch.device:
+    """``auto`` is CUDA when available, else CPU."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"device {name!r} requested but CUDA is not available here")
+    return torch.device(name)
+
+
+def _setup(config: dict):
+    data = build(config["data"], DATASETS, "data")
+    model = build(config["model"], MODELS, "model", obs_dim=data.obs_dim)
+    return data, model, build_objective(config["objective"], model)
+
+
+def train(config: dict, run_dir: str | Path, *, resume: bool = False) -> dict:
+    """Train the configured model, then evaluate its best checkpoint on the test split.
+
+    Returns the final metrics table (also written to the run folder).
+    """
+    run_dir = Path(run_dir)
+    if not resume and (run_dir / "checkpoints").exists():
+        raise ValueError(f"run_dir {run_dir} already holds a run: pass --resume to continue it or pick a new folder")
+    if resume:
+        saved = json.loads((run_dir / "config.json").read_text())
+        if {**saved, "device": None} != {**json.loads(json.dumps(config)), "device": None}:
+            raise ValueError(f"resume: the configuration differs from the one saved in {run_dir / 'config.json'}")
+    pyro.set_rng_seed(config["seed"])
+    device = resolve_device(config["device"])
+    data, model, objective = _setup(config)
+    write_json(run_dir / "config.json", config)
+    trainer = Trainer(objective, data.train, data.valid, TrainConfig.from_dict(config["train"]), run_dir, device)
+    trainer.fit(resume=resume)
+    best = run_dir / "checkpoints" / "best.pt"
+    if best.exists():
+        load_best(run_dir, objective)
+    return evaluate_model(model, data, EvaluateConfig.from_dict(config["evaluate"]), run_dir, config["seed"])
+
+
+def evaluate(run_dir: str | Path, overrides: dict | None = None, device: str | None = None) -> dict:
+    """Re-evaluate a finished run folder's best checkpoint (``overrides`` update ``[evaluate]``)."""
+    run_dir = Path(run_dir)
+    if not (run_dir / "config.json").is_file():
+        raise ValueError(f"run_dir {run_dir} has no config.json: is it a run folder?")
+    config = json.loads((run_dir / "config.json").read_text())
+    evaluate_config = EvaluateConfig.from_dict({**config["evaluate"], **(overrides or {})})
+    data, model, objective = _setup(config)
+    load_best(run_dir, objective)
+    model.to(resolve_device(device or config["device"]))
+    return evaluate_model(model, data, evaluate_config, run_dir, config["seed"])
+
+
+def _batches(x, mask, size, device):
+    for start in range(0, x.shape[0], size):
+        yield x[start : start + size].to(device), mask[start : start + size].to(device)
+
+
+@torch.no_grad()
+def evaluate_model(model, data, config: EvaluateConfig, run_dir: str | Path | None = None, seed: int = 0) -> dict:
+    """Every requested log-likelihood estimate on the test split, plus calibration; writes the run folder.
+
+    Returns ``{"loglik": {estimator: {"per_step", "per_sequence"}}, "calibration": {...}}``.
+    """
+    pyro.set_rng_seed(seed)
+    device = next(model.parameters()).device
+    x_all, mask_all = data.test
+    steps = mask_all.sum()
+    totals: dict[str, float] = {}
+    predictive, log_density = [], []
+
+    def add(name, bound):
+        totals[name] = totals.get(name, 0.0) + float(bound.sum())
+
+    for x, mask in _batches(x_all, mask_all, config.batch_size, device):
+        if "exact" in config.estimators and hasattr(model, "log_likelihood"):
+            add("exact", model.log_likelihood(x, mask))
+            if data.truth is not None:
+                add("exact (true parameters)", data.truth.to(device).log_likelihood(x, mask))
+        if "elbo" in config.estimators and hasattr(model, "guide"):
+            add("elbo", ELBO(model)(x, mask).bound)
+        if "iwae" in config.estimators and hasattr(model, "guide"):
+            add(f"iwae-{config.iwae_particles}", IWAE(model, config.iwae_particles)(x, mask).bound)
+        if "smc" in config.estimators:
+            result = ParticleFilter(config.num_particles).run(model, x, mask,
+                                                              predictive_samples=config.predictive_samples)  # fmt: skip
+            add(f"smc-{config.num_particles}", result.log_evidence)
+            log_density.append(result.log_evidence_steps.cpu())
+            if config.predictive_samples:
+                predictive.append(result.predictive.cpu())
+
+    metrics = {
+        "data": data.description,
+        "test_sequences": int(x_all.shape[0]),
+        "test_steps": int(steps),
+        "loglik": {k: {"per_step": v / float(steps), "per_sequence": v / x_all.shape[0]} for k, v in totals.items()},
+    }
+    if predictive:
+        predictive, log_density = torch.cat(predictive, 1), torch.cat(log_density, 0)
+        metrics["calibration"] = calibration.calibration_summary(predictive, x_all, mask_all, log_density)
+    if run_dir is not None:
+        _write_outputs(Path(run_dir), model, data, config, metrics, predictive, log_density)
+    return metrics
+
+
+def _write_outputs(run_dir, model, data, config, metrics, predictive, log_density):
+    write_json(run_dir / "metrics.json", metrics)
+    write_text(run_dir / "metrics.md", format_table(metrics, markdown=True))
+    figures = run_dir / "plots"
+    plots.learning_curve(run_dir / "metrics.jsonl", figures / "learning_curve.png")
+    x, mask = data.test
+    if isinstance(predictive, torch.Tensor):
+        idata = calibration.to_inference_data(predictive, x, mask=mask, log_likelihood=log_density)
+        calibration.save_inference_data(idata, run_dir / "predictive.nc")
+        pit_values = calibration.pit(predictive, x, mask)
+        calibration.plot_pit_ecdf(pit_values[mask], figures / "pit_ecdf.png")
+        calibration.plot_coverage(metrics_coverage(metrics["calibration"]), figures / "coverage.png")
+        calibration.plot_predictive_bands(predictive, x, mask=mask, path=figures / "predictive_bands.png")
+    if "smc" in config.estimators:
+        device = next(model.parameters()).device
+        first = x[:1].to(device), mask[:1].to(device)
+        result = ParticleFilter(min(config.num_particles, 500)).run(model, *first, keep_ancestry=True)
+        plots.particle_cloud(result, first[0], figures / "particles.png")
+
+
+def metrics_coverage(summary: dict) -> dict[float, float]:
+    """``{level: empirical coverage}`` from a calibration summary's ``coverage_<level>`` entries."""
+    return {float(k.split("_", 1)[1]): v for k, v in summary.items() if k.startswith("coverage_")}
+
+
+def format_table(metrics: dict, *, markdown: bool = False) -> str:
+    """The metrics as a text (or Markdown) table: estimators in nats, then calibration."""
+    rows = [("estimator", "nats / step", "nats / sequence")]
+    rows += [(k, f"{v['per_step']:.4f}", f"{v['per_sequence']:.2f}") for k, v in metrics["loglik"].items()]
+    cal = [(k, f"{v:.4f}") for k, v in metrics.get("calibration", {}).items()]
+    head = f"{metrics['data']}: {metrics['test_sequences']} test sequences, {metrics['test_steps']} steps"
+    if markdown:
+        lines = [f"# Results\n\n{head}\n", "| " + " | ".join(rows[0]) + " |", "|---|---:|---:|"]
+        lines += ["| " + " | ".join(r) + " |" for r in rows[1:]]
+        if cal:
+            lines += ["", "| calibration (one-step-ahead) | value |", "|---|---:|"]
+            lines += [f"| {k} | {v} |" for k, v in cal]
+        return "\n".join(lines) + "\n"
+    width = max(len(r[0]) for r in rows + cal) + 2
+    lines = [head] + [f"{r[0]:<{width}}{r[1]:>16}{r[2]:>18}" for r in rows]
+    if cal:
+        lines += ["", "calibration of the one-step-ahead predictive:"]
+        lines += [f"{k:<{width}}{v:>16}" for k, v in cal]
+    return "\n".join(lines)
+
+
+def timestamped(prefix: str) -> Path:
+    """``runs/<prefix>-YYYYmmdd-HHMMSS`` under the working directory."""
+    return Path("runs") / f"{prefix}-{time.strftime('%Y%m%d-%H%M%S')}"
