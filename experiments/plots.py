@@ -43,9 +43,10 @@ def particle_cloud(result, x: torch.Tensor, path: str | Path, *, key: str = "z",
     """
     values = result.history[key][:, :, sequence, 0].cpu()  # [T, K]
     weights = result.history_log_weights[:, :, sequence].exp().cpu()  # [T, K]
+    weights = weights / weights.max(dim=1, keepdim=True).values  # shade relative to each step's heaviest
     steps = torch.arange(values.shape[0]).unsqueeze(1).expand_as(values)
     figure, ax = plt.subplots(figsize=(7, 3.5))
-    ax.scatter(steps.flatten(), values.flatten(), s=3, c=weights.flatten(), cmap="viridis", alpha=0.4)
+    ax.scatter(steps.flatten(), values.flatten(), s=3, c=weights.flatten(), cmap="viridis", vmin=0, vmax=1, alpha=0.5)
     ax.plot(result.filtered_mean(key)[sequence, :, 0].cpu(), color="crimson", lw=1.5, label="filtering mean")
     ax.set(xlabel="time step", ylabel=f"{key}[0]", title=f"Particle cloud, sequence {sequence}")
     ax.legend()
