@@ -1,0 +1,110 @@
+"""Command line, configuration files, data loaders and run folders."""
+
+import hashlib
+import json
+
+import pytest
+import torch
+
+from experiments import cli, registry
+from experiments.config import EvaluateConfig, apply_overrides, check_config, load_config
+from experiments.data import pad_sequences, polyphonic, verified_path
+
+DEMO = registry.EXPERIMENTS["lgssm-demo"].build
+
+
+def test_demo_config_loads_with_overrides():
+    config = load_config(DEMO, ["train.lr=0.005", "objective.gradient=stop_weights", "evaluate.estimators=['smc']"])
+    assert config["train"]["lr"] == 0.005
+    assert config["objective"]["gradient"] == "stop_weights"
+    assert config["evaluate"]["estimators"] == ["smc"]
+    assert config["train"]["optimizer"] == "adam"  # defaults are filled in
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("trian.lr=0.1", "unknown top-level keys"),
+        ("train.learning_rate=0.1", "unknown TrainConfig keys"),
+        ("evaluate.particles=3", "unknown keys in \\[evaluate\\]"),
+        ("evaluate.estimators=['exact', 'laplace']", "evaluate.estimators"),
+        ("device='tpu'", "device must be"),
+        ("nonsense", "section.key=value"),
+    ],
+)
+def test_bad_configs_raise_value_errors_naming_the_key(override, message):
+    with pytest.raises(ValueError, match=message):
+        load_config(DEMO, [override])
+
+
+def test_builders_reject_unknown_keys_and_names():
+    config = load_config(DEMO)
+    with pytest.raises(ValueError, match="unknown keys in \\[model\\] for 'lgssm': \\['hidden'\\]"):
+        registry.build({**config["model"], "hidden": 3}, registry.MODELS, "model", obs_dim=2)
+    with pytest.raises(ValueError, match="objective.name must be one of"):
+        registry.build_objective({"name": "vi"}, None)
+    with pytest.raises(ValueError, match="config needs a \\[model\\] section"):
+        check_config({k: v for k, v in config.items() if k != "model"})
+    with pytest.raises(ValueError, match="evaluate.num_particles"):
+        EvaluateConfig(num_particles=0)
+    assert apply_overrides({"a": {"b": 1}}, ["a.b='x'"]) == {"a": {"b": "x"}}
+
+
+def test_pad_sequences_pads_at_the_end():
+    x, mask = pad_sequences([torch.ones(3, 2), 2 * torch.ones(1, 2)])
+    assert x.shape == (2, 3, 2) and mask.tolist() == [[True, True, True], [True, False, False]]
+    assert torch.all(x[1, 1:] == 0) and torch.all(x[1, 0] == 2)
+    with pytest.raises(ValueError, match="feature size"):
+        pad_sequences([torch.ones(3, 2), torch.ones(3, 4)])
+
+
+def test_data_files_are_checked_against_their_checksums(tmp_path):
+    (tmp_path / "set").mkdir()
+    (tmp_path / "set" / "a.txt").write_text("hello")
+    digest = hashlib.sha256(b"hello").hexdigest()
+    (tmp_path / "SHA256SUMS").write_text(f"{digest}  ./set/a.txt\n")
+    assert verified_path("set/a.txt", tmp_path).read_text() == "hello"
+    (tmp_path / "set" / "a.txt").write_text("tampered")
+    with pytest.raises(ValueError, match="does not match its SHA-256"):
+        verified_path("set/a.txt", tmp_path)
+    with pytest.raises(ValueError, match="not listed"):
+        verified_path("set/b.txt", tmp_path)
+    with pytest.raises(ValueError, match="data_dir"):
+        verified_path("set/a.txt", tmp_path / "missing")
+
+
+def test_polyphonic_loader_reads_the_standard_splits():
+    data = polyphonic("jsb")
+    assert [split[0].shape[0] for split in (data.train, data.valid, data.test)] == [229, 76, 77]
+    assert data.obs_dim == 88
+    x, mask = data.train
+    assert set(x.unique().tolist()) <= {0.0, 1.0} and torch.all(x[~mask] == 0)
+
+
+def test_list_prints_every_registry(capsys):
+    assert cli.main(["list"]) == 0
+    out = capsys.readouterr().out
+    for name in ["lgssm", "lgssm-synthetic", "polyphonic-jsb", "smc", "lgssm-demo"]:
+        assert name in out
+
+
+def test_quick_demo_writes_a_complete_run_folder_and_evaluate_reuses_it(tmp_path, capsys):
+    run = tmp_path / "demo"
+    assert cli.main(["demo", "--quick", "--device", "cpu", "--run-dir", str(run)]) == 0
+    assert "smc-200" in capsys.readouterr().out
+    for name in ["config.json", "metrics.jsonl", "metrics.json", "metrics.md", "predictive.nc",
+                 "checkpoints/last.pt", "checkpoints/best.pt", "plots/learning_curve.png", "plots/pit_ecdf.png",
+                 "plots/coverage.png", "plots/predictive_bands.png", "plots/particles.png"]:  # fmt: skip
+        assert (run / name).is_file(), name
+    metrics = json.loads((run / "metrics.json").read_text())
+    loglik = metrics["loglik"]
+    assert set(loglik) == {"exact", "exact (true parameters)", "elbo", "iwae-20", "smc-200"}
+    assert loglik["elbo"]["per_step"] < loglik["iwae-20"]["per_step"] < loglik["exact"]["per_step"] + 0.01
+    assert abs(loglik["smc-200"]["per_sequence"] - loglik["exact"]["per_sequence"]) < 0.5
+    assert 0.8 < metrics["calibration"]["coverage_0.9"] < 0.97
+    # a second train into the same folder is refused; evaluate re-reads it
+    assert cli.main(["train", "lgssm-demo", "--run-dir", str(run)]) == 2
+    assert "already holds a run" in capsys.readouterr().err
+    assert cli.main(["evaluate", str(run), "--set", "estimators=['exact']", "--device", "cpu"]) == 0
+    again = json.loads((run / "metrics.json").read_text())["loglik"]
+    assert again["exact"] == loglik["exact"]
