@@ -121,26 +121,34 @@ class FilterResult:
             raise ValueError(f"key must be one of the recorded states {sorted(self.history)}, got {key!r}")
         return self.history[key]
 
+    def _ancestor_indices(self, end: int, start: int) -> torch.Tensor:
+        """``[K, B]`` index, among step ``start``'s particles, of the ancestor of each particle of step ``end``."""
+        index = torch.arange(self.ancestors.shape[1], device=self.ancestors.device).unsqueeze(-1)
+        index = index.expand_as(self.ancestors[0])
+        for s in range(end, start, -1):
+            index = torch.gather(self.ancestors[s], 0, index)
+        return index
+
     def paths(self, key: str, end: int | None = None) -> torch.Tensor:
-        """Genealogical trajectories ``[t_end + 1, K, B, ...]`` of the particles at step ``end``.
+        """Genealogical trajectories ``[end + 1, K, B, ...]`` of the particles at step ``end``.
 
         Row ``s`` holds the ancestor at step ``s`` of each particle alive at ``end``
         (default: the last step), following the recorded ancestor indices.
         """
         values = self._require_ancestry(key)
         end = values.shape[0] - 1 if end is None else end
-        index = torch.arange(values.shape[1], device=values.device).unsqueeze(-1).expand_as(self.ancestors[0])
-        rows = [None] * (end + 1)
+        index = self._ancestor_indices(end, end)
+        rows = []
         for s in range(end, -1, -1):
-            rows[s] = gather_particles(values[s], index)
-            index = torch.gather(self.ancestors[s], 0, index)
-        return torch.stack(rows)
+            rows.append(gather_particles(values[s], index))
+            if s > 0:
+                index = torch.gather(self.ancestors[s], 0, index)
+        return torch.stack(rows[::-1])
 
     def filtered_mean(self, key: str) -> torch.Tensor:
         """Filtering means ``E[z_t | x_{1:t}]`` as ``[B, T, ...]``."""
         values = self._require_ancestry(key)
-        w = self.history_log_weights.exp().reshape(self.history_log_weights.shape + (1,) * (values.dim() - 3))
-        return (w * values).sum(1).transpose(0, 1)
+        return self._weighted_mean(values, self.history_log_weights).transpose(0, 1)
 
     def smoothed_mean(self, key: str, lag: int | None = None) -> torch.Tensor:
         """Smoothing means ``[B, T, ...]`` from the particle genealogy.
@@ -148,21 +156,28 @@ class FilterResult:
         With ``lag=None`` every step uses the final weighted paths
         (``E[z_t | x_{1:T}]``, subject to path degeneracy); with ``lag=L`` step
         ``t`` uses the paths of the particles at ``min(t + L, T - 1)``
-        (fixed-lag smoothing, Olsson et al. 2008).
+        (fixed-lag smoothing, Olsson et al. 2008). Cost ``O(T min(L, T))`` gathers.
         """
         values = self._require_ancestry(key)
         steps = values.shape[0]
-        if lag is None:
-            lag = steps
-        if isinstance(lag, bool) or not isinstance(lag, int) or lag < 0:
+        if lag is not None and (isinstance(lag, bool) or not isinstance(lag, int) or lag < 0):
             raise ValueError(f"lag must be None or an int >= 0, got {lag!r}")
-        out = []
+        if lag is None or lag >= steps - 1:
+            paths = self.paths(key)
+            return self._weighted_mean(paths, self.history_log_weights[-1].expand(steps, -1, -1)).transpose(0, 1)
+        means = []
         for t in range(steps):
             end = min(t + lag, steps - 1)
-            traced = self.paths(key, end=end)[t] if end > t else values[t]
-            w = self.history_log_weights[end].exp().reshape(values.shape[1:3] + (1,) * (values.dim() - 3))
-            out.append((w * traced).sum(0))
-        return torch.stack(out, dim=1)
+            traced = gather_particles(values[t], self._ancestor_indices(end, t))
+            means.append(self._weighted_mean(traced, self.history_log_weights[end]))
+        return torch.stack(means, dim=1)
+
+    @staticmethod
+    def _weighted_mean(values: torch.Tensor, log_weights: torch.Tensor) -> torch.Tensor:
+        """Sum over the particle dim of ``values [..., K, B, ...]`` weighted by ``log_weights [..., K, B]``."""
+        particle_dim = log_weights.dim() - 2
+        weights = log_weights.exp().reshape(log_weights.shape + (1,) * (values.dim() - log_weights.dim()))
+        return (weights * values).sum(particle_dim)
 
 
 class ParticleFilter:
