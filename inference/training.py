@@ -184,6 +184,8 @@ def _resolve_device(device, objective: nn.Module) -> torch.device:
         device = torch.device(device)
     except (RuntimeError, TypeError) as error:
         raise ValueError(f"device must be 'cpu', 'cuda', 'cuda:N' or a torch.device, got {device!r}") from error
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device is {device!r} but CUDA is not available here (torch.cuda.is_available() is False)")
     if device.type == "cuda" and device.index is None:  # one GPU per process under torchrun
         device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", torch.cuda.current_device())))
     return device
@@ -303,7 +305,8 @@ class Trainer:
         Args:
             resume: continue from ``run_dir/checkpoints/last.pt`` (parameters, optimizer, schedule,
                 counters, history and RNG states), or start afresh if there is none yet. A fresh
-                start seeds the RNGs from ``config.seed`` and empties ``metrics.jsonl``.
+                start seeds the RNGs from ``config.seed``, empties ``metrics.jsonl`` and deletes
+                the folder's old checkpoints.
 
         Returns:
             One dict per epoch (all epochs of the run, those before a resume too): ``epoch``
@@ -433,10 +436,12 @@ class Trainer:
         return self.run_dir / "checkpoints" / f"{which}.pt"
 
     def _begin(self) -> None:
-        """Fresh start: seed every RNG from ``(seed, rank)`` and empty the metrics log."""
+        """Fresh start: seed every RNG from ``(seed, rank)``, empty the metrics log, delete old checkpoints."""
         pyro.set_rng_seed(_derived_seed(_MODEL_STREAM, self.config.seed, self.rank))
         if self.run_dir is not None and self.rank == 0:
             _write_metrics(self.run_dir / "metrics.jsonl", [])
+            for which in ("last", "best"):
+                self._checkpoint_path(which).unlink(missing_ok=True)
 
     def _save(self, improved: bool) -> None:
         """Append the epoch's metrics and write ``last.pt`` (and ``best.pt`` if ``improved``); rank 0 writes."""

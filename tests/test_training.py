@@ -1,0 +1,302 @@
+"""Tests of the shared training loop, on the linear-Gaussian SSM (whose exact likelihood is the oracle)."""
+
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from inference.io import read_jsonl
+from inference.objectives import ExactLikelihood
+from inference.training import TrainConfig, Trainer, epoch_batches, load_best, load_checkpoint
+from ppl_models.lgssm import LinearGaussianSSM
+
+
+def _generator(seed):
+    return torch.Generator().manual_seed(seed)
+
+
+def _data(model, num_sequences, num_steps, seed):
+    """Sequences of ``model`` with lengths between ``num_steps // 2`` and ``num_steps``: ``(x, mask)``."""
+    x, _ = model.sample(num_sequences, num_steps, generator=_generator(seed))
+    lengths = torch.randint(num_steps // 2, num_steps + 1, (num_sequences, 1), generator=_generator(seed + 1))
+    return x, torch.arange(num_steps) < lengths
+
+
+def _per_step(model, data):
+    with torch.no_grad():
+        return (model.log_likelihood(*data).sum() / data[1].sum()).item()
+
+
+def _wrong_model(seed=3):
+    return LinearGaussianSSM.random(2, 2, spectral_radius=0.3, transition_noise=1.0, observation_noise=1.0,
+                                    generator=_generator(seed))
+
+
+@pytest.fixture(scope="module")
+def lgssm_data():
+    """The true model and its train / validation / test sets."""
+    truth = LinearGaussianSSM.random(2, 2, generator=_generator(0))
+    return truth, _data(truth, 48, 16, 10), _data(truth, 32, 16, 20), _data(truth, 64, 16, 30)
+
+
+def _without_time(records):
+    return [{k: v for k, v in r.items() if k != "seconds"} for r in records]
+
+
+class NoisyLikelihood(ExactLikelihood):
+    """Exact likelihood of jittered data: its gradients depend on torch's, numpy's and ``random``'s RNGs."""
+
+    def forward(self, x, mask=None):
+        scale = 0.1 * (1 + random.random() + float(np.random.rand()))
+        return super().forward(x + scale * torch.randn_like(x), mask)
+
+
+class Crash(Exception):
+    pass
+
+
+class CrashingLikelihood(NoisyLikelihood):
+    """Raises :class:`Crash` at its ``crash_at``-th training minibatch, as a killed job would stop."""
+
+    def __init__(self, model, crash_at):
+        super().__init__(model)
+        self.crash_at, self.calls = crash_at, 0
+
+    def forward(self, x, mask=None):
+        if self.training:
+            self.calls += 1
+            if self.calls == self.crash_at:
+                raise Crash
+        return super().forward(x, mask)
+
+
+class RecordingLikelihood(ExactLikelihood):
+    """Records ``(training, kl_factor)`` at every call."""
+
+    def __init__(self, model):
+        super().__init__(model)
+        self.calls = []
+
+    def forward(self, x, mask=None):
+        self.calls.append((self.training, self.kl_factor))
+        return super().forward(x, mask)
+
+
+# --- learning --------------------------------------------------------------------------------------
+def test_training_approaches_the_true_likelihood_and_writes_the_run_folder(lgssm_data, tmp_path):
+    truth, train, valid, test = lgssm_data
+    model = _wrong_model()
+    before, best_possible = _per_step(model, test), _per_step(truth, test)
+    config = TrainConfig(epochs=10, batch_size=12, lr=0.08, progress=False)
+    history = Trainer(ExactLikelihood(model), train, valid, config, run_dir=tmp_path).fit()
+    after = _per_step(model, test)
+    assert after > before + 0.3
+    assert best_possible - after < 0.1 * (best_possible - before)
+
+    # metrics.jsonl holds the history; the bound of an exact objective is the log-likelihood
+    assert read_jsonl(tmp_path / "metrics.jsonl") == history
+    assert [r["epoch"] for r in history] == list(range(1, 11)) and history[-1]["step"] == 40
+    assert history[-1]["valid_bound_per_step"] == pytest.approx(_per_step(model, valid), abs=1e-5)
+    assert {r["bound_kind"] for r in history} == {"exact"}
+
+    # checkpoints are complete files (no temporary left) that load into fresh modules
+    checkpoints = tmp_path / "checkpoints"
+    assert sorted(p.name for p in checkpoints.iterdir()) == ["best.pt", "last.pt"]
+    last = ExactLikelihood(_wrong_model(seed=4))
+    checkpoint = load_checkpoint(checkpoints / "last.pt", last)
+    assert checkpoint["epoch"] == 10 and checkpoint["step"] == 40 and checkpoint["history"] == history
+    assert all(torch.equal(v, model.state_dict()[k.removeprefix("model.")]) for k, v in last.state_dict().items())
+    best_model = _wrong_model(seed=4)
+    best = load_best(tmp_path, best_model)  # a bare model takes the objective's model.* entries
+    best_epoch = max(history, key=lambda r: r["valid_bound_per_step"])
+    assert best["epoch"] == best_epoch["epoch"] and best["best_metric"] == best_epoch["valid_bound_per_step"]
+    assert _per_step(best_model, valid) == pytest.approx(best["best_metric"], abs=1e-5)
+
+
+def test_progress_bar_shows_the_running_loss(lgssm_data, capsys):
+    _, train, _, _ = lgssm_data
+    Trainer(ExactLikelihood(_wrong_model()), train, config=TrainConfig(epochs=1, batch_size=24)).fit()
+    err = capsys.readouterr().err
+    assert "epoch 1/1" in err and "loss=" in err
+
+
+def test_early_stopping_stops_when_validation_cannot_improve(lgssm_data, tmp_path):
+    _, train, valid, _ = lgssm_data
+    config = TrainConfig(epochs=20, batch_size=24, lr=0.0, patience=2, progress=False)
+    trainer = Trainer(ExactLikelihood(_wrong_model()), train, valid, config, run_dir=tmp_path)
+    history = trainer.fit()
+    assert len(history) == 3 and trainer.stopped_early and trainer.bad_validations == 2
+    assert load_best(tmp_path)["epoch"] == 1
+    resumed = Trainer(ExactLikelihood(_wrong_model()), train, valid, config, run_dir=tmp_path)
+    assert len(resumed.fit(resume=True)) == 3  # a stopped run stays stopped
+    fresh = TrainConfig(epochs=1, batch_size=24, progress=False)
+    Trainer(ExactLikelihood(_wrong_model()), train, config=fresh, run_dir=tmp_path).fit()  # a new run, no validation
+    assert len(read_jsonl(tmp_path / "metrics.jsonl")) == 1 and not (tmp_path / "checkpoints" / "best.pt").exists()
+
+
+def test_clip_norm_bounds_the_gradient_step(lgssm_data):
+    _, train, _, _ = lgssm_data
+    lr, clip = 0.01, 0.05
+
+    def displacement(clip_norm):
+        model = _wrong_model()
+        start = torch.cat([p.detach().flatten().clone() for p in model.parameters()])
+        config = TrainConfig(epochs=1, batch_size=len(train[0]), optimizer="sgd", lr=lr, clip_norm=clip_norm,
+                             progress=False)
+        Trainer(ExactLikelihood(model), train, config=config).fit()  # one SGD step: lr * clipped gradient
+        return (torch.cat([p.detach().flatten() for p in model.parameters()]) - start).norm().item()
+
+    assert displacement(None) > 10 * lr * clip
+    assert displacement(clip) == pytest.approx(lr * clip, rel=1e-3)
+
+
+def test_kl_factor_follows_the_linear_schedule_and_validation_uses_one(lgssm_data):
+    config = TrainConfig(kl_start=0.2, kl_anneal_steps=10)
+    assert [config.kl_factor(s) for s in (0, 5, 10, 25)] == pytest.approx([0.2, 0.6, 1.0, 1.0])
+    assert TrainConfig().kl_factor(0) == 1.0
+
+    _, train, valid, _ = lgssm_data
+    objective = RecordingLikelihood(_wrong_model())
+    config = TrainConfig(epochs=3, batch_size=8, kl_start=0.1, kl_anneal_steps=7, progress=False)
+    history = Trainer(objective, train, valid, config).fit()
+    training = [kl for is_training, kl in objective.calls if is_training]
+    assert training == pytest.approx([0.1 + 0.9 * min(1, s / 7) for s in range(18)])
+    assert {kl for is_training, kl in objective.calls if not is_training} == {1.0}
+    assert [r["kl_factor"] for r in history] == pytest.approx([config.kl_factor(s) for s in (5, 11, 17)])
+
+
+# --- resuming --------------------------------------------------------------------------------------
+def _resume_run(objective, data, config, run_dir, resume=False):
+    train, valid = data
+    return Trainer(objective, train, valid, config, run_dir=run_dir).fit(resume=resume)
+
+
+@pytest.mark.parametrize("interruption", ["crash", "extend"])
+def test_resume_repeats_an_uninterrupted_run_exactly(lgssm_data, tmp_path, interruption):
+    _, train, valid, _ = lgssm_data
+    data = ((train[0][:24], train[1][:24]), (valid[0][:8], valid[1][:8]))
+    schedule = "cosine" if interruption == "crash" else "exponential"
+    config = TrainConfig(epochs=4, batch_size=8, lr=0.05, lr_schedule=schedule, clip_norm=1.0, kl_start=0.5,
+                         kl_anneal_steps=5, patience=10, progress=False)
+    straight = NoisyLikelihood(_wrong_model())
+    expected = _resume_run(straight, data, config, tmp_path / "straight")
+
+    run_dir = tmp_path / "interrupted"
+    if interruption == "crash":  # killed in the middle of epoch 3 (3 batches per epoch)
+        with pytest.raises(Crash):
+            _resume_run(CrashingLikelihood(_wrong_model(), crash_at=8), data, config, run_dir)
+    else:  # a finished 2-epoch run, extended to 4
+        _resume_run(NoisyLikelihood(_wrong_model()), data, TrainConfig(**{**config.to_dict(), "epochs": 2}), run_dir)
+    assert [r["epoch"] for r in read_jsonl(run_dir / "metrics.jsonl")] == [1, 2]
+
+    resumed = NoisyLikelihood(_wrong_model(seed=5))  # another start: the checkpoint must overwrite it
+    history = _resume_run(resumed, data, config, run_dir, resume=True)
+    assert _without_time(history) == _without_time(expected)
+    assert _without_time(read_jsonl(run_dir / "metrics.jsonl")) == _without_time(expected)
+    assert _without_time(read_jsonl(tmp_path / "straight" / "metrics.jsonl")) == _without_time(expected)
+    reference = straight.state_dict()
+    assert all(torch.equal(value, reference[key]) for key, value in resumed.state_dict().items())
+
+
+def test_resume_rejects_a_changed_config(lgssm_data, tmp_path):
+    _, train, _, _ = lgssm_data
+    _resume_run(ExactLikelihood(_wrong_model()), (train, None), TrainConfig(epochs=1, progress=False), tmp_path)
+    with pytest.raises(ValueError, match="lr"):
+        _resume_run(ExactLikelihood(_wrong_model()), (train, None), TrainConfig(epochs=2, lr=0.5, progress=False),
+                    tmp_path, resume=True)
+
+
+# --- arguments ------------------------------------------------------------------------------------
+def test_config_rejects_unknown_keys_and_round_trips():
+    with pytest.raises(ValueError, match=r"\['bogus', 'learning_rate'\]"):
+        TrainConfig.from_dict({"epochs": 3, "learning_rate": 0.1, "bogus": 1})
+    config = TrainConfig.from_dict({"epochs": 3, "lr": 1, "clip_norm": 2})
+    assert config.lr == 1.0 and isinstance(config.lr, float) and config.clip_norm == 2.0
+    assert TrainConfig.from_dict(config.to_dict()) == config
+
+
+@pytest.mark.parametrize("field, value", [
+    ("epochs", 0), ("epochs", 2.5), ("batch_size", True), ("optimizer", "rmsprop"), ("lr", -0.1),
+    ("lr", float("nan")), ("weight_decay", -1), ("lr_schedule", "linear"), ("lr_gamma", 0.0), ("lr_gamma", 1.5),
+    ("lr_step_epochs", 0), ("clip_norm", 0.0), ("kl_start", 1.5), ("kl_anneal_steps", -1), ("valid_every", 0),
+    ("patience", 0), ("seed", -1), ("progress", "yes"), ("momentum", 2.0),
+])
+def test_config_rejects_bad_values(field, value):
+    with pytest.raises(ValueError, match=field):
+        TrainConfig.from_dict({field: value})
+
+
+def test_trainer_rejects_bad_arguments(lgssm_data):
+    _, train, valid, _ = lgssm_data
+    objective = ExactLikelihood(_wrong_model())
+    with pytest.raises(ValueError, match="patience"):
+        Trainer(objective, train, config=TrainConfig(patience=2))
+    with pytest.raises(ValueError, match="run_dir"):
+        Trainer(objective, train, valid).fit(resume=True)
+    with pytest.raises(ValueError, match="train_data"):
+        Trainer(objective, train[0])
+    with pytest.raises(ValueError, match="mask"):
+        Trainer(objective, (train[0], train[1][:, :-1]))
+    with pytest.raises(ValueError, match="device"):
+        Trainer(objective, train, device="tpu:x")
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="CUDA"):
+            Trainer(objective, train, device="cuda")
+    with pytest.raises(FileNotFoundError, match="best.pt"):
+        load_best("/nonexistent")
+
+
+def test_device_follows_the_objective_or_the_argument(lgssm_data):
+    _, train, _, _ = lgssm_data
+    objective = ExactLikelihood(_wrong_model())
+    assert Trainer(objective, train).device == torch.device("cpu")
+    assert Trainer(objective, train, device="cpu").device == torch.device("cpu")
+    assert Trainer(objective, train, device=torch.device("cpu")).device == torch.device("cpu")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_training_on_cuda_from_cpu_data(lgssm_data, tmp_path):
+    truth, train, valid, test = lgssm_data
+    model = _wrong_model()
+    before = _per_step(model, test)
+    config = TrainConfig(epochs=3, batch_size=12, lr=0.08, progress=False)
+    trainer = Trainer(ExactLikelihood(model), train, valid, config, run_dir=tmp_path, device="cuda")
+    trainer.fit()
+    assert model.A.device.type == "cuda"
+    assert _per_step(model.cpu(), test) > before
+    assert load_checkpoint(tmp_path / "checkpoints" / "last.pt")["objective"]["model.A"].device.type == "cpu"
+
+
+# --- sharding and distributed training --------------------------------------------------------------
+def test_epoch_batches_shard_a_reproducible_permutation():
+    first = epoch_batches(10, 3, seed=7, epoch=0)
+    assert torch.equal(torch.cat(first).sort().values, torch.arange(10)) and [len(b) for b in first] == [3, 3, 3, 1]
+    assert all(torch.equal(a, b) for a, b in zip(first, epoch_batches(10, 3, seed=7, epoch=0)))
+    assert not torch.equal(torch.cat(first), torch.cat(epoch_batches(10, 3, seed=7, epoch=1)))
+    shards = [epoch_batches(10, 2, seed=7, epoch=0, rank=r, world_size=3) for r in range(3)]
+    assert {len(s) for s in shards} == {2}  # 10 items padded to 12, 4 per rank
+    dealt = torch.cat([torch.cat(s) for s in shards])
+    assert len(dealt) == 12 and set(dealt.tolist()) == set(range(10))
+
+
+def test_two_process_ddp_training_keeps_ranks_identical(tmp_path):
+    worker = Path(__file__).with_name("ddp_worker.py")
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(worker),
+               str(tmp_path)]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    ranks = [torch.load(tmp_path / f"rank{r}.pt", weights_only=True) for r in range(2)]
+    assert [r["world_size"] for r in ranks] == [2, 2]
+    first, second = ranks
+    assert any(not torch.equal(first["start"][k], second["start"][k]) for k in first["start"])
+    assert all(torch.equal(first["final"][k], second["final"][k]) for k in first["final"])
+    assert not torch.equal(first["final"]["A"], first["start"]["A"])
+    assert _without_time(first["history"]) == _without_time(second["history"])  # metrics summed over ranks
+    assert _without_time(read_jsonl(tmp_path / "run" / "metrics.jsonl")) == _without_time(first["history"])
+    assert first["history"][-1]["valid_bound_per_step"] > first["history"][0]["valid_bound_per_step"]
