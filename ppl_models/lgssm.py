@@ -25,6 +25,8 @@ from torch.distributions import constraints, transform_to
 from inference.state_space import MarkovStateSpace
 from inference.validation import check_choice, check_positive_int, check_sequences
 
+from .distributions import MultivariateNormal
+
 __all__ = ["LinearGaussianSSM", "KalmanResult"]
 
 _to_tril = transform_to(constraints.lower_cholesky)
@@ -161,10 +163,10 @@ class LinearGaussianSSM(MarkovStateSpace):
         if z_prev is None:
             zero = self.init_cov.new_zeros(self.latent_dim)
             return dist.MultivariateNormal(zero, covariance_matrix=self.init_cov)
-        return dist.MultivariateNormal(z_prev @ self.A.T, scale_tril=self.Q_tril)
+        return MultivariateNormal(z_prev @ self.A.T, scale_tril=self.Q_tril)
 
     def emission(self, z, t, context):
-        return dist.MultivariateNormal(z @ self.C.T, scale_tril=self.R_tril)
+        return MultivariateNormal(z @ self.C.T, scale_tril=self.R_tril)
 
     def proposal(self, z_prev, t, x_t, context):
         if self.proposal_kind == "bootstrap":
@@ -173,7 +175,7 @@ class LinearGaussianSSM(MarkovStateSpace):
         loc = x_t @ self.G[i].T + self.b[i]
         if z_prev is not None:
             loc = loc + z_prev @ self.F.T
-        return dist.MultivariateNormal(loc, scale_tril=_to_tril(self.S_raw[i]))
+        return MultivariateNormal(loc, scale_tril=_to_tril(self.S_raw[i]))
 
     # --- exact inference ---------------------------------------------------------------
     def kalman_filter(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> KalmanResult:
