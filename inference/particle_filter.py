@@ -260,7 +260,7 @@ class ParticleFilter:
             for t in range(steps):
                 valid = None if all_valid else mask[:, t]
                 ancestors, resampled = identity, no_resampling
-                if t > 0:
+                if t > 0 and self._may_resample(ess, valid):
                     ancestors, new_log_w, resampled = resample_adaptive(
                         log_w,
                         self.resampling,
@@ -285,7 +285,7 @@ class ParticleFilter:
                 weighted = log_w + log_alpha
                 step_evidence = logsumexp_particles(weighted)
                 log_w = _select(valid, weighted - step_evidence, log_w)
-                ess = torch.exp(-logsumexp_particles(2.0 * log_w))
+                ess = 1.0 / log_w.exp().square().sum(0)  # log_w is normalised
                 if stop:
                     fisher.add(_select(valid, log_joint, torch.zeros_like(log_joint)), log_w)
 
@@ -315,6 +315,20 @@ class ParticleFilter:
         if predictive_samples:
             result.predictive = torch.stack(out["pred"], dim=2)
         return result
+
+    def _may_resample(self, ess: torch.Tensor, valid: torch.Tensor | None) -> bool:
+        """Whether any sequence may need resampling now.
+
+        On an accelerator this is always ``True``: reading a flag would synchronise
+        the device at every step. On the CPU, where the read is free, the draws and
+        gathers are skipped at the steps where every ESS is above the threshold.
+        """
+        if self.resampling == "none" or self.ess_threshold <= 0:
+            return False
+        if ess.device.type != "cpu" or self.ess_threshold >= 1:
+            return True
+        needs = ess < self.ess_threshold * self.num_particles
+        return bool((needs if valid is None else needs & valid).any())
 
     def _predict(self, model, state, log_w, t, context, num_samples):
         """``[S, B, D]`` draws of ``x_t`` from the particle predictive at step ``t``."""

@@ -45,8 +45,7 @@ def logsumexp_particles(log_weights: torch.Tensor) -> torch.Tensor:
 
     Same value as ``torch.logsumexp(., 0)``, about twice as fast on CPU for this layout.
     """
-    top = log_weights.detach().max(dim=0).values
-    top = torch.where(torch.isfinite(top), top, torch.zeros_like(top))
+    top = log_weights.detach().max(dim=0).values.clamp(min=-1e30)  # a column of -inf gives -inf, not NaN
     return top + torch.log(torch.exp(log_weights - top).sum(0))
 
 
