@@ -12,3 +12,11 @@ def _seed():
     pyro.set_rng_seed(0)
     pyro.clear_param_store()
     yield
+
+
+@pytest.fixture
+def float64():
+    """Run a test in double precision (exact comparisons with Kalman algebra)."""
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(torch.float32)

@@ -7,12 +7,7 @@ from pyro.infer import SVI, Predictive, Trace_ELBO
 
 from ppl_models import LinearGaussianSSM
 
-
-@pytest.fixture(autouse=True)
-def _float64():
-    torch.set_default_dtype(torch.float64)
-    yield
-    torch.set_default_dtype(torch.float32)
+pytestmark = pytest.mark.usefixtures("float64")
 
 
 def _model(latent=2, obs=3, seed=0):

@@ -10,12 +10,7 @@ from inference.objectives import ELBO, IWAE, ExactLikelihood, SMCBound
 from inference.traces import annealed
 from ppl_models import LinearGaussianSSM
 
-
-@pytest.fixture(autouse=True)
-def _float64():
-    torch.set_default_dtype(torch.float64)
-    yield
-    torch.set_default_dtype(torch.float32)
+pytestmark = pytest.mark.usefixtures("float64")
 
 
 def _model(latent=2, obs=2, seed=0):

@@ -11,12 +11,7 @@ from inference import ParticleFilter
 from inference.pyro_programs import PyroProgramModel
 from ppl_models import LinearGaussianSSM
 
-
-@pytest.fixture(autouse=True)
-def _float64():
-    torch.set_default_dtype(torch.float64)
-    yield
-    torch.set_default_dtype(torch.float32)
+pytestmark = pytest.mark.usefixtures("float64")
 
 
 def _model(latent=1, obs=1, seed=0, proposal="bootstrap"):
