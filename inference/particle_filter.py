@@ -281,7 +281,7 @@ class ParticleFilter:
                 new_state, log_alpha, log_joint = model.step(state, t, x[:, t], context, reparameterize=not stop)
                 if stop:
                     new_state = {k: v.detach() for k, v in new_state.items()}
-                state = {k: _select(valid, new_state[k], state[k]) for k in state}
+                state = {k: _select(valid, v, state.get(k, v)) for k, v in new_state.items()}
                 weighted = log_w + log_alpha
                 step_evidence = logsumexp_particles(weighted)
                 log_w = _select(valid, weighted - step_evidence, log_w)
