@@ -13,12 +13,17 @@ Sections (all in one run, one CPU thread):
 * ``scaling``: time against K (at fixed T) and against T (at fixed K), with log-log slopes and
   linear fits ``time = fixed + marginal * size``.
 * ``memory``: peak memory of one evaluation without gradients, without and with
-  ``keep_ancestry=True``, at several T. On CPU each configuration runs in a fresh subprocess and
-  the peak resident set size (``ru_maxrss``) grown by the run is reported; on CUDA the caching
-  allocator's peak (``torch.cuda.max_memory_allocated``) is.
+  ``keep_ancestry=True``, at several T. On CPU each configuration runs in a fresh subprocess,
+  which resets its peak-RSS mark after a warm-up run (``/proc/self/clear_refs``) and reports how
+  far the run raised it (``VmHWM``), once with glibc's default allocator and once with
+  ``MALLOC_MMAP_THRESHOLD_`` low enough that the peak follows the live tensors rather than heap
+  fragmentation; on CUDA the caching allocator's peak (``torch.cuda.max_memory_allocated``).
 
-Timings are best-of-N (``--repeats``) wall-clock seconds after one warm-up run, with the median
-beside; on CUDA each timed call ends with ``torch.cuda.synchronize()``. Nothing is downloaded.
+Timings are wall-clock seconds after one warm-up run; the methods of a table run round-robin
+(A, B, C, A, B, C, ...) so that a change of background load hits them alike, and the best and
+the median of ``--repeats`` runs are reported. On CUDA each timed call ends with
+``torch.cuda.synchronize()``. Nothing is downloaded. Importing this module sets the thread
+variables of OpenMP, MKL, OpenBLAS, numexpr and numba to 1.
 
 Usage::
 
@@ -75,6 +80,7 @@ FULL = {
     "k_list_cuda": [1000, 3000, 10000, 30000, 100000],
     "t_list": [250, 500, 1000, 2000],
     "memory_t_list": [500, 1000, 2000, 4000],
+    "memory_all_allocators": True,
 }
 QUICK = {
     "num_particles": 100,
@@ -84,6 +90,7 @@ QUICK = {
     "k_list_cuda": [100, 1000, 10000],
     "t_list": [25, 50, 100],
     "memory_t_list": [64, 128],
+    "memory_all_allocators": False,
 }
 
 
@@ -111,6 +118,18 @@ def make_data(num_sequences: int, num_steps: int, seed: int):
     with torch.no_grad():
         exact = model64.log_likelihood(x64)
     return x32, x64, exact
+
+
+def _version(dist_name: str) -> str | None:
+    """Installed version of a distribution, or its module's ``__version__`` (None if neither is known)."""
+    try:
+        return metadata.version(dist_name)
+    except metadata.PackageNotFoundError:
+        module = {"pyro-ppl": "pyro"}.get(dist_name, dist_name)
+        try:
+            return getattr(__import__(module), "__version__", None)
+        except ImportError:
+            return None
 
 
 def _sync(device: str) -> None:
@@ -153,8 +172,12 @@ def prepare_ours(num_particles, data, *, device="cpu", dtype=torch.float32, seed
     x = (x64 if dtype == torch.float64 else x32).to(device)
     num_sequences, num_steps, _ = x.shape
     model = make_model(dtype, device)
-    pf = ParticleFilter(num_particles, resampling="systematic", ess_threshold=ESS_THRESHOLD,
-                        generator=torch.Generator(device=device).manual_seed(seed + 1))
+    pf = ParticleFilter(
+        num_particles,
+        resampling="systematic",
+        ess_threshold=ESS_THRESHOLD,
+        generator=torch.Generator(device=device).manual_seed(seed + 1),
+    )
 
     def run(inputs=x):
         with torch.no_grad():
@@ -168,16 +191,16 @@ def prepare_ours(num_particles, data, *, device="cpu", dtype=torch.float32, seed
         out = _stats(times)
         out.update(_errors(result.log_evidence.double().cpu().numpy(), exact.numpy()))
         out["resampling_rate"] = float(result.resampled.float().mean())
-        out.update(num_particles=num_particles, num_steps=num_steps, num_sequences=num_sequences, device=device,
-                   dtype=str(dtype).replace("torch.", ""))
+        out.update(
+            num_particles=num_particles,
+            num_steps=num_steps,
+            num_sequences=num_sequences,
+            device=device,
+            dtype=str(dtype).replace("torch.", ""),
+        )
         return out
 
     return run, finish
-
-
-def bench_ours(num_particles, data, *, device="cpu", dtype=torch.float32, repeats=5, seed=0) -> dict:
-    run, finish = prepare_ours(num_particles, data, device=device, dtype=dtype, seed=seed)
-    return finish(*time_repeats(run, repeats, device))
 
 
 def _particles_modules():
@@ -186,8 +209,10 @@ def _particles_modules():
         from particles import kalman
         from particles import state_space_models as ssm
     except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise SystemExit(f"the 'particles' library is not installed ({exc}); install it "
-                         "(pip install 'ppl-models[benchmark]') or pass --skip-particles") from exc
+        raise SystemExit(
+            f"the 'particles' library is not installed ({exc}); install it "
+            "(pip install 'ppl-models[benchmark]') or pass --skip-particles"
+        ) from exc
     return particles, kalman, ssm
 
 
@@ -204,8 +229,9 @@ def prepare_particles(num_particles, data, *, seed=0):
     kalman_gap = abs(float(np.sum(kf.logpyt)) - float(exact[0]))
 
     def run_one(y):
-        alg = particles.SMC(fk=ssm.Bootstrap(ssm=lg, data=y), N=num_particles, resampling="systematic",
-                            ESSrmin=ESS_THRESHOLD)
+        alg = particles.SMC(
+            fk=ssm.Bootstrap(ssm=lg, data=y), N=num_particles, resampling="systematic", ESSrmin=ESS_THRESHOLD
+        )
         alg.run()
         return alg.logLt
 
@@ -218,9 +244,15 @@ def prepare_particles(num_particles, data, *, seed=0):
     def finish(times, log_evidence):
         out = _stats(times)
         out.update(_errors(log_evidence, exact.numpy()))
-        out.update(num_particles=num_particles, num_steps=int(x64.shape[1]), num_sequences=len(series),
-                   device="cpu", dtype="float64", kalman_vs_ours_abs_diff=kalman_gap,
-                   version=metadata.version("particles"))
+        out.update(
+            num_particles=num_particles,
+            num_steps=int(x64.shape[1]),
+            num_sequences=len(series),
+            device="cpu",
+            dtype="float64",
+            kalman_vs_ours_abs_diff=kalman_gap,
+            version=_version("particles"),
+        )
         return out
 
     return run, finish
@@ -252,18 +284,28 @@ class _PyroBootstrapGuide(_PyroModel):
 
 
 def prepare_pyro(num_particles, data, *, seed=0):
-    """``pyro.infer.SMCFilter``, one sequence at a time on CPU, validation off (it keeps no log-evidence)."""
-    x32, _, _ = data
-    series = [x32[b, :, 0].clone() for b in range(x32.shape[0])]
+    """``pyro.infer.SMCFilter``, one sequence at a time on CPU, validation off (it keeps no log-evidence).
+
+    It runs in float64: in float32, round-off in the last cumulative weight lets Pyro 1.9's
+    ``_systematic_sample`` return the index ``K`` (about once in 2e4 resamplings here), and the
+    run dies with ``IndexError: index 1000 is out of bounds for dimension 0 with size 1000``.
+    """
+    _, x64, _ = data
+    series = [x64[b, :, 0].clone() for b in range(x64.shape[0])]
     model = _PyroModel(RHO, SIGMA_X, SIGMA_Y, SIGMA_0)
     guide = _PyroBootstrapGuide(RHO, SIGMA_X, SIGMA_Y, SIGMA_0)
 
     def run_one(y):
-        smc = SMCFilter(model, guide, num_particles=num_particles, max_plate_nesting=0, ess_threshold=ESS_THRESHOLD)
-        with torch.no_grad(), pyro.validation_enabled(False):
-            smc.init(y[0])
-            for t in range(1, y.shape[0]):
-                smc.step(y[t])
+        default = torch.get_default_dtype()
+        torch.set_default_dtype(torch.float64)  # SMCFilter's weights and uniforms follow the default dtype
+        try:
+            smc = SMCFilter(model, guide, num_particles=num_particles, max_plate_nesting=0, ess_threshold=ESS_THRESHOLD)
+            with torch.no_grad(), pyro.validation_enabled(False):
+                smc.init(y[0])
+                for t in range(1, y.shape[0]):
+                    smc.step(y[t])
+        finally:
+            torch.set_default_dtype(default)
         return smc
 
     def run():
@@ -275,8 +317,15 @@ def prepare_pyro(num_particles, data, *, seed=0):
 
     def finish(times, _):
         out = _stats(times)
-        out.update(num_particles=num_particles, num_steps=int(x32.shape[1]), num_sequences=len(series),
-                   device="cpu", dtype="float32", version=metadata.version("pyro-ppl"), validation=False)
+        out.update(
+            num_particles=num_particles,
+            num_steps=int(x64.shape[1]),
+            num_sequences=len(series),
+            device="cpu",
+            dtype="float64",
+            version=_version("pyro-ppl"),
+            validation=False,
+        )
         return out
 
     return run, finish
@@ -289,9 +338,8 @@ def compare(prepared: dict, repeats: dict) -> dict:
     for round_ in range(max(repeats.values())):
         for name, (run, _) in prepared.items():
             if round_ < repeats[name]:
-                start = time.perf_counter()
-                last[name] = run()
-                times[name].append(time.perf_counter() - start)
+                seconds, last[name] = time_repeats(run, 1)
+                times[name] += seconds
     return {name: finish(times[name], last[name]) for name, (_, finish) in prepared.items()}
 
 
@@ -305,17 +353,27 @@ def fit_scaling(sizes: list[int], seconds: list[float]) -> dict:
     top = slice(len(sizes) // 2, None)  # the upper half of the range, where fixed costs matter least
     slope_upper = float(np.polyfit(log_x[top], log_y[top], 1)[0]) if len(sizes) - len(sizes) // 2 >= 2 else slope
     marginal, fixed = np.polyfit(np.asarray(sizes, float), np.asarray(seconds, float), 1)
-    return {"loglog_slope": slope, "loglog_slope_upper_half": slope_upper, "linear_fixed_s": float(fixed),
-            "linear_marginal_s": float(marginal)}
+    return {
+        "loglog_slope": slope,
+        "loglog_slope_upper_half": slope_upper,
+        "linear_fixed_s": float(fixed),
+        "linear_marginal_s": float(marginal),
+    }
 
 
 def scaling(cfg, device, repeats, seed) -> dict:
     k_list = cfg["k_list_cuda"] if device.startswith("cuda") else cfg["k_list"]
     steps, batch = cfg["num_steps"], cfg["num_sequences"]
     data = make_data(batch, steps, seed)
-    vs_k = [bench_ours(k, data, device=device, repeats=repeats, seed=seed) for k in k_list]
-    vs_t = [bench_ours(cfg["num_particles"], make_data(batch, t, seed), device=device, repeats=repeats, seed=seed)
-            for t in cfg["t_list"]]
+    # round-robin over the sizes, so that a change of background load hits all of them alike
+    prepared = {k: prepare_ours(k, data, device=device, seed=seed) for k in k_list}
+    vs_k = list(compare(prepared, dict.fromkeys(prepared, repeats)).values())
+    prepared = {
+        t: prepare_ours(cfg["num_particles"], make_data(batch, t, seed), device=device, seed=seed)
+        for t in cfg["t_list"]
+    }
+    vs_t = list(compare(prepared, dict.fromkeys(prepared, repeats)).values())
+    del prepared
     fit_k = fit_scaling(k_list, [r["best_s"] for r in vs_k])
     fit_t = fit_scaling(cfg["t_list"], [r["best_s"] for r in vs_t])
     # per-unit costs: the marginal cost of one particle-step of one sequence, and of one filter step (all K, B)
@@ -373,20 +431,41 @@ def memory_probe(config: dict) -> dict:
     k, b, t, keep = config["num_particles"], config["num_sequences"], config["num_steps"], config["keep_ancestry"]
     x32, _, _ = make_data(b, t, config["seed"])
     model = make_model()
-    pf = ParticleFilter(k, resampling="systematic", ess_threshold=ESS_THRESHOLD,
-                        generator=torch.Generator().manual_seed(config["seed"] + 1))
+    pf = ParticleFilter(
+        k,
+        resampling="systematic",
+        ess_threshold=ESS_THRESHOLD,
+        generator=torch.Generator().manual_seed(config["seed"] + 1),
+    )
     with torch.no_grad():
         pf.run(model, x32[:, :16])  # warm-up: per-step temporaries, lazy imports
         method = _reset_peak_rss()
         base, _ = _current_and_peak_rss(method)
         result = pf.run(model, x32, keep_ancestry=keep)
         after, peak = _current_and_peak_rss(method)
-    return {**config, "method": method, "baseline_rss_bytes": base, "peak_rss_bytes": peak,
-            "delta_bytes": peak - base, "rss_after_bytes": after, "result_history_bytes": _result_bytes(result)}
+    return {
+        **config,
+        "method": method,
+        "baseline_rss_bytes": base,
+        "peak_rss_bytes": peak,
+        "delta_bytes": peak - base,
+        "rss_after_bytes": after,
+        "result_history_bytes": _result_bytes(result),
+    }
 
 
-def _probe_subprocess(config: dict) -> dict:
-    env = dict(os.environ)
+# glibc serves blocks of at least this size with mmap and unmaps them on free, so the peak RSS
+# follows the live tensors; with the default allocator it also counts heap fragmentation
+MMAP_THRESHOLD = 16384
+ALLOCATORS = {
+    "glibc default": {},
+    f"glibc mmap >= {MMAP_THRESHOLD // 1024} KiB": {"MALLOC_MMAP_THRESHOLD_": str(MMAP_THRESHOLD)},
+}
+
+
+def _probe_subprocess(config: dict, extra_env: dict) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    env.update(extra_env)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
     cmd = [sys.executable, "-m", "experiments.benchmarks.bootstrap_filter", "--memory-probe", json.dumps(config)]
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=str(REPO_ROOT), check=False)
@@ -400,8 +479,12 @@ def _memory_cuda(config: dict) -> dict:
     x32, _, _ = make_data(b, t, config["seed"])
     x = x32.to("cuda")
     model = make_model(device="cuda")
-    pf = ParticleFilter(k, resampling="systematic", ess_threshold=ESS_THRESHOLD,
-                        generator=torch.Generator(device="cuda").manual_seed(config["seed"] + 1))
+    pf = ParticleFilter(
+        k,
+        resampling="systematic",
+        ess_threshold=ESS_THRESHOLD,
+        generator=torch.Generator(device="cuda").manual_seed(config["seed"] + 1),
+    )
     with torch.no_grad():
         pf.run(model, x[:, :16])
         torch.cuda.synchronize()
@@ -411,23 +494,38 @@ def _memory_cuda(config: dict) -> dict:
         result = pf.run(model, x, keep_ancestry=keep)
         torch.cuda.synchronize()
         peak = torch.cuda.max_memory_allocated()
-    out = {**config, "baseline_allocated_bytes": base, "peak_allocated_bytes": peak, "delta_bytes": peak - base,
-           "result_history_bytes": _result_bytes(result)}
+    out = {
+        **config,
+        "baseline_allocated_bytes": base,
+        "peak_allocated_bytes": peak,
+        "delta_bytes": peak - base,
+        "result_history_bytes": _result_bytes(result),
+    }
     del result
     torch.cuda.empty_cache()
     return out
 
 
 def memory(cfg, device, seed) -> list[dict]:
+    cuda = device.startswith("cuda")
+    allocators = {"CUDA caching allocator": None} if cuda else ALLOCATORS
+    if not cfg["memory_all_allocators"]:
+        allocators = dict(list(allocators.items())[:1])
     rows = []
     for keep in (False, True):
-        for t in cfg["memory_t_list"]:
-            config = {"num_particles": cfg["num_particles"], "num_sequences": cfg["num_sequences"], "num_steps": t,
-                      "keep_ancestry": keep, "seed": seed}
-            row = _memory_cuda(config) if device.startswith("cuda") else _probe_subprocess(config)
-            row["bytes_per_particle_step"] = row["delta_bytes"] / (t * cfg["num_particles"] * cfg["num_sequences"])
-            row["device"] = device
-            rows.append(row)
+        for allocator, extra_env in allocators.items():
+            for t in cfg["memory_t_list"]:
+                config = {
+                    "num_particles": cfg["num_particles"],
+                    "num_sequences": cfg["num_sequences"],
+                    "num_steps": t,
+                    "keep_ancestry": keep,
+                    "seed": seed,
+                }
+                row = _memory_cuda(config) if cuda else _probe_subprocess(config, extra_env)
+                row["bytes_per_particle_step"] = row["delta_bytes"] / (t * cfg["num_particles"] * cfg["num_sequences"])
+                row.update(device=device, allocator=allocator)
+                rows.append(row)
     return rows
 
 
@@ -453,14 +551,38 @@ def machine_info(device: str) -> dict:
         "numpy": np.__version__,
     }
     for dist_name in ("pyro-ppl", "particles", "scipy"):
-        try:
-            info[dist_name] = metadata.version(dist_name)
-        except metadata.PackageNotFoundError:
-            info[dist_name] = None
+        info[dist_name] = _version(dist_name)
     if device.startswith("cuda"):
         info["gpu"] = torch.cuda.get_device_name(device)
         info["cuda"] = torch.version.cuda
+    info.update(_git_state())
     return info
+
+
+def _load_average() -> list[float] | None:
+    """1, 5 and 15 minute load averages: other processes on the machine make the timings noisy."""
+    try:
+        return [round(v, 2) for v in os.getloadavg()]
+    except OSError:
+        return None
+
+
+def _git_state() -> dict:
+    """The commit measured and any uncommitted change to the engine or the models (None without git)."""
+
+    def git(*cmd):
+        done = subprocess.run(["git", *cmd], capture_output=True, text=True, cwd=str(REPO_ROOT), check=False)
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    try:
+        commit = git("rev-parse", "HEAD")
+        dirty = git("status", "--porcelain", "--", "inference", "ppl_models") if commit else None
+    except OSError:
+        commit = dirty = None
+    return {
+        "git_commit": commit,
+        "git_uncommitted_engine_files": None if commit is None else (dirty.splitlines() if dirty else []),
+    }
 
 
 def _fmt_s(row) -> str:
@@ -469,22 +591,28 @@ def _fmt_s(row) -> str:
 
 def print_report(res: dict) -> None:
     cfg = res["config"]
-    print(f"\nmachine: {res['machine']['cpu']}, {res['machine']['logical_cpus']} logical CPUs, "
-          f"torch {res['machine']['torch']} ({res['machine']['torch_threads']} thread), "
-          f"particles {res['machine']['particles']}, pyro {res['machine']['pyro-ppl']}"
-          + (f", GPU {res['machine']['gpu']}" if "gpu" in res["machine"] else ""))
+    print(
+        f"\nmachine: {res['machine']['cpu']}, {res['machine']['logical_cpus']} logical CPUs, "
+        f"torch {res['machine']['torch']} ({res['machine']['torch_threads']} thread), "
+        f"particles {res['machine']['particles']}, pyro {res['machine']['pyro-ppl']}"
+        + (f", GPU {res['machine']['gpu']}" if "gpu" in res["machine"] else "")
+    )
     comp = res.get("compare")
     if comp:
-        print(f"\n## Bootstrap filter, K={cfg['num_particles']}, T={cfg['num_steps']}, B={cfg['num_sequences']} "
-              f"(best of {cfg['repeats']}, median in brackets)\n")
-        print("| method | device | time s best (median) | us / step / sequence | vs particles (best) "
-              "| log-evidence error mean | error sd |")
+        print(
+            f"\n## Bootstrap filter, K={cfg['num_particles']}, T={cfg['num_steps']}, B={cfg['num_sequences']} "
+            f"(best of {cfg['repeats']}, median in brackets)\n"
+        )
+        print(
+            "| method | device | time s best (median) | us / step / sequence | vs particles (best) "
+            "| log-evidence error mean | error sd |"
+        )
         print("|---|---|---|---|---|---|---|")
         ref = comp.get("particles")
         for name, row in comp.items():
             per = row["best_s"] / (row["num_steps"] * row["num_sequences"]) * 1e6
             ratio = f"{ref['best_s'] / row['best_s']:.2f}x" if ref else "-"
-            err = (f"{row['error_mean']:+.3f} | {row['error_sd']:.3f}" if "error_mean" in row else "n/a | n/a")
+            err = f"{row['error_mean']:+.3f} | {row['error_sd']:.3f}" if "error_mean" in row else "n/a | n/a"
             print(f"| {name} | {row.get('device', 'cpu')} | {_fmt_s(row)} | {per:.1f} | {ratio} | {err} |")
         if ref:
             print(f"\nparticles' own Kalman filter vs ours (exact): |diff| = {ref['kalman_vs_ours_abs_diff']:.2e} nats")
@@ -497,34 +625,41 @@ def print_report(res: dict) -> None:
         for r in sc["vs_particles"]:
             per = r["best_s"] / (r["num_particles"] * r["num_steps"] * r["num_sequences"]) * 1e9
             print(f"| {r['num_particles']} | {_fmt_s(r)} | {per:.1f} | {r['error_mean']:+.3f} | {r['error_sd']:.3f} |")
-        print(f"\nlog-log slope {fk['loglog_slope']:.2f} "
-              f"(upper half of the range {fk['loglog_slope_upper_half']:.2f}); "
-              f"linear fit: fixed {fk['fixed_us_per_step']:.0f} us per step + "
-              f"{fk['marginal_ns_per_particle_step']:.2f} ns per particle-step")
+        print(
+            f"\nlog-log slope {fk['loglog_slope']:.2f} "
+            f"(upper half of the range {fk['loglog_slope_upper_half']:.2f}); "
+            f"linear fit: fixed {fk['fixed_us_per_step']:.0f} us per step + "
+            f"{fk['marginal_ns_per_particle_step']:.2f} ns per particle-step"
+        )
         print(f"\n## Scaling with T (K={cfg['num_particles']}, B={cfg['num_sequences']}, device {res['device']})\n")
         print("| T | time s best (median) | us / step |")
         print("|---|---|---|")
         for r in sc["vs_steps"]:
             print(f"| {r['num_steps']} | {_fmt_s(r)} | {r['best_s'] / r['num_steps'] * 1e6:.0f} |")
-        print(f"\nlog-log slope {ft['loglog_slope']:.2f}; linear fit: {ft['marginal_us_per_step']:.0f} us per step "
-              f"({ft['marginal_ns_per_particle_step']:.2f} ns per particle-step) + fixed {ft['linear_fixed_s']:.4f} s")
+        print(
+            f"\nlog-log slope {ft['loglog_slope']:.2f}; linear fit: {ft['marginal_us_per_step']:.0f} us per step "
+            f"({ft['marginal_ns_per_particle_step']:.2f} ns per particle-step) + fixed {ft['linear_fixed_s']:.4f} s"
+        )
     mem = res.get("memory")
     if mem:
         what = "peak allocated (CUDA caching allocator)" if res["device"].startswith("cuda") else "peak RSS growth"
         print(f"\n## Memory of one evaluation, K={cfg['num_particles']}, B={cfg['num_sequences']} ({what})\n")
-        print("| keep_ancestry | T | peak growth MiB | bytes / particle-step | result history MiB |")
-        print("|---|---|---|---|---|")
+        print("| keep_ancestry | allocator | T | peak growth MiB | bytes / particle-step | result history MiB |")
+        print("|---|---|---|---|---|---|")
         for r in mem:
-            print(f"| {r['keep_ancestry']} | {r['num_steps']} | {r['delta_bytes'] / 2**20:.3f} | "
-                  f"{r['bytes_per_particle_step']:.3f} | {r['result_history_bytes'] / 2**20:.1f} |")
+            print(
+                f"| {r['keep_ancestry']} | {r['allocator']} | {r['num_steps']} | {r['delta_bytes'] / 2**20:.3f} | "
+                f"{r['bytes_per_particle_step']:.3f} | {r['result_history_bytes'] / 2**20:.1f} |"
+            )
 
 
 # --------------------------------------------------------------------------------------------
 # command line
 # --------------------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--device", default="cpu", help="cpu or cuda (our engine; particles and Pyro stay on CPU)")
     p.add_argument("--quick", action="store_true", help="small smoke configuration that finishes in seconds")
     p.add_argument("--out", type=Path, default=None, help="write all results to this JSON file (atomically)")
@@ -532,8 +667,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--skip-pyro", action="store_true", help="do not run pyro.infer.SMCFilter")
     p.add_argument("--skip-scaling", action="store_true", help="do not run the scaling section")
     p.add_argument("--skip-memory", action="store_true", help="do not run the memory section")
-    p.add_argument("--repeats", type=int, default=None, help="timed repeats of our engine and particles "
-                   "(default 5, quick 2); the best and the median are reported")
+    p.add_argument(
+        "--repeats",
+        type=int,
+        default=None,
+        help="timed repeats of our engine and particles (default 5, quick 2); the best and the median are reported",
+    )
     p.add_argument("--pyro-repeats", type=int, default=1, help="timed repeats of Pyro's SMCFilter (default 1)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--memory-probe", default=None, help=argparse.SUPPRESS)
@@ -560,21 +699,41 @@ def main(argv: list[str] | None = None) -> dict | None:
     k, t, b = cfg["num_particles"], cfg["num_steps"], cfg["num_sequences"]
     res = {
         "benchmark": "bootstrap particle filter, 1-d linear-Gaussian SSM",
-        "model": {"rho": RHO, "sigma_x": SIGMA_X, "sigma_y": SIGMA_Y, "sigma_0": SIGMA_0,
-                  "resampling": "systematic", "ess_threshold": ESS_THRESHOLD},
-        "config": {**cfg, "repeats": repeats, "pyro_repeats": args.pyro_repeats, "quick": args.quick,
-                   "seed": args.seed},
+        "model": {
+            "rho": RHO,
+            "sigma_x": SIGMA_X,
+            "sigma_y": SIGMA_Y,
+            "sigma_0": SIGMA_0,
+            "resampling": "systematic",
+            "ess_threshold": ESS_THRESHOLD,
+        },
+        "config": {
+            **cfg,
+            "repeats": repeats,
+            "pyro_repeats": args.pyro_repeats,
+            "quick": args.quick,
+            "seed": args.seed,
+        },
         "device": device,
         "machine": machine_info(device),
-        "command": " ".join([os.path.basename(sys.executable), "-m", "experiments.benchmarks.bootstrap_filter",
-                             *(sys.argv[1:] if argv is None else argv)]),
+        "command": " ".join(
+            [
+                os.path.basename(sys.executable),
+                "-m",
+                "experiments.benchmarks.bootstrap_filter",
+                *(sys.argv[1:] if argv is None else argv),
+            ]
+        ),
     }
+    res["load_average_start"] = _load_average()
     started = time.perf_counter()
 
     data = make_data(b, t, args.seed)
     print(f"compare: K={k} T={t} B={b} ...", flush=True)
-    prepared = {"ours float32": prepare_ours(k, data, seed=args.seed),
-                "ours float64": prepare_ours(k, data, dtype=torch.float64, seed=args.seed)}
+    prepared = {
+        "ours float32": prepare_ours(k, data, seed=args.seed),
+        "ours float64": prepare_ours(k, data, dtype=torch.float64, seed=args.seed),
+    }
     if device != "cpu":
         prepared[f"ours float32 {device}"] = prepare_ours(k, data, device=device, seed=args.seed)
     if not args.skip_particles:
@@ -588,7 +747,9 @@ def main(argv: list[str] | None = None) -> dict | None:
         ref = res["compare"]["particles"]
         res["speedup_vs_particles"] = {
             name: {"best": ref["best_s"] / row["best_s"], "median": ref["median_s"] / row["median_s"]}
-            for name, row in res["compare"].items() if name != "particles"}
+            for name, row in res["compare"].items()
+            if name != "particles"
+        }
     if not args.skip_scaling:
         print("scaling ...", flush=True)
         res["scaling"] = scaling(cfg, device, repeats, args.seed)
@@ -596,8 +757,12 @@ def main(argv: list[str] | None = None) -> dict | None:
         print("memory ...", flush=True)
         res["memory"] = memory(cfg, device, args.seed)
     res["total_wall_s"] = time.perf_counter() - started
+    res["load_average_end"] = _load_average()
     print_report(res)
-    print(f"\ntotal {res['total_wall_s']:.1f} s")
+    print(
+        f"\ntotal {res['total_wall_s']:.1f} s; load average at start {res['load_average_start']}, "
+        f"at end {res['load_average_end']}"
+    )
     if args.out is not None:
         write_json(args.out, res)
         print(f"wrote {args.out}")
