@@ -60,35 +60,40 @@ def effective_sample_size(log_weights: torch.Tensor) -> torch.Tensor:
 
 
 def _offspring_to_ancestors(below: torch.Tensor) -> torch.Tensor:
-    """Ancestors ``[K, B]`` from ``below[i, b]`` = number of sorted uniforms under the cdf at ``i``.
+    """Ancestors ``[B, K]`` from ``below[b, i]`` = number of sorted uniforms under the cdf at ``i``.
 
     Particle ``i``'s offspring fill slots ``below[i-1] .. below[i]-1``, so the ancestor of
     slot ``j`` is the number of particles whose block ends at or before ``j``: a scatter of
     block ends and a cumulative sum, O(K) with no per-particle loop.
     """
-    num_particles, batch = below.shape
-    below[-1] = num_particles  # guard against round-off in the last cdf value
-    ends = torch.zeros(num_particles + 1, batch, dtype=below.dtype, device=below.device)
-    ends.scatter_add_(0, below, torch.ones_like(below))
-    return ends[:num_particles].cumsum_(0)
+    batch, num_particles = below.shape
+    below[:, -1] = num_particles  # guard against round-off in the last cdf value
+    ends = torch.zeros(batch, num_particles + 1, dtype=below.dtype, device=below.device)
+    ends.scatter_add_(1, below, below.new_ones(()).expand_as(below))
+    return ends[:, :num_particles].cumsum_(1)
 
 
 def _draw_ancestors(weights, scheme, generator):
-    """Ancestors ``[K, B]`` drawn from normalised ``weights [K, B]``, in O(K) for the ordered schemes."""
+    """Ancestors ``[K, B]`` drawn from normalised ``weights [K, B]``, in O(K) for the ordered schemes.
+
+    The scans run along the particle axis laid out last (``[B, K]``): on a GPU a scan
+    over the leading axis of ``[K, B]`` is serial in ``K``.
+    """
     num_particles, batch = weights.shape
+    weights = weights.T
     if scheme == "multinomial":
-        return torch.multinomial(weights.T, num_particles, replacement=True, generator=generator).T
-    scaled_cdf = num_particles * torch.cumsum(weights, dim=0)
+        return torch.multinomial(weights, num_particles, replacement=True, generator=generator).T
+    scaled_cdf = num_particles * torch.cumsum(weights, dim=1)
     if scheme == "systematic":
         # uniforms (j + u) / K: #{j : j + u < K c} = ceil(K c - u)
-        u = torch.rand(1, batch, device=weights.device, dtype=weights.dtype, generator=generator)
+        u = torch.rand(batch, 1, device=weights.device, dtype=weights.dtype, generator=generator)
         below = torch.ceil(scaled_cdf - u)
     else:  # stratified: uniforms (j + u_j) / K, one u_j per stratum
-        u = torch.rand(num_particles, batch, device=weights.device, dtype=weights.dtype, generator=generator)
+        u = torch.rand(batch, num_particles, device=weights.device, dtype=weights.dtype, generator=generator)
         stratum = torch.floor(scaled_cdf).clamp_(max=num_particles - 1)
-        inside = torch.gather(u, 0, stratum.long()) < scaled_cdf - stratum
+        inside = torch.gather(u, 1, stratum.long()) < scaled_cdf - stratum
         below = stratum + inside
-    return _offspring_to_ancestors(below.clamp_(0, num_particles).long())
+    return _offspring_to_ancestors(below.clamp_(0, num_particles).long()).T
 
 
 def resample(

@@ -3,7 +3,8 @@
 :class:`MultivariateNormal` is Pyro's multivariate normal, faster when one
 ``scale_tril [D, D]`` is shared by every batch element (a state-space model's noise
 covariance, for instance): it is built without broadcasting ``L`` over the batch,
-samples with ``loc + eps @ L^T`` and scores with one matrix product by ``L^{-1}``,
+samples with ``loc + eps @ L^T`` and scores with one matrix product by ``L^{-1}``
+(elementwise products in one dimension),
 where the parent class runs batched triangular solves over the whole ``[K, B]``
 batch. With a covariance, a precision or a batched ``scale_tril`` it is the parent.
 """
@@ -16,7 +17,7 @@ import pyro.distributions as dist
 import torch
 from torch.distributions import Distribution
 
-__all__ = ["MultivariateNormal"]
+__all__ = ["MultivariateNormal", "times_transpose"]
 
 
 class MultivariateNormal(dist.MultivariateNormal):
@@ -48,7 +49,7 @@ class MultivariateNormal(dist.MultivariateNormal):
             return super().rsample(sample_shape)
         shape = self._extended_shape(sample_shape)
         eps = torch.randn(shape, dtype=self.loc.dtype, device=self.loc.device)
-        return self.loc + eps @ tril.T
+        return self.loc + times_transpose(eps, tril)
 
     def log_prob(self, value):
         tril = self._shared_tril()
@@ -56,8 +57,16 @@ class MultivariateNormal(dist.MultivariateNormal):
             return super().log_prob(value)
         if self._validate_args:
             self._validate_sample(value)
-        eye = torch.eye(tril.shape[0], dtype=tril.dtype, device=tril.device)
-        inverse = torch.linalg.solve_triangular(tril, eye, upper=False)
-        z = (value - self.loc) @ inverse.T
+        if tril.shape[0] == 1:
+            inverse = tril.reciprocal()
+        else:
+            eye = torch.eye(tril.shape[0], dtype=tril.dtype, device=tril.device)
+            inverse = torch.linalg.solve_triangular(tril, eye, upper=False)
+        z = times_transpose(value - self.loc, inverse)
         log_norm = tril.diagonal().log().sum() + 0.5 * tril.shape[0] * math.log(2 * math.pi)
         return -0.5 * z.pow(2).sum(-1) - log_norm
+
+
+def times_transpose(vectors: torch.Tensor, matrix: torch.Tensor) -> torch.Tensor:
+    """``vectors [..., D] @ matrix.T``; elementwise when ``D = 1`` (a 1x1 matrix product costs a gemm call)."""
+    return vectors * matrix[0] if matrix.shape == (1, 1) else vectors @ matrix.T

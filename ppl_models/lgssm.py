@@ -25,7 +25,7 @@ from torch.distributions import constraints, transform_to
 from inference.state_space import MarkovStateSpace
 from inference.validation import check_choice, check_positive_int, check_sequences
 
-from .distributions import MultivariateNormal
+from .distributions import MultivariateNormal, times_transpose
 
 __all__ = ["LinearGaussianSSM", "KalmanResult"]
 
@@ -159,14 +159,18 @@ class LinearGaussianSSM(MarkovStateSpace):
         self.b.zero_()
 
     # --- the mathematics ------------------------------------------------------------
+    def context(self, x, mask):
+        """The noise factors, computed once per pass instead of at every step."""
+        return {"Q_tril": self.Q_tril, "R_tril": self.R_tril, "S_tril": _to_tril(self.S_raw)}
+
     def prior(self, z_prev, t, context):
         if z_prev is None:
             zero = self.init_cov.new_zeros(self.latent_dim)
             return dist.MultivariateNormal(zero, covariance_matrix=self.init_cov)
-        return MultivariateNormal(z_prev @ self.A.T, scale_tril=self.Q_tril)
+        return MultivariateNormal(times_transpose(z_prev, self.A), scale_tril=context["Q_tril"])
 
     def emission(self, z, t, context):
-        return MultivariateNormal(z @ self.C.T, scale_tril=self.R_tril)
+        return MultivariateNormal(times_transpose(z, self.C), scale_tril=context["R_tril"])
 
     def proposal(self, z_prev, t, x_t, context):
         if self.proposal_kind == "bootstrap":
@@ -175,7 +179,7 @@ class LinearGaussianSSM(MarkovStateSpace):
         loc = x_t @ self.G[i].T + self.b[i]
         if z_prev is not None:
             loc = loc + z_prev @ self.F.T
-        return MultivariateNormal(loc, scale_tril=_to_tril(self.S_raw[i]))
+        return MultivariateNormal(loc, scale_tril=context["S_tril"][i])
 
     # --- exact inference ---------------------------------------------------------------
     def kalman_filter(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> KalmanResult:

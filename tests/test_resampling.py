@@ -44,8 +44,8 @@ def test_ordered_schemes_agree_with_inverse_cdf_by_search(scheme):
     log_w = _weights(3)
     g1, g2 = torch.Generator().manual_seed(5), torch.Generator().manual_seed(5)
     ancestors, _ = resample(log_w, scheme, generator=g1)
-    shape = (1, B) if scheme == "systematic" else (K, B)
-    u = torch.rand(shape, generator=g2, dtype=torch.float64)
+    shape = (B, 1) if scheme == "systematic" else (B, K)  # the draws are laid out particles last
+    u = torch.rand(shape, generator=g2, dtype=torch.float64).T
     points = (torch.arange(K, dtype=torch.float64).unsqueeze(-1) + u) / K
     cdf = np.cumsum(log_w.exp().numpy(), axis=0)
     for b in range(B):
