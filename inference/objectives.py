@@ -21,7 +21,15 @@ from torch import nn
 from torch.distributions import kl_divergence
 
 from .particle_filter import ParticleFilter
-from .traces import PARTICLE_PLATE, latent_sites, observed_sites, sample_sites, site_per_sequence, trace_log_prob
+from .traces import (
+    PARTICLE_PLATE,
+    check_reparameterized,
+    latent_sites,
+    observed_sites,
+    sample_sites,
+    site_per_sequence,
+    trace_log_prob,
+)
 from .validation import check_positive_int, check_sequences
 
 __all__ = ["ObjectiveOutput", "Objective", "ExactLikelihood", "ELBO", "IWAE", "SMCBound"]
@@ -105,6 +113,7 @@ class ELBO(Objective):
         log_lik, latent = 0.0, 0.0
         for _ in range(self.num_samples):
             guide_trace = poutine.trace(self.model.guide).get_trace(x, mask)
+            check_reparameterized(guide_trace)
             model_trace = poutine.trace(poutine.replay(self.model.model, trace=guide_trace)).get_trace(x, mask)
             log_lik = log_lik + trace_log_prob(model_trace, observed_sites(model_trace), shape)
             latent = latent + self._latent_term(model_trace, guide_trace, shape)
@@ -152,6 +161,7 @@ class IWAE(Objective):
         shape = (self.num_particles, x.shape[0])
         plate = pyro.plate(PARTICLE_PLATE, self.num_particles, dim=-(self.max_plate_nesting + 1))
         guide_trace = poutine.trace(plate(self.model.guide)).get_trace(x, mask)
+        check_reparameterized(guide_trace)
         model_trace = poutine.trace(poutine.replay(plate(self.model.model), trace=guide_trace)).get_trace(x, mask)
         log_p = trace_log_prob(model_trace, sample_sites(model_trace), shape, PARTICLE_PLATE)
         log_q = trace_log_prob(guide_trace, latent_sites(guide_trace), shape, PARTICLE_PLATE)

@@ -26,6 +26,7 @@ __all__ = [
     "latent_sites",
     "observed_sites",
     "sample_sites",
+    "check_reparameterized",
     "annealed",
 ]
 
@@ -68,6 +69,20 @@ def latent_sites(trace: Trace) -> list[str]:
 def observed_sites(trace: Trace) -> list[str]:
     """Names of the observed sites of ``trace``."""
     return [n for n, s in _sample_sites(trace) if s["is_observed"]]
+
+
+def check_reparameterized(trace: Trace) -> None:
+    """Raise ``ValueError`` if a latent site of a guide trace cannot be reparameterised.
+
+    The per-sequence ELBO and IWAE differentiate through the guide's samples; a
+    discrete or otherwise non-reparameterisable site would need score-function terms.
+    """
+    for name in latent_sites(trace):
+        if not trace.nodes[name]["fn"].has_rsample:
+            raise ValueError(
+                f"guide site {name!r} ({type(trace.nodes[name]['fn']).__name__}) has no rsample: the ELBO and IWAE "
+                "objectives need reparameterisable guides (use Pyro's own ELBOs with SVI for discrete latents)"
+            )
 
 
 def sample_sites(trace: Trace) -> list[str]:

@@ -108,3 +108,21 @@ def test_objectives_reject_bad_arguments():
         SMCBound(model, "systematic")
     with pytest.raises(ValueError, match="x must have 2 features"):
         ELBO(model)(torch.zeros(1, 3, 4))
+
+
+class _DiscreteGuideModel(torch.nn.Module):
+    def model(self, x, mask=None):
+        with pyro.plate("sequences", x.shape[0], dim=-1):
+            k = pyro.sample("k", pyro.distributions.Bernoulli(0.5))
+            pyro.sample("x", pyro.distributions.Normal(k, 1.0).to_event(2), obs=x)
+
+    def guide(self, x, mask=None):
+        with pyro.plate("sequences", x.shape[0], dim=-1):
+            pyro.sample("k", pyro.distributions.Bernoulli(0.3))
+
+
+def test_elbo_and_iwae_refuse_non_reparameterisable_guides():
+    x = torch.zeros(2, 3, 1)
+    for objective in (ELBO(_DiscreteGuideModel()), IWAE(_DiscreteGuideModel(), 4)):
+        with pytest.raises(ValueError, match="guide site 'k' .* has no rsample"):
+            objective(x)
