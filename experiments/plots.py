@@ -1,23 +1,22 @@
-"""Run-folder plots that are not calibration plots: learning curves and particle clouds."""
+"""Run-folder plots that are not calibration plots: learning curves and particle clouds.
+
+Figures are drawn on matplotlib's Agg canvas without pyplot, so no global backend is set.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
+import torch
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import torch  # noqa: E402
-
-from inference.io import atomic_write, read_jsonl  # noqa: E402
+from inference.io import atomic_write, read_jsonl
 
 __all__ = ["learning_curve", "particle_cloud"]
 
 
-def _save(figure, path):
+def _save(figure: Figure, path) -> None:
     atomic_write(path, lambda tmp: figure.savefig(tmp, format="png", dpi=110, bbox_inches="tight"))
-    plt.close(figure)
 
 
 def learning_curve(metrics_path: str | Path, path: str | Path) -> None:
@@ -25,7 +24,8 @@ def learning_curve(metrics_path: str | Path, path: str | Path) -> None:
     if not Path(metrics_path).is_file():
         return
     records = read_jsonl(metrics_path)
-    figure, ax = plt.subplots(figsize=(6, 3.5))
+    figure = Figure(figsize=(6, 3.5))
+    ax = figure.subplots()
     epochs = [r["epoch"] for r in records]
     ax.plot(epochs, [r.get("train_bound_per_step") for r in records], label="train (objective's bound)")
     valid = [(r["epoch"], r["valid_bound_per_step"]) for r in records if r.get("valid_bound_per_step") is not None]
@@ -45,7 +45,8 @@ def particle_cloud(result, x: torch.Tensor, path: str | Path, *, key: str = "z",
     weights = result.history_log_weights[:, :, sequence].exp().cpu()  # [T, K]
     weights = weights / weights.max(dim=1, keepdim=True).values  # shade relative to each step's heaviest
     steps = torch.arange(values.shape[0]).unsqueeze(1).expand_as(values)
-    figure, ax = plt.subplots(figsize=(7, 3.5))
+    figure = Figure(figsize=(7, 3.5))
+    ax = figure.subplots()
     ax.scatter(steps.flatten(), values.flatten(), s=3, c=weights.flatten(), cmap="viridis", vmin=0, vmax=1, alpha=0.5)
     ax.plot(result.filtered_mean(key)[sequence, :, 0].cpu(), color="crimson", lw=1.5, label="filtering mean")
     ax.set(xlabel="time step", ylabel=f"{key}[0]", title=f"Particle cloud, sequence {sequence}")
