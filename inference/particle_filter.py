@@ -254,7 +254,12 @@ class ParticleFilter:
         identity = torch.arange(num_particles, device=x.device).unsqueeze(-1).expand(num_particles, batch)
         no_resampling = torch.zeros(batch, dtype=torch.bool, device=x.device)
         fisher = _FisherScore(log_w, self.fisher_lag) if stop else None
-        out = {"increments": [], "ess": [], "resampled": [], "ancestors": [], "log_w": [], "states": [], "pred": []}
+        # per-step records, preallocated: no small tensor per step outlives the step
+        increments = x.new_zeros(batch, steps)
+        ess_steps = x.new_empty(batch, steps)
+        resampled_steps = torch.zeros(batch, steps, dtype=torch.bool, device=x.device)
+        history = _History(steps) if keep_ancestry else None
+        predictive = []
 
         with pyro.validation_enabled(False):
             for t in range(steps):
@@ -276,7 +281,7 @@ class ParticleFilter:
                     if stop:
                         fisher.resample(ancestors)
                 if predictive_samples:
-                    out["pred"].append(self._predict(model, state, log_w, t, context, predictive_samples))
+                    predictive.append(self._predict(model, state, log_w, t, context, predictive_samples))
 
                 new_state, log_alpha, log_joint = model.step(state, t, x[:, t], context, reparameterize=not stop)
                 if stop:
@@ -289,31 +294,27 @@ class ParticleFilter:
                 if stop:
                     fisher.add(_select(valid, log_joint, torch.zeros_like(log_joint)), log_w)
 
-                out["increments"].append(_select(valid, step_evidence, torch.zeros_like(step_evidence)))
-                out["ess"].append(ess)
-                out["resampled"].append(resampled)
+                increments[:, t] = _select(valid, step_evidence, torch.zeros_like(step_evidence))
+                ess_steps[:, t] = ess
+                resampled_steps[:, t] = resampled
                 if keep_ancestry:
-                    out["ancestors"].append(ancestors)
-                    out["log_w"].append(log_w)
-                    out["states"].append(state)
+                    history.record(t, ancestors, log_w, state)
 
-        increments = torch.stack(out["increments"], dim=1)
         result = FilterResult(
             log_evidence=increments.sum(1),
             log_evidence_steps=increments,
             num_steps=mask.sum(1),
             state=state,
             log_weights=log_w,
-            ess=torch.stack(out["ess"], dim=1),
-            resampled=torch.stack(out["resampled"], dim=1),
+            ess=ess_steps,
+            resampled=resampled_steps,
             fisher_objective=fisher.finish(log_w) if stop else None,
         )
         if keep_ancestry:
-            result.ancestors = torch.stack(out["ancestors"])
-            result.history_log_weights = torch.stack(out["log_w"])
-            result.history = {k: torch.stack([s[k] for s in out["states"]]) for k in state}
+            result.ancestors, result.history_log_weights = history.ancestors, history.log_w
+            result.history = history.states
         if predictive_samples:
-            result.predictive = torch.stack(out["pred"], dim=2)
+            result.predictive = torch.stack(predictive, dim=2)
         return result
 
     def _may_resample(self, ess: torch.Tensor, valid: torch.Tensor | None) -> bool:
@@ -348,6 +349,26 @@ def _select(valid: torch.Tensor | None, new: torch.Tensor, old: torch.Tensor) ->
     if valid is None:
         return new
     return torch.where(valid.reshape(valid.shape + (1,) * max(new.dim() - 2, 0)), new, old)
+
+
+class _History:
+    """Preallocated ``[T, K, B, ...]`` records of ancestors, weights and states (``keep_ancestry``)."""
+
+    def __init__(self, steps: int):
+        self.steps = steps
+        self.ancestors = self.log_w = None
+        self.states: dict[str, torch.Tensor] = {}
+
+    def record(self, t, ancestors, log_w, state):
+        if self.ancestors is None:
+            self.ancestors = ancestors.new_empty((self.steps,) + ancestors.shape)
+            self.log_w = log_w.new_empty((self.steps,) + log_w.shape)
+        self.ancestors[t] = ancestors
+        self.log_w[t] = log_w
+        for key, value in state.items():
+            if key not in self.states:
+                self.states[key] = value.new_zeros((self.steps,) + value.shape)
+            self.states[key][t] = value
 
 
 class _FisherScore:
