@@ -1,10 +1,12 @@
 """Shared inference engines: resampling, particle filtering, objectives, training, calibration."""
 
+from .forecast import forecast
 from .particle_filter import GRADIENT_MODES, FilterResult, ParticleFilter, ParticleModel, Step
 from .resampling import SCHEMES, effective_sample_size, gather_particles, normalize, resample, resample_adaptive
 from .state_space import SEQUENCE_PLATE, MarkovStateSpace
 
 __all__ = [
+    "forecast",
     "GRADIENT_MODES",
     "FilterResult",
     "ParticleFilter",

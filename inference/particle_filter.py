@@ -99,6 +99,8 @@ class FilterResult:
         history_log_weights: ``[T, K, B]`` normalised log-weights after each weighting.
         history: dict of ``[T, K, B, ...]`` particle states after each step.
         predictive: ``[S, B, T, D]`` one-step-ahead predictive samples, if requested.
+        context: what the model's ``start`` returned besides the state (for forecasts).
+        num_steps_total: ``T``, the padded length of the filtered batch.
     """
 
     log_evidence: torch.Tensor
@@ -113,6 +115,8 @@ class FilterResult:
     history_log_weights: torch.Tensor | None = None
     history: dict | None = None
     predictive: torch.Tensor | None = None
+    context: Any = None
+    num_steps_total: int = 0
 
     def _require_ancestry(self, key: str) -> torch.Tensor:
         if self.history is None:
@@ -309,6 +313,8 @@ class ParticleFilter:
             ess=ess_steps,
             resampled=resampled_steps,
             fisher_objective=fisher.finish(log_w) if stop else None,
+            context=context,
+            num_steps_total=steps,
         )
         if keep_ancestry:
             result.ancestors, result.history_log_weights = history.ancestors, history.log_w

@@ -7,7 +7,7 @@ import pyro.distributions as dist
 import pytest
 import torch
 
-from inference import ParticleFilter
+from inference import ParticleFilter, forecast
 from inference.pyro_programs import PyroProgramModel
 from ppl_models import LinearGaussianSSM
 
@@ -214,3 +214,24 @@ def test_bad_input_raises_value_error_naming_argument():
         pf.run(model, x, torch.ones(2, 4, dtype=torch.bool))
     with pytest.raises(ValueError, match="prefix"):
         pf.run(model, x, torch.tensor([[True, False, True, True, True]] * 2))
+
+
+def test_forecasts_match_the_kalman_predictive_h_steps_ahead():
+    model = _model(2, 1, seed=6, proposal="learned")
+    x = _data(model, 3, 20)
+    lengths = torch.tensor([20, 12, 16])
+    mask = torch.arange(20).unsqueeze(0) < lengths.unsqueeze(1)
+    with torch.no_grad():
+        result = ParticleFilter(3000, generator=torch.Generator().manual_seed(11)).run(model, x, mask)
+        paths = forecast(model, result, horizon=4, num_samples=20000)
+        kalman = model.kalman_filter(x, mask)
+    assert paths.shape == (20000, 3, 4, 1)
+    A, C, Q, R = (t.detach() for t in (model.A, model.C, model.Q, model.R))
+    for b, n in enumerate(lengths.tolist()):
+        mean, cov = kalman.filtered_means[b, n - 1], kalman.filtered_covs[b, n - 1]
+        for h in range(4):  # p(x_{T+h+1} | x_{1:T}) = N(C A^{h+1} m, C P_{h+1} C^T + R)
+            mean, cov = A @ mean, A @ cov @ A.T + Q
+            torch.testing.assert_close(paths[:, b, h, 0].mean(), (C @ mean)[0], atol=0.06, rtol=0)
+            torch.testing.assert_close(paths[:, b, h, 0].var(), (C @ cov @ C.T + R)[0, 0], atol=0.08, rtol=0.06)
+    with pytest.raises(ValueError, match="horizon"):
+        forecast(model, result, horizon=0)

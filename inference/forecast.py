@@ -1,0 +1,56 @@
+"""Multi-step forecasts: continue filtered particles by simulating the model forward.
+
+After :meth:`ParticleFilter.run` has filtered a prefix ``x_{1:T}``, :func:`forecast`
+draws ``S`` particles per sequence from the final weighted set (the filtering
+distribution ``p(z_T | x_{1:T})``) and runs the model's ``simulate`` for ``H`` steps,
+each draw's own sampled observations feeding its next step. The result samples the
+joint predictive ``p(x_{T+1:T+H} | x_{1:T})``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .particle_filter import FilterResult
+from .resampling import gather_particles
+from .validation import check_positive_int
+
+__all__ = ["forecast"]
+
+
+@torch.no_grad()
+def forecast(
+    model,
+    result: FilterResult,
+    horizon: int,
+    num_samples: int = 1000,
+    *,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """Sample ``[S, B, H, D]`` continuations of the sequences the filter has seen.
+
+    Args:
+        model: the particle model the filter ran (it must have ``simulate``).
+        result: the :class:`FilterResult` of that run.
+        horizon: ``H``, steps to forecast.
+        num_samples: ``S``, forecast paths per sequence.
+        generator: source of the draws of the starting particles.
+
+    Sequences of different lengths continue from their own last valid step (the
+    filter's state stays put over padding); the time index passed to ``simulate``
+    counts on from the padded length.
+    """
+    check_positive_int(horizon, name="horizon")
+    check_positive_int(num_samples, name="num_samples")
+    if not hasattr(model, "simulate"):
+        raise ValueError("forecast needs a model with a simulate(state, t, context) method")
+    if not isinstance(result, FilterResult) or result.context is None:
+        raise ValueError("result must be the FilterResult of ParticleFilter.run on this model")
+    weights = result.log_weights.detach().exp().T  # [B, K]
+    picks = torch.multinomial(weights, num_samples, replacement=True, generator=generator).T  # [S, B]
+    state = {k: gather_particles(v.detach(), picks) for k, v in result.state.items()}
+    draws = []
+    for h in range(horizon):
+        state, x_t = model.simulate(state, result.num_steps_total + h, result.context)
+        draws.append(x_t)
+    return torch.stack(draws, dim=2)
