@@ -153,6 +153,12 @@ def _stats(times: list[float]) -> dict:
     return {"times_s": times, "best_s": min(times), "median_s": statistics.median(times)}
 
 
+def _float64_cpu_row(times: list[float], num_particles: int, x64: torch.Tensor, **extra) -> dict:
+    """Timing statistics and the configuration of a float64 run on the CPU (the reference libraries)."""
+    return {**_stats(times), "num_particles": num_particles, "num_steps": int(x64.shape[1]),
+            "num_sequences": int(x64.shape[0]), "device": "cpu", "dtype": "float64", **extra}  # fmt: skip
+
+
 def _errors(estimate: np.ndarray, exact: np.ndarray) -> dict:
     err = np.asarray(estimate, dtype=np.float64) - np.asarray(exact, dtype=np.float64)
     return {
@@ -242,17 +248,8 @@ def prepare_particles(num_particles, data, *, seed=0):
     run_one(series[0][:20])  # warm-up (numba compiles its resampling kernels on first call)
 
     def finish(times, log_evidence):
-        out = _stats(times)
-        out.update(_errors(log_evidence, exact.numpy()))
-        out.update(
-            num_particles=num_particles,
-            num_steps=int(x64.shape[1]),
-            num_sequences=len(series),
-            device="cpu",
-            dtype="float64",
-            kalman_vs_ours_abs_diff=kalman_gap,
-            version=_version("particles"),
-        )
+        out = _float64_cpu_row(times, num_particles, x64, version=_version("particles"))
+        out.update(_errors(log_evidence, exact.numpy()), kalman_vs_ours_abs_diff=kalman_gap)
         return out
 
     return run, finish
@@ -316,17 +313,7 @@ def prepare_pyro(num_particles, data, *, seed=0):
     run_one(series[0][:20])
 
     def finish(times, _):
-        out = _stats(times)
-        out.update(
-            num_particles=num_particles,
-            num_steps=int(x64.shape[1]),
-            num_sequences=len(series),
-            device="cpu",
-            dtype="float64",
-            version=_version("pyro-ppl"),
-            validation=False,
-        )
-        return out
+        return _float64_cpu_row(times, num_particles, x64, version=_version("pyro-ppl"), validation=False)
 
     return run, finish
 
