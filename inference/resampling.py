@@ -159,6 +159,8 @@ def resample_adaptive(
         ``(ancestors [K, B], new_log_weights [K, B], resampled [B] bool)``.
     """
     check_choice(scheme, SCHEMES, name="scheme")
+    if scheme == "soft":
+        check_probability(alpha, name="alpha", open_left=True)
     num_particles, batch = log_weights.shape
     identity = torch.arange(num_particles, device=log_weights.device).unsqueeze(-1)
     if ess is None:
