@@ -11,6 +11,7 @@ can wrap them; ``kl_factor`` is the annealing temperature that the training loop
 from __future__ import annotations
 
 import math
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 import pyro
@@ -71,10 +72,17 @@ class Objective(nn.Module):
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> ObjectiveOutput:
         x, mask = check_sequences(x, mask)
-        bound, surrogate = self.estimate(x, mask)
+        with _sharing_context(self.model):
+            bound, surrogate = self.estimate(x, mask)
         num_steps = mask.sum(1)
         loss = -surrogate.sum() / num_steps.sum().clamp(min=1)
         return ObjectiveOutput(loss=loss, bound=bound, num_steps=num_steps)
+
+
+def _sharing_context(model):
+    """The model's :meth:`~inference.state_space.MarkovStateSpace.sharing_context`, if it has one."""
+    share = getattr(model, "sharing_context", None)
+    return share() if share is not None else nullcontext()
 
 
 class ExactLikelihood(Objective):

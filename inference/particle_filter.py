@@ -14,7 +14,9 @@ A *particle model* is any object with two methods (see :class:`ParticleModel`):
   ``log_joint`` is required; otherwise ``log_joint`` may be ``None``.
 
 and optionally ``simulate(state, t, context) -> (state, x_t)``, a draw from the
-model one step ahead, used for predictive samples and forecasts.
+model one step ahead, used for predictive samples and forecasts, and
+``predict_mean(state, t, context) -> [K, B, D]``, the mean of ``x_t`` given each
+particle, used for one-step predictive means (note probabilities, for instance).
 
 Models written as distribution-returning modules get these methods from
 :class:`inference.state_space.MarkovStateSpace`; Pyro ``init``/``step``
@@ -99,6 +101,8 @@ class FilterResult:
         history_log_weights: ``[T, K, B]`` normalised log-weights after each weighting.
         history: dict of ``[T, K, B, ...]`` particle states after each step.
         predictive: ``[S, B, T, D]`` one-step-ahead predictive samples, if requested.
+        predictive_mean: ``[B, T, D]`` one-step-ahead predictive means ``E[x_t | x_{<t}]``,
+            if requested (0 at padding).
         context: what the model's ``start`` returned besides the state (for forecasts).
         num_steps_total: ``T``, the padded length of the filtered batch.
     """
@@ -115,6 +119,7 @@ class FilterResult:
     history_log_weights: torch.Tensor | None = None
     history: dict | None = None
     predictive: torch.Tensor | None = None
+    predictive_mean: torch.Tensor | None = None
     context: Any = None
     num_steps_total: int = 0
 
@@ -233,6 +238,7 @@ class ParticleFilter:
         *,
         keep_ancestry: bool = False,
         predictive_samples: int = 0,
+        predictive_mean: bool = False,
     ) -> FilterResult:
         """Filter the batch ``x [B, T, D]`` (``mask [B, T]``, valid steps first).
 
@@ -242,12 +248,16 @@ class ParticleFilter:
                 (memory ``O(T K B state)``) for :meth:`FilterResult.paths` and smoothing.
             predictive_samples: ``S > 0`` draws ``S`` one-step-ahead predictive
                 samples of ``x_t`` per step; needs ``model.simulate``.
+            predictive_mean: record ``E[x_t | x_{<t}]``, the weighted mean over particles of
+                ``model.predict_mean`` before step ``t``'s observation is weighed in.
         """
         x, mask = check_sequences(x, mask)
         if predictive_samples:
             check_positive_int(predictive_samples, name="predictive_samples")
             if not hasattr(model, "simulate"):
                 raise ValueError("predictive_samples > 0 needs a model with a simulate(state, t, context) method")
+        if predictive_mean and not hasattr(model, "predict_mean"):
+            raise ValueError("predictive_mean=True needs a model with a predict_mean(state, t, context) method")
         num_particles = self.num_particles
         batch, steps, _ = x.shape
         stop = self.gradient == "stop_weights"
@@ -263,7 +273,7 @@ class ParticleFilter:
         ess_steps = x.new_empty(batch, steps)
         resampled_steps = torch.zeros(batch, steps, dtype=torch.bool, device=x.device)
         history = _History(steps) if keep_ancestry else None
-        predictive = []
+        predictive, means = [], x.new_zeros(x.shape) if predictive_mean else None
 
         with pyro.validation_enabled(False):
             for t in range(steps):
@@ -286,6 +296,12 @@ class ParticleFilter:
                         fisher.resample(ancestors)
                 if predictive_samples:
                     predictive.append(self._predict(model, state, log_w, t, context, predictive_samples))
+                if predictive_mean:
+                    with torch.no_grad():
+                        particle_means = model.predict_mean(state, t, context)
+                        weights = log_w.exp().reshape(log_w.shape + (1,) * (particle_means.dim() - 2))
+                        step_mean = (weights * particle_means).sum(0)
+                        means[:, t] = step_mean if valid is None else step_mean * valid.unsqueeze(-1)
 
                 new_state, log_alpha, log_joint = model.step(state, t, x[:, t], context, reparameterize=not stop)
                 if stop:
@@ -321,6 +337,7 @@ class ParticleFilter:
             result.history = history.states
         if predictive_samples:
             result.predictive = torch.stack(predictive, dim=2)
+        result.predictive_mean = means
         return result
 
     def _may_resample(self, ess: torch.Tensor, valid: torch.Tensor | None) -> bool:

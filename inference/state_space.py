@@ -24,6 +24,7 @@ From these the class derives, with no second copy of the mathematics:
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from typing import Any
 
 import pyro
@@ -58,6 +59,33 @@ class MarkovStateSpace(nn.Module):
     def context(self, x: torch.Tensor, mask: torch.Tensor) -> Any:
         return None
 
+    # --- one context per (x, mask) inside an objective ------------------------------------
+    @contextmanager
+    def sharing_context(self):
+        """Inside this block, :meth:`context` runs once per ``(x, mask)`` pair of tensors.
+
+        The guide and the replayed model of one bound evaluation then share the
+        deterministic features (an RNN over the whole sequence, say) instead of
+        computing them twice. The objectives of :mod:`inference.objectives` use it.
+        """
+        outer = self.__dict__.get("_shared_contexts")
+        self.__dict__["_shared_contexts"] = []
+        try:
+            yield self
+        finally:
+            self.__dict__["_shared_contexts"] = outer
+
+    def _context(self, x: torch.Tensor, mask: torch.Tensor) -> Any:
+        shared = self.__dict__.get("_shared_contexts")
+        if shared is None:
+            return self.context(x, mask)
+        for seen_x, seen_mask, context in shared:
+            if seen_x is x and seen_mask is mask:
+                return context
+        context = self.context(x, mask)
+        shared.append((x, mask, context))
+        return context
+
     # --- Pyro programs ----------------------------------------------------------------
     @property
     def pyro_name(self) -> str:
@@ -73,7 +101,7 @@ class MarkovStateSpace(nn.Module):
         """
         pyro.module(self.pyro_name, self)
         x, mask = check_sequences(x, mask, feature_size=self.obs_dim)
-        context = self.context(x, mask)
+        context = self._context(x, mask)
         z = None
         with pyro.plate(SEQUENCE_PLATE, x.shape[0], dim=-1):
             for t in pyro.markov(range(x.shape[1])):
@@ -85,7 +113,7 @@ class MarkovStateSpace(nn.Module):
         """Inference program: ``z_t ~ proposal(z_{t-1}, x_t)``, forward in time."""
         pyro.module(self.pyro_name, self)
         x, mask = check_sequences(x, mask, feature_size=self.obs_dim)
-        context = self.context(x, mask)
+        context = self._context(x, mask)
         z = None
         with pyro.plate(SEQUENCE_PLATE, x.shape[0], dim=-1):
             for t in pyro.markov(range(x.shape[1])):
@@ -99,7 +127,7 @@ class MarkovStateSpace(nn.Module):
     def start(self, x: torch.Tensor, mask: torch.Tensor, num_particles: int):
         """Initial particle state ``{"z": [K, B, latent_dim]}`` (unused before ``t = 0``) and context."""
         z = x.new_zeros(num_particles, x.shape[0], self.latent_dim)
-        return {"z": z}, self.context(x, mask)
+        return {"z": z}, self._context(x, mask)
 
     def step(self, state, t, x_t, context, *, reparameterize: bool = True) -> Step:
         """One proposal-and-weighting step for particles ``state["z"] [K, B, latent_dim]``.
@@ -127,6 +155,12 @@ class MarkovStateSpace(nn.Module):
         z_prev = state["z"] if t > 0 else None
         z = self._expanded(self.prior(z_prev, t, context), state["z"].shape[:2]).sample()
         return {"z": z}, self.emission(z, t, context).sample()
+
+    def predict_mean(self, state, t, context) -> torch.Tensor:
+        """``E[x_t | z_t]`` ``[K, B, D]`` at one draw ``z_t ~ p(z_t | z_{t-1})`` per particle."""
+        z_prev = state["z"] if t > 0 else None
+        z = self._expanded(self.prior(z_prev, t, context), state["z"].shape[:2]).sample()
+        return self.emission(z, t, context).mean
 
     @staticmethod
     def _expanded(distribution, batch_shape):

@@ -1,0 +1,250 @@
+"""SRNN: a GRU stacked with a nonlinear state-space layer (Fraccaro et al., 2016).
+
+Generative model, for ``t = 1..T`` with ``u_t = x_{t-1}`` (``x_0 = 0``), ``d_0 = 0``, ``z_0 = 0``::
+
+    d_t = GRU(d_{t-1}, u_t)                                   deterministic
+    z_t ~ N(mu_p(z_{t-1}, d_t), diag v_p(z_{t-1}, d_t))       eq. 3
+    x_t ~ Bernoulli(logits(z_t, d_t))  or  N(m(z_t, d_t), diag s(z_t, d_t))
+
+Inference network ``q(z_t | z_{t-1}, a_t) = N(mu_q, diag v_q)`` (eq. 10), with
+
+* ``inference="smooth"``: ``a_t = GRU_back(a_{t+1}, [d_t, x_t])``, run backwards from ``a_{T+1} = 0``;
+* ``inference="filter"``: ``a_t = NN(d_t, x_t)``;
+* ``residual=True`` (Res_q, eq. 12): ``mu_q = mu_p(z_{t-1}, d_t) + NN(z_{t-1}, a_t)``.
+
+The class is a :class:`~inference.state_space.MarkovStateSpace`, so it has the Pyro
+programs ``model(x, mask)`` / ``guide(x, mask)`` (sites ``z_t``, ``x_t`` in the plate
+``sequences``, ``pyro.markov`` over time) for ``SVI`` with any Pyro ELBO and for
+``Predictive``, and the particle-model methods the shared filter drives, with the
+guide as the proposal. The deterministic states and every first-layer product with
+them run once per sequence (:class:`SRNNContext`), not inside the time loop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyro.distributions as dist
+import torch
+from torch import nn
+
+from inference.particle_filter import ParticleFilter
+from inference.resampling import gather_particles
+from inference.state_space import MarkovStateSpace
+from inference.validation import check_choice, check_positive_int, check_sequences
+
+from .nets import EMISSIONS, SplitInputMLP, check_binary, emission_distribution, emission_params, reverse_padded, shifted_inputs
+
+__all__ = ["SRNN", "SRNNContext", "Generation", "INFERENCE_KINDS"]
+
+INFERENCE_KINDS = ("smooth", "filter")
+
+
+class SRNNContext:
+    """Per-sequence features of one pass, time-major.
+
+    Attributes:
+        d: ``[T, B, rnn_dim]`` deterministic states.
+        prior_input, emission_input: ``[T, B, hidden_dim]`` first-layer products with ``d_t``.
+        posterior_input: ``[T, B, hidden_dim]`` first-layer product with ``a_t`` (computed on
+            first use: the generative model alone never needs it).
+    """
+
+    def __init__(self, srnn: SRNN, x: torch.Tensor, mask: torch.Tensor):
+        self._srnn, self._x, self._mask = srnn, x, mask
+        d, _ = srnn.rnn(shifted_inputs(x))
+        self.d = d.transpose(0, 1)
+        self.prior_input = srnn.prior_net.project(self.d)
+        self.emission_input = srnn.emission_net.project(self.d)
+        self._posterior_input = None
+        self._prior_moments: dict[int, tuple] = {}
+
+    @property
+    def posterior_input(self) -> torch.Tensor:
+        if self._posterior_input is None:
+            a = self._srnn.inference_features(self.d.transpose(0, 1), self._x, self._mask)
+            self._posterior_input = self._srnn.posterior_net.project(a.transpose(0, 1))
+        return self._posterior_input
+
+    def prior_moments(self, z_prev: torch.Tensor, t: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Mean and log-variance of ``p(z_t | z_{t-1}, d_t)``, ``[..., latent_dim]`` each.
+
+        Remembered for the last ``z_prev`` of each step, so that the Res_q guide and the
+        replayed model (or a filter's prior and proposal) share one evaluation.
+        """
+        seen = self._prior_moments.get(t)
+        if seen is not None and seen[0] is z_prev:
+            return seen[1]
+        moments = self._srnn.prior_net(z_prev, self.prior_input[t]).chunk(2, dim=-1)
+        self._prior_moments[t] = (z_prev, moments)
+        return moments
+
+
+@dataclass
+class Generation:
+    """Sequences drawn from a model: ``x [B, T, D]`` and the emission means ``[B, T, D]`` they were drawn from."""
+
+    x: torch.Tensor
+    mean: torch.Tensor
+
+
+def _gaussian(mean: torch.Tensor, log_var: torch.Tensor):
+    return dist.Normal(mean, (0.5 * log_var).exp()).to_event(1)
+
+
+class SRNN(MarkovStateSpace):
+    """Stochastic recurrent neural network with a structured inference network.
+
+    Args:
+        obs_dim: ``D``, the size of ``x_t`` (88 for piano rolls).
+        emission: ``"bernoulli"`` (binary data) or ``"gaussian"`` (diagonal, real-valued).
+        latent_dim: size of ``z_t`` (100 in the paper's music runs).
+        rnn_dim: size of the GRU states ``d_t`` and ``a_t`` (300).
+        hidden_dim: units of the feed-forward nets' hidden layers (500).
+        num_hidden_layers: hidden layers per net (1).
+        inference: ``"smooth"`` (backward GRU) or ``"filter"`` (feed-forward ``a_t``).
+        residual: Res_q, the guide mean as the prior mean plus a learned residual.
+    """
+
+    def __init__(
+        self,
+        obs_dim: int,
+        *,
+        emission: str = "bernoulli",
+        latent_dim: int = 100,
+        rnn_dim: int = 300,
+        hidden_dim: int = 500,
+        num_hidden_layers: int = 1,
+        inference: str = "smooth",
+        residual: bool = True,
+    ):
+        super().__init__()
+        for name, value in (("obs_dim", obs_dim), ("latent_dim", latent_dim), ("rnn_dim", rnn_dim),
+                            ("hidden_dim", hidden_dim)):  # fmt: skip
+            check_positive_int(value, name=name)
+        if not isinstance(residual, bool):
+            raise TypeError(f"residual must be a bool, got {type(residual).__name__}")
+        self.obs_dim, self.latent_dim = obs_dim, latent_dim
+        self.emission_kind = check_choice(emission, EMISSIONS, name="emission")
+        self.inference = check_choice(inference, INFERENCE_KINDS, name="inference")
+        self.residual = residual
+        layers = num_hidden_layers
+        self.rnn = nn.GRU(obs_dim, rnn_dim, batch_first=True)
+        self.prior_net = SplitInputMLP(latent_dim, rnn_dim, hidden_dim, 2 * latent_dim, layers)
+        self.emission_net = SplitInputMLP(latent_dim, rnn_dim, hidden_dim, emission_params(emission, obs_dim), layers)
+        if inference == "smooth":
+            self.inference_rnn = nn.GRU(rnn_dim + obs_dim, rnn_dim, batch_first=True)
+        else:
+            self.inference_net = SplitInputMLP(obs_dim, rnn_dim, hidden_dim, rnn_dim, layers)
+        self.posterior_net = SplitInputMLP(latent_dim, rnn_dim, hidden_dim, 2 * latent_dim, layers)
+
+    # --- deterministic features -------------------------------------------------------
+    def context(self, x: torch.Tensor, mask: torch.Tensor) -> SRNNContext:
+        if self.emission_kind == "bernoulli":
+            check_binary(x, mask)
+        return SRNNContext(self, x, mask)
+
+    def inference_features(self, d: torch.Tensor, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """``a [B, T, rnn_dim]`` from ``d [B, T, rnn_dim]`` and ``x [B, T, D]``.
+
+        Smoothing runs the GRU from each sequence's last valid step back to its first.
+        """
+        if self.inference == "filter":
+            return self.inference_net(x, self.inference_net.project(d))
+        inputs = reverse_padded(torch.cat([d, x], dim=-1), mask)
+        a, _ = self.inference_rnn(inputs)
+        return reverse_padded(a, mask)
+
+    def _z_prev(self, z_prev, context: SRNNContext) -> torch.Tensor:
+        if z_prev is not None:
+            return z_prev
+        return context.d.new_zeros(context.d.shape[1], self.latent_dim)
+
+    # --- the mathematics ----------------------------------------------------------------
+    def prior(self, z_prev, t, context: SRNNContext):
+        return _gaussian(*context.prior_moments(self._z_prev(z_prev, context), t))
+
+    def emission(self, z, t, context: SRNNContext):
+        return emission_distribution(self.emission_kind, self.emission_net(z, context.emission_input[t]))
+
+    def proposal(self, z_prev, t, x_t, context: SRNNContext):
+        z_prev = self._z_prev(z_prev, context)
+        mean, log_var = self.posterior_net(z_prev, context.posterior_input[t]).chunk(2, dim=-1)
+        if self.residual:
+            mean = mean + context.prior_moments(z_prev, t)[0]
+        return _gaussian(mean, log_var)
+
+    # --- prediction and generation --------------------------------------------------------
+    @torch.no_grad()
+    def predictive_mean(self, x: torch.Tensor, mask: torch.Tensor | None = None, *, num_particles: int = 100,
+                        generator: torch.Generator | None = None) -> torch.Tensor:  # fmt: skip
+        """One-step-ahead ``E[x_t | x_{<t}]`` ``[B, T, D]`` (note probabilities for piano rolls).
+
+        From the shared particle filter with the guide as proposal (``num_particles``).
+        """
+        pf = ParticleFilter(num_particles, generator=generator)
+        return pf.run(self, x, mask, predictive_mean=True).predictive_mean
+
+    @torch.no_grad()
+    def generate(
+        self,
+        num_steps: int,
+        *,
+        num_sequences: int = 1,
+        prefix: torch.Tensor | None = None,
+        num_particles: int = 100,
+        generator: torch.Generator | None = None,
+    ) -> Generation:
+        """Sample ``num_steps`` new steps, from scratch or continuing ``prefix``.
+
+        Args:
+            num_steps: steps to generate after the prefix.
+            num_sequences: ``B`` when there is no prefix.
+            prefix: optional ``[B, P, D]`` observed start (all steps valid); ``z_P`` is drawn
+                from the particle filter's posterior ``p(z_P | x_{1:P})`` (``num_particles``).
+            generator: source of every random draw.
+
+        Returns:
+            :class:`Generation` with ``x [B, P + num_steps, D]`` (the prefix first) and the
+            emission means of the generated steps (the prefix's own values in its place).
+        """
+        check_positive_int(num_steps, name="num_steps")
+        parameter = next(self.parameters())
+        if prefix is None:
+            check_positive_int(num_sequences, name="num_sequences")
+            batch = num_sequences
+            d = parameter.new_zeros(1, batch, self.rnn.hidden_size)
+            z, u = None, parameter.new_zeros(batch, self.obs_dim)
+            xs, means = [], []
+        else:
+            prefix, _ = check_sequences(prefix, None, name="prefix", feature_size=self.obs_dim)
+            batch = prefix.shape[0]
+            _, d = self.rnn(shifted_inputs(prefix))
+            z, u = self._posterior_draw(prefix, num_particles, generator), prefix[:, -1]
+            xs, means = list(prefix.unbind(1)), list(prefix.unbind(1))
+        for _ in range(num_steps):
+            out, d = self.rnn(u.unsqueeze(1), d)
+            step_input = out.squeeze(1)
+            z_prev = z if z is not None else step_input.new_zeros(batch, self.latent_dim)
+            mean, log_var = self.prior_net(z_prev, self.prior_net.project(step_input)).chunk(2, dim=-1)
+            z = mean + (0.5 * log_var).exp() * torch.randn(mean.shape, generator=generator, device=mean.device,
+                                                            dtype=mean.dtype)  # fmt: skip
+            params = self.emission_net(z, self.emission_net.project(step_input))
+            u, mean_x = self._draw_emission(params, generator)
+            xs.append(u)
+            means.append(mean_x)
+        return Generation(torch.stack(xs, 1), torch.stack(means, 1))
+
+    def _posterior_draw(self, prefix, num_particles, generator) -> torch.Tensor:
+        """One draw per sequence of ``z_P`` from the filter's weighted particles ``[B, latent_dim]``."""
+        result = ParticleFilter(num_particles, generator=generator).run(self, prefix)
+        pick = torch.multinomial(result.log_weights.T.exp(), 1, generator=generator).T  # [1, B]
+        return gather_particles(result.state["z"], pick)[0]
+
+    def _draw_emission(self, params, generator):
+        if self.emission_kind == "bernoulli":
+            probs = torch.sigmoid(params)
+            return torch.bernoulli(probs, generator=generator), probs
+        mean, log_var = params.chunk(2, dim=-1)
+        noise = torch.randn(mean.shape, generator=generator, device=mean.device, dtype=mean.dtype)
+        return mean + (0.5 * log_var).exp() * noise, mean
