@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from . import registry, runner
-from .config import apply_overrides, check_config, load_config
+from .config import apply_overrides, load_config
 
 __all__ = ["main"]
 
@@ -50,15 +51,16 @@ def _evaluate(args) -> int:
 
 
 def _demo(args) -> int:
-    config = load_config(registry.experiment_config("lgssm-demo"))
-    if args.quick:
-        config = check_config(apply_overrides(config, ["train.epochs=3", "evaluate.num_particles=200",
-                                                       "evaluate.iwae_particles=20"]))  # fmt: skip
-    if args.device:
-        config["device"] = args.device
-    run_dir = args.run_dir or runner.timestamped("demo")
-    print(f"Demo: {config['name']}: training an LGSSM by the SMC bound from a wrong start, then evaluating.")
-    return _finish(runner.train(config, run_dir), run_dir)
+    names = registry.DEMOS if args.only is None else (args.only,)
+    root = args.run_dir or runner.timestamped("demo")
+    quick = ["train.epochs=3", "evaluate.num_particles=200", "evaluate.iwae_particles=20"]
+    for name in names:
+        config = load_config(registry.experiment_config(name), quick if args.quick else [])
+        if args.device:
+            config["device"] = args.device
+        print(f"\nDemo {name}: {registry.EXPERIMENTS[name].description}")
+        _finish(runner.train(config, Path(root) / name), Path(root) / name)
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -84,10 +86,11 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--device", help="cpu, cuda, cuda:N or auto")
     evaluate.set_defaults(func=_evaluate)
 
-    demo = commands.add_parser("demo", help="the quick demo: LGSSM by the SMC bound, all estimators, calibration")
+    demo = commands.add_parser("demo", help="the quick demos: " + ", ".join(registry.DEMOS))
     demo.add_argument("--run-dir", help="run folder (default runs/demo-<time>)")
     demo.add_argument("--device", help="cpu, cuda, cuda:N or auto")
     demo.add_argument("--quick", action="store_true", help="a few epochs only (a smoke test)")
+    demo.add_argument("--only", choices=registry.DEMOS, help="run one of the demos only")
     demo.set_defaults(func=_demo)
     return parser
 

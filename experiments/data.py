@@ -38,6 +38,7 @@ class SequenceData:
     test: tuple[torch.Tensor, torch.Tensor]
     description: str
     truth: object = None  # the generating model, for synthetic data
+    binary: bool = False  # every value is 0 or 1 (piano rolls): judged by Brier score and reliability
 
     @property
     def obs_dim(self) -> int:
@@ -124,12 +125,35 @@ def lgssm_synthetic(
                         truth=truth)  # fmt: skip
 
 
-def polyphonic(name: str = "jsb", data_dir: str | os.PathLike | None = None) -> SequenceData:
-    """One of the four polyphonic music sets (88-key binary piano rolls, standard splits)."""
+def polyphonic(
+    name: str = "jsb",
+    data_dir: str | os.PathLike | None = None,
+    *,
+    train_chunk: int | None = None,
+    max_sequences: int | None = None,
+) -> SequenceData:
+    """One of the four polyphonic music sets (88-key binary piano rolls, standard splits).
+
+    Args:
+        name: ``jsb``, ``nottingham``, ``musedata`` or ``piano``.
+        data_dir: the shared data folder (see :func:`resolve_data_dir`).
+        train_chunk: cut training sequences into pieces of at most this many steps (faster
+            truncated training on the long pieces; validation and test stay whole).
+        max_sequences: keep only the first this many sequences of each split (quick demos).
+    """
     from scipy.io import loadmat
 
     if name not in POLYPHONIC:
         raise ValueError(f"name must be one of {sorted(POLYPHONIC)}, got {name!r}")
+    for key, value in (("train_chunk", train_chunk), ("max_sequences", max_sequences)):
+        if value is not None:
+            check_positive_int(value, name=key)
     raw = loadmat(verified_path(f"polyphonic/{POLYPHONIC[name]}", data_dir))
-    splits = [pad_sequences(list(raw[key].ravel())) for key in ("traindata", "validdata", "testdata")]
-    return SequenceData(*splits, description=f"polyphonic music: {POLYPHONIC[name]} (88 keys)")
+    splits = []
+    for key in ("traindata", "validdata", "testdata"):
+        rolls = list(raw[key].ravel())[:max_sequences]
+        if key == "traindata" and train_chunk is not None:
+            rolls = [roll[start : start + train_chunk] for roll in rolls for start in range(0, len(roll), train_chunk)]
+        splits.append(pad_sequences(rolls))
+    notes = "".join(f", {k}={v}" for k, v in (("train_chunk", train_chunk), ("max_sequences", max_sequences)) if v)
+    return SequenceData(*splits, description=f"polyphonic music: {POLYPHONIC[name]} (88 keys{notes})", binary=True)

@@ -1,4 +1,4 @@
-"""Run-folder plots that are not calibration plots: learning curves and particle clouds.
+"""Run-folder plots that are not calibration plots: learning curves, particle clouds, piano rolls.
 
 Figures are drawn on matplotlib's Agg canvas without pyplot, so no global backend is set.
 """
@@ -12,7 +12,9 @@ from matplotlib.figure import Figure
 
 from inference.io import atomic_write, read_jsonl
 
-__all__ = ["learning_curve", "particle_cloud"]
+from .music import plot_piano_roll, write_midi
+
+__all__ = ["learning_curve", "particle_cloud", "piano_roll_outputs"]
 
 
 def _save(figure: Figure, path) -> None:
@@ -52,3 +54,34 @@ def particle_cloud(result, x: torch.Tensor, path: str | Path, *, key: str = "z",
     ax.set(xlabel="time step", ylabel=f"{key}[0]", title=f"Particle cloud, sequence {sequence}")
     ax.legend()
     _save(figure, path)
+
+
+def piano_roll_outputs(model, roll: torch.Tensor, probabilities: torch.Tensor, run_dir: str | Path, *,
+                       seed: int = 0, prefix_steps: int = 16, generated_steps: int = 64) -> None:  # fmt: skip
+    """Piano-roll pictures (and MIDI, with the ``midi`` extra) of a run on binary music data.
+
+    Writes ``plots/test_piano_roll.png`` (a test piece ``roll [T, 88]`` above the model's
+    one-step ``probabilities [T, 88]``) and, for a model with ``generate``, a continuation
+    of the piece's first ``prefix_steps`` steps and an unconditional sample, each as a PNG
+    and, when ``pretty_midi`` is installed, a ``.mid`` file under ``generated/``.
+    """
+    run_dir = Path(run_dir)
+    plot_piano_roll(roll, run_dir / "plots" / "test_piano_roll.png", probabilities=probabilities,
+                    title="Test piece and one-step-ahead note probabilities")  # fmt: skip
+    if not hasattr(model, "generate"):
+        return
+    device = next(model.parameters()).device
+    generator = torch.Generator(device=device).manual_seed(seed)
+    prefix = roll[:prefix_steps].unsqueeze(0).to(device)
+    pieces = {
+        "continuation": model.generate(generated_steps, prefix=prefix, generator=generator),
+        "sample": model.generate(generated_steps + prefix.shape[1], generator=generator),
+    }
+    for name, piece in pieces.items():
+        x, mean = piece.x[0].cpu(), piece.mean[0].cpu()
+        title = f"Generated {name}" + (f" of the first {prefix.shape[1]} test steps" if name == "continuation" else "")
+        plot_piano_roll(x, run_dir / "generated" / f"{name}.png", probabilities=mean, title=title)
+        try:
+            write_midi(x, run_dir / "generated" / f"{name}.mid")
+        except ImportError:
+            pass  # the MIDI files need the optional extra; the PNGs say the same

@@ -16,11 +16,11 @@ import torch
 
 from inference import ParticleFilter
 from inference.objectives import ELBO, IWAE, ExactLikelihood, Objective, SMCBound
-from ppl_models import LinearGaussianSSM
+from ppl_models import SRNN, GRUBaseline, LinearGaussianSSM
 
 from . import data
 
-__all__ = ["Entry", "MODELS", "DATASETS", "OBJECTIVES", "EXPERIMENTS", "build", "experiment_config"]
+__all__ = ["Entry", "MODELS", "DATASETS", "OBJECTIVES", "EXPERIMENTS", "DEMOS", "build", "experiment_config"]
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 
@@ -47,14 +47,17 @@ def _smc(model, num_particles: int = 64, resampling: str | None = None, ess_thre
 
 
 def _polyphonic(name: str) -> Entry:
-    def load(data_dir: str | None = None) -> data.SequenceData:
-        return data.polyphonic(name, data_dir)
+    def load(data_dir: str | None = None, train_chunk: int | None = None,
+             max_sequences: int | None = None) -> data.SequenceData:  # fmt: skip
+        return data.polyphonic(name, data_dir, train_chunk=train_chunk, max_sequences=max_sequences)
 
     return Entry(load, f"polyphonic music {data.POLYPHONIC[name]} (88-key piano rolls, ../shared/data)")
 
 
 MODELS = {
     "lgssm": Entry(_lgssm, "linear-Gaussian state-space model with exact Kalman likelihood (baseline, oracle)"),
+    "srnn": Entry(SRNN, "SRNN (Fraccaro et al. 2016): GRU + nonlinear SSM, smoothing/filtering guide, Res_q"),
+    "gru": Entry(GRUBaseline, "deterministic GRU with SRNN's emission (the SRNN paper's RNN row), exact likelihood"),
 }
 DATASETS = {
     "lgssm-synthetic": Entry(data.lgssm_synthetic, "sequences from a random stable LGSSM (true parameters known)"),
@@ -69,7 +72,16 @@ OBJECTIVES = {
 EXPERIMENTS = {
     "lgssm-demo": Entry(CONFIG_DIR / "lgssm_demo.toml", "LGSSM trained by the SMC bound from a wrong start; all "
                         "estimators vs the exact likelihood; calibration (the README demo)"),  # fmt: skip
+    "srnn-demo": Entry(CONFIG_DIR / "srnn_demo.toml", "small SRNN on 60 JSB chorales: ELBO/IWAE/SMC, note "
+                       "calibration, generated music (the README demo)"),  # fmt: skip
+    **{f"srnn-{name}": Entry(CONFIG_DIR / f"srnn_{name}.toml", f"SRNN smooth+Res_q on {data.POLYPHONIC[name]} "
+                             "(the SRNN paper's Table 2; ablation by --set model.inference/residual)")
+       for name in data.POLYPHONIC},  # fmt: skip
+    "gru-jsb": Entry(CONFIG_DIR / "gru_jsb.toml", "deterministic GRU baseline on JSB (the SRNN paper's RNN row; "
+                     "other sets by --set data.name)"),  # fmt: skip
 }
+#: what ``ppl-models demo`` runs, in order
+DEMOS = ("lgssm-demo", "srnn-demo")
 
 
 def build(table: dict, registry: dict, kind: str, **fixed):

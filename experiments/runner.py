@@ -93,6 +93,11 @@ def _batches(x, mask, size, device):
 def evaluate_model(model, data, config: EvaluateConfig, run_dir: str | Path | None = None, seed: int = 0) -> dict:
     """Every requested log-likelihood estimate on the test split, plus calibration; writes the run folder.
 
+    Real-valued data is judged by the one-step-ahead predictive samples of the SMC filter
+    (coverage, CRPS, PIT); binary data (piano rolls) by the predicted probabilities
+    ``E[x_t | x_{<t}]`` (Brier score and reliability), from the filter or, for a model
+    without latent states, exactly.
+
     Returns ``{"loglik": {estimator: {"per_step", "per_sequence"}}, "calibration": {...}}``.
     """
     pyro.set_rng_seed(seed)
@@ -100,7 +105,8 @@ def evaluate_model(model, data, config: EvaluateConfig, run_dir: str | Path | No
     x_all, mask_all = data.test
     steps = mask_all.sum()
     totals: dict[str, float] = {}
-    predictive, log_density = [], []
+    predictive, log_density, probabilities = [], [], []
+    samples = 0 if data.binary else config.predictive_samples
 
     def add(name, bound):
         totals[name] = totals.get(name, 0.0) + float(bound.sum())
@@ -111,16 +117,20 @@ def evaluate_model(model, data, config: EvaluateConfig, run_dir: str | Path | No
             if data.truth is not None:
                 add("exact (true parameters)", data.truth.to(device).log_likelihood(x, mask))
         if "elbo" in config.estimators and hasattr(model, "guide"):
-            add("elbo", ELBO(model)(x, mask).bound)
+            add("elbo", ELBO(model, mean_field=True)(x, mask).bound)
         if "iwae" in config.estimators and hasattr(model, "guide"):
             add(f"iwae-{config.iwae_particles}", IWAE(model, config.iwae_particles)(x, mask).bound)
         if "smc" in config.estimators:
-            result = ParticleFilter(config.num_particles).run(model, x, mask,
-                                                              predictive_samples=config.predictive_samples)  # fmt: skip
+            result = ParticleFilter(config.num_particles).run(model, x, mask, predictive_samples=samples,
+                                                              predictive_mean=data.binary)  # fmt: skip
             add(f"smc-{config.num_particles}", result.log_evidence)
             log_density.append(result.log_evidence_steps.cpu())
-            if config.predictive_samples:
+            if samples:
                 predictive.append(result.predictive.cpu())
+            if data.binary:
+                probabilities.append(result.predictive_mean.cpu())
+        elif data.binary and hasattr(model, "predictive_mean"):
+            probabilities.append(model.predictive_mean(x, mask).cpu())
 
     metrics = {
         "data": data.description,
@@ -133,14 +143,39 @@ def evaluate_model(model, data, config: EvaluateConfig, run_dir: str | Path | No
         metrics["calibration"] = calibration.calibration_summary(predictive, x_all, mask_all, log_density)
         metrics["calibration_source"] = (
             f"one-step-ahead predictive of the smc-{config.num_particles} filter, "
-            f"{config.predictive_samples} samples per step; nlpd from its per-step evidence"
+            f"{samples} samples per step; nlpd from its per-step evidence"
         )
+    if probabilities:
+        probabilities = torch.cat(probabilities, 0)
+        metrics["calibration"] = binary_calibration(probabilities, x_all, mask_all)
+        source = f"the smc-{config.num_particles} filter" if "smc" in config.estimators else "the exact predictive"
+        metrics["calibration_source"] = f"one-step-ahead note probabilities E[x_t | x_<t] from {source}"
     if run_dir is not None:
-        _write_outputs(Path(run_dir), model, data, config, metrics, predictive, log_density)
+        _write_outputs(Path(run_dir), model, data, config, metrics, predictive, log_density, probabilities)
     return metrics
 
 
-def _write_outputs(run_dir, model, data, config, metrics, predictive, log_density):
+def binary_calibration(probabilities: torch.Tensor, observed: torch.Tensor, mask: torch.Tensor, bins: int = 10) -> dict:
+    """Brier score and expected calibration error of predicted probabilities of 1s.
+
+    ``ece`` is the count-weighted mean, over ``bins`` equal-width bins, of the gap between
+    the frequency of 1s and the mean predicted probability in the bin.
+    """
+    curve = calibration.reliability_curve(probabilities, observed, mask, bins=bins)
+    prob = probabilities[mask].flatten().double()
+    index = (prob * bins).long().clamp(max=bins - 1)
+    prob_sums = torch.bincount(index, weights=prob, minlength=bins).numpy()
+    valid = curve.counts > 0
+    gaps = abs(curve.observed_frequency[valid] - prob_sums[valid] / curve.counts[valid])
+    return {
+        "brier": calibration.brier_score(probabilities, observed, mask),
+        "ece": float((curve.counts[valid] * gaps).sum() / curve.counts.sum()),
+        "mean_probability": float(prob.mean()),
+        "frequency_of_ones": float(observed[mask].mean()),
+    }
+
+
+def _write_outputs(run_dir, model, data, config, metrics, predictive, log_density, probabilities):
     write_json(run_dir / "metrics.json", metrics)
     write_text(run_dir / "metrics.md", format_table(metrics, markdown=True))
     figures = run_dir / "plots"
@@ -153,7 +188,11 @@ def _write_outputs(run_dir, model, data, config, metrics, predictive, log_densit
         calibration.plot_pit_ecdf(pit_values[mask], figures / "pit_ecdf.png")
         calibration.plot_coverage(metrics_coverage(metrics["calibration"]), figures / "coverage.png")
         calibration.plot_predictive_bands(predictive, x, mask=mask, path=figures / "predictive_bands.png")
-    if "smc" in config.estimators:
+    if isinstance(probabilities, torch.Tensor):
+        curve = calibration.reliability_curve(probabilities, x, mask)
+        calibration.plot_reliability(curve, figures / "reliability.png")
+        plots.piano_roll_outputs(model, x[0][mask[0]], probabilities[0][mask[0]], run_dir, seed=config.batch_size)
+    if "smc" in config.estimators and not data.binary:
         device = next(model.parameters()).device
         first = x[:1].to(device), mask[:1].to(device)
         result = ParticleFilter(min(config.num_particles, 500)).run(model, *first, keep_ancestry=True)

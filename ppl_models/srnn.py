@@ -33,7 +33,15 @@ from inference.resampling import gather_particles
 from inference.state_space import MarkovStateSpace
 from inference.validation import check_choice, check_positive_int, check_sequences
 
-from .nets import EMISSIONS, SplitInputMLP, check_binary, emission_distribution, emission_params, reverse_padded, shifted_inputs
+from .nets import (
+    EMISSIONS,
+    SplitInputMLP,
+    check_binary,
+    emission_distribution,
+    emission_params,
+    reverse_padded,
+    shifted_inputs,
+)
 
 __all__ = ["SRNN", "SRNNContext", "Generation", "INFERENCE_KINDS"]
 
@@ -180,7 +188,9 @@ class SRNN(MarkovStateSpace):
                         generator: torch.Generator | None = None) -> torch.Tensor:  # fmt: skip
         """One-step-ahead ``E[x_t | x_{<t}]`` ``[B, T, D]`` (note probabilities for piano rolls).
 
-        From the shared particle filter with the guide as proposal (``num_particles``).
+        From the shared particle filter with the guide as proposal (``num_particles``). The
+        weights make it consistent for any guide, but at finite ``K`` a smoothing guide's
+        proposals for ``z_{<t}`` have read ``x_{t:T}``; a filtering guide's have not.
         """
         pf = ParticleFilter(num_particles, generator=generator)
         return pf.run(self, x, mask, predictive_mean=True).predictive_mean

@@ -154,6 +154,18 @@ def test_predictive_samples_match_kalman_predictive():
     torch.testing.assert_close(result.predictive.var(0), kalman.predictive_covs[..., 0], atol=0.1, rtol=0.1)
 
 
+def test_predictive_means_match_kalman_predictive_means_and_are_zero_at_padding():
+    model = _model(2, 2, seed=4, proposal="learned")
+    x = _data(model, 3, 10)
+    mask = torch.arange(10) < torch.tensor([[10], [6], [10]])
+    with torch.no_grad():
+        result = ParticleFilter(20000).run(model, x, mask, predictive_mean=True)
+    kalman = model.kalman_filter(x, mask)
+    assert result.predictive_mean.shape == (3, 10, 2)
+    torch.testing.assert_close(result.predictive_mean[mask], kalman.predictive_means[mask], atol=0.03, rtol=0)
+    assert bool((result.predictive_mean[~mask] == 0).all())
+
+
 class _LGSSMPrograms:
     """The same LGSSM as ``init``/``step`` Pyro programs; ``init`` draws z_0 and step 0 moves to z_1."""
 
