@@ -62,6 +62,7 @@ MODELS = {
 DATASETS = {
     "lgssm-synthetic": Entry(data.lgssm_synthetic, "sequences from a random stable LGSSM (true parameters known)"),
     **{f"polyphonic-{name}": _polyphonic(name) for name in data.POLYPHONIC},
+    "swimmer": Entry(data.swimmer, "Swimmer robot trajectories, 5 observation columns, standardised (real-valued)"),
 }
 OBJECTIVES = {
     "exact": Entry(ExactLikelihood, "exact log-likelihood (models with log_likelihood, e.g. the LGSSM)"),
@@ -77,6 +78,8 @@ EXPERIMENTS = {
     **{f"srnn-{name}": Entry(CONFIG_DIR / f"srnn_{name}.toml", f"SRNN smooth+Res_q on {data.POLYPHONIC[name]} "
                              "(the SRNN paper's Table 2; ablation by --set model.inference/residual)")
        for name in data.POLYPHONIC},  # fmt: skip
+    "srnn-swimmer": Entry(CONFIG_DIR / "srnn_swimmer.toml", "SRNN with a Gaussian emission on Swimmer "
+                          "trajectories (the real-valued path; speech sets are not available offline)"),  # fmt: skip
     "gru-jsb": Entry(CONFIG_DIR / "gru_jsb.toml", "deterministic GRU baseline on JSB (the SRNN paper's RNN row; "
                      "other sets by --set data.name)"),  # fmt: skip
 }

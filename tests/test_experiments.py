@@ -8,7 +8,7 @@ import torch
 
 from experiments import cli, registry
 from experiments.config import EvaluateConfig, apply_overrides, check_config, load_config
-from experiments.data import pad_sequences, polyphonic, verified_path
+from experiments.data import pad_sequences, polyphonic, swimmer, verified_path
 
 DEMO = registry.EXPERIMENTS["lgssm-demo"].build
 
@@ -79,19 +79,42 @@ def test_polyphonic_loader_reads_the_standard_splits():
     assert data.obs_dim == 88
     x, mask = data.train
     assert set(x.unique().tolist()) <= {0.0, 1.0} and torch.all(x[~mask] == 0)
+    assert data.binary
+
+
+def test_polyphonic_training_chunks_keep_every_step_and_leave_test_whole():
+    whole, chunked = polyphonic("piano"), polyphonic("piano", train_chunk=200, max_sequences=5)
+    assert chunked.train[0].shape[1] == 200 and chunked.test[0].shape[0] == 5
+    assert int(chunked.train[1].sum()) == int(whole.train[1][:5].sum())
+    torch.testing.assert_close(chunked.test[0], whole.test[0][:5, : chunked.test[0].shape[1]])
+    with pytest.raises(ValueError, match="train_chunk"):
+        polyphonic("jsb", train_chunk=0)
+
+
+def test_swimmer_loader_standardises_by_the_training_split():
+    data = swimmer()
+    assert [s[0].shape for s in (data.train, data.valid, data.test)] == [(25, 100, 5)] * 3
+    torch.testing.assert_close(data.train[0].mean((0, 1)), torch.zeros(5), atol=1e-5, rtol=0)
+    torch.testing.assert_close(data.train[0].std((0, 1)), torch.ones(5), atol=1e-5, rtol=0)
+    assert not data.binary
+    with pytest.raises(ValueError, match="test must be one of"):
+        swimmer(test="0.9")
 
 
 def test_list_prints_every_registry(capsys):
     assert cli.main(["list"]) == 0
     out = capsys.readouterr().out
-    for name in ["lgssm", "lgssm-synthetic", "polyphonic-jsb", "smc", "lgssm-demo"]:
+    for name in ["lgssm", "lgssm-synthetic", "polyphonic-jsb", "smc", "lgssm-demo", "srnn", "gru", "swimmer",
+                 "srnn-demo", "srnn-jsb", "srnn-nottingham", "srnn-musedata", "srnn-piano", "srnn-swimmer", "gru-jsb"]:
         assert name in out
 
 
 def test_quick_demo_writes_a_complete_run_folder_and_evaluate_reuses_it(tmp_path, capsys):
-    run = tmp_path / "demo"
-    assert cli.main(["demo", "--quick", "--device", "cpu", "--run-dir", str(run)]) == 0
+    root = tmp_path / "demo"
+    assert cli.main(["demo", "--quick", "--device", "cpu", "--run-dir", str(root)]) == 0
     assert "smc-200" in capsys.readouterr().out
+    _check_srnn_demo(root / "srnn-demo")
+    run = root / "lgssm-demo"
     for name in ["config.json", "metrics.jsonl", "metrics.json", "metrics.md", "predictive.nc",
                  "checkpoints/last.pt", "checkpoints/best.pt", "plots/learning_curve.png", "plots/pit_ecdf.png",
                  "plots/coverage.png", "plots/predictive_bands.png", "plots/particles.png"]:  # fmt: skip
@@ -108,3 +131,16 @@ def test_quick_demo_writes_a_complete_run_folder_and_evaluate_reuses_it(tmp_path
     assert cli.main(["evaluate", str(run), "--set", "estimators=['exact']", "--device", "cpu"]) == 0
     again = json.loads((run / "metrics.json").read_text())["loglik"]
     assert again["exact"] == loglik["exact"]
+
+
+def _check_srnn_demo(run):
+    """The SRNN part of the demo: bounds, note calibration, piano rolls, generated music."""
+    for name in ["metrics.json", "checkpoints/best.pt", "plots/reliability.png", "plots/test_piano_roll.png",
+                 "generated/continuation.png", "generated/continuation.mid", "generated/sample.png"]:  # fmt: skip
+        assert (run / name).is_file(), name
+    metrics = json.loads((run / "metrics.json").read_text())
+    per_step = {k: v["per_step"] for k, v in metrics["loglik"].items()}
+    assert set(per_step) == {"elbo", "iwae-20", "smc-200"}
+    assert all(-30 < v < 0 for v in per_step.values())
+    assert 0 < metrics["calibration"]["brier"] < 0.25  # better than a constant 0.5
+    assert abs(metrics["calibration"]["frequency_of_ones"] - 0.044) < 0.01  # JSB: about 4 of 88 keys sound
