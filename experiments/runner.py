@@ -151,7 +151,7 @@ def evaluate_model(model, data, config: EvaluateConfig, run_dir: str | Path | No
         source = f"the smc-{config.num_particles} filter" if "smc" in config.estimators else "the exact predictive"
         metrics["calibration_source"] = f"one-step-ahead note probabilities E[x_t | x_<t] from {source}"
     if run_dir is not None:
-        _write_outputs(Path(run_dir), model, data, config, metrics, predictive, log_density, probabilities)
+        _write_outputs(Path(run_dir), model, data, config, metrics, predictive, log_density, probabilities, seed)
     return metrics
 
 
@@ -175,7 +175,7 @@ def binary_calibration(probabilities: torch.Tensor, observed: torch.Tensor, mask
     }
 
 
-def _write_outputs(run_dir, model, data, config, metrics, predictive, log_density, probabilities):
+def _write_outputs(run_dir, model, data, config, metrics, predictive, log_density, probabilities, seed):
     write_json(run_dir / "metrics.json", metrics)
     write_text(run_dir / "metrics.md", format_table(metrics, markdown=True))
     figures = run_dir / "plots"
@@ -191,7 +191,7 @@ def _write_outputs(run_dir, model, data, config, metrics, predictive, log_densit
     if isinstance(probabilities, torch.Tensor):
         curve = calibration.reliability_curve(probabilities, x, mask)
         calibration.plot_reliability(curve, figures / "reliability.png")
-        plots.piano_roll_outputs(model, x[0][mask[0]], probabilities[0][mask[0]], run_dir, seed=config.batch_size)
+        plots.piano_roll_outputs(model, x[0][mask[0]], probabilities[0][mask[0]], run_dir, seed=seed)
     if "smc" in config.estimators and not data.binary:
         device = next(model.parameters()).device
         first = x[:1].to(device), mask[:1].to(device)

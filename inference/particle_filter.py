@@ -298,9 +298,7 @@ class ParticleFilter:
                     predictive.append(self._predict(model, state, log_w, t, context, predictive_samples))
                 if predictive_mean:
                     with torch.no_grad():
-                        particle_means = model.predict_mean(state, t, context)
-                        weights = log_w.exp().reshape(log_w.shape + (1,) * (particle_means.dim() - 2))
-                        step_mean = (weights * particle_means).sum(0)
+                        step_mean = FilterResult._weighted_mean(model.predict_mean(state, t, context), log_w)
                         means[:, t] = step_mean if valid is None else step_mean * valid.unsqueeze(-1)
 
                 new_state, log_alpha, log_joint = model.step(state, t, x[:, t], context, reparameterize=not stop)

@@ -15,8 +15,8 @@ from torch.nn import functional as F
 
 from inference.validation import check_choice, check_positive_int
 
-__all__ = ["EMISSIONS", "SplitInputMLP", "clipped_leaky_relu", "emission_distribution", "emission_params",
-           "reverse_padded", "shifted_inputs", "check_binary"]  # fmt: skip
+__all__ = ["EMISSIONS", "SplitInputMLP", "clipped_leaky_relu", "diagonal_normal", "emission_distribution",
+           "emission_params", "reverse_padded", "shifted_inputs", "check_binary"]  # fmt: skip
 
 EMISSIONS = ("bernoulli", "gaussian")
 
@@ -64,12 +64,16 @@ def emission_params(kind: str, obs_dim: int) -> int:
     return obs_dim if kind == "bernoulli" else 2 * obs_dim
 
 
+def diagonal_normal(mean: torch.Tensor, log_var: torch.Tensor):
+    """``N(mean, diag exp(log_var))`` with event shape ``[D]``."""
+    return dist.Normal(mean, (0.5 * log_var).exp()).to_event(1)
+
+
 def emission_distribution(kind: str, params: torch.Tensor):
     """``p(x_t | ...)`` with event shape ``[D]`` from the net output ``params [..., emission_params]``."""
     if kind == "bernoulli":
         return dist.Bernoulli(logits=params).to_event(1)
-    mean, log_var = params.chunk(2, dim=-1)
-    return dist.Normal(mean, (0.5 * log_var).exp()).to_event(1)
+    return diagonal_normal(*params.chunk(2, dim=-1))
 
 
 def shifted_inputs(x: torch.Tensor) -> torch.Tensor:

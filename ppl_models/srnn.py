@@ -24,7 +24,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import pyro.distributions as dist
 import torch
 from torch import nn
 
@@ -37,6 +36,7 @@ from .nets import (
     EMISSIONS,
     SplitInputMLP,
     check_binary,
+    diagonal_normal,
     emission_distribution,
     emission_params,
     reverse_padded,
@@ -94,10 +94,6 @@ class Generation:
 
     x: torch.Tensor
     mean: torch.Tensor
-
-
-def _gaussian(mean: torch.Tensor, log_var: torch.Tensor):
-    return dist.Normal(mean, (0.5 * log_var).exp()).to_event(1)
 
 
 class SRNN(MarkovStateSpace):
@@ -170,7 +166,7 @@ class SRNN(MarkovStateSpace):
 
     # --- the mathematics ----------------------------------------------------------------
     def prior(self, z_prev, t, context: SRNNContext):
-        return _gaussian(*context.prior_moments(self._z_prev(z_prev, context), t))
+        return diagonal_normal(*context.prior_moments(self._z_prev(z_prev, context), t))
 
     def emission(self, z, t, context: SRNNContext):
         return emission_distribution(self.emission_kind, self.emission_net(z, context.emission_input[t]))
@@ -180,7 +176,7 @@ class SRNN(MarkovStateSpace):
         mean, log_var = self.posterior_net(z_prev, context.posterior_input[t]).chunk(2, dim=-1)
         if self.residual:
             mean = mean + context.prior_moments(z_prev, t)[0]
-        return _gaussian(mean, log_var)
+        return diagonal_normal(mean, log_var)
 
     # --- prediction and generation --------------------------------------------------------
     @torch.no_grad()
