@@ -8,6 +8,8 @@ Examples::
     ppl-models train my_experiment.toml --set train.lr=0.005 --device cpu
     ppl-models train lgssm-demo --run-dir runs/fisher --resume
     ppl-models evaluate runs/fisher --set num_particles=5000
+    ppl-models suite psrnn-swimmer --run-dir runs/psrnn-swimmer
+    ppl-models compare GRU=runs/a PSRNN=runs/b --out runs/gru-vs-psrnn
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from . import registry, runner
+from . import compare, registry, runner
 from .config import apply_overrides, load_config
 
 __all__ = ["main"]
@@ -24,7 +26,8 @@ __all__ = ["main"]
 
 def _list(args) -> int:
     sections = (("models", registry.MODELS), ("data sets", registry.DATASETS),
-                ("objectives", registry.OBJECTIVES), ("experiments", registry.EXPERIMENTS))  # fmt: skip
+                ("objectives", registry.OBJECTIVES), ("experiments", registry.EXPERIMENTS),
+                ("suites", registry.SUITES))  # fmt: skip
     for title, entries in sections:
         print(f"{title}:")
         for name, entry in entries.items():
@@ -63,6 +66,28 @@ def _demo(args) -> int:
     return 0
 
 
+def _suite(args) -> int:
+    if args.suite not in registry.SUITES:
+        raise ValueError(f"suite must be one of {sorted(registry.SUITES)}, got {args.suite!r}")
+    root = args.run_dir or runner.timestamped(args.suite)
+    summary = compare.run_suite(registry.SUITES[args.suite].members, root, args.set, args.device)
+    print((Path(root) / "comparison.md").read_text())
+    print(f"suite folder: {root} ({len(summary)} runs)")
+    return 0
+
+
+def _compare(args) -> int:
+    folders = {}
+    for item in args.runs:
+        label, sep, folder = item.partition("=")
+        if not sep or not label or not folder:
+            raise ValueError(f"runs must look like LABEL=RUN_FOLDER, got {item!r}")
+        folders[label] = folder
+    compare.compare(folders, args.out, feature=args.feature)
+    print((Path(args.out) / "comparison.md").read_text())
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ppl-models", description=__doc__.split("\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
@@ -85,6 +110,20 @@ def build_parser() -> argparse.ArgumentParser:
                           help="override an [evaluate] value, e.g. num_particles=5000")  # fmt: skip
     evaluate.add_argument("--device", help="cpu, cuda, cuda:N or auto")
     evaluate.set_defaults(func=_evaluate)
+
+    suite = commands.add_parser("suite", help="train a suite of runs and compare them (see list)")
+    suite.add_argument("suite", help="registered suite name (see list)")
+    suite.add_argument("--run-dir", help="suite folder (default runs/<suite>-<time>); rerun to resume")
+    suite.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                       help="override a config value of every member, repeatable")  # fmt: skip
+    suite.add_argument("--device", help="cpu, cuda, cuda:N or auto")
+    suite.set_defaults(func=_suite)
+
+    comparison = commands.add_parser("compare", help="compare finished run folders (MSE vs epoch, predictions)")
+    comparison.add_argument("runs", nargs="+", metavar="LABEL=RUN_FOLDER", help="run folders and their labels")
+    comparison.add_argument("--out", required=True, help="folder for comparison.md and the figures")
+    comparison.add_argument("--feature", type=int, default=0, help="feature drawn in predictions.png")
+    comparison.set_defaults(func=_compare)
 
     demo = commands.add_parser("demo", help="the quick demos: " + ", ".join(registry.DEMOS))
     demo.add_argument("--run-dir", help="run folder (default runs/demo-<time>)")

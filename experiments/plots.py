@@ -14,10 +14,10 @@ from inference.io import atomic_write, read_jsonl
 
 from .music import plot_piano_roll, write_midi
 
-__all__ = ["learning_curve", "particle_cloud", "piano_roll_outputs"]
+__all__ = ["save_png", "learning_curve", "particle_cloud", "piano_roll_outputs"]
 
 
-def _save(figure: Figure, path) -> None:
+def save_png(figure: Figure, path) -> None:
     atomic_write(path, lambda tmp: figure.savefig(tmp, format="png", dpi=110, bbox_inches="tight"))
 
 
@@ -35,7 +35,7 @@ def learning_curve(metrics_path: str | Path, path: str | Path) -> None:
         ax.plot(*zip(*valid), marker="o", label="validation")
     ax.set(xlabel="epoch", ylabel="nats per time step", title="Learning curve")
     ax.legend()
-    _save(figure, path)
+    save_png(figure, path)
 
 
 def particle_cloud(result, x: torch.Tensor, path: str | Path, *, key: str = "z", sequence: int = 0) -> None:
@@ -53,7 +53,7 @@ def particle_cloud(result, x: torch.Tensor, path: str | Path, *, key: str = "z",
     ax.plot(result.filtered_mean(key)[sequence, :, 0].cpu(), color="crimson", lw=1.5, label="filtering mean")
     ax.set(xlabel="time step", ylabel=f"{key}[0]", title=f"Particle cloud, sequence {sequence}")
     ax.legend()
-    _save(figure, path)
+    save_png(figure, path)
 
 
 def piano_roll_outputs(model, roll: torch.Tensor, probabilities: torch.Tensor, run_dir: str | Path, *,

@@ -16,11 +16,12 @@ import torch
 
 from inference import ParticleFilter
 from inference.objectives import ELBO, IWAE, ExactLikelihood, Objective, SMCBound
-from ppl_models import SRNN, GRUBaseline, LinearGaussianSSM
+from ppl_models import PSRNN, SRNN, GRUBaseline, LinearGaussianSSM, RecurrentPredictor, TwoStageKalmanFilter
 
 from . import data
 
-__all__ = ["Entry", "MODELS", "DATASETS", "OBJECTIVES", "EXPERIMENTS", "DEMOS", "build", "experiment_config"]
+__all__ = ["Entry", "Suite", "MODELS", "DATASETS", "OBJECTIVES", "EXPERIMENTS", "SUITES", "DEMOS", "build",
+           "experiment_config"]
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 
@@ -58,11 +59,19 @@ MODELS = {
     "lgssm": Entry(_lgssm, "linear-Gaussian state-space model with exact Kalman likelihood (baseline, oracle)"),
     "srnn": Entry(SRNN, "SRNN (Fraccaro et al. 2016): GRU + nonlinear SSM, smoothing/filtering guide, Res_q"),
     "gru": Entry(GRUBaseline, "deterministic GRU with SRNN's emission (the SRNN paper's RNN row), exact likelihood"),
+    "psrnn": Entry(PSRNN, "PSRNN (Downey et al. 2017): bilinear predictive-state updates, two-stage-regression "
+                   "start, optionally factorized (rank) and multilayer; Gaussian predictive"),  # fmt: skip
+    "recurrent": Entry(RecurrentPredictor, "linear encoder + Elman RNN / GRU / LSTM (cell=) + linear decoder, "
+                       "Xavier init; Gaussian predictive (the PSRNN paper's baselines)"),  # fmt: skip
+    "kf": Entry(TwoStageKalmanFilter, "Kalman filter started by linear two-stage regression (the PSRNN paper's "
+                "KF baseline), exact likelihood"),  # fmt: skip
 }
 DATASETS = {
     "lgssm-synthetic": Entry(data.lgssm_synthetic, "sequences from a random stable LGSSM (true parameters known)"),
     **{f"polyphonic-{name}": _polyphonic(name) for name in data.POLYPHONIC},
     "swimmer": Entry(data.swimmer, "Swimmer robot trajectories, 5 observation columns, standardised (real-valued)"),
+    "air-quality": Entry(data.air_quality, "UCI air quality, 5 hourly sensor responses cut into 100-hour "
+                         "sequences, chronological split, standardised"),  # fmt: skip
 }
 OBJECTIVES = {
     "exact": Entry(ExactLikelihood, "exact log-likelihood (models with log_likelihood, e.g. the LGSSM)"),
@@ -80,9 +89,47 @@ EXPERIMENTS = {
        for name in data.POLYPHONIC},  # fmt: skip
     "srnn-swimmer": Entry(CONFIG_DIR / "srnn_swimmer.toml", "SRNN with a Gaussian emission on Swimmer "
                           "trajectories (the real-valued path; speech sets are not available offline)"),  # fmt: skip
+    "psrnn-swimmer": Entry(CONFIG_DIR / "psrnn_swimmer.toml", "PSRNN from two-stage regression on Swimmer, "
+                           "refined by BPTT (--set model.rank=, model.num_layers=, model.init=)"),  # fmt: skip
+    "recurrent-swimmer": Entry(CONFIG_DIR / "recurrent_swimmer.toml", "RNN / GRU / LSTM baseline of the PSRNN "
+                               "paper on Swimmer (--set model.cell=)"),  # fmt: skip
+    "kf-swimmer": Entry(CONFIG_DIR / "kf_swimmer.toml", "Kalman filter from two-stage regression on Swimmer, "
+                        "refined by its exact likelihood"),  # fmt: skip
     "gru-jsb": Entry(CONFIG_DIR / "gru_jsb.toml", "deterministic GRU baseline on JSB (the SRNN paper's RNN row; "
                      "other sets by --set data.name)"),  # fmt: skip
 }
+
+
+@dataclass(frozen=True)
+class Suite:
+    """Runs compared side by side by ``ppl-models suite``: ``(label, experiment, overrides)`` members."""
+
+    members: tuple[tuple[str, str, tuple[str, ...]], ...]
+    description: str
+
+
+def _baselines(*overrides: str) -> tuple:
+    """The PSRNN paper's section-6 comparison: KF, RNN, GRU, LSTM, PSRNN, and PSRNN from a random start."""
+    return (
+        ("KF", "kf-swimmer", overrides),
+        *((name, "recurrent-swimmer", (f'model.cell="{cell}"', *overrides))
+          for name, cell in (("RNN", "rnn"), ("GRU", "gru"), ("LSTM", "lstm"))),
+        ("PSRNN", "psrnn-swimmer", overrides),
+        ("PSRNN random init", "psrnn-swimmer", ('model.init="random"', *overrides)),
+    )  # fmt: skip
+
+
+SUITES = {
+    "psrnn-swimmer": Suite(_baselines(), "KF, RNN, GRU, LSTM and PSRNN (2SR and random start) on Swimmer: "
+                           "MSE vs epoch and predictions before/after BPTT (the PSRNN paper's Figure 4)"),  # fmt: skip
+    "psrnn-air-quality": Suite(_baselines('data.name="air-quality"'), "the same comparison on UCI air quality "
+                               "(in place of Mocap and Handwriting, not available offline)"),  # fmt: skip
+    "psrnn-layers": Suite((("1 layer", "psrnn-swimmer", ()), ("2 layers", "psrnn-swimmer", ("model.num_layers=2",))),
+                          "1-layer vs 2-layer PSRNN on Swimmer (the PSRNN paper's Figure 3b)"),
+    "psrnn-rank": Suite((("PSRNN", "psrnn-swimmer", ()),
+                         *((f"rank {r}", "psrnn-swimmer", (f"model.rank={r}",)) for r in (5, 10, 20, 40, 80))),
+                        "PSRNN vs factorized PSRNNs of several CP ranks on Swimmer (the PSRNN paper's Figure 3c)"),
+}  # fmt: skip
 #: what ``ppl-models demo`` runs, in order
 DEMOS = ("lgssm-demo", "srnn-demo")
 

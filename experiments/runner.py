@@ -8,6 +8,9 @@ A run folder holds:
   named (``exact``, ``elbo``, ``iwae-K``, ``smc-K``) per time step and per sequence, in
   nats, beside the calibration metrics of the one-step-ahead predictive distribution;
 * ``predictive.nc``: ArviZ ``InferenceData`` with observations and predictive samples;
+* ``predictions.json`` (real-valued data, models with an exact predictive distribution):
+  the first test sequence with its one-step predictions before and after training, and the
+  held-out MSE before training; the training log then carries the held-out MSE per epoch;
 * ``plots/``: learning curve, PIT ECDF, coverage, predictive bands, particle cloud.
 """
 
@@ -63,7 +66,17 @@ def train(config: dict, run_dir: str | Path, *, resume: bool = False) -> dict:
     device = resolve_device(config["device"])
     data, model, objective = _setup(config)
     write_json(run_dir / "config.json", config)
-    trainer = Trainer(objective, data.train, data.valid, TrainConfig.from_dict(config["train"]), run_dir, device)
+    fresh = not (run_dir / "checkpoints" / "last.pt").exists()
+    if fresh and hasattr(model, "initialize"):
+        model.initialize(*data.train)
+    monitor = None
+    if not data.binary and hasattr(model, "predictive_distribution"):
+        monitor = _held_out_mse(model, data)
+        if fresh:
+            write_json(run_dir / "predictions.json", {"initial": _first_test_prediction(model, data),
+                                                      "initial_mse": monitor()})  # fmt: skip
+    trainer = Trainer(objective, data.train, data.valid, TrainConfig.from_dict(config["train"]), run_dir, device,
+                      monitor=monitor)  # fmt: skip
     trainer.fit(resume=resume)
     best = run_dir / "checkpoints" / "best.pt"
     if best.exists():
@@ -84,6 +97,37 @@ def evaluate(run_dir: str | Path, overrides: dict | None = None, device: str | N
     return evaluate_model(model, data, evaluate_config, run_dir, config["seed"])
 
 
+def _held_out_mse(model, data):
+    """A monitor of the training loop: one-step MSE of the exact predictive mean on validation and test."""
+
+    @torch.no_grad()
+    def monitor() -> dict:
+        model.eval()
+        return {f"{name}_mse": one_step_mse(model, *split)
+                for name, split in (("valid", data.valid), ("test", data.test))}  # fmt: skip
+
+    return monitor
+
+
+@torch.no_grad()
+def one_step_mse(model, x: torch.Tensor, mask: torch.Tensor, *, batch_size: int = 256) -> float:
+    """Mean squared error of ``E[x_t | x_<t]`` over valid steps and features (exact predictive)."""
+    device = next(model.parameters()).device
+    total = 0.0
+    for xb, mb in _batches(x, mask, batch_size, device):
+        error = model.predictive_distribution(xb, mb).mean - xb
+        total += float((error[mb] ** 2).sum())
+    return total / (float(mask.sum()) * x.shape[-1])
+
+
+@torch.no_grad()
+def _first_test_prediction(model, data) -> list:
+    x, mask = data.test
+    device = next(model.parameters()).device
+    first = x[:1][:, mask[0]].to(device)
+    return model.predictive_distribution(first).mean[0].cpu().tolist()
+
+
 def _batches(x, mask, size, device):
     for start in range(0, x.shape[0], size):
         yield x[start : start + size].to(device), mask[start : start + size].to(device)
@@ -93,8 +137,9 @@ def _batches(x, mask, size, device):
 def evaluate_model(model, data, config: EvaluateConfig, run_dir: str | Path | None = None, seed: int = 0) -> dict:
     """Every requested log-likelihood estimate on the test split, plus calibration; writes the run folder.
 
-    Real-valued data is judged by the one-step-ahead predictive samples of the SMC filter
-    (coverage, CRPS, PIT); binary data (piano rolls) by the predicted probabilities
+    Real-valued data is judged by the one-step-ahead predictive samples of the SMC filter,
+    or, without ``smc`` among the estimators, of the model's exact predictive distribution
+    (coverage, CRPS, PIT), and by the one-step MSE of the predictive mean; binary data (piano rolls) by the predicted probabilities
     ``E[x_t | x_{<t}]`` (Brier score and reliability), from the filter or, for a model
     without latent states, exactly.
 
@@ -105,7 +150,7 @@ def evaluate_model(model, data, config: EvaluateConfig, run_dir: str | Path | No
     x_all, mask_all = data.test
     steps = mask_all.sum()
     totals: dict[str, float] = {}
-    predictive, log_density, probabilities = [], [], []
+    predictive, log_density, probabilities, squared_errors = [], [], [], []
     samples = 0 if data.binary else config.predictive_samples
 
     def add(name, bound):
@@ -122,28 +167,43 @@ def evaluate_model(model, data, config: EvaluateConfig, run_dir: str | Path | No
             add(f"iwae-{config.iwae_particles}", IWAE(model, config.iwae_particles)(x, mask).bound)
         if "smc" in config.estimators:
             result = ParticleFilter(config.num_particles).run(model, x, mask, predictive_samples=samples,
-                                                              predictive_mean=data.binary)  # fmt: skip
+                                                              predictive_mean=True)  # fmt: skip
             add(f"smc-{config.num_particles}", result.log_evidence)
             log_density.append(result.log_evidence_steps.cpu())
+            mean = result.predictive_mean
             if samples:
                 predictive.append(result.predictive.cpu())
-            if data.binary:
-                probabilities.append(result.predictive_mean.cpu())
+        elif not data.binary and hasattr(model, "predictive_distribution"):
+            exact = model.predictive_distribution(x, mask)
+            log_density.append((exact.log_prob(x) * mask).cpu())
+            mean = exact.mean
+            if samples:
+                predictive.append(exact.sample((samples,)).cpu())
         elif data.binary and hasattr(model, "predictive_mean"):
-            probabilities.append(model.predictive_mean(x, mask).cpu())
+            mean = model.predictive_mean(x, mask)
+        else:
+            mean = None
+        if data.binary and mean is not None:
+            probabilities.append(mean.cpu())
+        elif mean is not None:
+            squared_errors.append(float(((mean - x)[mask] ** 2).sum()))
 
     metrics = {
         "data": data.description,
         "test_sequences": int(x_all.shape[0]),
         "test_steps": int(steps),
+        "num_parameters": sum(p.numel() for p in model.parameters()),
         "loglik": {k: {"per_step": v / float(steps), "per_sequence": v / x_all.shape[0]} for k, v in totals.items()},
     }
+    if squared_errors:
+        metrics["mse"] = sum(squared_errors) / (float(steps) * x_all.shape[-1])
     if predictive:
         predictive, log_density = torch.cat(predictive, 1), torch.cat(log_density, 0)
         metrics["calibration"] = calibration.calibration_summary(predictive, x_all, mask_all, log_density)
+        source = f"the smc-{config.num_particles} filter" if "smc" in config.estimators else "the exact predictive"
         metrics["calibration_source"] = (
-            f"one-step-ahead predictive of the smc-{config.num_particles} filter, "
-            f"{samples} samples per step; nlpd from its per-step evidence"
+            f"one-step-ahead predictive of {source}, {samples} samples per step; "
+            "nlpd from its per-step log density"
         )
     if probabilities:
         probabilities = torch.cat(probabilities, 0)
@@ -177,6 +237,11 @@ def binary_calibration(probabilities: torch.Tensor, observed: torch.Tensor, mask
 
 def _write_outputs(run_dir, model, data, config, metrics, predictive, log_density, probabilities, seed):
     write_json(run_dir / "metrics.json", metrics)
+    if (run_dir / "predictions.json").is_file() and hasattr(model, "predictive_distribution"):
+        record = json.loads((run_dir / "predictions.json").read_text())
+        x, mask = data.test
+        record.update(observed=x[0][mask[0]].tolist(), final=_first_test_prediction(model, data), final_mse=metrics["mse"])
+        write_json(run_dir / "predictions.json", record)
     write_text(run_dir / "metrics.md", format_table(metrics, markdown=True))
     figures = run_dir / "plots"
     plots.learning_curve(run_dir / "metrics.jsonl", figures / "learning_curve.png")
@@ -208,19 +273,20 @@ def format_table(metrics: dict, *, markdown: bool = False) -> str:
     """The metrics as a text (or Markdown) table: estimators in nats, then calibration."""
     rows = [("estimator", "nats / step", "nats / sequence")]
     rows += [(k, f"{v['per_step']:.4f}", f"{v['per_sequence']:.2f}") for k, v in metrics["loglik"].items()]
-    cal = [(k, f"{v:.4f}") for k, v in metrics.get("calibration", {}).items()]
+    cal = [("one-step mse", f"{metrics['mse']:.5f}")] if "mse" in metrics else []
+    cal += [(k, f"{v:.4f}") for k, v in metrics.get("calibration", {}).items()]
     head = f"{metrics['data']}: {metrics['test_sequences']} test sequences, {metrics['test_steps']} steps"
     if markdown:
         lines = [f"# Results\n\n{head}\n", "| " + " | ".join(rows[0]) + " |", "|---|---:|---:|"]
         lines += ["| " + " | ".join(r) + " |" for r in rows[1:]]
         if cal:
-            lines += ["", f"Calibration: {metrics['calibration_source']}.", "", "| metric | value |", "|---|---:|"]
+            lines += ["", f"Calibration: {metrics.get('calibration_source', 'the one-step predictive mean')}.", "", "| metric | value |", "|---|---:|"]
             lines += [f"| {k} | {v} |" for k, v in cal]
         return "\n".join(lines) + "\n"
     width = max(len(r[0]) for r in rows + cal) + 2
     lines = [head] + [f"{r[0]:<{width}}{r[1]:>16}{r[2]:>18}" for r in rows]
     if cal:
-        lines += ["", f"calibration: {metrics['calibration_source']}"]
+        lines += ["", f"calibration: {metrics.get('calibration_source', 'the one-step predictive mean')}"]
         lines += [f"{k:<{width}}{v:>16}" for k, v in cal]
     return "\n".join(lines)
 

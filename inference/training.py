@@ -20,7 +20,7 @@ import math
 import os
 import time
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -263,6 +263,9 @@ class Trainer:
         run_dir: folder of ``metrics.jsonl`` and ``checkpoints/``; ``None`` writes nothing.
         device: ``"cpu"``, ``"cuda"``, ``"cuda:N"``, a ``torch.device``, or ``None`` for the device
             of the objective's parameters. Under ``torchrun``, ``"cuda"`` means ``cuda:LOCAL_RANK``.
+        monitor: optional callable returning ``{name: float}``, called without gradients after
+            each validation (model in eval mode); its result is the epoch record's ``monitor``
+            entry (e.g. a held-out MSE to draw against epochs).
 
     Under ``torch.distributed`` every rank must build its Trainer with the same arguments.
     After :meth:`fit`, ``history``, ``epoch`` (epochs done), ``step`` (optimizer steps),
@@ -271,7 +274,8 @@ class Trainer:
     """
 
     def __init__(self, objective: nn.Module, train_data, valid_data=None, config: TrainConfig | None = None,
-                 run_dir: str | os.PathLike | None = None, device=None):
+                 run_dir: str | os.PathLike | None = None, device=None,
+                 monitor: Callable[[], dict] | None = None):  # fmt: skip
         if not isinstance(objective, nn.Module):
             raise TypeError(f"objective must be an nn.Module (an Objective), got {type(objective).__name__}")
         self.config = TrainConfig() if config is None else config
@@ -281,6 +285,9 @@ class Trainer:
         self.valid_data = None if valid_data is None else _check_data(valid_data, "valid_data")
         if self.config.patience is not None and self.valid_data is None:
             raise ValueError("TrainConfig.patience needs valid_data: early stopping watches the validation bound")
+        if monitor is not None and not callable(monitor):
+            raise TypeError(f"monitor must be callable or None, got {type(monitor).__name__}")
+        self.monitor = monitor
         self.run_dir = None if run_dir is None else Path(run_dir)
         self.rank, self.world_size = (dist.get_rank(), dist.get_world_size()) if _distributed() else (0, 1)
         self.device = _resolve_device(device, objective)
@@ -312,7 +319,7 @@ class Trainer:
             One dict per epoch (all epochs of the run, those before a resume too): ``epoch``
             (1-based), ``step``, ``train_loss`` (mean minibatch loss), ``train_bound_per_step``,
             ``valid_bound_per_step`` (``None`` when not validated), ``bound_kind``, ``lr``,
-            ``kl_factor`` (at the epoch's last step) and ``seconds``.
+            ``kl_factor`` (at the epoch's last step), ``seconds`` and, with a ``monitor``, ``monitor``.
         """
         if resume and self.run_dir is None:
             raise ValueError("resume=True needs a run_dir to read checkpoints/last.pt from")
@@ -345,6 +352,9 @@ class Trainer:
             "valid_bound_per_step": valid_bound, "bound_kind": getattr(self.objective, "kind", "objective"),
             "lr": lr, "kl_factor": kl_factor, "seconds": time.perf_counter() - start,
         }
+        if self.monitor is not None and valid_bound is not None:
+            with torch.no_grad():
+                record["monitor"] = {k: float(v) for k, v in self.monitor().items()}
         self.history.append(record)
         if valid_bound is not None:
             bar.set_postfix(loss=f"{train_loss:.4g}", valid=f"{valid_bound:.4g}")

@@ -1,8 +1,11 @@
 """The architectures of the collection: each a Pyro model and guide built from modules
 that return distributions, usable by the shared engines of :mod:`inference`."""
 
-from .lgssm import KalmanResult, LinearGaussianSSM
+from .lgssm import KalmanResult, LinearGaussianSSM, TwoStageKalmanFilter
+from .predictors import OneStepPredictor, RecurrentPredictor
+from .psrnn import PSRNN
 from .rnn_baseline import GRUBaseline
 from .srnn import SRNN
 
-__all__ = ["LinearGaussianSSM", "KalmanResult", "SRNN", "GRUBaseline"]
+__all__ = ["LinearGaussianSSM", "KalmanResult", "TwoStageKalmanFilter", "SRNN", "GRUBaseline", "PSRNN",
+           "OneStepPredictor", "RecurrentPredictor"]

@@ -26,8 +26,9 @@ from inference.state_space import MarkovStateSpace
 from inference.validation import check_choice, check_positive_int, check_sequences
 
 from .distributions import MultivariateNormal, times_transpose
+from .spectral import linear_two_stage_regression
 
-__all__ = ["LinearGaussianSSM", "KalmanResult"]
+__all__ = ["LinearGaussianSSM", "KalmanResult", "TwoStageKalmanFilter"]
 
 _to_tril = transform_to(constraints.lower_cholesky)
 
@@ -217,6 +218,11 @@ class LinearGaussianSSM(MarkovStateSpace):
         """Exact ``log p(x_{1:T_b})`` per sequence, ``[B]`` (differentiable in the parameters)."""
         return self.kalman_filter(x, mask).log_likelihood
 
+    def predictive_distribution(self, x: torch.Tensor, mask: torch.Tensor | None = None):
+        """Exact ``p(x_t | x_{<t})`` for every step: batch shape ``[B, T]``, event ``[Dx]``."""
+        k = self.kalman_filter(x, mask)
+        return dist.MultivariateNormal(k.predictive_means, covariance_matrix=k.predictive_covs)
+
     def smooth(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Rauch-Tung-Striebel smoothing: means ``[B, T, Dz]`` and covariances ``[B, T, Dz, Dz]``."""
         x, mask = check_sequences(x, mask, feature_size=self.obs_dim)
@@ -253,3 +259,41 @@ class LinearGaussianSSM(MarkovStateSpace):
             zs.append(z)
             xs.append(z @ self.C.T + noise(self.obs_dim) @ self.R_tril.T)
         return torch.stack(xs, 1), torch.stack(zs, 1)
+
+
+class TwoStageKalmanFilter(LinearGaussianSSM):
+    """The Kalman-filter baseline of the PSRNN paper: an LGSSM started by two-stage regression.
+
+    :meth:`initialize` sets ``A, C, Q, R`` and ``P_0`` from training data by
+    :func:`~ppl_models.spectral.linear_two_stage_regression` (predictive states of a
+    ``horizon``-step future from a ``horizon``-step history, projected to ``latent_dim``);
+    the exact likelihood can then refine them by gradient.
+
+    Args:
+        obs_dim: ``Dx``; latent_dim: ``Dz``; horizon: ``k``; ridge: per-example ridge penalty.
+    """
+
+    def __init__(self, obs_dim: int, *, latent_dim: int = 20, horizon: int = 10, ridge: float = 1e-4):
+        for name, value in (("obs_dim", obs_dim), ("latent_dim", latent_dim), ("horizon", horizon)):
+            check_positive_int(value, name=name)
+        if latent_dim > horizon * obs_dim:
+            raise ValueError(f"latent_dim must be <= horizon * obs_dim = {horizon * obs_dim}, got {latent_dim}")
+        if isinstance(ridge, bool) or not isinstance(ridge, (int, float)) or ridge < 0:
+            raise ValueError(f"ridge must be a number >= 0, got {ridge!r}")
+        eye_z, eye_x = torch.eye(latent_dim), torch.eye(obs_dim)
+        super().__init__(0.5 * eye_z, torch.zeros(obs_dim, latent_dim), eye_z, eye_x, eye_z)
+        self.horizon, self.ridge = horizon, float(ridge)
+
+    @torch.no_grad()
+    def initialize(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> TwoStageKalmanFilter:
+        """Two-stage regression on ``x [B, T, Dx]`` (in double precision); resets the proposal."""
+        x, mask = check_sequences(x, mask, feature_size=self.obs_dim)
+        system = linear_two_stage_regression(x.double(), mask, self.latent_dim, self.horizon, self.ridge)
+        dtype = self.A.dtype
+        self.A.copy_(system.A.to(dtype))
+        self.C.copy_(system.C.to(dtype))
+        self.Q_raw.copy_(_to_tril.inv(torch.linalg.cholesky(system.Q)).to(dtype))
+        self.R_raw.copy_(_to_tril.inv(torch.linalg.cholesky(system.R)).to(dtype))
+        self.init_cov.copy_(system.init_cov.to(dtype))
+        self.reset_proposal()
+        return self

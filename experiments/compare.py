@@ -1,0 +1,141 @@
+"""Suites of runs compared side by side: held-out MSE against epochs, predictions before and after
+training, and one table (the PSRNN paper's Figures 3 and 4).
+
+A suite is a list of ``(label, experiment, overrides)`` members (:data:`experiments.registry.SUITES`).
+:func:`run_suite` trains each member into ``<root>/<label>`` (a finished member is kept, an
+interrupted one resumes), then :func:`compare` writes into ``<root>``:
+
+* ``comparison.md`` / ``comparison.json``: per member the parameter count, the test MSE
+  before training and of the best checkpoint, and the calibration of its predictive;
+* ``mse_vs_epoch.png``: test one-step MSE against epochs (epoch 0 is the initialisation);
+* ``predictions.png``: one test sequence's feature against each model's one-step
+  predictions, before (top row) and after (bottom row) training.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from matplotlib.figure import Figure
+
+from inference.io import read_jsonl, write_json, write_text
+
+from . import runner
+from .config import load_config
+from .plots import save_png
+
+__all__ = ["run_suite", "compare", "member_folder"]
+
+
+def member_folder(root: str | Path, label: str) -> Path:
+    """``<root>/<label>`` with the label made a safe folder name."""
+    return Path(root) / re.sub(r"[^A-Za-z0-9._-]+", "-", label).strip("-").lower()
+
+
+def run_suite(members, root: str | Path, overrides: list[str] = (), device: str | None = None) -> dict:
+    """Train every member (skipping finished ones, resuming interrupted ones), then :func:`compare`."""
+    from .registry import experiment_config
+
+    folders = {}
+    for label, experiment, member_overrides in members:
+        folder = member_folder(root, label)
+        folders[label] = folder
+        if (folder / "metrics.json").is_file():
+            print(f"{label}: finished earlier, kept ({folder})")
+            continue
+        config = load_config(experiment_config(experiment), [*member_overrides, *overrides])
+        config["name"] = label
+        if device:
+            config["device"] = device
+        print(f"{label}: training ({experiment} {' '.join(member_overrides)})")
+        runner.train(config, folder, resume=(folder / "checkpoints" / "last.pt").exists())
+    return compare(folders, root)
+
+
+def _member_summary(folder: Path) -> dict:
+    metrics = json.loads((folder / "metrics.json").read_text())
+    predictions = folder / "predictions.json"
+    initial = json.loads(predictions.read_text()).get("initial_mse", {}) if predictions.is_file() else {}
+    calibration = metrics.get("calibration", {})
+    return {
+        "num_parameters": metrics.get("num_parameters"),
+        "initial_test_mse": initial.get("test_mse"),
+        "test_mse": metrics.get("mse"),
+        "nlpd": calibration.get("nlpd"),
+        "crps": calibration.get("crps"),
+        "coverage_0.5": calibration.get("coverage_0.5"),
+        "coverage_0.9": calibration.get("coverage_0.9"),
+        "pit_ks": calibration.get("pit_ks"),
+    }
+
+
+def compare(folders: dict[str, str | Path], out_dir: str | Path, feature: int = 0) -> dict:
+    """Compare finished run folders ``{label: folder}``; write the table and the two figures into ``out_dir``."""
+    folders = {label: Path(folder) for label, folder in folders.items()}
+    missing = [str(f) for f in folders.values() if not (f / "metrics.json").is_file()]
+    if missing:
+        raise ValueError(f"not finished run folders (no metrics.json): {missing}")
+    out_dir = Path(out_dir)
+    summary = {label: _member_summary(folder) for label, folder in folders.items()}
+    write_json(out_dir / "comparison.json", summary)
+    write_text(out_dir / "comparison.md", _table(summary))
+    _mse_curves(folders, out_dir / "mse_vs_epoch.png")
+    _prediction_grid(folders, out_dir / "predictions.png", feature)
+    return summary
+
+
+def _table(summary: dict) -> str:
+    columns = list(next(iter(summary.values())))
+    lines = ["| model | " + " | ".join(c.replace("_", " ") for c in columns) + " |",
+             "|---|" + "---:|" * len(columns)]  # fmt: skip
+
+    def cell(value):
+        if value is None:
+            return "-"
+        return f"{value:,}" if isinstance(value, int) else f"{value:.4g}"
+
+    lines += [f"| {label} | " + " | ".join(cell(row[c]) for c in columns) + " |" for label, row in summary.items()]
+    return "\n".join(lines) + "\n"
+
+
+def _mse_curves(folders: dict[str, Path], path: Path) -> None:
+    figure = Figure(figsize=(6.5, 4))
+    ax = figure.subplots()
+    for label, folder in folders.items():
+        points = []
+        predictions = folder / "predictions.json"
+        if predictions.is_file():
+            initial = json.loads(predictions.read_text()).get("initial_mse", {})
+            if "test_mse" in initial:
+                points.append((0, initial["test_mse"]))
+        if (folder / "metrics.jsonl").is_file():
+            points += [(r["epoch"], r["monitor"]["test_mse"]) for r in read_jsonl(folder / "metrics.jsonl")
+                       if "test_mse" in r.get("monitor", {})]  # fmt: skip
+        if points:
+            ax.plot(*zip(*points), label=label)
+    ax.set(xlabel="epoch", ylabel="test one-step MSE", yscale="log", title="MSE vs epoch")
+    ax.legend(fontsize="small")
+    save_png(figure, path)
+
+
+def _prediction_grid(folders: dict[str, Path], path: Path, feature: int) -> None:
+    records = {label: json.loads((f / "predictions.json").read_text()) for label, f in folders.items()
+               if (f / "predictions.json").is_file()}  # fmt: skip
+    records = {k: v for k, v in records.items() if "observed" in v and "final" in v}
+    if not records:
+        return
+    figure = Figure(figsize=(2.6 * len(records), 4.2))
+    axes = figure.subplots(2, len(records), squeeze=False, sharex=True)
+    for column, (label, record) in enumerate(records.items()):
+        observed = [row[feature] for row in record["observed"]]
+        for row, key in enumerate(("initial", "final")):
+            ax = axes[row][column]
+            ax.plot(observed, color="black", linewidth=1, label="test data")
+            ax.plot([step[feature] for step in record[key]], color="tab:red", linewidth=1, label="prediction")
+            ax.set_title(f"{label}\n{'before' if key == 'initial' else 'after'} training", fontsize="small")
+            ax.tick_params(labelsize="x-small")
+    axes[0][0].legend(fontsize="x-small")
+    figure.suptitle(f"one-step predictions of feature {feature} on the first test sequence", fontsize="small")
+    save_png(figure, path)

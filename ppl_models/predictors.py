@@ -1,0 +1,110 @@
+"""Deterministic-state one-step forecasters with a Gaussian predictive distribution.
+
+A subclass defines :meth:`OneStepPredictor.states`: the state ``s_t [B, T, S]`` that
+summarises ``x_{<t}``. The base class decodes it linearly and adds a learned per-feature
+noise scale:
+
+    x_t ~ N(decoder(s_t), diag(sigma^2)).
+
+With no latent variables the log-likelihood is exact, so these models train with the
+``exact`` objective; their Pyro ``model`` scores all steps in one observed site ``x`` and
+their ``guide`` is empty. :class:`RecurrentPredictor` is the section-6 baseline of the
+PSRNN paper (linear encoder, Elman RNN / GRU / LSTM, linear decoder, Xavier init);
+:class:`~ppl_models.psrnn.PSRNN` is the other subclass.
+"""
+
+from __future__ import annotations
+
+import pyro
+import pyro.distributions as dist
+import torch
+from torch import nn
+
+from inference.state_space import SEQUENCE_PLATE
+from inference.validation import check_choice, check_positive_int, check_sequences
+
+__all__ = ["OneStepPredictor", "RecurrentPredictor", "RECURRENT_CELLS"]
+
+RECURRENT_CELLS = {"rnn": nn.RNN, "gru": nn.GRU, "lstm": nn.LSTM}
+
+
+class OneStepPredictor(nn.Module):
+    """Base class: ``states`` -> linear decoder -> diagonal Gaussian with learned scale.
+
+    Args:
+        obs_dim: ``D``.
+        state_dim: ``S``, the size of what :meth:`states` returns.
+    """
+
+    def __init__(self, obs_dim: int, state_dim: int):
+        super().__init__()
+        self.obs_dim = check_positive_int(obs_dim, name="obs_dim")
+        self.state_dim = check_positive_int(state_dim, name="state_dim")
+        self.decoder = nn.Linear(state_dim, obs_dim)
+        self.log_noise_scale = nn.Parameter(torch.zeros(obs_dim))
+
+    def states(self, x: torch.Tensor) -> torch.Tensor:
+        """``[B, T, D] -> [B, T, S]``: ``s_t`` from ``x_{<t}`` only; subclasses define it."""
+        raise NotImplementedError
+
+    def predict(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """One-step-ahead predictions ``[B, T, D]`` (step ``t`` from ``x_{<t}``)."""
+        x, mask = check_sequences(x, mask, feature_size=self.obs_dim)
+        return self.decoder(self.states(x))
+
+    def predictive_distribution(self, x: torch.Tensor, mask: torch.Tensor | None = None):
+        """``p(x_t | x_{<t})`` for every step: batch shape ``[B, T]``, event ``[D]``."""
+        return dist.Normal(self.predict(x, mask), self.log_noise_scale.exp()).to_event(1)
+
+    def log_likelihood(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Exact ``log p(x_{1:T_b})`` per sequence, ``[B]``."""
+        x, mask = check_sequences(x, mask, feature_size=self.obs_dim)
+        return (self.predictive_distribution(x, mask).log_prob(x) * mask).sum(1)
+
+    @torch.no_grad()
+    def predictive_mean(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """``E[x_t | x_{<t}]`` ``[B, T, D]``."""
+        return self.predict(x, mask)
+
+    def model(self, x: torch.Tensor, mask: torch.Tensor | None = None):
+        """Pyro program: one observed site ``x`` with batch shape ``[B]`` (padding masked out)."""
+        pyro.module("predictor", self)
+        x, mask = check_sequences(x, mask, feature_size=self.obs_dim)
+        with pyro.plate(SEQUENCE_PLATE, x.shape[0], dim=-1):
+            pyro.sample("x", self.predictive_distribution(x, mask).mask(mask).to_event(1), obs=x)
+
+    def guide(self, x: torch.Tensor, mask: torch.Tensor | None = None):
+        """Empty: the state is deterministic."""
+        pyro.module("predictor", self)
+
+
+class RecurrentPredictor(OneStepPredictor):
+    """Linear encoder, ``torch.nn`` RNN / GRU / LSTM, linear decoder (PSRNN paper, section 6).
+
+    Weights are Xavier-uniform and biases zero; the state before the first step is zero.
+
+    Args:
+        obs_dim: ``D``.
+        cell: ``"rnn"`` (Elman, tanh), ``"gru"`` or ``"lstm"``.
+        state_dim: the recurrent state size ``S``.
+        encoder_dim: output size of the linear encoder.
+    """
+
+    def __init__(self, obs_dim: int, *, cell: str = "gru", state_dim: int = 20, encoder_dim: int = 20):
+        super().__init__(obs_dim, state_dim)
+        self.cell = check_choice(cell, RECURRENT_CELLS, name="cell")
+        check_positive_int(encoder_dim, name="encoder_dim")
+        self.encoder = nn.Linear(obs_dim, encoder_dim)
+        self.rnn = RECURRENT_CELLS[cell](encoder_dim, state_dim, batch_first=True)
+        for name, parameter in self.named_parameters():
+            if name == "log_noise_scale":
+                continue
+            if name.endswith("bias") or "bias_" in name:
+                nn.init.zeros_(parameter)
+            else:
+                nn.init.xavier_uniform_(parameter)
+
+    def states(self, x):
+        outputs, _ = self.rnn(self.encoder(x))
+        first = outputs.new_zeros(x.shape[0], 1, self.state_dim)
+        return torch.cat([first, outputs[:, :-1]], 1)

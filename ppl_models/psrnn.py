@@ -1,0 +1,276 @@
+"""Predictive State RNNs (Downey et al. 2017): bilinear state updates initialised by two-stage regression.
+
+One layer reads inputs ``u_t`` (the observations, or the states of the layer below),
+encodes them as ``o_t = P^T z(u_t)`` (random Fourier features ``z`` and a learned linear
+projection ``P``) and updates its predictive state by eq. 5,
+
+    q_{t+1} = (W x_2 o_t x_3 q_t + b) / |W x_2 o_t x_3 q_t + b|_2,
+
+or, factorized (section 4.3, eq. 8), ``q_{t+1} ~ A^T (B o_t * C q_t) + b``. Layers are
+stacked on the observation: layer ``l + 1`` reads the states ``q^l_{t+1}`` of layer ``l``.
+A linear decoder of the top state predicts ``x_t`` (section 6), and a learned noise scale
+makes the prediction a Gaussian predictive distribution (:class:`~ppl_models.predictors.OneStepPredictor`).
+
+:meth:`PSRNN.initialize` learns the start by two-stage regression (section 4.2), layer by
+layer on the states filtered by the layers below, CP-decomposes ``W`` when ``rank`` is set
+(bias a small multiple of the mean state), and fits the decoder by ridge regression; BPTT
+then refines every parameter with the shared training loop.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from inference.validation import check_choice, check_positive_int, check_sequences
+
+from .predictors import OneStepPredictor
+from .spectral import (
+    RandomFourierFeatures,
+    cp_decompose,
+    median_distance,
+    ridge_regression,
+    time_windows,
+    top_directions,
+    two_stage_regression,
+)
+
+__all__ = ["PSRNN", "PSRNNCell", "FactorizedPSRNNCell", "PSRNNLayer", "normalize"]
+
+INITS = ("2sr", "random")
+
+
+def normalize(v: torch.Tensor, eps: float = 1e-12) -> torch.Tensor:
+    """Divisive 2-norm normalization over the last dimension."""
+    return v / v.norm(dim=-1, keepdim=True).clamp(min=eps)
+
+
+class PSRNNCell(nn.Module):
+    """Eq. 5: ``q' = normalize(W x_2 o x_3 q + b)`` with ``W [S, P, S]`` (out state, observation, in state)."""
+
+    def __init__(self, state_dim: int, obs_dim: int):
+        super().__init__()
+        self.transition = nn.Parameter(torch.randn(state_dim, obs_dim, state_dim) / (state_dim * obs_dim) ** 0.5)
+        self.bias = nn.Parameter(torch.zeros(state_dim))
+
+    def prepare(self, o: torch.Tensor) -> torch.Tensor:
+        """The observation's contraction ``W x_2 o``, ``[..., P] -> [..., S, S]``, for all steps at once."""
+        return torch.einsum("ijk,...j->...ik", self.transition, o)
+
+    def preactivation(self, prepared: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+        """``(W x_2 o) q + b``: ``[B, S, S]``, ``[B, S] -> [B, S]``."""
+        return (prepared @ q.unsqueeze(-1)).squeeze(-1) + self.bias
+
+    def forward(self, o: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+        """One update: ``o [B, P]``, ``q [B, S] -> q' [B, S]`` of unit norm."""
+        return normalize(self.preactivation(self.prepare(o), q))
+
+
+class FactorizedPSRNNCell(nn.Module):
+    """Eq. 8: ``q' = normalize(A^T (B o * C q) + b)``; ``A [R, S]``, ``B [R, P]``, ``C [R, S]``."""
+
+    def __init__(self, state_dim: int, obs_dim: int, rank: int):
+        super().__init__()
+        check_positive_int(rank, name="rank")
+        self.out_factor = nn.Parameter(torch.randn(rank, state_dim) / rank**0.5)
+        self.obs_factor = nn.Parameter(torch.randn(rank, obs_dim) / obs_dim**0.5)
+        self.state_factor = nn.Parameter(torch.randn(rank, state_dim) / state_dim**0.5)
+        self.bias = nn.Parameter(torch.zeros(state_dim))
+
+    @classmethod
+    def from_factors(cls, factors, bias: torch.Tensor) -> FactorizedPSRNNCell:
+        """The cell of CP factors ``(A [R, S], B [R, P], C [R, S])`` of ``W`` (see :func:`~ppl_models.spectral.cp_decompose`)."""
+        a, b, c = factors
+        cell = cls(a.shape[1], b.shape[1], a.shape[0])
+        with torch.no_grad():
+            for parameter, value in zip((cell.out_factor, cell.obs_factor, cell.state_factor, cell.bias),
+                                        (a, b, c, bias)):  # fmt: skip
+                parameter.copy_(value)
+        return cell
+
+    def prepare(self, o: torch.Tensor) -> torch.Tensor:
+        """``B o``, ``[..., P] -> [..., R]``."""
+        return o @ self.obs_factor.T
+
+    def preactivation(self, prepared: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+        return (prepared * (q @ self.state_factor.T)) @ self.out_factor + self.bias
+
+    def forward(self, o: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+        return normalize(self.preactivation(self.prepare(o), q))
+
+
+class PSRNNLayer(nn.Module):
+    """Encoder ``o_t = P^T z(u_t)``, a (factorized) PSRNN cell and the initial state ``q_1``.
+
+    Args:
+        in_dim: size of the inputs ``u_t``.
+        state_dim: ``S``; obs_dim: ``P``, the encoded size; num_features: ``F`` random Fourier features.
+        rank: CP rank of a factorized cell (``None``: the full tensor).
+    """
+
+    def __init__(self, in_dim: int, state_dim: int, obs_dim: int, num_features: int, rank: int | None = None):
+        super().__init__()
+        self.features = RandomFourierFeatures(in_dim, num_features)
+        self.projection = nn.Linear(num_features, obs_dim, bias=False)
+        self.cell = PSRNNCell(state_dim, obs_dim) if rank is None else FactorizedPSRNNCell(state_dim, obs_dim, rank)
+        self.initial_state = nn.Parameter(normalize(torch.randn(state_dim)))
+
+    def encode(self, u: torch.Tensor) -> torch.Tensor:
+        """``[..., in_dim] -> [..., P]``."""
+        return self.projection(self.features(u))
+
+    def forward(self, u: torch.Tensor, *, preactivations: bool = False):
+        """States after each input, ``q_{2:T+1} [B, T, S]`` (with ``preactivations=True`` also their
+        un-normalized values ``[B, T, S]``)."""
+        prepared = self.cell.prepare(self.encode(u))
+        q = normalize(self.initial_state).expand(u.shape[0], -1)
+        states, raw = [], []
+        for t in range(u.shape[1]):
+            pre = self.cell.preactivation(prepared[:, t], q)
+            q = normalize(pre)
+            states.append(q)
+            raw.append(pre)
+        states = torch.stack(states, 1)
+        return (states, torch.stack(raw, 1)) if preactivations else states
+
+    @torch.no_grad()
+    def two_stage_regression(self, u: torch.Tensor, mask: torch.Tensor, horizon: int, ridge: float,
+                             generator: torch.Generator | None = None) -> None:  # fmt: skip
+        """Set the encoder, ``W`` (bias 0) and ``q_1`` by two-stage regression on ``u [B, T, in_dim]``.
+
+        Features: ``omega_t = P^T z_o(u_t)`` with ``P`` the leading directions of ``z_o``;
+        ``phi_t = U^T z_f(u_{t:t+k-1})`` with ``U`` the leading directions of the stage-1
+        estimates ``E[z_f | eta_t]`` (the projection to a small state); history
+        ``eta_t = z_h(u_{t-k:t-1})``.
+        """
+        if not isinstance(self.cell, PSRNNCell):
+            raise TypeError("two_stage_regression sets a full PSRNNCell; factorize afterwards")
+        w = time_windows(u, mask, horizon)
+        num_features = self.features.phases.numel()
+        obs_dim, state_dim = self.projection.out_features, self.initial_state.numel()
+        self.features = RandomFourierFeatures.fit(w.observation, num_features, generator).to(u.device)
+        future_rff = RandomFourierFeatures.fit(w.future, num_features, generator).to(u.device)
+        history_rff = RandomFourierFeatures.fit(w.history, num_features, generator).to(u.device)
+        omega = self.features(w.observation)
+        projection = top_directions(omega, obs_dim)
+        history, future, next_future = history_rff(w.history), future_rff(w.future), future_rff(w.next_future)
+        basis = top_directions(history @ ridge_regression(history, future, ridge).T, state_dim)
+        result = two_stage_regression(future @ basis, next_future @ basis, omega @ projection, history, ridge)
+        self.projection.weight.copy_(projection.T)
+        self.cell.transition.copy_(result.transition)
+        self.cell.bias.zero_()
+        self.initial_state.copy_(normalize(result.initial_state))
+
+    @torch.no_grad()
+    def factorize(self, rank: int, u: torch.Tensor, mask: torch.Tensor, bias_scale: float,
+                  generator: torch.Generator | None = None) -> None:  # fmt: skip
+        """Replace the full cell by the rank-``rank`` CP decomposition of its ``W``.
+
+        The bias becomes ``bias_scale`` times the mean filtered state on ``u`` (states of the
+        full cell), measured in units of the mean pre-activation norm (section 4.3).
+        """
+        states, pre = self(u, preactivations=True)
+        scale = pre[mask].norm(dim=-1).mean()
+        bias = bias_scale * scale * states[mask].mean(0)
+        factors = cp_decompose(self.cell.transition, rank, generator=generator).factors
+        self.cell = FactorizedPSRNNCell.from_factors(factors, bias).to(u.device)
+
+
+class PSRNN(OneStepPredictor):
+    """A PSRNN one-step forecaster ``x_t ~ N(decoder(q^L_t), diag(sigma^2))``.
+
+    Args:
+        obs_dim: ``D``.
+        state_dim: ``S`` of every layer (20 in the paper).
+        obs_features: ``P``, size of each layer's encoded input.
+        num_features: random Fourier features per feature map (2000 in the paper).
+        horizon: ``k`` of the future and history windows of two-stage regression (10 in the paper).
+        num_layers: stacked PSRNN layers.
+        rank: CP rank of factorized cells (``None``: full tensors).
+        ridge: per-example ridge penalty of two-stage regression and of the decoder fit
+            (``1e-2``: the paper's ``1e-2 n``).
+        bias_scale: factorized cells' bias as a multiple of the mean state (section 4.3).
+        init: ``"2sr"`` (two-stage regression) or ``"random"`` (random ``W`` and encoder,
+            Xavier decoder), applied by :meth:`initialize`.
+    """
+
+    def __init__(self, obs_dim: int, *, state_dim: int = 20, obs_features: int = 20, num_features: int = 2000,
+                 horizon: int = 10, num_layers: int = 1, rank: int | None = None, ridge: float = 1e-2,
+                 bias_scale: float = 0.1, init: str = "2sr"):  # fmt: skip
+        super().__init__(obs_dim, state_dim)
+        for name, value in (("obs_features", obs_features), ("num_features", num_features), ("horizon", horizon),
+                            ("num_layers", num_layers)):  # fmt: skip
+            check_positive_int(value, name=name)
+        if rank is not None:
+            check_positive_int(rank, name="rank")
+        if max(state_dim, obs_features) > num_features:
+            raise ValueError(f"num_features ({num_features}) must be >= state_dim and obs_features")
+        if isinstance(ridge, bool) or not isinstance(ridge, (int, float)) or ridge < 0:
+            raise ValueError(f"ridge must be a number >= 0, got {ridge!r}")
+        if isinstance(bias_scale, bool) or not isinstance(bias_scale, (int, float)) or bias_scale < 0:
+            raise ValueError(f"bias_scale must be a number >= 0, got {bias_scale!r}")
+        self.init = check_choice(init, INITS, name="init")
+        self.horizon, self.rank, self.ridge, self.bias_scale = horizon, rank, float(ridge), float(bias_scale)
+        in_dims = [obs_dim] + [state_dim] * (num_layers - 1)
+        self.layers = nn.ModuleList(PSRNNLayer(d, state_dim, obs_features, num_features, rank) for d in in_dims)
+
+    def states(self, x):
+        u = x
+        for layer in self.layers:
+            u = layer(u)
+        first = normalize(self.layers[-1].initial_state).expand(x.shape[0], 1, -1)
+        return torch.cat([first, u[:, :-1]], 1)
+
+    @torch.no_grad()
+    def initialize(self, x: torch.Tensor, mask: torch.Tensor | None = None,
+                   generator: torch.Generator | None = None) -> PSRNN:  # fmt: skip
+        """Set every parameter from training data ``x [B, T, D]`` before BPTT (see ``init``).
+
+        ``"2sr"``: two-stage regression layer by layer, each on the states filtered by the
+        layers below; CP factorization when ``rank`` is set; then the decoder and the noise
+        scale by ridge regression of ``x_t`` on the top states. ``"random"``: feature maps
+        with the median-distance bandwidth, random cells and encoders, a Xavier decoder.
+        """
+        x, mask = check_sequences(x, mask, feature_size=self.obs_dim)
+        u = x
+        for layer in self.layers:
+            if self.init == "2sr":
+                if self.rank is None:
+                    layer.two_stage_regression(u, mask, self.horizon, self.ridge, generator)
+                else:
+                    full = PSRNNLayer(u.shape[-1], self.state_dim, layer.projection.out_features,
+                                      layer.features.phases.numel()).to(x.device)  # fmt: skip
+                    full.two_stage_regression(u, mask, self.horizon, self.ridge, generator)
+                    full.factorize(self.rank, u, mask, self.bias_scale, generator)
+                    layer.load_state_dict(full.state_dict())
+            else:
+                self._random_layer(layer, u, mask, generator)
+            u = layer(u)
+        if self.init == "2sr":
+            self._fit_decoder(x, mask)
+        else:
+            nn.init.xavier_uniform_(self.decoder.weight, generator=generator)
+            self.decoder.bias.zero_()
+            self.log_noise_scale.zero_()
+        return self
+
+    def _random_layer(self, layer: PSRNNLayer, u, mask, generator) -> None:
+        features = layer.features
+        layer.features = RandomFourierFeatures(u.shape[-1], features.phases.numel(), median_distance(u[mask], generator=generator),
+                                               generator).to(u.device)  # fmt: skip
+        nn.init.xavier_uniform_(layer.projection.weight, generator=generator)
+        for parameter in layer.cell.parameters():
+            if parameter.dim() > 1:
+                parameter.copy_(torch.randn(parameter.shape, generator=generator) / parameter[0].numel() ** 0.5)
+        layer.cell.bias.zero_()
+        layer.initial_state.copy_(normalize(torch.randn(self.state_dim, generator=generator)))
+
+    def _fit_decoder(self, x, mask) -> None:
+        states = self.states(x)[mask]
+        targets = x[mask]
+        state_mean, target_mean = states.mean(0), targets.mean(0)
+        weight = ridge_regression(states - state_mean, targets - target_mean, self.ridge)
+        self.decoder.weight.copy_(weight)
+        self.decoder.bias.copy_(target_mean - weight @ state_mean)
+        residual = targets - self.decoder(states)
+        self.log_noise_scale.copy_(residual.std(0).clamp(min=1e-3).log())

@@ -1,0 +1,270 @@
+"""Method-of-moments learning for predictive-state models (Downey et al. 2017, section 3).
+
+* :class:`RandomFourierFeatures`: ``z(x)^T z(y) ~ exp(-|x - y|^2 / (2 bw^2))`` (Rahimi & Recht),
+  the bandwidth by the median pairwise distance.
+* :func:`time_windows`: the (history, observation, future, next future) windows of every
+  step of padded sequences that has ``horizon`` steps on both sides.
+* :func:`ridge_regression` and :func:`two_stage_regression` (eqs. 2-4 with ridge): stage 1
+  regresses future and extended-future features on history features; stage 2 regresses
+  the denoised extended futures on the denoised states, giving the 3-mode tensor ``W``.
+* :func:`cp_decompose`: canonical polyadic decomposition of a 3-mode tensor by
+  alternating least squares (section 3.3).
+* :func:`linear_two_stage_regression`: the same two stages with linear features, read as a
+  linear-Gaussian state-space model (the Kalman-filter baseline of section 6).
+
+Everything is batched linear algebra on the tensors' device; no loops over examples.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from inference.validation import check_positive_int, check_sequences
+
+__all__ = ["RandomFourierFeatures", "median_distance", "time_windows", "ridge_regression", "TwoStageRegression",
+           "two_stage_regression", "top_directions", "CPDecomposition", "cp_decompose", "cp_reconstruct",
+           "LinearSystem", "linear_two_stage_regression"]  # fmt: skip
+
+
+def _check_ridge(ridge) -> float:
+    if isinstance(ridge, bool) or not isinstance(ridge, (int, float)) or not ridge >= 0:
+        raise ValueError(f"ridge must be a number >= 0, got {ridge!r}")
+    return float(ridge)
+
+
+def median_distance(points: torch.Tensor, max_points: int = 1000, generator: torch.Generator | None = None):
+    """Median Euclidean distance between distinct rows of ``points [n, d]`` (a random subset of ``max_points``)."""
+    if points.dim() != 2 or points.shape[0] < 2:
+        raise ValueError(f"points must have shape [n >= 2, d], got {tuple(points.shape)}")
+    if points.shape[0] > max_points:
+        index = torch.randperm(points.shape[0], generator=generator)[:max_points].to(points.device)
+        points = points[index]
+    distances = torch.cdist(points.double(), points.double())
+    upper = torch.triu_indices(len(points), len(points), offset=1, device=points.device)
+    median = float(distances[upper[0], upper[1]].median())
+    return median if median > 0 else 1.0
+
+
+class RandomFourierFeatures(nn.Module):
+    """``z(x) = sqrt(2 / F) cos(x Omega / bw + phase)``, ``Omega ~ N(0, I)``, ``phase ~ U(0, 2 pi)``.
+
+    In expectation over the draw, ``z(x) . z(y) = exp(-|x - y|^2 / (2 bw^2))``. The draw
+    and the bandwidth are buffers, so a saved model keeps its features.
+
+    Args:
+        in_dim: ``d``, the size of the inputs.
+        num_features: ``F``.
+        bandwidth: the kernel width ``bw``.
+        generator: source of the draw.
+    """
+
+    def __init__(self, in_dim: int, num_features: int, bandwidth: float = 1.0,
+                 generator: torch.Generator | None = None):  # fmt: skip
+        super().__init__()
+        check_positive_int(in_dim, name="in_dim")
+        check_positive_int(num_features, name="num_features")
+        if not bandwidth > 0:
+            raise ValueError(f"bandwidth must be > 0, got {bandwidth!r}")
+        self.register_buffer("frequencies", torch.randn(in_dim, num_features, generator=generator))
+        self.register_buffer("phases", 2 * math.pi * torch.rand(num_features, generator=generator))
+        self.register_buffer("bandwidth", torch.tensor(float(bandwidth)))
+
+    @classmethod
+    def fit(cls, points: torch.Tensor, num_features: int, generator: torch.Generator | None = None):
+        """Features for inputs like ``points [n, d]``, the bandwidth by :func:`median_distance`."""
+        return cls(points.shape[-1], num_features, median_distance(points, generator=generator), generator)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``[..., d] -> [..., F]``."""
+        scale = math.sqrt(2.0 / self.phases.numel())
+        return scale * torch.cos(x @ self.frequencies.to(x.dtype) / self.bandwidth + self.phases)
+
+
+@dataclass
+class Windows:
+    """Per-example windows of :func:`time_windows`, each ``[n, ...]``.
+
+    ``history``: ``x_{t-k:t-1}`` flattened ``[n, k D]``; ``observation``: ``x_t`` ``[n, D]``;
+    ``future``: ``x_{t:t+k-1}`` ``[n, k D]``; ``next_future``: ``x_{t+1:t+k}`` ``[n, k D]``.
+    """
+
+    history: torch.Tensor
+    observation: torch.Tensor
+    future: torch.Tensor
+    next_future: torch.Tensor
+
+
+def time_windows(x: torch.Tensor, mask: torch.Tensor | None, horizon: int) -> Windows:
+    """Every valid step ``t`` with ``horizon`` steps before it and ``horizon`` after it.
+
+    Args:
+        x: ``[B, T, D]`` padded sequences; ``mask``: ``[B, T]`` (valid steps first).
+        horizon: ``k``.
+    """
+    x, mask = check_sequences(x, mask)
+    check_positive_int(horizon, name="horizon")
+    size = 2 * horizon + 1
+    if x.shape[1] < size:
+        raise ValueError(f"sequences need at least 2 * horizon + 1 = {size} steps, got T = {x.shape[1]}")
+    windows = x.unfold(1, size, 1).transpose(-1, -2)  # [B, T - 2k, 2k + 1, D], time before features
+    windows = windows[mask[:, size - 1 :]]  # the window's last step is valid
+    if windows.shape[0] == 0:
+        raise ValueError(f"no sequence has 2 * horizon + 1 = {size} valid steps")
+    k = horizon
+    return Windows(windows[:, :k].flatten(1), windows[:, k], windows[:, k : 2 * k].flatten(1),
+                   windows[:, k + 1 :].flatten(1))  # fmt: skip
+
+
+def ridge_regression(inputs: torch.Tensor, targets: torch.Tensor, ridge: float = 1e-2) -> torch.Tensor:
+    """``M [q, p]`` minimising ``sum_n |y_n - M u_n|^2 + ridge * n * |M|_F^2``.
+
+    Args:
+        inputs: ``u [n, p]``; targets: ``y [n, q]``; ridge: the penalty per example (the
+            PSRNN paper uses ``1e-2 n`` in total).
+    """
+    ridge = _check_ridge(ridge)
+    n, p = inputs.shape
+    gram = inputs.T @ inputs + ridge * n * torch.eye(p, dtype=inputs.dtype, device=inputs.device)
+    return torch.linalg.solve(gram, inputs.T @ targets).T
+
+
+def top_directions(features: torch.Tensor, rank: int) -> torch.Tensor:
+    """``[p, rank]``: the leading right singular vectors of ``features [n, p]`` (uncentred)."""
+    check_positive_int(rank, name="rank")
+    if rank > min(features.shape):
+        raise ValueError(f"rank must be <= min(n, p) = {min(features.shape)}, got {rank}")
+    return torch.linalg.svd(features, full_matrices=False).Vh[:rank].T
+
+
+@dataclass
+class TwoStageRegression:
+    """``initial_state [S]`` (eq. 2) and ``transition [S, P, S]`` (eq. 3: out state, observation, in state)."""
+
+    initial_state: torch.Tensor
+    transition: torch.Tensor
+
+
+def two_stage_regression(future: torch.Tensor, next_future: torch.Tensor, observation: torch.Tensor,
+                         history: torch.Tensor, ridge: float = 1e-2) -> TwoStageRegression:  # fmt: skip
+    """Two-stage regression of a predictive-state model from features of ``n`` examples.
+
+    Stage 1 denoises by ridge regression on the history features ``eta_t``:
+    ``q_t = E[phi_t | eta_t]`` and ``e_t = E[phi_{t+1} (x) omega_t | eta_t]``. Stage 2
+    regresses ``e_t`` on ``q_t``; the map, reshaped, is ``W`` with
+    ``E[phi_{t+1} (x) omega_t | h_t] = W x_3 q_t``. Without ridge this is eq. 3 of the paper
+    (an instrumental-variable regression with the history as instrument).
+
+    Args:
+        future: ``phi_t [n, S]``; next_future: ``phi_{t+1} [n, S]``; observation: ``omega_t [n, P]``;
+        history: ``eta_t [n, H]``; ridge: per-example penalty of both stages.
+    """
+    n = future.shape[0]
+    for name, value in (("next_future", next_future), ("observation", observation), ("history", history)):
+        if value.dim() != 2 or value.shape[0] != n:
+            raise ValueError(f"{name} must have shape [n={n}, ...], got {tuple(value.shape)}")
+    states, obs = future.shape[1], observation.shape[1]
+    extended = (next_future.unsqueeze(-1) * observation.unsqueeze(-2)).flatten(1)  # [n, S P]
+    stage1 = ridge_regression(history, torch.cat([future, extended], 1), ridge)
+    denoised = history @ stage1.T
+    q, e = denoised[:, :states], denoised[:, states:]
+    transition = ridge_regression(q, e, ridge).reshape(states, obs, states)
+    return TwoStageRegression(future.mean(0), transition)
+
+
+@dataclass
+class CPDecomposition:
+    """``tensor ~ sum_r a_r (x) b_r (x) c_r`` with factors ``[R, I]``, ``[R, J]``, ``[R, K]`` (rows are components)."""
+
+    factors: tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+    relative_error: float
+    iterations: int
+
+
+def cp_reconstruct(factors) -> torch.Tensor:
+    """The tensor ``[I, J, K]`` of CP factors ``([R, I], [R, J], [R, K])``."""
+    a, b, c = factors
+    return torch.einsum("ri,rj,rk->ijk", a, b, c)
+
+
+def cp_decompose(tensor: torch.Tensor, rank: int, *, max_iterations: int = 1000, tol: float = 1e-10,
+                 generator: torch.Generator | None = None) -> CPDecomposition:  # fmt: skip
+    """Rank-``rank`` CP decomposition of a 3-mode ``tensor [I, J, K]`` by alternating least squares.
+
+    Each sweep solves for one factor with the other two fixed (normal equations with the
+    Hadamard product of Gram matrices); it stops when the relative error changes by less
+    than ``tol``. The component weights end up in the first factor.
+    """
+    if not isinstance(tensor, torch.Tensor) or tensor.dim() != 3:
+        raise ValueError(f"tensor must be a 3-mode torch.Tensor, got {getattr(tensor, 'shape', type(tensor))}")
+    check_positive_int(rank, name="rank")
+    check_positive_int(max_iterations, name="max_iterations")
+    work = tensor.double()
+    factors = [torch.randn(rank, size, dtype=work.dtype, generator=generator).to(work.device) for size in work.shape]
+    equations = ("ijk,rj,rk->ri", "ijk,ri,rk->rj", "ijk,ri,rj->rk")
+    norm, error, sweep = work.norm(), math.inf, 0
+    for sweep in range(1, max_iterations + 1):  # noqa: B007 (the count is reported)
+        for mode, equation in enumerate(equations):
+            a, b = (factors[m] for m in range(3) if m != mode)
+            rhs = torch.einsum(equation, work, a, b)
+            gram = (a @ a.T) * (b @ b.T)
+            factors[mode] = torch.linalg.lstsq(gram, rhs).solution
+            if mode < 2:  # keep the scale in the last factor solved, for conditioning
+                factors[mode] = factors[mode] / factors[mode].norm(dim=1, keepdim=True).clamp(min=1e-30)
+        new_error = float((work - cp_reconstruct(factors)).norm() / norm)
+        if abs(error - new_error) < tol:
+            error = new_error
+            break
+        error = new_error
+    scale = factors[2].norm(dim=1, keepdim=True).clamp(min=1e-30)
+    factors = [factors[0] * scale, factors[1], factors[2] / scale]
+    return CPDecomposition(tuple(f.to(tensor.dtype) for f in factors), error, sweep)
+
+
+@dataclass
+class LinearSystem:
+    """``s_{t+1} = A s_t + w``, ``x_t = C s_t + v``: ``A [S, S]``, ``C [D, S]``, noise covariances
+    ``Q [S, S]``, ``R [D, D]`` and the covariance ``P_0`` of the first state (mean zero)."""
+
+    A: torch.Tensor
+    C: torch.Tensor
+    Q: torch.Tensor
+    R: torch.Tensor
+    init_cov: torch.Tensor
+
+
+def _covariance(residuals: torch.Tensor, jitter: float) -> torch.Tensor:
+    cov = residuals.T @ residuals / residuals.shape[0]
+    return (cov + cov.T) / 2 + jitter * torch.eye(cov.shape[0], dtype=cov.dtype, device=cov.device)
+
+
+def linear_two_stage_regression(x: torch.Tensor, mask: torch.Tensor | None, state_dim: int, horizon: int,
+                                ridge: float = 1e-2, jitter: float = 1e-4) -> LinearSystem:  # fmt: skip
+    """A linear-Gaussian state-space model learned by two-stage regression with linear features.
+
+    The predictive state is ``E[x_{t:t+k-1} | x_{t-k:t-1}]`` (stage 1, ridge), projected on
+    its ``state_dim`` leading singular directions ``U``; stage 2 regresses the next state
+    ``U^T E[x_{t+1:t+k} | history]`` and the observation ``x_t`` on the state, and the
+    residual covariances give ``Q`` and ``R``.
+
+    Args:
+        x: ``[B, T, D]`` (zero-mean data: the state has mean zero); mask: ``[B, T]``.
+        state_dim: ``S``; horizon: ``k`` (``k D >= S``); ridge: per-example penalty.
+    """
+    check_positive_int(state_dim, name="state_dim")
+    w = time_windows(x, mask, horizon)
+    if state_dim > w.future.shape[1]:
+        raise ValueError(f"state_dim must be <= horizon * D = {w.future.shape[1]}, got {state_dim}")
+    both = ridge_regression(w.history, torch.cat([w.future, w.next_future], 1), ridge)
+    denoised = w.history @ both.T
+    future, next_future = denoised.chunk(2, dim=1)
+    basis = top_directions(future, state_dim)  # [k D, S]
+    states, next_states = future @ basis, next_future @ basis
+    A = ridge_regression(states, next_states, ridge)
+    C = ridge_regression(states, w.observation, ridge)
+    Q = _covariance(next_states - states @ A.T, jitter)
+    R = _covariance(w.observation - states @ C.T, jitter)
+    return LinearSystem(A, C, Q, R, _covariance(states, jitter))
