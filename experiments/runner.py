@@ -139,9 +139,9 @@ def evaluate_model(model, data, config: EvaluateConfig, run_dir: str | Path | No
 
     Real-valued data is judged by the one-step-ahead predictive samples of the SMC filter,
     or, without ``smc`` among the estimators, of the model's exact predictive distribution
-    (coverage, CRPS, PIT), and by the one-step MSE of the predictive mean; binary data (piano rolls) by the predicted probabilities
-    ``E[x_t | x_{<t}]`` (Brier score and reliability), from the filter or, for a model
-    without latent states, exactly.
+    (coverage, CRPS, PIT), and by the one-step MSE of the predictive mean; binary data
+    (piano rolls) by the predicted probabilities ``E[x_t | x_{<t}]`` (Brier score and
+    reliability), from the filter or, for a model without latent states, exactly.
 
     Returns ``{"loglik": {estimator: {"per_step", "per_sequence"}}, "calibration": {...}}``.
     """
@@ -240,7 +240,8 @@ def _write_outputs(run_dir, model, data, config, metrics, predictive, log_densit
     if (run_dir / "predictions.json").is_file() and hasattr(model, "predictive_distribution"):
         record = json.loads((run_dir / "predictions.json").read_text())
         x, mask = data.test
-        record.update(observed=x[0][mask[0]].tolist(), final=_first_test_prediction(model, data), final_mse=metrics["mse"])
+        record.update(observed=x[0][mask[0]].tolist(), final=_first_test_prediction(model, data),
+                      final_mse=metrics["mse"])  # fmt: skip
         write_json(run_dir / "predictions.json", record)
     write_text(run_dir / "metrics.md", format_table(metrics, markdown=True))
     figures = run_dir / "plots"
@@ -274,19 +275,20 @@ def format_table(metrics: dict, *, markdown: bool = False) -> str:
     rows = [("estimator", "nats / step", "nats / sequence")]
     rows += [(k, f"{v['per_step']:.4f}", f"{v['per_sequence']:.2f}") for k, v in metrics["loglik"].items()]
     cal = [("one-step mse", f"{metrics['mse']:.5f}")] if "mse" in metrics else []
+    source = metrics.get("calibration_source", "the one-step predictive mean")
     cal += [(k, f"{v:.4f}") for k, v in metrics.get("calibration", {}).items()]
     head = f"{metrics['data']}: {metrics['test_sequences']} test sequences, {metrics['test_steps']} steps"
     if markdown:
         lines = [f"# Results\n\n{head}\n", "| " + " | ".join(rows[0]) + " |", "|---|---:|---:|"]
         lines += ["| " + " | ".join(r) + " |" for r in rows[1:]]
         if cal:
-            lines += ["", f"Calibration: {metrics.get('calibration_source', 'the one-step predictive mean')}.", "", "| metric | value |", "|---|---:|"]
+            lines += ["", f"Calibration: {source}.", "", "| metric | value |", "|---|---:|"]
             lines += [f"| {k} | {v} |" for k, v in cal]
         return "\n".join(lines) + "\n"
     width = max(len(r[0]) for r in rows + cal) + 2
     lines = [head] + [f"{r[0]:<{width}}{r[1]:>16}{r[2]:>18}" for r in rows]
     if cal:
-        lines += ["", f"calibration: {metrics.get('calibration_source', 'the one-step predictive mean')}"]
+        lines += ["", f"calibration: {source}"]
         lines += [f"{k:<{width}}{v:>16}" for k, v in cal]
     return "\n".join(lines)
 

@@ -79,7 +79,7 @@ class FactorizedPSRNNCell(nn.Module):
 
     @classmethod
     def from_factors(cls, factors, bias: torch.Tensor) -> FactorizedPSRNNCell:
-        """The cell of CP factors ``(A [R, S], B [R, P], C [R, S])`` of ``W`` (see :func:`~ppl_models.spectral.cp_decompose`)."""
+        """The cell of CP factors ``(A [R, S], B [R, P], C [R, S])`` of ``W`` (see ``cp_decompose``)."""
         a, b, c = factors
         cell = cls(a.shape[1], b.shape[1], a.shape[0])
         with torch.no_grad():
@@ -255,8 +255,8 @@ class PSRNN(OneStepPredictor):
         return self
 
     def _random_layer(self, layer: PSRNNLayer, u, mask, generator) -> None:
-        features = layer.features
-        layer.features = RandomFourierFeatures(u.shape[-1], features.phases.numel(), median_distance(u[mask], generator=generator),
+        bandwidth = median_distance(u[mask], generator=generator)
+        layer.features = RandomFourierFeatures(u.shape[-1], layer.features.phases.numel(), bandwidth,
                                                generator).to(u.device)  # fmt: skip
         nn.init.xavier_uniform_(layer.projection.weight, generator=generator)
         for parameter in layer.cell.parameters():
