@@ -265,30 +265,31 @@ class TwoStageKalmanFilter(LinearGaussianSSM):
     """The Kalman-filter baseline of the PSRNN paper: an LGSSM started by two-stage regression.
 
     :meth:`initialize` sets ``A, C, Q, R`` and ``P_0`` from training data by
-    :func:`~ppl_models.spectral.linear_two_stage_regression` (predictive states of a
-    ``horizon``-step future from a ``horizon``-step history, projected to ``latent_dim``);
-    the exact likelihood can then refine them by gradient.
+    :func:`~ppl_models.spectral.linear_two_stage_regression`: predictive states of a
+    ``horizon``-step future from a ``horizon``-step history, projected to ``state_dim``, in
+    innovations form, so the LGSSM's latent has ``state_dim + obs_dim`` entries. The exact
+    likelihood can then refine every parameter by gradient.
 
     Args:
-        obs_dim: ``Dx``; latent_dim: ``Dz``; horizon: ``k``; ridge: per-example ridge penalty.
+        obs_dim: ``Dx``; state_dim: ``S``; horizon: ``k``; ridge: per-example ridge penalty.
     """
 
-    def __init__(self, obs_dim: int, *, latent_dim: int = 20, horizon: int = 10, ridge: float = 1e-4):
-        for name, value in (("obs_dim", obs_dim), ("latent_dim", latent_dim), ("horizon", horizon)):
+    def __init__(self, obs_dim: int, *, state_dim: int = 20, horizon: int = 10, ridge: float = 1e-4):
+        for name, value in (("obs_dim", obs_dim), ("state_dim", state_dim), ("horizon", horizon)):
             check_positive_int(value, name=name)
-        if latent_dim > horizon * obs_dim:
-            raise ValueError(f"latent_dim must be <= horizon * obs_dim = {horizon * obs_dim}, got {latent_dim}")
+        if state_dim > horizon * obs_dim:
+            raise ValueError(f"state_dim must be <= horizon * obs_dim = {horizon * obs_dim}, got {state_dim}")
         if isinstance(ridge, bool) or not isinstance(ridge, (int, float)) or ridge < 0:
             raise ValueError(f"ridge must be a number >= 0, got {ridge!r}")
-        eye_z, eye_x = torch.eye(latent_dim), torch.eye(obs_dim)
-        super().__init__(0.5 * eye_z, torch.zeros(obs_dim, latent_dim), eye_z, eye_x, eye_z)
-        self.horizon, self.ridge = horizon, float(ridge)
+        eye_z, eye_x = torch.eye(state_dim + obs_dim), torch.eye(obs_dim)
+        super().__init__(0.5 * eye_z, torch.zeros(obs_dim, state_dim + obs_dim), eye_z, eye_x, eye_z)
+        self.state_dim, self.horizon, self.ridge = state_dim, horizon, float(ridge)
 
     @torch.no_grad()
     def initialize(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> TwoStageKalmanFilter:
         """Two-stage regression on ``x [B, T, Dx]`` (in double precision); resets the proposal."""
         x, mask = check_sequences(x, mask, feature_size=self.obs_dim)
-        system = linear_two_stage_regression(x.double(), mask, self.latent_dim, self.horizon, self.ridge)
+        system = linear_two_stage_regression(x.double(), mask, self.state_dim, self.horizon, self.ridge)
         dtype = self.A.dtype
         self.A.copy_(system.A.to(dtype))
         self.C.copy_(system.C.to(dtype))

@@ -46,12 +46,20 @@ def normalize(v: torch.Tensor, eps: float = 1e-12) -> torch.Tensor:
 
 
 class PSRNNCell(nn.Module):
-    """Eq. 5: ``q' = normalize(W x_2 o x_3 q + b)`` with ``W [S, P, S]`` (out state, observation, in state)."""
+    """Eq. 5: ``q' = normalize(W x_2 o x_3 q + b)`` with ``W [S, P, S]`` (out state, observation, in state).
 
-    def __init__(self, state_dim: int, obs_dim: int):
+    ``transition`` sets ``W`` (default: random normal with variance ``1 / (S P)``); the bias starts at 0.
+    """
+
+    def __init__(self, state_dim: int, obs_dim: int, transition: torch.Tensor | None = None):
         super().__init__()
-        self.transition = nn.Parameter(torch.randn(state_dim, obs_dim, state_dim) / (state_dim * obs_dim) ** 0.5)
-        self.bias = nn.Parameter(torch.zeros(state_dim))
+        if transition is None:
+            transition = torch.randn(state_dim, obs_dim, state_dim) / (state_dim * obs_dim) ** 0.5
+        elif tuple(transition.shape) != (state_dim, obs_dim, state_dim):
+            want, got = (state_dim, obs_dim, state_dim), tuple(transition.shape)
+            raise ValueError(f"transition must have shape {want}, got {got}")
+        self.transition = nn.Parameter(transition.detach().clone())
+        self.bias = nn.Parameter(torch.zeros(state_dim, dtype=transition.dtype, device=transition.device))
 
     def prepare(self, o: torch.Tensor) -> torch.Tensor:
         """The observation's contraction ``W x_2 o``, ``[..., P] -> [..., S, S]``, for all steps at once."""
@@ -136,15 +144,13 @@ class PSRNNLayer(nn.Module):
     @torch.no_grad()
     def two_stage_regression(self, u: torch.Tensor, mask: torch.Tensor, horizon: int, ridge: float,
                              generator: torch.Generator | None = None) -> None:  # fmt: skip
-        """Set the encoder, ``W`` (bias 0) and ``q_1`` by two-stage regression on ``u [B, T, in_dim]``.
+        """Set the encoder, a full cell with ``W`` (bias 0) and ``q_1`` by two-stage regression on ``u [B, T, in_dim]``.
 
         Features: ``omega_t = P^T z_o(u_t)`` with ``P`` the leading directions of ``z_o``;
         ``phi_t = U^T z_f(u_{t:t+k-1})`` with ``U`` the leading directions of the stage-1
         estimates ``E[z_f | eta_t]`` (the projection to a small state); history
         ``eta_t = z_h(u_{t-k:t-1})``.
         """
-        if not isinstance(self.cell, PSRNNCell):
-            raise TypeError("two_stage_regression sets a full PSRNNCell; factorize afterwards")
         w = time_windows(u, mask, horizon)
         num_features = self.features.phases.numel()
         obs_dim, state_dim = self.projection.out_features, self.initial_state.numel()
@@ -157,8 +163,7 @@ class PSRNNLayer(nn.Module):
         basis = top_directions(history @ ridge_regression(history, future, ridge).T, state_dim)
         result = two_stage_regression(future @ basis, next_future @ basis, omega @ projection, history, ridge)
         self.projection.weight.copy_(projection.T)
-        self.cell.transition.copy_(result.transition)
-        self.cell.bias.zero_()
+        self.cell = PSRNNCell(state_dim, obs_dim, result.transition)
         self.initial_state.copy_(normalize(result.initial_state))
 
     @torch.no_grad()
@@ -235,14 +240,9 @@ class PSRNN(OneStepPredictor):
         u = x
         for layer in self.layers:
             if self.init == "2sr":
-                if self.rank is None:
-                    layer.two_stage_regression(u, mask, self.horizon, self.ridge, generator)
-                else:
-                    full = PSRNNLayer(u.shape[-1], self.state_dim, layer.projection.out_features,
-                                      layer.features.phases.numel()).to(x.device)  # fmt: skip
-                    full.two_stage_regression(u, mask, self.horizon, self.ridge, generator)
-                    full.factorize(self.rank, u, mask, self.bias_scale, generator)
-                    layer.load_state_dict(full.state_dict())
+                layer.two_stage_regression(u, mask, self.horizon, self.ridge, generator)
+                if self.rank is not None:
+                    layer.factorize(self.rank, u, mask, self.bias_scale, generator)
             else:
                 self._random_layer(layer, u, mask, generator)
             u = layer(u)

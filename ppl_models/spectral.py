@@ -226,8 +226,8 @@ def cp_decompose(tensor: torch.Tensor, rank: int, *, max_iterations: int = 1000,
 
 @dataclass
 class LinearSystem:
-    """``s_{t+1} = A s_t + w``, ``x_t = C s_t + v``: ``A [S, S]``, ``C [D, S]``, noise covariances
-    ``Q [S, S]``, ``R [D, D]`` and the covariance ``P_0`` of the first state (mean zero)."""
+    """``z_{t+1} = A z_t + w``, ``x_t = C z_t + v``: ``A [Z, Z]``, ``C [D, Z]``, noise covariances
+    ``Q [Z, Z]``, ``R [D, D]`` and the covariance ``P_0`` of the first state (mean zero)."""
 
     A: torch.Tensor
     C: torch.Tensor
@@ -236,35 +236,52 @@ class LinearSystem:
     init_cov: torch.Tensor
 
 
-def _covariance(residuals: torch.Tensor, jitter: float) -> torch.Tensor:
+def _covariance(residuals: torch.Tensor) -> torch.Tensor:
     cov = residuals.T @ residuals / residuals.shape[0]
-    return (cov + cov.T) / 2 + jitter * torch.eye(cov.shape[0], dtype=cov.dtype, device=cov.device)
+    return (cov + cov.T) / 2
 
 
 def linear_two_stage_regression(x: torch.Tensor, mask: torch.Tensor | None, state_dim: int, horizon: int,
                                 ridge: float = 1e-2, jitter: float = 1e-4) -> LinearSystem:  # fmt: skip
     """A linear-Gaussian state-space model learned by two-stage regression with linear features.
 
-    The predictive state is ``E[x_{t:t+k-1} | x_{t-k:t-1}]`` (stage 1, ridge), projected on
-    its ``state_dim`` leading singular directions ``U``; stage 2 regresses the next state
-    ``U^T E[x_{t+1:t+k} | history]`` and the observation ``x_t`` on the state, and the
-    residual covariances give ``Q`` and ``R``.
+    Stage 1: the predictive state ``s_t = U^T E[x_{t:t+k-1} | x_{t-k:t-1}]`` (ridge), projected
+    on its ``state_dim`` leading singular directions ``U``, and the same map one step later,
+    ``s_{t+1}``. Stage 2: ``s_{t+1} = A s_t + K e_t`` and ``x_t = C s_t + e_t`` by regression,
+    with innovations ``e_t`` of covariance ``Sigma``. This innovations form is an LGSSM whose
+    state carries the innovation, ``z_t = [s_t, e_t]``:
+
+        A_z = [[A, K], [0, 0]],  Q_z = diag(0, Sigma),  C_z = [C, I],  R_z = 0,
+
+    plus ``jitter`` (relative to the data's mean variance) on both noise covariances. Its
+    Kalman filter is the steady-state predictor of the data, consistent as the data and
+    the horizon grow.
 
     Args:
         x: ``[B, T, D]`` (zero-mean data: the state has mean zero); mask: ``[B, T]``.
-        state_dim: ``S``; horizon: ``k`` (``k D >= S``); ridge: per-example penalty.
+        state_dim: ``S`` (the LGSSM's state has ``S + D`` entries); horizon: ``k`` (``k D >= S``);
+        ridge: per-example penalty.
     """
     check_positive_int(state_dim, name="state_dim")
     w = time_windows(x, mask, horizon)
     if state_dim > w.future.shape[1]:
         raise ValueError(f"state_dim must be <= horizon * D = {w.future.shape[1]}, got {state_dim}")
-    both = ridge_regression(w.history, torch.cat([w.future, w.next_future], 1), ridge)
-    denoised = w.history @ both.T
-    future, next_future = denoised.chunk(2, dim=1)
-    basis = top_directions(future, state_dim)  # [k D, S]
-    states, next_states = future @ basis, next_future @ basis
+    stage1 = ridge_regression(w.history, w.future, ridge)
+    next_history = torch.cat([w.history[:, x.shape[-1] :], w.observation], 1)  # x_{t-k+1:t}
+    basis = top_directions(w.history @ stage1.T, state_dim)  # [k D, S]
+    states, next_states = w.history @ stage1.T @ basis, next_history @ stage1.T @ basis
     A = ridge_regression(states, next_states, ridge)
     C = ridge_regression(states, w.observation, ridge)
-    Q = _covariance(next_states - states @ A.T, jitter)
-    R = _covariance(w.observation - states @ C.T, jitter)
-    return LinearSystem(A, C, Q, R, _covariance(states, jitter))
+    innovations = w.observation - states @ C.T
+    K = ridge_regression(innovations, next_states - states @ A.T, ridge)
+    sigma = _covariance(innovations)
+    size, obs = state_dim + x.shape[-1], x.shape[-1]
+    scale = jitter * float(w.observation.var(0).mean())
+    eye = torch.eye(size, dtype=x.dtype, device=x.device)
+    A_z, Q_z, init_cov = torch.zeros_like(eye), scale * eye, scale * eye
+    A_z[:state_dim, :state_dim], A_z[:state_dim, state_dim:] = A, K
+    Q_z[state_dim:, state_dim:] += sigma
+    init_cov[:state_dim, :state_dim] += _covariance(states)
+    init_cov[state_dim:, state_dim:] += sigma
+    C_z = torch.cat([C, torch.eye(obs, dtype=x.dtype, device=x.device)], 1)
+    return LinearSystem(A_z, C_z, Q_z, scale * torch.eye(obs, dtype=x.dtype, device=x.device), init_cov)
