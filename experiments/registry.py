@@ -89,6 +89,8 @@ EXPERIMENTS = {
        for name in data.POLYPHONIC},  # fmt: skip
     "srnn-swimmer": Entry(CONFIG_DIR / "srnn_swimmer.toml", "SRNN with a Gaussian emission on Swimmer "
                           "trajectories (the real-valued path; speech sets are not available offline)"),  # fmt: skip
+    "psrnn-demo": Entry(CONFIG_DIR / "psrnn_demo.toml", "PSRNN from two-stage regression on Swimmer, 60 epochs "
+                        "of BPTT: MSE before/after, calibration (the README demo)"),  # fmt: skip
     "psrnn-swimmer": Entry(CONFIG_DIR / "psrnn_swimmer.toml", "PSRNN from two-stage regression on Swimmer, "
                            "refined by BPTT (--set model.rank=, model.num_layers=, model.init=)"),  # fmt: skip
     "recurrent-swimmer": Entry(CONFIG_DIR / "recurrent_swimmer.toml", "RNN / GRU / LSTM baseline of the PSRNN "
@@ -122,8 +124,9 @@ def _baselines(*overrides: str) -> tuple:
 SUITES = {
     "psrnn-swimmer": Suite(_baselines(), "KF, RNN, GRU, LSTM and PSRNN (2SR and random start) on Swimmer: "
                            "MSE vs epoch and predictions before/after BPTT (the PSRNN paper's Figure 4)"),  # fmt: skip
-    "psrnn-air-quality": Suite(_baselines('data.name="air-quality"'), "the same comparison on UCI air quality "
-                               "(in place of Mocap and Handwriting, not available offline)"),  # fmt: skip
+    "psrnn-air-quality": Suite(_baselines('data.name="air-quality"', "train.batch_size=13"),
+                               "the same comparison on UCI air quality (in place of Mocap and Handwriting, "
+                               "not available offline)"),  # fmt: skip
     "psrnn-layers": Suite((("1 layer", "psrnn-swimmer", ()), ("2 layers", "psrnn-swimmer", ("model.num_layers=2",))),
                           "1-layer vs 2-layer PSRNN on Swimmer (the PSRNN paper's Figure 3b)"),
     "psrnn-rank": Suite((("PSRNN", "psrnn-swimmer", ()),
@@ -131,7 +134,7 @@ SUITES = {
                         "PSRNN vs factorized PSRNNs of several CP ranks on Swimmer (the PSRNN paper's Figure 3c)"),
 }  # fmt: skip
 #: what ``ppl-models demo`` runs, in order
-DEMOS = ("lgssm-demo", "srnn-demo")
+DEMOS = ("lgssm-demo", "srnn-demo", "psrnn-demo")
 
 
 def build(table: dict, registry: dict, kind: str, **fixed):

@@ -6,9 +6,10 @@ import json
 import pytest
 import torch
 
-from experiments import cli, registry
+from experiments import cli, compare, registry
 from experiments.config import EvaluateConfig, apply_overrides, check_config, load_config
-from experiments.data import pad_sequences, polyphonic, swimmer, verified_path
+from experiments.data import air_quality, pad_sequences, polyphonic, swimmer, verified_path
+from inference.io import read_jsonl
 
 DEMO = registry.EXPERIMENTS["lgssm-demo"].build
 
@@ -105,7 +106,9 @@ def test_list_prints_every_registry(capsys):
     assert cli.main(["list"]) == 0
     out = capsys.readouterr().out
     for name in ["lgssm", "lgssm-synthetic", "polyphonic-jsb", "smc", "lgssm-demo", "srnn", "gru", "swimmer",
-                 "srnn-demo", "srnn-jsb", "srnn-nottingham", "srnn-musedata", "srnn-piano", "srnn-swimmer", "gru-jsb"]:
+                 "srnn-demo", "srnn-jsb", "srnn-nottingham", "srnn-musedata", "srnn-piano", "srnn-swimmer", "gru-jsb",
+                 "psrnn", "recurrent", "kf", "air-quality", "psrnn-demo", "psrnn-swimmer", "recurrent-swimmer",
+                 "kf-swimmer", "psrnn-air-quality", "psrnn-layers", "psrnn-rank"]:
         assert name in out
 
 
@@ -114,6 +117,7 @@ def test_quick_demo_writes_a_complete_run_folder_and_evaluate_reuses_it(tmp_path
     assert cli.main(["demo", "--quick", "--device", "cpu", "--run-dir", str(root)]) == 0
     assert "smc-200" in capsys.readouterr().out
     _check_srnn_demo(root / "srnn-demo")
+    _check_psrnn_demo(root / "psrnn-demo")
     run = root / "lgssm-demo"
     for name in ["config.json", "metrics.jsonl", "metrics.json", "metrics.md", "predictive.nc",
                  "checkpoints/last.pt", "checkpoints/best.pt", "plots/learning_curve.png", "plots/pit_ecdf.png",
@@ -144,3 +148,47 @@ def _check_srnn_demo(run):
     assert all(-30 < v < 0 for v in per_step.values())
     assert 0 < metrics["calibration"]["brier"] < 0.25  # better than a constant 0.5
     assert abs(metrics["calibration"]["frequency_of_ones"] - 0.044) < 0.01  # JSB: about 4 of 88 keys sound
+
+
+def _check_psrnn_demo(run):
+    """The PSRNN part of the demo: MSE before and after BPTT, the monitor's curve, calibration."""
+    metrics = json.loads((run / "metrics.json").read_text())
+    predictions = json.loads((run / "predictions.json").read_text())
+    assert set(metrics["loglik"]) == {"exact"}
+    assert metrics["mse"] == pytest.approx(predictions["final_mse"])
+    assert metrics["mse"] < 0.5  # standardised data: far better than predicting the mean
+    assert len(predictions["observed"]) == len(predictions["final"]) == len(predictions["initial"]) == 100
+    curve = [r["monitor"]["test_mse"] for r in read_jsonl(run / "metrics.jsonl")]
+    assert len(curve) == 3 and all(v > 0 for v in curve)
+    assert 0.5 < metrics["calibration"]["coverage_0.9"] <= 1.0
+    assert (run / "plots" / "pit_ecdf.png").is_file()
+
+
+def test_air_quality_loader_interpolates_gaps_and_splits_in_time_order():
+    data = air_quality(window=50)
+    for x, mask in (data.train, data.valid, data.test):
+        assert x.shape[1:] == (50, 5) and mask.all() and torch.isfinite(x).all()
+    sizes = [len(split[0]) for split in (data.train, data.valid, data.test)]
+    assert sum(sizes) == 9357 // 50 and sizes[0] > sizes[2] > 0
+    torch.testing.assert_close(data.train[0].mean((0, 1)), torch.zeros(5), atol=1e-4, rtol=0)
+    assert float(data.train[0].min()) > -10  # no -200 sentinel left
+    with pytest.raises(ValueError, match="fractions"):
+        air_quality(fractions=(0.9, 0.2))
+
+
+def test_suite_trains_its_members_compares_them_and_keeps_finished_runs(tmp_path, capsys):
+    members = (("KF", "kf-swimmer", ()), ("GRU", "recurrent-swimmer", ('model.cell="gru"',)))
+    quick = ["train.epochs=2", "evaluate.predictive_samples=20", "device=\"cpu\""]
+    summary = compare.run_suite(members, tmp_path, quick)
+    assert set(summary) == {"KF", "GRU"}
+    for row in summary.values():
+        assert row["test_mse"] > 0 and row["initial_test_mse"] > 0 and row["num_parameters"] > 0
+    for name in ("comparison.md", "comparison.json", "mse_vs_epoch.png", "predictions.png"):
+        assert (tmp_path / name).is_file(), name
+    assert "| KF |" in (tmp_path / "comparison.md").read_text()
+    capsys.readouterr()
+    compare.run_suite(members, tmp_path, quick)
+    assert capsys.readouterr().out.count("finished earlier") == 2
+    assert cli.main(["compare", f"kf={tmp_path / 'kf'}", "--out", str(tmp_path / "again")]) == 0
+    assert cli.main(["compare", "no-label-here", "--out", str(tmp_path / "x")]) == 2
+    assert cli.main(["suite", "no-such-suite"]) == 2
