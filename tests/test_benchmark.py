@@ -35,3 +35,14 @@ def test_quick_srnn_step_benchmark_runs_and_its_torch_elbo_matches_ours(tmp_path
     direct = srnn_step.direct_elbo(model, x)
     pyro.set_rng_seed(1)
     torch.testing.assert_close(ELBO(model, mean_field=True)(x).bound, direct)
+
+
+def test_quick_psrnn_benchmark_runs_and_writes_its_results(tmp_path):
+    from experiments.benchmarks import psrnn
+
+    out = tmp_path / "psrnn.json"
+    assert psrnn.main(["--quick", "--out", str(out)]) == 0
+    results = json.loads(out.read_text())
+    assert results["two_stage_regression"]["median_s"] > 0
+    assert set(results["training_step"]["models"]) == {"psrnn", "psrnn rank 20", "gru"}
+    assert all(row["sequence_steps_per_s"] > 0 for row in results["training_step"]["models"].values())
