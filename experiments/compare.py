@@ -126,7 +126,7 @@ def _prediction_grid(folders: dict[str, Path], path: Path, feature: int) -> None
     records = {k: v for k, v in records.items() if "observed" in v and "final" in v}
     if not records:
         return
-    figure = Figure(figsize=(2.6 * len(records), 4.2))
+    figure = Figure(figsize=(2.6 * len(records), 4.4), layout="constrained")
     axes = figure.subplots(2, len(records), squeeze=False, sharex=True)
     for column, (label, record) in enumerate(records.items()):
         observed = [row[feature] for row in record["observed"]]
