@@ -6,7 +6,8 @@ noise scale:
 
     x_t ~ N(decoder(s_t), diag(sigma^2)).
 
-With no latent variables the log-likelihood is exact, so these models train with the
+With no latent variables the log-likelihood is exact (:class:`ExactPredictiveModel`, also
+the base of :class:`~ppl_models.rnn_baseline.GRUBaseline`), so these models train with the
 ``exact`` objective; their Pyro ``model`` scores all steps in one observed site ``x`` and
 their ``guide`` is empty. :class:`RecurrentPredictor` is the section-6 baseline of the
 PSRNN paper (linear encoder, Elman RNN / GRU / LSTM, linear decoder, Xavier init);
@@ -23,12 +24,49 @@ from torch import nn
 from inference.state_space import SEQUENCE_PLATE
 from inference.validation import check_choice, check_positive_int, check_sequences
 
-__all__ = ["OneStepPredictor", "RecurrentPredictor", "RECURRENT_CELLS"]
+__all__ = ["ExactPredictiveModel", "OneStepPredictor", "RecurrentPredictor", "RECURRENT_CELLS"]
 
 RECURRENT_CELLS = {"rnn": nn.RNN, "gru": nn.GRU, "lstm": nn.LSTM}
 
 
-class OneStepPredictor(nn.Module):
+class ExactPredictiveModel(nn.Module):
+    """Base of models without latent variables: everything follows from :meth:`predictive_distribution`.
+
+    A subclass sets ``obs_dim`` and defines ``predictive_distribution(x, mask)``, the exact
+    ``p(x_t | x_{<t})`` with batch shape ``[B, T]`` and event ``[D]``; this class gives the
+    exact log-likelihood, the predictive mean and the Pyro programs (one observed site ``x``
+    and an empty guide, so Pyro's ELBOs equal the log-likelihood).
+    """
+
+    #: name of the module in Pyro's parameter store
+    pyro_name = "predictor"
+
+    def predictive_distribution(self, x: torch.Tensor, mask: torch.Tensor | None = None):
+        raise NotImplementedError
+
+    def log_likelihood(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Exact ``log p(x_{1:T_b})`` per sequence, ``[B]``."""
+        x, mask = check_sequences(x, mask, feature_size=self.obs_dim)
+        return (self.predictive_distribution(x, mask).log_prob(x) * mask).sum(1)
+
+    @torch.no_grad()
+    def predictive_mean(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """``E[x_t | x_{<t}]`` ``[B, T, D]``."""
+        return self.predictive_distribution(x, mask).mean
+
+    def model(self, x: torch.Tensor, mask: torch.Tensor | None = None):
+        """Pyro program: one observed site ``x`` with batch shape ``[B]`` (padding masked out)."""
+        pyro.module(self.pyro_name, self)
+        x, mask = check_sequences(x, mask, feature_size=self.obs_dim)
+        with pyro.plate(SEQUENCE_PLATE, x.shape[0], dim=-1):
+            pyro.sample("x", self.predictive_distribution(x, mask).mask(mask).to_event(1), obs=x)
+
+    def guide(self, x: torch.Tensor, mask: torch.Tensor | None = None):
+        """Empty: the model has no latent variables."""
+        pyro.module(self.pyro_name, self)
+
+
+class OneStepPredictor(ExactPredictiveModel):
     """Base class: ``states`` -> linear decoder -> diagonal Gaussian with learned scale.
 
     Args:
@@ -55,27 +93,6 @@ class OneStepPredictor(nn.Module):
     def predictive_distribution(self, x: torch.Tensor, mask: torch.Tensor | None = None):
         """``p(x_t | x_{<t})`` for every step: batch shape ``[B, T]``, event ``[D]``."""
         return dist.Normal(self.predict(x, mask), self.log_noise_scale.exp()).to_event(1)
-
-    def log_likelihood(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-        """Exact ``log p(x_{1:T_b})`` per sequence, ``[B]``."""
-        x, mask = check_sequences(x, mask, feature_size=self.obs_dim)
-        return (self.predictive_distribution(x, mask).log_prob(x) * mask).sum(1)
-
-    @torch.no_grad()
-    def predictive_mean(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-        """``E[x_t | x_{<t}]`` ``[B, T, D]``."""
-        return self.predict(x, mask)
-
-    def model(self, x: torch.Tensor, mask: torch.Tensor | None = None):
-        """Pyro program: one observed site ``x`` with batch shape ``[B]`` (padding masked out)."""
-        pyro.module("predictor", self)
-        x, mask = check_sequences(x, mask, feature_size=self.obs_dim)
-        with pyro.plate(SEQUENCE_PLATE, x.shape[0], dim=-1):
-            pyro.sample("x", self.predictive_distribution(x, mask).mask(mask).to_event(1), obs=x)
-
-    def guide(self, x: torch.Tensor, mask: torch.Tensor | None = None):
-        """Empty: the state is deterministic."""
-        pyro.module("predictor", self)
 
 
 class RecurrentPredictor(OneStepPredictor):
