@@ -53,7 +53,7 @@ from typing import Any, NamedTuple, Protocol
 import pyro
 import torch
 
-from .resampling import SCHEMES, gather_particles, logsumexp_particles, resample_adaptive
+from .resampling import SCHEMES, gather_particles, logsumexp_particles, normalize, resample_adaptive
 from .validation import check_choice, check_positive_int, check_probability, check_sequences
 
 __all__ = ["Step", "ParticleModel", "ParticleFilter", "FilterResult", "GRADIENT_MODES"]
@@ -236,20 +236,26 @@ class ParticleFilter:
         x: torch.Tensor,
         mask: torch.Tensor | None = None,
         *,
-        keep_ancestry: bool = False,
+        keep_ancestry: bool | tuple[str, ...] = False,
         predictive_samples: int = 0,
         predictive_mean: bool = False,
+        initial_log_weights: torch.Tensor | None = None,
     ) -> FilterResult:
         """Filter the batch ``x [B, T, D]`` (``mask [B, T]``, valid steps first).
 
         Args:
             model: a :class:`ParticleModel`.
             keep_ancestry: record states, weights and ancestors of every step
-                (memory ``O(T K B state)``) for :meth:`FilterResult.paths` and smoothing.
+                (memory ``O(T K B state)``) for :meth:`FilterResult.paths` and smoothing;
+                a tuple of state keys records only those states (weights and ancestors always).
+                Records keep their gradient path, so losses on them can be trained.
             predictive_samples: ``S > 0`` draws ``S`` one-step-ahead predictive
                 samples of ``x_t`` per step; needs ``model.simulate``.
             predictive_mean: record ``E[x_t | x_{<t}]``, the weighted mean over particles of
                 ``model.predict_mean`` before step ``t``'s observation is weighed in.
+            initial_log_weights: ``[K, B]`` weights of the state ``model.start`` returns, to
+                continue a filter from its final particle set (truncated BPTT). The set is
+                then resampled before the first step, as before any other; default uniform.
         """
         x, mask = check_sequences(x, mask)
         if predictive_samples:
@@ -264,7 +270,10 @@ class ParticleFilter:
         all_valid = bool(mask.all())
         state, context = model.start(x, mask, num_particles)
         log_w = torch.full((num_particles, batch), -math.log(num_particles), dtype=x.dtype, device=x.device)
-        ess = torch.full((batch,), float(num_particles), dtype=x.dtype, device=x.device)
+        continuing = initial_log_weights is not None
+        if continuing:
+            log_w = self._initial_log_weights(initial_log_weights, log_w)
+        ess = 1.0 / log_w.exp().square().sum(0)
         identity = torch.arange(num_particles, device=x.device).unsqueeze(-1).expand(num_particles, batch)
         no_resampling = torch.zeros(batch, dtype=torch.bool, device=x.device)
         fisher = _FisherScore(log_w, self.fisher_lag) if stop else None
@@ -272,14 +281,14 @@ class ParticleFilter:
         increments = x.new_zeros(batch, steps)
         ess_steps = x.new_empty(batch, steps)
         resampled_steps = torch.zeros(batch, steps, dtype=torch.bool, device=x.device)
-        history = _History(steps) if keep_ancestry else None
+        history = _History(keep_ancestry) if keep_ancestry else None
         predictive, means = [], x.new_zeros(x.shape) if predictive_mean else None
 
         with pyro.validation_enabled(False):
             for t in range(steps):
                 valid = None if all_valid else mask[:, t]
                 ancestors, resampled = identity, no_resampling
-                if t > 0 and self._may_resample(ess, valid):
+                if (t > 0 or continuing) and self._may_resample(ess, valid):
                     ancestors, new_log_w, resampled = resample_adaptive(
                         log_w,
                         self.resampling,
@@ -316,7 +325,7 @@ class ParticleFilter:
                 ess_steps[:, t] = ess
                 resampled_steps[:, t] = resampled
                 if keep_ancestry:
-                    history.record(t, ancestors, log_w, state)
+                    history.record(ancestors, log_w, state)
 
         result = FilterResult(
             log_evidence=increments.sum(1),
@@ -331,12 +340,21 @@ class ParticleFilter:
             num_steps_total=steps,
         )
         if keep_ancestry:
-            result.ancestors, result.history_log_weights = history.ancestors, history.log_w
-            result.history = history.states
+            result.ancestors, result.history_log_weights, result.history = history.finish()
         if predictive_samples:
             result.predictive = torch.stack(predictive, dim=2)
         result.predictive_mean = means
         return result
+
+    def _initial_log_weights(self, value, like: torch.Tensor) -> torch.Tensor:
+        if not isinstance(value, torch.Tensor):
+            raise TypeError(f"initial_log_weights must be a torch.Tensor [K, B], got {type(value).__name__}")
+        if value.shape != like.shape:
+            raise ValueError(f"initial_log_weights must have shape [K, B] = {tuple(like.shape)}, "
+                             f"got {tuple(value.shape)}")
+        if not bool(torch.isfinite(torch.logsumexp(value.detach(), 0)).all()):
+            raise ValueError("initial_log_weights must give every sequence a finite total weight")
+        return normalize(value.to(like))
 
     def _may_resample(self, ess: torch.Tensor, valid: torch.Tensor | None) -> bool:
         """Whether any sequence may need resampling now.
@@ -373,23 +391,30 @@ def _select(valid: torch.Tensor | None, new: torch.Tensor, old: torch.Tensor) ->
 
 
 class _History:
-    """Preallocated ``[T, K, B, ...]`` records of ancestors, weights and states (``keep_ancestry``)."""
+    """Per-step records of ancestors, weights and states (``keep_ancestry``), stacked to ``[T, K, B, ...]``.
 
-    def __init__(self, steps: int):
-        self.steps = steps
-        self.ancestors = self.log_w = None
-        self.states: dict[str, torch.Tensor] = {}
+    Lists stacked once at the end, not writes into a preallocated buffer: under autograd each
+    write into a buffer would copy the whole buffer's gradient in the backward pass (O(T^2)).
+    """
 
-    def record(self, t, ancestors, log_w, state):
-        if self.ancestors is None:
-            self.ancestors = ancestors.new_empty((self.steps,) + ancestors.shape)
-            self.log_w = log_w.new_empty((self.steps,) + log_w.shape)
-        self.ancestors[t] = ancestors
-        self.log_w[t] = log_w
+    def __init__(self, keys: bool | tuple[str, ...]):
+        self.keys = None if keys is True else tuple(keys)
+        self.ancestors, self.log_w = [], []
+        self.states: dict[str, list[torch.Tensor]] = {}
+
+    def record(self, ancestors, log_w, state):
+        self.ancestors.append(ancestors)
+        self.log_w.append(log_w)
         for key, value in state.items():
-            if key not in self.states:
-                self.states[key] = value.new_zeros((self.steps,) + value.shape)
-            self.states[key][t] = value
+            if self.keys is None or key in self.keys:
+                self.states.setdefault(key, []).append(value)
+
+    def finish(self) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+        if self.keys is not None and set(self.keys) - set(self.states):
+            raise ValueError(f"keep_ancestry names states {sorted(set(self.keys) - set(self.states))} "
+                             f"that the model does not have; its states are {sorted(self.states)}")
+        states = {key: torch.stack(values) for key, values in self.states.items()}
+        return torch.stack(self.ancestors), torch.stack(self.log_w), states
 
 
 class _FisherScore:

@@ -191,11 +191,20 @@ def _resolve_device(device, objective: nn.Module) -> torch.device:
     return device
 
 
-def _check_data(data, name: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """Validate a ``(x [N, T, D], mask [N, T] or None)`` pair; return ``(x, mask)``."""
-    if not isinstance(data, (tuple, list)) or len(data) != 2:
-        raise ValueError(f"{name} must be a pair (x [N, T, D], mask [N, T]), got {type(data).__name__}")
-    return check_sequences(data[0], data[1], name=f"{name}[0]")
+def _check_data(data, name: str) -> tuple[torch.Tensor, ...]:
+    """Validate ``(x [N, T, D], mask [N, T] or None)`` or ``(x, mask, y [N, ...])``; return it with the mask filled."""
+    if not isinstance(data, (tuple, list)) or len(data) not in (2, 3):
+        raise ValueError(f"{name} must be a pair (x [N, T, D], mask [N, T]) or a triple (x, mask, y [N, ...]) "
+                         f"of supervised data, got {type(data).__name__}"
+                         + (f" of length {len(data)}" if isinstance(data, (tuple, list)) else ""))
+    x, mask = check_sequences(data[0], data[1], name=f"{name}[0]")
+    if len(data) == 2:
+        return x, mask
+    y = data[2]
+    if not isinstance(y, torch.Tensor) or y.dim() == 0 or y.shape[0] != x.shape[0]:
+        got = tuple(y.shape) if isinstance(y, torch.Tensor) else type(y).__name__
+        raise ValueError(f"{name}[2] (targets y) must be a tensor with N = {x.shape[0]} rows like x, got {got}")
+    return x, mask, y
 
 
 def _make_optimizer(parameters: list[nn.Parameter], config: TrainConfig) -> torch.optim.Optimizer:
@@ -257,7 +266,9 @@ class Trainer:
             whose ``forward(x [B, T, D], mask [B, T])`` returns ``loss``, ``bound [B]`` and
             ``num_steps [B]``, with a ``kl_factor`` attribute).
         train_data: ``(x [N, T, D], mask [N, T])``, padded, valid steps first (``mask`` may be
-            ``None``: all steps valid). It may stay on the CPU; minibatches move to ``device``.
+            ``None``: all steps valid), or ``(x, mask, y)`` with targets ``y [N, ...]`` for a
+            supervised objective, called as ``objective(x, mask, y)``. It may stay on the CPU;
+            minibatches move to ``device``.
         valid_data: optional pair of the same form, for validation, ``best.pt`` and early stopping.
         config: a :class:`TrainConfig` (default: its defaults).
         run_dir: folder of ``metrics.jsonl`` and ``checkpoints/``; ``None`` writes nothing.
@@ -369,7 +380,7 @@ class Trainer:
                                 rank=self.rank, world_size=self.world_size)
         totals = torch.zeros(4, dtype=torch.float64, device=self.device)  # loss sum, batches, bound sum, steps
         for index in batches:
-            out = self._train_step(*self._batch(self.train_data, index))
+            out = self._train_step(self._batch(self.train_data, index))
             totals += torch.stack([out.loss.detach().double(), totals.new_ones(()),
                                    out.bound.detach().sum().double(), out.num_steps.sum().double()])
             bar.update()
@@ -378,11 +389,11 @@ class Trainer:
         totals = self._sum_over_ranks(totals)
         return (totals[0] / totals[1]).item(), (totals[2] / totals[3]).item()
 
-    def _train_step(self, x: torch.Tensor, mask: torch.Tensor):
-        """One optimizer step on a minibatch ``x [B, T, D]``, ``mask [B, T]``; returns the ObjectiveOutput."""
+    def _train_step(self, batch: tuple[torch.Tensor, ...]):
+        """One optimizer step on a minibatch ``(x [B, T, D], mask [B, T][, y])``; returns the ObjectiveOutput."""
         self.objective.kl_factor = self.config.kl_factor(self.step)
         self.optimizer.zero_grad(set_to_none=True)
-        out = self.module(x, mask)
+        out = self.module(*batch)
         out.loss.backward()
         if self.config.clip_norm is not None:
             nn.utils.clip_grad_norm_(self.parameters, self.config.clip_norm)
@@ -431,11 +442,9 @@ class Trainer:
         device_ids = [self.device.index] if self.device.type == "cuda" else None
         return DistributedDataParallel(objective, device_ids=device_ids, find_unused_parameters=True)
 
-    def _batch(self, data: tuple[torch.Tensor, torch.Tensor], index: torch.Tensor):
-        """Rows ``index`` of ``(x [N, T, D], mask [N, T])``, moved to the training device."""
-        x, mask = data
-        index = index.to(x.device)
-        return x[index].to(self.device, non_blocking=True), mask[index].to(self.device, non_blocking=True)
+    def _batch(self, data: tuple[torch.Tensor, ...], index: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """Rows ``index`` of ``(x [N, T, D], mask [N, T][, y [N, ...]])``, moved to the training device."""
+        return tuple(t[index.to(t.device)].to(self.device, non_blocking=True) for t in data)
 
     def _sum_over_ranks(self, totals: torch.Tensor) -> torch.Tensor:
         if _distributed():

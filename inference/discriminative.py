@@ -1,0 +1,154 @@
+"""Losses of discriminative particle filters (PF-RNNs, Ma et al. 2020), per sequence, and their objective.
+
+A belief is a weighted particle set per step: per-particle target distributions
+``p(y_t | h_t^i)`` and normalised log-weights ``log w_t^i`` (``[T, K, B]`` layouts, as the
+particle filter records them). The losses, each ``[B]`` (summed over a sequence's targets):
+
+* :func:`prediction_loss`, eq. 4: the task loss of the prediction from the mean particle
+  (squared error summed over outputs, or cross-entropy);
+* :func:`particle_elbo_loss`, eq. 5: ``-sum_t log sum_i w_t^i p(y_t | h_t^i)``. The paper
+  writes ``1/K sum_i`` over the particles *after* a resampling from ``w_t``; its
+  expectation over that draw is the weighted sum used here, which has no resampling noise;
+* :func:`belief_loss`, the workshop paper's ``sum_t sum_i w_t^i loss(y_t, h_t^i)``.
+
+:class:`DiscriminativeLoss` combines them (``L_pred + beta L_ELBO``, plus an optional belief
+term) for the shared :class:`~inference.training.Trainer`, which passes it supervised
+batches ``(x, mask, y)``.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from .objectives import ObjectiveOutput
+from .validation import check_choice, check_sequences
+
+__all__ = ["TARGETS", "prediction_loss", "particle_elbo_loss", "belief_loss", "DiscriminativeLoss", "check_targets"]
+
+TARGETS = ("sequence", "last")
+
+
+def _task_loss(prediction: torch.Tensor, y: torch.Tensor, task: str) -> torch.Tensor:
+    """Squared error summed over the last dim (regression) or cross-entropy of logits (classification)."""
+    if task == "classification":
+        return F.cross_entropy(prediction.movedim(-1, 0).unsqueeze(0), y.unsqueeze(0), reduction="none").squeeze(0)
+    return (prediction - y).square().sum(-1)
+
+
+def prediction_loss(prediction: torch.Tensor, y: torch.Tensor, valid: torch.Tensor, task: str) -> torch.Tensor:
+    """Eq. 4 per sequence ``[B]``.
+
+    Args:
+        prediction: ``[B, N, O]`` predictions (class logits) at ``N`` target steps.
+        y: ``[B, N, O]`` targets (regression) or ``[B, N]`` class indices.
+        valid: ``[B, N]`` bool, which targets count.
+        task: ``"regression"`` or ``"classification"``.
+    """
+    return (_task_loss(prediction, y, task) * valid).sum(1)
+
+
+def particle_elbo_loss(log_prob: torch.Tensor, log_weights: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """Eq. 5 per sequence ``[B]``: ``-sum_t log sum_i w_t^i p(y_t | h_t^i)``.
+
+    Args:
+        log_prob: ``[N, K, B]`` ``log p(y_t | h_t^i)`` at ``N`` target steps.
+        log_weights: ``[N, K, B]`` normalised log-weights.
+        valid: ``[B, N]`` bool.
+    """
+    return -(torch.logsumexp(log_weights + log_prob, dim=1).T * valid).sum(1)
+
+
+def belief_loss(particle_loss: torch.Tensor, log_weights: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """Workshop paper's belief loss per sequence ``[B]``: ``sum_t sum_i w_t^i loss_t^i`` (losses ``[N, K, B]``)."""
+    return ((log_weights.exp() * particle_loss).sum(1).T * valid).sum(1)
+
+
+def check_targets(y, x: torch.Tensor, target: str, task: str, output_size: int) -> torch.Tensor:
+    """Validate targets for inputs ``x [B, T, D]``; returns ``y``.
+
+    ``target="sequence"``: ``[B, T, O]`` (regression) or ``[B, T]`` class indices; ``"last"``:
+    ``[B, O]`` or ``[B]``. Regression targets must be finite floats, class indices in ``[0, O)``.
+    """
+    if not isinstance(y, torch.Tensor):
+        raise TypeError(f"y must be a torch.Tensor, got {type(y).__name__}")
+    batch, steps = x.shape[:2]
+    lead = (batch, steps) if target == "sequence" else (batch,)
+    expected = lead + ((output_size,) if task == "regression" else ())
+    if tuple(y.shape) != expected:
+        what = "[B, T" if target == "sequence" else "[B"
+        what += ", O]" if task == "regression" else "] class indices"
+        raise ValueError(f"y must have shape {what} = {expected} for target={target!r}, task={task!r}, "
+                         f"got {tuple(y.shape)}")
+    if task == "classification":
+        if y.dtype != torch.long:
+            raise TypeError(f"classification targets y must be int64 class indices, got dtype {y.dtype}")
+        if bool(((y < 0) | (y >= output_size)).any()):
+            raise ValueError(f"class indices in y must lie in [0, {output_size}), got {int(y.min())}..{int(y.max())}")
+    elif not y.is_floating_point() or not bool(torch.isfinite(y).all()):
+        raise ValueError("regression targets y must be finite floating-point values")
+    return y
+
+
+class DiscriminativeLoss(nn.Module):
+    """``pred_weight L_pred + elbo_weight L_ELBO + belief_weight L_belief`` for a PF-RNN predictor.
+
+    Args:
+        model: a :class:`~ppl_models.pf_rnn.PFRNNPredictor` (or any module with ``belief(x, mask)``,
+            ``head``, ``particle_distribution``, ``task`` and ``output_size``).
+        target: ``"sequence"`` (a target at every valid step, as in regression and localization)
+            or ``"last"`` (one per sequence, at its last valid step, as in classification).
+        pred_weight, elbo_weight, belief_weight: the weights; the paper's ``L_pred + beta L_ELBO``
+            with ``beta = 1`` is the default.
+
+    ``forward(x, mask, y)`` returns an :class:`~inference.objectives.ObjectiveOutput` whose
+    ``loss`` is the combination divided by the number of targets, whose ``bound`` is minus the
+    combination per sequence (so that the Trainer's "higher is better" validation works), and
+    ``num_steps`` the targets per sequence. ``kind`` is ``"-loss"``.
+    """
+
+    kind = "-loss"
+
+    def __init__(self, model: nn.Module, *, target: str = "sequence", pred_weight: float = 1.0,
+                 elbo_weight: float = 1.0, belief_weight: float = 0.0):  # fmt: skip
+        super().__init__()
+        self.model = model
+        self.target = check_choice(target, TARGETS, name="target")
+        weights = {"pred_weight": pred_weight, "elbo_weight": elbo_weight, "belief_weight": belief_weight}
+        for name, value in weights.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+                raise ValueError(f"{name} must be a number >= 0, got {value!r}")
+        if not any(weights.values()):
+            raise ValueError("at least one of pred_weight, elbo_weight, belief_weight must be positive")
+        self.pred_weight, self.elbo_weight, self.belief_weight = float(pred_weight), float(elbo_weight), \
+            float(belief_weight)
+        self.kl_factor = 1.0  # the Trainer sets it; these losses have no KL term
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None, y: torch.Tensor) -> ObjectiveOutput:
+        x, mask = check_sequences(x, mask)
+        model = self.model
+        y = check_targets(y, x, self.target, model.task, model.output_size)
+        belief = model.belief(x, mask)
+        particles, log_w, valid = belief.particles, belief.log_weights, mask
+        if self.target == "last":
+            last = mask.sum(1) - 1  # [B]
+            index = last.view(1, 1, -1, 1).expand(1, *particles.shape[1:])
+            particles = particles.gather(0, index)
+            log_w = log_w.gather(0, last.view(1, 1, -1).expand(1, log_w.shape[1], -1))
+            y, valid = y.unsqueeze(1), torch.ones_like(mask[:, :1])
+        per_sequence = x.new_zeros(x.shape[0])
+        if self.pred_weight:
+            mean = (log_w.exp().unsqueeze(-1) * particles).sum(1).transpose(0, 1)  # [B, N, H]
+            per_sequence = per_sequence + self.pred_weight * prediction_loss(model.head(mean), y, valid, model.task)
+        y_particles = y.transpose(0, 1).unsqueeze(1)  # [N, 1, B, ...]: broadcast over particles
+        if self.elbo_weight:
+            log_prob = model.particle_distribution(particles).log_prob(y_particles)
+            per_sequence = per_sequence + self.elbo_weight * particle_elbo_loss(log_prob, log_w, valid)
+        if self.belief_weight:
+            losses = _task_loss(model.head(particles), y_particles.expand(particles.shape[:3] + y.shape[2:]),
+                                model.task)
+            per_sequence = per_sequence + self.belief_weight * belief_loss(losses, log_w, valid)
+        num_targets = valid.sum(1)
+        loss = per_sequence.sum() / num_targets.sum().clamp(min=1)
+        return ObjectiveOutput(loss=loss, bound=-per_sequence, num_steps=num_targets)
