@@ -122,7 +122,8 @@ class _PFRNNBase(nn.Module):
         return output, belief.state
 
     def filter(self, input: torch.Tensor, hx: ParticleState | None = None, *, mask: torch.Tensor | None = None,
-               noise: torch.Tensor | None = None, generator: torch.Generator | None = None) -> ParticleBelief:  # fmt: skip
+               noise: torch.Tensor | None = None, generator: torch.Generator | None = None,
+               ) -> ParticleBelief:  # fmt: skip
         """Run the particle filter over ``input`` (``[B, T, D]`` if batch_first, else ``[T, B, D]``).
 
         Args:
@@ -391,7 +392,8 @@ class PFRNNProgram:
             valid = mask[:, t]
             if t > 0 and cell.resampling == "soft":
                 ancestors, new_log_w = resample(log_w, "soft", alpha=cell.alpha, generator=self.generator)
-                ancestors = torch.where(valid, ancestors, torch.arange(cell.num_particles, device=x.device).unsqueeze(-1))
+                identity = torch.arange(cell.num_particles, device=x.device).unsqueeze(-1)
+                ancestors = torch.where(valid, ancestors, identity)
                 log_w = torch.where(valid, new_log_w, log_w)
                 state = {k: gather_particles(v, ancestors) for k, v in state.items()}
             new = cell._propagate(state, context["gates"][:, t], noises[t])
