@@ -15,10 +15,11 @@ Examples::
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
-from . import compare, registry, runner
+from . import compare, registry, runner, supervised
 from .config import apply_overrides, load_config
 
 __all__ = ["main"]
@@ -43,7 +44,14 @@ def _finish(metrics: dict, run_dir) -> int:
 
 def _train(args) -> int:
     overrides = list(args.set) + ([f"device={args.device!r}".replace("'", '"')] if args.device else [])
-    config = load_config(registry.experiment_config(args.experiment), overrides)
+    path = registry.experiment_config(args.experiment)
+    if supervised.is_supervised(path):
+        config = supervised.load_supervised_config(path, overrides)
+        run_dir = args.run_dir or runner.timestamped(config["name"])
+        metrics = supervised.train(config, run_dir, resume=args.resume)
+        print(json.dumps(metrics, indent=2) + f"\n\nrun folder: {run_dir}")
+        return 0
+    config = load_config(path, overrides)
     run_dir = args.run_dir or runner.timestamped(config["name"])
     return _finish(runner.train(config, run_dir, resume=args.resume), run_dir)
 

@@ -97,6 +97,10 @@ EXPERIMENTS = {
                                "paper on Swimmer (--set model.cell=)"),  # fmt: skip
     "kf-swimmer": Entry(CONFIG_DIR / "kf_swimmer.toml", "Kalman filter from two-stage regression on Swimmer, "
                         "refined by its exact likelihood"),  # fmt: skip
+    "pfrnn-maze10": Entry(CONFIG_DIR / "pfrnn_maze10.toml", "PF-LSTM (K=30, H=64) localizing a robot in a "
+                          "symmetric 10x10 maze (the PF-RNN paper's Figure 5; baselines and ablation by --set)"),
+    "rnn-maze10": Entry(CONFIG_DIR / "rnn_maze10.toml", "LSTM-80 (GRU-86 by --set) baseline on the 10x10 maze "
+                        "localization task (the PF-RNN paper's Figure 5)"),
     "gru-jsb": Entry(CONFIG_DIR / "gru_jsb.toml", "deterministic GRU baseline on JSB (the SRNN paper's RNN row; "
                      "other sets by --set data.name)"),  # fmt: skip
 }

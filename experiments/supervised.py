@@ -1,0 +1,128 @@
+"""Supervised sequence tasks (inputs ``x``, targets ``y``): PF-RNNs and their LSTM/GRU baselines.
+
+A TOML experiment with ``kind = "supervised"`` has the sections ``[data]`` (a task of
+:data:`TASKS` and its options), ``[model]`` (:class:`~ppl_models.pf_rnn.PFRNNPredictor`
+options), ``[loss]`` (:class:`~inference.discriminative.DiscriminativeLoss` options) and
+``[train]`` (:class:`~inference.training.TrainConfig`). ``ppl-models train`` runs it and writes a
+run folder: ``config.json``, ``metrics.jsonl`` and ``checkpoints/`` (resumable), ``metrics.json``
+(test metrics of the best checkpoint) and ``plots/`` (learning curve; for a particle model on the
+localization task, the belief over time, the paper's Figure 6).
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from inference.discriminative import DiscriminativeLoss
+from inference.io import write_json
+from inference.training import TrainConfig, Trainer, load_best
+from ppl_models.pf_rnn import PFRNNPredictor
+
+from . import plots
+from .config import apply_overrides
+from .localization import localization_data, plot_belief
+
+__all__ = ["TASKS", "is_supervised", "load_supervised_config", "train", "evaluate_localization"]
+
+SECTIONS = ("data", "model", "loss", "train")
+TOP_LEVEL = {"kind": "supervised", "name": "experiment", "seed": 0, "device": "auto"}
+TASKS = {"localization": localization_data}
+
+
+def is_supervised(path: str | Path) -> bool:
+    """Whether the TOML file at ``path`` is a supervised experiment (``kind = "supervised"``)."""
+    with open(path, "rb") as handle:
+        return tomllib.load(handle).get("kind") == "supervised"
+
+
+def load_supervised_config(path: str | Path, overrides: list[str] = ()) -> dict:
+    """Read a supervised experiment, apply ``section.key=value`` overrides, check sections and fill defaults."""
+    with open(path, "rb") as handle:
+        config = apply_overrides(tomllib.load(handle), list(overrides))
+    unknown = sorted(set(config) - set(TOP_LEVEL) - set(SECTIONS))
+    if unknown:
+        raise ValueError(f"unknown top-level keys {unknown}; known: {sorted(set(TOP_LEVEL) | set(SECTIONS))}")
+    config = {**TOP_LEVEL, **config}
+    if config["data"].get("name") not in TASKS:
+        raise ValueError(f"data.name must be one of {sorted(TASKS)}, got {config['data'].get('name')!r}")
+    config["train"] = TrainConfig.from_dict(config.get("train", {})).to_dict()
+    config.setdefault("model", {})
+    config.setdefault("loss", {})
+    return config
+
+
+def _setup(config: dict):
+    data_options = {k: v for k, v in config["data"].items() if k != "name"}
+    maze, splits = TASKS[config["data"]["name"]](**data_options)
+    x, _, y = splits["train"]
+    predictor = PFRNNPredictor(x.shape[-1], y.shape[-1], **config["model"])
+    return maze, splits, predictor, DiscriminativeLoss(predictor, **config["loss"])
+
+
+def train(config: dict, run_dir: str | Path, *, resume: bool = False) -> dict:
+    """Train, then evaluate the best checkpoint on the test split; returns (and writes) ``metrics.json``."""
+    from .runner import resolve_device
+
+    run_dir = Path(run_dir)
+    if not resume and (run_dir / "checkpoints").exists():
+        raise ValueError(f"run_dir {run_dir} already holds a run: pass --resume to continue it or pick a new folder")
+    write_json(run_dir / "config.json", config)
+    torch.manual_seed(config["seed"])
+    maze, splits, predictor, objective = _setup(config)
+    device = resolve_device(config["device"])
+    trainer = Trainer(objective, splits["train"], splits["valid"], TrainConfig.from_dict(config["train"]),
+                      run_dir=run_dir, device=device)  # fmt: skip
+    history = trainer.fit(resume=resume)
+    load_best(run_dir, objective, map_location=device)
+    metrics = evaluate_localization(predictor, splits["test"], device=device, seed=config["seed"])
+    metrics.update(experiment=config["name"], epochs=len(history), seconds=sum(r["seconds"] for r in history),
+                   num_parameters=sum(p.numel() for p in predictor.parameters() if p.requires_grad),
+                   num_particles=predictor.num_particles, cell=predictor.cell_name)  # fmt: skip
+    write_json(run_dir / "metrics.json", metrics)
+    plots.learning_curve(run_dir / "metrics.jsonl", run_dir / "plots" / "learning_curve.png")
+    if predictor.num_particles > 1:
+        _belief_figure(predictor, maze, splits["test"], run_dir / "plots" / "belief.png", device)
+    return metrics
+
+
+@torch.no_grad()
+def evaluate_localization(predictor: PFRNNPredictor, data, *, device, seed: int = 0, batch_size: int = 250) -> dict:
+    """Test metrics of pose predictions from the mean particle.
+
+    ``last_step_mse``: squared error of the pose ``(x, y, cos, sin)`` at the last step, summed
+    over its 4 entries, averaged over sequences (the paper's metric); ``last_step_position_mse``
+    the same over ``(x, y)``; ``mse`` over all steps.
+    """
+    predictor.eval().to(device)
+    x, _, y = data
+    generator = torch.Generator(device=device).manual_seed(seed)
+    predictions = []
+    for start in range(0, len(x), batch_size):
+        xb = x[start:start + batch_size].to(device)
+        belief = predictor.belief(xb, generator=generator)
+        predictions.append(predictor.head(belief.mean).cpu())
+    error = (torch.cat(predictions) - y).square()
+    return {"last_step_mse": error[:, -1].sum(-1).mean().item(),
+            "last_step_position_mse": error[:, -1, :2].sum(-1).mean().item(),
+            "mse": error.sum(-1).mean().item(), "test_sequences": len(x)}  # fmt: skip
+
+
+@torch.no_grad()
+def _belief_figure(predictor, maze, data, path, device, index: int = 0) -> None:
+    x, _, y = data
+    belief = predictor.belief(x[index:index + 1].to(device), generator=torch.Generator(device=device).manual_seed(0))
+    particles = predictor.head(belief.particles[:, :, 0]).cpu().numpy()  # [T, K, 4]
+    predicted = _unit_heading(predictor.head(belief.mean[0]).cpu().numpy())
+    steps = x.shape[1]
+    chosen = sorted({0, steps // 8, steps // 4, steps // 2, steps - 1})
+    plot_belief(maze, y[index].numpy(), predicted, _unit_heading(particles), chosen, path)
+
+
+def _unit_heading(poses: np.ndarray) -> np.ndarray:
+    """Poses with the heading entries scaled to a unit vector (for arrows)."""
+    norm = np.linalg.norm(poses[..., 2:], axis=-1, keepdims=True).clip(min=1e-6)
+    return np.concatenate([poses[..., :2], poses[..., 2:] / norm], -1)
