@@ -47,13 +47,16 @@ def _train(args) -> int:
     path = registry.experiment_config(args.experiment)
     if supervised.is_supervised(path):
         config = supervised.load_supervised_config(path, overrides)
-        run_dir = args.run_dir or runner.timestamped(config["name"])
-        metrics = supervised.train(config, run_dir, resume=args.resume)
-        print(json.dumps(metrics, indent=2) + f"\n\nrun folder: {run_dir}")
-        return 0
+        return _train_supervised(config, args.run_dir or runner.timestamped(config["name"]), args.resume)
     config = load_config(path, overrides)
     run_dir = args.run_dir or runner.timestamped(config["name"])
     return _finish(runner.train(config, run_dir, resume=args.resume), run_dir)
+
+
+def _train_supervised(config: dict, run_dir, resume: bool = False) -> int:
+    metrics = supervised.train(config, run_dir, resume=resume)
+    print(json.dumps(metrics, indent=2) + f"\n\nrun folder: {run_dir}")
+    return 0
 
 
 def _evaluate(args) -> int:
@@ -66,7 +69,15 @@ def _demo(args) -> int:
     root = args.run_dir or runner.timestamped("demo")
     quick = ["train.epochs=3", "evaluate.num_particles=200", "evaluate.iwae_particles=20"]
     for name in names:
-        config = load_config(registry.experiment_config(name), quick if args.quick else [])
+        path = registry.experiment_config(name)
+        if supervised.is_supervised(path):
+            config = supervised.load_supervised_config(path, ["train.epochs=1"] if args.quick else [])
+            if args.device:
+                config["device"] = args.device
+            print(f"\nDemo {name}: {registry.EXPERIMENTS[name].description}")
+            _train_supervised(config, Path(root) / name)
+            continue
+        config = load_config(path, quick if args.quick else [])
         if args.device:
             config["device"] = args.device
         print(f"\nDemo {name}: {registry.EXPERIMENTS[name].description}")

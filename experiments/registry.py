@@ -97,6 +97,8 @@ EXPERIMENTS = {
                                "paper on Swimmer (--set model.cell=)"),  # fmt: skip
     "kf-swimmer": Entry(CONFIG_DIR / "kf_swimmer.toml", "Kalman filter from two-stage regression on Swimmer, "
                         "refined by its exact likelihood"),  # fmt: skip
+    "pfrnn-demo": Entry(CONFIG_DIR / "pfrnn_demo.toml", "small PF-LSTM localizing a robot in a 10x10 maze, "
+                        "with the belief picture (the README demo)"),
     "pfrnn-maze10": Entry(CONFIG_DIR / "pfrnn_maze10.toml", "PF-LSTM (K=30, H=64) localizing a robot in a "
                           "symmetric 10x10 maze (the PF-RNN paper's Figure 5; baselines and ablation by --set)"),
     "rnn-maze10": Entry(CONFIG_DIR / "rnn_maze10.toml", "LSTM-80 (GRU-86 by --set) baseline on the 10x10 maze "
@@ -138,7 +140,7 @@ SUITES = {
                         "PSRNN vs factorized PSRNNs of several CP ranks on Swimmer (the PSRNN paper's Figure 3c)"),
 }  # fmt: skip
 #: what ``ppl-models demo`` runs, in order
-DEMOS = ("lgssm-demo", "srnn-demo", "psrnn-demo")
+DEMOS = ("lgssm-demo", "srnn-demo", "psrnn-demo", "pfrnn-demo")
 
 
 def build(table: dict, registry: dict, kind: str, **fixed):

@@ -11,10 +11,10 @@ localization task, the belief over time, the paper's Figure 6).
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 
 import numpy as np
+import tomllib
 import torch
 
 from inference.discriminative import DiscriminativeLoss

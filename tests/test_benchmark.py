@@ -46,3 +46,15 @@ def test_quick_psrnn_benchmark_runs_and_writes_its_results(tmp_path):
     assert results["two_stage_regression"]["median_s"] > 0
     assert set(results["training_step"]["models"]) == {"psrnn", "psrnn rank 20", "gru"}
     assert all(row["sequence_steps_per_s"] > 0 for row in results["training_step"]["models"].values())
+
+
+def test_quick_pf_rnn_benchmark_runs_and_writes_its_results(tmp_path):
+    from experiments.benchmarks import pf_rnn
+
+    out = tmp_path / "pf_rnn.json"
+    assert pf_rnn.main(["--quick", "--out", str(out)]) == 0
+    results = json.loads(out.read_text())
+    assert set(results["rows"]) == {"pf-lstm cell loop", "pf-gru cell loop", "lstmcell loop B*K", "nn.LSTM B*K",
+                                    "training step"}  # fmt: skip
+    assert results["rows"]["lstmcell loop B*K"]["ratio_to_lstmcell"] == 1.0
+    assert len(results["scaling"]["seconds_by_steps"]) == 3 and "peak_growth_mb" in results["memory"]["training step"]

@@ -34,8 +34,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from experiments.benchmarks.bootstrap_filter import (  # noqa: I001
-    _current_and_peak_rss, _load_average, _reset_peak_rss, _stats, fit_scaling, machine_info, time_repeats)
+from experiments.benchmarks.bootstrap_filter import _load_average, _stats, fit_scaling, machine_info, time_repeats
 from inference.discriminative import DiscriminativeLoss
 from inference.io import write_json
 from ppl_models.pf_rnn import PFGRU, PFLSTM, PFRNNPredictor
@@ -95,10 +94,10 @@ def _time(name, shape, repeats, device) -> dict:
 
 def _memory_probe(name: str, shape: tuple, threads: int) -> dict:
     """Peak RSS growth of one run of ``name`` in a fresh process (after a warm-up run)."""
-    code = ("import json, torch; from experiments.benchmarks import pf_rnn as b; "
+    code = ("import json, torch; from experiments.benchmarks import pf_rnn as b, bootstrap_filter as f; "
             f"torch.set_num_threads({threads}); run = b.row_step({name!r}, *{shape!r}, 'cpu'); run(); "
-            "import gc; gc.collect(); m = b._reset_peak_rss(); before, _ = b._current_and_peak_rss(m); run(); "
-            "_, peak = b._current_and_peak_rss(m); print(json.dumps({'peak_growth_mb': (peak - before) / 2**20}))")
+            "import gc; gc.collect(); m = f._reset_peak_rss(); before, _ = f._current_and_peak_rss(m); run(); "
+            "_, peak = f._current_and_peak_rss(m); print(json.dumps({'peak_growth_mb': (peak - before) / 2**20}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**os.environ, "OMP_NUM_THREADS": str(threads)})  # fmt: skip
     return json.loads(out.stdout.strip().splitlines()[-1])
