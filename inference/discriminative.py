@@ -130,16 +130,15 @@ class DiscriminativeLoss(nn.Module):
         model = self.model
         y = check_targets(y, x, self.target, model.task, model.output_size)
         belief = model.belief(x, mask)
-        particles, log_w, valid = belief.particles, belief.log_weights, mask
+        mean, particles, log_w, valid = belief.mean, belief.particles, belief.log_weights, mask
         if self.target == "last":
             last = mask.sum(1) - 1  # [B]
-            index = last.view(1, 1, -1, 1).expand(1, *particles.shape[1:])
-            particles = particles.gather(0, index)
+            mean = mean.gather(1, last.view(-1, 1, 1).expand(-1, 1, mean.shape[-1]))
+            particles = particles.gather(0, last.view(1, 1, -1, 1).expand(1, *particles.shape[1:]))
             log_w = log_w.gather(0, last.view(1, 1, -1).expand(1, log_w.shape[1], -1))
             y, valid = y.unsqueeze(1), torch.ones_like(mask[:, :1])
         per_sequence = x.new_zeros(x.shape[0])
         if self.pred_weight:
-            mean = (log_w.exp().unsqueeze(-1) * particles).sum(1).transpose(0, 1)  # [B, N, H]
             per_sequence = per_sequence + self.pred_weight * prediction_loss(model.head(mean), y, valid, model.task)
         y_particles = y.transpose(0, 1).unsqueeze(1)  # [N, 1, B, ...]: broadcast over particles
         if self.elbo_weight:

@@ -136,7 +136,7 @@ def test_f_obs_gets_gradients_through_soft_resampled_weights():
         with torch.no_grad():
             for p in rnn.parameters():
                 p.copy_(torch.randn_like(p) * 0.5)
-        # step 1's weights read step-0 f_obs only through w'; detach step 1's own f_obs input
+        # step 1's weights read step 0's f_obs only through the soft-resampled weights w'
         belief = rnn.filter(x, generator=torch.Generator().manual_seed(1))
         target = (belief.log_weights[1] * torch.randn(4, 3, generator=torch.Generator().manual_seed(2))).sum()
         grads[alpha] = torch.autograd.grad(target, rnn.obs_net.output.weight)[0]
