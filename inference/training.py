@@ -345,6 +345,8 @@ class Trainer:
             while self.epoch < self.config.epochs and not self.stopped_early:
                 self._run_epoch(bar)
         self.objective.kl_factor = 1.0
+        if _distributed():
+            dist.barrier()  # every rank returns once rank 0 has written the run folder
         return self.history
 
     # --- one epoch --------------------------------------------------------------------------

@@ -32,6 +32,10 @@ def main(out_dir: str) -> None:
     history = trainer.fit()
     result = {"start": start, "final": model.state_dict(), "history": history, "world_size": trainer.world_size}
     torch.save(result, f"{out_dir}/rank{rank}.pt")
+    # rank 0 writes the run folder after the last collective: wait for it, and drop the DDP wrapper, before
+    # tearing gloo down (a rank leaving early has aborted in gloo's teardown on a loaded CI machine)
+    del trainer
+    dist.barrier()
     dist.destroy_process_group()
 
 
