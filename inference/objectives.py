@@ -185,7 +185,9 @@ class SMCBound(Objective):
 
     With the filter's ``gradient="stop_weights"`` the surrogate is the
     Fisher-identity score (SMC Transformer), otherwise the bound itself
-    (reparameterised, resampling indices constant).
+    (reparameterised, resampling indices constant). In training mode, a model with an
+    ``em_update(result)`` method (covariances fitted by EM, as in the SMC Transformer)
+    gets each batch's :class:`~inference.particle_filter.FilterResult` after the run.
 
     Args:
         model: a particle model (see :mod:`inference.particle_filter`).
@@ -201,6 +203,8 @@ class SMCBound(Objective):
 
     def estimate(self, x, mask):
         result = self.particle_filter.run(self.model, x, mask)
+        if self.training and callable(getattr(self.model, "em_update", None)):
+            self.model.em_update(result)
         if result.fisher_objective is not None:
             return result.log_evidence, result.fisher_objective
         return result.log_evidence, result.log_evidence

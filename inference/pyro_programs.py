@@ -18,6 +18,7 @@ log-evidence is returned, and gradients flow (see :class:`ParticleFilter`'s mode
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import Any
 
 import pyro
@@ -25,7 +26,7 @@ import torch
 from pyro import poutine
 
 from .particle_filter import Step
-from .traces import PARTICLE_PLATE, latent_sites, observed_sites, sample_sites, trace_log_prob
+from .traces import PARTICLE_PLATE, DetachLatents, latent_sites, observed_sites, sample_sites, trace_log_prob
 from .validation import check_positive_int
 
 __all__ = ["PyroProgramModel"]
@@ -51,22 +52,20 @@ class PyroProgramModel:
         return pyro.plate(PARTICLE_PLATE, num_particles, dim=-(self.max_plate_nesting + 1))
 
     def _run(self, method: str, state: dict, arg, shape, reparameterize=True):
+        """Trace guide then replayed model; returns ``(log_weight, log_joint)`` ``[K, B]``.
+
+        ``reparameterize=False`` (Fisher's identity) runs both under :class:`DetachLatents`:
+        every latent value, and everything the program computes from it, is a constant.
+        """
         shape = tuple(shape)
-        """Trace guide then replayed model; returns ``(log_weight, log_joint)`` ``[K, B]``."""
-        with self._plate(shape[0]):
+        with self._plate(shape[0]), nullcontext() if reparameterize else DetachLatents():
             guide_trace = None
             if self.guide is not None:
                 guide_trace = poutine.trace(getattr(self.guide, method)).get_trace(state, arg)
-                if not reparameterize:
-                    for name in latent_sites(guide_trace):
-                        guide_trace.nodes[name]["value"] = guide_trace.nodes[name]["value"].detach()
             program = getattr(self.model, method)
             if guide_trace is not None:
                 program = poutine.replay(program, trace=guide_trace)
             model_trace = poutine.trace(program).get_trace(state, arg)
-        if not reparameterize and guide_trace is None:
-            for name in latent_sites(model_trace):
-                model_trace.nodes[name]["value"] = model_trace.nodes[name]["value"].detach()
         log_joint = trace_log_prob(model_trace, sample_sites(model_trace), shape, PARTICLE_PLATE)
         if guide_trace is None:
             log_weight = trace_log_prob(model_trace, observed_sites(model_trace), shape, PARTICLE_PLATE)
@@ -98,10 +97,24 @@ class PyroProgramModel:
 
     def simulate(self, state, t, context):
         """One draw from the model's ``step`` program, its observed site sampled: ``(state, x_t [S, B, D])``."""
+        new_state, site = self._unconditioned_step(state, context)
+        return new_state, site["value"]
+
+    def predict_mean(self, state, t, context) -> torch.Tensor:
+        """``[K, B, D]``: the mean of the observed site's distribution after one draw of the step's latents.
+
+        An unbiased one-sample estimate of ``E[x_t | particle]``; exact when the observed
+        site's mean does not depend on the step's latent draws.
+        """
+        _, site = self._unconditioned_step(state, context)
+        return site["fn"].mean
+
+    def _unconditioned_step(self, state, context) -> tuple[dict, dict]:
+        """Run the model's ``step`` with its observed site sampled; return the new state and that site."""
         new_state = dict(state)
         with self._plate(next(iter(state.values())).shape[0]):
             trace = poutine.trace(poutine.uncondition(self.model.step)).get_trace(new_state, context["blank"])
-        drawn = [s["value"] for s in trace.nodes.values() if s["type"] == "sample" and s["infer"].get("was_observed")]
+        drawn = [s for s in trace.nodes.values() if s["type"] == "sample" and s["infer"].get("was_observed")]
         if len(drawn) != 1:
             raise ValueError(f"simulate needs exactly one observed site in model.step, found {len(drawn)}")
         return new_state, drawn[0]

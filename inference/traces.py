@@ -28,6 +28,7 @@ __all__ = [
     "sample_sites",
     "check_reparameterized",
     "annealed",
+    "DetachLatents",
 ]
 
 PARTICLE_PLATE = "particles"
@@ -103,6 +104,20 @@ def trace_log_prob(
         log_p = scale_and_mask(site["fn"].log_prob(site["value"]), site["scale"], site["mask"])
         total = total + site_per_sequence(log_p, site, shape, particle_plate)
     return total
+
+
+class DetachLatents(Messenger):
+    """Within this context, latent sample sites return (and record) detached values.
+
+    Used for Fisher's identity: every use of a sampled latent downstream in the same
+    program (a mean computed from it, a later site's distribution) sees a constant, so
+    ``∇ log p(z, x)`` is taken at fixed ``z``. Enter it outside ``poutine.trace`` so the
+    trace records the detached values too.
+    """
+
+    def _postprocess_message(self, msg):
+        if msg["type"] == "sample" and not msg["is_observed"]:
+            msg["value"] = msg["value"].detach()
 
 
 class _AnnealLatents(Messenger):

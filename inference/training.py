@@ -15,6 +15,7 @@ metrics across ranks, and lets rank 0 alone write the run folder and show progre
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -38,7 +39,8 @@ from .validation import check_choice, check_sequences
 __all__ = ["OPTIMIZERS", "LR_SCHEDULES", "TrainConfig", "Trainer", "epoch_batches", "load_checkpoint", "load_best"]
 
 OPTIMIZERS = ("adam", "adamw", "sgd")
-LR_SCHEDULES = ("constant", "cosine", "exponential", "step")
+LR_SCHEDULES = ("constant", "cosine", "exponential", "step", "transformer")
+_PER_STEP_SCHEDULES = ("transformer",)
 
 #: config fields that may change between a run and its resumption
 _RESUMABLE_CHANGES = {"epochs", "progress"}
@@ -72,11 +74,14 @@ class TrainConfig:
         lr: initial learning rate (``0`` is allowed: parameters then stay put).
         weight_decay: L2 penalty (Adam, SGD) or decoupled decay (AdamW).
         momentum: SGD momentum (ignored by the Adam variants).
-        lr_schedule: per-epoch learning-rate schedule: ``"constant"``, ``"cosine"`` (to 0 over
+        lr_schedule: learning-rate schedule: per epoch ``"constant"``, ``"cosine"`` (to 0 over
             ``epochs``), ``"exponential"`` (times ``lr_gamma`` each epoch) or ``"step"`` (times
-            ``lr_gamma`` every ``lr_step_epochs`` epochs).
+            ``lr_gamma`` every ``lr_step_epochs`` epochs); per optimizer step ``"transformer"``
+            (Vaswani et al. 2017: ``lr * min(s / w, sqrt(w / s))`` at step ``s`` (1-based) with
+            ``w = warmup_steps``: a linear warm-up to ``lr``, then decay as ``1 / sqrt(s)``).
         lr_gamma: decay factor in ``(0, 1]`` of the exponential and step schedules.
         lr_step_epochs: epochs between decays of the step schedule.
+        warmup_steps: ``w`` of the transformer schedule.
         clip_norm: largest global L2 norm of the gradient (``None``: no clipping).
         kl_start: KL weight at the first optimizer step, in ``[0, 1]`` (``1``: no annealing).
         kl_anneal_steps: optimizer steps over which the KL weight rises linearly to 1.
@@ -96,6 +101,7 @@ class TrainConfig:
     lr_schedule: str = "constant"
     lr_gamma: float = 0.9
     lr_step_epochs: int = 10
+    warmup_steps: int = 4000
     clip_norm: float | None = None
     kl_start: float = 1.0
     kl_anneal_steps: int = 0
@@ -105,7 +111,8 @@ class TrainConfig:
     progress: bool = True
 
     def __post_init__(self):
-        for name, minimum in (("epochs", 1), ("batch_size", 1), ("lr_step_epochs", 1), ("kl_anneal_steps", 0),
+        for name, minimum in (("epochs", 1), ("batch_size", 1), ("lr_step_epochs", 1), ("warmup_steps", 1),
+                              ("kl_anneal_steps", 0),
                               ("valid_every", 1), ("seed", 0)):
             _integer(name, getattr(self, name), minimum)
         if self.patience is not None:
@@ -222,7 +229,15 @@ def _make_scheduler(optimizer: torch.optim.Optimizer, config: TrainConfig) -> to
         return schedules.ExponentialLR(optimizer, gamma=config.lr_gamma)
     if config.lr_schedule == "step":
         return schedules.StepLR(optimizer, step_size=config.lr_step_epochs, gamma=config.lr_gamma)
+    if config.lr_schedule == "transformer":
+        return schedules.LambdaLR(optimizer, functools.partial(_transformer_factor, warmup=config.warmup_steps))
     return schedules.ConstantLR(optimizer, factor=1.0, total_iters=0)
+
+
+def _transformer_factor(step: int, *, warmup: int) -> float:
+    """``min(s / w, sqrt(w / s))`` at 1-based step ``s = step + 1``."""
+    s = step + 1
+    return min(s / warmup, math.sqrt(warmup / s))
 
 
 def _rng_state() -> dict:
@@ -357,7 +372,8 @@ class Trainer:
         train_loss, train_bound = self._train_epoch(bar)
         kl_factor = float(self.objective.kl_factor)
         valid_bound = self._validate() if self._validation_due() else None
-        self.scheduler.step()
+        if self.config.lr_schedule not in _PER_STEP_SCHEDULES:
+            self.scheduler.step()
         self.epoch += 1
         improved = self._update_early_stopping(valid_bound)
         record = {
@@ -401,6 +417,8 @@ class Trainer:
             nn.utils.clip_grad_norm_(self.parameters, self.config.clip_norm)
         self.optimizer.step()
         self.step += 1
+        if self.config.lr_schedule in _PER_STEP_SCHEDULES:
+            self.scheduler.step()
         return out
 
     @torch.no_grad()

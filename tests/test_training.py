@@ -176,13 +176,13 @@ def _resume_run(objective, data, config, run_dir, resume=False):
     return Trainer(objective, train, valid, config, run_dir=run_dir).fit(resume=resume)
 
 
-@pytest.mark.parametrize("interruption", ["crash", "extend"])
-def test_resume_repeats_an_uninterrupted_run_exactly(lgssm_data, tmp_path, interruption):
+@pytest.mark.parametrize("interruption, schedule", [("crash", "cosine"), ("crash", "transformer"),
+                                                    ("extend", "exponential")])
+def test_resume_repeats_an_uninterrupted_run_exactly(lgssm_data, tmp_path, interruption, schedule):
     _, train, valid, _ = lgssm_data
     data = ((train[0][:24], train[1][:24]), (valid[0][:8], valid[1][:8]))
-    schedule = "cosine" if interruption == "crash" else "exponential"
-    config = TrainConfig(epochs=4, batch_size=8, lr=0.05, lr_schedule=schedule, clip_norm=1.0, kl_start=0.5,
-                         kl_anneal_steps=5, patience=10, progress=False)
+    config = TrainConfig(epochs=4, batch_size=8, lr=0.05, lr_schedule=schedule, warmup_steps=4, clip_norm=1.0,
+                         kl_start=0.5, kl_anneal_steps=5, patience=10, progress=False)
     straight = NoisyLikelihood(_wrong_model())
     expected = _resume_run(straight, data, config, tmp_path / "straight")
 
@@ -273,6 +273,15 @@ def test_training_on_cuda_from_cpu_data(lgssm_data, tmp_path):
 
 
 # --- sharding and distributed training --------------------------------------------------------------
+def test_transformer_schedule_warms_up_then_decays_per_step(lgssm_data):
+    _, train, valid, _ = lgssm_data
+    config = TrainConfig(epochs=5, batch_size=8, lr=0.01, lr_schedule="transformer", warmup_steps=6, progress=False)
+    history = Trainer(ExactLikelihood(_wrong_model()), (train[0][:24], train[1][:24]), None, config).fit()
+    # an epoch's record holds the rate of its first step; 3 steps per epoch, so epoch e starts at step 3e + 1
+    expected = [0.01 * min(s / 6, (6 / s) ** 0.5) for s in (1, 4, 7, 10, 13)]
+    assert [r["lr"] for r in history] == pytest.approx(expected)
+
+
 def test_epoch_batches_shard_a_reproducible_permutation():
     first = epoch_batches(10, 3, seed=7, epoch=0)
     assert torch.equal(torch.cat(first).sort().values, torch.arange(10)) and [len(b) for b in first] == [3, 3, 3, 1]

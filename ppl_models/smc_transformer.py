@@ -1,0 +1,311 @@
+"""SMC Transformer (Martin et al. 2020): self-attention with latent Gaussian queries, keys, values and outputs.
+
+One recurrent layer (section 3.1, appendix A). The input of step ``t`` is the previous
+observation ``u_t = X_{t-1}`` (zero, or a start class, at the first step), so ``q_t`` below is
+the paper's ``q(t-1)`` and the window holds the keys and values of ``X_{t-1}, ..., X_{t-Δ}``:
+
+    e_t = E u_t                                                         (embedding, d)
+    q_t ~ N(W_q e_t, Σ_q),  k_t ~ N(W_k e_t, Σ_k),  v_t ~ N(W_v e_t, Σ_v)
+    π_t^h = softmax_s( q_t^h · k_{t-s}^h / sqrt(r) ),  s = 0..Δ-1        (per head h, r = d / heads)
+    z_t^h ~ N( sum_s π_{t,s}^h v_{t-s}^h, Σ_z )
+    a_t = LayerNorm(e_t + W_o z_t),  r_t = LayerNorm(a_t + FFN(a_t))
+    X_t ~ N(G r_t, Σ_obs)     or     X_t ~ Categorical(softmax(G r_t))
+
+The latent state of a particle is ``(q_t, k_t, v_t, z_t)`` with the window of its last Δ
+keys and values; resampling moves the window with its particle, so each window is its
+genealogy's. Covariances are scalar or diagonal buffers, fitted by EM (:meth:`em_update`),
+not by gradient.
+
+The model is written once, as Pyro programs in the style of ``pyro.infer.SMCFilter``:
+:meth:`init_program` and :meth:`step_program` (noises as sample sites ``q, k, v, z`` in the
+``particles`` x ``sequences`` plates, the observation as the observed site ``x``). The
+shared :class:`~inference.particle_filter.ParticleFilter` runs them through
+:class:`~inference.pyro_programs.PyroProgramModel` with the bootstrap proposal (the
+module's ``start``/``step``/``simulate``/``predict_mean`` delegate to it); training uses its
+``stop_weights`` mode (Fisher's identity) inside :class:`~inference.objectives.SMCBound`,
+which calls :meth:`em_update` after each training batch. :attr:`programs` and
+:attr:`guide_programs` run under ``pyro.infer.SMCFilter`` itself, and :meth:`model` is the
+whole-sequence program for ``pyro.infer.Predictive``.
+"""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import pyro
+import pyro.distributions as dist
+import torch
+from pyro import poutine
+from pyro.contrib.autoname import scope
+from torch import nn
+
+from inference.particle_filter import FilterResult
+from inference.pyro_programs import PyroProgramModel
+from inference.state_space import SEQUENCE_PLATE
+from inference.traces import PARTICLE_PLATE
+from inference.validation import check_choice, check_positive_int, check_sequences
+
+__all__ = ["SMCTransformer", "LATENT_SITES"]
+
+#: the latent sample sites of one step, in the order they are drawn
+LATENT_SITES = ("q", "k", "v", "z")
+EMISSIONS = ("gaussian", "categorical")
+COVARIANCES = ("scalar", "diagonal")
+
+
+class SMCTransformer(nn.Module):
+    """The SMC Transformer of section 3.1, as a particle model and Pyro programs.
+
+    Args:
+        obs_dim: ``D`` (``1`` for ``emission="categorical"``: the class index as a float).
+        d_model: ``d``, the size of embeddings, queries, keys, values and ``z``.
+        num_heads: attention heads; ``d_model`` must be a multiple of it.
+        window: ``Δ``, how many past keys and values a query attends to.
+        ff_dim: hidden size of the feed-forward block (default ``4 d``).
+        emission: ``"gaussian"`` (regression) or ``"categorical"``.
+        num_classes: number of classes for the categorical emission.
+        covariance: ``"scalar"`` or ``"diagonal"`` covariances ``Σ_q, Σ_k, Σ_v, Σ_z, Σ_obs``.
+        init_variance: starting value of the latent covariances (``0`` makes the model
+            deterministic: the attention forecaster the SMC Transformer is built on).
+        init_obs_variance: starting value of ``Σ_obs``.
+        em_exponent: EM step size ``η_p = p^-em_exponent`` at the ``p``-th update (0.6 in the paper).
+    """
+
+    def __init__(
+        self,
+        obs_dim: int,
+        d_model: int = 16,
+        num_heads: int = 1,
+        window: int = 24,
+        ff_dim: int | None = None,
+        emission: str = "gaussian",
+        num_classes: int | None = None,
+        covariance: str = "scalar",
+        init_variance: float = 0.1,
+        init_obs_variance: float = 1.0,
+        em_exponent: float = 0.6,
+    ):
+        super().__init__()
+        self.obs_dim = check_positive_int(obs_dim, name="obs_dim")
+        self.d_model = check_positive_int(d_model, name="d_model")
+        self.num_heads = check_positive_int(num_heads, name="num_heads")
+        if d_model % num_heads:
+            raise ValueError(f"d_model must be a multiple of num_heads, got d_model={d_model}, num_heads={num_heads}")
+        self.window = check_positive_int(window, name="window")
+        ff_dim = 4 * d_model if ff_dim is None else check_positive_int(ff_dim, name="ff_dim")
+        self.emission = check_choice(emission, EMISSIONS, name="emission")
+        self.covariance = check_choice(covariance, COVARIANCES, name="covariance")
+        for name, value in (("init_variance", init_variance), ("init_obs_variance", init_obs_variance),
+                            ("em_exponent", em_exponent)):  # fmt: skip
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+                raise ValueError(f"{name} must be a number >= 0, got {value!r}")
+        if init_obs_variance == 0:
+            raise ValueError("init_obs_variance must be > 0: the observation density needs a positive variance")
+        self.em_exponent = float(em_exponent)
+        if self.emission == "categorical":
+            if obs_dim != 1:
+                raise ValueError(f"a categorical emission observes one class index per step: obs_dim must be 1, "
+                                 f"got {obs_dim}")
+            self.num_classes = check_positive_int(num_classes, name="num_classes")
+            self.embed = nn.Embedding(self.num_classes + 1, d_model)  # the last index is the start token
+            out_dim = self.num_classes
+        else:
+            if num_classes is not None:
+                raise ValueError("num_classes is only for emission='categorical'")
+            self.num_classes = None
+            self.embed = nn.Linear(obs_dim, d_model)
+            out_dim = obs_dim
+        self.query, self.key, self.value = (nn.Linear(d_model, d_model, bias=False) for _ in range(3))
+        self.attention_out = nn.Linear(d_model, d_model)
+        self.norm_attention, self.norm_output = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+        self.feed_forward = nn.Sequential(nn.Linear(d_model, ff_dim), nn.ReLU(), nn.Linear(ff_dim, d_model))
+        self.readout = nn.Linear(d_model, out_dim)
+        sizes = {"q": d_model, "k": d_model, "v": d_model, "z": d_model}
+        if self.emission == "gaussian":
+            sizes["x"] = obs_dim
+        self.noise_sizes = sizes
+        for name, size in sizes.items():
+            value = init_obs_variance if name == "x" else init_variance
+            self.register_buffer(f"var_{name}", torch.full((1 if covariance == "scalar" else size,), float(value)))
+        self.register_buffer("em_updates", torch.zeros((), dtype=torch.long))
+
+    # --- the Pyro programs -----------------------------------------------------------------
+    @property
+    def _programs(self) -> PyroProgramModel:
+        return PyroProgramModel(self.programs)
+
+    @property
+    def programs(self) -> SimpleNamespace:
+        """``init(state, x)`` and ``step(state, x_t)`` (the ``SMCFilter`` model interface)."""
+        return SimpleNamespace(init=self.init_program, step=self.step_program)
+
+    @property
+    def guide_programs(self) -> SimpleNamespace:
+        """The bootstrap proposal as a guide for ``pyro.infer.SMCFilter``: the step's latent sites, state untouched."""
+        return SimpleNamespace(init=_no_op, step=self._proposal_program)
+
+    def init_program(self, state: dict, x: torch.Tensor) -> None:
+        """Fill ``state`` for a batch ``x [B, T, D]``: an empty window and the start input, ``[K, B, ...]``."""
+        batch = x.shape[0]
+        with pyro.plate(SEQUENCE_PLATE, batch, dim=-1):
+            start = pyro.sample("x_start", dist.Delta(self._start_input(x, batch), event_dim=1))
+        particles = start.shape[0] if start.dim() == 3 else 1
+        start = start.expand(particles, batch, self.obs_dim)
+        state["input"] = start
+        state["keys"] = x.new_zeros(particles, batch, self.window, self.d_model)
+        state["values"] = x.new_zeros(particles, batch, self.window, self.d_model)
+        state["filled"] = x.new_zeros(particles, batch, self.window)
+        for name in LATENT_SITES:
+            state[name] = x.new_zeros(particles, batch, self.d_model)
+        for name, size in self.noise_sizes.items():
+            state[f"sq_{name}"] = x.new_zeros(particles, batch, size)
+
+    def step_program(self, state: dict, x_t: torch.Tensor) -> None:
+        """One step: sample ``q, k, v, z`` given the window, score (or draw) ``x``; update ``state``.
+
+        ``state`` tensors are ``[K, B, ...]``; ``x_t`` is ``[B, D]``.
+        """
+        u = state["input"]
+        particles, batch = u.shape[:2]
+        e = self._embedding(u)
+        with pyro.plate(SEQUENCE_PLATE, batch, dim=-1):
+            means = {"q": self.query(e), "k": self.key(e), "v": self.value(e)}
+            latent = {name: self._sample_latent(name, means[name]) for name in ("q", "k", "v")}
+            keys = torch.cat([state["keys"][:, :, 1:], latent["k"].unsqueeze(2)], 2)
+            values = torch.cat([state["values"][:, :, 1:], latent["v"].unsqueeze(2)], 2)
+            filled = torch.cat([state["filled"][:, :, 1:], state["filled"].new_ones(particles, batch, 1)], 2)
+            means["z"] = self._attend(latent["q"], keys, values, filled)
+            latent["z"] = self._sample_latent("z", means["z"])
+            observation = self._emission(self._output(e, latent["z"]))
+            x = pyro.sample("x", observation, obs=self._observed(x_t))
+        state.update(latent, keys=keys, values=values, filled=filled, input=self._as_input(x, particles, batch))
+        residuals = {name: latent[name] - means[name] for name in LATENT_SITES}
+        if self.emission == "gaussian":
+            residuals["x"] = state["input"] - observation.base_dist.loc
+        for name, residual in residuals.items():
+            state[f"sq_{name}"] = state[f"sq_{name}"] + residual.detach().square()
+
+    def _proposal_program(self, state: dict, x_t: torch.Tensor) -> None:
+        poutine.block(self.step_program, hide_types=["observe"])(dict(state), x_t)
+
+    def model(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Whole-sequence program (one particle): sites ``t{t}/q, .../z, .../x``; returns ``x [B, T, D]``.
+
+        Under ``pyro.infer.Predictive`` (or ``poutine.uncondition``) it simulates sequences
+        of ``x``'s shape; conditioned, its log-density is the complete-data likelihood.
+        """
+        pyro.module("smc_transformer", self)
+        x, mask = check_sequences(x, mask, feature_size=self.obs_dim)
+        state: dict = {}
+        draws = []
+        with pyro.plate(PARTICLE_PLATE, 1, dim=-2):
+            self.init_program(state, x)
+            for t in range(x.shape[1]):
+                with scope(prefix=f"t{t}"), poutine.mask(mask=mask[:, t]):
+                    self.step_program(state, x[:, t])
+                draws.append(state["input"][0])
+        return torch.stack(draws, 1)
+
+    # --- particle-model interface (for ParticleFilter), via PyroProgramModel ---------------
+    def start(self, x, mask, num_particles):
+        x, mask = check_sequences(x, mask, feature_size=self.obs_dim)
+        if self.emission == "categorical":
+            _check_classes(x, self.num_classes)
+        return self._programs.start(x, mask, num_particles)
+
+    def step(self, state, t, x_t, context, *, reparameterize: bool = True):
+        return self._programs.step(state, t, x_t, context, reparameterize=reparameterize)
+
+    def simulate(self, state, t, context):
+        return self._programs.simulate(state, t, context)
+
+    def predict_mean(self, state, t, context) -> torch.Tensor:
+        """``[K, B, D]``: ``E[x_t | particle]`` estimated with one draw of the step's latent noise."""
+        if self.emission != "gaussian":
+            raise ValueError("predict_mean is for the Gaussian emission; use predictive samples for classes")
+        return self._programs.predict_mean(state, t, context)
+
+    # --- EM for the covariances (appendix A) ------------------------------------------------
+    @torch.no_grad()
+    def em_update(self, result: FilterResult) -> None:
+        """One EM step on the noise covariances from a filter run over a batch.
+
+        For each site ``n`` (``q, k, v, z`` and, Gaussian emission, ``x``):
+        ``Σ^p = mean_b (1 / T_b) sum_m w_T^{m,b} sum_t (n_t^m - mean_t^m)^2`` along each final
+        particle's genealogy (diagonal; averaged over dimensions when scalar), then
+        ``Σ ← (1 - η_p) Σ + η_p Σ^p`` with ``η_p = p^-em_exponent``.
+        """
+        if not isinstance(result, FilterResult) or "sq_q" not in result.state:
+            raise ValueError("result must be the FilterResult of a ParticleFilter run on this model")
+        weights = result.log_weights.exp().unsqueeze(-1)
+        steps = result.num_steps.clamp(min=1).to(weights).unsqueeze(-1)
+        self.em_updates += 1
+        eta = float(self.em_updates) ** -self.em_exponent
+        for name in self.noise_sizes:
+            estimate = ((weights * result.state[f"sq_{name}"]).sum(0) / steps).mean(0)
+            if self.covariance == "scalar":
+                estimate = estimate.mean(-1, keepdim=True)
+            # a new tensor, not an in-place write: the batch's autograd graph still holds the old value
+            setattr(self, f"var_{name}", (1 - eta) * getattr(self, f"var_{name}") + eta * estimate)
+
+    def variances(self) -> dict[str, torch.Tensor]:
+        """The current covariances (diagonals) by site name."""
+        return {name: getattr(self, f"var_{name}") for name in self.noise_sizes}
+
+    # --- the network -------------------------------------------------------------------------
+    def _start_input(self, x: torch.Tensor, batch: int) -> torch.Tensor:
+        if self.emission == "categorical":
+            return x.new_full((batch, 1), float(self.num_classes))
+        return x.new_zeros(batch, self.obs_dim)
+
+    def _embedding(self, u: torch.Tensor) -> torch.Tensor:
+        """``[K, B, D] -> [K, B, d]``."""
+        if self.emission == "categorical":
+            return self.embed(u[..., 0].long())
+        return self.embed(u)
+
+    def _sample_latent(self, name: str, mean: torch.Tensor) -> torch.Tensor:
+        scale = getattr(self, f"var_{name}").sqrt().expand_as(mean)
+        return pyro.sample(name, dist.Normal(mean, scale).to_event(1))
+
+    def _attend(self, q, keys, values, filled) -> torch.Tensor:
+        """Mean of ``z``: ``q [K, B, d]`` over ``keys, values [K, B, Δ, d]`` where ``filled [K, B, Δ]``."""
+        heads, size = self.num_heads, self.d_model // self.num_heads
+        q = q.reshape(q.shape[:-1] + (heads, 1, size))
+        keys = keys.reshape(keys.shape[:-1] + (heads, size)).transpose(-2, -3)  # [K, B, H, Δ, r]
+        values = values.reshape(values.shape[:-1] + (heads, size)).transpose(-2, -3)
+        scores = (q * keys).sum(-1) / math.sqrt(size)  # [K, B, H, Δ]
+        scores = scores.masked_fill(filled.unsqueeze(-2) == 0, float("-inf"))
+        attention = torch.softmax(scores, -1).unsqueeze(-1)
+        return (attention * values).sum(-2).flatten(-2)
+
+    def _output(self, e: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+        """``r_t``: residual and layer normalisation around attention, then the feed-forward block."""
+        a = self.norm_attention(e + self.attention_out(z))
+        return self.norm_output(a + self.feed_forward(a))
+
+    def _emission(self, r: torch.Tensor):
+        if self.emission == "categorical":
+            return dist.Categorical(logits=self.readout(r))
+        mean = self.readout(r)
+        return dist.Normal(mean, self.var_x.sqrt().expand_as(mean)).to_event(1)
+
+    def _observed(self, x_t: torch.Tensor) -> torch.Tensor:
+        return x_t[..., 0].long() if self.emission == "categorical" else x_t
+
+    def _as_input(self, x: torch.Tensor, particles: int, batch: int) -> torch.Tensor:
+        """The observed or drawn ``x`` (``[B, D]``, ``[K, B, D]`` or class indices) as the next input ``[K, B, D]``."""
+        if self.emission == "categorical":
+            x = x.to(torch.get_default_dtype()).unsqueeze(-1)
+        return x.expand(particles, batch, self.obs_dim)
+
+
+def _no_op(state: dict, x: torch.Tensor) -> None:
+    """The guide's ``init``: the start state has nothing to propose."""
+
+
+def _check_classes(x: torch.Tensor, num_classes: int) -> None:
+    valid = (x == x.round()) & (x >= 0) & (x < num_classes)
+    if not bool(valid.all()):
+        raise ValueError(f"x must hold class indices 0..{num_classes - 1} for a categorical emission")
