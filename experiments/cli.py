@@ -10,6 +10,7 @@ Examples::
     ppl-models evaluate runs/fisher --set num_particles=5000
     ppl-models suite psrnn-swimmer --run-dir runs/psrnn-swimmer
     ppl-models compare GRU=runs/a PSRNN=runs/b --out runs/gru-vs-psrnn
+    ppl-models forecast SMC-T=runs/smct-covid LSTM=runs/lstm-covid --out runs/covid-forecasts
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import json
 import sys
 from pathlib import Path
 
-from . import compare, registry, runner, supervised
+from . import compare, forecasting, registry, runner, supervised
 from .config import apply_overrides, load_config
 
 __all__ = ["main"]
@@ -95,15 +96,28 @@ def _suite(args) -> int:
     return 0
 
 
-def _compare(args) -> int:
+def _labelled_runs(items: list[str]) -> dict[str, str]:
+    """``{label: folder}`` from ``LABEL=RUN_FOLDER`` arguments."""
     folders = {}
-    for item in args.runs:
+    for item in items:
         label, sep, folder = item.partition("=")
         if not sep or not label or not folder:
             raise ValueError(f"runs must look like LABEL=RUN_FOLDER, got {item!r}")
         folders[label] = folder
-    compare.compare(folders, args.out, feature=args.feature)
+    return folders
+
+
+def _compare(args) -> int:
+    compare.compare(_labelled_runs(args.runs), args.out, feature=args.feature)
     print((Path(args.out) / "comparison.md").read_text())
+    return 0
+
+
+def _forecast(args) -> int:
+    forecasting.compare_forecasts(_labelled_runs(args.runs), args.out, observed=args.observed, horizon=args.horizon,
+                                  num_samples=args.samples, num_particles=args.particles,
+                                  device=args.device or "cpu")  # fmt: skip
+    print((Path(args.out) / "forecast.md").read_text())
     return 0
 
 
@@ -143,6 +157,16 @@ def build_parser() -> argparse.ArgumentParser:
     comparison.add_argument("--out", required=True, help="folder for comparison.md and the figures")
     comparison.add_argument("--feature", type=int, default=0, help="feature drawn in predictions.png")
     comparison.set_defaults(func=_compare)
+
+    ahead = commands.add_parser("forecast", help="many-steps-ahead forecasts of finished runs on their test split")
+    ahead.add_argument("runs", nargs="+", metavar="LABEL=RUN_FOLDER", help="run folders and their labels")
+    ahead.add_argument("--out", required=True, help="folder for forecast.md, forecast.json and forecast.png")
+    ahead.add_argument("--observed", type=int, help="steps given before forecasting (default: the data's, e.g. 40)")
+    ahead.add_argument("--horizon", type=int, help="steps to forecast (default: the rest of each sequence)")
+    ahead.add_argument("--samples", type=int, default=1000, help="forecast paths per sequence")
+    ahead.add_argument("--particles", type=int, default=30, help="filter size for particle models")
+    ahead.add_argument("--device", help="cpu, cuda, cuda:N")
+    ahead.set_defaults(func=_forecast)
 
     demo = commands.add_parser("demo", help="the quick demos: " + ", ".join(registry.DEMOS))
     demo.add_argument("--run-dir", help="run folder (default runs/demo-<time>)")

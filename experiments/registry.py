@@ -17,8 +17,11 @@ import torch
 from inference import ParticleFilter
 from inference.objectives import ELBO, IWAE, ExactLikelihood, Objective, SMCBound
 from ppl_models import PSRNN, SRNN, GRUBaseline, LinearGaussianSSM, RecurrentPredictor, TwoStageKalmanFilter
+from ppl_models.mc_dropout import MCDropoutLSTM
+from ppl_models.smc_transformer import SMCTransformer
+from ppl_models.transformer_forecaster import TransformerForecaster
 
-from . import data
+from . import covid, data, synthetic_ar
 
 __all__ = ["Entry", "Suite", "MODELS", "DATASETS", "OBJECTIVES", "EXPERIMENTS", "SUITES", "DEMOS", "build",
            "experiment_config"]
@@ -65,6 +68,15 @@ MODELS = {
                        "Xavier init; Gaussian predictive (the PSRNN paper's baselines)"),  # fmt: skip
     "kf": Entry(TwoStageKalmanFilter, "Kalman filter started by linear two-stage regression (the PSRNN paper's "
                 "KF baseline), exact likelihood"),  # fmt: skip
+    "smc-transformer": Entry(SMCTransformer, "SMC Transformer (Martin et al. 2020): latent Gaussian queries, keys, "
+                             "values and attention outputs; train with objective smc, gradient=\"stop_weights\" "
+                             "(Fisher identity) and EM covariances"),  # fmt: skip
+    "mc-dropout-lstm": Entry(MCDropoutLSTM, "LSTM + MC dropout (where= output / full variational), linear decoder, "
+                             "Gaussian predictive; mc_samples for the MC-dropout law (the SMC Transformer "
+                             "paper's baseline)"),  # fmt: skip
+    "transformer-forecaster": Entry(TransformerForecaster, "deterministic causal Transformer (learned or "
+                                    "sinusoidal positions), Gaussian predictive (the SMC Transformer paper's "
+                                    "deterministic Transformer)"),  # fmt: skip
 }
 DATASETS = {
     "lgssm-synthetic": Entry(data.lgssm_synthetic, "sequences from a random stable LGSSM (true parameters known)"),
@@ -72,6 +84,13 @@ DATASETS = {
     "swimmer": Entry(data.swimmer, "Swimmer robot trajectories, 5 observation columns, standardised (real-valued)"),
     "air-quality": Entry(data.air_quality, "UCI air quality, 5 hourly sensor responses cut into 100-hour "
                          "sequences, chronological split, standardised"),  # fmt: skip
+    "ar-model-1": Entry(synthetic_ar.ar_model_one_data, "SMC Transformer paper's Model I: AR(1), alpha 0.8, "
+                        "sigma^2 0.5, 1000 x 25 values, 800/100/100 in 5 folds (fold=); true law known"),  # fmt: skip
+    "ar-model-2": Entry(synthetic_ar.ar_model_two_data, "SMC Transformer paper's Model II: AR(1) with a random "
+                        "coefficient (0.9 w.p. 0.7, else 0.54), sigma^2 0.3, 5 folds (fold=); true law "
+                        "known"),  # fmt: skip
+    "covid-deaths": Entry(covid.covid_deaths, "JHU COVID-19 daily deaths of US counties with >= 100 deaths, "
+                          "2020-03-24..05-22 (40 observed + 20 forecast days), per-series scaled (../shared/data)"),
 }
 OBJECTIVES = {
     "exact": Entry(ExactLikelihood, "exact log-likelihood (models with log_likelihood, e.g. the LGSSM)"),
@@ -103,8 +122,25 @@ EXPERIMENTS = {
                           "symmetric 10x10 maze (the PF-RNN paper's Figure 5; baselines and ablation by --set)"),
     "rnn-maze10": Entry(CONFIG_DIR / "rnn_maze10.toml", "LSTM-80 (GRU-86 by --set) baseline on the 10x10 maze "
                         "localization task (the PF-RNN paper's Figure 5)"),
+    "pfrnn-air": Entry(CONFIG_DIR / "pfrnn_air.toml", "PF-LSTM (K=20, H=50) predicting hourly NO2 of UCI air "
+                       "quality, RMSE and calibration (the PF-RNN paper's AIR; PF-GRU, LSTM, GRU by --set)"),
+    "pfrnn-pm25": Entry(CONFIG_DIR / "pfrnn_pm25.toml", "PF-LSTM (K=20, H=50) predicting hourly Beijing PM2.5, "
+                        "RMSE and calibration (the PF-RNN paper's PM; PF-GRU, LSTM, GRU by --set)"),
+    "pfrnn-vowels": Entry(CONFIG_DIR / "pfrnn_vowels.toml", "PF-LSTM (K=20, H=50) classifying the speaker of "
+                          "JapaneseVowels utterances (needs sktime; PF-GRU, LSTM, GRU by --set)"),
     "gru-jsb": Entry(CONFIG_DIR / "gru_jsb.toml", "deterministic GRU baseline on JSB (the SRNN paper's RNN row; "
                      "other sets by --set data.name)"),  # fmt: skip
+    "smct-demo": Entry(CONFIG_DIR / "smct_demo.toml", "small SMC Transformer on Model I: predictive against the "
+                       "true law, coverage, PIT, CRPS (the README demo)"),  # fmt: skip
+    "smct-ar1": Entry(CONFIG_DIR / "smct_ar1.toml", "SMC Transformer (d=16, M=10, Fisher identity + EM) on the "
+                      "SMC Transformer paper's Model I: Tables 1-2 and Figure 2 figures, PIT, CRPS (--set "
+                      "data.name=\"ar-model-2\", objective.num_particles=30, data.fold=)"),  # fmt: skip
+    "smct-covid": Entry(CONFIG_DIR / "smct_covid.toml", "SMC Transformer (d=8, M=10) on COVID-19 daily deaths of "
+                        "US counties; 20-day forecasts by ppl-models forecast (the paper's section 4.2)"),
+    "mcdropout-covid": Entry(CONFIG_DIR / "mcdropout_covid.toml", "LSTM (d=64) with MC dropout 0.2 on COVID-19 "
+                             "daily deaths (--set model.dropout=0.5), the SMC Transformer paper's baseline"),
+    "mcdropout-ar1": Entry(CONFIG_DIR / "mcdropout_ar1.toml", "LSTM (d=64) with output MC dropout 0.2 on the SMC "
+                           "Transformer paper's Model I, 50 epochs (--set data.fold=, model.where=\"full\")"),
 }
 
 
@@ -140,7 +176,7 @@ SUITES = {
                         "PSRNN vs factorized PSRNNs of several CP ranks on Swimmer (the PSRNN paper's Figure 3c)"),
 }  # fmt: skip
 #: what ``ppl-models demo`` runs, in order
-DEMOS = ("lgssm-demo", "srnn-demo", "psrnn-demo", "pfrnn-demo")
+DEMOS = ("lgssm-demo", "srnn-demo", "psrnn-demo", "pfrnn-demo", "smct-demo")
 
 
 def build(table: dict, registry: dict, kind: str, **fixed):

@@ -141,7 +141,10 @@ def evaluate_model(model, data, config: EvaluateConfig, run_dir: str | Path | No
     or, without ``smc`` among the estimators, of the model's exact predictive distribution
     (coverage, CRPS, PIT), and by the one-step MSE of the predictive mean; binary data
     (piano rolls) by the predicted probabilities ``E[x_t | x_{<t}]`` (Brier score and
-    reliability), from the filter or, for a model without latent states, exactly.
+    reliability), from the filter or, for a model without latent states, exactly. A model
+    with ``mc_samples(x, mask, S)`` (MC dropout) gives its predictive samples that way; when the
+    data's ``truth`` has ``predictive_metrics(samples, x)`` (the SMC Transformer paper's
+    synthetic models), its figures are added as ``truth_metrics``.
 
     Returns ``{"loglik": {estimator: {"per_step", "per_sequence"}}, "calibration": {...}}``.
     """
@@ -159,8 +162,8 @@ def evaluate_model(model, data, config: EvaluateConfig, run_dir: str | Path | No
     for x, mask in _batches(x_all, mask_all, config.batch_size, device):
         if "exact" in config.estimators and hasattr(model, "log_likelihood"):
             add("exact", model.log_likelihood(x, mask))
-            if data.truth is not None:
-                add("exact (true parameters)", data.truth.to(device).log_likelihood(x, mask))
+        if hasattr(data.truth, "log_likelihood"):
+            add("exact (true parameters)", data.truth.to(device).log_likelihood(x, mask))
         if "elbo" in config.estimators and hasattr(model, "guide"):
             add("elbo", ELBO(model, mean_field=True)(x, mask).bound)
         if "iwae" in config.estimators and hasattr(model, "guide"):
@@ -178,7 +181,8 @@ def evaluate_model(model, data, config: EvaluateConfig, run_dir: str | Path | No
             log_density.append((exact.log_prob(x) * mask).cpu())
             mean = exact.mean
             if samples:
-                predictive.append(exact.sample((samples,)).cpu())
+                draws = model.mc_samples(x, mask, samples) if hasattr(model, "mc_samples") else exact.sample((samples,))
+                predictive.append(draws.cpu())
         elif data.binary and hasattr(model, "predictive_mean"):
             mean = model.predictive_mean(x, mask)
         else:
@@ -200,11 +204,18 @@ def evaluate_model(model, data, config: EvaluateConfig, run_dir: str | Path | No
     if predictive:
         predictive, log_density = torch.cat(predictive, 1), torch.cat(log_density, 0)
         metrics["calibration"] = calibration.calibration_summary(predictive, x_all, mask_all, log_density)
-        source = f"the smc-{config.num_particles} filter" if "smc" in config.estimators else "the exact predictive"
+        if "smc" in config.estimators:
+            source = f"the smc-{config.num_particles} filter"
+        elif hasattr(model, "mc_samples"):
+            source = "the model's Monte Carlo passes (mc_samples; nlpd from its exact predictive)"
+        else:
+            source = "the exact predictive"
         metrics["calibration_source"] = (
             f"one-step-ahead predictive of {source}, {samples} samples per step; "
             "nlpd from its per-step log density"
         )
+        if callable(getattr(data.truth, "predictive_metrics", None)):
+            metrics["truth_metrics"] = data.truth.predictive_metrics(predictive, x_all)
     if probabilities:
         probabilities = torch.cat(probabilities, 0)
         metrics["calibration"] = binary_calibration(probabilities, x_all, mask_all)
@@ -277,6 +288,7 @@ def format_table(metrics: dict, *, markdown: bool = False) -> str:
     cal = [("one-step mse", f"{metrics['mse']:.5f}")] if "mse" in metrics else []
     source = metrics.get("calibration_source", "the one-step predictive mean")
     cal += [(k, f"{v:.4f}") for k, v in metrics.get("calibration", {}).items()]
+    cal += [(f"truth: {k}", f"{v:.4f}") for k, v in metrics.get("truth_metrics", {}).items()]
     head = f"{metrics['data']}: {metrics['test_sequences']} test sequences, {metrics['test_steps']} steps"
     if markdown:
         lines = [f"# Results\n\n{head}\n", "| " + " | ".join(rows[0]) + " |", "|---|---:|---:|"]

@@ -6,11 +6,18 @@ options), ``[loss]`` (:class:`~inference.discriminative.DiscriminativeLoss` opti
 ``[train]`` (:class:`~inference.training.TrainConfig`). ``ppl-models train`` runs it and writes a
 run folder: ``config.json``, ``metrics.jsonl`` and ``checkpoints/`` (resumable), ``metrics.json``
 (test metrics of the best checkpoint) and ``plots/`` (learning curve; for a particle model on the
-localization task, the belief over time, the paper's Figure 6).
+localization task, the belief over time, the paper's Figure 6; for the regression tasks ``air``
+and ``pm25`` of :mod:`experiments.uci_regression`, the PIT ECDF and predictive bands; for the
+classification task ``vowels`` of :mod:`experiments.uea_classification`, a reliability diagram).
+
+One config serves a PF cell and its baseline: with ``model.cell = "lstm"`` or ``"gru"`` the
+particle-only model options (:data:`PF_ONLY_OPTIONS`) are dropped, and ``config.json`` records
+the options actually used.
 """
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 
 import numpy as np
@@ -25,12 +32,17 @@ from ppl_models.pf_rnn import PFRNNPredictor
 from . import plots
 from .config import apply_overrides
 from .localization import localization_data, plot_belief
+from .uci_regression import RegressionData, air_quality_regression, evaluate_regression, pm25_regression
+from .uea_classification import ClassificationData, evaluate_classification, japanese_vowels
 
-__all__ = ["TASKS", "is_supervised", "load_supervised_config", "train", "evaluate_localization"]
+__all__ = ["TASKS", "PF_ONLY_OPTIONS", "is_supervised", "load_supervised_config", "train", "evaluate_localization"]
 
 SECTIONS = ("data", "model", "loss", "train")
 TOP_LEVEL = {"kind": "supervised", "name": "experiment", "seed": 0, "device": "auto"}
-TASKS = {"localization": localization_data}
+TASKS = {"localization": localization_data, "air": air_quality_regression, "pm25": pm25_regression,
+         "vowels": japanese_vowels}  # fmt: skip
+#: model options that only the particle cells take
+PF_ONLY_OPTIONS = ("num_particles", "resampling", "alpha", "stochastic", "activation")
 
 
 def is_supervised(path: str | Path) -> bool:
@@ -52,15 +64,23 @@ def load_supervised_config(path: str | Path, overrides: list[str] = ()) -> dict:
     config["train"] = TrainConfig.from_dict(config.get("train", {})).to_dict()
     config.setdefault("model", {})
     config.setdefault("loss", {})
+    if config["model"].get("cell") in ("lstm", "gru"):
+        config["model"] = {k: v for k, v in config["model"].items() if k not in PF_ONLY_OPTIONS}
     return config
 
 
 def _setup(config: dict):
     data_options = {k: v for k, v in config["data"].items() if k != "name"}
-    maze, splits = TASKS[config["data"]["name"]](**data_options)
+    loader = TASKS[config["data"]["name"]]
+    allowed = list(inspect.signature(loader).parameters)
+    unknown = sorted(set(data_options) - set(allowed))
+    if unknown:
+        raise ValueError(f"unknown keys in [data] for {config['data']['name']!r}: {unknown}; allowed: {allowed}")
+    context, splits = loader(**data_options)
     x, _, y = splits["train"]
-    predictor = PFRNNPredictor(x.shape[-1], y.shape[-1], **config["model"])
-    return maze, splits, predictor, DiscriminativeLoss(predictor, **config["loss"])
+    output_size = context.num_classes if isinstance(context, ClassificationData) else y.shape[-1]
+    predictor = PFRNNPredictor(x.shape[-1], output_size, **config["model"])
+    return context, splits, predictor, DiscriminativeLoss(predictor, **config["loss"])
 
 
 def train(config: dict, run_dir: str | Path, *, resume: bool = False) -> dict:
@@ -72,20 +92,27 @@ def train(config: dict, run_dir: str | Path, *, resume: bool = False) -> dict:
         raise ValueError(f"run_dir {run_dir} already holds a run: pass --resume to continue it or pick a new folder")
     write_json(run_dir / "config.json", config)
     torch.manual_seed(config["seed"])
-    maze, splits, predictor, objective = _setup(config)
+    context, splits, predictor, objective = _setup(config)
     device = resolve_device(config["device"])
     trainer = Trainer(objective, splits["train"], splits["valid"], TrainConfig.from_dict(config["train"]),
                       run_dir=run_dir, device=device)  # fmt: skip
     history = trainer.fit(resume=resume)
     load_best(run_dir, objective, map_location=device)
-    metrics = evaluate_localization(predictor, splits["test"], device=device, seed=config["seed"])
+    if isinstance(context, RegressionData):
+        metrics = evaluate_regression(predictor, context, "test", device=device, seed=config["seed"],
+                                      plots_dir=run_dir / "plots")  # fmt: skip
+    elif isinstance(context, ClassificationData):
+        metrics = evaluate_classification(predictor, context, "test", device=device, seed=config["seed"],
+                                          plots_dir=run_dir / "plots")  # fmt: skip
+    else:
+        metrics = evaluate_localization(predictor, splits["test"], device=device, seed=config["seed"])
     metrics.update(experiment=config["name"], epochs=len(history), seconds=sum(r["seconds"] for r in history),
                    num_parameters=sum(p.numel() for p in predictor.parameters() if p.requires_grad),
                    num_particles=predictor.num_particles, cell=predictor.cell_name)  # fmt: skip
     write_json(run_dir / "metrics.json", metrics)
     plots.learning_curve(run_dir / "metrics.jsonl", run_dir / "plots" / "learning_curve.png")
-    if predictor.num_particles > 1:
-        _belief_figure(predictor, maze, splits["test"], run_dir / "plots" / "belief.png", device)
+    if predictor.num_particles > 1 and not isinstance(context, (RegressionData, ClassificationData)):
+        _belief_figure(predictor, context, splits["test"], run_dir / "plots" / "belief.png", device)
     return metrics
 
 

@@ -65,11 +65,13 @@ def belief_loss(particle_loss: torch.Tensor, log_weights: torch.Tensor, valid: t
     return ((log_weights.exp() * particle_loss).sum(1).T * valid).sum(1)
 
 
-def check_targets(y, x: torch.Tensor, target: str, task: str, output_size: int) -> torch.Tensor:
+def check_targets(y, x: torch.Tensor, target: str, task: str, output_size: int, *,
+                  allow_missing: bool = False) -> torch.Tensor:  # fmt: skip
     """Validate targets for inputs ``x [B, T, D]``; returns ``y``.
 
     ``target="sequence"``: ``[B, T, O]`` (regression) or ``[B, T]`` class indices; ``"last"``:
-    ``[B, O]`` or ``[B]``. Regression targets must be finite floats, class indices in ``[0, O)``.
+    ``[B, O]`` or ``[B]``. Regression targets must be finite floats (or NaN, a missing target,
+    with ``allow_missing``), class indices in ``[0, O)``.
     """
     if not isinstance(y, torch.Tensor):
         raise TypeError(f"y must be a torch.Tensor, got {type(y).__name__}")
@@ -86,8 +88,9 @@ def check_targets(y, x: torch.Tensor, target: str, task: str, output_size: int) 
             raise TypeError(f"classification targets y must be int64 class indices, got dtype {y.dtype}")
         if bool(((y < 0) | (y >= output_size)).any()):
             raise ValueError(f"class indices in y must lie in [0, {output_size}), got {int(y.min())}..{int(y.max())}")
-    elif not y.is_floating_point() or not bool(torch.isfinite(y).all()):
-        raise ValueError("regression targets y must be finite floating-point values")
+    elif not y.is_floating_point() or bool(torch.isinf(y).any()) or (not allow_missing and bool(torch.isnan(y).any())):
+        raise ValueError("regression targets y must be finite floating-point values"
+                         + (" or NaN (missing)" if allow_missing else ""))
     return y
 
 
@@ -101,6 +104,9 @@ class DiscriminativeLoss(nn.Module):
             or ``"last"`` (one per sequence, at its last valid step, as in classification).
         pred_weight, elbo_weight, belief_weight: the weights; the paper's ``L_pred + beta L_ELBO``
             with ``beta = 1`` is the default.
+        missing_targets: regression only: a NaN in ``y`` marks a step without a target (e.g. a
+            gap in a measured series): that step is not scored, while its input still updates the
+            belief. Off by default (NaN targets are then an error).
 
     ``forward(x, mask, y)`` returns an :class:`~inference.objectives.ObjectiveOutput` whose
     ``loss`` is the combination divided by the number of targets, whose ``bound`` is minus the
@@ -111,8 +117,13 @@ class DiscriminativeLoss(nn.Module):
     kind = "-loss"
 
     def __init__(self, model: nn.Module, *, target: str = "sequence", pred_weight: float = 1.0,
-                 elbo_weight: float = 1.0, belief_weight: float = 0.0):  # fmt: skip
+                 elbo_weight: float = 1.0, belief_weight: float = 0.0, missing_targets: bool = False):  # fmt: skip
         super().__init__()
+        if not isinstance(missing_targets, bool):
+            raise TypeError(f"missing_targets must be a bool, got {missing_targets!r}")
+        if missing_targets and getattr(model, "task", "regression") != "regression":
+            raise ValueError("missing_targets applies to regression only")
+        self.missing_targets = missing_targets
         self.model = model
         self.target = check_choice(target, TARGETS, name="target")
         weights = {"pred_weight": pred_weight, "elbo_weight": elbo_weight, "belief_weight": belief_weight}
@@ -128,7 +139,7 @@ class DiscriminativeLoss(nn.Module):
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None, y: torch.Tensor) -> ObjectiveOutput:
         x, mask = check_sequences(x, mask)
         model = self.model
-        y = check_targets(y, x, self.target, model.task, model.output_size)
+        y = check_targets(y, x, self.target, model.task, model.output_size, allow_missing=self.missing_targets)
         belief = model.belief(x, mask)
         mean, particles, log_w, valid = belief.mean, belief.particles, belief.log_weights, mask
         if self.target == "last":
@@ -137,6 +148,9 @@ class DiscriminativeLoss(nn.Module):
             particles = particles.gather(0, last.view(1, 1, -1, 1).expand(1, *particles.shape[1:]))
             log_w = log_w.gather(0, last.view(1, 1, -1).expand(1, log_w.shape[1], -1))
             y, valid = y.unsqueeze(1), torch.ones_like(mask[:, :1])
+        if self.missing_targets:
+            valid = valid & ~torch.isnan(y).any(-1)
+            y = torch.nan_to_num(y, nan=0.0)  # not scored (valid is False there)
         per_sequence = x.new_zeros(x.shape[0])
         if self.pred_weight:
             per_sequence = per_sequence + self.pred_weight * prediction_loss(model.head(mean), y, valid, model.task)

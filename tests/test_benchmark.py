@@ -58,3 +58,14 @@ def test_quick_pf_rnn_benchmark_runs_and_writes_its_results(tmp_path):
                                     "training step"}  # fmt: skip
     assert results["rows"]["lstmcell loop B*K"]["ratio_to_lstmcell"] == 1.0
     assert len(results["scaling"]["seconds_by_steps"]) == 3 and "peak_growth_mb" in results["memory"]["training step"]
+
+
+def test_quick_smc_transformer_benchmark_runs_and_writes_its_results(tmp_path):
+    from experiments.benchmarks import smc_transformer
+
+    out = tmp_path / "smct.json"
+    assert smc_transformer.main(["--quick", "--out", str(out)]) == 0
+    results = json.loads(out.read_text())
+    assert set(results["training"]) == {"M=10", "M=30"} and set(results["predictive"]) == {"M=10", "M=30"}
+    assert all(row["sequences_per_s"] > 0 for row in results["training"].values())
+    assert len(results["scaling"]["seconds_by_particles"]) == 4

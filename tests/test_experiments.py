@@ -118,6 +118,7 @@ def test_quick_demo_writes_a_complete_run_folder_and_evaluate_reuses_it(tmp_path
     assert "smc-200" in capsys.readouterr().out
     _check_srnn_demo(root / "srnn-demo")
     _check_psrnn_demo(root / "psrnn-demo")
+    _check_smct_demo(root / "smct-demo")
     run = root / "lgssm-demo"
     for name in ["config.json", "metrics.jsonl", "metrics.json", "metrics.md", "predictive.nc",
                  "checkpoints/last.pt", "checkpoints/best.pt", "plots/learning_curve.png", "plots/pit_ecdf.png",
@@ -162,6 +163,18 @@ def _check_psrnn_demo(run):
     assert len(curve) == 3 and all(v > 0 for v in curve)
     assert 0.5 < metrics["calibration"]["coverage_0.9"] <= 1.0
     assert (run / "plots" / "pit_ecdf.png").is_file()
+
+
+def _check_smct_demo(run):
+    """The SMC Transformer part: the SMC bound beside the true model's likelihood, the paper's figures."""
+    metrics = json.loads((run / "metrics.json").read_text())
+    loglik = {k: v["per_step"] for k, v in metrics["loglik"].items()}
+    assert set(loglik) == {"smc-200", "exact (true parameters)"}
+    assert loglik["smc-200"] < loglik["exact (true parameters)"] + 0.05  # no model beats the truth by much
+    truth = metrics["truth_metrics"]
+    assert truth["true_predictive_mse"] == pytest.approx(0.5)  # Model I: sigma^2, from the true law
+    assert truth["predictive_mse"] > 0.45 and 0 < truth["share_in_80"] <= 1
+    assert (run / "predictive.nc").is_file() and (run / "plots" / "pit_ecdf.png").is_file()
 
 
 def test_air_quality_loader_interpolates_gaps_and_splits_in_time_order():

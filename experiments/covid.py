@@ -1,0 +1,122 @@
+"""Daily COVID-19 deaths per US county: the forecasting task of the SMC Transformer paper (section 4.2).
+
+Source: the JHU CSSE file ``covid/time_series_covid19_deaths_US.csv`` of the shared data
+folder (cumulative deaths per row from 2020-01-22 to 2020-05-22), checked against
+``SHA256SUMS``. The paper's "3261 US cities" are the file's 3261 rows (counties, plus a few
+territories and "Unassigned" / "Out of" rows of each state). Preprocessing, as in the paper
+where it says and documented here where it does not:
+
+1. keep the rows with at least ``min_deaths`` (100) deaths in total, the total being the
+   cumulative count on the file's last day (2020-05-22): 125 rows with this snapshot (the
+   paper's 886 came from a later, longer one);
+2. daily deaths are the day-to-day differences of the cumulative counts, negative
+   differences (downward corrections) clipped to 0;
+3. the window is the file's last 60 days, 2020-03-24 to 2020-05-22: 40 observed days
+   (2020-03-24 to 2020-05-02) and 20 forecast days (2020-05-03 to 2020-05-22);
+4. each series is divided by its largest daily count over the 40 observed days (at least
+   1), so the observed part lies in ``[0, 1]``, counties of very different sizes share one
+   scale, and nothing of the forecast days enters the scale; :meth:`CovidData.to_deaths`
+   multiplies back;
+5. the rows are shuffled by ``seed`` and split 80 / 10 / 10 into train / validation / test.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from inference.validation import check_positive_int
+
+from .data import SequenceData, verified_path
+
+__all__ = ["CovidData", "covid_deaths", "COVID_FILE", "WINDOW_START", "OBSERVED_DAYS", "FORECAST_DAYS"]
+
+COVID_FILE = "covid/time_series_covid19_deaths_US.csv"
+WINDOW_START = datetime.date(2020, 3, 24)
+OBSERVED_DAYS = 40
+FORECAST_DAYS = 20
+SPLITS = ("train", "valid", "test")
+
+
+@dataclass
+class CovidData(SequenceData):
+    """:class:`~experiments.data.SequenceData` of scaled daily deaths ``x [N, 60, 1]`` with what undoes the scaling.
+
+    Attributes:
+        names: per split, the rows' ``Combined_Key`` (e.g. ``"Fairfax, Virginia, US"``), in order.
+        scales: per split, ``[N]``: deaths per unit of ``x`` (the largest observed daily count).
+        dates: the 60 days of the window, ISO format.
+        observed_days: days given to a forecaster before it forecasts the rest (40).
+    """
+
+    names: dict[str, list[str]] = field(default_factory=dict)
+    scales: dict[str, torch.Tensor] = field(default_factory=dict)
+    dates: tuple[str, ...] = ()
+    observed_days: int = OBSERVED_DAYS
+
+    def to_deaths(self, values: torch.Tensor, split: str = "test") -> torch.Tensor:
+        """Daily deaths from scaled values ``[..., N, T, 1]`` of ``split`` (samples may lead: ``[S, N, T, 1]``)."""
+        if split not in self.scales:
+            raise ValueError(f"split must be one of {sorted(self.scales)}, got {split!r}")
+        scale = self.scales[split]
+        if values.dim() < 3 or values.shape[-3] != scale.shape[0]:
+            raise ValueError(f"values must have shape [..., N, T, 1] with N = {scale.shape[0]} sequences of "
+                             f"{split!r}, got {tuple(values.shape)}")  # fmt: skip
+        return values * scale.to(values)[:, None, None]
+
+
+def covid_deaths(data_dir: str | os.PathLike | None = None, min_deaths: int = 100, seed: int = 0) -> CovidData:
+    """The section-4.2 data set: counties with ``>= min_deaths`` deaths, 60 days of scaled daily deaths.
+
+    See the module docstring for every preprocessing step.
+
+    Args:
+        data_dir: the shared data folder (see :func:`~experiments.data.resolve_data_dir`).
+        min_deaths: smallest cumulative death count on the last day for a row to be kept.
+        seed: seed of the shuffle before the 80 / 10 / 10 split.
+
+    Returns:
+        A :class:`CovidData`: ``x [N, 60, 1]`` float32 per split (every step valid).
+    """
+    check_positive_int(min_deaths, name="min_deaths")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed must be an int >= 0, got {seed!r}")
+    with open(verified_path(COVID_FILE, data_dir), newline="") as handle:
+        reader = csv.reader(handle)
+        header = next(reader)
+        rows = list(reader)
+    first = header.index("Population") + 1  # the dates follow the row's description
+    dates = [datetime.datetime.strptime(d, "%m/%d/%y").date() for d in header[first:]]
+    start = dates.index(WINDOW_START)
+    days = OBSERVED_DAYS + FORECAST_DAYS
+    if start < 1 or start + days > len(dates):
+        raise ValueError(f"{COVID_FILE} does not cover the day before {WINDOW_START} and {days} days from it")
+    cumulative = np.array([[float(v) for v in row[first:]] for row in rows])
+    keep = cumulative[:, -1] >= min_deaths
+    if keep.sum() < 3:
+        raise ValueError(f"min_deaths={min_deaths} keeps {int(keep.sum())} rows: fewer than one per split")
+    key = header.index("Combined_Key")
+    names = [row[key] for row, kept in zip(rows, keep) if kept]
+    daily = np.clip(np.diff(cumulative[keep], axis=1), 0, None)[:, start - 1 : start - 1 + days]
+    scale = np.maximum(daily[:, :OBSERVED_DAYS].max(1), 1.0)
+    x = torch.as_tensor(daily / scale[:, None], dtype=torch.float32).unsqueeze(-1)
+    order = torch.randperm(len(names), generator=torch.Generator().manual_seed(seed))
+    cut_train, cut_valid = round(0.8 * len(names)), round(0.9 * len(names))
+    parts = dict(zip(SPLITS, (order[:cut_train], order[cut_train:cut_valid], order[cut_valid:])))
+    window = [d.isoformat() for d in dates[start : start + days]]
+    return CovidData(
+        *((x[index], torch.ones(len(index), days, dtype=torch.bool)) for index in parts.values()),
+        description=f"JHU COVID-19 daily deaths, {len(names)} US counties with >= {min_deaths} deaths by "
+        f"{dates[-1]}, {window[0]}..{window[-1]} ({OBSERVED_DAYS} observed + {FORECAST_DAYS} forecast days), "
+        f"scaled by each series' largest observed daily count; {'/'.join(str(len(i)) for i in parts.values())} "
+        f"train/valid/test (seed {seed})",
+        names={split: [names[i] for i in index] for split, index in parts.items()},
+        scales={split: torch.as_tensor(scale[index.numpy()], dtype=torch.float32) for split, index in parts.items()},
+        dates=tuple(window),
+        observed_days=OBSERVED_DAYS,
+    )

@@ -1,0 +1,162 @@
+"""Many-steps-ahead forecasts of trained runs, judged on the test split (the SMC Transformer paper's Figure 3).
+
+Each test sequence's first ``observed`` steps are given; the model then forecasts the next
+``horizon`` steps with ``S`` sampled paths, each path feeding its own draws back:
+
+* particle models (``simulate``: the SMC Transformer, the LGSSM, SRNN) through the shared
+  filter on the prefix and :func:`inference.forecast.forecast`;
+* one-step predictors (``predictive_distribution``; MC-dropout LSTMs through ``mc_samples``,
+  one stochastic pass per path and step) by extending each path one step at a time.
+
+:func:`compare_forecasts` runs this for several run folders and writes ``forecast.json``,
+``forecast.md`` (coverage, interval width, CRPS, PIT KS of the forecasts, MSE of their mean)
+and ``forecast.png`` (Figure 3: observed days, truth, and mean +/- one standard deviation of
+each run's paths for a few test sequences).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import matplotlib
+import torch
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from inference import ParticleFilter, calibration  # noqa: E402
+from inference.forecast import forecast  # noqa: E402
+from inference.io import write_json, write_text  # noqa: E402
+from inference.training import load_best  # noqa: E402
+from inference.validation import check_positive_int, check_sequences  # noqa: E402
+
+from .runner import _setup  # noqa: E402
+
+__all__ = ["forecast_samples", "compare_forecasts"]
+
+
+@torch.no_grad()
+def forecast_samples(model, prefix: torch.Tensor, horizon: int, num_samples: int = 1000, *,
+                     num_particles: int = 30, generator: torch.Generator | None = None) -> torch.Tensor:  # fmt: skip
+    """``[S, B, H, D]`` sampled continuations of ``prefix [B, T0, D]`` (every step of it observed).
+
+    Args:
+        model: a particle model with ``simulate``, or a one-step predictor with
+            ``predictive_distribution`` (and optionally ``mc_samples``).
+        prefix: the observed steps.
+        horizon: ``H``, steps to forecast.
+        num_samples: ``S``, paths per sequence.
+        num_particles: filter size for particle models.
+        generator: source of the filter's and the forecast's draws.
+    """
+    prefix, _ = check_sequences(prefix, name="prefix")
+    check_positive_int(horizon, name="horizon")
+    check_positive_int(num_samples, name="num_samples")
+    if hasattr(model, "simulate"):
+        result = ParticleFilter(num_particles, generator=generator).run(model, prefix)
+        return forecast(model, result, horizon, num_samples, generator=generator)
+    if not hasattr(model, "predictive_distribution"):
+        raise TypeError(f"model must have simulate() or predictive_distribution(), got {type(model).__name__}")
+    batch, steps, dim = prefix.shape
+    paths = prefix.unsqueeze(0).expand(num_samples, batch, steps, dim).reshape(num_samples * batch, steps, dim)
+    for _ in range(horizon):
+        # a predictor's step t forecasts x_t from x_<t: append a placeholder step, draw it, fill it in
+        paths = torch.cat([paths, torch.zeros_like(paths[:, :1])], 1)
+        paths[:, -1:] = _last_step(model, paths)
+    return paths[:, steps:].reshape(num_samples, batch, horizon, dim)
+
+
+def _last_step(model, paths: torch.Tensor) -> torch.Tensor:
+    """One draw of the last step of ``paths`` given the steps before it, ``[N, 1, D]``."""
+    if hasattr(model, "mc_samples"):
+        return model.mc_samples(paths, num_samples=1)[0, :, -1:]
+    return model.predictive_distribution(paths).sample()[:, -1:]
+
+
+def _load(run_dir: Path, device: str):
+    config = json.loads((run_dir / "config.json").read_text())
+    data, model, objective = _setup(config)
+    load_best(run_dir, objective)
+    model.to(device).eval()
+    return config, data, model
+
+
+def compare_forecasts(runs: dict[str, str | Path], out: str | Path, *, observed: int | None = None,
+                      horizon: int | None = None, num_samples: int = 1000, num_particles: int = 30,
+                      shown: int = 3, seed: int = 0, device: str = "cpu") -> dict:  # fmt: skip
+    """Forecast the test split of every run in ``runs`` (``{label: run folder}``); write the report to ``out``.
+
+    ``observed`` defaults to the data's ``observed_days`` (COVID: 40) and ``horizon`` to the
+    rest of the sequence. All runs must use the same data set. Returns ``{label: metrics}``.
+    """
+    if not runs:
+        raise ValueError("runs must name at least one run folder")
+    out = Path(out)
+    results, bands, truth_shown, data_description = {}, {}, None, None
+    for label, folder in runs.items():
+        folder = Path(folder)
+        if not (folder / "config.json").is_file():
+            raise ValueError(f"run {label!r}: {folder} has no config.json: is it a run folder?")
+        config, data, model = _load(folder, device)
+        x, mask = data.test
+        if not bool(mask.all()):
+            raise ValueError(f"run {label!r}: forecasts need test sequences of equal length")
+        start = getattr(data, "observed_days", None) if observed is None else observed
+        if start is None or not 0 < start < x.shape[1]:
+            raise ValueError(f"observed must be in 1..{x.shape[1] - 1} (steps given before forecasting), got {start!r}")
+        steps = x.shape[1] - start if horizon is None else check_positive_int(horizon, name="horizon")
+        if start + steps > x.shape[1]:
+            raise ValueError(f"observed + horizon = {start + steps} exceeds the {x.shape[1]} test steps")
+        if data_description not in (None, data.description):
+            raise ValueError(f"run {label!r} uses other data than the runs before it: {data.description!r}")
+        data_description = data.description
+        generator = torch.Generator(device=device).manual_seed(seed)
+        torch.manual_seed(seed)
+        samples = forecast_samples(model, x[:, :start].to(device), steps, num_samples,
+                                   num_particles=num_particles, generator=generator).cpu()  # fmt: skip
+        target = x[:, start : start + steps]
+        metrics = calibration.calibration_summary(samples, target)
+        metrics["mse"] = float(((samples.mean(0) - target) ** 2).mean())
+        results[label] = {"model": config["model"]["name"], **metrics}
+        bands[label] = (samples.mean(0), samples.std(0))
+        truth_shown = (x, start, steps)
+    report = {"data": data_description, "observed": truth_shown[1], "horizon": truth_shown[2],
+              "samples": num_samples, "runs": {k: str(v) for k, v in runs.items()}, "metrics": results}  # fmt: skip
+    write_json(out / "forecast.json", report)
+    write_text(out / "forecast.md", _table(report))
+    _plot(truth_shown, bands, min(shown, truth_shown[0].shape[0]), out / "forecast.png")
+    return results
+
+
+def _table(report: dict) -> str:
+    keys = [k for k in next(iter(report["metrics"].values())) if k != "model"]
+    lines = [f"# Forecasts: {report['data']}", "",
+             f"{report['observed']} steps observed, {report['horizon']} forecast, {report['samples']} paths each.",
+             "", "| run | " + " | ".join(keys) + " |", "|---|" + "---:|" * len(keys)]  # fmt: skip
+    for label, row in report["metrics"].items():
+        lines.append(f"| {label} | " + " | ".join(f"{row[k]:.4f}" for k in keys) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _plot(truth, bands, shown: int, path: Path) -> None:
+    x, start, steps = truth
+    figure, axes = plt.subplots(1, shown, figsize=(4.5 * shown, 3.2), squeeze=False)
+    days = torch.arange(start + steps)
+    ahead = days[start:]
+    for i, axis in enumerate(axes[0]):
+        axis.plot(days, x[i, : start + steps, 0], color="black", lw=1.2, label="truth")
+        for label, (mean, std) in bands.items():
+            line = axis.plot(ahead, mean[i, :, 0], lw=1.2, label=label)[0]
+            axis.fill_between(ahead, mean[i, :, 0] - std[i, :, 0], mean[i, :, 0] + std[i, :, 0],
+                              color=line.get_color(), alpha=0.25)  # fmt: skip
+        axis.axvline(start - 0.5, color="grey", ls=":")
+        axis.set_title(f"test sequence {i}")
+        axis.set_xlabel("step")
+    axes[0][0].legend(fontsize=7)
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp.png")
+    figure.savefig(tmp, dpi=110)
+    plt.close(figure)
+    tmp.replace(path)

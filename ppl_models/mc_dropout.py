@@ -1,0 +1,135 @@
+"""LSTM forecaster with Monte Carlo dropout (Gal & Ghahramani 2016), the SMC Transformer paper's baseline.
+
+The network is an LSTM over the observations followed by a linear decoder; step ``t`` is
+predicted from ``x_{<t}`` (the state before the first step is zero). Dropout sits
+
+* ``where="output"``: after the LSTM output, before the decoder (a fresh mask per step
+  and unit, as a dropout layer on the LSTM's output sequence), the paper's Table 2 left;
+* ``where="full"``: also inside the LSTM, as variational dropout (Gal & Ghahramani 2016,
+  "A theoretically grounded application of dropout in recurrent neural networks"): one
+  mask per sequence on the input ``x_t`` and one on the recurrent state ``h_{t-1}``, kept
+  for every step and shared by the four gates (the paper's Table 2 right, and its COVID
+  runs). With one feature (``D = 1``) the input mask drops a whole sequence's input.
+
+As a :class:`~ppl_models.predictors.OneStepPredictor` the model is a Gaussian with a learned
+scale around the decoder's output and trains with the shared ``exact`` objective; dropout
+is on in training mode and off in evaluation mode, so :meth:`predictive_distribution` in
+eval mode is deterministic. :meth:`MCDropoutLSTM.mc_samples` gives the paper's predictive
+distribution: ``S`` stochastic forward passes with dropout on, vectorised by folding the
+passes into the batch.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from inference.validation import check_choice, check_positive_int, check_probability, check_sequences
+
+from .predictors import OneStepPredictor
+
+__all__ = ["MCDropoutLSTM", "DROPOUT_PLACES"]
+
+DROPOUT_PLACES = ("output", "full")
+#: rows (passes x sequences) of one vectorised chunk of :meth:`MCDropoutLSTM.mc_samples`, by device type
+#: (small chunks stay in the CPU's caches; a GPU wants large ones)
+MC_CHUNK_ROWS = {"cpu": 1 << 12, "default": 1 << 16}
+
+
+class MCDropoutLSTM(OneStepPredictor):
+    """LSTM + dropout + linear decoder; Gaussian one-step predictive with a learned scale.
+
+    Args:
+        obs_dim: ``D``.
+        hidden_size: LSTM state size ``H`` (the paper's ``d``).
+        dropout: drop probability in ``[0, 1)`` of every dropout mask.
+        where: ``"output"`` (dropout after the LSTM output) or ``"full"`` (also variational
+            dropout on the LSTM's input and recurrent state).
+    """
+
+    pyro_name = "mc_dropout_lstm"
+
+    def __init__(self, obs_dim: int, hidden_size: int = 64, dropout: float = 0.2, where: str = "output"):
+        check_positive_int(obs_dim, name="obs_dim")
+        super().__init__(obs_dim, check_positive_int(hidden_size, name="hidden_size"))
+        self.dropout = check_probability(dropout, name="dropout")
+        if self.dropout == 1.0:
+            raise ValueError("dropout must be in [0, 1): a rate of 1 drops every unit")
+        self.where = check_choice(where, DROPOUT_PLACES, name="where")
+        self.lstm = nn.LSTM(obs_dim, hidden_size, batch_first=True)
+
+    def states(self, x: torch.Tensor) -> torch.Tensor:
+        """``[B, T, D] -> [B, T, H]``: the (dropped-out) LSTM output after ``x_{<t}``; dropout iff training."""
+        return self._states(x, active=self.training)
+
+    @torch.no_grad()
+    def mc_samples(self, x: torch.Tensor, mask: torch.Tensor | None = None, num_samples: int = 1000, *,
+                   noise: bool = False) -> torch.Tensor:  # fmt: skip
+        """``S`` stochastic forward passes with dropout on, whatever the module's mode.
+
+        The passes are folded into the batch, a chunk of passes at a time (with output dropout
+        only, the LSTM runs once and only the dropout and the decoder are repeated).
+
+        Args:
+            x: observations ``[B, T, D]``.
+            mask: optional bool ``[B, T]`` (checked; padded steps get predictions too, to be masked out).
+            num_samples: ``S``, the number of passes (each draws its own dropout masks).
+            noise: also add the learned Gaussian observation noise to each pass.
+
+        Returns:
+            ``[S, B, T, D]``: sample ``s`` at step ``t`` is pass ``s``'s one-step forecast of
+            ``x_t`` from ``x_{<t}`` (the paper's MC-dropout predictive distribution).
+        """
+        x, mask = check_sequences(x, mask, feature_size=self.obs_dim)
+        check_positive_int(num_samples, name="num_samples")
+        batch, steps, _ = x.shape
+        outputs = None if self.where == "full" else self.lstm(x)[0]
+        per_chunk = max(1, MC_CHUNK_ROWS.get(x.device.type, MC_CHUNK_ROWS["default"]) // batch)
+        chunks = []
+        for start in range(0, num_samples, per_chunk):
+            count = min(per_chunk, num_samples - start)
+            if outputs is None:
+                repeated = self._variational_lstm(x.expand(count, *x.shape).reshape(count * batch, steps, -1))
+            else:
+                repeated = outputs.expand(count, *outputs.shape).reshape(count * batch, steps, -1)
+            states = self._shifted(F.dropout(repeated, self.dropout, training=True))
+            chunks.append(self.decoder(states).reshape(count, *x.shape))
+        samples = torch.cat(chunks, 0)
+        if noise:
+            samples = samples + self.log_noise_scale.exp() * torch.randn_like(samples)
+        return samples
+
+    def _states(self, x: torch.Tensor, *, active: bool) -> torch.Tensor:
+        """``[B, T, D] -> [B, T, H]``, with dropout iff ``active``."""
+        if active and self.where == "full":
+            outputs = self._variational_lstm(x)
+        else:
+            outputs, _ = self.lstm(x)
+        return self._shifted(F.dropout(outputs, self.dropout, training=active))
+
+    @staticmethod
+    def _shifted(outputs: torch.Tensor) -> torch.Tensor:
+        """``[B, T, H]``: ``outputs`` one step later, zeros first (step ``t`` sees the output after ``x_{t-1}``)."""
+        return torch.cat([torch.zeros_like(outputs[:, :1]), outputs[:, :-1]], 1)
+
+    def _variational_lstm(self, x: torch.Tensor) -> torch.Tensor:
+        """``nn.LSTM``'s recursion on its own weights, with one mask per sequence on ``x_t`` and ``h_{t-1}``.
+
+        ``[B, T, D] -> [B, T, H]`` (the outputs ``h_t``); the state starts at zero.
+        """
+        keep = 1.0 - self.dropout
+        batch, steps, _ = x.shape
+        input_mask = torch.bernoulli(x.new_full((batch, 1, self.obs_dim), keep)) / keep
+        state_mask = torch.bernoulli(x.new_full((batch, self.state_dim), keep)) / keep
+        lstm = self.lstm
+        inputs = F.linear(x * input_mask, lstm.weight_ih_l0, lstm.bias_ih_l0 + lstm.bias_hh_l0)  # [B, T, 4H]
+        h = c = x.new_zeros(batch, self.state_dim)
+        outputs = []
+        for t in range(steps):
+            gates = inputs[:, t] + F.linear(h * state_mask, lstm.weight_hh_l0)
+            i, f, g, o = gates.chunk(4, -1)  # nn.LSTM's gate order
+            c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+            h = torch.sigmoid(o) * torch.tanh(c)
+            outputs.append(h)
+        return torch.stack(outputs, 1)

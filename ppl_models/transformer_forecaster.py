@@ -1,0 +1,90 @@
+"""Deterministic causal Transformer point forecaster (the SMC Transformer paper's deterministic Transformer).
+
+The input sequence is shifted by one step: a learned start vector, then the linear
+embeddings of ``x_0, ..., x_{T-2}``; positions (learned or sinusoidal) are added and
+``nn.TransformerEncoder`` layers attend with a causal mask, so the state ``s_t`` depends on
+``x_{<t}`` only. As a :class:`~ppl_models.predictors.OneStepPredictor` it decodes ``s_t``
+linearly into the mean of a Gaussian with a learned scale and trains with the shared
+``exact`` objective (the same minimiser for the mean as the paper's MSE).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from inference.validation import check_choice, check_positive_int, check_probability
+
+from .predictors import OneStepPredictor
+
+__all__ = ["TransformerForecaster", "POSITION_ENCODINGS", "sinusoidal_positions"]
+
+POSITION_ENCODINGS = ("learned", "sinusoidal")
+
+
+def sinusoidal_positions(num_steps: int, d_model: int, *, dtype=None, device=None) -> torch.Tensor:
+    """Vaswani et al. (2017) encodings ``[T, d_model]``: ``sin`` / ``cos`` of ``t / 10000^(2i / d_model)``."""
+    position = torch.arange(num_steps, dtype=torch.float64, device=device).unsqueeze(1)
+    frequency = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float64, device=device)
+                          * (-math.log(10000.0) / d_model))  # fmt: skip
+    table = torch.zeros(num_steps, d_model, dtype=torch.float64, device=device)
+    table[:, 0::2] = torch.sin(position * frequency)
+    table[:, 1::2] = torch.cos(position * frequency[: d_model // 2])
+    return table.to(dtype or torch.get_default_dtype())
+
+
+class TransformerForecaster(OneStepPredictor):
+    """Start vector + linear embedding + positions + causal ``nn.TransformerEncoder``, linear decoder.
+
+    Args:
+        obs_dim: ``D``.
+        d_model: width of the embeddings and attention layers.
+        num_heads: attention heads (must divide ``d_model``).
+        num_layers: encoder layers.
+        feedforward_dim: hidden units of each layer's feed-forward block.
+        dropout: dropout rate inside the encoder layers, in ``[0, 1)`` (``0``: deterministic in
+            training mode too).
+        positions: ``"learned"`` (one trained vector per step, up to ``max_len`` steps) or
+            ``"sinusoidal"`` (fixed, any length).
+        max_len: longest sequence of the learned position table.
+    """
+
+    pyro_name = "transformer_forecaster"
+
+    def __init__(self, obs_dim: int, d_model: int = 16, num_heads: int = 1, num_layers: int = 1,
+                 feedforward_dim: int = 64, dropout: float = 0.0, positions: str = "learned",
+                 max_len: int = 512):  # fmt: skip
+        check_positive_int(obs_dim, name="obs_dim")
+        super().__init__(obs_dim, check_positive_int(d_model, name="d_model"))
+        for name, value in (("num_heads", num_heads), ("num_layers", num_layers),
+                            ("feedforward_dim", feedforward_dim), ("max_len", max_len)):  # fmt: skip
+            check_positive_int(value, name=name)
+        if d_model % num_heads:
+            raise ValueError(f"num_heads must divide d_model = {d_model}, got {num_heads}")
+        if check_probability(dropout, name="dropout") == 1.0:
+            raise ValueError("dropout must be in [0, 1): a rate of 1 drops every unit")
+        self.positions = check_choice(positions, POSITION_ENCODINGS, name="positions")
+        self.max_len = max_len
+        self.embedding = nn.Linear(obs_dim, d_model)
+        self.start = nn.Parameter(torch.zeros(d_model))
+        self.position_table = nn.Embedding(max_len, d_model) if positions == "learned" else None
+        layer = nn.TransformerEncoderLayer(d_model, num_heads, dim_feedforward=feedforward_dim, dropout=dropout,
+                                           batch_first=True)  # fmt: skip
+        self.encoder = nn.TransformerEncoder(layer, num_layers, enable_nested_tensor=False)
+
+    def states(self, x: torch.Tensor) -> torch.Tensor:
+        """``[B, T, D] -> [B, T, d_model]``: position ``t`` attends to the start vector and ``x_{<t}`` only."""
+        batch, steps, _ = x.shape
+        if self.position_table is not None and steps > self.max_len:
+            raise ValueError(f"x has {steps} steps but max_len = {self.max_len} learned positions; "
+                             "raise max_len or use positions='sinusoidal'")  # fmt: skip
+        start = self.start.expand(batch, 1, -1)
+        inputs = torch.cat([start, self.embedding(x[:, :-1])], 1)
+        if self.position_table is None:
+            inputs = inputs + sinusoidal_positions(steps, self.state_dim, dtype=x.dtype, device=x.device)
+        else:
+            inputs = inputs + self.position_table.weight[:steps]
+        causal = torch.triu(torch.ones(steps, steps, dtype=torch.bool, device=x.device), diagonal=1)
+        return self.encoder(inputs, mask=causal, is_causal=True)
