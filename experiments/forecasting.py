@@ -19,19 +19,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import matplotlib
 import torch
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+from inference import ParticleFilter, calibration
+from inference.forecast import forecast
+from inference.io import write_json, write_text
+from inference.training import load_best
+from inference.validation import check_positive_int, check_sequences
 
-from inference import ParticleFilter, calibration  # noqa: E402
-from inference.forecast import forecast  # noqa: E402
-from inference.io import write_json, write_text  # noqa: E402
-from inference.training import load_best  # noqa: E402
-from inference.validation import check_positive_int, check_sequences  # noqa: E402
-
-from .runner import _setup  # noqa: E402
+from .plots import save_png
+from .runner import _setup
 
 __all__ = ["forecast_samples", "compare_forecasts"]
 
@@ -141,7 +139,8 @@ def _table(report: dict) -> str:
 
 def _plot(truth, bands, shown: int, path: Path) -> None:
     x, start, steps = truth
-    figure, axes = plt.subplots(1, shown, figsize=(4.5 * shown, 3.2), squeeze=False)
+    figure = Figure(figsize=(4.5 * shown, 3.2))
+    axes = figure.subplots(1, shown, squeeze=False)
     days = torch.arange(start + steps)
     ahead = days[start:]
     for i, axis in enumerate(axes[0]):
@@ -155,8 +154,4 @@ def _plot(truth, bands, shown: int, path: Path) -> None:
         axis.set_xlabel("step")
     axes[0][0].legend(fontsize=7)
     figure.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp.png")
-    figure.savefig(tmp, dpi=110)
-    plt.close(figure)
-    tmp.replace(path)
+    save_png(figure, path)
