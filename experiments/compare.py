@@ -6,7 +6,9 @@ A suite is a list of ``(label, experiment, overrides)`` members (:data:`experime
 interrupted one resumes), then :func:`compare` writes into ``<root>``:
 
 * ``comparison.md`` / ``comparison.json``: per member the parameter count, the test MSE
-  before training and of the best checkpoint, and the calibration of its predictive;
+  before training and of the best checkpoint, the calibration of its predictive and, on data
+  with a known generating law, its ``truth_metrics``; members whose labels differ only in a
+  trailing ``" / fold K"`` also get a row of means and standard deviations over their folds;
 * ``mse_vs_epoch.png``: test one-step MSE against epochs (epoch 0 is the initialisation);
 * ``predictions.png``: one test sequence's feature against each model's one-step
   predictions, before (top row) and after (bottom row) training.
@@ -26,7 +28,9 @@ from . import runner
 from .config import load_config
 from .plots import save_png
 
-__all__ = ["run_suite", "compare", "member_folder"]
+__all__ = ["run_suite", "compare", "member_folder", "fold_means"]
+
+FOLD_SEPARATOR = " / fold "
 
 
 def member_folder(root: str | Path, label: str) -> Path:
@@ -66,9 +70,36 @@ def _member_summary(folder: Path) -> dict:
         "nlpd": calibration.get("nlpd"),
         "crps": calibration.get("crps"),
         "coverage_0.5": calibration.get("coverage_0.5"),
+        "coverage_0.8": calibration.get("coverage_0.8"),
         "coverage_0.9": calibration.get("coverage_0.9"),
+        "coverage_0.95": calibration.get("coverage_0.95"),
         "pit_ks": calibration.get("pit_ks"),
+        **{f"truth_{name}": value for name, value in metrics.get("truth_metrics", {}).items()},
     }
+
+
+def fold_means(summary: dict[str, dict]) -> dict[str, dict]:
+    """Mean and sample standard deviation over folds: ``{group: {column: (mean, sd)}}``.
+
+    Members labelled ``"<group> / fold <k>"`` form a group; groups of one member and columns
+    some member lacks are left out.
+    """
+    groups: dict[str, list[dict]] = {}
+    for label, row in summary.items():
+        if FOLD_SEPARATOR in label:
+            groups.setdefault(label.rsplit(FOLD_SEPARATOR, 1)[0], []).append(row)
+    means = {}
+    for group, rows in groups.items():
+        if len(rows) < 2:
+            continue
+        columns = [c for c in rows[0] if all(isinstance(r.get(c), (int, float)) for r in rows)]
+        means[group] = {c: _mean_sd([float(r[c]) for r in rows]) for c in columns}
+    return means
+
+
+def _mean_sd(values: list[float]) -> tuple[float, float]:
+    mean = sum(values) / len(values)
+    return mean, (sum((v - mean) ** 2 for v in values) / (len(values) - 1)) ** 0.5
 
 
 def compare(folders: dict[str, str | Path], out_dir: str | Path, feature: int = 0) -> dict:
@@ -79,8 +110,9 @@ def compare(folders: dict[str, str | Path], out_dir: str | Path, feature: int = 
         raise ValueError(f"not finished run folders (no metrics.json): {missing}")
     out_dir = Path(out_dir)
     summary = {label: _member_summary(folder) for label, folder in folders.items()}
-    write_json(out_dir / "comparison.json", summary)
-    write_text(out_dir / "comparison.md", _table(summary))
+    means = fold_means(summary)
+    write_json(out_dir / "comparison.json", {**summary, **({"fold means (mean, sd)": means} if means else {})})
+    write_text(out_dir / "comparison.md", _table(summary) + (_means_table(means) if means else ""))
     _mse_curves(folders, out_dir / "mse_vs_epoch.png")
     _prediction_grid(folders, out_dir / "predictions.png", feature)
     return summary
@@ -97,6 +129,16 @@ def _table(summary: dict) -> str:
         return f"{value:,}" if isinstance(value, int) else f"{value:.4g}"
 
     lines += [f"| {label} | " + " | ".join(cell(row[c]) for c in columns) + " |" for label, row in summary.items()]
+    return "\n".join(lines) + "\n"
+
+
+def _means_table(means: dict[str, dict]) -> str:
+    columns = list(next(iter(means.values())))
+    lines = ["", "Mean (standard deviation) over folds:", "",
+             "| model | " + " | ".join(c.replace("_", " ") for c in columns) + " |",
+             "|---|" + "---:|" * len(columns)]  # fmt: skip
+    lines += [f"| {group} | " + " | ".join(f"{m:.4g} ({sd:.2g})" for m, sd in (row[c] for c in columns)) + " |"
+              for group, row in means.items()]  # fmt: skip
     return "\n".join(lines) + "\n"
 
 

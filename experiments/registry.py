@@ -16,7 +16,7 @@ import torch
 
 from inference import ParticleFilter
 from inference.objectives import ELBO, IWAE, ExactLikelihood, Objective, SMCBound
-from ppl_models import PSRNN, SRNN, GRUBaseline, LinearGaussianSSM, RecurrentPredictor, TwoStageKalmanFilter
+from ppl_models import PSRNN, SRNN, VRNN, GRUBaseline, LinearGaussianSSM, RecurrentPredictor, TwoStageKalmanFilter
 from ppl_models.mc_dropout import MCDropoutLSTM
 from ppl_models.smc_transformer import SMCTransformer
 from ppl_models.transformer_forecaster import TransformerForecaster
@@ -61,6 +61,8 @@ def _polyphonic(name: str) -> Entry:
 MODELS = {
     "lgssm": Entry(_lgssm, "linear-Gaussian state-space model with exact Kalman likelihood (baseline, oracle)"),
     "srnn": Entry(SRNN, "SRNN (Fraccaro et al. 2016): GRU + nonlinear SSM, smoothing/filtering guide, Res_q"),
+    "vrnn": Entry(VRNN, "VRNN (Chung et al. 2015): GRU state that reads the sampled z, filtering guide (the SRNN "
+                  "paper's stochastic baseline)"),  # fmt: skip
     "gru": Entry(GRUBaseline, "deterministic GRU with SRNN's emission (the SRNN paper's RNN row), exact likelihood"),
     "psrnn": Entry(PSRNN, "PSRNN (Downey et al. 2017): bilinear predictive-state updates, two-stage-regression "
                    "start, optionally factorized (rank) and multilayer; Gaussian predictive"),  # fmt: skip
@@ -130,6 +132,8 @@ EXPERIMENTS = {
                           "JapaneseVowels utterances (needs sktime; PF-GRU, LSTM, GRU by --set)"),
     "gru-jsb": Entry(CONFIG_DIR / "gru_jsb.toml", "deterministic GRU baseline on JSB (the SRNN paper's RNN row; "
                      "other sets by --set data.name)"),  # fmt: skip
+    "vrnn-jsb": Entry(CONFIG_DIR / "vrnn_jsb.toml", "VRNN baseline on JSB with srnn-jsb's parameter count and "
+                      "training settings (other sets by --set data.name)"),  # fmt: skip
     "smct-demo": Entry(CONFIG_DIR / "smct_demo.toml", "small SMC Transformer on Model I: predictive against the "
                        "true law, coverage, PIT, CRPS (the README demo)"),  # fmt: skip
     "smct-ar1": Entry(CONFIG_DIR / "smct_ar1.toml", "SMC Transformer (d=16, M=10, Fisher identity + EM) on the "

@@ -37,10 +37,13 @@ Gradient modes:
   constants (AESMC / FIVO / PF-RNN). ``-log_evidence`` is the training loss.
 * ``soft``: as ``reparam`` with soft resampling, so gradients also flow through
   the importance-corrected weights (PF-RNN).
-* ``stop_weights``: Fisher's identity (SMC Transformer). Sampled states are
-  detached; :attr:`FilterResult.fisher_objective` is the weighted sum, with
-  detached final (or fixed-lag) weights, of the complete-data log-densities
-  along each particle's genealogy. Its gradient estimates ``∇ log p(x)``.
+* ``stop_weights``: Fisher's identity (SMC Transformer). Sampled latents are
+  constants (the model's ``step`` draws them without a gradient path);
+  :attr:`FilterResult.fisher_objective` is the weighted sum, with detached final
+  (or fixed-lag) weights, of the complete-data log-densities along each particle's
+  genealogy. Its gradient estimates ``∇ log p(x)``: ``∇_θ log p_θ(x, z)`` at fixed
+  ``z``, so deterministic parts of the state computed from the latents and ``θ`` (a
+  VRNN's ``h_t``) keep their gradient path across steps.
 """
 
 from __future__ import annotations
@@ -311,8 +314,6 @@ class ParticleFilter:
                         means[:, t] = step_mean if valid is None else step_mean * valid.unsqueeze(-1)
 
                 new_state, log_alpha, log_joint = model.step(state, t, x[:, t], context, reparameterize=not stop)
-                if stop:
-                    new_state = {k: v.detach() for k, v in new_state.items()}
                 state = {k: _select(valid, v, state.get(k, v)) for k, v in new_state.items()}
                 weighted = log_w + log_alpha
                 step_evidence = logsumexp_particles(weighted)

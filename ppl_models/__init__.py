@@ -6,6 +6,7 @@ from .predictors import OneStepPredictor, RecurrentPredictor
 from .psrnn import PSRNN
 from .rnn_baseline import GRUBaseline
 from .srnn import SRNN
+from .vrnn import VRNN
 
-__all__ = ["LinearGaussianSSM", "KalmanResult", "TwoStageKalmanFilter", "SRNN", "GRUBaseline", "PSRNN",
+__all__ = ["LinearGaussianSSM", "KalmanResult", "TwoStageKalmanFilter", "SRNN", "VRNN", "GRUBaseline", "PSRNN",
            "OneStepPredictor", "RecurrentPredictor"]

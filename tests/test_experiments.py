@@ -189,6 +189,22 @@ def test_air_quality_loader_interpolates_gaps_and_splits_in_time_order():
         air_quality(fractions=(0.9, 0.2))
 
 
+def test_fold_means_average_the_folds_of_each_group_by_hand():
+    summary = {
+        "A / fold 0": {"test_mse": 1.0, "truth_share_in_80": 0.7, "num_parameters": 10},
+        "A / fold 1": {"test_mse": 3.0, "truth_share_in_80": 0.9, "num_parameters": 10},
+        "A / fold 2": {"test_mse": 2.0, "truth_share_in_80": None, "num_parameters": 10},
+        "B / fold 0": {"test_mse": 5.0},  # a group of one: no mean
+        "C": {"test_mse": 7.0},
+    }
+    means = compare.fold_means(summary)
+    assert set(means) == {"A"}
+    assert set(means["A"]) == {"test_mse", "num_parameters"}  # a column one fold lacks is left out
+    mean, sd = means["A"]["test_mse"]
+    assert mean == pytest.approx(2.0) and sd == pytest.approx(1.0)  # sample sd of 1, 3, 2
+    assert means["A"]["num_parameters"] == pytest.approx((10.0, 0.0))
+
+
 def test_suite_trains_its_members_compares_them_and_keeps_finished_runs(tmp_path, capsys):
     members = (("KF", "kf-swimmer", ()), ("GRU", "recurrent-swimmer", ('model.cell="gru"',)))
     quick = ["train.epochs=2", "evaluate.predictive_samples=20", "device=\"cpu\""]

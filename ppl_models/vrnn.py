@@ -1,0 +1,353 @@
+"""VRNN: a recurrent latent variable model (Chung et al., 2015), the SRNN paper's stochastic baseline.
+
+Generative model, for ``t = 1..T`` with ``h_0 = 0`` and feature extractors ``phi_x``, ``phi_z``::
+
+    z_t ~ N(mu_0(h_{t-1}), diag sigma_0^2(h_{t-1}))                      prior
+    x_t ~ Bernoulli(logits(phi_z(z_t), h_{t-1}))  or  N(m, diag s)(phi_z(z_t), h_{t-1})
+    h_t = GRU(h_{t-1}, [phi_x(x_t), phi_z(z_t)])                          recurrence
+
+Inference network (filtering, the paper's): ``q(z_t | x_t, h_{t-1}) = N(mu_z, diag sigma_z^2)(phi_x(x_t), h_{t-1})``.
+
+Unlike SRNN, the deterministic state ``h_t`` reads the sampled ``z_t``, so it is no
+per-sequence feature but part of each sample's (each particle's) state ``(z_t, h_t)``.
+The mathematics is written once, as methods returning distributions (:meth:`VRNN.prior`,
+:meth:`VRNN.proposal`, :meth:`VRNN.emission`) and the deterministic :meth:`VRNN.recurrence`,
+all broadcasting over leading dims (``[B]`` or ``[K, B]``). Two kinds of Pyro programs use them:
+
+* ``model(x, mask)`` / ``guide(x, mask)``: whole sequences, sites ``z_t`` and ``x_t`` in the
+  plate ``sequences`` with ``pyro.markov`` over time, for ``SVI`` with any Pyro ELBO,
+  ``Predictive``, and the shared :class:`~inference.objectives.ELBO` and
+  :class:`~inference.objectives.IWAE`;
+* :attr:`VRNN.programs` / :attr:`VRNN.guide_programs`: ``init(state, x)`` / ``step(state, x_t)``
+  programs in the style of ``pyro.infer.SMCFilter`` (sites ``z``, ``x``; state ``h`` and ``z``
+  ``[K, B, ...]``), which the shared :class:`~inference.particle_filter.ParticleFilter` runs
+  through :class:`~inference.pyro_programs.PyroProgramModel` with the guide as proposal
+  (the module's ``start``/``step``/``simulate``/``predict_mean`` delegate to it).
+
+Both kinds share one step of each program (``_model_step``, ``_propose``). Inside an objective
+(:meth:`VRNN.sharing_context`) the replayed model reuses the ``h_t`` its guide computed from the
+same draws instead of running the GRU a second time.
+
+In the filter's ``stop_weights`` mode (Fisher's identity) the sampled ``z_t`` are constants and
+``h_t`` keeps its gradient path, so the surrogate's gradient is ``∇ log p(x, z)`` at the filter's
+latent paths; it trains the generative nets only (the guide is then just the proposal).
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from types import SimpleNamespace
+
+import pyro
+import pyro.distributions as dist
+import torch
+from pyro import poutine
+from torch import nn
+
+from inference.particle_filter import ParticleFilter
+from inference.pyro_programs import PyroProgramModel
+from inference.resampling import gather_particles
+from inference.state_space import SEQUENCE_PLATE
+from inference.validation import check_choice, check_positive_int, check_sequences
+
+from .nets import (
+    EMISSIONS,
+    SplitInputMLP,
+    check_binary,
+    clipped_leaky_relu,
+    diagonal_normal,
+    emission_distribution,
+    emission_params,
+)
+from .srnn import Generation
+
+__all__ = ["VRNN"]
+
+
+class VRNN(nn.Module):
+    """Variational RNN with a filtering inference network.
+
+    Args:
+        obs_dim: ``D``, the size of ``x_t`` (88 for piano rolls).
+        emission: ``"bernoulli"`` (binary data) or ``"gaussian"`` (diagonal, real-valued).
+        latent_dim: size of ``z_t``.
+        rnn_dim: size of the GRU state ``h_t``.
+        hidden_dim: units of the feed-forward nets' hidden layers.
+        feature_dim: size of the features ``phi_x(x_t)`` and ``phi_z(z_t)`` (default ``hidden_dim``).
+        num_hidden_layers: hidden layers per net (1).
+    """
+
+    pyro_name = "vrnn"
+
+    def __init__(
+        self,
+        obs_dim: int,
+        *,
+        emission: str = "bernoulli",
+        latent_dim: int = 100,
+        rnn_dim: int = 300,
+        hidden_dim: int = 500,
+        feature_dim: int | None = None,
+        num_hidden_layers: int = 1,
+    ):
+        super().__init__()
+        feature_dim = hidden_dim if feature_dim is None else feature_dim
+        for name, value in (("obs_dim", obs_dim), ("latent_dim", latent_dim), ("rnn_dim", rnn_dim),
+                            ("hidden_dim", hidden_dim), ("feature_dim", feature_dim),
+                            ("num_hidden_layers", num_hidden_layers)):  # fmt: skip
+            check_positive_int(value, name=name)
+        self.obs_dim, self.latent_dim, self.rnn_dim = obs_dim, latent_dim, rnn_dim
+        self.emission_kind = check_choice(emission, EMISSIONS, name="emission")
+        layers = num_hidden_layers
+        self.phi_x = SplitInputMLP(0, obs_dim, hidden_dim, feature_dim, layers)
+        self.phi_z = SplitInputMLP(0, latent_dim, hidden_dim, feature_dim, layers)
+        self.prior_net = SplitInputMLP(0, rnn_dim, hidden_dim, 2 * latent_dim, layers)
+        self.encoder = SplitInputMLP(rnn_dim, feature_dim, hidden_dim, 2 * latent_dim, layers)
+        self.decoder = SplitInputMLP(feature_dim, rnn_dim, hidden_dim, emission_params(emission, obs_dim), layers)
+        self.rnn = nn.GRUCell(2 * feature_dim, rnn_dim)
+
+    # --- the mathematics (every method broadcasts over leading dims) ---------------------------
+    def x_features(self, x: torch.Tensor) -> torch.Tensor:
+        """``phi_x``: ``[..., D] -> [..., feature_dim]``."""
+        return clipped_leaky_relu(self.phi_x(None, self.phi_x.project(x)))
+
+    def z_features(self, z: torch.Tensor) -> torch.Tensor:
+        """``phi_z``: ``[..., latent_dim] -> [..., feature_dim]``."""
+        return clipped_leaky_relu(self.phi_z(None, self.phi_z.project(z)))
+
+    def proposal_input(self, x_features: torch.Tensor) -> torch.Tensor:
+        """The guide's first-layer product with ``phi_x(x_t)``: ``[..., feature_dim] -> [..., hidden_dim]``."""
+        return self.encoder.project(x_features)
+
+    def prior(self, h: torch.Tensor):
+        """``p(z_t | h_{t-1})`` from ``h [..., rnn_dim]``: batch shape ``[...]``, event ``[latent_dim]``."""
+        return diagonal_normal(*self.prior_net(None, self.prior_net.project(h)).chunk(2, dim=-1))
+
+    def proposal(self, h: torch.Tensor, proposal_input: torch.Tensor):
+        """``q(z_t | x_t, h_{t-1})`` from ``h [..., rnn_dim]`` and :meth:`proposal_input` of ``phi_x(x_t)``."""
+        return diagonal_normal(*self.encoder(h, proposal_input).chunk(2, dim=-1))
+
+    def emission(self, z: torch.Tensor, h: torch.Tensor):
+        """``p(x_t | z_t, h_{t-1})`` from ``z [..., latent_dim]``, ``h [..., rnn_dim]``: event ``[D]``."""
+        return emission_distribution(self.emission_kind, self.decoder(self.z_features(z), self.decoder.project(h)))
+
+    def recurrence(self, h: torch.Tensor, x_features: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+        """``h_t = GRU(h_{t-1}, [phi_x(x_t), phi_z(z_t)])`` ``[..., rnn_dim]`` (leading dims broadcast)."""
+        z_features = self.z_features(z)
+        shape = torch.broadcast_shapes(h.shape[:-1], x_features.shape[:-1], z_features.shape[:-1])
+        inputs = torch.cat([x_features.expand(shape + x_features.shape[-1:]),
+                            z_features.expand(shape + z_features.shape[-1:])], dim=-1)  # fmt: skip
+        h = self.rnn(inputs.reshape(-1, inputs.shape[-1]), h.expand(shape + h.shape[-1:]).reshape(-1, self.rnn_dim))
+        return h.reshape(shape + (self.rnn_dim,))
+
+    def initial_state(self, x: torch.Tensor) -> torch.Tensor:
+        """``h_0 = 0`` ``[B, rnn_dim]`` for a batch ``x [B, T, D]`` (its dtype and device)."""
+        return x.new_zeros(x.shape[0], self.rnn_dim)
+
+    # --- one step of each program (sites inside the plate ``sequences``) -----------------------
+    def _model_step(self, h, x_t, suffix: str = "", recorded=None):
+        """Sample ``z_t``, score (or, unconditioned, draw) ``x_t``; return ``(z_t, x_t, h_t)``.
+
+        ``recorded``: the guide's ``(h_{t-1}, z_t, h_t)`` of this step, reused when this step
+        replays the same ``h_{t-1}`` and ``z_t`` and observes ``x_t`` (see :meth:`sharing_context`).
+        """
+        z = pyro.sample(f"z{suffix}", self.prior(h))
+        x = pyro.sample(f"x{suffix}", self.emission(z, h), obs=x_t)
+        if recorded is not None and recorded[0] is h and recorded[1] is z and x is x_t:
+            return z, x, recorded[2]
+        return z, x, self.recurrence(h, self.x_features(x), z)
+
+    def _propose(self, h, proposal_input_t, suffix: str = ""):
+        return pyro.sample(f"z{suffix}", self.proposal(h, proposal_input_t))
+
+    # --- whole-sequence Pyro programs ------------------------------------------------------------
+    def model(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Generative program: sites ``z_t``, ``x_t`` (observed) masked by ``mask``; returns ``x [B, T, D]``.
+
+        Args:
+            x: ``[B, T, D]`` observations; ``mask``: ``[B, T]`` bool, valid steps first.
+        Wrap in ``pyro.poutine.uncondition`` to draw ``x`` instead (``h_t`` then reads the
+        drawn ``x_t``). Under an outer plate (IWAE's particles) values get its leading dims.
+        """
+        pyro.module(self.pyro_name, self)
+        x, mask = self._check(x, mask)
+        recorded = self._recorded(x, mask)
+        h = recorded[0][0] if recorded else self.initial_state(x)
+        draws = []
+        with pyro.plate(SEQUENCE_PLATE, x.shape[0], dim=-1):
+            for t in pyro.markov(range(x.shape[1])):
+                x_t = x[:, t]
+                with poutine.mask(mask=mask[:, t]):
+                    _, x_t, h = self._model_step(h, x_t, f"_{t}", recorded[t] if recorded else None)
+                draws.append(x_t)
+        return torch.stack(torch.broadcast_tensors(*draws), dim=-2)
+
+    def guide(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> None:
+        """Filtering inference program: ``z_t ~ q(z_t | x_t, h_{t-1})``, ``h_t`` from the sampled ``z_t``."""
+        pyro.module(self.pyro_name, self)
+        x, mask = self._check(x, mask)
+        features = self.x_features(x)  # [B, T, F], once for all steps
+        inputs = self.proposal_input(features)
+        h = self.initial_state(x)
+        record = self._recording(x, mask)
+        with pyro.plate(SEQUENCE_PLATE, x.shape[0], dim=-1):
+            for t in pyro.markov(range(x.shape[1])):
+                with poutine.mask(mask=mask[:, t]):
+                    z = self._propose(h, inputs[:, t], f"_{t}")
+                h_prev, h = h, self.recurrence(h, features[:, t], z)
+                record.append((h_prev, z, h))
+
+    # --- the guide's h_t, reused by the replayed model inside an objective -----------------------
+    @contextmanager
+    def sharing_context(self):
+        """Inside this block, the model replaying a guide run on the same ``(x, mask)`` reuses its ``h_t``.
+
+        The guide computes every ``h_t`` from its draws; the replayed model would compute the
+        same values again. The objectives of :mod:`inference.objectives` enter this block;
+        outside it (``SVI``, ``Predictive``) each program computes its own.
+        """
+        outer = self.__dict__.get("_guide_records")
+        self.__dict__["_guide_records"] = []
+        try:
+            yield self
+        finally:
+            self.__dict__["_guide_records"] = outer
+
+    def _recording(self, x, mask) -> list:
+        """The list the guide appends ``(h_{t-1}, z_t, h_t)`` to: kept for ``(x, mask)`` inside a sharing block."""
+        records = self.__dict__.get("_guide_records")
+        if records is None:
+            return []
+        records[:] = [r for r in records if not (r[0] is x and r[1] is mask)]
+        records.append((x, mask, []))
+        return records[-1][2]
+
+    def _recorded(self, x, mask) -> list | None:
+        """The last guide run's ``[(h_{t-1}, z_t, h_t)]`` on this ``(x, mask)``, or ``None``."""
+        for seen_x, seen_mask, steps in self.__dict__.get("_guide_records") or ():
+            if seen_x is x and seen_mask is mask and len(steps) == x.shape[1]:
+                return steps
+        return None
+
+    # --- SMCFilter-style programs and the particle-model interface -------------------------------
+    @property
+    def programs(self) -> SimpleNamespace:
+        """``init(state, x)`` and ``step(state, x_t)``: the model as ``pyro.infer.SMCFilter`` programs."""
+        return SimpleNamespace(init=self.init_program, step=self.step_program)
+
+    @property
+    def guide_programs(self) -> SimpleNamespace:
+        """The filtering guide as ``SMCFilter`` programs: ``step`` samples ``z`` only; ``state`` is untouched."""
+        return SimpleNamespace(init=_no_op, step=self.proposal_program)
+
+    def init_program(self, state: dict, x: torch.Tensor) -> None:
+        """Write ``state["h"] = h_0 [K, B, rnn_dim]`` and ``state["z"] = 0 [K, B, latent_dim]``.
+
+        ``h_0`` is a ``Delta`` site (``h_init``, log-density 0), so that it takes the particle
+        plate's size.
+        """
+        with pyro.plate(SEQUENCE_PLATE, x.shape[0], dim=-1):
+            h = pyro.sample("h_init", dist.Delta(self.initial_state(x), event_dim=1))
+        h = h if h.dim() == 3 else h.unsqueeze(0)
+        state["h"] = h
+        state["z"] = h.new_zeros(h.shape[:2] + (self.latent_dim,))
+
+    def step_program(self, state: dict, x_t: torch.Tensor) -> None:
+        """Sample ``z``, score ``x_t [B, D]`` (site ``x``), update ``state["h"], state["z"]`` ``[K, B, ...]``."""
+        with pyro.plate(SEQUENCE_PLATE, x_t.shape[-2], dim=-1):
+            z, _, h = self._model_step(state["h"], x_t)
+        state["z"], state["h"] = z, h
+
+    def proposal_program(self, state: dict, x_t: torch.Tensor) -> None:
+        """The guide's step: sample ``z ~ q(z | x_t, h)`` from ``state["h"]``."""
+        with pyro.plate(SEQUENCE_PLATE, x_t.shape[-2], dim=-1):
+            self._propose(state["h"], self.proposal_input(self.x_features(x_t)))
+
+    @property
+    def _programs(self) -> PyroProgramModel:
+        return PyroProgramModel(self.programs, self.guide_programs)
+
+    def start(self, x, mask, num_particles):
+        """Particle state ``{"h", "z"}`` ``[K, B, ...]`` for the shared filter (the guide proposes)."""
+        x, mask = self._check(x, mask)
+        return self._programs.start(x, mask, num_particles)
+
+    def step(self, state, t, x_t, context, *, reparameterize: bool = True):
+        return self._programs.step(state, t, x_t, context, reparameterize=reparameterize)
+
+    def simulate(self, state, t, context):
+        return self._programs.simulate(state, t, context)
+
+    def predict_mean(self, state, t, context) -> torch.Tensor:
+        """``[K, B, D]``: the emission mean after one prior draw of ``z_t`` per particle."""
+        return self._programs.predict_mean(state, t, context)
+
+    # --- prediction and generation ----------------------------------------------------------------
+    @torch.no_grad()
+    def predictive_mean(self, x: torch.Tensor, mask: torch.Tensor | None = None, *, num_particles: int = 100,
+                        generator: torch.Generator | None = None) -> torch.Tensor:  # fmt: skip
+        """One-step-ahead ``E[x_t | x_{<t}]`` ``[B, T, D]`` (note probabilities) from the shared filter."""
+        pf = ParticleFilter(num_particles, generator=generator)
+        return pf.run(self, x, mask, predictive_mean=True).predictive_mean
+
+    @torch.no_grad()
+    def generate(
+        self,
+        num_steps: int,
+        *,
+        num_sequences: int = 1,
+        prefix: torch.Tensor | None = None,
+        num_particles: int = 100,
+        generator: torch.Generator | None = None,
+    ) -> Generation:
+        """Sample ``num_steps`` new steps, from scratch or continuing ``prefix``.
+
+        Args:
+            num_steps: steps to generate after the prefix.
+            num_sequences: ``B`` when there is no prefix.
+            prefix: optional ``[B, P, D]`` observed start (all steps valid); ``h_P`` is drawn
+                from the particle filter's weighted particles given ``x_{1:P}`` (``num_particles``).
+            generator: source of the draws of ``z_t``, ``x_t`` and the particle pick.
+
+        Returns:
+            :class:`~ppl_models.srnn.Generation` with ``x [B, P + num_steps, D]`` (the prefix
+            first) and the emission means of the generated steps (the prefix's values in its place).
+        """
+        check_positive_int(num_steps, name="num_steps")
+        if prefix is None:
+            check_positive_int(num_sequences, name="num_sequences")
+            h = next(self.parameters()).new_zeros(num_sequences, self.rnn_dim)
+            xs, means = [], []
+        else:
+            prefix, _ = self._check(prefix, None, name="prefix")
+            result = ParticleFilter(num_particles, generator=generator).run(self, prefix)
+            pick = torch.multinomial(result.log_weights.T.exp(), 1, generator=generator).T  # [1, B]
+            h = gather_particles(result.state["h"], pick)[0]
+            xs, means = list(prefix.unbind(1)), list(prefix.unbind(1))
+        for _ in range(num_steps):
+            z = _draw(self.prior(h), generator)
+            emission = self.emission(z, h)
+            x = _draw(emission, generator)
+            h = self.recurrence(h, self.x_features(x), z)
+            xs.append(x)
+            means.append(emission.mean)
+        return Generation(torch.stack(xs, 1), torch.stack(means, 1))
+
+    def _check(self, x, mask, *, name: str = "x"):
+        x, mask = check_sequences(x, mask, name=name, feature_size=self.obs_dim)
+        if self.emission_kind == "bernoulli":
+            check_binary(x, mask, name=name)
+        return x, mask
+
+
+def _draw(distribution, generator: torch.Generator | None) -> torch.Tensor:
+    """One draw from a diagonal normal or a Bernoulli (event dim 1) with ``generator``."""
+    base = distribution.base_dist
+    if isinstance(base, dist.Bernoulli):
+        return torch.bernoulli(base.probs, generator=generator)
+    noise = torch.randn(base.loc.shape, generator=generator, device=base.loc.device, dtype=base.loc.dtype)
+    return base.loc + base.scale * noise
+
+
+def _no_op(state: dict, x: torch.Tensor) -> None:
+    """The guide's ``init``: ``h_0`` is deterministic, nothing to propose."""
