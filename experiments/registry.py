@@ -167,6 +167,22 @@ def _baselines(*overrides: str) -> tuple:
     )  # fmt: skip
 
 
+def _smc_transformer_folds(*overrides: str) -> tuple:
+    """The SMC Transformer paper's Tables 1-2 and Figure 2 over its 5 folds: SMC-T M=30 and the MC-dropout LSTMs."""
+    members = []
+    for fold in range(5):
+        members += [
+            (f"SMC-T M=30 / fold {fold}", "smct-ar1",
+             ("objective.num_particles=30", "evaluate.num_particles=30", f"data.fold={fold}", *overrides)),
+            (f"LSTM dropout 0.2 output / fold {fold}", "mcdropout-ar1",
+             (f"data.fold={fold}", "evaluate.predictive_samples=1000", *overrides)),
+            (f"LSTM dropout 0.5 full / fold {fold}", "mcdropout-ar1",
+             ("model.dropout=0.5", 'model.where="full"', f"data.fold={fold}", "evaluate.predictive_samples=1000",
+              *overrides)),
+        ]  # fmt: skip
+    return tuple(members)
+
+
 SUITES = {
     "psrnn-swimmer": Suite(_baselines(), "KF, RNN, GRU, LSTM and PSRNN (2SR and random start) on Swimmer: "
                            "MSE vs epoch and predictions before/after BPTT (the PSRNN paper's Figure 4)"),  # fmt: skip
@@ -178,6 +194,10 @@ SUITES = {
     "psrnn-rank": Suite((("PSRNN", "psrnn-swimmer", ()),
                          *((f"rank {r}", "psrnn-swimmer", (f"model.rank={r}",)) for r in (5, 10, 20, 40))),
                         "PSRNN vs factorized PSRNNs of several CP ranks on Swimmer (the PSRNN paper's Figure 3c)"),
+    "smct-ar1-folds": Suite(_smc_transformer_folds(), "SMC Transformer (M=30) vs MC-dropout LSTMs on Model I, "
+                            "5 folds: predictive MSE, share in the true 80%/95% intervals, coverage, CRPS, mean (sd)"),
+    "smct-ar2-folds": Suite(_smc_transformer_folds('data.name="ar-model-2"'),
+                            "the same on the SMC Transformer paper's Model II (two-regime AR)"),
 }  # fmt: skip
 #: what ``ppl-models demo`` runs, in order
 DEMOS = ("lgssm-demo", "srnn-demo", "psrnn-demo", "pfrnn-demo", "smct-demo")

@@ -68,7 +68,9 @@ class SMCTransformer(nn.Module):
         covariance: ``"scalar"`` or ``"diagonal"`` covariances ``Σ_q, Σ_k, Σ_v, Σ_z, Σ_obs``.
         init_variance: starting value of the latent covariances (``0`` makes the model
             deterministic: the attention forecaster the SMC Transformer is built on).
-        init_obs_variance: starting value of ``Σ_obs``.
+        init_obs_variance: starting value of ``Σ_obs`` and of ``Σ_obs,1``, the variance of the
+            first observation, which is predicted from no past (its marginal law) and so gets a
+            covariance of its own; EM fits ``Σ_obs`` to the residuals of the later steps only.
         em_exponent: EM step size ``η_p = p^-em_exponent`` at the ``p``-th update (0.6 in the paper).
     """
 
@@ -128,6 +130,8 @@ class SMCTransformer(nn.Module):
         for name, size in sizes.items():
             value = init_obs_variance if name == "x" else init_variance
             self.register_buffer(f"var_{name}", torch.full((1 if covariance == "scalar" else size,), float(value)))
+        if self.emission == "gaussian":
+            self.register_buffer("var_x_first", torch.full_like(self.var_x, float(init_obs_variance)))
         self.register_buffer("em_updates", torch.zeros((), dtype=torch.long))
 
     # --- the Pyro programs -----------------------------------------------------------------
@@ -160,6 +164,8 @@ class SMCTransformer(nn.Module):
             state[name] = x.new_zeros(particles, batch, self.d_model)
         for name, size in self.noise_sizes.items():
             state[f"sq_{name}"] = x.new_zeros(particles, batch, size)
+        if self.emission == "gaussian":
+            state["sq_x_first"] = x.new_zeros(particles, batch, self.obs_dim)
 
     def step_program(self, state: dict, x_t: torch.Tensor) -> None:
         """One step: sample ``q, k, v, z`` given the window, score (or draw) ``x``; update ``state``.
@@ -169,6 +175,7 @@ class SMCTransformer(nn.Module):
         u = state["input"]
         particles, batch = u.shape[:2]
         e = self._embedding(u)
+        first = state["filled"][:, :, -1:] == 0  # [K, B, 1]: no past yet
         with pyro.plate(SEQUENCE_PLATE, batch, dim=-1):
             means = {"q": self.query(e), "k": self.key(e), "v": self.value(e)}
             latent = {name: self._sample_latent(name, means[name]) for name in ("q", "k", "v")}
@@ -177,14 +184,15 @@ class SMCTransformer(nn.Module):
             filled = torch.cat([state["filled"][:, :, 1:], state["filled"].new_ones(particles, batch, 1)], 2)
             means["z"] = self._attend(latent["q"], keys, values, filled)
             latent["z"] = self._sample_latent("z", means["z"])
-            observation = self._emission(self._output(e, latent["z"]))
+            observation = self._emission(self._output(e, latent["z"]), first)
             x = pyro.sample("x", observation, obs=self._observed(x_t))
         state.update(latent, keys=keys, values=values, filled=filled, input=self._as_input(x, particles, batch))
-        residuals = {name: latent[name] - means[name] for name in LATENT_SITES}
+        squares = {name: (latent[name] - means[name]).detach().square() for name in LATENT_SITES}
         if self.emission == "gaussian":
-            residuals["x"] = state["input"] - observation.base_dist.loc
-        for name, residual in residuals.items():
-            state[f"sq_{name}"] = state[f"sq_{name}"] + residual.detach().square()
+            square = (state["input"] - observation.base_dist.loc).detach().square()
+            squares["x"], squares["x_first"] = square.masked_fill(first, 0.0), square.masked_fill(~first, 0.0)
+        for name, square in squares.items():
+            state[f"sq_{name}"] = state[f"sq_{name}"] + square
 
     def _proposal_program(self, state: dict, x_t: torch.Tensor) -> None:
         poutine.block(self.step_program, hide_types=["observe"])(dict(state), x_t)
@@ -234,24 +242,36 @@ class SMCTransformer(nn.Module):
         For each site ``n`` (``q, k, v, z`` and, Gaussian emission, ``x``):
         ``Σ^p = mean_b (1 / T_b) sum_m w_T^{m,b} sum_t (n_t^m - mean_t^m)^2`` along each final
         particle's genealogy (diagonal; averaged over dimensions when scalar), then
-        ``Σ ← (1 - η_p) Σ + η_p Σ^p`` with ``η_p = p^-em_exponent``.
+        ``Σ ← (1 - η_p) Σ + η_p Σ^p`` with ``η_p = p^-em_exponent``. For ``Σ_obs`` the sum runs
+        over ``t >= 2`` (divided by ``T_b - 1``, over sequences of two steps or more) and
+        ``Σ_obs,1`` gets the first step's residuals alone.
         """
         if not isinstance(result, FilterResult) or "sq_q" not in result.state:
             raise ValueError("result must be the FilterResult of a ParticleFilter run on this model")
         weights = result.log_weights.exp().unsqueeze(-1)
-        steps = result.num_steps.clamp(min=1).to(weights).unsqueeze(-1)
+        steps = result.num_steps.to(weights).unsqueeze(-1)  # [B, 1]
+        later = steps >= 2
+        divisors = {name: steps.clamp(min=1) for name in LATENT_SITES}
+        divisors.update(x=(steps - 1).clamp(min=1), x_first=torch.ones_like(steps))
         self.em_updates += 1
         eta = float(self.em_updates) ** -self.em_exponent
-        for name in self.noise_sizes:
-            estimate = ((weights * result.state[f"sq_{name}"]).sum(0) / steps).mean(0)
+        for name, divisor in divisors.items():
+            if f"sq_{name}" not in result.state or (name == "x" and not later.any()):
+                continue
+            per_sequence = (weights * result.state[f"sq_{name}"]).sum(0) / divisor  # [B, size]
+            if name == "x":
+                estimate = (per_sequence * later).sum(0) / later.sum()
+            else:
+                estimate = per_sequence.mean(0)
             if self.covariance == "scalar":
                 estimate = estimate.mean(-1, keepdim=True)
             # a new tensor, not an in-place write: the batch's autograd graph still holds the old value
             setattr(self, f"var_{name}", (1 - eta) * getattr(self, f"var_{name}") + eta * estimate)
 
     def variances(self) -> dict[str, torch.Tensor]:
-        """The current covariances (diagonals) by site name."""
-        return {name: getattr(self, f"var_{name}") for name in self.noise_sizes}
+        """The current covariances (diagonals) by site name, ``x_first`` for ``Σ_obs,1``."""
+        names = [*self.noise_sizes, *(["x_first"] if self.emission == "gaussian" else [])]
+        return {name: getattr(self, f"var_{name}") for name in names}
 
     # --- the network -------------------------------------------------------------------------
     def _start_input(self, x: torch.Tensor, batch: int) -> torch.Tensor:
@@ -285,11 +305,13 @@ class SMCTransformer(nn.Module):
         a = self.norm_attention(e + self.attention_out(z))
         return self.norm_output(a + self.feed_forward(a))
 
-    def _emission(self, r: torch.Tensor):
+    def _emission(self, r: torch.Tensor, first: torch.Tensor):
+        """``p(X_t | r_t)``; ``first [K, B, 1]`` marks sequences at their first step (variance ``Σ_obs,1``)."""
         if self.emission == "categorical":
             return dist.Categorical(logits=self.readout(r))
         mean = self.readout(r)
-        return dist.Normal(mean, self.var_x.sqrt().expand_as(mean)).to_event(1)
+        variance = torch.where(first, self.var_x_first, self.var_x)
+        return dist.Normal(mean, variance.sqrt().expand_as(mean)).to_event(1)
 
     def _observed(self, x_t: torch.Tensor) -> torch.Tensor:
         return x_t[..., 0].long() if self.emission == "categorical" else x_t

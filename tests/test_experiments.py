@@ -51,6 +51,14 @@ def test_builders_reject_unknown_keys_and_names():
     assert apply_overrides({"a": {"b": 1}}, ["a.b='x'"]) == {"a": {"b": "x"}}
 
 
+@pytest.mark.parametrize("suite", sorted(registry.SUITES))
+def test_every_suite_member_is_a_valid_configuration_with_a_distinct_folder(suite, tmp_path):
+    members = registry.SUITES[suite].members
+    for _, experiment, overrides in members:
+        check_config(load_config(registry.experiment_config(experiment), list(overrides)))
+    assert len({compare.member_folder(tmp_path, label) for label, _, _ in members}) == len(members)
+
+
 def test_pad_sequences_pads_at_the_end():
     x, mask = pad_sequences([torch.ones(3, 2), 2 * torch.ones(1, 2)])
     assert x.shape == (2, 3, 2) and mask.tolist() == [[True, True, True], [True, False, False]]

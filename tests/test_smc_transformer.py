@@ -44,7 +44,7 @@ def _direct(model, x, latents, var=None):
     """
     steps, particles, batch, d = latents["q"].shape
     heads, size = model.num_heads, d // model.num_heads
-    var = var or {name: getattr(model, f"var_{name}") for name in ("q", "k", "v", "z", "x")}
+    var = var or model.variances()
     total = x.new_zeros(particles, batch)
     means_x = []
     for t in range(steps):
@@ -70,7 +70,8 @@ def _direct(model, x, latents, var=None):
         r = torch.nn.functional.layer_norm(a + ff, (d,), model.norm_output.weight, model.norm_output.bias)
         mean = model.readout(r)
         means_x.append(mean)
-        total = total + Normal(mean, var["x"].sqrt()).log_prob(x[:, t]).sum(-1)
+        var_x = var["x_first"] if t == 0 else var["x"]  # the first observation has its own variance
+        total = total + Normal(mean, var_x.sqrt()).log_prob(x[:, t]).sum(-1)
     return total, torch.stack(means_x)
 
 
@@ -122,12 +123,15 @@ def test_em_update_of_the_observation_variance_is_the_weighted_residual_formula(
     with torch.no_grad():
         _, means = _direct(model, x, latents)
         weights = result.log_weights.exp()
-        residual = ((x.transpose(0, 1).unsqueeze(1) - means) ** 2).sum((0, 3))  # [K, B]
-        first = ((weights * residual).sum(0) / 5).mean()  # (1/T) sum_m w^m sum_t |X_t - G(r_t^m)|^2, batch mean
+        squares = (x.transpose(0, 1).unsqueeze(1) - means) ** 2  # [T, K, B, D]
+        # (1/(T-1)) sum_m w^m sum_{t>=2} |X_t - G(r_t^m)|^2, batch mean; the first step alone for Σ_obs,1
+        first = ((weights * squares[1:].sum((0, 3))).sum(0) / 4).mean()
+        first_step = (weights * squares[0].sum(-1)).sum(0).mean()
         z_residual = ((latents["z"] - _attention_means(model, latents)) ** 2).sum(0).mean(-1)
         first_z = ((weights * z_residual).sum(0) / 5).mean()
     model.em_update(result)  # p = 1: step size 1
     assert model.var_x.item() == pytest.approx(first.item(), rel=1e-5)
+    assert model.var_x_first.item() == pytest.approx(first_step.item(), rel=1e-5)
     assert model.var_z.item() == pytest.approx(first_z.item(), rel=1e-4)
     model.em_update(result)  # p = 2: the same estimate mixed in with step 2^-0.6 leaves it unchanged
     assert model.var_x.item() == pytest.approx(first.item(), rel=1e-5)
@@ -166,7 +170,7 @@ def test_without_noise_one_particle_is_a_deterministic_attention_forecaster():
             stacked = {n: torch.stack(v) for n, v in latents.items() if n != "z"}
             latents["z"].append(_multihead_mean(model, stacked, t))
         latents = {n: torch.stack(v) for n, v in latents.items()}
-        _, means = _direct(model, x, latents, var={n: torch.ones(1) for n in ("q", "k", "v", "z", "x")})
+        _, means = _direct(model, x, latents, var={n: torch.ones(1) for n in ("q", "k", "v", "z", "x", "x_first")})
     assert torch.allclose(result.predictive_mean, means[:, 0].transpose(0, 1), atol=1e-5)
     assert torch.allclose(result.history["z"][:, 0], latents["z"][:, 0], atol=1e-5)
 
