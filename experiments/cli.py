@@ -97,10 +97,10 @@ def _suite(args) -> int:
 
 
 def _labelled_runs(items: list[str]) -> dict[str, str]:
-    """``{label: folder}`` from ``LABEL=RUN_FOLDER`` arguments."""
+    """``{label: folder}`` from ``LABEL=RUN_FOLDER`` arguments (split at the last ``=``: labels may hold one)."""
     folders = {}
     for item in items:
-        label, sep, folder = item.partition("=")
+        label, sep, folder = item.rpartition("=")
         if not sep or not label or not folder:
             raise ValueError(f"runs must look like LABEL=RUN_FOLDER, got {item!r}")
         folders[label] = folder
