@@ -116,6 +116,8 @@ def _compare(args) -> int:
 def _forecast(args) -> int:
     forecasting.compare_forecasts(_labelled_runs(args.runs), args.out, observed=args.observed, horizon=args.horizon,
                                   num_samples=args.samples, num_particles=args.particles,
+                                  em_iterations=args.em_iterations,
+                                  em_sites=args.em_sites.split(",") if args.em_sites else None,
                                   device=args.device or "cpu")  # fmt: skip
     print((Path(args.out) / "forecast.md").read_text())
     return 0
@@ -165,6 +167,10 @@ def build_parser() -> argparse.ArgumentParser:
     ahead.add_argument("--horizon", type=int, help="steps to forecast (default: the rest of each sequence)")
     ahead.add_argument("--samples", type=int, default=1000, help="forecast paths per sequence")
     ahead.add_argument("--particles", type=int, default=30, help="filter size for particle models")
+    ahead.add_argument("--em-iterations", type=int, default=0,
+                       help="EM steps fitting each test sequence's own covariances on its observed steps "
+                            "before forecasting (SMC Transformer; the paper uses 30)")  # fmt: skip
+    ahead.add_argument("--em-sites", help="comma-separated covariances the EM steps fit (default all)")
     ahead.add_argument("--device", help="cpu, cuda, cuda:N")
     ahead.set_defaults(func=_forecast)
 

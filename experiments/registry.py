@@ -145,6 +145,8 @@ EXPERIMENTS = {
                              "daily deaths (--set model.dropout=0.5), the SMC Transformer paper's baseline"),
     "mcdropout-ar1": Entry(CONFIG_DIR / "mcdropout_ar1.toml", "LSTM (d=64) with output MC dropout 0.2 on the SMC "
                            "Transformer paper's Model I, 50 epochs (--set data.fold=, model.where=\"full\")"),
+    "transformer-ar1": Entry(CONFIG_DIR / "transformer_ar1.toml", "deterministic causal Transformer (d=16) on the "
+                             "SMC Transformer paper's Model I, 50 epochs (--set data.fold=, data.name=)"),
 }
 
 
@@ -168,7 +170,7 @@ def _baselines(*overrides: str) -> tuple:
 
 
 def _smc_transformer_folds(*overrides: str) -> tuple:
-    """The SMC Transformer paper's Tables 1-2 and Figure 2 over its 5 folds: SMC-T M=30 and the MC-dropout LSTMs."""
+    """The SMC Transformer paper's Tables 1-2 and Figure 2 over 5 folds: SMC-T M=30, MC-dropout LSTMs, Transformer."""
     members = []
     for fold in range(5):
         members += [
@@ -179,6 +181,7 @@ def _smc_transformer_folds(*overrides: str) -> tuple:
             (f"LSTM dropout 0.5 full / fold {fold}", "mcdropout-ar1",
              ("model.dropout=0.5", 'model.where="full"', f"data.fold={fold}", "evaluate.predictive_samples=1000",
               *overrides)),
+            (f"Transformer / fold {fold}", "transformer-ar1", (f"data.fold={fold}", *overrides)),
         ]  # fmt: skip
     return tuple(members)
 
@@ -194,7 +197,8 @@ SUITES = {
     "psrnn-rank": Suite((("PSRNN", "psrnn-swimmer", ()),
                          *((f"rank {r}", "psrnn-swimmer", (f"model.rank={r}",)) for r in (5, 10, 20, 40))),
                         "PSRNN vs factorized PSRNNs of several CP ranks on Swimmer (the PSRNN paper's Figure 3c)"),
-    "smct-ar1-folds": Suite(_smc_transformer_folds(), "SMC Transformer (M=30) vs MC-dropout LSTMs on Model I, "
+    "smct-ar1-folds": Suite(_smc_transformer_folds(), "SMC Transformer (M=30) vs MC-dropout LSTMs and a deterministic "
+                            "Transformer on Model I, "
                             "5 folds: predictive MSE, share in the true 80%/95% intervals, coverage, CRPS, mean (sd)"),
     "smct-ar2-folds": Suite(_smc_transformer_folds('data.name="ar-model-2"'),
                             "the same on the SMC Transformer paper's Model II (two-regime AR)"),

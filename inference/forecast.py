@@ -9,6 +9,7 @@ joint predictive ``p(x_{T+1:T+H} | x_{1:T})``.
 
 from __future__ import annotations
 
+import pyro
 import torch
 
 from .particle_filter import FilterResult
@@ -50,7 +51,8 @@ def forecast(
     picks = torch.multinomial(weights, num_samples, replacement=True, generator=generator).T  # [S, B]
     state = {k: gather_particles(v.detach(), picks) for k, v in result.state.items()}
     draws = []
-    for h in range(horizon):
-        state, x_t = model.simulate(state, result.num_steps_total + h, result.context)
-        draws.append(x_t)
+    with pyro.validation_enabled(False):  # as in the filter: zero noise scales (deterministic limits) are allowed
+        for h in range(horizon):
+            state, x_t = model.simulate(state, result.num_steps_total + h, result.context)
+            draws.append(x_t)
     return torch.stack(draws, dim=2)

@@ -31,6 +31,7 @@ whole-sequence program for ``pyro.infer.Predictive``.
 from __future__ import annotations
 
 import math
+from copy import deepcopy
 from types import SimpleNamespace
 
 import pyro
@@ -40,7 +41,7 @@ from pyro import poutine
 from pyro.contrib.autoname import scope
 from torch import nn
 
-from inference.particle_filter import FilterResult
+from inference.particle_filter import FilterResult, ParticleFilter
 from inference.pyro_programs import PyroProgramModel
 from inference.state_space import SEQUENCE_PLATE
 from inference.traces import PARTICLE_PLATE
@@ -52,6 +53,8 @@ __all__ = ["SMCTransformer", "LATENT_SITES"]
 LATENT_SITES = ("q", "k", "v", "z")
 EMISSIONS = ("gaussian", "categorical")
 COVARIANCES = ("scalar", "diagonal")
+#: floor of the EM estimates of Σ_obs and Σ_obs,1 (a series with no residual keeps a proper density)
+MIN_OBS_VARIANCE = 1e-6
 
 
 class SMCTransformer(nn.Module):
@@ -236,7 +239,7 @@ class SMCTransformer(nn.Module):
 
     # --- EM for the covariances (appendix A) ------------------------------------------------
     @torch.no_grad()
-    def em_update(self, result: FilterResult) -> None:
+    def em_update(self, result: FilterResult, sites=None) -> None:
         """One EM step on the noise covariances from a filter run over a batch.
 
         For each site ``n`` (``q, k, v, z`` and, Gaussian emission, ``x``):
@@ -244,10 +247,13 @@ class SMCTransformer(nn.Module):
         particle's genealogy (diagonal; averaged over dimensions when scalar), then
         ``Σ ← (1 - η_p) Σ + η_p Σ^p`` with ``η_p = p^-em_exponent``. For ``Σ_obs`` the sum runs
         over ``t >= 2`` (divided by ``T_b - 1``, over sequences of two steps or more) and
-        ``Σ_obs,1`` gets the first step's residuals alone.
+        ``Σ_obs,1`` gets the first step's residuals alone. Per-sequence covariances (a copy made
+        by :meth:`fine_tuned`, buffers ``[B, size]``) take each sequence's own estimate instead
+        of the batch mean. ``sites`` limits the update to some names of :meth:`variances`.
         """
         if not isinstance(result, FilterResult) or "sq_q" not in result.state:
             raise ValueError("result must be the FilterResult of a ParticleFilter run on this model")
+        names = self._check_sites(sites)
         weights = result.log_weights.exp().unsqueeze(-1)
         steps = result.num_steps.to(weights).unsqueeze(-1)  # [B, 1]
         later = steps >= 2
@@ -255,18 +261,56 @@ class SMCTransformer(nn.Module):
         divisors.update(x=(steps - 1).clamp(min=1), x_first=torch.ones_like(steps))
         self.em_updates += 1
         eta = float(self.em_updates) ** -self.em_exponent
-        for name, divisor in divisors.items():
-            if f"sq_{name}" not in result.state or (name == "x" and not later.any()):
+        for name in names:
+            old = getattr(self, f"var_{name}")
+            if name == "x" and not later.any():
                 continue
-            per_sequence = (weights * result.state[f"sq_{name}"]).sum(0) / divisor  # [B, size]
-            if name == "x":
+            per_sequence = (weights * result.state[f"sq_{name}"]).sum(0) / divisors[name]  # [B, size]
+            if self.covariance == "scalar":
+                per_sequence = per_sequence.mean(-1, keepdim=True)
+            if old.dim() == 2:  # per-sequence covariances
+                estimate = torch.where(later, per_sequence, old) if name == "x" else per_sequence
+            elif name == "x":
                 estimate = (per_sequence * later).sum(0) / later.sum()
             else:
                 estimate = per_sequence.mean(0)
-            if self.covariance == "scalar":
-                estimate = estimate.mean(-1, keepdim=True)
+            if name in ("x", "x_first"):  # the observation density needs a positive variance
+                estimate = estimate.clamp(min=MIN_OBS_VARIANCE)
             # a new tensor, not an in-place write: the batch's autograd graph still holds the old value
-            setattr(self, f"var_{name}", (1 - eta) * getattr(self, f"var_{name}") + eta * estimate)
+            setattr(self, f"var_{name}", (1 - eta) * old + eta * estimate)
+
+    @torch.no_grad()
+    def fine_tuned(self, x: torch.Tensor, mask: torch.Tensor | None = None, *, iterations: int = 30,
+                   num_particles: int = 10, sites=None, generator: torch.Generator | None = None) -> SMCTransformer:
+        """A copy with covariances of its own for each sequence of ``x [B, T, D]`` (buffers ``[B, size]``).
+
+        The paper's section 4.2 fits a global variance in training, then the noise of each test
+        series by ``iterations`` EM steps on its observed days: the copy starts from this model's
+        covariances, restarts the step count (``η_1 = 1``) and runs a particle filter of
+        ``num_particles`` on ``x`` before each :meth:`em_update` (of ``sites``, default all).
+        Use the copy on these ``B`` sequences, in this order, only; the weights are shared.
+        """
+        check_positive_int(iterations, name="iterations")
+        check_positive_int(num_particles, name="num_particles")
+        x, mask = check_sequences(x, mask, feature_size=self.obs_dim)
+        names = self._check_sites(sites)
+        copy = deepcopy(self)
+        for name in names:
+            setattr(copy, f"var_{name}", getattr(self, f"var_{name}").expand(x.shape[0], -1).clone())
+        copy.em_updates.zero_()
+        particle_filter = ParticleFilter(num_particles, generator=generator)
+        for _ in range(iterations):
+            copy.em_update(particle_filter.run(copy, x, mask), sites=names)
+        return copy
+
+    def _check_sites(self, sites) -> tuple[str, ...]:
+        known = tuple(self.variances())
+        if sites is None:
+            return known
+        sites = tuple(sites) if not isinstance(sites, str) else (sites,)
+        if not sites or any(name not in known for name in sites):
+            raise ValueError(f"sites must name some of {known}, got {sites!r}")
+        return sites
 
     def variances(self) -> dict[str, torch.Tensor]:
         """The current covariances (diagonals) by site name, ``x_first`` for ``Σ_obs,1``."""

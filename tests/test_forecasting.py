@@ -59,5 +59,11 @@ def test_forecast_command_writes_the_report(tmp_path, capsys):
     row = report["metrics"]["SMC-T"]
     assert report["observed"] == 20 and report["horizon"] == 5 and row["model"] == "smc-transformer"
     assert 0 <= row["coverage_0.8"] <= 1 and row["crps"] > 0 and (out / "forecast.png").is_file()
-    assert "| SMC-T |" in capsys.readouterr().out
+    assert "| SMC-T | 0 |" in capsys.readouterr().out
+    # each test sequence's own observation variance, fitted by EM on its 20 observed steps
+    assert cli.main(["forecast", f"SMC-T={tmp_path / 'smct'}", "--out", str(out), "--observed", "20",
+                     "--horizon", "5", "--samples", "30", "--particles", "10", "--em-iterations", "3",
+                     "--em-sites", "x"]) == 0  # fmt: skip
+    assert json.loads((out / "forecast.json").read_text())["metrics"]["SMC-T"]["em_iterations"] == 3
+    assert "| SMC-T | 3 |" in capsys.readouterr().out
     assert cli.main(["forecast", f"SMC-T={tmp_path / 'smct'}", "--out", str(out), "--observed", "25"]) == 2

@@ -141,6 +141,49 @@ def test_em_update_of_the_observation_variance_is_the_weighted_residual_formula(
     assert model.var_x.item() == pytest.approx((1 - eta) * 0.7 + eta * first.item(), rel=1e-5)
 
 
+def test_per_sequence_em_takes_each_sequence_its_own_weighted_residuals():
+    model = _model(window=2, init_variance=0.2, init_obs_variance=0.7)
+    x = _ar_data(3, 5, seed=4) * torch.tensor([1.0, 3.0, 0.5]).view(3, 1, 1)
+    result = _filter(5, seed=1).run(model, x, keep_ancestry=True)
+    latents = {name: result.paths(name) for name in ("q", "k", "v", "z")}
+    with torch.no_grad():
+        _, means = _direct(model, x, latents)
+        squares = (x.transpose(0, 1).unsqueeze(1) - means) ** 2  # [T, K, B, D]
+        # sequence b alone: (1/(T-1)) sum_m w^{m,b} sum_{t>=2} |X_t - G(r_t^m)|^2
+        expected = (result.log_weights.exp() * squares[1:].sum((0, 3))).sum(0) / 4
+    for name in ("x", "q"):
+        setattr(model, f"var_{name}", getattr(model, f"var_{name}").expand(3, 1).clone())
+    model.em_update(result, sites=("x", "q"))  # p = 1: step size 1
+    assert model.var_x.shape == (3, 1) and model.var_q.shape == (3, 1)
+    assert torch.allclose(model.var_x[:, 0], expected, rtol=1e-5)
+    assert model.var_z.shape == (1,) and model.var_z.item() == pytest.approx(0.2)  # not in sites: unchanged
+
+
+def test_fine_tuned_copy_fits_each_series_noise_and_leaves_the_model_alone():
+    # without latent noise and with one particle, EM's Σ_obs of a series is its mean squared
+    # one-step residual over t >= 2, the fixed point of every iteration
+    model = _model(window=3, init_variance=0.0, init_obs_variance=0.5)
+    x = _ar_data(3, 8, seed=6) * torch.tensor([1.0, 2.0, 0.3]).view(3, 1, 1)
+    tuned = model.fine_tuned(x, iterations=4, num_particles=1)
+    with torch.no_grad():
+        means = ParticleFilter(1).run(model, x, predictive_mean=True).predictive_mean
+    residual = ((x - means) ** 2)[:, 1:, 0].mean(1)
+    assert torch.allclose(tuned.var_x[:, 0], residual, rtol=1e-4)
+    assert torch.allclose(tuned.var_x_first[:, 0], ((x - means) ** 2)[:, 0, 0], rtol=1e-4)
+    assert torch.equal(tuned.var_q, torch.zeros(3, 1))
+    assert model.var_x.shape == (1,) and model.var_x.item() == 0.5 and int(model.em_updates) == 0
+    assert tuned.var_x.shape == (3, 1) and int(tuned.em_updates) == 4
+    # the copy forecasts each series with its own noise: the first step ahead is N(mean, Σ_obs of that series)
+    result = ParticleFilter(1).run(tuned, x)
+    torch.manual_seed(0)
+    paths = forecast(tuned, result, horizon=1, num_samples=2000)
+    assert torch.allclose(paths.std(0)[:, 0, 0], tuned.var_x[:, 0].sqrt(), rtol=0.08)
+    with pytest.raises(ValueError, match="sites"):
+        model.fine_tuned(x, sites=("w",))
+    with pytest.raises(ValueError, match="iterations"):
+        model.fine_tuned(x, iterations=0)
+
+
 def _attention_means(model, latents):
     """``[T, K, B, d]`` means of ``z`` along the paths (single head)."""
     steps = latents["q"].shape[0]
