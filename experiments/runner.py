@@ -26,7 +26,7 @@ import torch
 from inference import ParticleFilter, calibration
 from inference.io import write_json, write_text
 from inference.objectives import ELBO, IWAE
-from inference.training import TrainConfig, Trainer, load_best
+from inference.training import RESUMABLE_CHANGES, TrainConfig, Trainer, load_best
 
 from . import plots
 from .config import EvaluateConfig
@@ -50,22 +50,43 @@ def _setup(config: dict):
     return data, model, build_objective(config["objective"], model)
 
 
+def prepare_run_dir(run_dir: str | Path, config: dict, *, resume: bool = False) -> Path:
+    """Check ``run_dir`` against ``resume`` and write ``config.json``; returns the folder as a ``Path``.
+
+    A fresh run refuses a folder that already holds checkpoints. A resumed one must be given the
+    configuration saved there except for ``device`` and the ``train`` keys a resumption may change
+    (``epochs``, to extend or shorten the run, and ``progress``), so it cannot silently go on
+    with other data, another model or another objective.
+    """
+    run_dir = Path(run_dir)
+    if not resume and (run_dir / "checkpoints").exists():
+        raise ValueError(f"run_dir {run_dir} already holds a run: pass --resume to continue it or pick a new folder")
+    saved_path = run_dir / "config.json"
+    if resume and saved_path.is_file():
+        saved, given = _fixed_part(json.loads(saved_path.read_text())), _fixed_part(json.loads(json.dumps(config)))
+        if saved != given:
+            changed = sorted(key for key in {*saved, *given} if saved.get(key) != given.get(key))
+            raise ValueError(f"resume: the configuration differs from the one saved in {saved_path} (in {changed}); "
+                             "pass the same experiment and --set overrides as the first run")  # fmt: skip
+    write_json(saved_path, config)
+    return run_dir
+
+
+def _fixed_part(config: dict) -> dict:
+    """``config`` without what a resumption may change: the device, ``train.epochs`` and ``train.progress``."""
+    train = {k: v for k, v in config.get("train", {}).items() if k not in RESUMABLE_CHANGES}
+    return {**{k: v for k, v in config.items() if k != "device"}, "train": train}
+
+
 def train(config: dict, run_dir: str | Path, *, resume: bool = False) -> dict:
     """Train the configured model, then evaluate its best checkpoint on the test split.
 
     Returns the final metrics table (also written to the run folder).
     """
-    run_dir = Path(run_dir)
-    if not resume and (run_dir / "checkpoints").exists():
-        raise ValueError(f"run_dir {run_dir} already holds a run: pass --resume to continue it or pick a new folder")
-    if resume:
-        saved = json.loads((run_dir / "config.json").read_text())
-        if {**saved, "device": None} != {**json.loads(json.dumps(config)), "device": None}:
-            raise ValueError(f"resume: the configuration differs from the one saved in {run_dir / 'config.json'}")
+    run_dir = prepare_run_dir(run_dir, config, resume=resume)
     pyro.set_rng_seed(config["seed"])
     device = resolve_device(config["device"])
     data, model, objective = _setup(config)
-    write_json(run_dir / "config.json", config)
     fresh = not (run_dir / "checkpoints" / "last.pt").exists()
     if fresh and hasattr(model, "initialize"):
         model.initialize(*data.train)

@@ -85,12 +85,9 @@ def _setup(config: dict):
 
 def train(config: dict, run_dir: str | Path, *, resume: bool = False) -> dict:
     """Train, then evaluate the best checkpoint on the test split; returns (and writes) ``metrics.json``."""
-    from .runner import resolve_device
+    from .runner import prepare_run_dir, resolve_device
 
-    run_dir = Path(run_dir)
-    if not resume and (run_dir / "checkpoints").exists():
-        raise ValueError(f"run_dir {run_dir} already holds a run: pass --resume to continue it or pick a new folder")
-    write_json(run_dir / "config.json", config)
+    run_dir = prepare_run_dir(run_dir, config, resume=resume)
     torch.manual_seed(config["seed"])
     context, splits, predictor, objective = _setup(config)
     device = resolve_device(config["device"])

@@ -36,14 +36,14 @@ from tqdm.auto import tqdm
 from .io import append_jsonl, save_torch, write_text
 from .validation import check_choice, check_sequences
 
-__all__ = ["OPTIMIZERS", "LR_SCHEDULES", "TrainConfig", "Trainer", "epoch_batches", "load_checkpoint", "load_best"]
+__all__ = ["OPTIMIZERS", "LR_SCHEDULES", "RESUMABLE_CHANGES", "TrainConfig", "Trainer", "epoch_batches", "load_checkpoint", "load_best"]
 
 OPTIMIZERS = ("adam", "adamw", "sgd")
 LR_SCHEDULES = ("constant", "cosine", "exponential", "step", "transformer")
 _PER_STEP_SCHEDULES = ("transformer",)
 
 #: config fields that may change between a run and its resumption
-_RESUMABLE_CHANGES = {"epochs", "progress"}
+RESUMABLE_CHANGES = frozenset({"epochs", "progress"})
 #: first key of a derived seed, so the shuffling stream and the model's stream never coincide
 _SHUFFLE_STREAM, _MODEL_STREAM = 0, 1
 
@@ -266,7 +266,7 @@ def _check_resumable(saved: dict, config: TrainConfig) -> None:
     """Raise ``ValueError`` if ``config`` differs from the checkpoint's in a way that breaks the run."""
     current = config.to_dict()
     changed = sorted(k for k in current if saved.get(k) != current[k])
-    allowed = _RESUMABLE_CHANGES - ({"epochs"} if config.lr_schedule == "cosine" else set())
+    allowed = RESUMABLE_CHANGES - ({"epochs"} if config.lr_schedule == "cosine" else set())
     if set(changed) - allowed:
         was = {k: saved.get(k) for k in changed}
         raise ValueError(f"cannot resume: TrainConfig fields {changed} differ from the checkpoint's {was}; "

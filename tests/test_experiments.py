@@ -141,6 +141,10 @@ def test_quick_demo_writes_a_complete_run_folder_and_evaluate_reuses_it(tmp_path
     # a second train into the same folder is refused; evaluate re-reads it
     assert cli.main(["train", "lgssm-demo", "--run-dir", str(run)]) == 2
     assert "already holds a run" in capsys.readouterr().err
+    # resuming with other data is refused before anything is written
+    saved = (run / "config.json").read_text()
+    assert cli.main(["train", "lgssm-demo", "--run-dir", str(run), "--resume", "--set", "data.num_train=7"]) == 2
+    assert "differs from the one saved" in capsys.readouterr().err and (run / "config.json").read_text() == saved
     assert cli.main(["evaluate", str(run), "--set", "estimators=['exact']", "--device", "cpu"]) == 0
     again = json.loads((run / "metrics.json").read_text())["loglik"]
     assert again["exact"] == loglik["exact"]

@@ -69,6 +69,10 @@ def test_supervised_experiment_trains_resumes_and_plots(tmp_path, capsys):
     assert cli.main(["train", "pfrnn-maze10", "--run-dir", str(run), *small, "--set", "train.epochs=1"]) == 0
     assert cli.main(["train", "pfrnn-maze10", "--run-dir", str(run), *small, "--set", "train.epochs=2",
                      "--resume"]) == 0  # fmt: skip
+    # train.epochs may change on resume (above); the model may not
+    assert cli.main(["train", "pfrnn-maze10", "--run-dir", str(run), *small, "--set", "train.epochs=2",
+                     "--set", "model.hidden_size=9", "--resume"]) != 0  # fmt: skip
+    assert "(in ['model'])" in capsys.readouterr().err
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["epochs"] == 2 and metrics["num_particles"] == 4 and math.isfinite(metrics["last_step_mse"])
     assert (run / "plots" / "belief.png").stat().st_size > 0
