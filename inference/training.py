@@ -36,7 +36,8 @@ from tqdm.auto import tqdm
 from .io import append_jsonl, save_torch, write_text
 from .validation import check_choice, check_sequences
 
-__all__ = ["OPTIMIZERS", "LR_SCHEDULES", "RESUMABLE_CHANGES", "TrainConfig", "Trainer", "epoch_batches", "load_checkpoint", "load_best"]
+__all__ = ["OPTIMIZERS", "LR_SCHEDULES", "RESUMABLE_CHANGES", "TrainConfig", "Trainer", "epoch_batches",
+           "load_checkpoint", "load_best"]
 
 OPTIMIZERS = ("adam", "adamw", "sgd")
 LR_SCHEDULES = ("constant", "cosine", "exponential", "step", "transformer")
