@@ -262,9 +262,9 @@ class SMCTransformer(nn.Module):
         self.em_updates += 1
         eta = float(self.em_updates) ** -self.em_exponent
         for name in names:
-            old = getattr(self, f"var_{name}")
             if name == "x" and not later.any():
                 continue
+            old = getattr(self, f"var_{name}")
             per_sequence = (weights * result.state[f"sq_{name}"]).sum(0) / divisors[name]  # [B, size]
             if self.covariance == "scalar":
                 per_sequence = per_sequence.mean(-1, keepdim=True)
