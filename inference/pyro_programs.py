@@ -19,6 +19,7 @@ log-evidence is returned, and gradients flow (see :class:`ParticleFilter`'s mode
 from __future__ import annotations
 
 from contextlib import nullcontext
+from types import SimpleNamespace
 from typing import Any
 
 import pyro
@@ -29,7 +30,7 @@ from .particle_filter import Step
 from .traces import PARTICLE_PLATE, DetachLatents, latent_sites, observed_sites, sample_sites, trace_log_prob
 from .validation import check_positive_int
 
-__all__ = ["PyroProgramModel"]
+__all__ = ["PyroProgramModel", "ParticlePrograms"]
 
 
 class PyroProgramModel:
@@ -118,6 +119,53 @@ class PyroProgramModel:
         if len(drawn) != 1:
             raise ValueError(f"simulate needs exactly one observed site in model.step, found {len(drawn)}")
         return new_state, drawn[0]
+
+
+class ParticlePrograms:
+    """Mixin: a module's Pyro ``init``/``step`` programs as its programs, guide programs and particle-model interface.
+
+    The class defines ``init_program(state, x)`` and ``step_program(state, x_t)`` (the model),
+    ``proposal_program(state, x_t)`` (the guide's step: it samples the step's latent sites and
+    leaves ``state`` alone) and ``check_particle_input(x, mask) -> (x, mask)``. With
+    ``guide_proposes = True`` the filter proposes from the guide; with ``False`` it runs the
+    bootstrap filter, and the guide programs serve ``pyro.infer.SMCFilter`` only.
+    """
+
+    guide_proposes: bool = True
+
+    @property
+    def programs(self) -> SimpleNamespace:
+        """``init(state, x)`` and ``step(state, x_t)``: the model as ``pyro.infer.SMCFilter`` programs."""
+        return SimpleNamespace(init=self.init_program, step=self.step_program)
+
+    @property
+    def guide_programs(self) -> SimpleNamespace:
+        """The proposal as ``SMCFilter`` guide programs: ``init`` proposes nothing, ``step`` is ``proposal_program``."""
+        return SimpleNamespace(init=_no_op, step=self.proposal_program)
+
+    @property
+    def program_model(self) -> PyroProgramModel:
+        """The programs adapted to the particle-model interface of :class:`~inference.ParticleFilter`."""
+        return PyroProgramModel(self.programs, self.guide_programs if self.guide_proposes else None)
+
+    def start(self, x: torch.Tensor, mask: torch.Tensor | None, num_particles: int):
+        """Particle state ``[K, B, ...]`` and context for a batch ``x [B, T, D]`` (checked first)."""
+        x, mask = self.check_particle_input(x, mask)
+        return self.program_model.start(x, mask, num_particles)
+
+    def step(self, state, t, x_t, context, *, reparameterize: bool = True) -> Step:
+        return self.program_model.step(state, t, x_t, context, reparameterize=reparameterize)
+
+    def simulate(self, state, t, context):
+        return self.program_model.simulate(state, t, context)
+
+    def predict_mean(self, state, t, context) -> torch.Tensor:
+        """``[K, B, D]``: the observed site's mean after one draw of the step's latents per particle."""
+        return self.program_model.predict_mean(state, t, context)
+
+
+def _no_op(state: dict, x: torch.Tensor) -> None:
+    """A guide ``init`` with nothing to propose."""
 
 
 def _as_tensor(value, shape, like):

@@ -19,9 +19,9 @@ not by gradient.
 The model is written once, as Pyro programs in the style of ``pyro.infer.SMCFilter``:
 :meth:`init_program` and :meth:`step_program` (noises as sample sites ``q, k, v, z`` in the
 ``particles`` x ``sequences`` plates, the observation as the observed site ``x``). The
-shared :class:`~inference.particle_filter.ParticleFilter` runs them through
-:class:`~inference.pyro_programs.PyroProgramModel` with the bootstrap proposal (the
-module's ``start``/``step``/``simulate``/``predict_mean`` delegate to it); training uses its
+shared :class:`~inference.particle_filter.ParticleFilter` runs them with the bootstrap
+proposal (the module's ``start``/``step``/``simulate``/``predict_mean`` come from
+:class:`~inference.pyro_programs.ParticlePrograms`); training uses its
 ``stop_weights`` mode (Fisher's identity) inside :class:`~inference.objectives.SMCBound`,
 which calls :meth:`em_update` after each training batch. :attr:`programs` and
 :attr:`guide_programs` run under ``pyro.infer.SMCFilter`` itself, and :meth:`model` is the
@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import math
 from copy import deepcopy
-from types import SimpleNamespace
 
 import pyro
 import pyro.distributions as dist
@@ -42,7 +41,7 @@ from pyro.contrib.autoname import scope
 from torch import nn
 
 from inference.particle_filter import FilterResult, ParticleFilter
-from inference.pyro_programs import PyroProgramModel
+from inference.pyro_programs import ParticlePrograms
 from inference.state_space import SEQUENCE_PLATE
 from inference.traces import PARTICLE_PLATE
 from inference.validation import check_choice, check_positive_int, check_sequences
@@ -57,8 +56,10 @@ COVARIANCES = ("scalar", "diagonal")
 MIN_OBS_VARIANCE = 1e-6
 
 
-class SMCTransformer(nn.Module):
+class SMCTransformer(ParticlePrograms, nn.Module):
     """The SMC Transformer of section 3.1, as a particle model and Pyro programs.
+
+    The particle filter proposes from the model (``guide_proposes = False``: bootstrap).
 
     Args:
         obs_dim: ``D`` (``1`` for ``emission="categorical"``: the class index as a float).
@@ -76,6 +77,8 @@ class SMCTransformer(nn.Module):
             covariance of its own; EM fits ``Σ_obs`` to the residuals of the later steps only.
         em_exponent: EM step size ``η_p = p^-em_exponent`` at the ``p``-th update (0.6 in the paper).
     """
+
+    guide_proposes = False
 
     def __init__(
         self,
@@ -138,20 +141,6 @@ class SMCTransformer(nn.Module):
         self.register_buffer("em_updates", torch.zeros((), dtype=torch.long))
 
     # --- the Pyro programs -----------------------------------------------------------------
-    @property
-    def _programs(self) -> PyroProgramModel:
-        return PyroProgramModel(self.programs)
-
-    @property
-    def programs(self) -> SimpleNamespace:
-        """``init(state, x)`` and ``step(state, x_t)`` (the ``SMCFilter`` model interface)."""
-        return SimpleNamespace(init=self.init_program, step=self.step_program)
-
-    @property
-    def guide_programs(self) -> SimpleNamespace:
-        """The bootstrap proposal as a guide for ``pyro.infer.SMCFilter``: the step's latent sites, state untouched."""
-        return SimpleNamespace(init=_no_op, step=self._proposal_program)
-
     def init_program(self, state: dict, x: torch.Tensor) -> None:
         """Fill ``state`` for a batch ``x [B, T, D]``: an empty window and the start input, ``[K, B, ...]``."""
         batch = x.shape[0]
@@ -197,7 +186,8 @@ class SMCTransformer(nn.Module):
         for name, square in squares.items():
             state[f"sq_{name}"] = state[f"sq_{name}"] + square
 
-    def _proposal_program(self, state: dict, x_t: torch.Tensor) -> None:
+    def proposal_program(self, state: dict, x_t: torch.Tensor) -> None:
+        """The bootstrap proposal as a guide step: the step's latent sites, ``state`` untouched."""
         poutine.block(self.step_program, hide_types=["observe"])(dict(state), x_t)
 
     def model(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
@@ -218,24 +208,18 @@ class SMCTransformer(nn.Module):
                 draws.append(state["input"][0])
         return torch.stack(draws, 1)
 
-    # --- particle-model interface (for ParticleFilter), via PyroProgramModel ---------------
-    def start(self, x, mask, num_particles):
+    # --- particle-model interface (for ParticleFilter), from ParticlePrograms ---------------
+    def check_particle_input(self, x, mask):
         x, mask = check_sequences(x, mask, feature_size=self.obs_dim)
         if self.emission == "categorical":
             _check_classes(x, self.num_classes)
-        return self._programs.start(x, mask, num_particles)
-
-    def step(self, state, t, x_t, context, *, reparameterize: bool = True):
-        return self._programs.step(state, t, x_t, context, reparameterize=reparameterize)
-
-    def simulate(self, state, t, context):
-        return self._programs.simulate(state, t, context)
+        return x, mask
 
     def predict_mean(self, state, t, context) -> torch.Tensor:
         """``[K, B, D]``: ``E[x_t | particle]`` estimated with one draw of the step's latent noise."""
         if self.emission != "gaussian":
             raise ValueError("predict_mean is for the Gaussian emission; use predictive samples for classes")
-        return self._programs.predict_mean(state, t, context)
+        return super().predict_mean(state, t, context)
 
     # --- EM for the covariances (appendix A) ------------------------------------------------
     @torch.no_grad()
@@ -365,10 +349,6 @@ class SMCTransformer(nn.Module):
         if self.emission == "categorical":
             x = x.to(torch.get_default_dtype()).unsqueeze(-1)
         return x.expand(particles, batch, self.obs_dim)
-
-
-def _no_op(state: dict, x: torch.Tensor) -> None:
-    """The guide's ``init``: the start state has nothing to propose."""
 
 
 def _check_classes(x: torch.Tensor, num_classes: int) -> None:

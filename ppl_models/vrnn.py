@@ -21,8 +21,8 @@ all broadcasting over leading dims (``[B]`` or ``[K, B]``). Two kinds of Pyro pr
 * :attr:`VRNN.programs` / :attr:`VRNN.guide_programs`: ``init(state, x)`` / ``step(state, x_t)``
   programs in the style of ``pyro.infer.SMCFilter`` (sites ``z``, ``x``; state ``h`` and ``z``
   ``[K, B, ...]``), which the shared :class:`~inference.particle_filter.ParticleFilter` runs
-  through :class:`~inference.pyro_programs.PyroProgramModel` with the guide as proposal
-  (the module's ``start``/``step``/``simulate``/``predict_mean`` delegate to it).
+  with the guide as proposal (the module's ``start``/``step``/``simulate``/``predict_mean``
+  come from :class:`~inference.pyro_programs.ParticlePrograms`).
 
 Both kinds share one step of each program (``_model_step``, ``_propose``). Inside an objective
 (:meth:`VRNN.sharing_context`) the replayed model reuses the ``h_t`` its guide computed from the
@@ -36,7 +36,6 @@ latent paths; it trains the generative nets only (the guide is then just the pro
 from __future__ import annotations
 
 from contextlib import contextmanager
-from types import SimpleNamespace
 
 import pyro
 import pyro.distributions as dist
@@ -45,7 +44,7 @@ from pyro import poutine
 from torch import nn
 
 from inference.particle_filter import ParticleFilter
-from inference.pyro_programs import PyroProgramModel
+from inference.pyro_programs import ParticlePrograms
 from inference.resampling import gather_particles
 from inference.state_space import SEQUENCE_PLATE
 from inference.validation import check_choice, check_positive_int, check_sequences
@@ -64,7 +63,7 @@ from .srnn import Generation
 __all__ = ["VRNN"]
 
 
-class VRNN(nn.Module):
+class VRNN(ParticlePrograms, nn.Module):
     """Variational RNN with a filtering inference network.
 
     Args:
@@ -229,17 +228,7 @@ class VRNN(nn.Module):
                 return steps
         return None
 
-    # --- SMCFilter-style programs and the particle-model interface -------------------------------
-    @property
-    def programs(self) -> SimpleNamespace:
-        """``init(state, x)`` and ``step(state, x_t)``: the model as ``pyro.infer.SMCFilter`` programs."""
-        return SimpleNamespace(init=self.init_program, step=self.step_program)
-
-    @property
-    def guide_programs(self) -> SimpleNamespace:
-        """The filtering guide as ``SMCFilter`` programs: ``step`` samples ``z`` only; ``state`` is untouched."""
-        return SimpleNamespace(init=_no_op, step=self.proposal_program)
-
+    # --- SMCFilter-style programs (the particle-model interface comes from ParticlePrograms) -----
     def init_program(self, state: dict, x: torch.Tensor) -> None:
         """Write ``state["h"] = h_0 [K, B, rnn_dim]`` and ``state["z"] = 0 [K, B, latent_dim]``.
 
@@ -262,25 +251,6 @@ class VRNN(nn.Module):
         """The guide's step: sample ``z ~ q(z | x_t, h)`` from ``state["h"]``."""
         with pyro.plate(SEQUENCE_PLATE, x_t.shape[-2], dim=-1):
             self._propose(state["h"], self.proposal_input(self.x_features(x_t)))
-
-    @property
-    def _programs(self) -> PyroProgramModel:
-        return PyroProgramModel(self.programs, self.guide_programs)
-
-    def start(self, x, mask, num_particles):
-        """Particle state ``{"h", "z"}`` ``[K, B, ...]`` for the shared filter (the guide proposes)."""
-        x, mask = self._check(x, mask)
-        return self._programs.start(x, mask, num_particles)
-
-    def step(self, state, t, x_t, context, *, reparameterize: bool = True):
-        return self._programs.step(state, t, x_t, context, reparameterize=reparameterize)
-
-    def simulate(self, state, t, context):
-        return self._programs.simulate(state, t, context)
-
-    def predict_mean(self, state, t, context) -> torch.Tensor:
-        """``[K, B, D]``: the emission mean after one prior draw of ``z_t`` per particle."""
-        return self._programs.predict_mean(state, t, context)
 
     # --- prediction and generation ----------------------------------------------------------------
     @torch.no_grad()
@@ -333,6 +303,9 @@ class VRNN(nn.Module):
             means.append(emission.mean)
         return Generation(torch.stack(xs, 1), torch.stack(means, 1))
 
+    def check_particle_input(self, x, mask):
+        return self._check(x, mask)
+
     def _check(self, x, mask, *, name: str = "x"):
         x, mask = check_sequences(x, mask, name=name, feature_size=self.obs_dim)
         if self.emission_kind == "bernoulli":
@@ -347,7 +320,3 @@ def _draw(distribution, generator: torch.Generator | None) -> torch.Tensor:
         return torch.bernoulli(base.probs, generator=generator)
     noise = torch.randn(base.loc.shape, generator=generator, device=base.loc.device, dtype=base.loc.dtype)
     return base.loc + base.scale * noise
-
-
-def _no_op(state: dict, x: torch.Tensor) -> None:
-    """The guide's ``init``: ``h_0`` is deterministic, nothing to propose."""
