@@ -24,7 +24,7 @@ from matplotlib.figure import Figure
 
 from inference.io import read_jsonl, write_json, write_text
 
-from . import runner
+from . import runner, supervised
 from .config import load_config
 from .plots import save_png
 
@@ -39,7 +39,11 @@ def member_folder(root: str | Path, label: str) -> Path:
 
 
 def run_suite(members, root: str | Path, overrides: list[str] = (), device: str | None = None) -> dict:
-    """Train every member (skipping finished ones, resuming interrupted ones), then :func:`compare`."""
+    """Train every member (skipping finished ones, resuming interrupted ones), then :func:`compare`.
+
+    Members may be likelihood experiments (:mod:`experiments.runner`) or supervised ones
+    (:mod:`experiments.supervised`).
+    """
     from .registry import experiment_config
 
     folders = {}
@@ -49,17 +53,27 @@ def run_suite(members, root: str | Path, overrides: list[str] = (), device: str 
         if (folder / "metrics.json").is_file():
             print(f"{label}: finished earlier, kept ({folder})")
             continue
-        config = load_config(experiment_config(experiment), [*member_overrides, *overrides])
+        path, member_overrides = experiment_config(experiment), [*member_overrides, *overrides]
+        is_supervised = supervised.is_supervised(path)
+        config = (supervised.load_supervised_config if is_supervised else load_config)(path, member_overrides)
         config["name"] = label
         if device:
             config["device"] = device
         print(f"{label}: training ({experiment} {' '.join(member_overrides)})")
-        runner.train(config, folder, resume=(folder / "checkpoints" / "last.pt").exists())
+        train = supervised.train if is_supervised else runner.train
+        train(config, folder, resume=(folder / "checkpoints" / "last.pt").exists())
     return compare(folders, root)
+
+
+#: the test metrics a supervised member's row shows, where its task reports them
+SUPERVISED_COLUMNS = ("num_parameters", "num_particles", "last_step_mse", "last_step_position_mse", "mse", "rmse",
+                      "crps", "accuracy", "epochs", "seconds")
 
 
 def _member_summary(folder: Path) -> dict:
     metrics = json.loads((folder / "metrics.json").read_text())
+    if "cell" in metrics:  # a supervised run
+        return {column: metrics[column] for column in SUPERVISED_COLUMNS if column in metrics}
     predictions = folder / "predictions.json"
     initial = json.loads(predictions.read_text()).get("initial_mse", {}) if predictions.is_file() else {}
     calibration = metrics.get("calibration", {})
@@ -119,7 +133,7 @@ def compare(folders: dict[str, str | Path], out_dir: str | Path, feature: int = 
 
 
 def _table(summary: dict) -> str:
-    columns = list(next(iter(summary.values())))
+    columns = list(dict.fromkeys(column for row in summary.values() for column in row))
     lines = ["| model | " + " | ".join(c.replace("_", " ") for c in columns) + " |",
              "|---|" + "---:|" * len(columns)]  # fmt: skip
 
@@ -128,7 +142,7 @@ def _table(summary: dict) -> str:
             return "-"
         return f"{value:,}" if isinstance(value, int) else f"{value:.4g}"
 
-    lines += [f"| {label} | " + " | ".join(cell(row[c]) for c in columns) + " |" for label, row in summary.items()]
+    lines += [f"| {label} | " + " | ".join(cell(row.get(c)) for c in columns) + " |" for label, row in summary.items()]
     return "\n".join(lines) + "\n"
 
 
@@ -157,6 +171,8 @@ def _mse_curves(folders: dict[str, Path], path: Path) -> None:
                        if "test_mse" in r.get("monitor", {})]  # fmt: skip
         if points:
             ax.plot(*zip(*points), label=label)
+    if not ax.lines:  # supervised members: their test metrics are in the table only
+        return
     ax.set(xlabel="epoch", ylabel="test one-step MSE", yscale="log", title="MSE vs epoch")
     ax.legend(fontsize="small")
     save_png(figure, path)

@@ -186,6 +186,22 @@ def _smc_transformer_folds(*overrides: str) -> tuple:
     return tuple(members)
 
 
+def _pf_lstm_ablation() -> tuple:
+    """The PF-RNN paper's Table 4 on the 10 x 10 maze: PF-LSTM variants, LSTM-BNReLU and LSTM-80."""
+    particles = tuple((f"PF-LSTM-P{k}", "pfrnn-maze10", (f"model.num_particles={k}",)) for k in (1, 5, 10, 20, 30))
+    return (
+        *particles,
+        ("PF-LSTM-NoResample", "pfrnn-maze10", ('model.resampling="none"',)),
+        ("PF-LSTM-NoBNReLU", "pfrnn-maze10", ('model.activation="tanh"',)),
+        ("PF-LSTM-NoELBO", "pfrnn-maze10", ("loss.elbo_weight=0",)),
+        ("PF-LSTM-ELBOonly", "pfrnn-maze10", ("loss.pred_weight=0",)),
+        # one deterministic particle with BatchNorm + ReLU: an LSTM cell with the paper's activation
+        ("LSTM-BNReLU", "pfrnn-maze10", ("model.num_particles=1", "model.stochastic=false", 'model.resampling="none"',
+                                         "model.hidden_size=80", "loss.elbo_weight=0")),
+        ("LSTM-80", "rnn-maze10", ()),
+    )  # fmt: skip
+
+
 SUITES = {
     "psrnn-swimmer": Suite(_baselines(), "KF, RNN, GRU, LSTM and PSRNN (2SR and random start) on Swimmer: "
                            "MSE vs epoch and predictions before/after BPTT (the PSRNN paper's Figure 4)"),  # fmt: skip
@@ -202,6 +218,9 @@ SUITES = {
                             "5 folds: predictive MSE, share in the true 80%/95% intervals, coverage, CRPS, mean (sd)"),
     "smct-ar2-folds": Suite(_smc_transformer_folds('data.name="ar-model-2"'),
                             "the same on the SMC Transformer paper's Model II (two-regime AR)"),
+    "pfrnn-maze10-ablation": Suite(_pf_lstm_ablation(), "the PF-RNN paper's Table 4 on the 10 x 10 maze: particle "
+                                   "counts, no resampling, tanh, no ELBO, ELBO only, LSTM-BNReLU, LSTM-80; "
+                                   "last-step pose MSE"),
 }  # fmt: skip
 #: what ``ppl-models demo`` runs, in order
 DEMOS = ("lgssm-demo", "srnn-demo", "psrnn-demo", "pfrnn-demo", "smct-demo")

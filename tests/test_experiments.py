@@ -6,7 +6,7 @@ import json
 import pytest
 import torch
 
-from experiments import cli, compare, registry
+from experiments import cli, compare, registry, supervised
 from experiments.config import EvaluateConfig, apply_overrides, check_config, load_config
 from experiments.data import air_quality, pad_sequences, polyphonic, swimmer, verified_path
 from inference.io import read_jsonl
@@ -55,7 +55,12 @@ def test_builders_reject_unknown_keys_and_names():
 def test_every_suite_member_is_a_valid_configuration_with_a_distinct_folder(suite, tmp_path):
     members = registry.SUITES[suite].members
     for _, experiment, overrides in members:
-        check_config(load_config(registry.experiment_config(experiment), list(overrides)))
+        path = registry.experiment_config(experiment)
+        if supervised.is_supervised(path):
+            config = supervised.load_supervised_config(path, list(overrides))
+            supervised.PFRNNPredictor(8, 4, **config["model"])  # the model options are accepted
+        else:
+            check_config(load_config(path, list(overrides)))
     assert len({compare.member_folder(tmp_path, label) for label, _, _ in members}) == len(members)
 
 
@@ -233,3 +238,16 @@ def test_suite_trains_its_members_compares_them_and_keeps_finished_runs(tmp_path
     assert cli.main(["compare", f"kf={tmp_path / 'kf'}", "--out", str(tmp_path / "again")]) == 0
     assert cli.main(["compare", "no-label-here", "--out", str(tmp_path / "x")]) == 2
     assert cli.main(["suite", "no-such-suite"]) == 2
+
+
+def test_suite_runs_supervised_members_and_tabulates_their_test_metrics(tmp_path):
+    tiny = ["data.num_train=16", "data.num_valid=8", "data.num_test=8", "data.steps=6", "model.hidden_size=8",
+            "model.encoder_size=8", "train.epochs=1", "train.batch_size=8", 'device="cpu"']
+    members = (("PF-LSTM-P3", "pfrnn-maze10", ("model.num_particles=3",)), ("LSTM", "rnn-maze10", ()))
+    summary = compare.run_suite(members, tmp_path, tiny)
+    for label, particles in (("PF-LSTM-P3", 3), ("LSTM", 1)):
+        metrics = json.loads((compare.member_folder(tmp_path, label) / "metrics.json").read_text())
+        assert summary[label]["last_step_mse"] == metrics["last_step_mse"] > 0
+        assert summary[label]["num_particles"] == particles and summary[label]["epochs"] == 1
+    table = (tmp_path / "comparison.md").read_text()
+    assert "last step mse" in table and "| PF-LSTM-P3 |" in table and "| LSTM |" in table
