@@ -26,7 +26,8 @@ import torch
 
 from inference.validation import check_positive_int
 
-__all__ = ["Maze", "symmetric_maze", "simulate", "localization_data", "OBSERVATION_NOISE", "plot_belief"]
+__all__ = ["Maze", "symmetric_maze", "simulate", "localization_data", "OBSERVATION_NOISE", "plot_belief",
+           "plot_belief_over_time"]
 
 #: the paper's observation noise sd per maze size
 OBSERVATION_NOISE = {10: 0.1, 18: 0.1, 27: 1.0}
@@ -155,4 +156,23 @@ def plot_belief(maze: Maze, poses: np.ndarray, predicted: np.ndarray, particles:
 
         save_png(figure, path)
         plt.close(figure)
+    return figure
+
+
+def plot_belief_over_time(position_mse: list[float], particle_spread: list[float] | None = None, path=None):
+    """Position RMSE of the prediction and (for particle models) the particles' spread, against the step."""
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(5.5, 3.5))
+    ax = figure.subplots()
+    steps = np.arange(len(position_mse))
+    ax.plot(steps, np.sqrt(position_mse), color="tab:red", label="position RMSE of the prediction")
+    if particle_spread is not None:
+        ax.plot(steps, particle_spread, color="tab:green", label="particle spread (weighted RMS distance)")
+    ax.set(xlabel="step t", ylabel="cells", ylim=(0, None), title="test trajectories: the belief over time")
+    ax.legend(fontsize="small")
+    if path is not None:
+        from .plots import save_png
+
+        save_png(figure, path)
     return figure

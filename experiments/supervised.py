@@ -6,7 +6,8 @@ options), ``[loss]`` (:class:`~inference.discriminative.DiscriminativeLoss` opti
 ``[train]`` (:class:`~inference.training.TrainConfig`). ``ppl-models train`` runs it and writes a
 run folder: ``config.json``, ``metrics.jsonl`` and ``checkpoints/`` (resumable), ``metrics.json``
 (test metrics of the best checkpoint) and ``plots/`` (learning curve; for a particle model on the
-localization task, the belief over time, the paper's Figure 6; for the regression tasks ``air``
+localization task, the position error and particle spread against time and, for a particle
+model, the belief over time, the paper's Figure 6; for the regression tasks ``air``
 and ``pm25`` of :mod:`experiments.uci_regression`, the PIT ECDF and predictive bands; for the
 classification task ``vowels`` of :mod:`experiments.uea_classification`, a reliability diagram).
 
@@ -31,7 +32,7 @@ from ppl_models.pf_rnn import PFRNNPredictor
 
 from . import plots
 from .config import apply_overrides
-from .localization import localization_data, plot_belief
+from .localization import localization_data, plot_belief, plot_belief_over_time
 from .uci_regression import RegressionData, air_quality_regression, evaluate_regression, pm25_regression
 from .uea_classification import ClassificationData, evaluate_classification, japanese_vowels
 
@@ -108,31 +109,46 @@ def train(config: dict, run_dir: str | Path, *, resume: bool = False) -> dict:
                    num_particles=predictor.num_particles, cell=predictor.cell_name)  # fmt: skip
     write_json(run_dir / "metrics.json", metrics)
     plots.learning_curve(run_dir / "metrics.jsonl", run_dir / "plots" / "learning_curve.png")
-    if predictor.num_particles > 1 and not isinstance(context, (RegressionData, ClassificationData)):
-        _belief_figure(predictor, context, splits["test"], run_dir / "plots" / "belief.png", device)
+    if not isinstance(context, (RegressionData, ClassificationData)):
+        plot_belief_over_time(metrics["position_mse_by_step"], metrics.get("particle_spread_by_step"),
+                              run_dir / "plots" / "belief_over_time.png")  # fmt: skip
+        if predictor.num_particles > 1:
+            _belief_figure(predictor, context, splits["test"], run_dir / "plots" / "belief.png", device)
     return metrics
 
 
 @torch.no_grad()
 def evaluate_localization(predictor: PFRNNPredictor, data, *, device, seed: int = 0, batch_size: int = 250) -> dict:
-    """Test metrics of pose predictions from the mean particle.
+    """Test metrics of pose predictions from the mean particle, and how the belief narrows over time.
 
     ``last_step_mse``: squared error of the pose ``(x, y, cos, sin)`` at the last step, summed
     over its 4 entries, averaged over sequences (the paper's metric); ``last_step_position_mse``
-    the same over ``(x, y)``; ``mse`` over all steps.
+    the same over ``(x, y)``; ``mse`` over all steps. Per step ``t``: ``position_mse_by_step``
+    and, for particle models, ``particle_spread_by_step``: the weighted root-mean-square
+    distance of the particles' predicted positions from the predicted position, averaged over
+    sequences (a belief that converges has a falling spread).
     """
     predictor.eval().to(device)
     x, _, y = data
     generator = torch.Generator(device=device).manual_seed(seed)
-    predictions = []
+    predictions, spreads = [], []
     for start in range(0, len(x), batch_size):
-        xb = x[start:start + batch_size].to(device)
-        belief = predictor.belief(xb, generator=generator)
+        belief = predictor.belief(x[start:start + batch_size].to(device), generator=generator)
         predictions.append(predictor.head(belief.mean).cpu())
+        if predictor.num_particles > 1:
+            positions = predictor.head(belief.particles)[..., :2]  # [T, K, B, 2]
+            weights = belief.log_weights.exp()
+            centre = (weights.unsqueeze(-1) * positions).sum(1, keepdim=True)
+            spread = (weights * (positions - centre).square().sum(-1)).sum(1).sqrt()  # [T, B]
+            spreads.append(spread.T.cpu())
     error = (torch.cat(predictions) - y).square()
-    return {"last_step_mse": error[:, -1].sum(-1).mean().item(),
-            "last_step_position_mse": error[:, -1, :2].sum(-1).mean().item(),
-            "mse": error.sum(-1).mean().item(), "test_sequences": len(x)}  # fmt: skip
+    metrics = {"last_step_mse": error[:, -1].sum(-1).mean().item(),
+               "last_step_position_mse": error[:, -1, :2].sum(-1).mean().item(),
+               "mse": error.sum(-1).mean().item(), "test_sequences": len(x),
+               "position_mse_by_step": error[..., :2].sum(-1).mean(0).tolist()}  # fmt: skip
+    if spreads:
+        metrics["particle_spread_by_step"] = torch.cat(spreads).mean(0).tolist()
+    return metrics
 
 
 @torch.no_grad()

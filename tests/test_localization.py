@@ -9,6 +9,8 @@ import torch
 
 from experiments import cli
 from experiments.localization import OBSERVATION_NOISE, localization_data, simulate, symmetric_maze
+from experiments.supervised import evaluate_localization
+from ppl_models.pf_rnn import PFRNNPredictor
 
 
 def test_maze_is_symmetric_and_landmarks_sit_on_half_the_obstacles():
@@ -76,6 +78,8 @@ def test_supervised_experiment_trains_resumes_and_plots(tmp_path, capsys):
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["epochs"] == 2 and metrics["num_particles"] == 4 and math.isfinite(metrics["last_step_mse"])
     assert (run / "plots" / "belief.png").stat().st_size > 0
+    assert (run / "plots" / "belief_over_time.png").stat().st_size > 0
+    assert len(metrics["position_mse_by_step"]) == len(metrics["particle_spread_by_step"]) == 10
     assert cli.main(["train", "pfrnn-maze10", "--run-dir", str(run), *small]) != 0
     assert "already holds a run" in capsys.readouterr().err
     baseline = tmp_path / "lstm"
@@ -83,3 +87,16 @@ def test_supervised_experiment_trains_resumes_and_plots(tmp_path, capsys):
     assert json.loads((baseline / "metrics.json").read_text())["num_particles"] == 1
     assert cli.main(["train", "pfrnn-maze10", "--run-dir", str(tmp_path / "x"), "--set", "bogus=1"]) != 0
     assert "unknown top-level" in capsys.readouterr().err
+
+
+def test_particle_spread_is_zero_for_identical_particles_and_the_by_step_error_matches_the_last_step():
+    torch.manual_seed(0)
+    _, splits = localization_data(10, steps=6, num_train=4, num_valid=4, num_test=9)
+    equal = PFRNNPredictor(8, 4, hidden_size=8, encoder_size=8, num_particles=3, stochastic=False,
+                           resampling="none", learn_scale=False)  # fmt: skip
+    metrics = evaluate_localization(equal, splits["test"], device="cpu", batch_size=4)
+    assert metrics["particle_spread_by_step"] == pytest.approx([0.0] * 6, abs=1e-5)
+    assert metrics["position_mse_by_step"][-1] == pytest.approx(metrics["last_step_position_mse"])
+    noisy = PFRNNPredictor(8, 4, hidden_size=8, encoder_size=8, num_particles=3, learn_scale=False)
+    spread = evaluate_localization(noisy, splits["test"], device="cpu")["particle_spread_by_step"]
+    assert all(value > 0 for value in spread[1:])
