@@ -106,8 +106,8 @@ class StepBatchNorm(nn.Module):
         index = min(t, self.max_steps - 1)
         if self.training:
             self.steps_trained.clamp_(min=index + 1)
-        else:
-            index = min(index, max(int(self.steps_trained) - 1, 0))
+        else:  # a tensor index: no host-device sync per step
+            index = (self.steps_trained - 1).clamp(min=0, max=index)
         return F.batch_norm(x, self.running_mean[index], self.running_var[index], self.weight, self.bias,
                             self.training, self.momentum, self.eps)  # fmt: skip
 
@@ -355,8 +355,9 @@ class PFRNNPredictor(nn.Module):
         task: ``"regression"`` (Gaussian with learned or unit scale) or ``"classification"``.
         learn_scale: regression only: learn the Gaussian's per-output scale (default) or keep
             it at 1 (the paper's unit-variance ELBO).
-        activation: of the recurrent cell candidate (PF layers and ``"lstm"`` with ``"relu_bn"``,
-            the ablation's LSTM-BNReLU, is not offered: the baselines are the torch layers).
+        activation: of the PF cell candidate. The ``"lstm"``/``"gru"`` baselines are the torch
+            layers; the ablation's LSTM-BNReLU is ``cell="pf-lstm"`` with one deterministic
+            particle (``num_particles=1, stochastic=False, resampling="none"``).
         **pf_options: ``num_particles``, ``resampling``, ``alpha``, ``stochastic``, ``activation``, ``norm_steps``.
     """
 
