@@ -9,6 +9,7 @@ Examples::
     ppl-models train lgssm-demo --run-dir runs/fisher --resume
     ppl-models evaluate runs/fisher --set num_particles=5000
     ppl-models suite psrnn-swimmer --run-dir runs/psrnn-swimmer
+    ppl-models suite pfrnn-mazes --run-dir runs/mazes --only "PF-GRU / maze 18"
     ppl-models compare GRU=runs/a PSRNN=runs/b --out runs/gru-vs-psrnn
     ppl-models forecast SMC-T=runs/smct-covid LSTM=runs/lstm-covid --out runs/covid-forecasts
 """
@@ -90,7 +91,7 @@ def _suite(args) -> int:
     if args.suite not in registry.SUITES:
         raise ValueError(f"suite must be one of {sorted(registry.SUITES)}, got {args.suite!r}")
     root = args.run_dir or runner.timestamped(args.suite)
-    summary = compare.run_suite(registry.SUITES[args.suite].members, root, args.set, args.device)
+    summary = compare.run_suite(registry.SUITES[args.suite].members, root, args.set, args.device, args.only)
     print((Path(root) / "comparison.md").read_text())
     print(f"suite folder: {root} ({len(summary)} runs)")
     return 0
@@ -152,6 +153,9 @@ def build_parser() -> argparse.ArgumentParser:
     suite.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                        help="override a config value of every member, repeatable")  # fmt: skip
     suite.add_argument("--device", help="cpu, cuda, cuda:N or auto")
+    suite.add_argument("--only", action="append", metavar="LABEL",
+                       help="train only this member (repeatable), e.g. to split a suite over processes sharing "
+                            "--run-dir; the table then covers the members finished so far")  # fmt: skip
     suite.set_defaults(func=_suite)
 
     comparison = commands.add_parser("compare", help="compare finished run folders (MSE vs epoch, predictions)")

@@ -38,18 +38,27 @@ def member_folder(root: str | Path, label: str) -> Path:
     return Path(root) / re.sub(r"[^A-Za-z0-9._-]+", "-", label).strip("-").lower()
 
 
-def run_suite(members, root: str | Path, overrides: list[str] = (), device: str | None = None) -> dict:
+def run_suite(members, root: str | Path, overrides: list[str] = (), device: str | None = None,
+              only: list[str] | None = None) -> dict:  # fmt: skip
     """Train every member (skipping finished ones, resuming interrupted ones), then :func:`compare`.
 
     Members may be likelihood experiments (:mod:`experiments.runner`) or supervised ones
-    (:mod:`experiments.supervised`).
+    (:mod:`experiments.supervised`). ``only``: train just these labels (so that one suite can be
+    split over processes or machines sharing ``root``); the comparison then covers every member
+    finished so far.
     """
     from .registry import experiment_config
 
+    labels = [label for label, _, _ in members]
+    unknown = sorted(set(only or ()) - set(labels))
+    if unknown:
+        raise ValueError(f"only must name members of the suite {labels}, got {unknown}")
     folders = {}
     for label, experiment, member_overrides in members:
         folder = member_folder(root, label)
         folders[label] = folder
+        if only is not None and label not in only:
+            continue
         if (folder / "metrics.json").is_file():
             print(f"{label}: finished earlier, kept ({folder})")
             continue
@@ -62,6 +71,8 @@ def run_suite(members, root: str | Path, overrides: list[str] = (), device: str 
         print(f"{label}: training ({experiment} {' '.join(member_overrides)})")
         train = supervised.train if is_supervised else runner.train
         train(config, folder, resume=(folder / "checkpoints" / "last.pt").exists())
+    if only is not None:
+        folders = {label: folder for label, folder in folders.items() if (folder / "metrics.json").is_file()}
     return compare(folders, root)
 
 
@@ -79,6 +90,7 @@ def _member_summary(folder: Path) -> dict:
     calibration = metrics.get("calibration", {})
     return {
         "num_parameters": metrics.get("num_parameters"),
+        **{f"{name}_per_step": value["per_step"] for name, value in metrics.get("loglik", {}).items()},
         "initial_test_mse": initial.get("test_mse"),
         "test_mse": metrics.get("mse"),
         "nlpd": calibration.get("nlpd"),
@@ -88,6 +100,7 @@ def _member_summary(folder: Path) -> dict:
         "coverage_0.9": calibration.get("coverage_0.9"),
         "coverage_0.95": calibration.get("coverage_0.95"),
         "pit_ks": calibration.get("pit_ks"),
+        "brier": calibration.get("brier"),
         **{f"truth_{name}": value for name, value in metrics.get("truth_metrics", {}).items()},
     }
 

@@ -202,6 +202,29 @@ def _pf_lstm_ablation() -> tuple:
     )  # fmt: skip
 
 
+def _pf_rnn_mazes() -> tuple:
+    """The PF-RNN paper's Figure 5: PF-LSTM, PF-GRU (K=30, H=64), LSTM-80 and GRU-86 on the 10, 18 and 27 mazes."""
+    members = []
+    for size in (10, 18, 27):
+        maze = f"data.maze_size={size}"
+        members += [
+            (f"PF-LSTM / maze {size}", "pfrnn-maze10", (maze,)),
+            (f"PF-GRU / maze {size}", "pfrnn-maze10", (maze, 'model.cell="pf-gru"')),
+            (f"LSTM-80 / maze {size}", "rnn-maze10", (maze,)),
+            (f"GRU-86 / maze {size}", "rnn-maze10", (maze, 'model.cell="gru"', "model.hidden_size=86")),
+        ]  # fmt: skip
+    return tuple(members)
+
+
+def _srnn_ablation() -> tuple:
+    """The SRNN paper's section-4 ablation on JSB: smoothing vs filtering guide, with and without Res_q."""
+    return tuple(
+        (f"SRNN {inference}{' + Res_q' if residual else ''}", "srnn-jsb",
+         (f'model.inference="{inference}"', f"model.residual={str(residual).lower()}"))
+        for inference in ("smooth", "filter") for residual in (True, False)
+    )  # fmt: skip
+
+
 SUITES = {
     "psrnn-swimmer": Suite(_baselines(), "KF, RNN, GRU, LSTM and PSRNN (2SR and random start) on Swimmer: "
                            "MSE vs epoch and predictions before/after BPTT (the PSRNN paper's Figure 4)"),  # fmt: skip
@@ -221,6 +244,10 @@ SUITES = {
     "pfrnn-maze10-ablation": Suite(_pf_lstm_ablation(), "the PF-RNN paper's Table 4 on the 10 x 10 maze: particle "
                                    "counts, no resampling, tanh, no ELBO, ELBO only, LSTM-BNReLU, LSTM-80; "
                                    "last-step pose MSE"),
+    "pfrnn-mazes": Suite(_pf_rnn_mazes(), "the PF-RNN paper's Figure 5: PF-LSTM, PF-GRU, LSTM-80 and GRU-86 on the "
+                         "10, 18 and 27 mazes; last-step pose MSE (split by --only)"),
+    "srnn-jsb-ablation": Suite(_srnn_ablation(), "the SRNN paper's ablation on JSB: smooth/filter guide with and "
+                               "without Res_q; ELBO, IWAE, SMC per step"),
 }  # fmt: skip
 #: what ``ppl-models demo`` runs, in order
 DEMOS = ("lgssm-demo", "srnn-demo", "psrnn-demo", "pfrnn-demo", "smct-demo")

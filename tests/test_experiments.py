@@ -227,8 +227,10 @@ def test_suite_trains_its_members_compares_them_and_keeps_finished_runs(tmp_path
     quick = ["train.epochs=2", "evaluate.predictive_samples=20", "device=\"cpu\""]
     summary = compare.run_suite(members, tmp_path, quick)
     assert set(summary) == {"KF", "GRU"}
-    for row in summary.values():
+    for label, row in summary.items():
         assert row["test_mse"] > 0 and row["initial_test_mse"] > 0 and row["num_parameters"] > 0
+        loglik = json.loads((compare.member_folder(tmp_path, label) / "metrics.json").read_text())["loglik"]
+        assert loglik and all(row[f"{name}_per_step"] == value["per_step"] for name, value in loglik.items())
     for name in ("comparison.md", "comparison.json", "mse_vs_epoch.png", "predictions.png"):
         assert (tmp_path / name).is_file(), name
     assert "| KF |" in (tmp_path / "comparison.md").read_text()
@@ -244,6 +246,10 @@ def test_suite_runs_supervised_members_and_tabulates_their_test_metrics(tmp_path
     tiny = ["data.num_train=16", "data.num_valid=8", "data.num_test=8", "data.steps=6", "model.hidden_size=8",
             "model.encoder_size=8", "train.epochs=1", "train.batch_size=8", 'device="cpu"']
     members = (("PF-LSTM-P3", "pfrnn-maze10", ("model.num_particles=3",)), ("LSTM", "rnn-maze10", ()))
+    with pytest.raises(ValueError, match="only must name members"):
+        compare.run_suite(members, tmp_path, tiny, only=["GRU"])
+    partial = compare.run_suite(members, tmp_path, tiny, only=["LSTM"])  # one process's share of the suite
+    assert set(partial) == {"LSTM"} and not compare.member_folder(tmp_path, "PF-LSTM-P3").exists()
     summary = compare.run_suite(members, tmp_path, tiny)
     for label, particles in (("PF-LSTM-P3", 3), ("LSTM", 1)):
         metrics = json.loads((compare.member_folder(tmp_path, label) / "metrics.json").read_text())
