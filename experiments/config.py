@@ -40,7 +40,10 @@ class EvaluateConfig:
         num_particles: ``K`` of the SMC estimate and of its predictive samples.
         iwae_particles: ``K`` of the IWAE bound.
         predictive_samples: one-step-ahead predictive draws per step, for calibration (0: none).
-        batch_size: sequences per evaluation batch.
+        batch_size: sequences per evaluation batch (taken in order of length, so each batch
+            holds sequences of similar lengths and is cut to its longest).
+        particle_chunk: IWAE particles drawn per vectorised pass (``None``: all at once); memory
+            grows with ``particle_chunk * batch_size *`` sequence length.
     """
 
     estimators: list[str] = field(default_factory=lambda: list(ESTIMATORS))
@@ -48,6 +51,7 @@ class EvaluateConfig:
     iwae_particles: int = 100
     predictive_samples: int = 200
     batch_size: int = 64
+    particle_chunk: int | None = 25
 
     def __post_init__(self):
         unknown = [e for e in self.estimators if e not in ESTIMATORS]
@@ -55,6 +59,8 @@ class EvaluateConfig:
             raise ValueError(f"evaluate.estimators must be a non-empty list from {list(ESTIMATORS)}, got {unknown}")
         for name in ("num_particles", "iwae_particles", "batch_size"):
             check_positive_int(getattr(self, name), name=f"evaluate.{name}")
+        if self.particle_chunk is not None:
+            check_positive_int(self.particle_chunk, name="evaluate.particle_chunk")
         if not isinstance(self.predictive_samples, int) or self.predictive_samples < 0:
             raise ValueError(f"evaluate.predictive_samples must be an int >= 0, got {self.predictive_samples!r}")
 

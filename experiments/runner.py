@@ -22,11 +22,12 @@ from pathlib import Path
 
 import pyro
 import torch
+from torch import nn
 
 from inference import ParticleFilter, calibration
 from inference.io import write_json, write_text
 from inference.objectives import ELBO, IWAE
-from inference.training import RESUMABLE_CHANGES, TrainConfig, Trainer, load_best
+from inference.training import RESUMABLE_CHANGES, TrainConfig, Trainer, length_batches, load_best, trim_padding
 
 from . import plots
 from .config import EvaluateConfig
@@ -54,9 +55,10 @@ def prepare_run_dir(run_dir: str | Path, config: dict, *, resume: bool = False) 
     """Check ``run_dir`` against ``resume`` and write ``config.json``; returns the folder as a ``Path``.
 
     A fresh run refuses a folder that already holds checkpoints. A resumed one must be given the
-    configuration saved there except for ``device`` and the ``train`` keys a resumption may change
-    (``epochs``, to extend or shorten the run, and ``progress``), so it cannot silently go on
-    with other data, another model or another objective.
+    configuration saved there except for ``device``, the ``[evaluate]`` section (which does not
+    touch training) and the ``train`` keys a resumption may change (``epochs``, to extend or
+    shorten the run, and ``progress``), so it cannot silently go on with other data, another
+    model or another objective.
     """
     run_dir = Path(run_dir)
     if not resume and (run_dir / "checkpoints").exists():
@@ -73,9 +75,9 @@ def prepare_run_dir(run_dir: str | Path, config: dict, *, resume: bool = False) 
 
 
 def _fixed_part(config: dict) -> dict:
-    """``config`` without what a resumption may change: the device, ``train.epochs`` and ``train.progress``."""
+    """``config`` without what a resumption may change: device, ``[evaluate]``, ``train.epochs``, ``train.progress``."""
     train = {k: v for k, v in config.get("train", {}).items() if k not in RESUMABLE_CHANGES}
-    return {**{k: v for k, v in config.items() if k != "device"}, "train": train}
+    return {**{k: v for k, v in config.items() if k not in ("device", "evaluate")}, "train": train}
 
 
 def train(config: dict, run_dir: str | Path, *, resume: bool = False) -> dict:
@@ -150,8 +152,18 @@ def _first_test_prediction(model, data) -> list:
 
 
 def _batches(x, mask, size, device):
-    for start in range(0, x.shape[0], size):
-        yield x[start : start + size].to(device), mask[start : start + size].to(device)
+    """``(index, x, mask)`` batches of similar lengths, cut to their longest sequence, on ``device``."""
+    for index in length_batches(mask, size):
+        xb, mb = trim_padding(x[index], mask[index])
+        yield index, xb.to(device), mb.to(device)
+
+
+def _in_test_order(pieces: list[torch.Tensor], indices: list[torch.Tensor], steps: int, batch_dim: int = 0):
+    """Per-batch outputs with time at ``batch_dim + 1``, padded back to ``steps`` and put in test-set order."""
+    padded = [nn.functional.pad(p, (0, 0) * (p.dim() - batch_dim - 2) + (0, steps - p.shape[batch_dim + 1]))
+              for p in pieces]
+    order = torch.cat(indices).argsort()
+    return torch.cat(padded, batch_dim).index_select(batch_dim, order)
 
 
 @torch.no_grad()
@@ -174,13 +186,14 @@ def evaluate_model(model, data, config: EvaluateConfig, run_dir: str | Path | No
     x_all, mask_all = data.test
     steps = mask_all.sum()
     totals: dict[str, float] = {}
-    predictive, log_density, probabilities, squared_errors = [], [], [], []
+    predictive, log_density, probabilities, squared_errors, indices = [], [], [], [], []
     samples = 0 if data.binary else config.predictive_samples
 
     def add(name, bound):
         totals[name] = totals.get(name, 0.0) + float(bound.sum())
 
-    for x, mask in _batches(x_all, mask_all, config.batch_size, device):
+    for index, x, mask in _batches(x_all, mask_all, config.batch_size, device):
+        indices.append(index)
         if "exact" in config.estimators and hasattr(model, "log_likelihood"):
             add("exact", model.log_likelihood(x, mask))
         if hasattr(data.truth, "log_likelihood"):
@@ -188,7 +201,8 @@ def evaluate_model(model, data, config: EvaluateConfig, run_dir: str | Path | No
         if "elbo" in config.estimators and hasattr(model, "guide"):
             add("elbo", ELBO(model, mean_field=True)(x, mask).bound)
         if "iwae" in config.estimators and hasattr(model, "guide"):
-            add(f"iwae-{config.iwae_particles}", IWAE(model, config.iwae_particles)(x, mask).bound)
+            iwae = IWAE(model, config.iwae_particles, particle_chunk=config.particle_chunk)
+            add(f"iwae-{config.iwae_particles}", iwae(x, mask).bound)
         if "smc" in config.estimators:
             result = ParticleFilter(config.num_particles).run(model, x, mask, predictive_samples=samples,
                                                               predictive_mean=True)  # fmt: skip
@@ -223,7 +237,8 @@ def evaluate_model(model, data, config: EvaluateConfig, run_dir: str | Path | No
     if squared_errors:
         metrics["mse"] = sum(squared_errors) / (float(steps) * x_all.shape[-1])
     if predictive:
-        predictive, log_density = torch.cat(predictive, 1), torch.cat(log_density, 0)
+        predictive = _in_test_order(predictive, indices, x_all.shape[1], batch_dim=1)
+        log_density = _in_test_order(log_density, indices, x_all.shape[1])
         metrics["calibration"] = calibration.calibration_summary(predictive, x_all, mask_all, log_density)
         if "smc" in config.estimators:
             source = f"the smc-{config.num_particles} filter"
@@ -238,7 +253,7 @@ def evaluate_model(model, data, config: EvaluateConfig, run_dir: str | Path | No
         if callable(getattr(data.truth, "predictive_metrics", None)):
             metrics["truth_metrics"] = data.truth.predictive_metrics(predictive, x_all)
     if probabilities:
-        probabilities = torch.cat(probabilities, 0)
+        probabilities = _in_test_order(probabilities, indices, x_all.shape[1])
         metrics["calibration"] = binary_calibration(probabilities, x_all, mask_all)
         source = f"the smc-{config.num_particles} filter" if "smc" in config.estimators else "the exact predictive"
         metrics["calibration_source"] = f"one-step-ahead note probabilities E[x_t | x_<t] from {source}"

@@ -1,9 +1,10 @@
 """The training loop shared by every model: a :class:`Trainer` minimising an :class:`~inference.objectives.Objective`.
 
 One epoch shuffles the training sequences (the order depends only on the seed and the epoch),
-takes minibatches, steps the optimizer (with optional gradient clipping and KL annealing),
-steps the learning-rate schedule, and validates: the objective's bound per time step, pooled
-over the validation set, drives early stopping and the best checkpoint. A run folder holds
+takes minibatches (each cut to its longest sequence), steps the optimizer (with optional
+gradient clipping and KL annealing), steps the learning-rate schedule, and validates: the
+objective's bound per time step, pooled over the validation set (taken in batches of similar
+length), drives early stopping and the best checkpoint. A run folder holds
 ``metrics.jsonl`` and ``checkpoints/{last,best}.pt``; ``fit(resume=True)`` continues from
 ``last.pt`` and ends with the same parameters and metrics as a run that was never stopped.
 
@@ -37,7 +38,7 @@ from .io import append_jsonl, save_torch, write_text
 from .validation import check_choice, check_sequences
 
 __all__ = ["OPTIMIZERS", "LR_SCHEDULES", "RESUMABLE_CHANGES", "TrainConfig", "Trainer", "epoch_batches",
-           "load_checkpoint", "load_best"]
+           "length_batches", "trim_padding", "load_checkpoint", "load_best"]
 
 OPTIMIZERS = ("adam", "adamw", "sgd")
 LR_SCHEDULES = ("constant", "cosine", "exponential", "step", "transformer")
@@ -173,6 +174,27 @@ def epoch_batches(
     total = math.ceil(num_items / world_size) * world_size
     order = order.repeat(math.ceil(total / num_items))[:total]
     return list(order[rank::world_size].split(batch_size))
+
+
+def length_batches(mask: torch.Tensor, batch_size: int, *, rank: int = 0, world_size: int = 1) -> list[torch.Tensor]:
+    """Evaluation batches (CPU ``int64`` index tensors): rows of ``mask [N, T]`` longest first.
+
+    Sequences of similar length share a batch, so :func:`trim_padding` leaves little padding;
+    the rows are dealt out ``rank::world_size`` before being cut into ``batch_size`` batches.
+    """
+    order = mask.sum(1).cpu().argsort(descending=True, stable=True)
+    return list(order[rank::world_size].split(batch_size))
+
+
+def trim_padding(x: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(x [B, T', D], mask [B, T'])`` without the trailing steps that are padding in every row.
+
+    A model that respects its mask gives the same result on the trimmed batch; the time it
+    spends is that of the longest sequence in the batch rather than of the whole data set.
+    """
+    valid = mask.any(0).nonzero()
+    steps = int(valid[-1]) + 1 if len(valid) else 1
+    return x[:, :steps], mask[:, :steps]
 
 
 def _batches_per_epoch(num_items: int, batch_size: int, world_size: int) -> int:
@@ -428,8 +450,8 @@ class Trainer:
         self.objective.eval()
         self.objective.kl_factor = 1.0
         totals = torch.zeros(2, dtype=torch.float64, device=self.device)
-        shard = torch.arange(len(self.valid_data[0]))[self.rank::self.world_size]
-        for index in shard.split(self.config.batch_size):
+        for index in length_batches(self.valid_data[1], self.config.batch_size, rank=self.rank,
+                                    world_size=self.world_size):
             out = self.objective(*self._batch(self.valid_data, index))
             totals += torch.stack([out.bound.sum().double(), out.num_steps.sum().double()])
         totals = self._sum_over_ranks(totals)
@@ -464,8 +486,15 @@ class Trainer:
         return DistributedDataParallel(objective, device_ids=device_ids, find_unused_parameters=True)
 
     def _batch(self, data: tuple[torch.Tensor, ...], index: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """Rows ``index`` of ``(x [N, T, D], mask [N, T][, y [N, ...]])``, moved to the training device."""
-        return tuple(t[index.to(t.device)].to(self.device, non_blocking=True) for t in data)
+        """Rows ``index`` of ``(x [N, T, D], mask [N, T][, y [N, ...]])``, moved to the training device.
+
+        A pair ``(x, mask)`` is cut to its batch's longest sequence (:func:`trim_padding`); a
+        supervised triple keeps its length, since its targets may be indexed by time step.
+        """
+        batch = tuple(t[index.to(t.device)] for t in data)
+        if len(batch) == 2:
+            batch = trim_padding(*batch)
+        return tuple(t.to(self.device, non_blocking=True) for t in batch)
 
     def _sum_over_ranks(self, totals: torch.Tensor) -> torch.Tensor:
         if _distributed():

@@ -57,6 +57,25 @@ def test_bounds_are_ordered_elbo_iwae_exact_and_iwae_rises_with_k():
     assert smc.mean() < exact and exact - smc.mean() < exact - elbo.mean()
 
 
+def test_iwae_in_particle_chunks_estimates_the_same_bound():
+    model = _model(1, 1, seed=3)
+    with torch.no_grad():  # a wide guide, so that the IWAE-20 bound is far from the ELBO and log p(x)
+        model.S_raw[:, 0, 0] += torch.log(torch.tensor(2.0))
+    x, _ = model.sample(1, 10, generator=torch.Generator().manual_seed(4))
+    reps = x.expand(2000, 10, 1)
+    mask = torch.ones(2000, 10, dtype=torch.bool)
+    with torch.no_grad():
+        whole = IWAE(model, 20)(reps).bound
+        chunked_objective = IWAE(model, 20, particle_chunk=7)  # passes of 7, 7 and 6 particles
+        assert chunked_objective.log_weights(reps[:3], mask[:3]).shape == (20, 3)
+        chunked = chunked_objective(reps).bound
+    se = lambda v: (v.std() / v.numel() ** 0.5).item()  # noqa: E731
+    assert abs(chunked.mean() - whole.mean()) < 4 * (se(whole) + se(chunked))
+    assert IWAE(model, 5, particle_chunk=50).particle_chunk == 5
+    with pytest.raises(ValueError, match="particle_chunk"):
+        IWAE(model, 5, particle_chunk=0)
+
+
 def _train(objective, x, steps, lr=0.05):
     optimizer = torch.optim.Adam(objective.parameters(), lr=lr)
     for _ in range(steps):

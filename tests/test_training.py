@@ -12,7 +12,15 @@ import torch
 
 from inference.io import read_jsonl
 from inference.objectives import ExactLikelihood
-from inference.training import TrainConfig, Trainer, epoch_batches, load_best, load_checkpoint
+from inference.training import (
+    TrainConfig,
+    Trainer,
+    epoch_batches,
+    length_batches,
+    load_best,
+    load_checkpoint,
+    trim_padding,
+)
 from ppl_models.lgssm import LinearGaussianSSM
 
 
@@ -291,6 +299,42 @@ def test_epoch_batches_shard_a_reproducible_permutation():
     assert {len(s) for s in shards} == {2}  # 10 items padded to 12, 4 per rank
     dealt = torch.cat([torch.cat(s) for s in shards])
     assert len(dealt) == 12 and set(dealt.tolist()) == set(range(10))
+
+
+def test_length_batches_group_similar_lengths_and_trim_padding_cuts_to_the_longest():
+    mask = torch.arange(6) < torch.tensor([[2], [6], [1], [4], [5], [3]])
+    assert [b.tolist() for b in length_batches(mask, 4)] == [[1, 4, 3, 5], [0, 2]]
+    shards = [length_batches(mask, 2, rank=r, world_size=2) for r in range(2)]
+    assert [[b.tolist() for b in s] for s in shards] == [[[1, 3], [0]], [[4, 5], [2]]]
+    x = torch.randn(6, 6, 3)
+    short, short_mask = trim_padding(x[[0, 2]], mask[[0, 2]])
+    assert short.shape == (2, 2, 3) and torch.equal(short, x[[0, 2], :2])
+    assert short_mask.all(1).tolist() == [True, False]
+    assert trim_padding(x[:1], torch.zeros(1, 6, dtype=torch.bool))[0].shape == (1, 1, 3)
+
+
+def test_batches_are_cut_to_their_longest_sequence_and_validation_pools_every_step(lgssm_data):
+    truth, train, valid, _ = lgssm_data
+    objective = RecordingShapes(truth)
+    config = TrainConfig(epochs=1, batch_size=8, lr=1e-9, optimizer="sgd", patience=None, progress=False)
+    history = Trainer(objective, train, valid, config).fit()
+    assert all(steps == max(lengths) for _, lengths, steps in objective.batches)
+    valid_batches = [lengths for training, lengths, _ in objective.batches if not training]
+    assert sorted(sum(valid_batches, [])) == sorted(valid[1].sum(1).tolist())
+    assert all(min(a) >= max(b) for a, b in zip(valid_batches, valid_batches[1:]))  # longest first
+    assert history[-1]["valid_bound_per_step"] == pytest.approx(_per_step(truth, valid), rel=1e-6)
+
+
+class RecordingShapes(ExactLikelihood):
+    """Records ``(training, sequence lengths, batch steps T)`` of every batch."""
+
+    def __init__(self, model):
+        super().__init__(model)
+        self.batches = []
+
+    def forward(self, x, mask=None):
+        self.batches.append((self.training, mask.sum(1).tolist(), x.shape[1]))
+        return super().forward(x, mask)
 
 
 def test_two_process_ddp_training_keeps_ranks_identical(tmp_path):
