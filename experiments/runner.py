@@ -137,7 +137,7 @@ def one_step_mse(model, x: torch.Tensor, mask: torch.Tensor, *, batch_size: int 
     """Mean squared error of ``E[x_t | x_<t]`` over valid steps and features (exact predictive)."""
     device = next(model.parameters()).device
     total = 0.0
-    for xb, mb in _batches(x, mask, batch_size, device):
+    for _, xb, mb in _batches(x, mask, batch_size, device):
         error = model.predictive_distribution(xb, mb).mean - xb
         total += float((error[mb] ** 2).sum())
     return total / (float(mask.sum()) * x.shape[-1])
