@@ -159,7 +159,7 @@ class IWAE(Objective):
         max_plate_nesting: plates inside the programs (1: the sequence plate).
         particle_chunk: samples per pass (``None``: all ``K`` in one). The traces of a pass
             hold ``particle_chunk * B * T`` copies of every latent, so smaller chunks bound
-            the memory of an evaluation without gradients; the bound is the same either way.
+            the memory of an evaluation without gradients; the estimate has the same law either way.
     """
 
     def __init__(self, model: nn.Module, num_particles: int = 10, *, max_plate_nesting: int = 1,
