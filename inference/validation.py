@@ -86,3 +86,11 @@ def check_probability(value, *, name: str, open_left: bool = False) -> float:
         interval = "(0, 1]" if open_left else "[0, 1]"
         raise ValueError(f"{name} must be in {interval}, got {value}")
     return float(value)
+
+
+def check_dropout(value, *, name: str = "dropout") -> float:
+    """Raise unless ``value`` is a dropout rate, a number in ``[0, 1)``."""
+    rate = check_probability(value, name=name)
+    if rate == 1.0:
+        raise ValueError(f"{name} must be in [0, 1): a rate of 1 drops every unit")
+    return rate

@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from inference.validation import check_choice, check_positive_int, check_probability, check_sequences
+from inference.validation import check_choice, check_dropout, check_positive_int, check_sequences
 
 from .predictors import OneStepPredictor
 
@@ -53,9 +53,7 @@ class MCDropoutLSTM(OneStepPredictor):
     def __init__(self, obs_dim: int, hidden_size: int = 64, dropout: float = 0.2, where: str = "output"):
         check_positive_int(obs_dim, name="obs_dim")
         super().__init__(obs_dim, check_positive_int(hidden_size, name="hidden_size"))
-        self.dropout = check_probability(dropout, name="dropout")
-        if self.dropout == 1.0:
-            raise ValueError("dropout must be in [0, 1): a rate of 1 drops every unit")
+        self.dropout = check_dropout(dropout)
         self.where = check_choice(where, DROPOUT_PLACES, name="where")
         self.lstm = nn.LSTM(obs_dim, hidden_size, batch_first=True)
 

@@ -12,6 +12,9 @@ Inference network ``q(z_t | z_{t-1}, a_t) = N(mu_q, diag v_q)`` (eq. 10), with
 * ``inference="filter"``: ``a_t = NN(d_t, x_t)``;
 * ``residual=True`` (Res_q, eq. 12): ``mu_q = mu_p(z_{t-1}, d_t) + NN(z_{t-1}, a_t)``.
 
+``dropout > 0`` (not in the paper) drops units of ``d_t`` wherever the nets read it, in
+training mode only: a regulariser for small data sets such as JSB chorales.
+
 The class is a :class:`~inference.state_space.MarkovStateSpace`, so it has the Pyro
 programs ``model(x, mask)`` / ``guide(x, mask)`` (sites ``z_t``, ``x_t`` in the plate
 ``sequences``, ``pyro.markov`` over time) for ``SVI`` with any Pyro ELBO and for
@@ -30,7 +33,7 @@ from torch import nn
 from inference.particle_filter import ParticleFilter
 from inference.resampling import gather_particles
 from inference.state_space import MarkovStateSpace
-from inference.validation import check_choice, check_positive_int, check_sequences
+from inference.validation import check_choice, check_dropout, check_positive_int, check_sequences
 
 from .nets import (
     EMISSIONS,
@@ -61,7 +64,7 @@ class SRNNContext:
     def __init__(self, srnn: SRNN, x: torch.Tensor, mask: torch.Tensor):
         self._srnn, self._x, self._mask = srnn, x, mask
         d, _ = srnn.rnn(shifted_inputs(x))
-        self.d = d.transpose(0, 1)
+        self.d = srnn.dropped(d.transpose(0, 1))
         self.prior_input = srnn.prior_net.project(self.d)
         self.emission_input = srnn.emission_net.project(self.d)
         self._posterior_input = None
@@ -108,6 +111,8 @@ class SRNN(MarkovStateSpace):
         num_hidden_layers: hidden layers per net (1).
         inference: ``"smooth"`` (backward GRU) or ``"filter"`` (feed-forward ``a_t``).
         residual: Res_q, the guide mean as the prior mean plus a learned residual.
+        dropout: probability in ``[0, 1)`` of dropping each unit of ``d_t`` in training mode
+            (one mask per sequence and step, shared by the model and guide of one objective).
     """
 
     def __init__(
@@ -121,6 +126,7 @@ class SRNN(MarkovStateSpace):
         num_hidden_layers: int = 1,
         inference: str = "smooth",
         residual: bool = True,
+        dropout: float = 0.0,
     ):
         super().__init__()
         for name, value in (("obs_dim", obs_dim), ("latent_dim", latent_dim), ("rnn_dim", rnn_dim),
@@ -132,6 +138,7 @@ class SRNN(MarkovStateSpace):
         self.emission_kind = check_choice(emission, EMISSIONS, name="emission")
         self.inference = check_choice(inference, INFERENCE_KINDS, name="inference")
         self.residual = residual
+        self.dropout = check_dropout(dropout)
         layers = num_hidden_layers
         self.rnn = nn.GRU(obs_dim, rnn_dim, batch_first=True)
         self.prior_net = SplitInputMLP(latent_dim, rnn_dim, hidden_dim, 2 * latent_dim, layers)
@@ -147,6 +154,10 @@ class SRNN(MarkovStateSpace):
         if self.emission_kind == "bernoulli":
             check_binary(x, mask)
         return SRNNContext(self, x, mask)
+
+    def dropped(self, d: torch.Tensor) -> torch.Tensor:
+        """``d_t`` as the nets read it: with dropout in training mode, unchanged otherwise."""
+        return nn.functional.dropout(d, self.dropout, training=self.training)
 
     def inference_features(self, d: torch.Tensor, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """``a [B, T, rnn_dim]`` from ``d [B, T, rnn_dim]`` and ``x [B, T, D]``.
@@ -230,7 +241,7 @@ class SRNN(MarkovStateSpace):
             xs, means = list(prefix.unbind(1)), list(prefix.unbind(1))
         for _ in range(num_steps):
             out, d = self.rnn(u.unsqueeze(1), d)
-            step_input = out.squeeze(1)
+            step_input = self.dropped(out.squeeze(1))
             z_prev = z if z is not None else step_input.new_zeros(batch, self.latent_dim)
             mean, log_var = self.prior_net(z_prev, self.prior_net.project(step_input)).chunk(2, dim=-1)
             z = mean + (0.5 * log_var).exp() * torch.randn(mean.shape, generator=generator, device=mean.device,

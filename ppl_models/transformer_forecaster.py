@@ -15,7 +15,7 @@ import math
 import torch
 from torch import nn
 
-from inference.validation import check_choice, check_positive_int, check_probability
+from inference.validation import check_choice, check_dropout, check_positive_int
 
 from .predictors import OneStepPredictor
 
@@ -63,8 +63,7 @@ class TransformerForecaster(OneStepPredictor):
             check_positive_int(value, name=name)
         if d_model % num_heads:
             raise ValueError(f"num_heads must divide d_model = {d_model}, got {num_heads}")
-        if check_probability(dropout, name="dropout") == 1.0:
-            raise ValueError("dropout must be in [0, 1): a rate of 1 drops every unit")
+        check_dropout(dropout)
         self.positions = check_choice(positions, POSITION_ENCODINGS, name="positions")
         self.max_len = max_len
         self.embedding = nn.Linear(obs_dim, d_model)

@@ -190,6 +190,29 @@ def test_bad_input_raises_clear_errors():
         model.generate(2.5)
     with pytest.raises(ValueError, match="mask must have shape"):
         ELBO(model)(x, mask[:, :3])
+    with pytest.raises(ValueError, match=r"dropout must be in \[0, 1\)"):
+        SRNN(6, dropout=1.0)
+    with pytest.raises(TypeError, match="dropout"):
+        SRNN(6, dropout="0.1")
+
+
+def test_dropout_drops_units_of_d_in_training_mode_only():
+    x, mask = _rolls()
+    plain = _srnn()
+    dropping = _srnn(dropout=0.5)
+    dropping.load_state_dict(plain.state_dict())
+    d = plain.context(x, mask).d
+    torch.manual_seed(1)
+    dropped = dropping.context(x, mask).d
+    kept = dropped != 0
+    assert 0.3 < kept.float().mean() < 0.7
+    torch.testing.assert_close(dropped[kept], 2 * d[kept])  # inverted dropout: kept units scaled by 1 / (1 - p)
+    dropping.eval()
+    torch.testing.assert_close(dropping.context(x, mask).d, d)
+    torch.manual_seed(2)
+    expected = ELBO(plain)(x, mask).bound
+    torch.manual_seed(2)
+    torch.testing.assert_close(ELBO(dropping)(x, mask).bound, expected)
 
 
 def test_objectives_compute_the_context_once_per_evaluation(monkeypatch):
