@@ -217,10 +217,14 @@ def _pf_rnn_mazes() -> tuple:
 
 
 def _srnn_ablation() -> tuple:
-    """The SRNN paper's section-4 ablation on JSB: smoothing vs filtering guide, with and without Res_q."""
+    """The SRNN paper's section-4 ablation on JSB: smoothing vs filtering guide, with and without Res_q.
+
+    In the paper's setting, without srnn-jsb's dropout and weight decay.
+    """
     return tuple(
         (f"SRNN {inference}{' + Res_q' if residual else ''}", "srnn-jsb",
-         (f'model.inference="{inference}"', f"model.residual={str(residual).lower()}"))
+         (f'model.inference="{inference}"', f"model.residual={str(residual).lower()}", "model.dropout=0",
+          "train.weight_decay=0"))
         for inference in ("smooth", "filter") for residual in (True, False)
     )  # fmt: skip
 

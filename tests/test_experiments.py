@@ -66,6 +66,14 @@ def test_every_suite_member_is_a_valid_configuration_with_a_distinct_folder(suit
     assert len({compare.member_folder(tmp_path, label) for label, _, _ in members}) == len(members)
 
 
+def test_srnn_jsb_is_regularised_and_its_ablation_runs_in_the_papers_setting():
+    config = load_config(registry.experiment_config("srnn-jsb"), [])
+    assert config["model"]["dropout"] == 0.5 and config["train"]["weight_decay"] == 1e-3
+    for _, experiment, overrides in registry.SUITES["srnn-jsb-ablation"].members:
+        member = load_config(registry.experiment_config(experiment), list(overrides))
+        assert member["model"]["dropout"] == 0 and member["train"]["weight_decay"] == 0
+
+
 def test_pad_sequences_pads_at_the_end():
     x, mask = pad_sequences([torch.ones(3, 2), 2 * torch.ones(1, 2)])
     assert x.shape == (2, 3, 2) and mask.tolist() == [[True, True, True], [True, False, False]]
