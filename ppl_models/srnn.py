@@ -112,7 +112,8 @@ class SRNN(MarkovStateSpace):
         inference: ``"smooth"`` (backward GRU) or ``"filter"`` (feed-forward ``a_t``).
         residual: Res_q, the guide mean as the prior mean plus a learned residual.
         dropout: probability in ``[0, 1)`` of dropping each unit of ``d_t`` in training mode
-            (one mask per sequence and step, shared by the model and guide of one objective).
+            (independently for every sequence, step and unit; the model and guide of one
+            objective share the dropped ``d_t``).
     """
 
     def __init__(
