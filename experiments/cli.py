@@ -21,6 +21,8 @@ import json
 import sys
 from pathlib import Path
 
+import ppl_models
+
 from . import compare, forecasting, registry, runner, supervised
 from .config import apply_overrides, load_config
 
@@ -28,7 +30,11 @@ __all__ = ["main"]
 
 
 def _list(args) -> int:
-    sections = (("models", registry.MODELS), ("data sets", registry.DATASETS),
+    print("the collection (import from ppl_models; capabilities declared by each class):")
+    for cls in ppl_models.COLLECTION:
+        print(f"  {cls.__name__:<24} {cls.description}")
+        print(f"  {'':<24}   can: {', '.join(sorted(cls.capabilities)) or 'none (a layer)'}")
+    sections = (("models (config name)", registry.MODELS), ("data sets", registry.DATASETS),
                 ("objectives", registry.OBJECTIVES), ("experiments", registry.EXPERIMENTS),
                 ("suites", registry.SUITES))  # fmt: skip
     for title, entries in sections:

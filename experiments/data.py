@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,8 +38,12 @@ class SequenceData:
     valid: tuple[torch.Tensor, torch.Tensor]
     test: tuple[torch.Tensor, torch.Tensor]
     description: str
-    truth: object = None  # the generating model, for synthetic data
+    #: the generating model of synthetic data: its ``log_likelihood(x, mask) -> [B]`` and ``to(device)``
+    #: give the runner the exact log-likelihood under the true parameters
+    truth: object = None
     binary: bool = False  # every value is 0 or 1 (piano rolls): judged by Brier score and reliability
+    #: ``(samples [S, N, T, D], x [N, T, D]) -> {name: value}``: figures of a predictive against the true law
+    truth_metrics: Callable[[torch.Tensor, torch.Tensor], dict] | None = None
 
     @property
     def obs_dim(self) -> int:

@@ -1,12 +1,10 @@
 """Many-steps-ahead forecasts of trained runs, judged on the test split (the SMC Transformer paper's Figure 3).
 
 Each test sequence's first ``observed`` steps are given; the model then forecasts the next
-``horizon`` steps with ``S`` sampled paths, each path feeding its own draws back:
-
-* particle models (``simulate``: the SMC Transformer, the LGSSM, SRNN) through the shared
-  filter on the prefix and :func:`inference.forecast.forecast`;
-* one-step predictors (``predictive_distribution``; MC-dropout LSTMs through ``mc_samples``,
-  one stochastic pass per path and step) by extending each path one step at a time.
+``horizon`` steps with ``S`` sampled paths, each path feeding its own draws back, by its
+protocol method ``forecast`` (:class:`inference.protocol.SequenceModel`): particle models
+through the shared filter on the prefix, one-step predictors (MC-dropout LSTMs with one
+stochastic pass per path and step) by extending each path one step at a time.
 
 :func:`compare_forecasts` runs this for several run folders and writes ``forecast.json``,
 ``forecast.md`` (coverage, interval width, CRPS, PIT KS of the forecasts, MSE of their mean)
@@ -22,54 +20,16 @@ from pathlib import Path
 import torch
 from matplotlib.figure import Figure
 
-from inference import ParticleFilter, calibration
-from inference.forecast import forecast
+from inference import calibration
 from inference.io import write_json, write_text
 from inference.training import load_best
-from inference.validation import check_positive_int, check_sequences
+from inference.validation import check_positive_int
+from ppl_models import SMCTransformer
 
 from .plots import save_png
 from .runner import _setup
 
-__all__ = ["forecast_samples", "compare_forecasts"]
-
-
-@torch.no_grad()
-def forecast_samples(model, prefix: torch.Tensor, horizon: int, num_samples: int = 1000, *,
-                     num_particles: int = 30, generator: torch.Generator | None = None) -> torch.Tensor:  # fmt: skip
-    """``[S, B, H, D]`` sampled continuations of ``prefix [B, T0, D]`` (every step of it observed).
-
-    Args:
-        model: a particle model with ``simulate``, or a one-step predictor with
-            ``predictive_distribution`` (and optionally ``mc_samples``).
-        prefix: the observed steps.
-        horizon: ``H``, steps to forecast.
-        num_samples: ``S``, paths per sequence.
-        num_particles: filter size for particle models.
-        generator: source of the filter's and the forecast's draws.
-    """
-    prefix, _ = check_sequences(prefix, name="prefix")
-    check_positive_int(horizon, name="horizon")
-    check_positive_int(num_samples, name="num_samples")
-    if hasattr(model, "simulate"):
-        result = ParticleFilter(num_particles, generator=generator).run(model, prefix)
-        return forecast(model, result, horizon, num_samples, generator=generator)
-    if not hasattr(model, "predictive_distribution"):
-        raise TypeError(f"model must have simulate() or predictive_distribution(), got {type(model).__name__}")
-    batch, steps, dim = prefix.shape
-    paths = prefix.unsqueeze(0).expand(num_samples, batch, steps, dim).reshape(num_samples * batch, steps, dim)
-    for _ in range(horizon):
-        # a predictor's step t forecasts x_t from x_<t: append a placeholder step, draw it, fill it in
-        paths = torch.cat([paths, torch.zeros_like(paths[:, :1])], 1)
-        paths[:, -1:] = _last_step(model, paths)
-    return paths[:, steps:].reshape(num_samples, batch, horizon, dim)
-
-
-def _last_step(model, paths: torch.Tensor) -> torch.Tensor:
-    """One draw of the last step of ``paths`` given the steps before it, ``[N, 1, D]``."""
-    if hasattr(model, "mc_samples"):
-        return model.mc_samples(paths, num_samples=1)[0, :, -1:]
-    return model.predictive_distribution(paths).sample()[:, -1:]
+__all__ = ["compare_forecasts"]
 
 
 def _load(run_dir: Path, device: str):
@@ -106,6 +66,7 @@ def compare_forecasts(runs: dict[str, str | Path], out: str | Path, *, observed:
         x, mask = data.test
         if not bool(mask.all()):
             raise ValueError(f"run {label!r}: forecasts need test sequences of equal length")
+        # the COVID data set says how many days are observed; others need --observed
         start = getattr(data, "observed_days", None) if observed is None else observed
         if start is None or not 0 < start < x.shape[1]:
             raise ValueError(f"observed must be in 1..{x.shape[1] - 1} (steps given before forecasting), got {start!r}")
@@ -118,12 +79,12 @@ def compare_forecasts(runs: dict[str, str | Path], out: str | Path, *, observed:
         generator = torch.Generator(device=device).manual_seed(seed)
         torch.manual_seed(seed)
         prefix = x[:, :start].to(device)
-        tuned = em_iterations > 0 and hasattr(model, "fine_tuned")
+        tuned = em_iterations > 0 and isinstance(model, SMCTransformer)  # per-sequence EM is SMC-T's alone
         if tuned:
             model = model.fine_tuned(prefix, iterations=em_iterations, num_particles=num_particles, sites=em_sites,
                                      generator=generator)  # fmt: skip
-        samples = forecast_samples(model, prefix, steps, num_samples, num_particles=num_particles,
-                                   generator=generator).cpu()  # fmt: skip
+        samples = model.forecast(prefix, None, steps, num_samples, num_particles=num_particles,
+                                 generator=generator).cpu()  # fmt: skip
         target = x[:, start : start + steps]
         metrics = calibration.calibration_summary(samples, target)
         metrics["mse"] = float(((samples.mean(0) - target) ** 2).mean())

@@ -68,7 +68,7 @@ def piano_roll_outputs(model, roll: torch.Tensor, probabilities: torch.Tensor, r
     run_dir = Path(run_dir)
     plot_piano_roll(roll, run_dir / "plots" / "test_piano_roll.png", probabilities=probabilities,
                     title="Test piece and one-step-ahead note probabilities")  # fmt: skip
-    if not hasattr(model, "generate"):
+    if not model.supports("generate"):
         return
     device = next(model.parameters()).device
     generator = torch.Generator(device=device).manual_seed(seed)
@@ -78,7 +78,7 @@ def piano_roll_outputs(model, roll: torch.Tensor, probabilities: torch.Tensor, r
         "sample": model.generate(generated_steps + prefix.shape[1], generator=generator),
     }
     for name, piece in pieces.items():
-        x, mean = piece.x[0].cpu(), piece.mean[0].cpu()
+        x, mean = piece.x[0].cpu(), None if piece.mean is None else piece.mean[0].cpu()
         title = f"Generated {name}" + (f" of the first {prefix.shape[1]} test steps" if name == "continuation" else "")
         plot_piano_roll(x, run_dir / "generated" / f"{name}.png", probabilities=mean, title=title)
         try:

@@ -7,6 +7,7 @@ key is an error naming the allowed ones.
 
 from __future__ import annotations
 
+import importlib
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,10 +17,19 @@ import torch
 
 from inference import ParticleFilter
 from inference.objectives import ELBO, IWAE, ExactLikelihood, Objective, SMCBound
-from ppl_models import PSRNN, SRNN, VRNN, GRUBaseline, LinearGaussianSSM, RecurrentPredictor, TwoStageKalmanFilter
-from ppl_models.mc_dropout import MCDropoutLSTM
-from ppl_models.smc_transformer import SMCTransformer
-from ppl_models.transformer_forecaster import TransformerForecaster
+from inference.protocol import SequenceModel
+from ppl_models import (
+    PSRNN,
+    SRNN,
+    VRNN,
+    GRUBaseline,
+    LinearGaussianSSM,
+    MCDropoutLSTM,
+    RecurrentPredictor,
+    SMCTransformer,
+    TransformerForecaster,
+    TwoStageKalmanFilter,
+)
 
 from . import covid, data, synthetic_ar
 
@@ -59,26 +69,17 @@ def _polyphonic(name: str) -> Entry:
 
 
 MODELS = {
-    "lgssm": Entry(_lgssm, "linear-Gaussian state-space model with exact Kalman likelihood (baseline, oracle)"),
-    "srnn": Entry(SRNN, "SRNN (Fraccaro et al. 2016): GRU + nonlinear SSM, smoothing/filtering guide, Res_q"),
-    "vrnn": Entry(VRNN, "VRNN (Chung et al. 2015): GRU state that reads the sampled z, filtering guide (the SRNN "
-                  "paper's stochastic baseline)"),  # fmt: skip
-    "gru": Entry(GRUBaseline, "deterministic GRU with SRNN's emission (the SRNN paper's RNN row), exact likelihood"),
-    "psrnn": Entry(PSRNN, "PSRNN (Downey et al. 2017): bilinear predictive-state updates, two-stage-regression "
-                   "start, optionally factorized (rank) and multilayer; Gaussian predictive"),  # fmt: skip
-    "recurrent": Entry(RecurrentPredictor, "linear encoder + Elman RNN / GRU / LSTM (cell=) + linear decoder, "
-                       "Xavier init; Gaussian predictive (the PSRNN paper's baselines)"),  # fmt: skip
-    "kf": Entry(TwoStageKalmanFilter, "Kalman filter started by linear two-stage regression (the PSRNN paper's "
-                "KF baseline), exact likelihood"),  # fmt: skip
-    "smc-transformer": Entry(SMCTransformer, "SMC Transformer (Martin et al. 2020): latent Gaussian queries, keys, "
-                             "values and attention outputs; train with objective smc, gradient=\"stop_weights\" "
-                             "(Fisher identity) and EM covariances"),  # fmt: skip
-    "mc-dropout-lstm": Entry(MCDropoutLSTM, "LSTM + MC dropout (where= output / full variational), linear decoder, "
-                             "Gaussian predictive; mc_samples for the MC-dropout law (the SMC Transformer "
-                             "paper's baseline)"),  # fmt: skip
-    "transformer-forecaster": Entry(TransformerForecaster, "deterministic causal Transformer (learned or "
-                                    "sinusoidal positions), Gaussian predictive (the SMC Transformer paper's "
-                                    "deterministic Transformer)"),  # fmt: skip
+    "lgssm": Entry(_lgssm, LinearGaussianSSM.description),
+    "srnn": Entry(SRNN, SRNN.description),
+    "vrnn": Entry(VRNN, VRNN.description),
+    "gru": Entry(GRUBaseline, GRUBaseline.description),
+    "psrnn": Entry(PSRNN, PSRNN.description),
+    "recurrent": Entry(RecurrentPredictor, RecurrentPredictor.description + " (cell=)"),
+    "kf": Entry(TwoStageKalmanFilter, TwoStageKalmanFilter.description),
+    "smc-transformer": Entry(SMCTransformer, SMCTransformer.description + " (objective smc, "
+                             "gradient=\"stop_weights\")"),  # fmt: skip
+    "mc-dropout-lstm": Entry(MCDropoutLSTM, MCDropoutLSTM.description),
+    "transformer-forecaster": Entry(TransformerForecaster, TransformerForecaster.description),
 }
 DATASETS = {
     "lgssm-synthetic": Entry(data.lgssm_synthetic, "sequences from a random stable LGSSM (true parameters known)"),
@@ -258,11 +259,17 @@ DEMOS = ("lgssm-demo", "srnn-demo", "psrnn-demo", "pfrnn-demo", "smct-demo")
 
 
 def build(table: dict, registry: dict, kind: str, **fixed):
-    """Call the builder named by ``table["name"]`` with the table's other keys plus ``fixed``."""
+    """Call the builder named by ``table["name"]`` with the table's other keys plus ``fixed``.
+
+    A ``[model]`` name may also be ``"package.module:ClassName"``, a :class:`~inference.protocol.SequenceModel`
+    of the user's own, built as ``ClassName(obs_dim=..., **keys)``.
+    """
     name = table.get("name")
-    if name not in registry:
-        raise ValueError(f"{kind}.name must be one of {sorted(registry)}, got {name!r}")
-    builder = registry[name].build
+    builder = _user_model(name) if kind == "model" and isinstance(name, str) and ":" in name else None
+    if builder is None and name not in registry:
+        raise ValueError(f"{kind}.name must be one of {sorted(registry)}"
+                         f"{' or a module:Class path' if kind == 'model' else ''}, got {name!r}")  # fmt: skip
+    builder = builder or registry[name].build
     params = {k: v for k, v in table.items() if k != "name"}
     accepted = inspect.signature(builder).parameters
     allowed = [p for p in accepted if p not in fixed and p not in ("self", "model")]
@@ -270,6 +277,18 @@ def build(table: dict, registry: dict, kind: str, **fixed):
     if unknown:
         raise ValueError(f"unknown keys in [{kind}] for {name!r}: {unknown}; allowed: {allowed}")
     return builder(**fixed, **params)
+
+
+def _user_model(path: str) -> type:
+    """The :class:`~inference.protocol.SequenceModel` subclass named by ``"package.module:ClassName"``."""
+    module_name, _, class_name = path.partition(":")
+    try:
+        cls = getattr(importlib.import_module(module_name), class_name)
+    except (ImportError, AttributeError) as error:
+        raise ValueError(f"model.name {path!r}: cannot import {class_name!r} from {module_name!r} ({error})") from None
+    if not (isinstance(cls, type) and issubclass(cls, SequenceModel)):
+        raise ValueError(f"model.name {path!r} must name a SequenceModel subclass, got {cls!r}")
+    return cls
 
 
 def build_objective(table: dict, model) -> Objective:

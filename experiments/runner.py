@@ -27,6 +27,7 @@ from torch import nn
 from inference import ParticleFilter, calibration
 from inference.io import write_json, write_text
 from inference.objectives import ELBO, IWAE
+from inference.protocol import ESTIMATORS, particle_predictive
 from inference.training import RESUMABLE_CHANGES, TrainConfig, Trainer, length_batches, load_best, trim_padding
 
 from . import plots
@@ -90,10 +91,10 @@ def train(config: dict, run_dir: str | Path, *, resume: bool = False) -> dict:
     device = resolve_device(config["device"])
     data, model, objective = _setup(config)
     fresh = not (run_dir / "checkpoints" / "last.pt").exists()
-    if fresh and hasattr(model, "initialize"):
+    if fresh:
         model.initialize(*data.train)
     monitor = None
-    if not data.binary and hasattr(model, "predictive_distribution"):
+    if not data.binary and model.supports("exact"):
         monitor = _held_out_mse(model, data)
         if fresh:
             write_json(run_dir / "predictions.json", {"initial": _first_test_prediction(model, data),
@@ -121,7 +122,10 @@ def evaluate(run_dir: str | Path, overrides: dict | None = None, device: str | N
 
 
 def _held_out_mse(model, data):
-    """A monitor of the training loop: one-step MSE of the exact predictive mean on validation and test."""
+    """A monitor of the training loop: one-step MSE of the exact predictive mean on validation and test.
+
+    For models with an exact likelihood, whose ``predictive`` is exact.
+    """
 
     @torch.no_grad()
     def monitor() -> dict:
@@ -138,7 +142,7 @@ def one_step_mse(model, x: torch.Tensor, mask: torch.Tensor, *, batch_size: int 
     device = next(model.parameters()).device
     total = 0.0
     for _, xb, mb in _batches(x, mask, batch_size, device):
-        error = model.predictive_distribution(xb, mb).mean - xb
+        error = model.predictive(xb, mb, 0).mean - xb
         total += float((error[mb] ** 2).sum())
     return total / (float(mask.sum()) * x.shape[-1])
 
@@ -148,7 +152,7 @@ def _first_test_prediction(model, data) -> list:
     x, mask = data.test
     device = next(model.parameters()).device
     first = x[:1][:, mask[0]].to(device)
-    return model.predictive_distribution(first).mean[0].cpu().tolist()
+    return model.predictive(first, None, 0).mean[0].cpu().tolist()
 
 
 def _batches(x, mask, size, device):
@@ -170,14 +174,15 @@ def _in_test_order(pieces: list[torch.Tensor], indices: list[torch.Tensor], step
 def evaluate_model(model, data, config: EvaluateConfig, run_dir: str | Path | None = None, seed: int = 0) -> dict:
     """Every requested log-likelihood estimate on the test split, plus calibration; writes the run folder.
 
-    Real-valued data is judged by the one-step-ahead predictive samples of the SMC filter,
-    or, without ``smc`` among the estimators, of the model's exact predictive distribution
-    (coverage, CRPS, PIT), and by the one-step MSE of the predictive mean; binary data
-    (piano rolls) by the predicted probabilities ``E[x_t | x_{<t}]`` (Brier score and
-    reliability), from the filter or, for a model without latent states, exactly. A model
-    with ``mc_samples(x, mask, S)`` (MC dropout) gives its predictive samples that way; when the
-    data's ``truth`` has ``predictive_metrics(samples, x)`` (the SMC Transformer paper's
-    synthetic models), its figures are added as ``truth_metrics``.
+    An estimator is computed where the model declares the capability it needs
+    (:data:`inference.protocol.ESTIMATORS`). The one-step-ahead predictive comes from the SMC
+    filter when ``smc`` is requested of a particle model, else from the model's own
+    ``predictive`` (exact, Monte Carlo passes, or its default filter). Real-valued data is
+    judged by its draws (coverage, CRPS, PIT), its per-step log density and the one-step MSE of
+    its mean; binary data (piano rolls) by its mean, the probabilities ``E[x_t | x_{<t}]``
+    (Brier score and reliability). When the data has a known source, its log-likelihood is
+    reported as ``exact (true parameters)``, with its ``truth_metrics`` where the data set
+    defines them (the SMC Transformer paper's synthetic models).
 
     Returns ``{"loglik": {estimator: {"per_step", "per_sequence"}}, "calibration": {...}}``.
     """
@@ -188,44 +193,40 @@ def evaluate_model(model, data, config: EvaluateConfig, run_dir: str | Path | No
     totals: dict[str, float] = {}
     predictive, log_density, probabilities, squared_errors, indices = [], [], [], [], []
     samples = 0 if data.binary else config.predictive_samples
+    wanted = {name for name in config.estimators if model.supports(ESTIMATORS[name])}
+    by_filter = "smc" in wanted
+    if not by_filter and not model.supports("predictive"):
+        raise ValueError(f"model {type(model).__name__} has neither a particle form (for smc) nor a predictive")
+    source = None
 
     def add(name, bound):
         totals[name] = totals.get(name, 0.0) + float(bound.sum())
 
     for index, x, mask in _batches(x_all, mask_all, config.batch_size, device):
         indices.append(index)
-        if "exact" in config.estimators and hasattr(model, "log_likelihood"):
+        if "exact" in wanted:
             add("exact", model.log_likelihood(x, mask))
-        if hasattr(data.truth, "log_likelihood"):
+        if data.truth is not None:
             add("exact (true parameters)", data.truth.to(device).log_likelihood(x, mask))
-        if "elbo" in config.estimators and hasattr(model, "guide"):
+        if "elbo" in wanted:
             add("elbo", ELBO(model, mean_field=True)(x, mask).bound)
-        if "iwae" in config.estimators and hasattr(model, "guide"):
+        if "iwae" in wanted:
             iwae = IWAE(model, config.iwae_particles, particle_chunk=config.particle_chunk)
             add(f"iwae-{config.iwae_particles}", iwae(x, mask).bound)
-        if "smc" in config.estimators:
-            result = ParticleFilter(config.num_particles).run(model, x, mask, predictive_samples=samples,
-                                                              predictive_mean=True)  # fmt: skip
-            add(f"smc-{config.num_particles}", result.log_evidence)
-            log_density.append(result.log_evidence_steps.cpu())
-            mean = result.predictive_mean
-            if samples:
-                predictive.append(result.predictive.cpu())
-        elif not data.binary and hasattr(model, "predictive_distribution"):
-            exact = model.predictive_distribution(x, mask)
-            log_density.append((exact.log_prob(x) * mask).cpu())
-            mean = exact.mean
-            if samples:
-                draws = model.mc_samples(x, mask, samples) if hasattr(model, "mc_samples") else exact.sample((samples,))
-                predictive.append(draws.cpu())
-        elif data.binary and hasattr(model, "predictive_mean"):
-            mean = model.predictive_mean(x, mask)
+        if by_filter:
+            step = particle_predictive(model, x, mask, samples, num_particles=config.num_particles)
+            add(f"smc-{config.num_particles}", step.log_density)
         else:
-            mean = None
-        if data.binary and mean is not None:
-            probabilities.append(mean.cpu())
-        elif mean is not None:
-            squared_errors.append(float(((mean - x)[mask] ** 2).sum()))
+            step = model.predictive(x, mask, samples)
+        source = step.source
+        if data.binary:
+            probabilities.append(step.mean.cpu())
+            continue
+        if step.log_density is not None:
+            log_density.append(step.log_density.cpu())
+        squared_errors.append(float(((step.mean - x)[mask] ** 2).sum()))
+        if samples:
+            predictive.append(step.samples.cpu())
 
     metrics = {
         "data": data.description,
@@ -238,24 +239,17 @@ def evaluate_model(model, data, config: EvaluateConfig, run_dir: str | Path | No
         metrics["mse"] = sum(squared_errors) / (float(steps) * x_all.shape[-1])
     if predictive:
         predictive = _in_test_order(predictive, indices, x_all.shape[1], batch_dim=1)
-        log_density = _in_test_order(log_density, indices, x_all.shape[1])
+        log_density = _in_test_order(log_density, indices, x_all.shape[1]) if log_density else None
         metrics["calibration"] = calibration.calibration_summary(predictive, x_all, mask_all, log_density)
-        if "smc" in config.estimators:
-            source = f"the smc-{config.num_particles} filter"
-        elif hasattr(model, "mc_samples"):
-            source = "the model's Monte Carlo passes (mc_samples; nlpd from its exact predictive)"
-        else:
-            source = "the exact predictive"
         metrics["calibration_source"] = (
             f"one-step-ahead predictive of {source}, {samples} samples per step; "
             "nlpd from its per-step log density"
         )
-        if callable(getattr(data.truth, "predictive_metrics", None)):
-            metrics["truth_metrics"] = data.truth.predictive_metrics(predictive, x_all)
+        if data.truth_metrics is not None:
+            metrics["truth_metrics"] = data.truth_metrics(predictive, x_all)
     if probabilities:
         probabilities = _in_test_order(probabilities, indices, x_all.shape[1])
         metrics["calibration"] = binary_calibration(probabilities, x_all, mask_all)
-        source = f"the smc-{config.num_particles} filter" if "smc" in config.estimators else "the exact predictive"
         metrics["calibration_source"] = f"one-step-ahead note probabilities E[x_t | x_<t] from {source}"
     if run_dir is not None:
         _write_outputs(Path(run_dir), model, data, config, metrics, predictive, log_density, probabilities, seed)
@@ -284,7 +278,7 @@ def binary_calibration(probabilities: torch.Tensor, observed: torch.Tensor, mask
 
 def _write_outputs(run_dir, model, data, config, metrics, predictive, log_density, probabilities, seed):
     write_json(run_dir / "metrics.json", metrics)
-    if (run_dir / "predictions.json").is_file() and hasattr(model, "predictive_distribution"):
+    if (run_dir / "predictions.json").is_file() and model.supports("exact"):
         record = json.loads((run_dir / "predictions.json").read_text())
         x, mask = data.test
         record.update(observed=x[0][mask[0]].tolist(), final=_first_test_prediction(model, data),
@@ -305,7 +299,7 @@ def _write_outputs(run_dir, model, data, config, metrics, predictive, log_densit
         curve = calibration.reliability_curve(probabilities, x, mask)
         calibration.plot_reliability(curve, figures / "reliability.png")
         plots.piano_roll_outputs(model, x[0][mask[0]], probabilities[0][mask[0]], run_dir, seed=seed)
-    if "smc" in config.estimators and not data.binary:
+    if "smc" in config.estimators and model.supports("particles") and not data.binary:
         device = next(model.parameters()).device
         first = x[:1].to(device), mask[:1].to(device)
         result = ParticleFilter(min(config.num_particles, 500)).run(model, *first, keep_ancestry=True)

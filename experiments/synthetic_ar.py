@@ -216,7 +216,8 @@ def ar_data(truth: ARModel, *, fold: int = 0, seed: int = 0, num_samples: int = 
     test, valid = blocks[2 * fold], blocks[2 * fold + 1]
     train = torch.cat([b for i, b in enumerate(blocks) if i not in (2 * fold, 2 * fold + 1)])
     splits = [(part, torch.ones(part.shape[:2], dtype=torch.bool)) for part in (train, valid, test)]
-    return SequenceData(*splits, truth=truth, description=f"SMC Transformer synthetic {truth.name}: {truth!r}, "
+    return SequenceData(*splits, truth=truth, truth_metrics=truth.predictive_metrics,
+                        description=f"SMC Transformer synthetic {truth.name}: {truth!r}, "
                         f"{num_samples} sequences of {num_steps + 1} values, fold {fold}, seed {seed}")  # fmt: skip
 
 

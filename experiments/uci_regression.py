@@ -339,15 +339,10 @@ def predictive_samples(predictor, belief, num_samples: int, generator: torch.Gen
     """
     check_positive_int(num_samples, name="num_samples")
     loc = predictor.head(belief.particles)  # [T, K, B, 1]
-    steps, particles, batch, outputs = loc.shape
-    if outputs != 1:
-        raise ValueError(f"predictor must have one output, got {outputs}")
+    if loc.shape[-1] != 1:
+        raise ValueError(f"predictor must have one output, got {loc.shape[-1]}")
     scale = predictor.log_scale.exp()
-    weights = belief.log_weights.exp().permute(0, 2, 1).reshape(-1, particles)  # [T B, K]
-    chosen = torch.multinomial(weights, num_samples, replacement=True, generator=generator)  # [T B, S]
-    centres = loc.permute(0, 2, 1, 3).reshape(-1, particles).gather(1, chosen)  # [T B, S]
-    noise = torch.randn(centres.shape, generator=generator, device=centres.device, dtype=centres.dtype)
-    samples = (centres + scale * noise).reshape(steps, batch, num_samples).permute(2, 1, 0).unsqueeze(-1)
+    samples = predictor.belief_predictive(belief, num_samples, generator).samples
 
     def log_density(y: torch.Tensor) -> torch.Tensor:
         component = torch.distributions.Normal(loc, scale).log_prob(y.transpose(0, 1).unsqueeze(1))

@@ -2,10 +2,28 @@
 
 from .forecast import forecast
 from .particle_filter import GRADIENT_MODES, FilterResult, ParticleFilter, ParticleModel, Step
+from .protocol import (
+    CAPABILITIES,
+    ESTIMATORS,
+    Generation,
+    OneStepPredictive,
+    SequenceModel,
+    Unsupported,
+    particle_forecast,
+    particle_predictive,
+)
 from .resampling import SCHEMES, effective_sample_size, gather_particles, normalize, resample, resample_adaptive
 from .state_space import SEQUENCE_PLATE, MarkovStateSpace
 
 __all__ = [
+    "CAPABILITIES",
+    "ESTIMATORS",
+    "Generation",
+    "OneStepPredictive",
+    "SequenceModel",
+    "Unsupported",
+    "particle_forecast",
+    "particle_predictive",
     "forecast",
     "GRADIENT_MODES",
     "FilterResult",

@@ -43,9 +43,9 @@ def forecast(
     """
     check_positive_int(horizon, name="horizon")
     check_positive_int(num_samples, name="num_samples")
-    if not hasattr(model, "simulate"):
+    if not hasattr(model, "simulate"):  # optional in the particle-model interface: only forecasts need it
         raise ValueError("forecast needs a model with a simulate(state, t, context) method")
-    if not isinstance(result, FilterResult) or result.context is None:
+    if not isinstance(result, FilterResult):  # its context may be None: a model's context is optional
         raise ValueError("result must be the FilterResult of ParticleFilter.run on this model")
     weights = result.log_weights.detach().exp().T  # [B, K]
     picks = torch.multinomial(weights, num_samples, replacement=True, generator=generator).T  # [S, B]

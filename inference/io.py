@@ -83,6 +83,6 @@ def _jsonable(value):
         return value.tolist()
     if isinstance(value, Path):
         return str(value)
-    if hasattr(value, "item"):
+    if hasattr(value, "item"):  # numpy and torch scalars alike
         return value.item()
     raise TypeError(f"cannot write {type(value).__name__} as JSON")

@@ -22,6 +22,7 @@ from torch import nn
 from torch.distributions import kl_divergence
 
 from .particle_filter import ParticleFilter
+from .protocol import SequenceModel
 from .traces import (
     PARTICLE_PLATE,
     check_reparameterized,
@@ -80,9 +81,8 @@ class Objective(nn.Module):
 
 
 def _sharing_context(model):
-    """The model's :meth:`~inference.state_space.MarkovStateSpace.sharing_context`, if it has one."""
-    share = getattr(model, "sharing_context", None)
-    return share() if share is not None else nullcontext()
+    """The :meth:`~inference.protocol.SequenceModel.sharing_context` of a collection model (others share nothing)."""
+    return model.sharing_context() if isinstance(model, SequenceModel) else nullcontext()
 
 
 class ExactLikelihood(Objective):
@@ -215,6 +215,7 @@ class SMCBound(Objective):
 
     def estimate(self, x, mask):
         result = self.particle_filter.run(self.model, x, mask)
+        # an optional hook: models with EM-fitted covariances (the SMC Transformer) update them per batch
         if self.training and callable(getattr(self.model, "em_update", None)):
             self.model.em_update(result)
         if result.fisher_objective is not None:

@@ -263,9 +263,9 @@ class ParticleFilter:
         x, mask = check_sequences(x, mask)
         if predictive_samples:
             check_positive_int(predictive_samples, name="predictive_samples")
-            if not hasattr(model, "simulate"):
+            if not hasattr(model, "simulate"):  # optional in the particle-model interface (see module docstring)
                 raise ValueError("predictive_samples > 0 needs a model with a simulate(state, t, context) method")
-        if predictive_mean and not hasattr(model, "predict_mean"):
+        if predictive_mean and not hasattr(model, "predict_mean"):  # optional, as simulate
             raise ValueError("predictive_mean=True needs a model with a predict_mean(state, t, context) method")
         num_particles = self.num_particles
         batch, steps, _ = x.shape

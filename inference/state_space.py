@@ -30,18 +30,30 @@ from typing import Any
 import pyro
 import torch
 from pyro import poutine
-from torch import nn
 
-from .particle_filter import Step
-from .validation import check_sequences
+from .particle_filter import ParticleFilter, Step
+from .protocol import Generation, SequenceModel
+from .resampling import gather_particles
+from .validation import check_positive_int, check_sequences
 
 __all__ = ["MarkovStateSpace", "SEQUENCE_PLATE"]
 
 SEQUENCE_PLATE = "sequences"
 
 
-class MarkovStateSpace(nn.Module):
-    """Base class; subclasses set ``latent_dim`` and ``obs_dim`` and define the methods above."""
+class MarkovStateSpace(SequenceModel):
+    """Base class; subclasses set ``latent_dim`` and ``obs_dim`` and define the methods above.
+
+    As a :class:`~inference.protocol.SequenceModel` it declares the Pyro programs, latent
+    sites and the particle interface; its one-step ``predictive`` and ``forecast`` come from
+    the shared filter. Subclasses add what else they can do.
+    """
+
+    capabilities = frozenset({"programs", "latent", "particles", "predictive", "forecast"})
+    limitations = {"exact": "the latent states make log p(x) intractable in general: it is scored by ELBO, "
+                            "IWAE-K or SMC-K",
+                   "generate": "not declared: MarkovStateSpace.generate is right only when context(x, mask) does "
+                               "not read x's values, which a subclass says by adding 'generate'"}  # fmt: skip
 
     latent_dim: int
     obs_dim: int
@@ -161,6 +173,38 @@ class MarkovStateSpace(nn.Module):
         z_prev = state["z"] if t > 0 else None
         z = self._expanded(self.prior(z_prev, t, context), state["z"].shape[:2]).sample()
         return self.emission(z, t, context).mean
+
+    @torch.no_grad()
+    def generate(self, num_steps: int, *, num_sequences: int = 1, prefix: torch.Tensor | None = None,
+                 num_particles: int = 100, generator: torch.Generator | None = None) -> Generation:  # fmt: skip
+        """``num_steps`` steps from ``prior`` and ``emission``, from scratch or after ``prefix [B, P, D]``.
+
+        A prefix is continued from one particle per sequence drawn from the filter's final
+        weighted set (``num_particles``; ``generator`` serves that draw, Pyro's RNG the rest).
+        Valid only when :meth:`context` does not read ``x``'s values (the default context is
+        ``None``): subclasses opt in by adding ``"generate"`` to their capabilities.
+        """
+        self.require("generate")
+        check_positive_int(num_steps, name="num_steps")
+        if prefix is None:
+            batch = check_positive_int(num_sequences, name="num_sequences")
+            blank = next(self.parameters()).new_zeros(batch, num_steps, self.obs_dim)
+            state, context = self.start(blank, None, 1)
+            first, xs, means = 0, [], []
+        else:
+            prefix, _ = check_sequences(prefix, None, name="prefix", feature_size=self.obs_dim)
+            result = ParticleFilter(num_particles, generator=generator).run(self, prefix)
+            picks = torch.multinomial(result.log_weights.T.exp(), 1, generator=generator).T  # [1, B]
+            state = {k: gather_particles(v, picks) for k, v in result.state.items()}
+            context, first = result.context, prefix.shape[1]
+            xs, means = list(prefix.unbind(1)), list(prefix.unbind(1))
+        z = state["z"]
+        for t in range(first, first + num_steps):
+            z = self._expanded(self.prior(z if t > 0 else None, t, context), z.shape[:2]).sample()
+            emission = self.emission(z, t, context)
+            xs.append(emission.sample()[0])
+            means.append(emission.mean[0])
+        return Generation(torch.stack(xs, 1), torch.stack(means, 1))
 
     @staticmethod
     def _expanded(distribution, batch_shape):

@@ -22,6 +22,7 @@ import torch
 from torch import nn
 from torch.distributions import constraints, transform_to
 
+from inference.protocol import Generation, OneStepPredictive, check_num_samples
 from inference.state_space import MarkovStateSpace
 from inference.validation import check_choice, check_positive_int, check_sequences
 
@@ -82,7 +83,14 @@ class LinearGaussianSSM(MarkovStateSpace):
         R: ``[Dx, Dx]`` observation noise covariance.
         init_cov: ``[Dz, Dz]`` covariance ``P_0`` of ``z_1`` (mean zero).
         proposal: ``"learned"`` (linear-Gaussian guide, default) or ``"bootstrap"``.
+
+    Its one-step ``predictive`` is the exact Kalman predictive; ``generate`` continues a prefix
+    from an exact draw of its filtering posterior; ``forecast`` uses the shared filter.
     """
+
+    capabilities = frozenset({"programs", "exact", "latent", "particles", "predictive", "generate", "forecast"})
+    limitations = {}
+    description = "linear-Gaussian state-space model with exact Kalman likelihood (baseline, oracle)"
 
     def __init__(self, A, C, Q, R, init_cov, proposal: str = "learned"):
         super().__init__()
@@ -223,6 +231,44 @@ class LinearGaussianSSM(MarkovStateSpace):
         k = self.kalman_filter(x, mask)
         return dist.MultivariateNormal(k.predictive_means, covariance_matrix=k.predictive_covs)
 
+    @torch.no_grad()
+    def predictive(self, x: torch.Tensor, mask: torch.Tensor | None = None, num_samples: int = 100, *,
+                   num_particles: int = 100, generator: torch.Generator | None = None,
+                   ) -> OneStepPredictive:  # fmt: skip
+        """The exact Kalman one-step predictive (``num_particles`` and ``generator`` unused; torch's RNG draws)."""
+        num_samples = check_num_samples(num_samples)
+        x, mask = check_sequences(x, mask, feature_size=self.obs_dim)
+        exact = self.predictive_distribution(x, mask)
+        samples = exact.sample((num_samples,)) if num_samples else None
+        return OneStepPredictive(samples, exact.mean, exact.log_prob(x) * mask, "the exact predictive")
+
+    @torch.no_grad()
+    def generate(self, num_steps: int, *, num_sequences: int = 1, prefix: torch.Tensor | None = None,
+                 generator: torch.Generator | None = None) -> Generation:  # fmt: skip
+        """``num_steps`` steps from the model, from scratch or after ``prefix [B, P, Dx]``.
+
+        A prefix is continued from an exact draw of ``p(z_P | x_{1:P})`` (Kalman filter). ``mean``
+        holds ``C z_t``, the emission means of the drawn states (the prefix's values in its place).
+        """
+        check_positive_int(num_steps, name="num_steps")
+        if prefix is None:
+            x, z = self.sample(check_positive_int(num_sequences, name="num_sequences"), num_steps, generator=generator)
+            return Generation(x, z @ self.C.T)
+        prefix, _ = check_sequences(prefix, None, name="prefix", feature_size=self.obs_dim)
+        k = self.kalman_filter(prefix)
+        chol = torch.linalg.cholesky(k.filtered_covs[:, -1])
+        z = k.filtered_means[:, -1] + (chol @ self._noise(prefix.shape[0], self.latent_dim, generator).unsqueeze(-1)
+                                       ).squeeze(-1)  # fmt: skip
+        xs, means = [], []
+        for _ in range(num_steps):
+            z = z @ self.A.T + self._noise(prefix.shape[0], self.latent_dim, generator) @ self.Q_tril.T
+            means.append(z @ self.C.T)
+            xs.append(means[-1] + self._noise(prefix.shape[0], self.obs_dim, generator) @ self.R_tril.T)
+        return Generation(torch.cat([prefix, torch.stack(xs, 1)], 1), torch.cat([prefix, torch.stack(means, 1)], 1))
+
+    def _noise(self, rows: int, size: int, generator: torch.Generator | None) -> torch.Tensor:
+        return torch.randn(rows, size, dtype=self.A.dtype, device=self.A.device, generator=generator)
+
     def smooth(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Rauch-Tung-Striebel smoothing: means ``[B, T, Dz]`` and covariances ``[B, T, Dz, Dz]``."""
         x, mask = check_sequences(x, mask, feature_size=self.obs_dim)
@@ -246,10 +292,9 @@ class LinearGaussianSSM(MarkovStateSpace):
         """Draw ``(x [B, T, Dx], z [B, T, Dz])`` from the model."""
         check_positive_int(num_sequences, name="num_sequences")
         check_positive_int(num_steps, name="num_steps")
-        dtype, device = self.A.dtype, self.A.device
 
         def noise(size):
-            return torch.randn(num_sequences, size, dtype=dtype, device=device, generator=generator)
+            return self._noise(num_sequences, size, generator)
 
         z = noise(self.latent_dim) @ torch.linalg.cholesky(self.init_cov).T
         zs, xs = [], []
@@ -273,6 +318,9 @@ class TwoStageKalmanFilter(LinearGaussianSSM):
     Args:
         obs_dim: ``Dx``; state_dim: ``S``; horizon: ``k``; ridge: per-example ridge penalty.
     """
+
+    description = ("Kalman filter started by linear two-stage regression (the PSRNN paper's KF baseline), "
+                   "exact likelihood")
 
     def __init__(self, obs_dim: int, *, state_dim: int = 20, horizon: int = 10, ridge: float = 1e-4):
         for name, value in (("obs_dim", obs_dim), ("state_dim", state_dim), ("horizon", horizon)):

@@ -49,6 +49,9 @@ class MCDropoutLSTM(OneStepPredictor):
     """
 
     pyro_name = "mc_dropout_lstm"
+    description = ("LSTM + MC dropout (where= output / full variational), linear decoder, Gaussian predictive; "
+                   "predictive draws are MC-dropout passes (the SMC Transformer paper's baseline)")
+    predictive_source = "the model's Monte Carlo passes (mc_samples; nlpd from its exact predictive)"
 
     def __init__(self, obs_dim: int, hidden_size: int = 64, dropout: float = 0.2, where: str = "output"):
         check_positive_int(obs_dim, name="obs_dim")
@@ -97,6 +100,15 @@ class MCDropoutLSTM(OneStepPredictor):
         if noise:
             samples = samples + self.log_noise_scale.exp() * torch.randn_like(samples)
         return samples
+
+    def predictive_samples(self, x, mask, num_samples: int, exact) -> torch.Tensor:
+        """The paper's predictive: ``S`` MC-dropout passes (:meth:`mc_samples`), ``[S, B, T, D]``."""
+        return self.mc_samples(x, mask, num_samples)
+
+    def draw_last_step(self, paths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """One MC-dropout pass's forecast of the last step ``[N, 1, D]`` (a pass's output is its Gaussian's mean)."""
+        draw = self.mc_samples(paths, num_samples=1)[0, :, -1:]
+        return draw, draw
 
     def _states(self, x: torch.Tensor, *, active: bool) -> torch.Tensor:
         """``[B, T, D] -> [B, T, H]``, with dropout iff ``active``."""

@@ -42,6 +42,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from inference.particle_filter import ParticleFilter, Step
+from inference.protocol import OneStepPredictive, SequenceModel, check_num_samples
 from inference.resampling import gather_particles, resample
 from inference.state_space import SEQUENCE_PLATE
 from inference.traces import PARTICLE_PLATE
@@ -132,12 +133,18 @@ class ParticleBelief:
     state: ParticleState
 
 
-class _PFRNNBase(nn.Module):
+class _PFRNNBase(SequenceModel):
     """Shared by :class:`PFLSTM` and :class:`PFGRU`: options, input checks, the filter call.
 
     A subclass sets ``_input_gates`` (blocks of ``H`` columns of the input projection, noise
     scale included when stochastic) and defines ``_initial(batch)`` and ``_propagate``.
     """
+
+    capabilities = frozenset()
+    limitations = dict.fromkeys(
+        ("programs", "exact", "latent", "particles", "predictive", "generate", "forecast"),
+        "a recurrent layer (drop-in for nn.LSTM / nn.GRU) maps inputs to features and models no distribution; "
+        "PFRNNPredictor puts a predictive head on it and PFRNNProgram its Pyro programs")
 
     _state_keys: tuple[str, ...] = ("h",)
     _input_gates: int
@@ -269,6 +276,7 @@ class PFLSTM(_PFRNNBase):
         norm_steps: time steps with batch-norm statistics of their own (:class:`StepBatchNorm`).
     """
 
+    description = "PF-LSTM layer (Ma et al. 2020): K LSTM particles, stochastic cell updates, soft resampling"
     _state_keys = ("h", "c")
     _input_gates = 5  # input, forget, candidate, output, noise scale (nn.LSTMCell's order first)
 
@@ -293,6 +301,7 @@ class PFGRU(_PFRNNBase):
     reads ``[h_{t-1}, x_t]``. Options as :class:`PFLSTM`.
     """
 
+    description = "PF-GRU layer (Ma et al. 2020): K GRU particles, stochastic updates, soft resampling"
     _input_gates = 4  # update, reset, noise scale, candidate
 
     def __init__(self, input_size: int, hidden_size: int, num_particles: int = 20, **options):
@@ -340,7 +349,7 @@ class _ParticleRun:
         return Step(new_state, self.cell._log_obs(new_state["h"], context["obs"][:, t]), None)
 
 
-class PFRNNPredictor(nn.Module):
+class PFRNNPredictor(SequenceModel):
     """The paper's network around a recurrent layer: two input layers, the layer, an output head.
 
     ``x [B, T, D] -> ReLU(Linear) -> ReLU(Linear) -> recurrent layer -> Linear -> y [B, T, O]``.
@@ -359,7 +368,25 @@ class PFRNNPredictor(nn.Module):
             layers; the ablation's LSTM-BNReLU is ``cell="pf-lstm"`` with one deterministic
             particle (``num_particles=1, stochastic=False, resampling="none"``).
         **pf_options: ``num_particles``, ``resampling``, ``alpha``, ``stochastic``, ``activation``, ``norm_steps``.
+
+    A conditional model: its :meth:`predictive` draws targets ``y_t`` from the particle mixture
+    ``sum_i w_t^i p(y_t | h_t^i)`` given the inputs ``x_{<=t}``.
     """
+
+    conditional = True
+    capabilities = frozenset({"predictive"})
+    limitations = {
+        "programs": "its Pyro programs take targets as well as inputs: PFRNNProgram(predictor).model(x, y, mask)",
+        "exact": "a conditional model of targets given inputs; the PF-RNN losses score it "
+                 "(inference.discriminative.DiscriminativeLoss)",
+        "latent": "a conditional model of targets given inputs: no density of x to bound",
+        "particles": "its particle filter runs inside the layer (PFLSTM.filter), over encoded inputs, not as a "
+                     "model of x for ParticleFilter",
+        "generate": "a conditional model of targets given inputs: it cannot simulate inputs",
+        "forecast": "a conditional model: forecasting targets needs the future inputs",
+    }  # fmt: skip
+    description = ("PF-RNN network (Ma et al. 2020): input layers, a PF-LSTM / PF-GRU (or LSTM / GRU) layer and "
+                   "an output head; regression or classification of targets from inputs")
 
     def __init__(self, input_size: int, output_size: int, *, cell: str = "pf-lstm", hidden_size: int = 64,
                  encoder_size: int = 64, task: str = "regression", learn_scale: bool = True, **pf_options):  # fmt: skip
@@ -402,6 +429,45 @@ class PFRNNPredictor(nn.Module):
         """Point prediction ``f_out(mean particle)``: ``[B, T, O]`` (class logits for classification)."""
         return self.head(self.belief(x, mask).mean)
 
+    @torch.no_grad()
+    def predictive(self, x: torch.Tensor, mask: torch.Tensor | None = None, num_samples: int = 100, *,
+                   num_particles: int | None = None, generator: torch.Generator | None = None,
+                   ) -> OneStepPredictive:  # fmt: skip
+        """Draws ``[S, B, T, O]`` of the targets (class indices ``[S, B, T, 1]``) given the inputs ``x [B, T, D]``.
+
+        ``mean``: the mixture's mean (regression) or class probabilities (classification),
+        ``[B, T, O]``; ``log_density`` is ``None`` (it needs the targets). ``num_particles`` is
+        the layer's own ``K``.
+        """
+        return self.belief_predictive(self.belief(x, mask, generator=generator), num_samples, generator)
+
+    def belief_predictive(self, belief: ParticleBelief, num_samples: int,
+                          generator: torch.Generator | None = None) -> OneStepPredictive:  # fmt: skip
+        """:meth:`predictive` of an already computed :meth:`belief` (``particles [T, K, B, H]``)."""
+        num_samples = check_num_samples(num_samples)
+        out = self.head(belief.particles)  # [T, K, B, O]
+        weights = belief.log_weights.exp()  # [T, K, B]
+        if self.task == "classification":
+            probs = (weights.unsqueeze(-1) * torch.softmax(out, -1)).sum(1).transpose(0, 1)  # [B, T, O]
+            samples = None
+            if num_samples:
+                flat = torch.multinomial(probs.reshape(-1, probs.shape[-1]), num_samples, replacement=True,
+                                         generator=generator)  # fmt: skip
+                samples = flat.T.reshape(num_samples, *probs.shape[:2], 1).to(probs.dtype)
+            return OneStepPredictive(samples, probs, None, f"the {self.num_particles}-particle belief")
+        mean = (weights.unsqueeze(-1) * out).sum(1).transpose(0, 1)  # [B, T, O]
+        samples = None
+        if num_samples:
+            steps, particles, batch, outputs = out.shape
+            flat_weights = weights.permute(0, 2, 1).reshape(-1, particles)  # [T B, K]
+            chosen = torch.multinomial(flat_weights, num_samples, replacement=True, generator=generator)  # [T B, S]
+            centres = out.permute(0, 2, 1, 3).reshape(-1, particles, outputs)  # [T B, K, O]
+            centres = centres.gather(1, chosen.unsqueeze(-1).expand(-1, -1, outputs))  # [T B, S, O]
+            noise = torch.randn(centres.shape, generator=generator, device=centres.device, dtype=centres.dtype)
+            draws = centres + self.log_scale.exp() * noise
+            samples = draws.reshape(steps, batch, num_samples, outputs).permute(2, 1, 0, 3)
+        return OneStepPredictive(samples, mean, None, f"the {self.num_particles}-particle belief")
+
     def particle_distribution(self, particles: torch.Tensor):
         """``p(y | h^i)`` per particle: Normal (event ``[O]``) or Categorical over ``O`` classes."""
         out = self.head(particles)
@@ -410,7 +476,7 @@ class PFRNNPredictor(nn.Module):
         return dist.Normal(out, self.log_scale.exp()).to_event(1)
 
 
-class PFRNNProgram:
+class PFRNNProgram(SequenceModel):
     """The PF-RNN filter of a :class:`PFRNNPredictor` as a Pyro program (``SMCFilter``-style plates).
 
     ``model(x, y, mask)`` runs the filter step by step inside ``pyro.plate("particles", K,
@@ -429,9 +495,22 @@ class PFRNNProgram:
         generator: source of the resampling draws.
     """
 
+    conditional = True
+    capabilities = frozenset({"programs", "latent"})
+    limitations = {
+        "exact": "the stochastic memory updates make log p(y | x) intractable: Trace_ELBO of these programs, or "
+                 "the PF-RNN losses of inference.discriminative, score it",
+        "particles": "the filter runs inside the programs (soft resampling between steps), not as a model of x",
+        "predictive": "its predictor gives it: PFRNNProgram.predictor.predictive(x, mask, num_samples)",
+        "generate": "a conditional model of targets given inputs: it cannot simulate inputs",
+        "forecast": "a conditional model: forecasting targets needs the future inputs",
+    }  # fmt: skip
+    description = "the PF-RNN filter of a PFRNNPredictor as Pyro model(x, y, mask) / guide programs for SVI"
+
     def __init__(self, predictor: PFRNNPredictor, generator: torch.Generator | None = None):
         if not isinstance(predictor, PFRNNPredictor) or not isinstance(predictor.rnn, _PFRNNBase):
             raise TypeError("predictor must be a PFRNNPredictor with a pf-lstm or pf-gru layer")
+        super().__init__()
         self.predictor, self.generator = predictor, generator
 
     def _noise_sites(self, sequences, steps, like):

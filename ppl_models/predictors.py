@@ -21,6 +21,7 @@ import pyro.distributions as dist
 import torch
 from torch import nn
 
+from inference.protocol import Generation, OneStepPredictive, SequenceModel, check_num_samples
 from inference.state_space import SEQUENCE_PLATE
 from inference.validation import check_choice, check_positive_int, check_sequences
 
@@ -29,17 +30,22 @@ __all__ = ["ExactPredictiveModel", "OneStepPredictor", "RecurrentPredictor", "RE
 RECURRENT_CELLS = {"rnn": nn.RNN, "gru": nn.GRU, "lstm": nn.LSTM}
 
 
-class ExactPredictiveModel(nn.Module):
+class ExactPredictiveModel(SequenceModel):
     """Base of models without latent variables: everything follows from :meth:`predictive_distribution`.
 
     A subclass sets ``obs_dim`` and defines ``predictive_distribution(x, mask)``, the exact
     ``p(x_t | x_{<t})`` with batch shape ``[B, T]`` and event ``[D]``; this class gives the
-    exact log-likelihood, the predictive mean and the Pyro programs (one observed site ``x``
-    and an empty guide, so Pyro's ELBOs equal the log-likelihood).
+    exact log-likelihood, the one-step predictive, generation and forecasts (by drawing one
+    step at a time and feeding the draw back) and the Pyro programs (one observed site ``x``
+    and an empty guide, so Pyro's ELBOs equal the log-likelihood). Its draws use torch's
+    global random numbers (seed them with ``pyro.set_rng_seed``).
     """
 
     #: name of the module in Pyro's parameter store
     pyro_name = "predictor"
+    capabilities = frozenset({"programs", "exact", "predictive", "generate", "forecast"})
+    limitations = {"latent": "no latent variables: its guide is empty and ELBO / IWAE equal the exact likelihood",
+                   "particles": "no latent state to filter: its likelihood is exact"}  # fmt: skip
 
     def predictive_distribution(self, x: torch.Tensor, mask: torch.Tensor | None = None):
         raise NotImplementedError
@@ -50,9 +56,79 @@ class ExactPredictiveModel(nn.Module):
         return (self.predictive_distribution(x, mask).log_prob(x) * mask).sum(1)
 
     @torch.no_grad()
-    def predictive_mean(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-        """``E[x_t | x_{<t}]`` ``[B, T, D]``."""
-        return self.predictive_distribution(x, mask).mean
+    def predictive(self, x: torch.Tensor, mask: torch.Tensor | None = None, num_samples: int = 100, *,
+                   num_particles: int = 100, generator: torch.Generator | None = None,
+                   ) -> OneStepPredictive:  # fmt: skip
+        """The exact one-step predictive: ``S`` draws ``[S, B, T, D]``, its mean and log density ``[B, T]``.
+
+        ``num_particles`` and ``generator`` are unused (the predictive is exact; draws use torch's RNG).
+        """
+        num_samples = check_num_samples(num_samples)
+        x, mask = check_sequences(x, mask, feature_size=self.obs_dim)
+        exact = self.predictive_distribution(x, mask)
+        samples = self.predictive_samples(x, mask, num_samples, exact) if num_samples else None
+        return OneStepPredictive(samples, exact.mean, exact.log_prob(x) * mask, self.predictive_source)
+
+    #: where :meth:`predictive`'s draws come from, for reports
+    predictive_source = "the exact predictive"
+
+    def predictive_samples(self, x, mask, num_samples: int, exact) -> torch.Tensor:
+        """``[S, B, T, D]`` draws of the one-step predictive ``exact`` (a subclass may draw otherwise)."""
+        return exact.sample((num_samples,))
+
+    @torch.no_grad()
+    def generate(self, num_steps: int, *, num_sequences: int = 1, prefix: torch.Tensor | None = None,
+                 generator: torch.Generator | None = None) -> Generation:  # fmt: skip
+        """``num_steps`` steps drawn one at a time, from scratch (``num_sequences``) or after ``prefix [B, P, D]``.
+
+        Returns the prefix and the draws, ``x [B, P + num_steps, D]``, with the predictive means of
+        the drawn steps (the prefix's values in its place).
+        """
+        check_positive_int(num_steps, name="num_steps")
+        if prefix is None:
+            start = next(self.parameters()).new_zeros(check_positive_int(num_sequences, name="num_sequences"), 0,
+                                                      self.obs_dim)  # fmt: skip
+        else:
+            start, _ = check_sequences(prefix, None, name="prefix", feature_size=self.obs_dim)
+        paths, means = self._draw_on(start, num_steps)
+        return Generation(paths, torch.cat([start, means], 1))
+
+    @torch.no_grad()
+    def forecast(self, x: torch.Tensor, mask: torch.Tensor | None = None, horizon: int = 1, num_samples: int = 100,
+                 *, num_particles: int = 100, generator: torch.Generator | None = None) -> torch.Tensor:  # fmt: skip
+        """``[S, B, H, D]``: ``S`` paths per sequence, each step drawn given the path so far.
+
+        Sequences of different lengths continue from their own last valid step.
+        """
+        x, mask = check_sequences(x, mask, feature_size=self.obs_dim)
+        check_positive_int(horizon, name="horizon")
+        num_samples = check_num_samples(num_samples, allow_zero=False)
+        batch, _, dim = x.shape
+        lengths = mask.sum(1)
+        out = x.new_empty(num_samples, batch, horizon, dim)
+        for length in lengths.unique().tolist():
+            rows = (lengths == length).nonzero().squeeze(1)
+            prefix = x[rows, :length]
+            paths = prefix.unsqueeze(0).expand(num_samples, *prefix.shape).reshape(-1, length, dim)
+            drawn, _ = self._draw_on(paths, horizon)
+            out[:, rows] = drawn[:, length:].reshape(num_samples, len(rows), horizon, dim)
+        return out
+
+    def _draw_on(self, paths: torch.Tensor, steps: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """``paths [N, P, D]`` extended by ``steps`` draws, and the draws' predictive means ``[N, steps, D]``."""
+        means = []
+        for _ in range(steps):
+            # step t forecasts x_t from x_<t: append a placeholder step, draw it, fill it in
+            paths = torch.cat([paths, paths.new_zeros(paths.shape[0], 1, paths.shape[2])], 1)
+            draw, mean = self.draw_last_step(paths)
+            paths[:, -1:] = draw
+            means.append(mean)
+        return paths, torch.cat(means, 1)
+
+    def draw_last_step(self, paths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """One draw ``[N, 1, D]`` of the last step of ``paths [N, T, D]`` given the steps before it, and its mean."""
+        exact = self.predictive_distribution(paths)
+        return exact.sample()[:, -1:], exact.mean[:, -1:]
 
     def model(self, x: torch.Tensor, mask: torch.Tensor | None = None):
         """Pyro program: one observed site ``x`` with batch shape ``[B]`` (padding masked out)."""
@@ -106,6 +182,9 @@ class RecurrentPredictor(OneStepPredictor):
         state_dim: the recurrent state size ``S``.
         encoder_dim: output size of the linear encoder.
     """
+
+    description = ("linear encoder + Elman RNN / GRU / LSTM + linear decoder, Xavier init; Gaussian predictive "
+                   "(the PSRNN paper's baselines)")
 
     def __init__(self, obs_dim: int, *, cell: str = "gru", state_dim: int = 20, encoder_dim: int = 20):
         super().__init__(obs_dim, state_dim)

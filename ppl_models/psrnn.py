@@ -199,6 +199,9 @@ class PSRNN(OneStepPredictor):
             Xavier decoder), applied by :meth:`initialize`.
     """
 
+    description = ("PSRNN (Downey et al. 2017): bilinear predictive-state updates, two-stage-regression start, "
+                   "optionally factorized (rank) and multilayer; Gaussian predictive")
+
     def __init__(self, obs_dim: int, *, state_dim: int = 20, obs_features: int = 20, num_features: int = 2000,
                  horizon: int = 10, num_layers: int = 1, rank: int | None = None, ridge: float = 1e-2,
                  bias_scale: float = 0.1, init: str = "2sr"):  # fmt: skip

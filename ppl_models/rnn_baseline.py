@@ -32,6 +32,7 @@ class GRUBaseline(ExactPredictiveModel):
     """
 
     pyro_name = "gru_baseline"
+    description = "deterministic GRU with SRNN's emission (the SRNN paper's RNN row), exact likelihood"
 
     def __init__(self, obs_dim: int, *, emission: str = "bernoulli", rnn_dim: int = 300, hidden_dim: int = 500,
                  num_hidden_layers: int = 1):  # fmt: skip

@@ -41,6 +41,7 @@ from pyro.contrib.autoname import scope
 from torch import nn
 
 from inference.particle_filter import FilterResult, ParticleFilter
+from inference.protocol import Generation, SequenceModel, particle_forecast
 from inference.pyro_programs import ParticlePrograms
 from inference.state_space import SEQUENCE_PLATE
 from inference.traces import PARTICLE_PLATE
@@ -56,7 +57,7 @@ COVARIANCES = ("scalar", "diagonal")
 MIN_OBS_VARIANCE = 1e-6
 
 
-class SMCTransformer(ParticlePrograms, nn.Module):
+class SMCTransformer(ParticlePrograms, SequenceModel):
     """The SMC Transformer of section 3.1, as a particle model and Pyro programs.
 
     The particle filter proposes from the model (``guide_proposes = False``: bootstrap).
@@ -79,6 +80,12 @@ class SMCTransformer(ParticlePrograms, nn.Module):
     """
 
     guide_proposes = False
+    capabilities = frozenset({"programs", "particles", "predictive", "generate", "forecast"})
+    limitations = {"exact": "the latent attention states make log p(x) intractable: it is scored by SMC-K",
+                   "latent": "its guide is the bootstrap proposal (the prior of the latent sites), so an ELBO or "
+                             "IWAE bound would only score the prior's draws: it is trained and scored by SMC-K"}
+    description = ("SMC Transformer (Martin et al. 2020): latent Gaussian queries, keys, values and attention "
+                   "outputs; trained by SMC with Fisher's identity and EM covariances")
 
     def __init__(
         self,
@@ -207,6 +214,28 @@ class SMCTransformer(ParticlePrograms, nn.Module):
                     self.step_program(state, x[:, t])
                 draws.append(state["input"][0])
         return torch.stack(draws, 1)
+
+    def guide(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> None:
+        """The bootstrap proposal as a whole-sequence program: :meth:`model`'s latent sites from their prior."""
+        poutine.block(self.model, hide_types=["observe"])(x, mask)
+
+    @torch.no_grad()
+    def generate(self, num_steps: int, *, num_sequences: int = 1, prefix: torch.Tensor | None = None,
+                 num_particles: int = 100, generator: torch.Generator | None = None) -> Generation:  # fmt: skip
+        """``num_steps`` steps simulated by :meth:`model` (unconditioned), or after ``prefix [B, P, D]``.
+
+        A prefix is continued by :func:`~inference.protocol.particle_forecast` (one path per
+        sequence from the filter's posterior, ``num_particles``). ``mean`` is ``None``: the
+        simulator gives draws only. Draws use Pyro's random numbers (``generator`` serves the filter).
+        """
+        check_positive_int(num_steps, name="num_steps")
+        if prefix is None:
+            blank = next(self.parameters()).new_zeros(check_positive_int(num_sequences, name="num_sequences"),
+                                                       num_steps, self.obs_dim)  # fmt: skip
+            return Generation(poutine.uncondition(self.model)(blank), None)
+        prefix, _ = self.check_particle_input(prefix, None)
+        ahead = particle_forecast(self, prefix, None, num_steps, 1, num_particles=num_particles, generator=generator)
+        return Generation(torch.cat([prefix, ahead[0]], 1), None)
 
     # --- particle-model interface (for ParticleFilter), from ParticlePrograms ---------------
     def check_particle_input(self, x, mask):

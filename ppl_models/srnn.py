@@ -20,20 +20,21 @@ programs ``model(x, mask)`` / ``guide(x, mask)`` (sites ``z_t``, ``x_t`` in the 
 ``sequences``, ``pyro.markov`` over time) for ``SVI`` with any Pyro ELBO and for
 ``Predictive``, and the particle-model methods the shared filter drives, with the
 guide as the proposal. The deterministic states and every first-layer product with
-them run once per sequence (:class:`SRNNContext`), not inside the time loop.
+them run once per sequence (:class:`SRNNContext`), not inside the time loop. Generation
+and forecasts come from :class:`~inference.rollout.LatentRollout` (the GRU runs on past
+the data); the one-step predictive from the shared filter.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 from torch import nn
 
-from inference.particle_filter import ParticleFilter
+from inference.protocol import Generation
 from inference.resampling import gather_particles
+from inference.rollout import LatentRollout
 from inference.state_space import MarkovStateSpace
-from inference.validation import check_choice, check_dropout, check_positive_int, check_sequences
+from inference.validation import check_choice, check_dropout, check_positive_int
 
 from .nets import (
     EMISSIONS,
@@ -46,7 +47,7 @@ from .nets import (
     shifted_inputs,
 )
 
-__all__ = ["SRNN", "SRNNContext", "Generation", "INFERENCE_KINDS"]
+__all__ = ["SRNN", "SRNNContext", "Generation", "INFERENCE_KINDS"]  # Generation: from inference.protocol
 
 INFERENCE_KINDS = ("smooth", "filter")
 
@@ -91,15 +92,7 @@ class SRNNContext:
         return moments
 
 
-@dataclass
-class Generation:
-    """Sequences drawn from a model: ``x [B, T, D]`` and the emission means ``[B, T, D]`` they were drawn from."""
-
-    x: torch.Tensor
-    mean: torch.Tensor
-
-
-class SRNN(MarkovStateSpace):
+class SRNN(LatentRollout, MarkovStateSpace):
     """Stochastic recurrent neural network with a structured inference network.
 
     Args:
@@ -115,6 +108,10 @@ class SRNN(MarkovStateSpace):
             (independently for every sequence, step and unit; the model and guide of one
             objective share the dropped ``d_t``).
     """
+
+    capabilities = frozenset({"programs", "latent", "particles", "predictive", "generate", "forecast"})
+    limitations = {"exact": "the latent states make log p(x) intractable: it is scored by ELBO, IWAE-K or SMC-K"}
+    description = "SRNN (Fraccaro et al. 2016): GRU + nonlinear SSM, smoothing/filtering guide, Res_q"
 
     def __init__(
         self,
@@ -190,74 +187,35 @@ class SRNN(MarkovStateSpace):
             mean = mean + context.prior_moments(z_prev, t)[0]
         return diagonal_normal(mean, log_var)
 
-    # --- prediction and generation --------------------------------------------------------
-    @torch.no_grad()
-    def predictive_mean(self, x: torch.Tensor, mask: torch.Tensor | None = None, *, num_particles: int = 100,
-                        generator: torch.Generator | None = None) -> torch.Tensor:  # fmt: skip
-        """One-step-ahead ``E[x_t | x_{<t}]`` ``[B, T, D]`` (note probabilities for piano rolls).
-
-        From the shared particle filter with the guide as proposal (``num_particles``). The
-        weights make it consistent for any guide, but at finite ``K`` a smoothing guide's
-        proposals for ``z_{<t}`` have read ``x_{t:T}``; a filtering guide's have not.
-        """
-        pf = ParticleFilter(num_particles, generator=generator)
-        return pf.run(self, x, mask, predictive_mean=True).predictive_mean
-
-    @torch.no_grad()
-    def generate(
-        self,
-        num_steps: int,
-        *,
-        num_sequences: int = 1,
-        prefix: torch.Tensor | None = None,
-        num_particles: int = 100,
-        generator: torch.Generator | None = None,
-    ) -> Generation:
-        """Sample ``num_steps`` new steps, from scratch or continuing ``prefix``.
-
-        Args:
-            num_steps: steps to generate after the prefix.
-            num_sequences: ``B`` when there is no prefix.
-            prefix: optional ``[B, P, D]`` observed start (all steps valid); ``z_P`` is drawn
-                from the particle filter's posterior ``p(z_P | x_{1:P})`` (``num_particles``).
-            generator: source of every random draw.
-
-        Returns:
-            :class:`Generation` with ``x [B, P + num_steps, D]`` (the prefix first) and the
-            emission means of the generated steps (the prefix's own values in its place).
-        """
-        check_positive_int(num_steps, name="num_steps")
+    # --- generation and forecasts (inference.rollout.LatentRollout) ------------------------------
+    def rollout_start(self, num_sequences: int) -> dict:
+        """GRU state ``d [N, rnn_dim]``, ``z_0 = 0`` and ``u_1 = 0`` before the first step."""
         parameter = next(self.parameters())
-        if prefix is None:
-            check_positive_int(num_sequences, name="num_sequences")
-            batch = num_sequences
-            d = parameter.new_zeros(1, batch, self.rnn.hidden_size)
-            z, u = None, parameter.new_zeros(batch, self.obs_dim)
-            xs, means = [], []
-        else:
-            prefix, _ = check_sequences(prefix, None, name="prefix", feature_size=self.obs_dim)
-            batch = prefix.shape[0]
-            _, d = self.rnn(shifted_inputs(prefix))
-            z, u = self._posterior_draw(prefix, num_particles, generator), prefix[:, -1]
-            xs, means = list(prefix.unbind(1)), list(prefix.unbind(1))
-        for _ in range(num_steps):
-            out, d = self.rnn(u.unsqueeze(1), d)
-            step_input = self.dropped(out.squeeze(1))
-            z_prev = z if z is not None else step_input.new_zeros(batch, self.latent_dim)
-            mean, log_var = self.prior_net(z_prev, self.prior_net.project(step_input)).chunk(2, dim=-1)
-            z = mean + (0.5 * log_var).exp() * torch.randn(mean.shape, generator=generator, device=mean.device,
-                                                            dtype=mean.dtype)  # fmt: skip
-            params = self.emission_net(z, self.emission_net.project(step_input))
-            u, mean_x = self._draw_emission(params, generator)
-            xs.append(u)
-            means.append(mean_x)
-        return Generation(torch.stack(xs, 1), torch.stack(means, 1))
+        return {"d": parameter.new_zeros(num_sequences, self.rnn.hidden_size),
+                "z": parameter.new_zeros(num_sequences, self.latent_dim),
+                "u": parameter.new_zeros(num_sequences, self.obs_dim)}  # fmt: skip
 
-    def _posterior_draw(self, prefix, num_particles, generator) -> torch.Tensor:
-        """One draw per sequence of ``z_P`` from the filter's weighted particles ``[B, latent_dim]``."""
-        result = ParticleFilter(num_particles, generator=generator).run(self, prefix)
-        pick = torch.multinomial(result.log_weights.T.exp(), 1, generator=generator).T  # [1, B]
-        return gather_particles(result.state["z"], pick)[0]
+    def rollout_continue(self, x, mask, result, picks) -> dict:
+        """``d`` and ``u`` at each sequence's last valid step, ``z`` of the picked particles ``[S * B, ...]``."""
+        rows, last = torch.arange(x.shape[0], device=x.device), mask.sum(1) - 1
+        d, _ = self.rnn(shifted_inputs(x))
+        samples = picks.shape[0]
+
+        def repeated(value):  # [B, F] -> [S * B, F]
+            return value.expand(samples, *value.shape).reshape(-1, value.shape[-1])
+
+        z = gather_particles(result.state["z"], picks)
+        return {"d": repeated(d[rows, last]), "z": z.reshape(-1, z.shape[-1]), "u": repeated(x[rows, last])}
+
+    def rollout_step(self, state: dict, generator: torch.Generator | None):
+        """One generative step: ``d_t = GRU(d_{t-1}, u_t)``, ``z_t ~ prior``, ``x_t ~ emission``."""
+        out, d = self.rnn(state["u"].unsqueeze(1), state["d"].unsqueeze(0))
+        step_input = self.dropped(out.squeeze(1))
+        mean, log_var = self.prior_net(state["z"], self.prior_net.project(step_input)).chunk(2, dim=-1)
+        z = mean + (0.5 * log_var).exp() * torch.randn(mean.shape, generator=generator, device=mean.device,
+                                                        dtype=mean.dtype)  # fmt: skip
+        x, mean_x = self._draw_emission(self.emission_net(z, self.emission_net.project(step_input)), generator)
+        return {"d": d.squeeze(0), "z": z, "u": x}, x, mean_x
 
     def _draw_emission(self, params, generator):
         if self.emission_kind == "bernoulli":

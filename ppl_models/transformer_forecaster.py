@@ -52,6 +52,8 @@ class TransformerForecaster(OneStepPredictor):
     """
 
     pyro_name = "transformer_forecaster"
+    description = ("deterministic causal Transformer (learned or sinusoidal positions), Gaussian predictive "
+                   "(the SMC Transformer paper's deterministic Transformer)")
 
     def __init__(self, obs_dim: int, d_model: int = 16, num_heads: int = 1, num_layers: int = 1,
                  feedforward_dim: int = 64, dropout: float = 0.0, positions: str = "learned",

@@ -31,6 +31,9 @@ same draws instead of running the GRU a second time.
 In the filter's ``stop_weights`` mode (Fisher's identity) the sampled ``z_t`` are constants and
 ``h_t`` keeps its gradient path, so the surrogate's gradient is ``∇ log p(x, z)`` at the filter's
 latent paths; it trains the generative nets only (the guide is then just the proposal).
+
+Generation and forecasts come from :class:`~inference.rollout.LatentRollout`, the one-step
+predictive from the shared filter (:class:`~inference.protocol.SequenceModel`).
 """
 
 from __future__ import annotations
@@ -43,9 +46,10 @@ import torch
 from pyro import poutine
 from torch import nn
 
-from inference.particle_filter import ParticleFilter
+from inference.protocol import SequenceModel
 from inference.pyro_programs import ParticlePrograms
 from inference.resampling import gather_particles
+from inference.rollout import LatentRollout
 from inference.state_space import SEQUENCE_PLATE
 from inference.validation import check_choice, check_positive_int, check_sequences
 
@@ -58,12 +62,11 @@ from .nets import (
     emission_distribution,
     emission_params,
 )
-from .srnn import Generation
 
 __all__ = ["VRNN"]
 
 
-class VRNN(ParticlePrograms, nn.Module):
+class VRNN(LatentRollout, ParticlePrograms, SequenceModel):
     """Variational RNN with a filtering inference network.
 
     Args:
@@ -77,6 +80,10 @@ class VRNN(ParticlePrograms, nn.Module):
     """
 
     pyro_name = "vrnn"
+    capabilities = frozenset({"programs", "latent", "particles", "predictive", "generate", "forecast"})
+    limitations = {"exact": "the latent states make log p(x) intractable: it is scored by ELBO, IWAE-K or SMC-K"}
+    description = ("VRNN (Chung et al. 2015): GRU state that reads the sampled z, filtering guide (the SRNN "
+                   "paper's stochastic baseline)")
 
     def __init__(
         self,
@@ -252,56 +259,22 @@ class VRNN(ParticlePrograms, nn.Module):
         with pyro.plate(SEQUENCE_PLATE, x_t.shape[-2], dim=-1):
             self._propose(state["h"], self.proposal_input(self.x_features(x_t)))
 
-    # --- prediction and generation ----------------------------------------------------------------
-    @torch.no_grad()
-    def predictive_mean(self, x: torch.Tensor, mask: torch.Tensor | None = None, *, num_particles: int = 100,
-                        generator: torch.Generator | None = None) -> torch.Tensor:  # fmt: skip
-        """One-step-ahead ``E[x_t | x_{<t}]`` ``[B, T, D]`` (note probabilities) from the shared filter."""
-        pf = ParticleFilter(num_particles, generator=generator)
-        return pf.run(self, x, mask, predictive_mean=True).predictive_mean
+    # --- generation and forecasts (inference.rollout.LatentRollout) ------------------------------
+    def rollout_start(self, num_sequences: int) -> dict:
+        """``h_0 = 0`` ``[N, rnn_dim]``."""
+        return {"h": next(self.parameters()).new_zeros(num_sequences, self.rnn_dim)}
 
-    @torch.no_grad()
-    def generate(
-        self,
-        num_steps: int,
-        *,
-        num_sequences: int = 1,
-        prefix: torch.Tensor | None = None,
-        num_particles: int = 100,
-        generator: torch.Generator | None = None,
-    ) -> Generation:
-        """Sample ``num_steps`` new steps, from scratch or continuing ``prefix``.
+    def rollout_continue(self, x, mask, result, picks) -> dict:
+        """``h`` of the picked particles ``[S * B, rnn_dim]`` (the filter keeps it at the last valid step)."""
+        return {"h": gather_particles(result.state["h"], picks).reshape(-1, self.rnn_dim)}
 
-        Args:
-            num_steps: steps to generate after the prefix.
-            num_sequences: ``B`` when there is no prefix.
-            prefix: optional ``[B, P, D]`` observed start (all steps valid); ``h_P`` is drawn
-                from the particle filter's weighted particles given ``x_{1:P}`` (``num_particles``).
-            generator: source of the draws of ``z_t``, ``x_t`` and the particle pick.
-
-        Returns:
-            :class:`~ppl_models.srnn.Generation` with ``x [B, P + num_steps, D]`` (the prefix
-            first) and the emission means of the generated steps (the prefix's values in its place).
-        """
-        check_positive_int(num_steps, name="num_steps")
-        if prefix is None:
-            check_positive_int(num_sequences, name="num_sequences")
-            h = next(self.parameters()).new_zeros(num_sequences, self.rnn_dim)
-            xs, means = [], []
-        else:
-            prefix, _ = self._check(prefix, None, name="prefix")
-            result = ParticleFilter(num_particles, generator=generator).run(self, prefix)
-            pick = torch.multinomial(result.log_weights.T.exp(), 1, generator=generator).T  # [1, B]
-            h = gather_particles(result.state["h"], pick)[0]
-            xs, means = list(prefix.unbind(1)), list(prefix.unbind(1))
-        for _ in range(num_steps):
-            z = _draw(self.prior(h), generator)
-            emission = self.emission(z, h)
-            x = _draw(emission, generator)
-            h = self.recurrence(h, self.x_features(x), z)
-            xs.append(x)
-            means.append(emission.mean)
-        return Generation(torch.stack(xs, 1), torch.stack(means, 1))
+    def rollout_step(self, state: dict, generator: torch.Generator | None):
+        """``z_t ~ prior(h)``, ``x_t ~ emission(z_t, h)``, ``h_t = GRU(h, [phi_x(x_t), phi_z(z_t)])``."""
+        h = state["h"]
+        z = _draw(self.prior(h), generator)
+        emission = self.emission(z, h)
+        x = _draw(emission, generator)
+        return {"h": self.recurrence(h, self.x_features(x), z)}, x, emission.mean
 
     def check_particle_input(self, x, mask):
         return self._check(x, mask)

@@ -7,7 +7,6 @@ import torch
 
 from experiments import cli, runner
 from experiments.config import load_config
-from experiments.forecasting import forecast_samples
 from experiments.registry import experiment_config
 from ppl_models import LinearGaussianSSM
 from ppl_models.predictors import OneStepPredictor
@@ -29,7 +28,7 @@ class _Persistence(OneStepPredictor):
 
 def test_one_step_predictors_feed_their_own_draws_back():
     prefix = torch.tensor([[[2.0], [5.0]], [[0.0], [-1.0]]])
-    paths = forecast_samples(_Persistence(), prefix, horizon=3, num_samples=4)
+    paths = _Persistence().forecast(prefix, None, horizon=3, num_samples=4)
     assert paths.shape == (4, 2, 3, 1)
     expected = torch.tensor([[6.0, 7.0, 8.0], [0.0, 1.0, 2.0]]).unsqueeze(-1)
     torch.testing.assert_close(paths, expected.expand(4, 2, 3, 1), atol=1e-3, rtol=0)
@@ -38,8 +37,8 @@ def test_one_step_predictors_feed_their_own_draws_back():
 def test_particle_model_forecasts_follow_the_kalman_predictive():
     model = LinearGaussianSSM.random(1, 1, generator=torch.Generator().manual_seed(2))
     x, _ = model.sample(1, 30, generator=torch.Generator().manual_seed(3))
-    paths = forecast_samples(model, x, horizon=2, num_samples=4000, num_particles=2000,
-                             generator=torch.Generator().manual_seed(0))  # fmt: skip
+    paths = model.forecast(x, None, horizon=2, num_samples=4000, num_particles=2000,
+                           generator=torch.Generator().manual_seed(0))  # fmt: skip
     # the exact two-step predictive mean: C A^h E[z_T | x_{1:T}] from the Kalman filter
     filtered = model.kalman_filter(x).filtered_means[:, -1]  # [1, 1]
     for h in (1, 2):

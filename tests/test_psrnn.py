@@ -73,7 +73,7 @@ def test_two_stage_regression_start_predicts_better_than_a_random_start():
     for init in ("2sr", "random"):
         torch.manual_seed(0)
         model = PSRNN(2, state_dim=6, obs_features=6, num_features=200, horizon=4, init=init).initialize(x)
-        mse[init] = float(((model.predictive_mean(x) - x) ** 2).mean())
+        mse[init] = float(((model.predictive(x, None, 0).mean - x) ** 2).mean())
     assert mse["2sr"] < 0.5 * mse["random"], mse
     assert mse["2sr"] < 0.5 * float(x.var()), mse  # better than predicting the mean
 
@@ -83,7 +83,7 @@ def test_factorized_and_multilayer_models_initialize_and_predict(options):
     torch.manual_seed(3)
     x = _sine_data()
     model = PSRNN(2, state_dim=6, obs_features=6, num_features=200, horizon=4, **options).initialize(x)
-    prediction = model.predictive_mean(x)
+    prediction = model.predictive(x, None, 0).mean
     assert prediction.shape == x.shape and torch.isfinite(prediction).all()
     assert float(((prediction - x) ** 2).mean()) < float(x.var())
     if "rank" in options:
@@ -97,7 +97,7 @@ def test_factorized_start_approaches_the_full_start_as_the_rank_grows():
     for rank in (None, 2, 40):
         model = PSRNN(2, state_dim=4, obs_features=4, num_features=200, horizon=4, rank=rank, bias_scale=0.0)
         model.initialize(x, generator=torch.Generator().manual_seed(4))  # the same features for every rank
-        errors[rank] = model.predictive_mean(x)
+        errors[rank] = model.predictive(x, None, 0).mean
     gap_low = float((errors[2] - errors[None]).abs().mean())
     gap_high = float((errors[40] - errors[None]).abs().mean())
     assert gap_high < gap_low

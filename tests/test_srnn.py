@@ -132,7 +132,7 @@ def test_reverse_padded_is_an_involution_that_keeps_padding_after_the_end():
 
 def _predictive(model, x, mask):
     pyro.set_rng_seed(0)
-    return model.predictive_mean(x, mask, num_particles=50, generator=torch.Generator().manual_seed(0))
+    return model.predictive(x, mask, 0, num_particles=50, generator=torch.Generator().manual_seed(0)).mean
 
 
 def test_filter_predictive_probabilities_are_probabilities_and_ignore_future_steps():
@@ -269,7 +269,7 @@ def test_gru_baseline_likelihood_is_the_sum_of_its_bernoulli_terms():
     p = torch.sigmoid(logits)
     by_hand = ((x * p.log() + (1 - x) * (1 - p).log()).sum(-1) * mask).sum(1)
     torch.testing.assert_close(model.log_likelihood(x, mask), by_hand)
-    torch.testing.assert_close(model.predictive_mean(x, mask), p)
+    torch.testing.assert_close(model.predictive(x, mask, 0).mean, p)
     pyros = -Trace_ELBO(max_plate_nesting=1).differentiable_loss(model.model, model.guide, x, mask)
     torch.testing.assert_close(pyros, by_hand.sum())
     out = ExactLikelihood(model)(x, mask)

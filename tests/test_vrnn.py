@@ -252,7 +252,7 @@ def test_training_improves_the_elbo():
 
 def _predictive(model, x, mask):
     pyro.set_rng_seed(0)
-    return model.predictive_mean(x, mask, num_particles=50, generator=torch.Generator().manual_seed(0))
+    return model.predictive(x, mask, 0, num_particles=50, generator=torch.Generator().manual_seed(0)).mean
 
 
 def test_predictive_probabilities_are_probabilities_and_ignore_future_steps():
@@ -303,7 +303,7 @@ def test_bad_input_raises_clear_errors():
     with pytest.raises(ValueError, match="x must be binary"):
         ELBO(model)(x * 0.5 + 0.25)
     with pytest.raises(ValueError, match="x must be binary"):
-        model.predictive_mean(x + 0.5)
+        model.predictive(x + 0.5, None, 0)
     nan = x.clone()
     nan[0, 0, 0] = float("nan")
     with pytest.raises(ValueError, match="NaN"):

@@ -1,0 +1,216 @@
+"""The sequence-model protocol: the questions every model of the collection answers.
+
+A model is a :class:`SequenceModel` (an ``nn.Module``) that *declares* what it can do in
+``capabilities``, a frozenset of the names below, and says in ``limitations`` why it cannot
+do the rest. The runner, forecasts, plots and calibration read the declaration and call the
+methods; nothing guesses with ``hasattr``. A method the model cannot serve raises
+:class:`Unsupported` (a ``NotImplementedError``) with the model's own reason.
+
+==============  =====================================================================================
+capability      what the model then provides
+==============  =====================================================================================
+``programs``    Pyro ``model(x, mask)`` / ``guide(x, mask)``, for ``SVI``, ``Predictive`` and the
+                shared ``ELBO`` / ``IWAE`` (a model without latent variables has one observed site
+                and an empty guide)
+``exact``       ``log_likelihood(x, mask) -> [B]``, exact ``log p(x_{1:T_b})``: objective ``exact``
+``latent``      the guide samples latent sites, so ``ELBO`` and ``IWAE-K`` are bounds below ``log p(x)``
+``particles``   ``start`` / ``step`` / ``simulate`` / ``predict_mean`` for
+                :class:`~inference.particle_filter.ParticleFilter`: the ``SMC-K`` bound
+``predictive``  ``predictive(x, mask, num_samples) -> OneStepPredictive``: draws of ``x_t`` given
+                ``x_{<t}`` ``[S, B, T, D]``, their mean and, where it exists, the per-step log density
+``generate``    ``generate(num_steps, num_sequences=1, prefix=None) -> Generation``
+``forecast``    ``forecast(x, mask, horizon, num_samples) -> [S, B, H, D]``: joint draws of the
+                ``horizon`` steps after each sequence's last valid step
+==============  =====================================================================================
+
+A *conditional* model (``conditional = True``: the PF-RNN predictor) reads inputs ``x`` and
+describes targets ``y``: its ``predictive`` draws ``y_t`` given ``x_{<=t}``.
+
+The base class gives particle models (``particles``) their ``predictive`` and ``forecast``
+from the shared filter (:func:`particle_predictive`, :func:`particle_forecast`); everything
+else a model writes itself. :data:`ESTIMATORS` says which log-likelihood estimate needs which
+capability.
+"""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+from dataclasses import dataclass
+from typing import ClassVar
+
+import torch
+from torch import nn
+
+from .forecast import forecast as _forecast_particles
+from .particle_filter import ParticleFilter
+from .validation import check_positive_int, check_sequences
+
+__all__ = ["CAPABILITIES", "ESTIMATORS", "SequenceModel", "OneStepPredictive", "Generation", "Unsupported",
+           "particle_predictive", "particle_forecast", "check_num_samples"]  # fmt: skip
+
+#: capability name -> what it provides (see the module docstring)
+CAPABILITIES = {
+    "programs": "Pyro model(x, mask) / guide(x, mask)",
+    "exact": "exact log_likelihood(x, mask) -> [B]",
+    "latent": "a guide over latent sites: ELBO and IWAE-K are bounds",
+    "particles": "particle-model interface: ParticleFilter and SMC-K",
+    "predictive": "one-step-ahead predictive(x, mask, num_samples)",
+    "generate": "generate(num_steps, num_sequences=1, prefix=None)",
+    "forecast": "forecast(x, mask, horizon, num_samples)",
+}
+#: log-likelihood estimator -> the capability it needs
+ESTIMATORS = {"exact": "exact", "elbo": "latent", "iwae": "latent", "smc": "particles"}
+
+
+class Unsupported(NotImplementedError):
+    """A protocol method the model has declared it cannot serve; the message gives its reason."""
+
+
+@dataclass
+class OneStepPredictive:
+    """The one-step-ahead predictive ``p(x_t | x_{<t})`` of a batch ``x [B, T, D]``.
+
+    Attributes:
+        samples: ``[S, B, T, D]`` draws (``None`` when ``num_samples = 0``).
+        mean: ``[B, T, D]`` ``E[x_t | x_{<t}]`` (note probabilities for binary data).
+        log_density: ``[B, T]`` ``log p(x_t | x_{<t})`` in nats, exact or (particle models)
+            the filter's estimate, whose sum over ``t`` is the SMC log-evidence; 0 at padding;
+            ``None`` where the model has no density.
+        source: where the draws come from, in words, for reports.
+    """
+
+    samples: torch.Tensor | None
+    mean: torch.Tensor
+    log_density: torch.Tensor | None
+    source: str
+
+
+@dataclass
+class Generation:
+    """Sequences drawn from a model: ``x [B, T, D]`` and the emission means ``[B, T, D]`` they were drawn from.
+
+    A prefix, when one was given, comes first, with its own values in place of means.
+    ``mean`` is ``None`` for a model whose simulator gives draws only.
+    """
+
+    x: torch.Tensor
+    mean: torch.Tensor | None
+
+
+def check_num_samples(num_samples, *, allow_zero: bool = True) -> int:
+    """``num_samples`` as an int ``>= 0`` (``>= 1`` unless ``allow_zero``), else a ``ValueError`` naming it."""
+    if allow_zero and not isinstance(num_samples, bool) and isinstance(num_samples, int) and num_samples == 0:
+        return 0
+    return check_positive_int(num_samples, name="num_samples")
+
+
+class SequenceModel(nn.Module):
+    """Base class of the collection's models: declared capabilities and the protocol's methods.
+
+    A subclass sets ``capabilities`` (names of :data:`CAPABILITIES`), ``limitations``
+    (capability -> why not, for every one it lacks), a one-line ``description``, and
+    overrides the methods of its capabilities. Methods of capabilities it lacks raise
+    :class:`Unsupported` with the stated reason.
+    """
+
+    capabilities: ClassVar[frozenset[str]] = frozenset()
+    limitations: ClassVar[dict[str, str]] = {}
+    description: ClassVar[str] = ""
+    #: inputs ``x`` predict targets ``y`` (``predictive`` draws targets), instead of a density of ``x``
+    conditional: ClassVar[bool] = False
+
+    def supports(self, capability: str) -> bool:
+        """Whether the model declares ``capability`` (one of :data:`CAPABILITIES`)."""
+        if capability not in CAPABILITIES:
+            raise ValueError(f"capability must be one of {sorted(CAPABILITIES)}, got {capability!r}")
+        return capability in self.capabilities
+
+    def require(self, capability: str) -> None:
+        """Raise :class:`Unsupported` with the model's reason unless it declares ``capability``."""
+        if not self.supports(capability):
+            reason = self.limitations.get(capability, "not declared in its capabilities")
+            raise Unsupported(f"{type(self).__name__} has no {capability} ({CAPABILITIES[capability]}): {reason}")
+
+    # --- the protocol (subclasses override what they declare) ----------------------------------
+    def model(self, x: torch.Tensor, mask: torch.Tensor | None = None):
+        """Pyro generative program over ``x [B, T, D]`` (``mask [B, T]``)."""
+        self.require("programs")
+        raise NotImplementedError(f"{type(self).__name__} declares programs but defines no model")
+
+    def guide(self, x: torch.Tensor, mask: torch.Tensor | None = None):
+        """Pyro inference program matching :meth:`model`."""
+        self.require("programs")
+        raise NotImplementedError(f"{type(self).__name__} declares programs but defines no guide")
+
+    def log_likelihood(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Exact ``log p(x_{1:T_b})`` per sequence, ``[B]``."""
+        self.require("exact")
+        raise NotImplementedError(f"{type(self).__name__} declares exact but defines no log_likelihood")
+
+    def predictive(self, x: torch.Tensor, mask: torch.Tensor | None = None, num_samples: int = 100, *,
+                   num_particles: int = 100, generator: torch.Generator | None = None,
+                   ) -> OneStepPredictive:  # fmt: skip
+        """The one-step-ahead predictive of ``x [B, T, D]``: draws ``[S, B, T, D]``, mean, log density.
+
+        Particle models get it from the shared filter with ``num_particles`` (its log density
+        is the filter's estimate); ``num_samples = 0`` skips the draws.
+        """
+        self.require("predictive")
+        if not self.supports("particles"):
+            raise NotImplementedError(f"{type(self).__name__} declares predictive but defines none")
+        return particle_predictive(self, x, mask, num_samples, num_particles=num_particles, generator=generator)
+
+    def generate(self, num_steps: int, *, num_sequences: int = 1, prefix: torch.Tensor | None = None,
+                 generator: torch.Generator | None = None) -> Generation:  # fmt: skip
+        """``num_steps`` new steps of ``num_sequences`` sequences, or after each row of ``prefix [B, P, D]``."""
+        self.require("generate")
+        raise NotImplementedError(f"{type(self).__name__} declares generate but defines none")
+
+    def forecast(self, x: torch.Tensor, mask: torch.Tensor | None = None, horizon: int = 1, num_samples: int = 100,
+                 *, num_particles: int = 100, generator: torch.Generator | None = None) -> torch.Tensor:  # fmt: skip
+        """``[S, B, H, D]`` joint draws of the ``horizon`` steps after each sequence of ``x [B, T, D]``.
+
+        Particle models filter ``x`` with ``num_particles`` and simulate on from the final
+        weighted particles (:func:`particle_forecast`).
+        """
+        self.require("forecast")
+        if not self.supports("particles"):
+            raise NotImplementedError(f"{type(self).__name__} declares forecast but defines none")
+        return particle_forecast(self, x, mask, horizon, num_samples, num_particles=num_particles,
+                                 generator=generator)  # fmt: skip
+
+    def initialize(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> SequenceModel:
+        """A data-driven start from training data (two-stage regression, say); by default none."""
+        return self
+
+    def sharing_context(self):
+        """Context entered by the shared objectives around one evaluation (see ``MarkovStateSpace``)."""
+        return nullcontext(self)
+
+
+@torch.no_grad()
+def particle_predictive(model, x: torch.Tensor, mask: torch.Tensor | None = None, num_samples: int = 100, *,
+                        num_particles: int = 100, generator: torch.Generator | None = None,
+                        ) -> OneStepPredictive:  # fmt: skip
+    """The one-step predictive of a particle model from one run of the shared filter.
+
+    ``samples`` are the filter's predictive draws, ``mean`` its weighted ``predict_mean``, and
+    ``log_density`` its increments ``log p̂(x_t | x_{<t})`` (their sum is the SMC-K log-evidence).
+    """
+    num_samples = check_num_samples(num_samples)
+    result = ParticleFilter(num_particles, generator=generator).run(
+        model, x, mask, predictive_samples=num_samples, predictive_mean=True)  # fmt: skip
+    return OneStepPredictive(result.predictive, result.predictive_mean, result.log_evidence_steps,
+                             f"the smc-{num_particles} filter")  # fmt: skip
+
+
+@torch.no_grad()
+def particle_forecast(model, x: torch.Tensor, mask: torch.Tensor | None = None, horizon: int = 1,
+                      num_samples: int = 100, *, num_particles: int = 100,
+                      generator: torch.Generator | None = None) -> torch.Tensor:  # fmt: skip
+    """``[S, B, H, D]``: filter ``x`` with ``num_particles``, then simulate from the final weighted particles."""
+    x, mask = check_sequences(x, mask)
+    check_positive_int(horizon, name="horizon")
+    check_num_samples(num_samples, allow_zero=False)
+    result = ParticleFilter(num_particles, generator=generator).run(model, x, mask)
+    return _forecast_particles(model, result, horizon, num_samples, generator=generator)

@@ -1,0 +1,82 @@
+"""Generation and forecasts of recurrent latent models, written once (SRNN, VRNN).
+
+A model whose simulation needs more than the particle filter's ``simulate`` (SRNN's
+deterministic GRU states are precomputed per sequence, so they end with the data) defines
+three hooks and gets :meth:`LatentRollout.generate` and :meth:`LatentRollout.forecast`:
+
+* ``rollout_start(num_sequences) -> state``: the state before the first step, tensors ``[N, ...]``;
+* ``rollout_continue(x, mask, result, picks) -> state``: the state after each sequence's last
+  valid step, for the filtered particles ``picks [S, B]`` of ``result`` (the shared filter's
+  run on ``x``), rows ordered sample-major (``[S * B, ...]``);
+* ``rollout_step(state, generator) -> (state, x_t [N, D], mean_t [N, D])``: one step of the
+  model, ``x_t`` drawn from the emission whose mean is ``mean_t``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .particle_filter import ParticleFilter
+from .protocol import Generation, check_num_samples
+from .validation import check_positive_int, check_sequences
+
+__all__ = ["LatentRollout"]
+
+
+class LatentRollout:
+    """Mixin of :class:`~inference.protocol.SequenceModel` subclasses with the three rollout hooks."""
+
+    obs_dim: int
+
+    @torch.no_grad()
+    def generate(self, num_steps: int, *, num_sequences: int = 1, prefix: torch.Tensor | None = None,
+                 num_particles: int = 100, generator: torch.Generator | None = None) -> Generation:  # fmt: skip
+        """Sample ``num_steps`` new steps, from scratch or continuing ``prefix``.
+
+        Args:
+            num_steps: steps to generate after the prefix.
+            num_sequences: ``B`` when there is no prefix.
+            prefix: optional ``[B, P, D]`` observed start (all steps valid); the latent state after
+                it is one draw per sequence from the particle filter's posterior (``num_particles``).
+            generator: source of every random draw.
+
+        Returns:
+            :class:`~inference.protocol.Generation` with ``x [B, P + num_steps, D]`` (the prefix
+            first) and the emission means of the generated steps (the prefix's values in its place).
+        """
+        check_positive_int(num_steps, name="num_steps")
+        if prefix is None:
+            state = self.rollout_start(check_positive_int(num_sequences, name="num_sequences"))
+            xs, means = [], []
+        else:
+            prefix, mask = check_sequences(prefix, None, name="prefix", feature_size=self.obs_dim)
+            result = ParticleFilter(num_particles, generator=generator).run(self, prefix)
+            picks = torch.multinomial(result.log_weights.T.exp(), 1, generator=generator).T  # [1, B]
+            state = self.rollout_continue(prefix, mask, result, picks)
+            xs, means = list(prefix.unbind(1)), list(prefix.unbind(1))
+        for _ in range(num_steps):
+            state, x_t, mean_t = self.rollout_step(state, generator)
+            xs.append(x_t)
+            means.append(mean_t)
+        return Generation(torch.stack(xs, 1), torch.stack(means, 1))
+
+    @torch.no_grad()
+    def forecast(self, x: torch.Tensor, mask: torch.Tensor | None = None, horizon: int = 1, num_samples: int = 100,
+                 *, num_particles: int = 100, generator: torch.Generator | None = None) -> torch.Tensor:  # fmt: skip
+        """``[S, B, H, D]`` joint draws of the ``horizon`` steps after each sequence's last valid step.
+
+        ``x [B, T, D]`` is filtered with ``num_particles``; each of the ``S`` paths starts from a
+        particle drawn from the final weighted set (the filtering posterior) and runs the model on.
+        """
+        x, mask = check_sequences(x, mask, feature_size=self.obs_dim)
+        check_positive_int(horizon, name="horizon")
+        num_samples = check_num_samples(num_samples, allow_zero=False)
+        result = ParticleFilter(num_particles, generator=generator).run(self, x, mask)
+        weights = result.log_weights.T.exp()  # [B, K]
+        picks = torch.multinomial(weights, num_samples, replacement=True, generator=generator).T  # [S, B]
+        state = self.rollout_continue(x, mask, result, picks)
+        draws = []
+        for _ in range(horizon):
+            state, x_t, _ = self.rollout_step(state, generator)
+            draws.append(x_t)
+        return torch.stack(draws, 1).reshape(num_samples, x.shape[0], horizon, -1)

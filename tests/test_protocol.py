@@ -1,0 +1,163 @@
+"""The sequence-model protocol: every exported class declares what it can do, and does it on a tiny input."""
+
+import math
+
+import pyro
+import pytest
+import torch
+from pyro.infer import Trace_ELBO
+
+import ppl_models
+from inference import CAPABILITIES, ParticleFilter, Unsupported
+from inference.objectives import ELBO, IWAE
+from ppl_models import (
+    PFGRU,
+    PFLSTM,
+    PSRNN,
+    SRNN,
+    VRNN,
+    GRUBaseline,
+    LinearGaussianSSM,
+    MCDropoutLSTM,
+    PFRNNPredictor,
+    PFRNNProgram,
+    RecurrentPredictor,
+    SMCTransformer,
+    TransformerForecaster,
+    TwoStageKalmanFilter,
+)
+
+B, T, D = 3, 6, 2
+
+
+def _real(seed=0):
+    return torch.randn(B, T, D, generator=torch.Generator().manual_seed(seed))
+
+
+def _binary(seed=0):
+    return (torch.rand(B, T, D, generator=torch.Generator().manual_seed(seed)) < 0.3).float()
+
+
+def _predictor():
+    return PFRNNPredictor(D, 1, hidden_size=4, encoder_size=4, num_particles=3)
+
+
+#: class -> (tiny instance, data it models)
+FACTORIES = {
+    SRNN: lambda: (SRNN(D, latent_dim=2, rnn_dim=4, hidden_dim=4), _binary()),
+    VRNN: lambda: (VRNN(D, emission="gaussian", latent_dim=2, rnn_dim=4, hidden_dim=4), _real()),
+    GRUBaseline: lambda: (GRUBaseline(D, rnn_dim=4, hidden_dim=4), _binary()),
+    SMCTransformer: lambda: (SMCTransformer(D, d_model=4, window=3), _real()),
+    MCDropoutLSTM: lambda: (MCDropoutLSTM(D, hidden_size=4), _real()),
+    TransformerForecaster: lambda: (TransformerForecaster(D, d_model=4, feedforward_dim=8), _real()),
+    PFLSTM: lambda: (PFLSTM(D, 4, num_particles=3), _real()),
+    PFGRU: lambda: (PFGRU(D, 4, num_particles=3), _real()),
+    PFRNNPredictor: lambda: (_predictor(), _real()),
+    PFRNNProgram: lambda: (PFRNNProgram(_predictor()), _real()),
+    PSRNN: lambda: (PSRNN(D, state_dim=3, obs_features=3, num_features=20, horizon=2).initialize(_real(1)), _real()),
+    RecurrentPredictor: lambda: (RecurrentPredictor(D, state_dim=3, encoder_dim=3), _real()),
+    LinearGaussianSSM: lambda: (LinearGaussianSSM.random(2, D, generator=torch.Generator().manual_seed(0)), _real()),
+    TwoStageKalmanFilter: lambda: (TwoStageKalmanFilter(D, state_dim=2, horizon=2).initialize(_real(1)), _real()),
+}
+MASK = torch.arange(T).expand(B, T) < torch.tensor([[T], [T - 2], [1]])
+
+#: a call that exercises each capability with a method of its own
+CALLS = {
+    "programs": lambda m, x: m.model(x),
+    "exact": lambda m, x: m.log_likelihood(x),
+    "predictive": lambda m, x: m.predictive(x, None, 2),
+    "generate": lambda m, x: m.generate(3, num_sequences=2),
+    "forecast": lambda m, x: m.forecast(x, None, 2, 3),
+}
+
+
+def test_the_collection_is_exported_and_described():
+    assert set(FACTORIES) == set(ppl_models.COLLECTION)
+    for cls in ppl_models.COLLECTION:
+        assert getattr(ppl_models, cls.__name__) is cls and cls.__name__ in ppl_models.__all__
+        assert ppl_models.catalog()[cls.__name__] == cls.description and len(cls.description) > 20
+
+
+@pytest.mark.parametrize("cls", list(FACTORIES), ids=lambda c: c.__name__)
+def test_every_capability_is_declared_or_plainly_refused(cls):
+    model, x = FACTORIES[cls]()
+    assert set(cls.capabilities) <= set(CAPABILITIES)
+    for capability in CAPABILITIES:
+        if model.supports(capability):
+            assert capability not in cls.limitations
+            continue
+        reason = cls.limitations.get(capability, "")
+        assert len(reason) > 20, f"{cls.__name__} lacks {capability} without saying why"
+        if capability in CALLS:
+            with pytest.raises(Unsupported, match=reason[:30].replace("(", r"\(")):
+                CALLS[capability](model, x)
+    with pytest.raises(ValueError, match="capability must be one of"):
+        model.supports("teleport")
+
+
+def _density_models():
+    return [cls for cls in FACTORIES if not cls.conditional and cls.capabilities]
+
+
+@pytest.mark.parametrize("cls", _density_models(), ids=lambda c: c.__name__)
+def test_declared_capabilities_work_on_a_tiny_batch(cls):
+    pyro.set_rng_seed(0)
+    model, x = FACTORIES[cls]()
+    model.eval()
+    if model.supports("programs"):
+        loss = Trace_ELBO().differentiable_loss(model.model, model.guide, x, MASK)
+        assert math.isfinite(float(loss.detach()))
+    if model.supports("exact"):
+        exact = model.log_likelihood(x, MASK)
+        assert exact.shape == (B,) and bool(torch.isfinite(exact).all())
+    if model.supports("latent"):
+        for objective in (ELBO(model, mean_field=True), IWAE(model, 4)):
+            bound = objective(x, MASK).bound
+            assert bound.shape == (B,) and bool(torch.isfinite(bound).all())
+    if model.supports("particles"):
+        evidence = ParticleFilter(5).run(model, x, MASK).log_evidence
+        assert evidence.shape == (B,) and bool(torch.isfinite(evidence).all())
+    if model.supports("predictive"):
+        step = model.predictive(x, MASK, 4)
+        assert step.samples.shape == (4, B, T, D) and step.mean.shape == (B, T, D) and step.source
+        assert step.log_density.shape == (B, T) and bool((step.log_density[~MASK] == 0).all())
+        assert model.predictive(x, MASK, 0).samples is None
+    if model.supports("generate"):
+        fresh = model.generate(4, num_sequences=2)
+        assert fresh.x.shape == (2, 4, D)
+        continued = model.generate(3, prefix=x[:2, :2])
+        assert continued.x.shape == (2, 5, D) and torch.equal(continued.x[:, :2], x[:2, :2])
+        if continued.mean is not None:
+            assert continued.mean.shape == (2, 5, D)
+    if model.supports("forecast"):
+        paths = model.forecast(x, MASK, 3, 5)
+        assert paths.shape == (5, B, 3, D) and bool(torch.isfinite(paths).all())
+
+
+def test_the_conditional_predictor_draws_targets_from_its_particle_mixture():
+    predictor, x = FACTORIES[PFRNNPredictor]()
+    predictor.eval()
+    step = predictor.predictive(x, None, 7, generator=torch.Generator().manual_seed(0))
+    assert step.samples.shape == (7, B, T, 1) and step.log_density is None
+    # the mixture's mean is the head of the mean particle (the head is linear)
+    torch.testing.assert_close(step.mean, predictor.head(predictor.belief(x, generator=torch.Generator()
+                                                                           .manual_seed(0)).mean))
+    program = PFRNNProgram(predictor)
+    y = torch.randn(B, T, 1)
+    assert math.isfinite(float(Trace_ELBO().differentiable_loss(program.model, program.guide, x, y).detach()))
+
+
+def test_forecasts_of_variable_length_sequences_continue_from_each_last_step():
+    """A predictor's forecast of a short row equals the forecast of that row alone, cut to its length."""
+
+    class Climb(RecurrentPredictor):  # x_t = x_{t-1} + 1 with a tiny noise, read off the last valid step
+        def predictive_distribution(self, x, mask=None):
+            shifted = torch.cat([torch.zeros_like(x[:, :1]), x[:, :-1]], 1)
+            return torch.distributions.Independent(torch.distributions.Normal(shifted + 1, 1e-6), 1)
+
+    model = Climb(1, state_dim=1, encoder_dim=1)
+    x = torch.tensor([[[1.0], [2.0], [3.0]], [[5.0], [0.0], [0.0]]])
+    mask = torch.tensor([[True, True, True], [True, False, False]])
+    paths = model.forecast(x, mask, 2, 3)
+    torch.testing.assert_close(paths[:, 0, :, 0], torch.tensor([4.0, 5.0]).expand(3, 2), atol=1e-3, rtol=0)
+    torch.testing.assert_close(paths[:, 1, :, 0], torch.tensor([6.0, 7.0]).expand(3, 2), atol=1e-3, rtol=0)
