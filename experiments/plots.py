@@ -12,7 +12,7 @@ from matplotlib.figure import Figure
 
 from inference.io import atomic_write, read_jsonl
 
-from .music import plot_piano_roll, write_midi
+from .tasks.music import plot_piano_roll, write_midi
 
 __all__ = ["save_png", "learning_curve", "particle_cloud", "piano_roll_outputs"]
 

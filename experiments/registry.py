@@ -31,7 +31,12 @@ from ppl_models import (
     TwoStageKalmanFilter,
 )
 
-from . import covid, data, synthetic_ar
+from .data import SequenceData
+from .tasks import covid, synthetic_ar
+from .tasks.air_quality import air_quality
+from .tasks.lgssm_synthetic import lgssm_synthetic
+from .tasks.music import POLYPHONIC, polyphonic
+from .tasks.swimmer import swimmer
 
 __all__ = ["Entry", "Suite", "MODELS", "DATASETS", "OBJECTIVES", "EXPERIMENTS", "SUITES", "DEMOS", "build",
            "experiment_config"]
@@ -62,10 +67,10 @@ def _smc(model, num_particles: int = 64, resampling: str | None = None, ess_thre
 
 def _polyphonic(name: str) -> Entry:
     def load(data_dir: str | None = None, train_chunk: int | None = None,
-             max_sequences: int | None = None) -> data.SequenceData:  # fmt: skip
-        return data.polyphonic(name, data_dir, train_chunk=train_chunk, max_sequences=max_sequences)
+             max_sequences: int | None = None) -> SequenceData:  # fmt: skip
+        return polyphonic(name, data_dir, train_chunk=train_chunk, max_sequences=max_sequences)
 
-    return Entry(load, f"polyphonic music {data.POLYPHONIC[name]} (88-key piano rolls, ../shared/data)")
+    return Entry(load, f"polyphonic music {POLYPHONIC[name]} (88-key piano rolls, ../shared/data)")
 
 
 MODELS = {
@@ -82,10 +87,10 @@ MODELS = {
     "transformer-forecaster": Entry(TransformerForecaster, TransformerForecaster.description),
 }
 DATASETS = {
-    "lgssm-synthetic": Entry(data.lgssm_synthetic, "sequences from a random stable LGSSM (true parameters known)"),
-    **{f"polyphonic-{name}": _polyphonic(name) for name in data.POLYPHONIC},
-    "swimmer": Entry(data.swimmer, "Swimmer robot trajectories, 5 observation columns, standardised (real-valued)"),
-    "air-quality": Entry(data.air_quality, "UCI air quality, 5 hourly sensor responses cut into 100-hour "
+    "lgssm-synthetic": Entry(lgssm_synthetic, "sequences from a random stable LGSSM (true parameters known)"),
+    **{f"polyphonic-{name}": _polyphonic(name) for name in POLYPHONIC},
+    "swimmer": Entry(swimmer, "Swimmer robot trajectories, 5 observation columns, standardised (real-valued)"),
+    "air-quality": Entry(air_quality, "UCI air quality, 5 hourly sensor responses cut into 100-hour "
                          "sequences, chronological split, standardised"),  # fmt: skip
     "ar-model-1": Entry(synthetic_ar.ar_model_one_data, "SMC Transformer paper's Model I: AR(1), alpha 0.8, "
                         "sigma^2 0.5, 1000 x 25 values, 800/100/100 in 5 folds (fold=); true law known"),  # fmt: skip
@@ -106,9 +111,9 @@ EXPERIMENTS = {
                         "estimators vs the exact likelihood; calibration (the README demo)"),  # fmt: skip
     "srnn-demo": Entry(CONFIG_DIR / "srnn_demo.toml", "small SRNN on 60 JSB chorales: ELBO/IWAE/SMC, note "
                        "calibration, generated music (the README demo)"),  # fmt: skip
-    **{f"srnn-{name}": Entry(CONFIG_DIR / f"srnn_{name}.toml", f"SRNN smooth+Res_q on {data.POLYPHONIC[name]} "
+    **{f"srnn-{name}": Entry(CONFIG_DIR / f"srnn_{name}.toml", f"SRNN smooth+Res_q on {POLYPHONIC[name]} "
                              "(the SRNN paper's Table 2; ablation by --set model.inference/residual)")
-       for name in data.POLYPHONIC},  # fmt: skip
+       for name in POLYPHONIC},  # fmt: skip
     "srnn-swimmer": Entry(CONFIG_DIR / "srnn_swimmer.toml", "SRNN with a Gaussian emission on Swimmer "
                           "trajectories (the real-valued path; speech sets are not available offline)"),  # fmt: skip
     "psrnn-demo": Entry(CONFIG_DIR / "psrnn_demo.toml", "PSRNN from two-stage regression on Swimmer, 60 epochs "

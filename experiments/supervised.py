@@ -8,8 +8,8 @@ run folder: ``config.json``, ``metrics.jsonl`` and ``checkpoints/`` (resumable),
 (test metrics of the best checkpoint) and ``plots/`` (learning curve; for a particle model on the
 localization task, the position error and particle spread against time and, for a particle
 model, the belief over time, the paper's Figure 6; for the regression tasks ``air``
-and ``pm25`` of :mod:`experiments.uci_regression`, the PIT ECDF and predictive bands; for the
-classification task ``vowels`` of :mod:`experiments.uea_classification`, a reliability diagram).
+and ``pm25`` of :mod:`experiments.tasks.uci_regression`, the PIT ECDF and predictive bands; for the
+classification task ``vowels`` of :mod:`experiments.tasks.uea_classification`, a reliability diagram).
 
 One config serves a PF cell and its baseline: with ``model.cell = "lstm"`` or ``"gru"`` the
 particle-only model options (:data:`PF_ONLY_OPTIONS`) are dropped, and ``config.json`` records
@@ -21,7 +21,6 @@ from __future__ import annotations
 import inspect
 from pathlib import Path
 
-import numpy as np
 import tomllib
 import torch
 
@@ -32,11 +31,11 @@ from ppl_models.pf_rnn import PFRNNPredictor
 
 from . import plots
 from .config import apply_overrides
-from .localization import localization_data, plot_belief, plot_belief_over_time
-from .uci_regression import RegressionData, air_quality_regression, evaluate_regression, pm25_regression
-from .uea_classification import ClassificationData, evaluate_classification, japanese_vowels
+from .tasks.localization import belief_figure, evaluate_localization, localization_data, plot_belief_over_time
+from .tasks.uci_regression import RegressionData, air_quality_regression, evaluate_regression, pm25_regression
+from .tasks.uea_classification import ClassificationData, evaluate_classification, japanese_vowels
 
-__all__ = ["TASKS", "PF_ONLY_OPTIONS", "is_supervised", "load_supervised_config", "train", "evaluate_localization"]
+__all__ = ["TASKS", "PF_ONLY_OPTIONS", "is_supervised", "load_supervised_config", "train"]
 
 SECTIONS = ("data", "model", "loss", "train")
 TOP_LEVEL = {"kind": "supervised", "name": "experiment", "seed": 0, "device": "auto"}
@@ -113,56 +112,5 @@ def train(config: dict, run_dir: str | Path, *, resume: bool = False) -> dict:
         plot_belief_over_time(metrics["position_mse_by_step"], metrics.get("particle_spread_by_step"),
                               run_dir / "plots" / "belief_over_time.png")  # fmt: skip
         if predictor.num_particles > 1:
-            _belief_figure(predictor, context, splits["test"], run_dir / "plots" / "belief.png", device)
+            belief_figure(predictor, context, splits["test"], run_dir / "plots" / "belief.png", device)
     return metrics
-
-
-@torch.no_grad()
-def evaluate_localization(predictor: PFRNNPredictor, data, *, device, seed: int = 0, batch_size: int = 250) -> dict:
-    """Test metrics of pose predictions from the mean particle, and how the belief narrows over time.
-
-    ``last_step_mse``: squared error of the pose ``(x, y, cos, sin)`` at the last step, summed
-    over its 4 entries, averaged over sequences (the paper's metric); ``last_step_position_mse``
-    the same over ``(x, y)``; ``mse`` over all steps. Per step ``t``: ``position_mse_by_step``
-    and, for particle models, ``particle_spread_by_step``: the weighted root-mean-square
-    distance of the particles' predicted positions from the predicted position, averaged over
-    sequences (a belief that converges has a falling spread).
-    """
-    predictor.eval().to(device)
-    x, _, y = data
-    generator = torch.Generator(device=device).manual_seed(seed)
-    predictions, spreads = [], []
-    for start in range(0, len(x), batch_size):
-        belief = predictor.belief(x[start:start + batch_size].to(device), generator=generator)
-        predictions.append(predictor.head(belief.mean).cpu())
-        if predictor.num_particles > 1:
-            positions = predictor.head(belief.particles)[..., :2]  # [T, K, B, 2]
-            weights = belief.log_weights.exp()
-            centre = (weights.unsqueeze(-1) * positions).sum(1, keepdim=True)
-            spread = (weights * (positions - centre).square().sum(-1)).sum(1).sqrt()  # [T, B]
-            spreads.append(spread.T.cpu())
-    error = (torch.cat(predictions) - y).square()
-    metrics = {"last_step_mse": error[:, -1].sum(-1).mean().item(),
-               "last_step_position_mse": error[:, -1, :2].sum(-1).mean().item(),
-               "mse": error.sum(-1).mean().item(), "test_sequences": len(x),
-               "position_mse_by_step": error[..., :2].sum(-1).mean(0).tolist()}  # fmt: skip
-    if spreads:
-        metrics["particle_spread_by_step"] = torch.cat(spreads).mean(0).tolist()
-    return metrics
-
-
-@torch.no_grad()
-def _belief_figure(predictor, maze, data, path, device, index: int = 0) -> None:
-    x, _, y = data
-    belief = predictor.belief(x[index:index + 1].to(device), generator=torch.Generator(device=device).manual_seed(0))
-    particles = predictor.head(belief.particles[:, :, 0]).cpu().numpy()  # [T, K, 4]
-    predicted = _unit_heading(predictor.head(belief.mean[0]).cpu().numpy())
-    steps = x.shape[1]
-    chosen = sorted({0, steps // 8, steps // 4, steps // 2, steps - 1})
-    plot_belief(maze, y[index].numpy(), predicted, _unit_heading(particles), chosen, path)
-
-
-def _unit_heading(poses: np.ndarray) -> np.ndarray:
-    """Poses with the heading entries scaled to a unit vector (for arrows)."""
-    norm = np.linalg.norm(poses[..., 2:], axis=-1, keepdims=True).clip(min=1e-6)
-    return np.concatenate([poses[..., :2], poses[..., 2:] / norm], -1)

@@ -8,8 +8,11 @@ import torch
 
 from experiments import cli, compare, registry, supervised
 from experiments.config import EvaluateConfig, apply_overrides, check_config, load_config
-from experiments.data import SequenceData, air_quality, pad_sequences, polyphonic, swimmer, verified_path
+from experiments.data import SequenceData, pad_sequences, verified_path
 from experiments.runner import evaluate_model
+from experiments.tasks.air_quality import air_quality
+from experiments.tasks.music import polyphonic
+from experiments.tasks.swimmer import swimmer
 from inference.io import read_jsonl
 from ppl_models.rnn_baseline import GRUBaseline
 

@@ -8,8 +8,13 @@ import pytest
 import torch
 
 from experiments import cli
-from experiments.localization import OBSERVATION_NOISE, localization_data, simulate, symmetric_maze
-from experiments.supervised import evaluate_localization
+from experiments.tasks.localization import (
+    OBSERVATION_NOISE,
+    evaluate_localization,
+    localization_data,
+    simulate,
+    symmetric_maze,
+)
 from ppl_models.pf_rnn import PFRNNPredictor
 
 

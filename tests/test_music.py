@@ -7,7 +7,7 @@ import pytest
 import torch
 from matplotlib.figure import Figure
 
-from experiments.music import plot_piano_roll, read_midi_roll, write_midi
+from experiments.tasks.music import plot_piano_roll, read_midi_roll, write_midi
 
 pretty_midi = pytest.importorskip("pretty_midi")
 

@@ -8,10 +8,10 @@ import scipy.optimize
 import scipy.stats
 import torch
 
-from experiments.covid import covid_deaths
 from experiments.data import resolve_data_dir
 from experiments.registry import DATASETS, build
-from experiments.synthetic_ar import (
+from experiments.tasks.covid import covid_deaths
+from experiments.tasks.synthetic_ar import (
     ARModel,
     ar_data,
     ar_model_two_data,

@@ -1,7 +1,7 @@
 """The AIR and PM regression tasks of the PF-RNN paper: loaders on the real files, evaluation, runner.
 
 Every expected value is recomputed here with pandas / numpy / scipy from the raw CSV files or
-by hand, independently of :mod:`experiments.uci_regression`.
+by hand, independently of :mod:`experiments.tasks.uci_regression`.
 """
 
 import json
@@ -17,7 +17,7 @@ from experiments import cli
 from experiments.data import resolve_data_dir
 from experiments.registry import experiment_config
 from experiments.supervised import load_supervised_config
-from experiments.uci_regression import (
+from experiments.tasks.uci_regression import (
     AIR_INPUTS,
     PM25_INPUTS,
     air_quality_regression,
@@ -309,7 +309,7 @@ def test_bad_data_folder_and_config_keys(tmp_path, capsys):
 
 def test_japanese_vowels_task_against_sktimes_own_data(tmp_path):
     datasets = pytest.importorskip("sktime.datasets")
-    from experiments.uea_classification import japanese_vowels
+    from experiments.tasks.uea_classification import japanese_vowels
 
     raw_train, labels_train = datasets.load_japanese_vowels(split="train", return_X_y=True)
     raw_test, labels_test = datasets.load_japanese_vowels(split="test", return_X_y=True)

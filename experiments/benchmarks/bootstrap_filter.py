@@ -45,16 +45,9 @@ os.environ["VECLIB_MAXIMUM_THREADS"] = "1"
 os.environ["NUMBA_NUM_THREADS"] = "1"
 
 import argparse
-import json
 import math
-import platform
-import resource
-import statistics
-import subprocess
 import sys
 import time
-from collections.abc import Callable
-from importlib import metadata
 from pathlib import Path
 
 import numpy as np
@@ -63,6 +56,15 @@ import pyro.distributions as dist
 import torch
 from pyro.infer import SMCFilter
 
+from experiments.benchmarks.timing import (
+    fit_scaling,
+    load_average,
+    machine_info,
+    package_version,
+    stats,
+    sync,
+    time_repeats,
+)
 from inference import ParticleFilter
 from inference.io import write_json
 from ppl_models import LinearGaussianSSM
@@ -120,42 +122,9 @@ def make_data(num_sequences: int, num_steps: int, seed: int):
     return x32, x64, exact
 
 
-def _version(dist_name: str) -> str | None:
-    """Installed version of a distribution, or its module's ``__version__`` (None if neither is known)."""
-    try:
-        return metadata.version(dist_name)
-    except metadata.PackageNotFoundError:
-        module = {"pyro-ppl": "pyro"}.get(dist_name, dist_name)
-        try:
-            return getattr(__import__(module), "__version__", None)
-        except ImportError:
-            return None
-
-
-def _sync(device: str) -> None:
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-
-
-def time_repeats(fn: Callable[[], object], repeats: int, device: str = "cpu") -> tuple[list[float], object]:
-    """Wall-clock seconds of ``repeats`` calls of ``fn`` (synchronized on CUDA) and the last result."""
-    times, out = [], None
-    for _ in range(repeats):
-        _sync(device)
-        start = time.perf_counter()
-        out = fn()
-        _sync(device)
-        times.append(time.perf_counter() - start)
-    return times, out
-
-
-def _stats(times: list[float]) -> dict:
-    return {"times_s": times, "best_s": min(times), "median_s": statistics.median(times)}
-
-
 def _float64_cpu_row(times: list[float], num_particles: int, x64: torch.Tensor, **extra) -> dict:
     """Timing statistics and the configuration of a float64 run on the CPU (the reference libraries)."""
-    return {**_stats(times), "num_particles": num_particles, "num_steps": int(x64.shape[1]),
+    return {**stats(times), "num_particles": num_particles, "num_steps": int(x64.shape[1]),
             "num_sequences": int(x64.shape[0]), "device": "cpu", "dtype": "float64", **extra}  # fmt: skip
 
 
@@ -188,13 +157,13 @@ def prepare_ours(num_particles, data, *, device="cpu", dtype=torch.float32, seed
     def run(inputs=x):
         with torch.no_grad():
             result = pf.run(model, inputs)
-        _sync(device)
+        sync(device)
         return result
 
     run(x[:, : min(num_steps, 20)])  # warm-up: allocator, kernels, lazy imports
 
     def finish(times, result):
-        out = _stats(times)
+        out = stats(times)
         out.update(_errors(result.log_evidence.double().cpu().numpy(), exact.numpy()))
         out["resampling_rate"] = float(result.resampled.float().mean())
         out.update(
@@ -248,7 +217,7 @@ def prepare_particles(num_particles, data, *, seed=0):
     run_one(series[0][:20])  # warm-up (numba compiles its resampling kernels on first call)
 
     def finish(times, log_evidence):
-        out = _float64_cpu_row(times, num_particles, x64, version=_version("particles"))
+        out = _float64_cpu_row(times, num_particles, x64, version=package_version("particles"))
         out.update(_errors(log_evidence, exact.numpy()), kalman_vs_ours_abs_diff=kalman_gap)
         return out
 
@@ -313,7 +282,7 @@ def prepare_pyro(num_particles, data, *, seed=0):
     run_one(series[0][:20])
 
     def finish(times, _):
-        return _float64_cpu_row(times, num_particles, x64, version=_version("pyro-ppl"), validation=False)
+        return _float64_cpu_row(times, num_particles, x64, version=package_version("pyro-ppl"), validation=False)
 
     return run, finish
 
@@ -333,21 +302,6 @@ def compare(prepared: dict, repeats: dict) -> dict:
 # --------------------------------------------------------------------------------------------
 # scaling
 # --------------------------------------------------------------------------------------------
-def fit_scaling(sizes: list[int], seconds: list[float]) -> dict:
-    """Log-log slope of ``seconds`` against ``sizes`` and the linear fit ``seconds = fixed + marginal * size``."""
-    log_x, log_y = np.log(np.asarray(sizes, float)), np.log(np.asarray(seconds, float))
-    slope = float(np.polyfit(log_x, log_y, 1)[0])
-    top = slice(len(sizes) // 2, None)  # the upper half of the range, where fixed costs matter least
-    slope_upper = float(np.polyfit(log_x[top], log_y[top], 1)[0]) if len(sizes) - len(sizes) // 2 >= 2 else slope
-    marginal, fixed = np.polyfit(np.asarray(sizes, float), np.asarray(seconds, float), 1)
-    return {
-        "loglog_slope": slope,
-        "loglog_slope_upper_half": slope_upper,
-        "linear_fixed_s": float(fixed),
-        "linear_marginal_s": float(marginal),
-    }
-
-
 def scaling(cfg, device, repeats, seed) -> dict:
     k_list = cfg["k_list_cuda"] if device.startswith("cuda") else cfg["k_list"]
     steps, batch = cfg["num_steps"], cfg["num_sequences"]
@@ -372,206 +326,8 @@ def scaling(cfg, device, repeats, seed) -> dict:
 
 
 # --------------------------------------------------------------------------------------------
-# memory
-# --------------------------------------------------------------------------------------------
-def _proc_status_bytes(key: str) -> int | None:
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith(key + ":"):
-                return int(line.split()[1]) * 1024  # kB
-    except OSError:
-        pass
-    return None
-
-
-def _reset_peak_rss() -> str:
-    """Reset the peak-RSS mark (Linux >= 4.0: ``VmHWM`` := ``VmRSS``); returns the method used.
-
-    ``ru_maxrss`` is the fallback, but it is inherited from the parent at ``fork``, so a probe
-    process spawned by a larger parent would read the parent's peak.
-    """
-    try:
-        Path("/proc/self/clear_refs").write_text("5")
-        if _proc_status_bytes("VmHWM") is not None:
-            return "VmHWM"
-    except OSError:
-        pass
-    return "ru_maxrss"
-
-
-def _current_and_peak_rss(method: str) -> tuple[int, int]:
-    if method == "VmHWM":
-        return _proc_status_bytes("VmRSS"), _proc_status_bytes("VmHWM")
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    rss = rss if sys.platform == "darwin" else rss * 1024
-    return rss, rss
-
-
-def _result_bytes(result) -> int:
-    tensors = [result.ancestors, result.history_log_weights, *(result.history or {}).values()]
-    return sum(t.numel() * t.element_size() for t in tensors if t is not None)
-
-
-def memory_probe(config: dict) -> dict:
-    """One evaluation in this (fresh) process: peak RSS grown by the run, on CPU."""
-    torch.set_num_threads(1)
-    k, b, t, keep = config["num_particles"], config["num_sequences"], config["num_steps"], config["keep_ancestry"]
-    x32, _, _ = make_data(b, t, config["seed"])
-    model = make_model()
-    pf = ParticleFilter(
-        k,
-        resampling="systematic",
-        ess_threshold=ESS_THRESHOLD,
-        generator=torch.Generator().manual_seed(config["seed"] + 1),
-    )
-    with torch.no_grad():
-        pf.run(model, x32[:, :16])  # warm-up: per-step temporaries, lazy imports
-        method = _reset_peak_rss()
-        base, _ = _current_and_peak_rss(method)
-        result = pf.run(model, x32, keep_ancestry=keep)
-        after, peak = _current_and_peak_rss(method)
-    return {
-        **config,
-        "method": method,
-        "baseline_rss_bytes": base,
-        "peak_rss_bytes": peak,
-        "delta_bytes": peak - base,
-        "rss_after_bytes": after,
-        "result_history_bytes": _result_bytes(result),
-    }
-
-
-# glibc serves blocks of at least this size with mmap and unmaps them on free, so the peak RSS
-# follows the live tensors; with the default allocator it also counts heap fragmentation
-MMAP_THRESHOLD = 16384
-ALLOCATORS = {
-    "glibc default": {},
-    f"glibc mmap >= {MMAP_THRESHOLD // 1024} KiB": {"MALLOC_MMAP_THRESHOLD_": str(MMAP_THRESHOLD)},
-}
-
-
-def _probe_subprocess(config: dict, extra_env: dict) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
-    env.update(extra_env)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
-    cmd = [sys.executable, "-m", "experiments.benchmarks.bootstrap_filter", "--memory-probe", json.dumps(config)]
-    done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=str(REPO_ROOT), check=False)
-    if done.returncode != 0:
-        raise RuntimeError(f"memory probe {config} failed:\n{done.stderr}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
-def _memory_cuda(config: dict) -> dict:
-    k, b, t, keep = config["num_particles"], config["num_sequences"], config["num_steps"], config["keep_ancestry"]
-    x32, _, _ = make_data(b, t, config["seed"])
-    x = x32.to("cuda")
-    model = make_model(device="cuda")
-    pf = ParticleFilter(
-        k,
-        resampling="systematic",
-        ess_threshold=ESS_THRESHOLD,
-        generator=torch.Generator(device="cuda").manual_seed(config["seed"] + 1),
-    )
-    with torch.no_grad():
-        pf.run(model, x[:, :16])
-        torch.cuda.synchronize()
-        torch.cuda.empty_cache()
-        base = torch.cuda.memory_allocated()
-        torch.cuda.reset_peak_memory_stats()
-        result = pf.run(model, x, keep_ancestry=keep)
-        torch.cuda.synchronize()
-        peak = torch.cuda.max_memory_allocated()
-    out = {
-        **config,
-        "baseline_allocated_bytes": base,
-        "peak_allocated_bytes": peak,
-        "delta_bytes": peak - base,
-        "result_history_bytes": _result_bytes(result),
-    }
-    del result
-    torch.cuda.empty_cache()
-    return out
-
-
-def memory(cfg, device, seed) -> list[dict]:
-    cuda = device.startswith("cuda")
-    allocators = {"CUDA caching allocator": None} if cuda else ALLOCATORS
-    if not cfg["memory_all_allocators"]:
-        allocators = dict(list(allocators.items())[:1])
-    rows = []
-    for keep in (False, True):
-        for allocator, extra_env in allocators.items():
-            for t in cfg["memory_t_list"]:
-                config = {
-                    "num_particles": cfg["num_particles"],
-                    "num_sequences": cfg["num_sequences"],
-                    "num_steps": t,
-                    "keep_ancestry": keep,
-                    "seed": seed,
-                }
-                row = _memory_cuda(config) if cuda else _probe_subprocess(config, extra_env)
-                row["bytes_per_particle_step"] = row["delta_bytes"] / (t * cfg["num_particles"] * cfg["num_sequences"])
-                row.update(device=device, allocator=allocator)
-                rows.append(row)
-    return rows
-
-
-# --------------------------------------------------------------------------------------------
 # report
 # --------------------------------------------------------------------------------------------
-def machine_info(device: str) -> dict:
-    cpu = platform.processor() or "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    info = {
-        "cpu": cpu,
-        "logical_cpus": os.cpu_count(),
-        "torch_threads": torch.get_num_threads(),
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "torch": torch.__version__,
-        "numpy": np.__version__,
-    }
-    for dist_name in ("pyro-ppl", "particles", "scipy"):
-        info[dist_name] = _version(dist_name)
-    if device.startswith("cuda"):
-        info["gpu"] = torch.cuda.get_device_name(device)
-        info["cuda"] = torch.version.cuda
-    info.update(_git_state())
-    return info
-
-
-def _load_average() -> list[float] | None:
-    """1, 5 and 15 minute load averages: other processes on the machine make the timings noisy."""
-    try:
-        return [round(v, 2) for v in os.getloadavg()]
-    except OSError:
-        return None
-
-
-def _git_state() -> dict:
-    """The commit measured and any uncommitted change to the engine or the models (None without git)."""
-
-    def git(*cmd):
-        done = subprocess.run(["git", *cmd], capture_output=True, text=True, cwd=str(REPO_ROOT), check=False)
-        return done.stdout.strip() if done.returncode == 0 else None
-
-    try:
-        commit = git("rev-parse", "HEAD")
-        dirty = git("status", "--porcelain", "--", "inference", "ppl_models") if commit else None
-    except OSError:
-        commit = dirty = None
-    return {
-        "git_commit": commit,
-        "git_uncommitted_engine_files": None if commit is None else (dirty.splitlines() if dirty else []),
-    }
-
-
 def _fmt_s(row) -> str:
     return f"{row['best_s']:.3f} ({row['median_s']:.3f})"
 
@@ -662,16 +418,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--pyro-repeats", type=int, default=1, help="timed repeats of Pyro's SMCFilter (default 1)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--memory-probe", default=None, help=argparse.SUPPRESS)
     return p
 
 
 def main(argv: list[str] | None = None) -> dict | None:
     args = build_parser().parse_args(argv)
     torch.set_num_threads(1)
-    if args.memory_probe is not None:
-        print(json.dumps(memory_probe(json.loads(args.memory_probe))))
-        return None
     device = args.device
     if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
         raise SystemExit(f"--device must be cpu or cuda, got {device!r}")
@@ -712,7 +464,7 @@ def main(argv: list[str] | None = None) -> dict | None:
             ]
         ),
     }
-    res["load_average_start"] = _load_average()
+    res["load_average_start"] = load_average()
     started = time.perf_counter()
 
     data = make_data(b, t, args.seed)
@@ -742,9 +494,11 @@ def main(argv: list[str] | None = None) -> dict | None:
         res["scaling"] = scaling(cfg, device, repeats, args.seed)
     if not args.skip_memory:
         print("memory ...", flush=True)
+        from experiments.benchmarks.filter_memory import memory  # it imports this module
+
         res["memory"] = memory(cfg, device, args.seed)
     res["total_wall_s"] = time.perf_counter() - started
-    res["load_average_end"] = _load_average()
+    res["load_average_end"] = load_average()
     print_report(res)
     print(
         f"\ntotal {res['total_wall_s']:.1f} s; load average at start {res['load_average_start']}, "

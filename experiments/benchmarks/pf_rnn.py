@@ -34,7 +34,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from experiments.benchmarks.bootstrap_filter import _load_average, _stats, fit_scaling, machine_info, time_repeats
+from experiments.benchmarks.timing import fit_scaling, load_average, machine_info, stats, time_repeats
 from inference.discriminative import DiscriminativeLoss
 from inference.io import write_json
 from ppl_models.pf_rnn import PFGRU, PFLSTM, PFRNNPredictor
@@ -89,15 +89,15 @@ def row_step(name: str, batch: int, particles: int, steps: int, hidden: int, dev
 def _time(name, shape, repeats, device) -> dict:
     run = row_step(name, *shape, device)
     time_repeats(run, 1, device)  # warm-up
-    return _stats(time_repeats(run, repeats, device)[0])
+    return stats(time_repeats(run, repeats, device)[0])
 
 
 def _memory_probe(name: str, shape: tuple, threads: int) -> dict:
     """Peak RSS growth of one run of ``name`` in a fresh process (after a warm-up run)."""
-    code = ("import json, torch; from experiments.benchmarks import pf_rnn as b, bootstrap_filter as f; "
+    code = ("import json, torch; from experiments.benchmarks import pf_rnn as b, timing as f; "
             f"torch.set_num_threads({threads}); run = b.row_step({name!r}, *{shape!r}, 'cpu'); run(); "
-            "import gc; gc.collect(); m = f._reset_peak_rss(); before, _ = f._current_and_peak_rss(m); run(); "
-            "_, peak = f._current_and_peak_rss(m); print(json.dumps({'peak_growth_mb': (peak - before) / 2**20}))")
+            "import gc; gc.collect(); m = f.reset_peak_rss(); before, _ = f.current_and_peak_rss(m); run(); "
+            "_, peak = f.current_and_peak_rss(m); print(json.dumps({'peak_growth_mb': (peak - before) / 2**20}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**os.environ, "OMP_NUM_THREADS": str(threads)})  # fmt: skip
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
         "shape": dict(zip(("batch", "particles", "steps", "hidden"), shape)), "rows": rows,
         "scaling": {"particles": ks, "seconds_by_particles": by_k, "fit_particles": fit_scaling(ks, by_k),
                     "steps": ts, "seconds_by_steps": by_t, "fit_steps": fit_scaling(ts, by_t)},
-        "load_average": _load_average(),
+        "load_average": load_average(),
     }  # fmt: skip
     if args.device == "cpu":
         results["memory"] = {name: _memory_probe(name, shape, args.threads)

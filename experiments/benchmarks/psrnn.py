@@ -27,7 +27,7 @@ from pathlib import Path
 
 import torch
 
-from experiments.benchmarks.bootstrap_filter import _load_average, _stats, machine_info, time_repeats  # noqa: I001
+from experiments.benchmarks.timing import load_average, machine_info, stats, time_repeats  # noqa: I001
 from inference.io import write_json
 from inference.objectives import ExactLikelihood
 from ppl_models import PSRNN, RecurrentPredictor
@@ -45,7 +45,7 @@ def two_stage_timing(x: torch.Tensor, num_features: int, repeats: int, device: s
 
     time_repeats(fit, 1, device)  # warm-up
     times, _ = time_repeats(fit, repeats, device)
-    return {**_stats(times), "num_features": num_features, "sequences": int(x.shape[0]), "steps": int(x.shape[1])}
+    return {**stats(times), "num_features": num_features, "sequences": int(x.shape[0]), "steps": int(x.shape[1])}
 
 
 def training_step_timing(models: dict, x: torch.Tensor, repeats: int, device: str) -> dict:
@@ -68,7 +68,7 @@ def training_step_timing(models: dict, x: torch.Tensor, repeats: int, device: st
         for name, step in steps.items():
             times[name] += time_repeats(step, 1, device)[0]
     sequence_steps = x.shape[0] * x.shape[1]
-    return {name: {**_stats(t), "sequence_steps_per_s": sequence_steps / statistics.median(t),
+    return {name: {**stats(t), "sequence_steps_per_s": sequence_steps / statistics.median(t),
                    "parameters": sum(p.numel() for p in models[name].parameters())}
             for name, t in times.items()}  # fmt: skip
 
@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         x, num_features, repeats = torch.randn(4, 30, 5), 200, 1
     else:
-        from experiments.data import swimmer
+        from experiments.tasks.swimmer import swimmer
 
         x, num_features, repeats = swimmer().train[0], 2000, args.repeats
     batch = x[: min(args.batch, len(x))] if not args.quick else x
@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         "two_stage_regression": two_stage_timing(x, num_features, repeats, args.device),
         "training_step": {"batch": int(batch.shape[0]), "steps": int(batch.shape[1]),
                           "models": training_step_timing(models, batch, repeats, args.device)},  # fmt: skip
-        "load_average": _load_average(),
+        "load_average": load_average(),
     }
     tsr = results["two_stage_regression"]
     print(f"two-stage regression, {tsr['num_features']} RFFs, {tsr['sequences']} x {tsr['steps']} steps: "

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from experiments.benchmarks.bootstrap_filter import _load_average, _stats, fit_scaling, machine_info, time_repeats
+from experiments.benchmarks.timing import fit_scaling, load_average, machine_info, stats, time_repeats
 from inference import ParticleFilter
 from inference.io import write_json
 from inference.objectives import SMCBound
@@ -74,7 +74,7 @@ def predictive_run(batch: int, particles: int, steps: int, d_model: int, samples
 
 def _median(run, repeats, device) -> float:
     time_repeats(run, 1, device)  # warm-up
-    return _stats(time_repeats(run, repeats, device)[0])["median_s"]
+    return stats(time_repeats(run, repeats, device)[0])["median_s"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         "training": training, "predictive": predictive,
         "scaling": {"particles": ms, "seconds_by_particles": by_m, "fit_particles": fit_scaling(ms, by_m),
                     "steps": ts, "seconds_by_steps": by_t, "fit_steps": fit_scaling(ts, by_t)},
-        "load_average": _load_average(),
+        "load_average": load_average(),
     }  # fmt: skip
     print(f"SMC Transformer, batch {batch}, T={steps}, d={d_model}, {args.device}, {args.threads} threads (median):")
     for name, row in training.items():

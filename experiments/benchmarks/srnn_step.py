@@ -33,7 +33,7 @@ import torch
 from pyro.infer import SVI, TraceMeanField_ELBO
 from torch.nn import functional as F
 
-from experiments.benchmarks.bootstrap_filter import _load_average, _stats, machine_info, time_repeats  # noqa: I001
+from experiments.benchmarks.timing import load_average, machine_info, stats, time_repeats  # noqa: I001
 from inference.io import write_json
 from inference.objectives import ELBO
 from ppl_models import SRNN
@@ -110,7 +110,7 @@ def run(size: dict, *, batch: int, steps: int, repeats: int, device: str, seed: 
         for name, fn in methods.items():
             times[name] += time_repeats(fn, 1, device)[0]
     reference = statistics.median(times["torch"])
-    rows = {name: {**_stats(t), "ratio_to_torch": statistics.median(t) / reference} for name, t in times.items()}
+    rows = {name: {**stats(t), "ratio_to_torch": statistics.median(t) / reference} for name, t in times.items()}
     return {"size": size, "batch": batch, "steps": steps, "device": device, "methods": rows}
 
 
@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": machine_info(args.device),
         "sizes": {name: run(size, batch=batch, steps=steps, repeats=repeats, device=args.device)
                   for name, size in sizes.items()},  # fmt: skip
-        "load_average": _load_average(),
+        "load_average": load_average(),
     }
     print_report(results)
     if args.out is not None:

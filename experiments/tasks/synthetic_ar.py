@@ -23,7 +23,7 @@ import torch
 
 from inference.validation import check_positive_int, check_probability, check_sequences
 
-from .data import SequenceData
+from ..data import SequenceData
 
 __all__ = ["ARModel", "model_one", "model_two", "ar_data", "ar_model_one_data", "ar_model_two_data",
            "predictive_mse", "interval_share", "NUM_FOLDS"]

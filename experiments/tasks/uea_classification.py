@@ -25,7 +25,7 @@ import torch
 from inference.calibration import brier_score, plot_reliability, reliability_curve
 from inference.validation import check_choice, check_positive_int
 
-from .data import pad_sequences
+from ..data import pad_sequences
 
 __all__ = ["ClassificationData", "japanese_vowels", "evaluate_classification"]
 

@@ -27,7 +27,7 @@ import torch
 from inference.validation import check_positive_int
 
 __all__ = ["Maze", "symmetric_maze", "simulate", "localization_data", "OBSERVATION_NOISE", "plot_belief",
-           "plot_belief_over_time"]
+           "plot_belief_over_time", "evaluate_localization", "belief_figure"]
 
 #: the paper's observation noise sd per maze size
 OBSERVATION_NOISE = {10: 0.1, 18: 0.1, 27: 1.0}
@@ -152,7 +152,7 @@ def plot_belief(maze: Maze, poses: np.ndarray, predicted: np.ndarray, particles:
         ax.set_yticks([])
     figure.tight_layout()
     if path is not None:
-        from .plots import save_png
+        from ..plots import save_png
 
         save_png(figure, path)
         plt.close(figure)
@@ -172,7 +172,62 @@ def plot_belief_over_time(position_mse: list[float], particle_spread: list[float
     ax.set(xlabel="step t", ylabel="cells", ylim=(0, None), title="test trajectories: the belief over time")
     ax.legend(fontsize="small")
     if path is not None:
-        from .plots import save_png
+        from ..plots import save_png
 
         save_png(figure, path)
     return figure
+
+
+# --------------------------------------------------------------------------- evaluation
+
+
+@torch.no_grad()
+def evaluate_localization(predictor, data, *, device, seed: int = 0, batch_size: int = 250) -> dict:
+    """Test metrics of pose predictions from the mean particle, and how the belief narrows over time.
+
+    ``last_step_mse``: squared error of the pose ``(x, y, cos, sin)`` at the last step, summed
+    over its 4 entries, averaged over sequences (the paper's metric); ``last_step_position_mse``
+    the same over ``(x, y)``; ``mse`` over all steps. Per step ``t``: ``position_mse_by_step``
+    and, for particle models, ``particle_spread_by_step``: the weighted root-mean-square
+    distance of the particles' predicted positions from the predicted position, averaged over
+    sequences (a belief that converges has a falling spread).
+    """
+    predictor.eval().to(device)
+    x, _, y = data
+    generator = torch.Generator(device=device).manual_seed(seed)
+    predictions, spreads = [], []
+    for start in range(0, len(x), batch_size):
+        belief = predictor.belief(x[start:start + batch_size].to(device), generator=generator)
+        predictions.append(predictor.head(belief.mean).cpu())
+        if predictor.num_particles > 1:
+            positions = predictor.head(belief.particles)[..., :2]  # [T, K, B, 2]
+            weights = belief.log_weights.exp()
+            centre = (weights.unsqueeze(-1) * positions).sum(1, keepdim=True)
+            spread = (weights * (positions - centre).square().sum(-1)).sum(1).sqrt()  # [T, B]
+            spreads.append(spread.T.cpu())
+    error = (torch.cat(predictions) - y).square()
+    metrics = {"last_step_mse": error[:, -1].sum(-1).mean().item(),
+               "last_step_position_mse": error[:, -1, :2].sum(-1).mean().item(),
+               "mse": error.sum(-1).mean().item(), "test_sequences": len(x),
+               "position_mse_by_step": error[..., :2].sum(-1).mean(0).tolist()}  # fmt: skip
+    if spreads:
+        metrics["particle_spread_by_step"] = torch.cat(spreads).mean(0).tolist()
+    return metrics
+
+
+@torch.no_grad()
+def belief_figure(predictor, maze, data, path, device, index: int = 0) -> None:
+    """:func:`plot_belief` of a predictor's belief on test sequence ``index`` at five steps."""
+    x, _, y = data
+    belief = predictor.belief(x[index:index + 1].to(device), generator=torch.Generator(device=device).manual_seed(0))
+    particles = predictor.head(belief.particles[:, :, 0]).cpu().numpy()  # [T, K, 4]
+    predicted = _unit_heading(predictor.head(belief.mean[0]).cpu().numpy())
+    steps = x.shape[1]
+    chosen = sorted({0, steps // 8, steps // 4, steps // 2, steps - 1})
+    plot_belief(maze, y[index].numpy(), predicted, _unit_heading(particles), chosen, path)
+
+
+def _unit_heading(poses: np.ndarray) -> np.ndarray:
+    """Poses with the heading entries scaled to a unit vector (for arrows)."""
+    norm = np.linalg.norm(poses[..., 2:], axis=-1, keepdims=True).clip(min=1e-6)
+    return np.concatenate([poses[..., :2], poses[..., 2:] / norm], -1)

@@ -32,7 +32,7 @@ import torch
 
 from inference.validation import check_positive_int
 
-from .data import SequenceData, verified_path
+from ..data import SequenceData, verified_path
 
 __all__ = ["CovidData", "covid_deaths", "COVID_FILE", "WINDOW_START", "OBSERVED_DAYS", "FORECAST_DAYS"]
 

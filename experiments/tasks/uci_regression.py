@@ -67,7 +67,7 @@ import torch
 from inference.calibration import calibration_summary, pit, plot_pit_ecdf, plot_predictive_bands
 from inference.validation import check_choice, check_positive_int
 
-from .data import verified_path
+from ..data import verified_path
 
 __all__ = ["RegressionData", "AIR_TARGETS", "AIR_INPUTS", "PM25_INPUTS", "WIND_DIRECTIONS", "build_windows",
            "air_quality_regression", "pm25_regression", "predictive_samples", "evaluate_regression"]  # fmt: skip

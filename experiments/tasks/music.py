@@ -19,8 +19,11 @@ import torch
 from matplotlib.figure import Figure
 
 from inference.io import atomic_write
+from inference.validation import check_positive_int
 
-__all__ = ["NUM_KEYS", "LOWEST_PITCH", "plot_piano_roll", "write_midi", "read_midi_roll"]
+from ..data import SequenceData, pad_sequences, verified_path
+
+__all__ = ["NUM_KEYS", "LOWEST_PITCH", "POLYPHONIC", "polyphonic", "plot_piano_roll", "write_midi", "read_midi_roll"]
 
 NUM_KEYS = 88
 LOWEST_PITCH = 21  # A0, column 0 of the data sets' rolls
@@ -243,3 +246,43 @@ def _import_pretty_midi(action: str):
     except ImportError as error:
         raise ImportError(f"{action} MIDI needs the optional extra: {_MIDI_EXTRA}") from error
     return pretty_midi
+
+
+# --------------------------------------------------------------------------- the data sets
+
+POLYPHONIC = {"jsb": "JSB_Chorales.mat", "nottingham": "Nottingham.mat", "musedata": "MuseData.mat",
+              "piano": "Piano_midi.mat"}  # fmt: skip
+
+
+def polyphonic(
+    name: str = "jsb",
+    data_dir: str | os.PathLike | None = None,
+    *,
+    train_chunk: int | None = None,
+    max_sequences: int | None = None,
+) -> SequenceData:
+    """One of the four polyphonic music sets (88-key binary piano rolls, standard splits).
+
+    Args:
+        name: ``jsb``, ``nottingham``, ``musedata`` or ``piano``.
+        data_dir: the shared data folder (see :func:`resolve_data_dir`).
+        train_chunk: cut training sequences into pieces of at most this many steps (faster
+            truncated training on the long pieces; validation and test stay whole).
+        max_sequences: keep only the first this many sequences of each split (quick demos).
+    """
+    from scipy.io import loadmat
+
+    if name not in POLYPHONIC:
+        raise ValueError(f"name must be one of {sorted(POLYPHONIC)}, got {name!r}")
+    for key, value in (("train_chunk", train_chunk), ("max_sequences", max_sequences)):
+        if value is not None:
+            check_positive_int(value, name=key)
+    raw = loadmat(verified_path(f"polyphonic/{POLYPHONIC[name]}", data_dir))
+    splits = []
+    for key in ("traindata", "validdata", "testdata"):
+        rolls = list(raw[key].ravel())[:max_sequences]
+        if key == "traindata" and train_chunk is not None:
+            rolls = [roll[start : start + train_chunk] for roll in rolls for start in range(0, len(roll), train_chunk)]
+        splits.append(pad_sequences(rolls))
+    notes = "".join(f", {k}={v}" for k, v in (("train_chunk", train_chunk), ("max_sequences", max_sequences)) if v)
+    return SequenceData(*splits, description=f"polyphonic music: {POLYPHONIC[name]} (88 keys{notes})", binary=True)

@@ -1,0 +1,1 @@
+"""One module per data set or task: its loader or generator, its evaluation and its own plots."""
