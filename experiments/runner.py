@@ -215,7 +215,7 @@ def evaluate_model(model, data, config: EvaluateConfig, run_dir: str | Path | No
             add(f"iwae-{config.iwae_particles}", iwae(x, mask).bound)
         if by_filter:
             step = particle_predictive(model, x, mask, samples, num_particles=config.num_particles)
-            add(f"smc-{config.num_particles}", step.log_density)
+            add(f"smc-{config.num_particles}", step.log_density.sum(1))  # the filter's log-evidence [B]
         else:
             step = model.predictive(x, mask, samples)
         source = step.source

@@ -24,9 +24,15 @@ __all__ = ["LatentRollout"]
 
 
 class LatentRollout:
-    """Mixin of :class:`~inference.protocol.SequenceModel` subclasses with the three rollout hooks."""
+    """Mixin of :class:`~inference.protocol.SequenceModel` subclasses with the three rollout hooks.
+
+    It declares what such a model answers: Pyro programs with a latent guide, the particle form
+    (whose filter gives the one-step predictive), generation and forecasts.
+    """
 
     obs_dim: int
+    capabilities = frozenset({"programs", "latent", "particles", "predictive", "generate", "forecast"})
+    limitations = {"exact": "the latent states make log p(x) intractable: it is scored by ELBO, IWAE-K or SMC-K"}
 
     @torch.no_grad()
     def generate(self, num_steps: int, *, num_sequences: int = 1, prefix: torch.Tensor | None = None,

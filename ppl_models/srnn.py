@@ -109,8 +109,6 @@ class SRNN(LatentRollout, MarkovStateSpace):
             objective share the dropped ``d_t``).
     """
 
-    capabilities = frozenset({"programs", "latent", "particles", "predictive", "generate", "forecast"})
-    limitations = {"exact": "the latent states make log p(x) intractable: it is scored by ELBO, IWAE-K or SMC-K"}
     description = "SRNN (Fraccaro et al. 2016): GRU + nonlinear SSM, smoothing/filtering guide, Res_q"
 
     def __init__(

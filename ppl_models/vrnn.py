@@ -80,8 +80,6 @@ class VRNN(LatentRollout, ParticlePrograms, SequenceModel):
     """
 
     pyro_name = "vrnn"
-    capabilities = frozenset({"programs", "latent", "particles", "predictive", "generate", "forecast"})
-    limitations = {"exact": "the latent states make log p(x) intractable: it is scored by ELBO, IWAE-K or SMC-K"}
     description = ("VRNN (Chung et al. 2015): GRU state that reads the sampled z, filtering guide (the SRNN "
                    "paper's stochastic baseline)")
 

@@ -161,3 +161,16 @@ def test_forecasts_of_variable_length_sequences_continue_from_each_last_step():
     paths = model.forecast(x, mask, 2, 3)
     torch.testing.assert_close(paths[:, 0, :, 0], torch.tensor([4.0, 5.0]).expand(3, 2), atol=1e-3, rtol=0)
     torch.testing.assert_close(paths[:, 1, :, 0], torch.tensor([6.0, 7.0]).expand(3, 2), atol=1e-3, rtol=0)
+
+
+def test_the_readme_quickstart_imports_every_model_from_ppl_models():
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    quickstart = readme[readme.index("## Quickstart"):]
+    imported = re.search(r"from ppl_models import \(([^)]*)\)", quickstart).group(1)
+    names = {name.strip() for name in imported.split(",")}
+    assert {cls.__name__ for cls in ppl_models.COLLECTION} <= names
+    for cls in ppl_models.COLLECTION:  # and uses each of them
+        assert quickstart.count(cls.__name__) >= 2, cls.__name__
