@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 
 import torch
 from torch import nn
@@ -45,7 +45,7 @@ from .forecast import forecast as _forecast_particles
 from .particle_filter import ParticleFilter
 from .validation import check_positive_int, check_sequences
 
-__all__ = ["CAPABILITIES", "ESTIMATORS", "SequenceModel", "OneStepPredictive", "Generation", "Unsupported",
+__all__ = ["CAPABILITIES", "ESTIMATORS", "SequenceModel", "OneStepPredictive", "Generation", "Score", "Unsupported",
            "particle_predictive", "particle_forecast", "check_num_samples"]  # fmt: skip
 
 #: capability name -> what it provides (see the module docstring)
@@ -60,6 +60,13 @@ CAPABILITIES = {
 }
 #: log-likelihood estimator -> the capability it needs
 ESTIMATORS = {"exact": "exact", "elbo": "latent", "iwae": "latent", "smc": "particles"}
+
+
+class Score(NamedTuple):
+    """A log-likelihood estimate: its name (``exact``, ``elbo``, ``iwae-K``, ``smc-K``) and ``[B]`` nats."""
+
+    estimator: str
+    log_likelihood: torch.Tensor
 
 
 class Unsupported(NotImplementedError):
@@ -146,6 +153,32 @@ class SequenceModel(nn.Module):
         """Exact ``log p(x_{1:T_b})`` per sequence, ``[B]``."""
         self.require("exact")
         raise NotImplementedError(f"{type(self).__name__} declares exact but defines no log_likelihood")
+
+    def score(self, x: torch.Tensor, mask: torch.Tensor | None = None, estimator: str | None = None, *,
+              num_particles: int = 100) -> Score:  # fmt: skip
+        """``log p(x_{1:T_b})`` of each sequence of ``x [B, T, D]``, exact or estimated, in nats.
+
+        ``estimator``: ``"exact"``, ``"elbo"``, ``"iwae"`` or ``"smc"`` (:data:`ESTIMATORS` says
+        which capability each needs); by default the best the model declares: exact, else SMC,
+        else IWAE. ``num_particles``: ``K`` of IWAE-K and SMC-K.
+        """
+        from .objectives import ELBO, IWAE  # the objectives import this module
+
+        if estimator is None:
+            estimator = next((name for name in ("exact", "smc", "iwae") if self.supports(ESTIMATORS[name])), None)
+            if estimator is None:
+                raise Unsupported(f"{type(self).__name__} declares no way to score x: "
+                                  f"{self.limitations.get('exact', 'no exact likelihood, guide or particle form')}")
+        if estimator not in ESTIMATORS:
+            raise ValueError(f"estimator must be one of {sorted(ESTIMATORS)}, got {estimator!r}")
+        self.require(ESTIMATORS[estimator])
+        if estimator == "exact":
+            return Score("exact", self.log_likelihood(x, mask))
+        if estimator == "elbo":
+            return Score("elbo", ELBO(self, mean_field=True)(x, mask).bound)
+        if estimator == "iwae":
+            return Score(f"iwae-{num_particles}", IWAE(self, num_particles)(x, mask).bound)
+        return Score(f"smc-{num_particles}", ParticleFilter(num_particles).run(self, x, mask).log_evidence)
 
     def predictive(self, x: torch.Tensor, mask: torch.Tensor | None = None, num_samples: int = 100, *,
                    num_particles: int = 100, generator: torch.Generator | None = None,

@@ -8,7 +8,7 @@ import torch
 from pyro.infer import Trace_ELBO
 
 import ppl_models
-from inference import CAPABILITIES, ParticleFilter, Unsupported
+from inference import CAPABILITIES, ESTIMATORS, ParticleFilter, Unsupported
 from inference.objectives import ELBO, IWAE
 from ppl_models import (
     PFGRU,
@@ -88,9 +88,12 @@ def test_every_capability_is_declared_or_plainly_refused(cls):
             continue
         reason = cls.limitations.get(capability, "")
         assert len(reason) > 20, f"{cls.__name__} lacks {capability} without saying why"
-        if capability in CALLS:
+        if capability in CALLS:  # a method of its own refuses with the reason
             with pytest.raises(Unsupported, match=reason[:30].replace("(", r"\(")):
                 CALLS[capability](model, x)
+    if not any(model.supports(capability) for capability in ESTIMATORS.values()):
+        with pytest.raises(Unsupported, match="declares no way to score x"):
+            model.score(x)
     with pytest.raises(ValueError, match="capability must be one of"):
         model.supports("teleport")
 
@@ -110,6 +113,14 @@ def test_declared_capabilities_work_on_a_tiny_batch(cls):
     if model.supports("exact"):
         exact = model.log_likelihood(x, MASK)
         assert exact.shape == (B,) and bool(torch.isfinite(exact).all())
+        assert model.score(x, MASK).estimator == "exact" and torch.equal(model.score(x, MASK).log_likelihood, exact)
+    for estimator, capability in ESTIMATORS.items():
+        if model.supports(capability):
+            score = model.score(x, MASK, estimator, num_particles=4)
+            assert score.estimator.startswith(estimator) and score.log_likelihood.shape == (B,)
+        else:
+            with pytest.raises(Unsupported):
+                model.score(x, MASK, estimator)
     if model.supports("latent"):
         for objective in (ELBO(model, mean_field=True), IWAE(model, 4)):
             bound = objective(x, MASK).bound
