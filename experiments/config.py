@@ -36,7 +36,8 @@ class EvaluateConfig:
 
     Attributes:
         estimators: which of ``exact``, ``elbo``, ``iwae``, ``smc`` to report (those the
-            model supports; ``exact`` needs a ``log_likelihood`` method).
+            model declares it supports, :data:`inference.protocol.ESTIMATORS`; the others are
+            listed in the metrics under ``skipped_estimators`` with the model's reasons).
         num_particles: ``K`` of the SMC estimate and of its predictive samples.
         iwae_particles: ``K`` of the IWAE bound.
         predictive_samples: one-step-ahead predictive draws per step, for calibration (0: none).

@@ -175,7 +175,8 @@ def evaluate_model(model, data, config: EvaluateConfig, run_dir: str | Path | No
     """Every requested log-likelihood estimate on the test split, plus calibration; writes the run folder.
 
     An estimator is computed where the model declares the capability it needs
-    (:data:`inference.protocol.ESTIMATORS`). The one-step-ahead predictive comes from the SMC
+    (:data:`inference.protocol.ESTIMATORS`); the others requested are listed with the model's
+    reasons under ``skipped_estimators``. The one-step-ahead predictive comes from the SMC
     filter when ``smc`` is requested of a particle model, else from the model's own
     ``predictive`` (exact, Monte Carlo passes, or its default filter). Real-valued data is
     judged by its draws (coverage, CRPS, PIT), its per-step log density and the one-step MSE of
@@ -194,6 +195,8 @@ def evaluate_model(model, data, config: EvaluateConfig, run_dir: str | Path | No
     predictive, log_density, probabilities, squared_errors, indices = [], [], [], [], []
     samples = 0 if data.binary else config.predictive_samples
     wanted = {name for name in config.estimators if model.supports(ESTIMATORS[name])}
+    skipped = {name: model.limitations.get(ESTIMATORS[name], f"no {ESTIMATORS[name]}")
+               for name in config.estimators if name not in wanted}  # fmt: skip
     by_filter = "smc" in wanted
     if not by_filter and not model.supports("predictive"):
         raise ValueError(f"model {type(model).__name__} has neither a particle form (for smc) nor a predictive")
@@ -235,6 +238,8 @@ def evaluate_model(model, data, config: EvaluateConfig, run_dir: str | Path | No
         "num_parameters": sum(p.numel() for p in model.parameters()),
         "loglik": {k: {"per_step": v / float(steps), "per_sequence": v / x_all.shape[0]} for k, v in totals.items()},
     }
+    if skipped:
+        metrics["skipped_estimators"] = skipped  # requested, but the model declares it cannot: its reasons
     if squared_errors:
         metrics["mse"] = sum(squared_errors) / (float(steps) * x_all.shape[-1])
     if predictive:
@@ -320,15 +325,17 @@ def format_table(metrics: dict, *, markdown: bool = False) -> str:
     cal += [(k, f"{v:.4f}") for k, v in metrics.get("calibration", {}).items()]
     cal += [(f"truth: {k}", f"{v:.4f}") for k, v in metrics.get("truth_metrics", {}).items()]
     head = f"{metrics['data']}: {metrics['test_sequences']} test sequences, {metrics['test_steps']} steps"
+    skipped = [f"not estimated: {name} ({reason})" for name, reason in metrics.get("skipped_estimators", {}).items()]
     if markdown:
         lines = [f"# Results\n\n{head}\n", "| " + " | ".join(rows[0]) + " |", "|---|---:|---:|"]
         lines += ["| " + " | ".join(r) + " |" for r in rows[1:]]
+        lines += ["", *skipped] if skipped else []
         if cal:
             lines += ["", f"Calibration: {source}.", "", "| metric | value |", "|---|---:|"]
             lines += [f"| {k} | {v} |" for k, v in cal]
         return "\n".join(lines) + "\n"
     width = max(len(r[0]) for r in rows + cal) + 2
-    lines = [head] + [f"{r[0]:<{width}}{r[1]:>16}{r[2]:>18}" for r in rows]
+    lines = [head] + [f"{r[0]:<{width}}{r[1]:>16}{r[2]:>18}" for r in rows] + skipped
     if cal:
         lines += ["", f"calibration: {source}"]
         lines += [f"{k:<{width}}{v:>16}" for k, v in cal]

@@ -6,7 +6,7 @@ import json
 import pytest
 import torch
 
-from experiments import cli, compare, registry, supervised
+from experiments import cli, compare, registry, runner, supervised
 from experiments.config import EvaluateConfig, apply_overrides, check_config, load_config
 from experiments.data import SequenceData, pad_sequences, verified_path
 from experiments.runner import evaluate_model
@@ -286,3 +286,16 @@ def test_evaluation_in_length_sorted_batches_keeps_the_test_order():
         metrics = evaluate_model(model, data, EvaluateConfig(estimators=["exact"], batch_size=batch_size))
         assert metrics["calibration"]["brier"] == pytest.approx(brier, rel=1e-5)
         assert metrics["loglik"]["exact"]["per_step"] == pytest.approx(exact, rel=1e-5)
+
+
+def test_estimators_a_model_cannot_serve_are_reported_with_its_reason():
+    torch.manual_seed(0)
+    x, mask = torch.randn(4, 6, 2), torch.ones(4, 6, dtype=torch.bool)
+    data = SequenceData(train=(x, mask), valid=(x, mask), test=(x, mask), description="noise")
+    model = GRUBaseline(2, emission="gaussian", rnn_dim=4, hidden_dim=4)
+    metrics = evaluate_model(model, data, EvaluateConfig(predictive_samples=5))  # all four requested
+    assert set(metrics["loglik"]) == {"exact"}
+    assert metrics["skipped_estimators"] == {name: GRUBaseline.limitations[capability]
+                                             for name, capability in (("elbo", "latent"), ("iwae", "latent"),
+                                                                      ("smc", "particles"))}  # fmt: skip
+    assert "not estimated: smc (no latent state to filter" in runner.format_table(metrics)
