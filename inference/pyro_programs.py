@@ -98,7 +98,7 @@ class PyroProgramModel:
 
     def simulate(self, state, t, context):
         """One draw from the model's ``step`` program, its observed site sampled: ``(state, x_t [S, B, D])``."""
-        new_state, site = self._unconditioned_step(state, context)
+        new_state, site = self.unconditioned_step(state, context)
         return new_state, site["value"]
 
     def predict_mean(self, state, t, context) -> torch.Tensor:
@@ -107,10 +107,10 @@ class PyroProgramModel:
         An unbiased one-sample estimate of ``E[x_t | particle]``; exact when the observed
         site's mean does not depend on the step's latent draws.
         """
-        _, site = self._unconditioned_step(state, context)
+        _, site = self.unconditioned_step(state, context)
         return site["fn"].mean
 
-    def _unconditioned_step(self, state, context) -> tuple[dict, dict]:
+    def unconditioned_step(self, state, context) -> tuple[dict, dict]:
         """Run the model's ``step`` with its observed site sampled; return the new state and that site."""
         new_state = dict(state)
         with self._plate(next(iter(state.values())).shape[0]):

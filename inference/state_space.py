@@ -122,7 +122,11 @@ class MarkovStateSpace(SequenceModel):
                     pyro.sample(f"x_{t}", self.emission(z, t, context), obs=x[:, t])
 
     def guide(self, x: torch.Tensor, mask: torch.Tensor | None = None):
-        """Inference program: ``z_t ~ proposal(z_{t-1}, x_t)``, forward in time."""
+        """Inference program: ``z_t ~ proposal(z_{t-1}, x_t)``, forward in time.
+
+        A model without a proposal (``proposal`` returns ``None``: the bootstrap filter's) has the
+        prior as its guide, so that ELBO and IWAE are still bounds, as the filter's weights are.
+        """
         pyro.module(self.pyro_name, self)
         x, mask = check_sequences(x, mask, feature_size=self.obs_dim)
         context = self._context(x, mask)
@@ -131,7 +135,7 @@ class MarkovStateSpace(SequenceModel):
             for t in pyro.markov(range(x.shape[1])):
                 q = self.proposal(z, t, x[:, t], context)
                 if q is None:
-                    raise NotImplementedError(f"{type(self).__name__} defines no proposal, so it has no guide")
+                    q = self.prior(z, t, context)
                 with poutine.mask(mask=mask[:, t]):
                     z = pyro.sample(f"z_{t}", q)
 

@@ -245,10 +245,21 @@ class SMCTransformer(ParticlePrograms, SequenceModel):
         return x, mask
 
     def predict_mean(self, state, t, context) -> torch.Tensor:
-        """``[K, B, D]``: ``E[x_t | particle]`` estimated with one draw of the step's latent noise."""
-        if self.emission != "gaussian":
-            raise ValueError("predict_mean is for the Gaussian emission; use predictive samples for classes")
-        return super().predict_mean(state, t, context)
+        """``[K, B, D]``: ``E[x_t | particle]`` estimated with one draw of the step's latent noise.
+
+        For the categorical emission ``x_t`` is the class index (a float), so this is the mean index
+        ``sum_c c p_c``; the class probabilities themselves come from the predictive draws.
+        """
+        if self.emission == "gaussian":
+            return super().predict_mean(state, t, context)
+        _, site = self.program_model.unconditioned_step(state, context)
+        probs = site["fn"].probs
+        return (probs * torch.arange(self.num_classes, dtype=probs.dtype, device=probs.device)).sum(-1, keepdim=True)
+
+    def simulate(self, state, t, context):
+        """One draw ``(state, x_t [S, B, D])`` from the model; ``x_t`` as the next input (a float class index)."""
+        new_state, _ = super().simulate(state, t, context)
+        return new_state, new_state["input"]
 
     # --- EM for the covariances (appendix A) ------------------------------------------------
     @torch.no_grad()

@@ -60,6 +60,28 @@ FACTORIES = {
     TwoStageKalmanFilter: lambda: (TwoStageKalmanFilter(D, state_dim=2, horizon=2).initialize(_real(1)), _real()),
 }
 MASK = torch.arange(T).expand(B, T) < torch.tensor([[T], [T - 2], [1]])
+#: other settings of the same classes: emissions, guides, cells, covariances, proposals
+VARIANTS = {
+    "SRNN gaussian filter guide without Res_q, dropout": lambda: (
+        SRNN(D, emission="gaussian", inference="filter", residual=False, latent_dim=2, rnn_dim=4, hidden_dim=4,
+             dropout=0.2), _real()),
+    "VRNN bernoulli": lambda: (VRNN(D, latent_dim=2, rnn_dim=4, hidden_dim=4), _binary()),
+    "SMCTransformer categorical": lambda: (
+        SMCTransformer(1, d_model=4, window=3, emission="categorical", num_classes=4),
+        torch.randint(0, 4, (B, T, 1), generator=torch.Generator().manual_seed(0)).float()),
+    "SMCTransformer diagonal, 2 heads": lambda: (
+        SMCTransformer(D, d_model=4, num_heads=2, window=2, covariance="diagonal"), _real()),
+    "PSRNN factorized, 2 layers": lambda: (
+        PSRNN(D, state_dim=3, obs_features=3, num_features=20, horizon=2, rank=2, num_layers=2).initialize(_real(1)),
+        _real()),
+    "TransformerForecaster sinusoidal": lambda: (
+        TransformerForecaster(D, d_model=4, feedforward_dim=8, positions="sinusoidal", dropout=0.1), _real()),
+    "MCDropoutLSTM full": lambda: (MCDropoutLSTM(D, hidden_size=4, where="full"), _real()),
+    "RecurrentPredictor rnn": lambda: (RecurrentPredictor(D, cell="rnn", state_dim=3, encoder_dim=3), _real()),
+    "GRUBaseline gaussian": lambda: (GRUBaseline(D, emission="gaussian", rnn_dim=4, hidden_dim=4), _real()),
+    "LinearGaussianSSM bootstrap": lambda: (
+        LinearGaussianSSM.random(3, D, proposal="bootstrap", generator=torch.Generator().manual_seed(0)), _real()),
+}
 
 #: a call that exercises each capability with a method of its own
 CALLS = {
@@ -99,14 +121,16 @@ def test_every_capability_is_declared_or_plainly_refused(cls):
 
 
 def _density_models():
-    return [cls for cls in FACTORIES if not cls.conditional and cls.capabilities]
+    cases = {cls.__name__: FACTORIES[cls] for cls in FACTORIES if not cls.conditional and cls.capabilities}
+    return {**cases, **VARIANTS}
 
 
-@pytest.mark.parametrize("cls", _density_models(), ids=lambda c: c.__name__)
-def test_declared_capabilities_work_on_a_tiny_batch(cls):
+@pytest.mark.parametrize("name", list(_density_models()))
+def test_declared_capabilities_work_on_a_tiny_batch(name):
     pyro.set_rng_seed(0)
-    model, x = FACTORIES[cls]()
+    model, x = _density_models()[name]()
     model.eval()
+    B, T, D = x.shape
     if model.supports("programs"):
         loss = Trace_ELBO().differentiable_loss(model.model, model.guide, x, MASK)
         assert math.isfinite(float(loss.detach()))
