@@ -34,6 +34,8 @@ capability.
 
 from __future__ import annotations
 
+import itertools
+from collections import defaultdict
 from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import ClassVar, NamedTuple
@@ -111,6 +113,10 @@ def check_num_samples(num_samples, *, allow_zero: bool = True) -> int:
     return check_positive_int(num_samples, name="num_samples")
 
 
+#: instances made so far per Pyro name prefix (each instance gets a name of its own)
+_INSTANCES: defaultdict[str, itertools.count] = defaultdict(itertools.count)
+
+
 class SequenceModel(nn.Module):
     """Base class of the collection's models: declared capabilities and the protocol's methods.
 
@@ -118,6 +124,11 @@ class SequenceModel(nn.Module):
     (capability -> why not, for every one it lacks), a one-line ``description``, and
     overrides the methods of its capabilities. Methods of capabilities it lacks raise
     :class:`Unsupported` with the stated reason.
+
+    Each instance registers its parameters in Pyro's parameter store under a name of its own,
+    ``pyro_name``: the class's ``pyro_prefix`` (default: the class name, lower case) for the
+    first instance, then ``<prefix>_1``, ``<prefix>_2``, ... in order of creation, so that two
+    models train side by side in one store. Assign ``pyro_name`` to choose another.
     """
 
     capabilities: ClassVar[frozenset[str]] = frozenset()
@@ -125,6 +136,14 @@ class SequenceModel(nn.Module):
     description: ClassVar[str] = ""
     #: inputs ``x`` predict targets ``y`` (``predictive`` draws targets), instead of a density of ``x``
     conditional: ClassVar[bool] = False
+    #: start of the instances' names in Pyro's parameter store (``None``: the class name, lower case)
+    pyro_prefix: ClassVar[str | None] = None
+
+    def __init__(self):
+        super().__init__()
+        prefix = self.pyro_prefix or type(self).__name__.lower()
+        number = next(_INSTANCES[prefix])
+        self.pyro_name = prefix if number == 0 else f"{prefix}_{number}"
 
     def supports(self, capability: str) -> bool:
         """Whether the model declares ``capability`` (one of :data:`CAPABILITIES`)."""

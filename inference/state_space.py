@@ -98,12 +98,7 @@ class MarkovStateSpace(SequenceModel):
         shared.append((x, mask, context))
         return context
 
-    # --- Pyro programs ----------------------------------------------------------------
-    @property
-    def pyro_name(self) -> str:
-        """Name under which :func:`pyro.module` registers the parameters."""
-        return getattr(self, "_pyro_name", type(self).__name__.lower())
-
+    # --- Pyro programs (parameters registered as ``pyro_name``, one per instance) --------------
     def model(self, x: torch.Tensor, mask: torch.Tensor | None = None):
         """Generative program: ``z_t ~ prior``, ``x_t ~ emission`` (observed), masked by ``mask``.
 

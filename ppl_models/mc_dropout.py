@@ -48,7 +48,7 @@ class MCDropoutLSTM(OneStepPredictor):
             dropout on the LSTM's input and recurrent state).
     """
 
-    pyro_name = "mc_dropout_lstm"
+    pyro_prefix = "mc_dropout_lstm"
     description = ("LSTM + MC dropout (where= output / full variational), linear decoder, Gaussian predictive; "
                    "predictive draws are MC-dropout passes (the SMC Transformer paper's baseline)")
     predictive_source = "the model's Monte Carlo passes (mc_samples; nlpd from its exact predictive)"

@@ -496,6 +496,7 @@ class PFRNNProgram(SequenceModel):
     """
 
     conditional = True
+    pyro_prefix = "pf_rnn"
     capabilities = frozenset({"programs", "latent"})
     limitations = {
         "exact": "the stochastic memory updates make log p(y | x) intractable: Trace_ELBO of these programs, or "
@@ -522,7 +523,7 @@ class PFRNNProgram(SequenceModel):
     def model(self, x: torch.Tensor, y: torch.Tensor, mask: torch.Tensor | None = None):
         """Pyro model over inputs ``x [B, T, D]``, targets ``y [B, T, O]`` (or class indices ``[B, T]``)."""
         predictor, cell = self.predictor, self.predictor.rnn
-        pyro.module("pf_rnn", predictor)
+        pyro.module(self.pyro_name, predictor)
         batch, steps, _ = x.shape
         mask = torch.ones(batch, steps, dtype=torch.bool, device=x.device) if mask is None else mask
         run = _ParticleRun(cell, cell._check_state(None, batch, x), None, None)

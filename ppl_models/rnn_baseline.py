@@ -31,7 +31,7 @@ class GRUBaseline(ExactPredictiveModel):
         num_hidden_layers: hidden layers of the emission net.
     """
 
-    pyro_name = "gru_baseline"
+    pyro_prefix = "gru_baseline"
     description = "deterministic GRU with SRNN's emission (the SRNN paper's RNN row), exact likelihood"
 
     def __init__(self, obs_dim: int, *, emission: str = "bernoulli", rnn_dim: int = 300, hidden_dim: int = 500,

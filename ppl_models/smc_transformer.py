@@ -80,6 +80,7 @@ class SMCTransformer(ParticlePrograms, SequenceModel):
     """
 
     guide_proposes = False
+    pyro_prefix = "smc_transformer"
     capabilities = frozenset({"programs", "particles", "predictive", "generate", "forecast"})
     limitations = {"exact": "the latent attention states make log p(x) intractable: it is scored by SMC-K",
                    "latent": "its guide is the bootstrap proposal (the prior of the latent sites), so an ELBO or "
@@ -203,7 +204,7 @@ class SMCTransformer(ParticlePrograms, SequenceModel):
         Under ``pyro.infer.Predictive`` (or ``poutine.uncondition``) it simulates sequences
         of ``x``'s shape; conditioned, its log-density is the complete-data likelihood.
         """
-        pyro.module("smc_transformer", self)
+        pyro.module(self.pyro_name, self)
         x, mask = check_sequences(x, mask, feature_size=self.obs_dim)
         state: dict = {}
         draws = []

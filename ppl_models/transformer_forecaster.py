@@ -51,7 +51,7 @@ class TransformerForecaster(OneStepPredictor):
         max_len: longest sequence of the learned position table.
     """
 
-    pyro_name = "transformer_forecaster"
+    pyro_prefix = "transformer_forecaster"
     description = ("deterministic causal Transformer (learned or sinusoidal positions), Gaussian predictive "
                    "(the SMC Transformer paper's deterministic Transformer)")
 

@@ -79,7 +79,6 @@ class VRNN(LatentRollout, ParticlePrograms, SequenceModel):
         num_hidden_layers: hidden layers per net (1).
     """
 
-    pyro_name = "vrnn"
     description = ("VRNN (Chung et al. 2015): GRU state that reads the sampled z, filtering guide (the SRNN "
                    "paper's stochastic baseline)")
 

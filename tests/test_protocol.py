@@ -5,7 +5,7 @@ import math
 import pyro
 import pytest
 import torch
-from pyro.infer import Trace_ELBO
+from pyro.infer import SVI, Trace_ELBO
 
 import ppl_models
 from inference import CAPABILITIES, ESTIMATORS, ParticleFilter, Unsupported
@@ -209,3 +209,22 @@ def test_the_readme_quickstart_imports_every_model_from_ppl_models():
     assert {cls.__name__ for cls in ppl_models.COLLECTION} <= names
     for cls in ppl_models.COLLECTION:  # and uses each of them
         assert quickstart.count(cls.__name__) >= 2, cls.__name__
+
+
+@pytest.mark.parametrize("cls", [cls for cls in FACTORIES if cls.capabilities & {"programs"}], ids=lambda c: c.__name__)
+def test_two_instances_train_side_by_side_in_one_parameter_store(cls):
+    """Each instance registers its own parameters, so SVI on the second trains the second (no clear_param_store)."""
+    first, x = FACTORIES[cls]()
+    second, _ = FACTORIES[cls]()
+    assert first.pyro_name != second.pyro_name
+    args = (x, torch.randn(B, T, 1)) if cls.conditional else (x,)
+    for model in (first, second):
+        before = {name: p.detach().clone() for name, p in model.named_parameters()}
+        svi = SVI(model.model, model.guide, pyro.optim.Adam({"lr": 0.05}), Trace_ELBO())
+        for _ in range(2):
+            svi.step(*args)
+        changed = [name for name, p in model.named_parameters() if not torch.equal(p.detach(), before[name])]
+        assert len(changed) >= len(before) // 2, f"{model.pyro_name} trained {len(changed)} of {len(before)}"
+    store = set(pyro.get_param_store().keys())
+    assert any(k.startswith(first.pyro_name + "$$$") for k in store)
+    assert any(k.startswith(second.pyro_name + "$$$") for k in store)
