@@ -87,7 +87,9 @@ class SRNNContext:
         seen = self._prior_moments.get(t)
         if seen is not None and seen[0] is z_prev:
             return seen[1]
-        moments = self._srnn.prior_net(z_prev, self.prior_input[t]).chunk(2, dim=-1)
+        # tensor_split, not chunk: with Res_q the mean is read twice, and TorchScript's autodiff
+        # (JitTrace_ELBO) fails on chunk's backward there
+        moments = self._srnn.prior_net(z_prev, self.prior_input[t]).tensor_split(2, dim=-1)
         self._prior_moments[t] = (z_prev, moments)
         return moments
 

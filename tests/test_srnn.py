@@ -5,7 +5,7 @@ import math
 import pyro
 import pytest
 import torch
-from pyro.infer import SVI, Trace_ELBO, TraceMeanField_ELBO
+from pyro.infer import SVI, JitTrace_ELBO, Trace_ELBO, TraceMeanField_ELBO
 from torch.distributions import Normal, kl_divergence
 
 from inference import ParticleFilter
@@ -276,3 +276,15 @@ def test_gru_baseline_likelihood_is_the_sum_of_its_bernoulli_terms():
     torch.testing.assert_close(out.bound, by_hand)
     with pytest.raises(ValueError, match="binary"):
         model.log_likelihood(x + 0.5, mask)
+
+
+@pytest.mark.parametrize("residual", [True, False])
+def test_jit_trace_elbo_trains_with_and_without_res_q(residual):
+    """TorchScript's autodiff takes the model and guide, Res_q included, and SVI with it learns."""
+    torch.manual_seed(0)
+    model = SRNN(3, latent_dim=2, rnn_dim=4, hidden_dim=4, residual=residual)
+    x = (torch.rand(4, 7, 3) < 0.3).float()
+    svi = SVI(model.model, model.guide, pyro.optim.Adam({"lr": 0.05}), JitTrace_ELBO(ignore_jit_warnings=True))
+    losses = [svi.step(x) for _ in range(40)]
+    assert all(math.isfinite(loss) for loss in losses)
+    assert sum(losses[-5:]) < 0.9 * sum(losses[:5])
