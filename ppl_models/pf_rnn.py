@@ -405,7 +405,10 @@ class PFRNNPredictor(SequenceModel):
                 raise ValueError(f"options {sorted(pf_options)} apply to PF cells only, not cell={cell!r}")
             self.rnn = (nn.LSTM if cell == "lstm" else nn.GRU)(encoder_size, hidden_size, batch_first=True)
         self.head = nn.Linear(hidden_size, output_size)
-        self.log_scale = nn.Parameter(torch.zeros(output_size), requires_grad=learn_scale and task == "regression")
+        if learn_scale and task == "regression":
+            self.log_scale = nn.Parameter(torch.zeros(output_size))
+        else:  # a fixed unit scale (or none, for classes): a buffer, so Pyro's parameter store has nothing to skip
+            self.register_buffer("log_scale", torch.zeros(output_size))
 
     @property
     def num_particles(self) -> int:

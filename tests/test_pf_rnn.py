@@ -1,6 +1,7 @@
 """PF-LSTM / PF-GRU: drop-in contract, reduction to plain cells, soft resampling, losses, Pyro expression."""
 
 import math
+import warnings
 
 import pyro
 import pytest
@@ -191,7 +192,7 @@ def test_unit_variance_elbo_is_the_papers_gaussian():
     log_p = predictor.particle_distribution(particles).log_prob(y)
     by_hand = -0.5 * (predictor.head(particles) - y).square().sum(-1) - 1.5 * math.log(2 * math.pi)
     assert torch.allclose(log_p, by_hand, atol=1e-5)
-    assert not predictor.log_scale.requires_grad
+    assert not predictor.log_scale.requires_grad and "log_scale" not in dict(predictor.named_parameters())
 
 
 @pytest.mark.parametrize("target, task", [("sequence", "regression"), ("last", "classification")])
@@ -357,3 +358,15 @@ def test_to_device_moves_everything():
     if torch.cuda.is_available():  # pragma: no cover - CI has no GPU
         predictor = predictor.to("cuda")
         assert predictor(torch.randn(2, 5, 3, dtype=torch.float64, device="cuda")).is_cuda
+
+
+@pytest.mark.parametrize("task, y", [("classification", torch.randint(0, 3, (5, 4))),
+                                     ("regression", torch.randn(5, 4, 3))])
+def test_the_pyro_program_runs_without_warnings(task, y):
+    """A fixed scale (classification, or learn_scale=False) is a buffer, so pyro.module has nothing to skip."""
+    predictor = PFRNNPredictor(2, 3, task=task, hidden_size=4, encoder_size=4, num_particles=3, learn_scale=False)
+    program = PFRNNProgram(predictor)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        loss = Trace_ELBO().loss(program.model, program.guide, torch.randn(5, 4, 2), y)
+    assert math.isfinite(loss)
