@@ -38,6 +38,7 @@ import pyro.distributions as dist
 import torch
 from pyro import poutine
 from pyro.contrib.autoname import scope
+from pyro.poutine.runtime import get_plates
 from torch import nn
 
 from inference.particle_filter import FilterResult, ParticleFilter
@@ -152,10 +153,9 @@ class SMCTransformer(ParticlePrograms, SequenceModel):
     def init_program(self, state: dict, x: torch.Tensor) -> None:
         """Fill ``state`` for a batch ``x [B, T, D]``: an empty window and the start input, ``[K, B, ...]``."""
         batch = x.shape[0]
-        with pyro.plate(SEQUENCE_PLATE, batch, dim=-1):
-            start = pyro.sample("x_start", dist.Delta(self._start_input(x, batch), event_dim=1))
-        particles = start.shape[0] if start.dim() == 3 else 1
-        start = start.expand(particles, batch, self.obs_dim)
+        # the enclosing particle plate's size (1 outside one): no sample site, so no latent for autoguides
+        particles = next((frame.size for frame in get_plates() if frame.name == PARTICLE_PLATE), 1)
+        start = self._start_input(x, batch).expand(particles, batch, self.obs_dim)
         state["input"] = start
         state["keys"] = x.new_zeros(particles, batch, self.window, self.d_model)
         state["values"] = x.new_zeros(particles, batch, self.window, self.d_model)

@@ -5,7 +5,8 @@ import math
 import pyro
 import pytest
 import torch
-from pyro.infer import SMCFilter
+from pyro.infer import SVI, SMCFilter, Trace_ELBO
+from pyro.infer.autoguide import AutoNormal
 from torch.distributions import Categorical, Normal
 
 from inference import ParticleFilter
@@ -325,3 +326,18 @@ def test_dtype_and_device_moves():
     result = ParticleFilter(3).run(model, _ar_data(2, 4).double(), predictive_samples=2)
     assert result.log_evidence.dtype == torch.float64 and model.var_x.dtype == torch.float64
     assert result.predictive.dtype == torch.float64
+
+
+def test_autoguides_get_finite_losses_and_the_bootstrap_guide_trains():
+    """The start input is no sample site, so an autoguide sees only the Gaussian latents q, k, v, z."""
+    torch.manual_seed(0)
+    x = torch.randn(3, 6, 1)
+    model = SMCTransformer(1, d_model=4, window=3)
+    guide = AutoNormal(model.model)
+    svi = SVI(model.model, guide, pyro.optim.Adam({"lr": 0.01}), Trace_ELBO())
+    assert all(math.isfinite(svi.step(x)) for _ in range(3))
+    latent = {name.split("/")[-1] for name, node in guide.prototype_trace.nodes.items()
+              if node["type"] == "sample" and not node["is_observed"]}  # fmt: skip
+    assert latent == {"q", "k", "v", "z"}
+    bootstrap = SVI(model.model, model.guide, pyro.optim.Adam({"lr": 0.01}), Trace_ELBO())
+    assert all(math.isfinite(bootstrap.step(x)) for _ in range(3))
