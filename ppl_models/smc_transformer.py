@@ -151,42 +151,43 @@ class SMCTransformer(ParticlePrograms, SequenceModel):
 
     # --- the Pyro programs -----------------------------------------------------------------
     def init_program(self, state: dict, x: torch.Tensor) -> None:
-        """Fill ``state`` for a batch ``x [B, T, D]``: an empty window and the start input, ``[K, B, ...]``."""
-        batch = x.shape[0]
-        # the enclosing particle plate's size (1 outside one): no sample site, so no latent for autoguides
-        particles = next((frame.size for frame in get_plates() if frame.name == PARTICLE_PLATE), 1)
-        start = self._start_input(x, batch).expand(particles, batch, self.obs_dim)
-        state["input"] = start
-        state["keys"] = x.new_zeros(particles, batch, self.window, self.d_model)
-        state["values"] = x.new_zeros(particles, batch, self.window, self.d_model)
-        state["filled"] = x.new_zeros(particles, batch, self.window)
+        """Fill ``state`` for a batch ``x [B, T, D]``: an empty window and the start input, ``[K, B, ...]``.
+
+        ``K`` is the enclosing particle plate's size (1 outside one); vectorised plates further out
+        (``Predictive(parallel=True)``'s) lead every tensor. No sample site: nothing for autoguides.
+        """
+        shape = (*_outer_plate_shape(), x.shape[0])  # [..., K, B]
+        state["input"] = self._start_input(x, x.shape[0]).expand(*shape, self.obs_dim)
+        state["keys"] = x.new_zeros(*shape, self.window, self.d_model)
+        state["values"] = x.new_zeros(*shape, self.window, self.d_model)
+        state["filled"] = x.new_zeros(*shape, self.window)
         for name in LATENT_SITES:
-            state[name] = x.new_zeros(particles, batch, self.d_model)
+            state[name] = x.new_zeros(*shape, self.d_model)
         for name, size in self.noise_sizes.items():
-            state[f"sq_{name}"] = x.new_zeros(particles, batch, size)
+            state[f"sq_{name}"] = x.new_zeros(*shape, size)
         if self.emission == "gaussian":
-            state["sq_x_first"] = x.new_zeros(particles, batch, self.obs_dim)
+            state["sq_x_first"] = x.new_zeros(*shape, self.obs_dim)
 
     def step_program(self, state: dict, x_t: torch.Tensor) -> None:
         """One step: sample ``q, k, v, z`` given the window, score (or draw) ``x``; update ``state``.
 
-        ``state`` tensors are ``[K, B, ...]``; ``x_t`` is ``[B, D]``.
+        ``state`` tensors are ``[..., K, B, ...]``; ``x_t`` is ``[B, D]``.
         """
         u = state["input"]
-        particles, batch = u.shape[:2]
+        shape = u.shape[:-1]  # [..., K, B]
         e = self._embedding(u)
-        first = state["filled"][:, :, -1:] == 0  # [K, B, 1]: no past yet
-        with pyro.plate(SEQUENCE_PLATE, batch, dim=-1):
+        first = state["filled"][..., -1:] == 0  # [..., K, B, 1]: no past yet
+        with pyro.plate(SEQUENCE_PLATE, shape[-1], dim=-1):
             means = {"q": self.query(e), "k": self.key(e), "v": self.value(e)}
             latent = {name: self._sample_latent(name, means[name]) for name in ("q", "k", "v")}
-            keys = torch.cat([state["keys"][:, :, 1:], latent["k"].unsqueeze(2)], 2)
-            values = torch.cat([state["values"][:, :, 1:], latent["v"].unsqueeze(2)], 2)
-            filled = torch.cat([state["filled"][:, :, 1:], state["filled"].new_ones(particles, batch, 1)], 2)
+            keys = torch.cat([state["keys"][..., 1:, :], latent["k"].unsqueeze(-2)], -2)
+            values = torch.cat([state["values"][..., 1:, :], latent["v"].unsqueeze(-2)], -2)
+            filled = torch.cat([state["filled"][..., 1:], state["filled"].new_ones(*shape, 1)], -1)
             means["z"] = self._attend(latent["q"], keys, values, filled)
             latent["z"] = self._sample_latent("z", means["z"])
             observation = self._emission(self._output(e, latent["z"]), first)
             x = pyro.sample("x", observation, obs=self._observed(x_t))
-        state.update(latent, keys=keys, values=values, filled=filled, input=self._as_input(x, particles, batch))
+        state.update(latent, keys=keys, values=values, filled=filled, input=self._as_input(x, shape))
         squares = {name: (latent[name] - means[name]).detach().square() for name in LATENT_SITES}
         if self.emission == "gaussian":
             square = (state["input"] - observation.base_dist.loc).detach().square()
@@ -213,8 +214,8 @@ class SMCTransformer(ParticlePrograms, SequenceModel):
             for t in range(x.shape[1]):
                 with scope(prefix=f"t{t}"), poutine.mask(mask=mask[:, t]):
                     self.step_program(state, x[:, t])
-                draws.append(state["input"][0])
-        return torch.stack(draws, 1)
+                draws.append(state["input"][..., 0, :, :])  # the one particle: [..., B, D]
+        return torch.stack(draws, -2)
 
     def guide(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> None:
         """The bootstrap proposal as a whole-sequence program: :meth:`model`'s latent sites from their prior."""
@@ -385,11 +386,25 @@ class SMCTransformer(ParticlePrograms, SequenceModel):
     def _observed(self, x_t: torch.Tensor) -> torch.Tensor:
         return x_t[..., 0].long() if self.emission == "categorical" else x_t
 
-    def _as_input(self, x: torch.Tensor, particles: int, batch: int) -> torch.Tensor:
-        """The observed or drawn ``x`` (``[B, D]``, ``[K, B, D]`` or class indices) as the next input ``[K, B, D]``."""
+    def _as_input(self, x: torch.Tensor, shape: torch.Size) -> torch.Tensor:
+        """The observed or drawn ``x`` (``[B, D]``, ``[..., K, B, D]`` or class indices) as the next input.
+
+        ``shape``: ``[..., K, B]``; returns ``[..., K, B, D]``.
+        """
         if self.emission == "categorical":
             x = x.to(torch.get_default_dtype()).unsqueeze(-1)
-        return x.expand(particles, batch, self.obs_dim)
+        return x.expand(*shape, self.obs_dim)
+
+
+def _outer_plate_shape() -> tuple[int, ...]:
+    """Sizes of the enclosing plates outside the sequence plate (dims -2, -3, ...), outermost first.
+
+    The particle plate sits at dim -2; ``(1,)`` outside any plate.
+    """
+    sizes = {frame.dim: frame.size for frame in get_plates() if frame.dim is not None and frame.dim < -1}
+    if not sizes:
+        return (1,)
+    return tuple(sizes.get(dim, 1) for dim in range(min(sizes), -1))
 
 
 def _check_classes(x: torch.Tensor, num_classes: int) -> None:
