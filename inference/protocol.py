@@ -29,7 +29,8 @@ describes targets ``y``: its ``predictive`` draws ``y_t`` given ``x_{<=t}``.
 The base class gives particle models (``particles``) their ``predictive`` and ``forecast``
 from the shared filter (:func:`particle_predictive`, :func:`particle_forecast`); everything
 else a model writes itself. :data:`ESTIMATORS` says which log-likelihood estimate needs which
-capability.
+capability, and :meth:`SequenceModel.score` scores data by any of them. Each instance registers
+its parameters in Pyro's parameter store under a name of its own (``pyro_name``).
 """
 
 from __future__ import annotations
