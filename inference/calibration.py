@@ -12,7 +12,8 @@ Pooled metrics average over all valid entries (valid steps times features).
 
 Metrics: :func:`pit`, :func:`coverage`, :func:`interval_width`, :func:`crps`, :func:`nlpd`,
 :func:`brier_score`, :func:`reliability_curve` and the table :func:`calibration_summary`.
-Storage: :func:`to_inference_data`, :func:`save_inference_data`.
+Storage: :func:`to_inference_data`, :func:`save_inference_data`; :func:`stack_sequence_sites` turns
+the per-step sites of ``pyro.infer.Predictive`` output into one ``[S, B, T, D]`` tensor.
 Plots (each returns a ``matplotlib.figure.Figure`` drawn on the Agg canvas, not registered with
 pyplot, and writes a PNG atomically when given ``path``): :func:`plot_pit_ecdf`,
 :func:`plot_coverage`, :func:`plot_predictive_bands`, :func:`plot_reliability`.
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import numbers
 import os
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple
@@ -42,6 +44,7 @@ __all__ = [
     "ReliabilityCurve",
     "to_inference_data",
     "save_inference_data",
+    "stack_sequence_sites",
     "pit",
     "coverage",
     "interval_width",
@@ -120,6 +123,31 @@ def to_inference_data(
             default_dims=[],
         )
     return az.InferenceData(**groups)
+
+
+def stack_sequence_sites(samples: Mapping[str, torch.Tensor], site: str = "x") -> torch.Tensor:
+    """One ``[S, B, T, D]`` tensor of a sequence variable from ``pyro.infer.Predictive`` output.
+
+    The collection's programs name a variable per step, ``x_0, x_1, ...`` (``MarkovStateSpace``,
+    VRNN) or ``t0/x, t1/x, ...`` (the SMC Transformer), each ``[S, B, D]``; models without latent
+    variables have one site ``x`` ``[S, B, T, D]``. The steps are stacked in time order; give the
+    result to :func:`to_inference_data` for ArviZ, with dims ``(chain, draw, sequence, time,
+    feature)``.
+    """
+    if not isinstance(samples, Mapping):
+        raise TypeError(f"samples must be the dict Predictive returns, got {type(samples).__name__}")
+    if site in samples and samples[site].dim() == 4:
+        return samples[site]
+    pattern = re.compile(rf"{re.escape(site)}_(\d+)|t(\d+)/{re.escape(site)}")
+    steps = {}
+    for name, value in samples.items():
+        match = pattern.fullmatch(name)
+        if match:
+            steps[int(match.group(1) or match.group(2))] = value
+    if not steps or sorted(steps) != list(range(len(steps))):
+        raise ValueError(f"samples must hold the sites {site}_0, {site}_1, ... (or t0/{site}, ...) of every step, "
+                         f"or one site {site!r} [S, B, T, D]; got {sorted(samples)}")  # fmt: skip
+    return torch.stack([steps[t] for t in range(len(steps))], dim=-2)
 
 
 def save_inference_data(idata: az.InferenceData, path: str | os.PathLike) -> Path:

@@ -8,6 +8,7 @@ import pytest
 import scipy.stats
 import torch
 from matplotlib.figure import Figure
+from pyro.infer import Predictive
 
 from inference.calibration import (
     ReliabilityCurve,
@@ -24,8 +25,10 @@ from inference.calibration import (
     plot_reliability,
     reliability_curve,
     save_inference_data,
+    stack_sequence_sites,
     to_inference_data,
 )
+from ppl_models import SRNN, GRUBaseline, SMCTransformer
 
 LEVELS = (0.5, 0.8, 0.9, 0.95)
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -382,3 +385,27 @@ def test_non_array_inputs_raise_type_error():
         pit([[[[0.0]]]], torch.zeros(1, 1, 1))
     with pytest.raises(TypeError, match="idata must be an arviz.InferenceData"):
         save_inference_data({}, "unused.nc")
+
+
+@pytest.mark.parametrize("kind", ["srnn", "smc-transformer", "gru"])
+def test_predictive_output_stacks_into_sequences_for_arviz(kind):
+    """Per-step sites (x_t, t{t}/x) or one site x: one [S, B, T, D] tensor in time order, then InferenceData."""
+    torch.manual_seed(0)
+    x = torch.randn(3, 5, 2)
+    model = {"srnn": lambda: SRNN(2, emission="gaussian", latent_dim=2, rnn_dim=4, hidden_dim=4),
+             "smc-transformer": lambda: SMCTransformer(2, d_model=4, window=3),
+             "gru": lambda: GRUBaseline(2, emission="gaussian", rnn_dim=4, hidden_dim=4)}[kind]()  # fmt: skip
+    samples = Predictive(model.model, guide=model.guide, num_samples=7)(x)
+    stacked = stack_sequence_sites(samples)
+    assert stacked.shape == (7, 3, 5, 2)
+    last = samples["x"][..., -1, :] if "x" in samples else samples.get("x_4", samples.get("t4/x"))
+    assert torch.equal(stacked[:, :, -1], last)
+    idata = to_inference_data(stacked, x)
+    assert dict(idata.posterior_predictive.sizes) == {"chain": 1, "draw": 7, "sequence": 3, "time": 5, "feature": 2}
+
+
+def test_stacking_names_the_sites_it_needs():
+    with pytest.raises(ValueError, match="x_0, x_1"):
+        stack_sequence_sites({"x_0": torch.zeros(2, 3, 1), "x_2": torch.zeros(2, 3, 1)})
+    with pytest.raises(TypeError, match="dict Predictive returns"):
+        stack_sequence_sites(torch.zeros(2))
