@@ -42,7 +42,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from inference.particle_filter import ParticleFilter, Step
-from inference.protocol import OneStepPredictive, SequenceModel, check_num_samples
+from inference.protocol import CAPABILITIES, OneStepPredictive, SequenceModel, check_num_samples
 from inference.resampling import gather_particles, resample
 from inference.state_space import SEQUENCE_PLATE
 from inference.traces import PARTICLE_PLATE
@@ -142,7 +142,7 @@ class _PFRNNBase(SequenceModel):
 
     capabilities = frozenset()
     limitations = dict.fromkeys(
-        ("programs", "exact", "latent", "particles", "predictive", "generate", "forecast"),
+        CAPABILITIES,
         "a recurrent layer (drop-in for nn.LSTM / nn.GRU) maps inputs to features and models no distribution; "
         "PFRNNPredictor puts a predictive head on it and PFRNNProgram its Pyro programs")
 
