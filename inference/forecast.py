@@ -16,7 +16,14 @@ from .particle_filter import FilterResult
 from .resampling import gather_particles
 from .validation import check_positive_int
 
-__all__ = ["forecast"]
+__all__ = ["forecast", "pick_particles"]
+
+
+def pick_particles(result: FilterResult, count: int, generator: torch.Generator | None = None, *,
+                   replacement: bool = True) -> torch.Tensor:  # fmt: skip
+    """``[count, B]`` indices of particles drawn from the final weighted set of ``result`` (its posterior)."""
+    weights = result.log_weights.detach().exp().T  # [B, K]
+    return torch.multinomial(weights, count, replacement=replacement, generator=generator).T
 
 
 @torch.no_grad()
@@ -47,8 +54,7 @@ def forecast(
         raise ValueError("forecast needs a model with a simulate(state, t, context) method")
     if not isinstance(result, FilterResult):  # its context may be None: a model's context is optional
         raise ValueError("result must be the FilterResult of ParticleFilter.run on this model")
-    weights = result.log_weights.detach().exp().T  # [B, K]
-    picks = torch.multinomial(weights, num_samples, replacement=True, generator=generator).T  # [S, B]
+    picks = pick_particles(result, num_samples, generator)  # [S, B]
     state = {k: gather_particles(v.detach(), picks) for k, v in result.state.items()}
     draws = []
     with pyro.validation_enabled(False):  # as in the filter: zero noise scales (deterministic limits) are allowed

@@ -49,7 +49,7 @@ from .particle_filter import ParticleFilter
 from .validation import check_positive_int, check_sequences
 
 __all__ = ["CAPABILITIES", "ESTIMATORS", "SequenceModel", "OneStepPredictive", "Generation", "Score", "Unsupported",
-           "particle_predictive", "particle_forecast", "check_num_samples"]  # fmt: skip
+           "particle_predictive", "particle_forecast", "exact_predictive", "check_num_samples"]  # fmt: skip
 
 #: capability name -> what it provides (see the module docstring)
 CAPABILITIES = {
@@ -239,6 +239,12 @@ class SequenceModel(nn.Module):
     def sharing_context(self):
         """Context entered by the shared objectives around one evaluation (see ``MarkovStateSpace``)."""
         return nullcontext(self)
+
+
+def exact_predictive(distribution, x: torch.Tensor, mask: torch.Tensor, samples: torch.Tensor | None,
+                     source: str = "the exact predictive") -> OneStepPredictive:  # fmt: skip
+    """The one-step predictive of an exact ``p(x_t | x_{<t})`` (batch ``[B, T]``, event ``[D]``) and its ``samples``."""
+    return OneStepPredictive(samples, distribution.mean, distribution.log_prob(x) * mask, source)
 
 
 @torch.no_grad()

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import torch
 
+from .forecast import pick_particles
 from .particle_filter import ParticleFilter
 from .protocol import Generation, check_num_samples
 from .validation import check_positive_int, check_sequences
@@ -57,7 +58,7 @@ class LatentRollout:
         else:
             prefix, mask = check_sequences(prefix, None, name="prefix", feature_size=self.obs_dim)
             result = ParticleFilter(num_particles, generator=generator).run(self, prefix)
-            picks = torch.multinomial(result.log_weights.T.exp(), 1, generator=generator).T  # [1, B]
+            picks = pick_particles(result, 1, generator, replacement=False)  # [1, B]
             state = self.rollout_continue(prefix, mask, result, picks)
             xs, means = list(prefix.unbind(1)), list(prefix.unbind(1))
         for _ in range(num_steps):
@@ -78,8 +79,7 @@ class LatentRollout:
         check_positive_int(horizon, name="horizon")
         num_samples = check_num_samples(num_samples, allow_zero=False)
         result = ParticleFilter(num_particles, generator=generator).run(self, x, mask)
-        weights = result.log_weights.T.exp()  # [B, K]
-        picks = torch.multinomial(weights, num_samples, replacement=True, generator=generator).T  # [S, B]
+        picks = pick_particles(result, num_samples, generator)  # [S, B]
         state = self.rollout_continue(x, mask, result, picks)
         draws = []
         for _ in range(horizon):

@@ -31,6 +31,7 @@ import pyro
 import torch
 from pyro import poutine
 
+from .forecast import pick_particles
 from .particle_filter import ParticleFilter, Step
 from .protocol import Generation, SequenceModel
 from .resampling import gather_particles
@@ -193,7 +194,7 @@ class MarkovStateSpace(SequenceModel):
         else:
             prefix, _ = check_sequences(prefix, None, name="prefix", feature_size=self.obs_dim)
             result = ParticleFilter(num_particles, generator=generator).run(self, prefix)
-            picks = torch.multinomial(result.log_weights.T.exp(), 1, generator=generator).T  # [1, B]
+            picks = pick_particles(result, 1, generator, replacement=False)  # [1, B]
             state = {k: gather_particles(v, picks) for k, v in result.state.items()}
             context, first = result.context, prefix.shape[1]
             xs, means = list(prefix.unbind(1)), list(prefix.unbind(1))

@@ -22,7 +22,7 @@ import torch
 from torch import nn
 from torch.distributions import constraints, transform_to
 
-from inference.protocol import Generation, OneStepPredictive, check_num_samples
+from inference.protocol import Generation, OneStepPredictive, check_num_samples, exact_predictive
 from inference.state_space import MarkovStateSpace
 from inference.validation import check_choice, check_positive_int, check_sequences
 
@@ -240,7 +240,7 @@ class LinearGaussianSSM(MarkovStateSpace):
         x, mask = check_sequences(x, mask, feature_size=self.obs_dim)
         exact = self.predictive_distribution(x, mask)
         samples = exact.sample((num_samples,)) if num_samples else None
-        return OneStepPredictive(samples, exact.mean, exact.log_prob(x) * mask, "the exact predictive")
+        return exact_predictive(exact, x, mask, samples)
 
     @torch.no_grad()
     def generate(self, num_steps: int, *, num_sequences: int = 1, prefix: torch.Tensor | None = None,

@@ -21,7 +21,7 @@ import pyro.distributions as dist
 import torch
 from torch import nn
 
-from inference.protocol import Generation, OneStepPredictive, SequenceModel, check_num_samples
+from inference.protocol import Generation, OneStepPredictive, SequenceModel, check_num_samples, exact_predictive
 from inference.state_space import SEQUENCE_PLATE
 from inference.validation import check_choice, check_positive_int, check_sequences
 
@@ -65,7 +65,7 @@ class ExactPredictiveModel(SequenceModel):
         x, mask = check_sequences(x, mask, feature_size=self.obs_dim)
         exact = self.predictive_distribution(x, mask)
         samples = self.predictive_samples(x, mask, num_samples, exact) if num_samples else None
-        return OneStepPredictive(samples, exact.mean, exact.log_prob(x) * mask, self.predictive_source)
+        return exact_predictive(exact, x, mask, samples, self.predictive_source)
 
     #: where :meth:`predictive`'s draws come from, for reports
     predictive_source = "the exact predictive"
