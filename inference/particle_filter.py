@@ -103,6 +103,8 @@ class FilterResult:
             step ``t - 1`` (identity at ``t = 0``), if ancestry was kept.
         history_log_weights: ``[T, K, B]`` normalised log-weights after each weighting.
         history: dict of ``[T, K, B, ...]`` particle states after each step.
+        means: dict of ``[B, T, ...]`` filtering means ``E[z_t | x_{1:t}]`` of the states named
+            by ``keep_means``, recorded without keeping the particles (at padding, the carried state's).
         predictive: ``[S, B, T, D]`` one-step-ahead predictive samples, if requested.
         predictive_mean: ``[B, T, D]`` one-step-ahead predictive means ``E[x_t | x_{<t}]``,
             if requested (0 at padding).
@@ -121,6 +123,7 @@ class FilterResult:
     ancestors: torch.Tensor | None = None
     history_log_weights: torch.Tensor | None = None
     history: dict | None = None
+    means: dict | None = None
     predictive: torch.Tensor | None = None
     predictive_mean: torch.Tensor | None = None
     context: Any = None
@@ -158,7 +161,9 @@ class FilterResult:
         return torch.stack(rows[::-1])
 
     def filtered_mean(self, key: str) -> torch.Tensor:
-        """Filtering means ``E[z_t | x_{1:t}]`` as ``[B, T, ...]``."""
+        """Filtering means ``E[z_t | x_{1:t}]`` as ``[B, T, ...]`` (recorded by ``keep_means``, or from the history)."""
+        if self.means is not None and key in self.means:
+            return self.means[key]
         values = self._require_ancestry(key)
         return self._weighted_mean(values, self.history_log_weights).transpose(0, 1)
 
@@ -240,6 +245,7 @@ class ParticleFilter:
         mask: torch.Tensor | None = None,
         *,
         keep_ancestry: bool | tuple[str, ...] = False,
+        keep_means: tuple[str, ...] = (),
         predictive_samples: int = 0,
         predictive_mean: bool = False,
         initial_log_weights: torch.Tensor | None = None,
@@ -252,6 +258,9 @@ class ParticleFilter:
                 (memory ``O(T K B state)``) for :meth:`FilterResult.paths` and smoothing;
                 a tuple of state keys records only those states (weights and ancestors always).
                 Records keep their gradient path, so losses on them can be trained.
+            keep_means: state keys whose weighted means over the particles are recorded after
+                every step (memory ``O(T B state)``, with their gradient path), for
+                :attr:`FilterResult.means` and :meth:`FilterResult.filtered_mean`.
             predictive_samples: ``S > 0`` draws ``S`` one-step-ahead predictive
                 samples of ``x_t`` per step; needs ``model.simulate``.
             predictive_mean: record ``E[x_t | x_{<t}]``, the weighted mean over particles of
@@ -272,6 +281,7 @@ class ParticleFilter:
         stop = self.gradient == "stop_weights"
         all_valid = bool(mask.all())
         state, context = model.start(x, mask, num_particles)
+        x_steps = x.unbind(1)  # views; one backward node for all steps if x needs gradients
         log_w = torch.full((num_particles, batch), -math.log(num_particles), dtype=x.dtype, device=x.device)
         continuing = initial_log_weights is not None
         if continuing:
@@ -285,7 +295,8 @@ class ParticleFilter:
         ess_steps = x.new_empty(batch, steps)
         resampled_steps = torch.zeros(batch, steps, dtype=torch.bool, device=x.device)
         history = _History(keep_ancestry) if keep_ancestry else None
-        predictive, means = [], x.new_zeros(x.shape) if predictive_mean else None
+        means = _Means(keep_means)
+        predictive, predicted_means = [], x.new_zeros(x.shape) if predictive_mean else None
 
         with pyro.validation_enabled(False):
             for t in range(steps):
@@ -311,14 +322,16 @@ class ParticleFilter:
                 if predictive_mean:
                     with torch.no_grad():
                         step_mean = FilterResult._weighted_mean(model.predict_mean(state, t, context), log_w)
-                        means[:, t] = step_mean if valid is None else step_mean * valid.unsqueeze(-1)
+                        predicted_means[:, t] = step_mean if valid is None else step_mean * valid.unsqueeze(-1)
 
-                new_state, log_alpha, log_joint = model.step(state, t, x[:, t], context, reparameterize=not stop)
+                new_state, log_alpha, log_joint = model.step(state, t, x_steps[t], context, reparameterize=not stop)
                 state = {k: _select(valid, v, state.get(k, v)) for k, v in new_state.items()}
                 weighted = log_w + log_alpha
                 step_evidence = logsumexp_particles(weighted)
                 log_w = _select(valid, weighted - step_evidence, log_w)
-                ess = 1.0 / log_w.exp().square().sum(0)  # log_w is normalised
+                weights = log_w.exp()
+                ess = 1.0 / weights.square().sum(0)  # log_w is normalised
+                means.record(weights, state)
                 if stop:
                     fisher.add(_select(valid, log_joint, torch.zeros_like(log_joint)), log_w)
 
@@ -344,7 +357,8 @@ class ParticleFilter:
             result.ancestors, result.history_log_weights, result.history = history.finish()
         if predictive_samples:
             result.predictive = torch.stack(predictive, dim=2)
-        result.predictive_mean = means
+        result.predictive_mean = predicted_means
+        result.means = means.finish()
         return result
 
     def _initial_log_weights(self, value, like: torch.Tensor) -> torch.Tensor:
@@ -416,6 +430,30 @@ class _History:
                              f"that the model does not have; its states are {sorted(self.states)}")
         states = {key: torch.stack(values) for key, values in self.states.items()}
         return torch.stack(self.ancestors), torch.stack(self.log_w), states
+
+
+class _Means:
+    """Weighted means over the particles of the states named by ``keep_means``, step by step, ``[B, T, ...]``."""
+
+    def __init__(self, keys):
+        if isinstance(keys, str) or not all(isinstance(key, str) for key in keys):
+            raise TypeError(f"keep_means must be a tuple of state keys, got {keys!r}")
+        self.keys = tuple(keys)
+        self.steps: dict[str, list[torch.Tensor]] = {key: [] for key in self.keys}
+
+    def record(self, weights: torch.Tensor, state: dict) -> None:
+        if not self.keys:
+            return
+        missing = set(self.keys) - set(state)
+        if missing:
+            raise ValueError(f"keep_means names states {sorted(missing)} that the model does not have; "
+                             f"its states are {sorted(state)}")
+        for key in self.keys:
+            value = state[key]
+            self.steps[key].append((weights.reshape(weights.shape + (1,) * (value.dim() - 2)) * value).sum(0))
+
+    def finish(self) -> dict[str, torch.Tensor] | None:
+        return {key: torch.stack(values, dim=1) for key, values in self.steps.items()} if self.keys else None
 
 
 class _FisherScore:

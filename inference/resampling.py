@@ -183,7 +183,17 @@ def gather_particles(tensor: torch.Tensor, ancestors: torch.Tensor) -> torch.Ten
     """Select ``out[s, b, ...] = tensor[ancestors[s, b], b, ...]``.
 
     ``tensor`` is ``[K, B, ...]`` and ``ancestors`` ``[S, B]`` (``S`` may differ from ``K``).
+    Particles with features (``...`` of 8 values or more) are copied as whole rows of the
+    flattened ``[K B, ...]`` tensor (``index_select``), an order of magnitude faster on CPU than an
+    element-wise ``gather``, forward and backward; scalar particles use ``gather``.
     """
     extra = tensor.shape[2:]
-    index = ancestors.reshape(ancestors.shape + (1,) * len(extra)).expand(ancestors.shape + extra)
-    return torch.gather(tensor, 0, index)
+    if math.prod(extra) < 8:
+        index = ancestors.reshape(ancestors.shape + (1,) * len(extra)).expand(ancestors.shape + extra)
+        return torch.gather(tensor, 0, index)
+    num_particles, batch = tensor.shape[:2]
+    if ancestors.dim() != 2 or ancestors.shape[1] != batch:
+        raise ValueError(f"ancestors must have shape [S, B] with B = {batch}, got {tuple(ancestors.shape)}")
+    rows = ancestors * batch + torch.arange(batch, device=ancestors.device)
+    flat = tensor.reshape((num_particles * batch,) + extra).index_select(0, rows.reshape(-1))
+    return flat.reshape(ancestors.shape + extra)

@@ -180,9 +180,9 @@ class _PFRNNBase(SequenceModel):
     def forward(self, input: torch.Tensor, hx: ParticleState | None = None, *,
                 mask: torch.Tensor | None = None) -> tuple[torch.Tensor, ParticleState]:  # fmt: skip
         """``(output, state)`` as ``nn.LSTM``: ``output [B, T, H]`` (``[T, B, H]`` unless batch_first)."""
-        belief = self.filter(input, hx, mask=mask)
-        output = belief.mean if self.batch_first else belief.mean.transpose(0, 1)
-        return output, belief.state
+        mean, result = self._run(input, hx, mask, None, None, keep_particles=False)
+        output = mean if self.batch_first else mean.transpose(0, 1)
+        return output, self._final_state(hx, result)
 
     def filter(self, input: torch.Tensor, hx: ParticleState | None = None, *, mask: torch.Tensor | None = None,
                noise: torch.Tensor | None = None, generator: torch.Generator | None = None,
@@ -195,26 +195,34 @@ class _PFRNNBase(SequenceModel):
             noise: ``[T, K, B, H]`` standard normal draws of the stochastic update (default: fresh).
             generator: source of the noise and resampling draws.
         """
+        mean, result = self._run(input, hx, mask, noise, generator, keep_particles=True)
+        return ParticleBelief(mean=mean, particles=result.history["h"], log_weights=result.history_log_weights,
+                              state=self._final_state(hx, result))
+
+    def _run(self, input, hx, mask, noise, generator, *, keep_particles: bool):
+        """The filter over ``input``: the mean particle ``[B, T, H]`` and the :class:`FilterResult`."""
         x = self._check_input(input)
-        batch = x.shape[0]
-        initial = self._check_state(hx, batch, x)
+        initial = self._check_state(hx, x.shape[0], x)
         offset = 0 if hx is None else hx.steps
         run = _ParticleRun(self, initial, self._check_noise(noise, x), generator, offset)
         pf = ParticleFilter(self.num_particles, resampling=self.resampling, ess_threshold=1.0,
                             gradient="soft" if self.resampling == "soft" else "reparam",
                             soft_alpha=self.alpha, generator=generator)
-        result = pf.run(run, x, mask, keep_ancestry=("h",),
+        result = pf.run(run, x, mask, keep_ancestry=("h",) if keep_particles else False, keep_means=("h",),
                         initial_log_weights=None if hx is None else hx.log_weights)
-        particles, log_w = result.history["h"], result.history_log_weights
-        mean = (log_w.exp().unsqueeze(-1) * particles).sum(1).transpose(0, 1)
-        state = ParticleState(result.state["h"], result.state.get("c"), result.log_weights, offset + x.shape[1])
-        return ParticleBelief(mean=mean, particles=particles, log_weights=log_w, state=state)
+        return result.means["h"], result
+
+    @staticmethod
+    def _final_state(hx, result) -> ParticleState:
+        offset = 0 if hx is None else hx.steps
+        return ParticleState(result.state["h"], result.state.get("c"), result.log_weights,
+                             offset + result.num_steps_total)
 
     # --- one step (called by the shared filter) -------------------------------------------
     def _noisy_candidate(self, candidate, raw_scale, noise, t: int):
         """Eqs. 9-11: ``candidate + softplus(raw_scale) * noise``, then the activation (at step ``t``)."""
         if self.stochastic:
-            candidate = candidate + F.softplus(raw_scale) * noise
+            candidate = torch.addcmul(candidate, F.softplus(raw_scale), noise)
         if self.norm is None:
             return torch.tanh(candidate)
         return F.relu(self.norm(candidate.reshape(-1, self.hidden_size), t).reshape(candidate.shape))
@@ -287,10 +295,10 @@ class PFLSTM(_PFRNNBase):
 
     def _propagate(self, state, input_gates_t, noise, t: int):
         h, c = state["h"], state["c"]
-        gates = input_gates_t + self.hidden_projection(h)  # [K, B, G H]
+        gates = self.hidden_projection(h).add_(input_gates_t)  # [K, B, G H]
         i, f, candidate, o, *scale = gates.split(self.hidden_size, dim=-1)
         candidate = self._noisy_candidate(candidate, scale[0] if scale else None, noise, t)
-        c = torch.sigmoid(f) * c + torch.sigmoid(i) * candidate
+        c = torch.addcmul(torch.sigmoid(f) * c, torch.sigmoid(i), candidate)
         return {"h": torch.sigmoid(o) * torch.tanh(c), "c": c}
 
 
@@ -315,9 +323,9 @@ class PFGRU(_PFRNNBase):
 
     def _propagate(self, state, input_gates_t, noise, t: int):
         h, size = state["h"], self.hidden_size
-        gates = input_gates_t[..., :-size] + self.hidden_projection(h)
+        gates = self.hidden_projection(h).add_(input_gates_t[..., :-size])
         z, r, *scale = gates.split(size, dim=-1)
-        candidate = input_gates_t[..., -size:] + self.candidate_projection(torch.sigmoid(r) * h)
+        candidate = self.candidate_projection(torch.sigmoid(r) * h).add_(input_gates_t[..., -size:])
         candidate = self._noisy_candidate(candidate, scale[0] if scale else None, noise, t)
         z = torch.sigmoid(z)
         return {"h": (1 - z) * candidate + z * h}
@@ -334,7 +342,11 @@ class _ParticleRun:
         self.offset = offset  # steps before this call (a continued state)
 
     def start(self, x, mask, num_particles):
-        context = {"gates": self.cell.input_projection(x), "obs": self.cell.obs_net.project(x)}
+        # per-step blocks [B, F] of time-major projections: contiguous, and unbound once, so that the
+        # backward pass stacks their gradients once rather than zero-filling [T, B, F] at every step
+        steps_first = x.transpose(0, 1)
+        context = {"gates": self.cell.input_projection(steps_first).unbind(0),
+                   "obs": self.cell.obs_net.project(steps_first).unbind(0)}
         return dict(self.initial), context
 
     def step(self, state, t, x_t, context, *, reparameterize=True) -> Step:
@@ -345,8 +357,8 @@ class _ParticleRun:
             else:
                 shape = state["h"].shape
                 noise = torch.randn(shape, generator=self.generator, dtype=x_t.dtype, device=x_t.device)
-        new_state = self.cell._propagate(state, context["gates"][:, t], noise, self.offset + t)
-        return Step(new_state, self.cell._log_obs(new_state["h"], context["obs"][:, t]), None)
+        new_state = self.cell._propagate(state, context["gates"][t], noise, self.offset + t)
+        return Step(new_state, self.cell._log_obs(new_state["h"], context["obs"][t]), None)
 
 
 class PFRNNPredictor(SequenceModel):
@@ -542,9 +554,9 @@ class PFRNNProgram(SequenceModel):
                 ancestors = torch.where(valid, ancestors, identity)
                 log_w = torch.where(valid, new_log_w, log_w)
                 state = {k: gather_particles(v, ancestors) for k, v in state.items()}
-            new = cell._propagate(state, context["gates"][:, t], noises[t], t)
+            new = cell._propagate(state, context["gates"][t], noises[t], t)
             state = {k: torch.where(valid.unsqueeze(-1), v, state[k]) for k, v in new.items()}
-            log_w = torch.where(valid, torch.log_softmax(log_w + cell._log_obs(state["h"], context["obs"][:, t]), 0),
+            log_w = torch.where(valid, torch.log_softmax(log_w + cell._log_obs(state["h"], context["obs"][t]), 0),
                                 log_w)
             mixture = dist.MixtureSameFamily(dist.Categorical(logits=log_w.T),
                                              _batch_last(predictor.particle_distribution(state["h"])))
