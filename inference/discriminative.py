@@ -23,7 +23,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from .objectives import ObjectiveOutput
-from .validation import check_choice, check_sequences
+from .validation import check_choice, check_sequences, value_checks_enabled
 
 __all__ = ["TARGETS", "prediction_loss", "particle_elbo_loss", "belief_loss", "DiscriminativeLoss", "check_targets"]
 
@@ -86,9 +86,10 @@ def check_targets(y, x: torch.Tensor, target: str, task: str, output_size: int, 
     if task == "classification":
         if y.dtype != torch.long:
             raise TypeError(f"classification targets y must be int64 class indices, got dtype {y.dtype}")
-        if bool(((y < 0) | (y >= output_size)).any()):
+        if value_checks_enabled() and bool(((y < 0) | (y >= output_size)).any()):
             raise ValueError(f"class indices in y must lie in [0, {output_size}), got {int(y.min())}..{int(y.max())}")
-    elif not y.is_floating_point() or bool(torch.isinf(y).any()) or (not allow_missing and bool(torch.isnan(y).any())):
+    elif not y.is_floating_point() or (value_checks_enabled() and (
+            bool(torch.isinf(y).any()) or (not allow_missing and bool(torch.isnan(y).any())))):
         raise ValueError("regression targets y must be finite floating-point values"
                          + (" or NaN (missing)" if allow_missing else ""))
     return y

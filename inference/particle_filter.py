@@ -57,7 +57,7 @@ import pyro
 import torch
 
 from .resampling import SCHEMES, gather_particles, logsumexp_particles, normalize, resample_adaptive
-from .validation import check_choice, check_positive_int, check_probability, check_sequences
+from .validation import check_choice, check_positive_int, check_probability, check_sequences, value_checks_enabled
 
 __all__ = ["Step", "ParticleModel", "ParticleFilter", "FilterResult", "GRADIENT_MODES"]
 
@@ -269,6 +269,7 @@ class ParticleFilter:
                 continue a filter from its final particle set (truncated BPTT). The set is
                 then resampled before the first step, as before any other; default uniform.
         """
+        all_valid = mask is None
         x, mask = check_sequences(x, mask)
         if predictive_samples:
             check_positive_int(predictive_samples, name="predictive_samples")
@@ -279,7 +280,7 @@ class ParticleFilter:
         num_particles = self.num_particles
         batch, steps, _ = x.shape
         stop = self.gradient == "stop_weights"
-        all_valid = bool(mask.all())
+        all_valid = all_valid or (value_checks_enabled() and bool(mask.all()))  # no device read in a graph capture
         state, context = model.start(x, mask, num_particles)
         x_steps = x.unbind(1)  # views; one backward node for all steps if x needs gradients
         log_w = torch.full((num_particles, batch), -math.log(num_particles), dtype=x.dtype, device=x.device)
@@ -367,7 +368,7 @@ class ParticleFilter:
         if value.shape != like.shape:
             raise ValueError(f"initial_log_weights must have shape [K, B] = {tuple(like.shape)}, "
                              f"got {tuple(value.shape)}")
-        if not bool(torch.isfinite(torch.logsumexp(value.detach(), 0)).all()):
+        if value_checks_enabled() and not bool(torch.isfinite(torch.logsumexp(value.detach(), 0)).all()):
             raise ValueError("initial_log_weights must give every sequence a finite total weight")
         return normalize(value.to(like))
 

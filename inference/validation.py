@@ -3,13 +3,39 @@
 Every check raises a ``ValueError`` (wrong value) or ``TypeError`` (wrong type)
 whose message names the argument, what was expected and what was received.
 Hot loops never call these; the public entry points do, once.
+
+Checks that read tensor *values* (a NaN, a mask's order, a class index) wait for the device;
+inside a CUDA-graph capture (:mod:`inference.graphs`) that is forbidden, so
+:func:`value_checks` turns them off there, and the graph's caller checks each new input
+outside the capture instead. Shape, dtype and type checks always run.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+
 import torch
 
-__all__ = ["check_sequences", "check_choice", "check_positive_int", "check_probability"]
+__all__ = ["check_sequences", "check_choice", "check_positive_int", "check_probability", "value_checks",
+           "value_checks_enabled"]  # fmt: skip
+
+_VALUE_CHECKS = contextvars.ContextVar("value_checks", default=True)
+
+
+@contextlib.contextmanager
+def value_checks(enabled: bool):
+    """Turn the checks that read tensor values on or off inside the block (on by default)."""
+    token = _VALUE_CHECKS.set(bool(enabled))
+    try:
+        yield
+    finally:
+        _VALUE_CHECKS.reset(token)
+
+
+def value_checks_enabled() -> bool:
+    """Whether checks that read tensor values (and so synchronise a device) run."""
+    return _VALUE_CHECKS.get()
 
 
 def check_sequences(
@@ -51,12 +77,12 @@ def check_sequences(
             )
         if mask.dtype != torch.bool:
             raise TypeError(f"mask must be a bool tensor, got dtype {mask.dtype}")
-        if steps > 1 and bool((mask[:, 1:] & ~mask[:, :-1]).any()):
+        if steps > 1 and value_checks_enabled() and bool((mask[:, 1:] & ~mask[:, :-1]).any()):
             raise ValueError(
                 "mask must mark a prefix of each sequence (valid steps first, padding after); "
                 "got a True after a False"
             )
-    if not bool(torch.isfinite(x[mask]).all()):
+    if value_checks_enabled() and not bool(torch.isfinite(x[mask]).all()):
         raise ValueError(f"{name} contains NaN or inf at valid (unmasked) steps")
     return x, mask
 

@@ -169,13 +169,14 @@ class LinearGaussianSSM(MarkovStateSpace):
 
     # --- the mathematics ------------------------------------------------------------
     def context(self, x, mask):
-        """The noise factors, computed once per pass instead of at every step."""
-        return {"Q_tril": self.Q_tril, "R_tril": self.R_tril, "S_tril": _to_tril(self.S_raw)}
+        """The noise factors, computed once per pass instead of at every step (no device read: graph-safe)."""
+        init_tril = torch.linalg.cholesky_ex(self.init_cov).L  # positive definite: checked at construction
+        return {"init_tril": init_tril, "Q_tril": self.Q_tril, "R_tril": self.R_tril, "S_tril": _to_tril(self.S_raw)}
 
     def prior(self, z_prev, t, context):
         if z_prev is None:
             zero = self.init_cov.new_zeros(self.latent_dim)
-            return dist.MultivariateNormal(zero, covariance_matrix=self.init_cov)
+            return MultivariateNormal(zero, scale_tril=context["init_tril"])
         return MultivariateNormal(times_transpose(z_prev, self.A), scale_tril=context["Q_tril"])
 
     def emission(self, z, t, context):
