@@ -7,7 +7,7 @@ import pyro.distributions as dist
 import pytest
 import torch
 
-from inference import ParticleFilter, forecast
+from inference import FilterResult, ParticleFilter, forecast
 from inference.pyro_programs import PyroProgramModel
 from ppl_models import LinearGaussianSSM
 
@@ -109,6 +109,29 @@ def test_ancestry_paths_and_smoothing_agree_with_kalman():
     torch.testing.assert_close(result.smoothed_mean("z", lag=lag), fixed_lag, atol=0.1, rtol=0)
     with pytest.raises(ValueError, match="keep_ancestry"):
         ParticleFilter(10).run(model, x).paths("z")
+
+
+def test_recorded_means_match_kalman_and_the_history_without_keeping_particles():
+    """keep_means records E[z_t | x_{1:t}] per step: the Kalman filtering means, and the history's means."""
+    model = _model(2, 1, seed=3)
+    x = _data(model, 3, 12)
+    mask = torch.ones(3, 12, dtype=torch.bool)
+    mask[1, 8:] = False
+    with torch.no_grad():
+        result = ParticleFilter(4000, generator=torch.Generator().manual_seed(2)).run(model, x, mask, keep_means=("z",))
+        both = ParticleFilter(50, generator=torch.Generator().manual_seed(2)).run(
+            model, x, mask, keep_ancestry=True, keep_means=("z",))
+    assert result.history is None and result.means["z"].shape == (3, 12, 2)
+    kalman = model.kalman_filter(x, mask)
+    valid = mask.unsqueeze(-1).expand(-1, -1, 2)
+    torch.testing.assert_close(result.filtered_mean("z")[valid], kalman.filtered_means[valid], atol=0.08, rtol=0)
+    from_history = FilterResult._weighted_mean(both.history["z"], both.history_log_weights).transpose(0, 1)
+    torch.testing.assert_close(both.means["z"], from_history)
+    torch.testing.assert_close(result.means["z"][1, 8:], result.means["z"][1, 7].expand(4, 2))  # carried at padding
+    with pytest.raises(ValueError, match="keep_means"):
+        ParticleFilter(10).run(model, x, keep_means=("h",))
+    with pytest.raises(TypeError, match="keep_means"):
+        ParticleFilter(10).run(model, x, keep_means="z")
 
 
 def _exact_gradient(model, x):

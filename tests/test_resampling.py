@@ -53,6 +53,18 @@ def test_ordered_schemes_agree_with_inverse_cdf_by_search(scheme):
         assert ancestors[:, b].tolist() == expected.tolist()
 
 
+@pytest.mark.parametrize("scheme", ["stratified", "systematic"])
+def test_accelerator_search_path_matches_the_scan_path(scheme):
+    """The searchsorted construction used on accelerators gives the same ancestors from the same uniforms."""
+    from inference.resampling import _draw_ancestors, _search_ancestors
+
+    for k, b in [(5, 3), (100, 16), (1000, 4)]:
+        weights = torch.softmax(3 * torch.randn(k, b, generator=torch.Generator().manual_seed(k)), 0)
+        scan = _draw_ancestors(weights, scheme, torch.Generator().manual_seed(9))
+        search = _search_ancestors(weights.T, scheme, torch.Generator().manual_seed(9)).T
+        assert torch.equal(scan, search)
+
+
 def test_systematic_offspring_are_floor_or_ceil_of_k_w():
     log_w = _weights(2)
     kw = K * log_w.exp()
@@ -125,6 +137,22 @@ def test_gather_particles_selects_per_sequence():
     for s in range(4):
         for b in range(B):
             assert torch.equal(out[s, b], values[ancestors[s, b], b])
+
+
+@pytest.mark.parametrize("features", [(), (1,), (3,), (8,), (4, 5)])
+def test_gather_particles_row_copy_matches_gather_with_gradients(features):
+    """Feature rows are copied by index_select; values and gradients equal torch.gather's."""
+    values = torch.randn((K, B) + features, dtype=torch.float64, requires_grad=True)
+    ancestors = torch.randint(0, K, (K + 2, B))
+    index = ancestors.reshape(ancestors.shape + (1,) * len(features)).expand(ancestors.shape + features)
+    weights = torch.randn((K + 2, B) + features, dtype=torch.float64)
+    out = gather_particles(values, ancestors)
+    (grad,) = torch.autograd.grad((out * weights).sum(), values)
+    expected = torch.gather(values, 0, index)
+    (expected_grad,) = torch.autograd.grad((expected * weights).sum(), values)
+    assert torch.equal(out, expected) and torch.equal(grad, expected_grad)
+    with pytest.raises((IndexError, RuntimeError, ValueError)):
+        gather_particles(values, torch.full((2, B), K))
 
 
 def test_bad_input_raises_value_error_naming_argument():
