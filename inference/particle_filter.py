@@ -291,7 +291,11 @@ class ParticleFilter:
         identity = torch.arange(num_particles, device=x.device).unsqueeze(-1).expand(num_particles, batch)
         no_resampling = torch.zeros(batch, dtype=torch.bool, device=x.device)
         fisher = _FisherScore(log_w, self.fisher_lag) if stop else None
-        increments, ess_steps, resampled_steps = [], [], []  # per-step [B] records, stacked once at the end
+        # per-step records, preallocated: no small tensor per step outlives the step (per-step lists
+        # fragment glibc's heap: the RSS grew by 16-37 MiB, docs/benchmarks.md)
+        increments = x.new_zeros(batch, steps)
+        ess_steps = x.new_empty(batch, steps)
+        resampled_steps = torch.zeros(batch, steps, dtype=torch.bool, device=x.device)
         history = _History(keep_ancestry) if keep_ancestry else None
         means = _Means(keep_means)
         predictive, predicted_means = [], x.new_zeros(x.shape) if predictive_mean else None
@@ -333,21 +337,20 @@ class ParticleFilter:
                 if stop:
                     fisher.add(_select(valid, log_joint, torch.zeros_like(log_joint)), log_w)
 
-                increments.append(step_evidence if valid is None else step_evidence.masked_fill(~valid, 0.0))
-                ess_steps.append(ess)
-                resampled_steps.append(resampled)
+                increments[:, t] = step_evidence if valid is None else step_evidence.masked_fill(~valid, 0.0)
+                ess_steps[:, t] = ess
+                resampled_steps[:, t] = resampled
                 if keep_ancestry:
                     history.record(ancestors, log_w, state)
 
-        increments = torch.stack(increments, dim=1)
         result = FilterResult(
             log_evidence=increments.sum(1),
             log_evidence_steps=increments,
             num_steps=mask.sum(1),
             state=state,
             log_weights=log_w,
-            ess=torch.stack(ess_steps, dim=1),
-            resampled=torch.stack(resampled_steps, dim=1),
+            ess=ess_steps,
+            resampled=resampled_steps,
             fisher_objective=fisher.finish(log_w) if stop else None,
             context=context,
             num_steps_total=steps,
