@@ -69,3 +69,19 @@ def test_quick_smc_transformer_benchmark_runs_and_writes_its_results(tmp_path):
     assert set(results["training"]) == {"M=10", "M=30"} and set(results["predictive"]) == {"M=10", "M=30"}
     assert all(row["sequences_per_s"] > 0 for row in results["training"].values())
     assert len(results["scaling"]["seconds_by_particles"]) == 4
+
+
+def test_cuda_graph_benchmark_needs_a_gpu_and_its_filter_rows_run_on_cpu(capsys):
+    """Without CUDA the command stops with exit status 2; its filter rows run eagerly (the graph's fallback)."""
+    import pytest
+    import torch
+
+    from experiments.benchmarks import cuda_graphs
+
+    if not torch.cuda.is_available():
+        with pytest.raises(SystemExit) as stop:
+            cuda_graphs.main(["--quick"])
+        assert stop.value.code == 2 and "CUDA" in capsys.readouterr().err
+    (row,) = cuda_graphs.filter_rows([50], steps=20, batch=3, repeats=1, device="cpu")
+    assert row["num_particles"] == 50 and row["graph_ms_per_step"] > 0
+    assert abs(row["eager_mean_error"]) < 3 and abs(row["graph_mean_error"]) < 3

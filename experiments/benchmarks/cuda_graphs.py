@@ -101,7 +101,7 @@ def pf_rnn_rows(cells, *, shapes: dict, repeats: int, device: str, seed: int = 0
                                              optimizer, batch, clip_norm=3.0, enabled=mode == "graph")  # fmt: skip
             setup_s = time.perf_counter() - start
             step(*batch)  # warm-up
-            times, loss = time_repeats(lambda step=step: step(*batch), repeats, device)
+            times, loss = time_repeats(lambda step=step, batch=batch: step(*batch), repeats, device)
             row[mode] = {**stats(times), "setup_s": setup_s, "loss_after": float(loss),
                          "epoch_s": min(times) * steps_per_epoch}  # fmt: skip
         row["speedup"] = row["eager"]["best_s"] / row["graph"]["best_s"]
@@ -146,7 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     results["errors"] = errors
     for row in results.get("filter") or []:
         print(f"filter K={row['num_particles']:>6}: eager {row['eager_ms_per_step']:.3f} ms/step, "
-              f"graph {row['graph_ms_per_step']:.4f} ms/step (x{row['speedup']:.1f}; capture {row['capture_s']:.1f} s); "
+              f"graph {row['graph_ms_per_step']:.4f} ms/step (x{row['speedup']:.1f}; "
+              f"capture {row['capture_s']:.1f} s); "
               f"mean log-evidence error {row['eager_mean_error']:+.3f} / {row['graph_mean_error']:+.3f}")
     for row in results.get("pf_rnn") or []:
         print(f"{row['cell']} training step: eager {row['eager']['best_s'] * 1e3:.1f} ms, "
