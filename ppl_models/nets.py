@@ -13,7 +13,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from inference.validation import check_choice, check_positive_int
+from inference.validation import check_choice, check_positive_int, value_checks_enabled
 
 __all__ = ["EMISSIONS", "SplitInputMLP", "clipped_leaky_relu", "diagonal_normal", "emission_distribution",
            "emission_params", "reverse_padded", "shifted_inputs", "check_binary"]  # fmt: skip
@@ -94,7 +94,12 @@ def reverse_padded(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 
 def check_binary(x: torch.Tensor, mask: torch.Tensor, *, name: str = "x") -> None:
-    """Raise ``ValueError`` unless every valid entry of ``x`` is 0 or 1 (a Bernoulli emission's data)."""
+    """Raise ``ValueError`` unless every valid entry of ``x`` is 0 or 1 (a Bernoulli emission's data).
+
+    A check of values: skipped where they must not be read (inside a CUDA-graph capture).
+    """
+    if not value_checks_enabled():
+        return
     valid = x[mask]
     if not bool(((valid == 0) | (valid == 1)).all()):
         bad = valid[(valid != 0) & (valid != 1)][0].item()

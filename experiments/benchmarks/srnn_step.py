@@ -9,6 +9,8 @@ takes one Adam step:
 
 * ``torch``: a hand-written loop over time calling the model's nets directly (no Pyro);
 * ``ours``: :class:`inference.objectives.ELBO` (``mean_field=True``), what the training loop runs;
+* ``ours graphed`` (CUDA only): the same step recorded as a CUDA graph
+  (:meth:`inference.graphs.GraphedCall.training_step`, Adam with ``capturable=True``);
 * ``pyro svi``: ``pyro.infer.SVI(model.model, model.guide, Adam, TraceMeanField_ELBO())``.
 
 Methods run round-robin after warm-up; best and median of ``--repeats`` are reported, with the
@@ -34,6 +36,7 @@ from pyro.infer import SVI, TraceMeanField_ELBO
 from torch.nn import functional as F
 
 from experiments.benchmarks.timing import load_average, machine_info, stats, time_repeats  # noqa: I001
+from inference.graphs import GraphedCall
 from inference.io import write_json
 from inference.objectives import ELBO
 from ppl_models import SRNN
@@ -93,7 +96,12 @@ def _steps(model, x):
         objective(x).loss.backward()
         optimizer.step()
 
-    return {"torch": torch_step, "ours": ours_step, "pyro svi": lambda: svi.step(x)}
+    methods = {"torch": torch_step, "ours": ours_step, "pyro svi": lambda: svi.step(x)}
+    if x.is_cuda:  # the same step recorded once as a CUDA graph and replayed
+        graph_optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, capturable=True)
+        graphed = GraphedCall.training_step(lambda x: objective(x).loss, graph_optimizer, (x,))
+        methods["ours graphed"] = lambda: graphed(x)
+    return methods
 
 
 def run(size: dict, *, batch: int, steps: int, repeats: int, device: str, seed: int = 0) -> dict:
