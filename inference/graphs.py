@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 import pyro
 import torch
 
-from .validation import check_positive_int, value_checks
+from .validation import check_positive_int, check_sequences, value_checks
 
 __all__ = ["GraphedCall"]
 
@@ -109,8 +109,6 @@ class GraphedCall:
         returns a :class:`~inference.particle_filter.FilterResult`. The filter resamples
         every sequence whose ESS fell below the threshold, as the eager filter does on a GPU.
         """
-        from .validation import check_sequences
-
         generators = [particle_filter.generator] if particle_filter.generator is not None else []
 
         def run(*inputs):
@@ -139,7 +137,8 @@ class GraphedCall:
             parameters = [p for group in optimizer.param_groups for p in group["params"]]
         parameters = list(parameters)
         example_inputs = tuple(example_inputs)
-        on_cuda = example_inputs[0].device.type == "cuda" if enabled is None else enabled
+        first = example_inputs[0] if example_inputs else None
+        on_cuda = isinstance(first, torch.Tensor) and first.device.type == "cuda" if enabled is None else enabled
         if on_cuda:
             for group in optimizer.param_groups:
                 if "capturable" in group and not group["capturable"]:
