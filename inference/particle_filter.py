@@ -192,9 +192,7 @@ class FilterResult:
     @staticmethod
     def _weighted_mean(values: torch.Tensor, log_weights: torch.Tensor) -> torch.Tensor:
         """Sum over the particle dim of ``values [..., K, B, ...]`` weighted by ``log_weights [..., K, B]``."""
-        particle_dim = log_weights.dim() - 2
-        weights = log_weights.exp().reshape(log_weights.shape + (1,) * (values.dim() - log_weights.dim()))
-        return (weights * values).sum(particle_dim)
+        return _weighted_sum(values, log_weights.exp())
 
 
 class ParticleFilter:
@@ -407,6 +405,13 @@ def _select(valid: torch.Tensor | None, new: torch.Tensor, old: torch.Tensor) ->
     return torch.where(valid.reshape(valid.shape + (1,) * max(new.dim() - 2, 0)), new, old)
 
 
+def _weighted_sum(values: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """Sum over the particle dim of ``values [..., K, B, ...]`` weighted by ``weights [..., K, B]``."""
+    particle_dim = weights.dim() - 2
+    weights = weights.reshape(weights.shape + (1,) * (values.dim() - weights.dim()))
+    return (weights * values).sum(particle_dim)
+
+
 class _History:
     """Per-step records of ancestors, weights and states (``keep_ancestry``), stacked to ``[T, K, B, ...]``.
 
@@ -451,8 +456,7 @@ class _Means:
             raise ValueError(f"keep_means names states {sorted(missing)} that the model does not have; "
                              f"its states are {sorted(state)}")
         for key in self.keys:
-            value = state[key]
-            self.steps[key].append((weights.reshape(weights.shape + (1,) * (value.dim() - 2)) * value).sum(0))
+            self.steps[key].append(_weighted_sum(state[key], weights))
 
     def finish(self) -> dict[str, torch.Tensor] | None:
         return {key: torch.stack(values, dim=1) for key, values in self.steps.items()} if self.keys else None
