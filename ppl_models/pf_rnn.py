@@ -10,12 +10,16 @@ each step is the weighted mean particle ``sum_i w_t^i h_t^i``.
 The filtering itself is the shared :class:`~inference.particle_filter.ParticleFilter`
 (gradient mode ``soft``, resampling at every step), with the cell as its particle model;
 the module adds no loop of its own. :class:`PFLSTM` and :class:`PFGRU` are drop-in for
-``nn.LSTM`` / ``nn.GRU`` (one layer, one direction): ``output, state = rnn(x)`` with
-``output [B, T, H]``; ``state`` is a :class:`ParticleState` (particles and log-weights),
-which can be passed back in to continue a sequence (truncated BPTT). :meth:`filter` returns
-the whole :class:`ParticleBelief` that the PF-RNN losses (:mod:`inference.discriminative`)
-need. :class:`PFRNNPredictor` stacks the paper's input layers, a recurrent layer and an
-output head, and :class:`PFRNNProgram` writes the same filter as a Pyro program.
+``nn.LSTM`` / ``nn.GRU``: the same positional arguments and defaults (``batch_first=False``),
+stacked layers, dropout between them, packed and unbatched input, and
+``output, (h_n, c_n) = rnn(x)`` with each layer's weighted mean particle as ``h_n``; the
+particle options (``num_particles`` ...) are keyword-only. The full :class:`ParticleState`
+(particles and log-weights of every layer) is kept in ``last_particle_state`` and can be
+passed back as ``hx`` to continue the filters (truncated BPTT). :meth:`filter` returns the
+whole :class:`ParticleBelief` that the PF-RNN losses (:mod:`inference.discriminative`) need.
+``eval()`` fixes the random draws (or turns them off: ``eval_randomness``).
+:class:`PFRNNPredictor` stacks the paper's input layers, a recurrent layer and an output
+head, and :class:`PFRNNProgram` writes the same filter as a Pyro program.
 
 Activation (``"relu_bn"``, the paper's default, or ``"tanh"``, the plain cell's): the cell
 candidate goes through ReLU after batch normalisation over all particles of the batch, or
@@ -31,6 +35,7 @@ before the recurrent product, Cho et al. 2014), which differs from ``nn.GRU``.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -40,27 +45,31 @@ import torch
 from pyro import poutine
 from torch import nn
 from torch.nn import functional as F
+from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
-from inference.particle_filter import ParticleFilter, Step
+from inference.particle_filter import ParticleFilter, Step, _weighted_sum
 from inference.protocol import CAPABILITIES, OneStepPredictive, SequenceModel, check_num_samples
 from inference.resampling import gather_particles, resample
 from inference.state_space import SEQUENCE_PLATE
 from inference.traces import PARTICLE_PLATE
-from inference.validation import check_choice, check_positive_int, check_probability
+from inference.validation import check_choice, check_dropout, check_positive_int, check_probability
 
 from .nets import SplitInputMLP
 
-__all__ = ["ACTIVATIONS", "TASKS", "ParticleState", "ParticleBelief", "StepBatchNorm", "PFLSTM", "PFGRU",
-           "PF_CELLS", "PFRNNPredictor", "PFRNNProgram"]  # fmt: skip
+__all__ = ["ACTIVATIONS", "EVAL_RANDOMNESS", "TASKS", "ParticleState", "ParticleBelief", "StepBatchNorm", "PFLSTM",
+           "PFGRU", "PF_CELLS", "PFRNNPredictor", "PFRNNProgram"]  # fmt: skip
 
 ACTIVATIONS = ("relu_bn", "tanh")
+EVAL_RANDOMNESS = ("fixed", "off", "sampled")
 TASKS = ("regression", "classification")
 
 
 class ParticleState(NamedTuple):
-    """A PF-RNN layer's state: particles ``h [K, B, H]`` (and ``c [K, B, H]`` for PF-LSTM), ``log_weights [K, B]``.
+    """The particle state of a PF-RNN layer stack, one entry per layer ``L = num_layers``.
 
-    ``steps``: how many time steps led to it (the next step's index, for :class:`StepBatchNorm`).
+    ``h [L, K, B, H]`` (and ``c [L, K, B, H]`` for PF-LSTM, else ``None``), ``log_weights
+    [L, K, B]``; ``steps``: how many time steps led to it (the next step's index, for
+    :class:`StepBatchNorm`).
     """
 
     h: torch.Tensor
@@ -118,13 +127,13 @@ class StepBatchNorm(nn.Module):
 
 @dataclass
 class ParticleBelief:
-    """The belief of a PF-RNN layer over a batch.
+    """The belief of a PF-RNN layer (its top layer, when stacked) over a batch.
 
     Attributes:
         mean: ``[B, T, H]`` weighted mean particle per step (the layer's output).
         particles: ``[T, K, B, H]`` particles after each step's weight update.
         log_weights: ``[T, K, B]`` their normalised log-weights.
-        state: final :class:`ParticleState` (before resampling).
+        state: final :class:`ParticleState` of all layers (before resampling).
     """
 
     mean: torch.Tensor
@@ -133,41 +142,24 @@ class ParticleBelief:
     state: ParticleState
 
 
-class _PFRNNBase(SequenceModel):
-    """Shared by :class:`PFLSTM` and :class:`PFGRU`: options, input checks, the filter call.
+class _ParticleCell(nn.Module):
+    """One PF-RNN layer's parameters and step: the gated update of ``K`` particles and ``log f_obs``.
 
-    A subclass sets ``_input_gates`` (blocks of ``H`` columns of the input projection, noise
-    scale included when stochastic) and defines ``_initial(batch)`` and ``_propagate``.
+    A subclass sets ``state_keys``, ``input_gates`` (blocks of ``H`` columns of the input
+    projection, the noise scale's included when stochastic) and defines :meth:`propagate`.
+    ``bias=False`` drops the biases of the gate and noise-scale projections (``nn.LSTM``'s
+    ``b_ih``, ``b_hh``); ``f_obs`` keeps its own.
     """
 
-    capabilities = frozenset()
-    limitations = dict.fromkeys(
-        CAPABILITIES,
-        "a recurrent layer (drop-in for nn.LSTM / nn.GRU) maps inputs to features and models no distribution; "
-        "PFRNNPredictor puts a predictive head on it and PFRNNProgram its Pyro programs")
+    state_keys: tuple[str, ...] = ("h",)
+    input_gates: int
 
-    _state_keys: tuple[str, ...] = ("h",)
-    _input_gates: int
-
-    def __init__(self, input_size: int, hidden_size: int, num_particles: int = 20, *, batch_first: bool = True,
-                 resampling: str = "soft", alpha: float = 0.5, stochastic: bool = True,
-                 activation: str = "relu_bn", norm_steps: int = 100, num_layers: int = 1,
-                 bidirectional: bool = False):  # fmt: skip
+    def __init__(self, input_size: int, hidden_size: int, *, bias: bool, stochastic: bool, activation: str,
+                 norm_steps: int):  # fmt: skip
         super().__init__()
-        if num_layers != 1 or bidirectional:
-            raise ValueError(f"{type(self).__name__} has one layer and one direction; got num_layers={num_layers}, "
-                             f"bidirectional={bidirectional} (stack layers explicitly)")
-        self.input_size = check_positive_int(input_size, name="input_size")
-        self.hidden_size = check_positive_int(hidden_size, name="hidden_size")
-        self.num_particles = check_positive_int(num_particles, name="num_particles")
-        self.resampling = check_choice(resampling, ("soft", "none"), name="resampling")
-        self.alpha = check_probability(alpha, name="alpha", open_left=True)
-        self.activation = check_choice(activation, ACTIVATIONS, name="activation")
-        if not isinstance(batch_first, bool) or not isinstance(stochastic, bool):
-            raise TypeError("batch_first and stochastic must be bools")
-        self.batch_first, self.stochastic = batch_first, stochastic
-        gates = self._input_gates - (0 if stochastic else 1)
-        self.input_projection = nn.Linear(input_size, gates * hidden_size)
+        self.hidden_size, self.stochastic = hidden_size, stochastic
+        gates = self.input_gates - (0 if stochastic else 1)
+        self.input_projection = nn.Linear(input_size, gates * hidden_size, bias=bias)
         self.obs_net = SplitInputMLP(hidden_size, input_size, hidden_size, 1)  # log f_obs([h_t^i, x_t])
         self.norm = StepBatchNorm(hidden_size, norm_steps) if activation == "relu_bn" else None
         bound = 1.0 / math.sqrt(hidden_size)  # nn.LSTM's initialisation
@@ -176,170 +168,377 @@ class _PFRNNBase(SequenceModel):
         if self.norm is not None:
             self.norm.reset_parameters()
 
-    # --- drop-in API ----------------------------------------------------------------------
-    def forward(self, input: torch.Tensor, hx: ParticleState | None = None, *,
-                mask: torch.Tensor | None = None) -> tuple[torch.Tensor, ParticleState]:  # fmt: skip
-        """``(output, state)`` as ``nn.LSTM``: ``output [B, T, H]`` (``[T, B, H]`` unless batch_first)."""
-        mean, result = self._run(input, hx, mask, None, None, keep_particles=False)
-        output = mean if self.batch_first else mean.transpose(0, 1)
-        return output, self._final_state(hx, result)
+    def _recurrent_projections(self, *out_features: int) -> list[nn.Linear]:
+        """Bias-free ``H -> out`` maps, created first and then initialised as ``nn.LSTM``'s (the draw order)."""
+        projections = [nn.Linear(self.hidden_size, size, bias=False) for size in out_features]
+        bound = 1.0 / math.sqrt(self.hidden_size)
+        for projection in projections:
+            nn.init.uniform_(projection.weight, -bound, bound)
+        return projections
 
-    def filter(self, input: torch.Tensor, hx: ParticleState | None = None, *, mask: torch.Tensor | None = None,
-               noise: torch.Tensor | None = None, generator: torch.Generator | None = None,
-               ) -> ParticleBelief:  # fmt: skip
-        """Run the particle filter over ``input`` (``[B, T, D]`` if batch_first, else ``[T, B, D]``).
-
-        Args:
-            hx: state to continue from (default: zero particles, uniform weights).
-            mask: ``[B, T]`` bool, valid steps first; the state is carried over padding.
-            noise: ``[T, K, B, H]`` standard normal draws of the stochastic update (default: fresh).
-            generator: source of the noise and resampling draws.
-        """
-        mean, result = self._run(input, hx, mask, noise, generator, keep_particles=True)
-        return ParticleBelief(mean=mean, particles=result.history["h"], log_weights=result.history_log_weights,
-                              state=self._final_state(hx, result))
-
-    def _run(self, input, hx, mask, noise, generator, *, keep_particles: bool):
-        """The filter over ``input``: the mean particle ``[B, T, H]`` and the :class:`FilterResult`."""
-        x = self._check_input(input)
-        initial = self._check_state(hx, x.shape[0], x)
-        offset = 0 if hx is None else hx.steps
-        run = _ParticleRun(self, initial, self._check_noise(noise, x), generator, offset)
-        pf = ParticleFilter(self.num_particles, resampling=self.resampling, ess_threshold=1.0,
-                            gradient="soft" if self.resampling == "soft" else "reparam",
-                            soft_alpha=self.alpha, generator=generator)
-        result = pf.run(run, x, mask, keep_ancestry=("h",) if keep_particles else False, keep_means=("h",),
-                        initial_log_weights=None if hx is None else hx.log_weights)
-        return result.means["h"], result
-
-    @staticmethod
-    def _final_state(hx, result) -> ParticleState:
-        offset = 0 if hx is None else hx.steps
-        return ParticleState(result.state["h"], result.state.get("c"), result.log_weights,
-                             offset + result.num_steps_total)
-
-    # --- one step (called by the shared filter) -------------------------------------------
-    def _noisy_candidate(self, candidate, raw_scale, noise, t: int):
-        """Eqs. 9-11: ``candidate + softplus(raw_scale) * noise``, then the activation (at step ``t``)."""
-        if self.stochastic:
+    def noisy_candidate(self, candidate, raw_scale, noise, t: int):
+        """Eqs. 9-11: ``candidate + softplus(raw_scale) * noise`` (no noise: ``noise=None``), then the activation."""
+        if noise is not None:
             candidate = torch.addcmul(candidate, F.softplus(raw_scale), noise)
         if self.norm is None:
             return torch.tanh(candidate)
         return F.relu(self.norm(candidate.reshape(-1, self.hidden_size), t).reshape(candidate.shape))
 
-    def _log_obs(self, h: torch.Tensor, obs_input_t: torch.Tensor) -> torch.Tensor:
+    def log_obs(self, h: torch.Tensor, obs_input_t: torch.Tensor) -> torch.Tensor:
         """Eq. 2's learned ``log f_obs(x_t, h_t^i)``, ``[K, B]``, from ``obs_net.project(x_t) [B, F]``."""
         return self.obs_net(h, obs_input_t).squeeze(-1)
 
-    # --- checks ---------------------------------------------------------------------------
-    def _check_input(self, input) -> torch.Tensor:
-        if not isinstance(input, torch.Tensor):
-            raise TypeError(f"input must be a torch.Tensor, got {type(input).__name__}")
-        layout = "[B, T, D]" if self.batch_first else "[T, B, D]"
-        if input.dim() != 3 or input.shape[-1] != self.input_size:
-            raise ValueError(f"input must have shape {layout} with D = input_size = {self.input_size}, "
-                             f"got {tuple(input.shape)}")
-        return input if self.batch_first else input.transpose(0, 1)
 
-    def _check_state(self, hx, batch: int, x: torch.Tensor) -> dict[str, torch.Tensor]:
-        shape = (self.num_particles, batch, self.hidden_size)
-        if hx is None:
-            return {key: x.new_zeros(shape) for key in self._state_keys}
-        if not isinstance(hx, ParticleState):
-            raise TypeError(f"hx must be a ParticleState (the state this layer returned), got {type(hx).__name__}")
-        if not isinstance(hx.steps, int) or isinstance(hx.steps, bool) or hx.steps < 0:
-            raise ValueError(f"hx.steps must be an int >= 0 (steps already filtered), got {hx.steps!r}")
-        state = {key: getattr(hx, key) for key in self._state_keys}
-        for key, value in state.items():
-            if not isinstance(value, torch.Tensor) or tuple(value.shape) != shape:
-                got = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
-                raise ValueError(f"hx.{key} must have shape [K, B, H] = {shape}, got {got}")
-        return state
+class _LSTMParticleCell(_ParticleCell):
+    state_keys = ("h", "c")
+    input_gates = 5  # input, forget, candidate, output, noise scale (nn.LSTMCell's order first)
 
-    def _check_noise(self, noise, x: torch.Tensor) -> torch.Tensor | None:
-        if noise is None:
-            return None
-        shape = (x.shape[1], self.num_particles, x.shape[0], self.hidden_size)
-        if not isinstance(noise, torch.Tensor) or tuple(noise.shape) != shape:
-            got = tuple(noise.shape) if isinstance(noise, torch.Tensor) else type(noise).__name__
-            raise ValueError(f"noise must be a tensor [T, K, B, H] = {shape}, got {got}")
-        return noise
+    def __init__(self, input_size: int, hidden_size: int, **options):
+        super().__init__(input_size, hidden_size, **options)
+        (self.hidden_projection,) = self._recurrent_projections(self.input_projection.out_features)
 
-    def extra_repr(self) -> str:
-        return (f"{self.input_size}, {self.hidden_size}, num_particles={self.num_particles}, "
-                f"resampling={self.resampling!r}, alpha={self.alpha}, stochastic={self.stochastic}, "
-                f"activation={self.activation!r}, batch_first={self.batch_first}")
-
-
-class PFLSTM(_PFRNNBase):
-    """PF-LSTM: ``K`` LSTM particles with stochastic cell updates, learned weights and soft resampling.
-
-    Args:
-        input_size: ``D``; hidden_size: ``H``; num_particles: ``K``.
-        batch_first: inputs and outputs ``[B, T, .]`` (default, unlike ``nn.LSTM``) or ``[T, B, .]``.
-        resampling: ``"soft"`` (eq. 3, at every step) or ``"none"``.
-        alpha: soft-resampling mixture weight (0.5 in the paper; 1 = plain multinomial).
-        stochastic: add the learned Gaussian noise to the cell candidate (eqs. 9-11).
-        activation: ``"relu_bn"`` (eq. 12) or ``"tanh"`` (eq. 6).
-        norm_steps: time steps with batch-norm statistics of their own (:class:`StepBatchNorm`).
-    """
-
-    description = "PF-LSTM layer (Ma et al. 2020): K LSTM particles, stochastic cell updates, soft resampling"
-    _state_keys = ("h", "c")
-    _input_gates = 5  # input, forget, candidate, output, noise scale (nn.LSTMCell's order first)
-
-    def __init__(self, input_size: int, hidden_size: int, num_particles: int = 20, **options):
-        super().__init__(input_size, hidden_size, num_particles, **options)
-        self.hidden_projection = nn.Linear(hidden_size, self.input_projection.out_features, bias=False)
-        nn.init.uniform_(self.hidden_projection.weight, -1.0 / math.sqrt(hidden_size), 1.0 / math.sqrt(hidden_size))
-
-    def _propagate(self, state, input_gates_t, noise, t: int):
+    def propagate(self, state, input_gates_t, noise, t: int):
+        """One step of ``K`` particles ``{"h", "c": [K, B, H]}`` from the step's input gates ``[B, G H]``."""
         h, c = state["h"], state["c"]
         gates = self.hidden_projection(h).add_(input_gates_t)  # [K, B, G H]
         i, f, candidate, o, *scale = gates.split(self.hidden_size, dim=-1)
-        candidate = self._noisy_candidate(candidate, scale[0] if scale else None, noise, t)
+        candidate = self.noisy_candidate(candidate, scale[0] if scale else None, noise, t)
         c = torch.addcmul(torch.sigmoid(f) * c, torch.sigmoid(i), candidate)
         return {"h": torch.sigmoid(o) * torch.tanh(c), "c": c}
 
 
-class PFGRU(_PFRNNBase):
-    """PF-GRU (the paper's appendix): ``K`` GRU particles with stochastic updates and soft resampling.
+class _GRUParticleCell(_ParticleCell):
+    input_gates = 4  # update, reset, noise scale, candidate
 
-    ``n = W_n [r * h, x] + b_n + eps``, ``h' = (1 - z) * act(n) + z * h``; the noise scale
-    reads ``[h_{t-1}, x_t]``. Options as :class:`PFLSTM`.
-    """
-
-    description = "PF-GRU layer (Ma et al. 2020): K GRU particles, stochastic updates, soft resampling"
-    _input_gates = 4  # update, reset, noise scale, candidate
-
-    def __init__(self, input_size: int, hidden_size: int, num_particles: int = 20, **options):
-        super().__init__(input_size, hidden_size, num_particles, **options)
+    def __init__(self, input_size: int, hidden_size: int, **options):
+        super().__init__(input_size, hidden_size, **options)
         gates = self.input_projection.out_features // hidden_size - 1
-        bound = 1.0 / math.sqrt(hidden_size)
-        self.hidden_projection = nn.Linear(hidden_size, gates * hidden_size, bias=False)
-        self.candidate_projection = nn.Linear(hidden_size, hidden_size, bias=False)
-        for layer in (self.hidden_projection, self.candidate_projection):
-            nn.init.uniform_(layer.weight, -bound, bound)
+        self.hidden_projection, self.candidate_projection = self._recurrent_projections(gates * hidden_size,
+                                                                                      hidden_size)
 
-    def _propagate(self, state, input_gates_t, noise, t: int):
+    def propagate(self, state, input_gates_t, noise, t: int):
+        """One step of ``K`` particles ``{"h": [K, B, H]}`` from the step's input gates ``[B, G H]``."""
         h, size = state["h"], self.hidden_size
         gates = self.hidden_projection(h).add_(input_gates_t[..., :-size])
         z, r, *scale = gates.split(size, dim=-1)
         candidate = self.candidate_projection(torch.sigmoid(r) * h).add_(input_gates_t[..., -size:])
-        candidate = self._noisy_candidate(candidate, scale[0] if scale else None, noise, t)
+        candidate = self.noisy_candidate(candidate, scale[0] if scale else None, noise, t)
         z = torch.sigmoid(z)
         return {"h": (1 - z) * candidate + z * h}
+
+
+class _PFRNNBase(SequenceModel):
+    """Shared by :class:`PFLSTM` and :class:`PFGRU`: options, input conversions, the filters of the layers.
+
+    A subclass sets ``_cell`` (its :class:`_ParticleCell`) and ``_state_name`` (``hx``'s form in errors).
+    """
+
+    capabilities = frozenset()
+    limitations = dict.fromkeys(
+        CAPABILITIES,
+        "a recurrent layer (drop-in for nn.LSTM / nn.GRU) maps inputs to features and models no distribution; "
+        "PFRNNPredictor puts a predictive head on it and PFRNNProgram its Pyro programs")
+
+    _cell: type[_ParticleCell]
+    _state_name: str
+
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
+                 batch_first: bool = False, dropout: float = 0.0, bidirectional: bool = False, device=None,
+                 dtype=None, *, num_particles: int = 20, resampling: str = "soft", alpha: float = 0.5,
+                 stochastic: bool = True, activation: str = "relu_bn", norm_steps: int = 100,
+                 eval_randomness: str = "fixed", eval_seed: int = 0):  # fmt: skip
+        super().__init__()
+        name = type(self).__name__
+        for flag, value in (("bias", bias), ("batch_first", batch_first), ("bidirectional", bidirectional),
+                            ("stochastic", stochastic)):  # fmt: skip
+            if not isinstance(value, bool):
+                raise TypeError(f"{flag} must be a bool, got {type(value).__name__} {value!r}")
+        if bidirectional:
+            raise ValueError(f"{name} filters forward in time: bidirectional=True has no particle-filter meaning "
+                             "(run a second layer on the time-reversed input instead)")
+        self.input_size = check_positive_int(input_size, name="input_size")
+        self.hidden_size = check_positive_int(hidden_size, name="hidden_size")
+        self.num_layers = check_positive_int(num_layers, name="num_layers")
+        self.dropout = check_dropout(dropout)
+        if dropout > 0 and num_layers == 1:
+            warnings.warn(f"dropout={dropout} acts between layers, and num_layers=1 has none (as in nn.LSTM)",
+                          stacklevel=3)  # fmt: skip
+        self.num_particles = check_positive_int(num_particles, name="num_particles")
+        self.resampling = check_choice(resampling, ("soft", "none"), name="resampling")
+        self.alpha = check_probability(alpha, name="alpha", open_left=True)
+        self.activation = check_choice(activation, ACTIVATIONS, name="activation")
+        self.eval_randomness = check_choice(eval_randomness, EVAL_RANDOMNESS, name="eval_randomness")
+        if isinstance(eval_seed, bool) or not isinstance(eval_seed, int) or eval_seed < 0:
+            raise ValueError(f"eval_seed must be an int >= 0, got {eval_seed!r}")
+        self.bias, self.batch_first, self.stochastic, self.eval_seed = bias, batch_first, stochastic, eval_seed
+        self.layers = nn.ModuleList(
+            self._cell(input_size if index == 0 else hidden_size, hidden_size, bias=bias, stochastic=stochastic,
+                       activation=activation, norm_steps=norm_steps)
+            for index in range(num_layers))  # fmt: skip
+        if device is not None or dtype is not None:
+            self.to(device=device, dtype=dtype)
+        self.last_particle_state: ParticleState | None = None
+        self.register_load_state_dict_pre_hook(_single_layer_checkpoint)
+
+    # --- drop-in API ----------------------------------------------------------------------
+    def forward(self, input, hx=None):
+        """``nn.LSTM``'s call: ``(output, (h_n, c_n))`` for :class:`PFLSTM`, ``(output, h_n)`` for :class:`PFGRU`.
+
+        Args:
+            input: ``[T, B, D]`` (``[B, T, D]`` if ``batch_first``), unbatched ``[T, D]``, or a
+                ``PackedSequence``.
+            hx: ``None`` (zero particles, uniform weights); ``nn.LSTM``'s ``(h_0, c_0)`` /
+                ``nn.GRU``'s ``h_0``, each ``[num_layers, B, H]`` (``[num_layers, H]`` unbatched),
+                copied to all ``K`` particles of each layer with uniform weights; or a
+                :class:`ParticleState` (such as :attr:`last_particle_state`) to continue the filters.
+
+        Returns:
+            ``output``: the top layer's weighted mean particle at each step, shaped as ``input``
+            with ``H`` features (a ``PackedSequence`` for packed input); ``h_n`` (and ``c_n``)
+            ``[num_layers, B, H]`` (``[num_layers, H]`` unbatched): each layer's weighted mean
+            final particle, taken at each sequence's last valid step. The full particle state is
+            left, detached, in :attr:`last_particle_state` (:meth:`filter` returns it with its
+            gradient path).
+        """
+        x, mask, unbatched = self._batch_first_input(input)
+        initial = self._initial_state(hx, x, unbatched)
+        mean, state, _ = self._filter_layers(x, initial, mask, None, None, keep_particles=False)
+        self.last_particle_state = ParticleState(*(v.detach() if isinstance(v, torch.Tensor) else v for v in state))
+        h_n = _weighted_sum(state.h, state.log_weights.exp())  # [L, B, H]
+        final = h_n if state.c is None else (h_n, _weighted_sum(state.c, state.log_weights.exp()))
+        if isinstance(input, PackedSequence):
+            sorted_mean = mean if input.sorted_indices is None else mean.index_select(0, input.sorted_indices)
+            lengths = mask.sum(1) if input.sorted_indices is None else mask.sum(1)[input.sorted_indices]
+            data = pack_padded_sequence(sorted_mean, lengths.cpu(), batch_first=True).data
+            return PackedSequence(data, input.batch_sizes, input.sorted_indices, input.unsorted_indices), final
+        if unbatched:
+            return mean.squeeze(0), _apply(final, lambda v: v.squeeze(1))
+        return (mean if self.batch_first else mean.transpose(0, 1)), final
+
+    def filter(self, input: torch.Tensor, hx=None, *, mask: torch.Tensor | None = None,
+               noise: torch.Tensor | None = None, generator: torch.Generator | None = None,
+               ) -> ParticleBelief:  # fmt: skip
+        """Run the layers' particle filters over ``input`` (``[B, T, D]`` if batch_first, else ``[T, B, D]``).
+
+        Args:
+            hx: state to continue from, as :meth:`forward` takes it (default: zero particles, uniform weights).
+            mask: ``[B, T]`` bool, valid steps first; the state is carried over padding.
+            noise: ``[num_layers, T, K, B, H]`` (``[T, K, B, H]`` for one layer) standard normal
+                draws of the stochastic updates (default: fresh, or none in evaluation with
+                ``eval_randomness="off"``).
+            generator: source of the noise and resampling draws (in evaluation with
+                ``eval_randomness="fixed"``, default: one seeded with ``eval_seed``).
+
+        Returns:
+            the top layer's :class:`ParticleBelief`, with the final :class:`ParticleState` of all layers.
+        """
+        x = self._check_tensor_input(input)
+        initial, noise = self._initial_state(hx, x, False), self._check_noise(noise, x)
+        mean, state, result = self._filter_layers(x, initial, mask, noise, generator, keep_particles=True)
+        return ParticleBelief(mean=mean, particles=result.history["h"], log_weights=result.history_log_weights,
+                              state=state)
+
+    def _filter_layers(self, x, initial: ParticleState, mask, noise, generator, *, keep_particles: bool):
+        """The layers' filters over ``x [B, T, D]``: top mean ``[B, T, H]``, final state, top :class:`FilterResult`."""
+        generator, draws = self._evaluation_draws(generator, x)
+        layer_input, results = x, []
+        for index, cell in enumerate(self.layers):
+            if index > 0:  # nn.LSTM's dropout: on each layer's output but the last, in training only
+                layer_input = F.dropout(layer_input, self.dropout, self.training)
+            start = {key: getattr(initial, key)[index] for key in cell.state_keys}
+            run = _ParticleRun(cell, start, None if noise is None else noise[index], generator, initial.steps,
+                               draw_noise=draws)  # fmt: skip
+            resampling = self.resampling if draws else "none"
+            pf = ParticleFilter(self.num_particles, resampling=resampling, ess_threshold=1.0,
+                                gradient="soft" if resampling == "soft" else "reparam", soft_alpha=self.alpha,
+                                generator=generator)  # fmt: skip
+            last = index == self.num_layers - 1
+            result = pf.run(run, layer_input, mask, keep_ancestry=("h",) if keep_particles and last else False,
+                            keep_means=("h",), initial_log_weights=initial.log_weights[index])  # fmt: skip
+            layer_input = result.means["h"]
+            results.append(result)
+        stacked = {key: torch.stack([r.state[key] for r in results]) for key in self.layers[0].state_keys}
+        state = ParticleState(stacked["h"], stacked.get("c"), torch.stack([r.log_weights for r in results]),
+                              initial.steps + x.shape[1])  # fmt: skip
+        return layer_input, state, results[-1]
+
+    def _evaluation_draws(self, generator, like):
+        """``(generator, draws)`` for a call: in ``eval()``, ``eval_randomness`` fixes or turns off the draws."""
+        if self.training or self.eval_randomness == "sampled":
+            return generator, True
+        if self.eval_randomness == "off":
+            return generator, False
+        if generator is None:
+            generator = torch.Generator(device=like.device).manual_seed(self.eval_seed)
+        return generator, True
+
+    # --- checks and conversions -----------------------------------------------------------
+    def _batch_first_input(self, input):
+        """``input`` as ``(x [B, T, D], mask [B, T] or None, unbatched)``."""
+        if isinstance(input, PackedSequence):
+            x, lengths = pad_packed_sequence(input, batch_first=True)
+            x = self._check_tensor_input(x, batch_first=True)
+            return x, torch.arange(x.shape[1], device=x.device) < lengths.to(x.device).unsqueeze(-1), False
+        return self._check_tensor_input(input, allow_unbatched=True), None, input.dim() == 2
+
+    def _check_tensor_input(self, input, *, batch_first: bool | None = None, allow_unbatched: bool = False):
+        """A ``[B, T, D]`` view of ``input``: ``[B, T, D]`` if ``batch_first`` (default: the layer's), else
+        ``[T, B, D]``, or ``[T, D]`` (one sequence) if ``allow_unbatched``."""
+        if not isinstance(input, torch.Tensor):
+            raise TypeError(f"input must be a torch.Tensor or a PackedSequence, got {type(input).__name__}")
+        batch_first = self.batch_first if batch_first is None else batch_first
+        layout = "[B, T, D]" if batch_first else "[T, B, D]"
+        ranks = (2, 3) if allow_unbatched else (3,)
+        if input.dim() not in ranks or input.shape[-1] != self.input_size:
+            expected = f"{layout} or unbatched [T, D]" if allow_unbatched else layout
+            raise ValueError(f"input must have shape {expected} with D = input_size = {self.input_size}, "
+                             f"got {tuple(input.shape)}")
+        if input.dim() == 2:
+            return input.unsqueeze(0)
+        return input if batch_first else input.transpose(0, 1)
+
+    def _initial_state(self, hx, x: torch.Tensor, unbatched: bool) -> ParticleState:
+        """``hx`` as a :class:`ParticleState` of ``[L, K, B, H]`` particles (``log_weights`` ``[L, K, B]`` or Nones)."""
+        keys = self.layers[0].state_keys
+        layers, batch = self.num_layers, x.shape[0]
+        shape = (layers, self.num_particles, batch, self.hidden_size)
+        no_weights = (None,) * layers
+        if hx is None:
+            return ParticleState(x.new_zeros(shape), x.new_zeros(shape) if "c" in keys else None, no_weights)
+        if isinstance(hx, ParticleState):
+            return self._check_particle_state(hx, shape, keys)
+        tensors = hx if "c" in keys and isinstance(hx, (tuple, list)) and len(hx) == 2 else (hx,)
+        if not all(isinstance(t, torch.Tensor) for t in tensors) or len(tensors) != len(keys):
+            raise TypeError(f"hx must be None, {self._state_name} (tensors [num_layers, B, H]) or a ParticleState, "
+                            f"got {type(hx).__name__}")
+        expected = (layers, self.hidden_size) if unbatched else (layers, batch, self.hidden_size)
+        for key, tensor in zip(keys, tensors):
+            if tuple(tensor.shape) != expected:
+                raise ValueError(f"hx's {key}_0 must have shape {list(expected)} (num_layers, "
+                                 f"{'' if unbatched else 'B, '}H), got {tuple(tensor.shape)}")
+        particles = [(t.unsqueeze(1) if unbatched else t).unsqueeze(1).expand(shape) for t in tensors]
+        return ParticleState(particles[0], particles[1] if len(particles) > 1 else None, no_weights)
+
+    def _check_particle_state(self, hx: ParticleState, shape, keys) -> ParticleState:
+        if not isinstance(hx.steps, int) or isinstance(hx.steps, bool) or hx.steps < 0:
+            raise ValueError(f"hx.steps must be an int >= 0 (steps already filtered), got {hx.steps!r}")
+        for key in keys:
+            value = getattr(hx, key)
+            if not isinstance(value, torch.Tensor) or tuple(value.shape) != shape:
+                got = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
+                raise ValueError(f"hx.{key} must have shape [num_layers, K, B, H] = {shape}, got {got}")
+        if not isinstance(hx.log_weights, torch.Tensor) or tuple(hx.log_weights.shape) != shape[:3]:
+            got = tuple(hx.log_weights.shape) if isinstance(hx.log_weights, torch.Tensor) else hx.log_weights
+            raise ValueError(f"hx.log_weights must have shape [num_layers, K, B] = {shape[:3]}, got {got}")
+        return hx
+
+    def _check_noise(self, noise, x: torch.Tensor) -> torch.Tensor | None:
+        if noise is None:
+            return None
+        shape = (self.num_layers, x.shape[1], self.num_particles, x.shape[0], self.hidden_size)
+        if isinstance(noise, torch.Tensor) and self.num_layers == 1 and tuple(noise.shape) == shape[1:]:
+            return noise.unsqueeze(0)
+        if not isinstance(noise, torch.Tensor) or tuple(noise.shape) != shape:
+            got = tuple(noise.shape) if isinstance(noise, torch.Tensor) else type(noise).__name__
+            raise ValueError(f"noise must be a tensor [num_layers, T, K, B, H] = {shape} "
+                             f"(or [T, K, B, H] for one layer), got {got}")
+        return noise
+
+    def extra_repr(self) -> str:
+        return (f"{self.input_size}, {self.hidden_size}, num_layers={self.num_layers}, bias={self.bias}, "
+                f"batch_first={self.batch_first}, dropout={self.dropout}, num_particles={self.num_particles}, "
+                f"resampling={self.resampling!r}, alpha={self.alpha}, stochastic={self.stochastic}, "
+                f"activation={self.activation!r}, eval_randomness={self.eval_randomness!r}")
+
+
+def _single_layer_checkpoint(module, state_dict, prefix, *args) -> None:
+    """Load checkpoints written before the layers were stacked: ``{prefix}input_projection...`` -> ``layers.0``."""
+    for key in [k for k in state_dict if k.startswith(prefix) and not k.startswith(prefix + "layers.")]:
+        state_dict[f"{prefix}layers.0.{key[len(prefix):]}"] = state_dict.pop(key)
+
+
+def _apply(final, function):
+    """``function`` on ``h_n`` or on each of ``(h_n, c_n)``."""
+    return tuple(function(v) for v in final) if isinstance(final, tuple) else function(final)
+
+
+_PARTICLE_OPTIONS_DOC = """
+    The positional arguments and their defaults are ``nn.{torch_name}``'s; the particle options are keyword-only.
+
+    Args:
+        input_size: ``D``; hidden_size: ``H``.
+        num_layers: stacked PF layers, each a particle filter of its own over the weighted mean
+            output of the layer below.
+        bias: biases in the gate and noise-scale projections.
+        batch_first: inputs and outputs ``[B, T, .]`` instead of ``[T, B, .]`` (default ``False``, as
+            ``nn.{torch_name}``).
+        dropout: dropout on each layer's output but the last's, in training.
+        bidirectional{proj}: only the defaults (``False``{proj_default}); others raise ``ValueError``.
+        device, dtype: of the parameters.
+        num_particles: ``K`` (keyword-only; the cost is about ``K`` times ``nn.{torch_name}``'s).
+        resampling: ``"soft"`` (eq. 3, at every step) or ``"none"``.
+        alpha: soft-resampling mixture weight (0.5 in the paper; 1 = plain multinomial).
+        stochastic: add the learned Gaussian noise to the candidate (eqs. 9-11).
+        activation: ``"relu_bn"`` (eq. 12, the paper's) or ``"tanh"`` (eq. 6, ``nn.{torch_name}``'s).
+        norm_steps: time steps with batch-norm statistics of their own (:class:`StepBatchNorm`).
+        eval_randomness: what ``eval()`` does with the noise and resampling draws: ``"fixed"``
+            (default: drawn from a generator seeded with ``eval_seed`` at every call, so a batch
+            always gives the same output), ``"off"`` (no noise, no resampling: the weights are
+            carried by importance weighting alone) or ``"sampled"`` (fresh draws, as in training).
+        eval_seed: the seed of ``"fixed"``.
+"""
+
+
+class PFLSTM(_PFRNNBase):
+    __doc__ = ("PF-LSTM: ``K`` LSTM particles per layer, stochastic cell updates, learned weights, soft resampling.\n"
+               + _PARTICLE_OPTIONS_DOC.format(torch_name="LSTM", proj=", proj_size", proj_default=", ``0``"))
+
+    description = "PF-LSTM layer (Ma et al. 2020): K LSTM particles, stochastic cell updates, soft resampling"
+    _cell = _LSTMParticleCell
+    _state_name = "(h_0, c_0)"
+
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
+                 batch_first: bool = False, dropout: float = 0.0, bidirectional: bool = False, proj_size: int = 0,
+                 device=None, dtype=None, **particle_options):  # fmt: skip
+        if proj_size != 0:
+            raise ValueError(f"PFLSTM has no projections: proj_size must be 0, got {proj_size!r} (put a linear "
+                             "layer on its output instead)")
+        super().__init__(input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional, device,
+                         dtype, **particle_options)  # fmt: skip
+
+
+class PFGRU(_PFRNNBase):
+    __doc__ = ("PF-GRU (the paper's appendix): ``K`` GRU particles per layer, stochastic updates, soft resampling.\n\n"
+               "    ``n = W_n [r * h, x] + b_n + eps``, ``h' = (1 - z) * act(n) + z * h``; the noise scale\n"
+               "    reads ``[h_{t-1}, x_t]``. The reset gate acts before the recurrent product (Cho et al.\n"
+               "    2014), not after it as in ``nn.GRU``.\n"
+               + _PARTICLE_OPTIONS_DOC.format(torch_name="GRU", proj="", proj_default=""))
+
+    description = "PF-GRU layer (Ma et al. 2020): K GRU particles, stochastic updates, soft resampling"
+    _cell = _GRUParticleCell
+    _state_name = "h_0"
+
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
+                 batch_first: bool = False, dropout: float = 0.0, bidirectional: bool = False, device=None,
+                 dtype=None, **particle_options):  # fmt: skip
+        super().__init__(input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional, device,
+                         dtype, **particle_options)  # fmt: skip
 
 
 PF_CELLS = {"pf-lstm": PFLSTM, "pf-gru": PFGRU}
 
 
 class _ParticleRun:
-    """One filtering call: the cell as a :class:`~inference.particle_filter.ParticleModel`."""
+    """One layer's filtering call: its cell as a :class:`~inference.particle_filter.ParticleModel`.
 
-    def __init__(self, cell: _PFRNNBase, initial: dict, noise: torch.Tensor | None, generator, offset: int = 0):
+    ``noise [T, K, B, H]`` given, or drawn from ``generator`` when the cell is stochastic and
+    ``draw_noise``; ``offset``: steps before this call (a continued state).
+    """
+
+    def __init__(self, cell: _ParticleCell, initial: dict, noise: torch.Tensor | None, generator, offset: int = 0,
+                 *, draw_noise: bool = True):  # fmt: skip
         self.cell, self.initial, self.noise, self.generator = cell, initial, noise, generator
-        self.offset = offset  # steps before this call (a continued state)
+        self.offset, self.draw_noise = offset, draw_noise and cell.stochastic
 
     def start(self, x, mask, num_particles):
         # per-step blocks [B, F] of time-major projections: contiguous, and unbound once, so that the
@@ -351,14 +550,12 @@ class _ParticleRun:
 
     def step(self, state, t, x_t, context, *, reparameterize=True) -> Step:
         noise = None
-        if self.cell.stochastic:
-            if self.noise is not None:
-                noise = self.noise[t]
-            else:
-                shape = state["h"].shape
-                noise = torch.randn(shape, generator=self.generator, dtype=x_t.dtype, device=x_t.device)
-        new_state = self.cell._propagate(state, context["gates"][t], noise, self.offset + t)
-        return Step(new_state, self.cell._log_obs(new_state["h"], context["obs"][t]), None)
+        if self.cell.stochastic and self.noise is not None:
+            noise = self.noise[t]
+        elif self.draw_noise:
+            noise = torch.randn(state["h"].shape, generator=self.generator, dtype=x_t.dtype, device=x_t.device)
+        new_state = self.cell.propagate(state, context["gates"][t], noise, self.offset + t)
+        return Step(new_state, self.cell.log_obs(new_state["h"], context["obs"][t]), None)
 
 
 class PFRNNPredictor(SequenceModel):
@@ -379,7 +576,9 @@ class PFRNNPredictor(SequenceModel):
         activation: of the PF cell candidate. The ``"lstm"``/``"gru"`` baselines are the torch
             layers; the ablation's LSTM-BNReLU is ``cell="pf-lstm"`` with one deterministic
             particle (``num_particles=1, stochastic=False, resampling="none"``).
-        **pf_options: ``num_particles``, ``resampling``, ``alpha``, ``stochastic``, ``activation``, ``norm_steps``.
+        **pf_options: keyword options of :class:`PFLSTM`: ``num_particles``, ``resampling``, ``alpha``,
+            ``stochastic``, ``activation``, ``norm_steps``, ``num_layers``, ``dropout``, ``eval_randomness``
+            (default here ``"sampled"``: evaluation draws afresh, as the paper's and our recorded runs did).
 
     A conditional model: its :meth:`predictive` draws targets ``y_t`` from the particle mixture
     ``sum_i w_t^i p(y_t | h_t^i)`` given the inputs ``x_{<=t}``.
@@ -411,7 +610,8 @@ class PFRNNPredictor(SequenceModel):
         self.encoder = nn.Sequential(nn.Linear(input_size, encoder_size), nn.ReLU(),
                                      nn.Linear(encoder_size, encoder_size), nn.ReLU())
         if cell in PF_CELLS:
-            self.rnn = PF_CELLS[cell](encoder_size, hidden_size, **pf_options)
+            self.rnn = PF_CELLS[cell](encoder_size, hidden_size, batch_first=True,
+                                      **{"eval_randomness": "sampled", **pf_options})
         else:
             if pf_options:
                 raise ValueError(f"options {sorted(pf_options)} apply to PF cells only, not cell={cell!r}")
@@ -506,7 +706,7 @@ class PFRNNProgram(SequenceModel):
     (reparameterized noise; resampling indices constant).
 
     Args:
-        predictor: a :class:`PFRNNPredictor` with a ``pf-lstm`` or ``pf-gru`` layer.
+        predictor: a :class:`PFRNNPredictor` with one ``pf-lstm`` or ``pf-gru`` layer (``num_layers=1``).
         generator: source of the resampling draws.
     """
 
@@ -526,6 +726,9 @@ class PFRNNProgram(SequenceModel):
     def __init__(self, predictor: PFRNNPredictor, generator: torch.Generator | None = None):
         if not isinstance(predictor, PFRNNPredictor) or not isinstance(predictor.rnn, _PFRNNBase):
             raise TypeError("predictor must be a PFRNNPredictor with a pf-lstm or pf-gru layer")
+        if predictor.rnn.num_layers != 1:
+            raise ValueError(f"PFRNNProgram writes one PF layer as a program; the predictor's has "
+                             f"num_layers={predictor.rnn.num_layers}")
         super().__init__()
         self.predictor, self.generator = predictor, generator
 
@@ -538,10 +741,12 @@ class PFRNNProgram(SequenceModel):
     def model(self, x: torch.Tensor, y: torch.Tensor, mask: torch.Tensor | None = None):
         """Pyro model over inputs ``x [B, T, D]``, targets ``y [B, T, O]`` (or class indices ``[B, T]``)."""
         predictor, cell = self.predictor, self.predictor.rnn
+        step_cell = cell.layers[0]
         pyro.module(self.pyro_name, predictor)
         batch, steps, _ = x.shape
         mask = torch.ones(batch, steps, dtype=torch.bool, device=x.device) if mask is None else mask
-        run = _ParticleRun(cell, cell._check_state(None, batch, x), None, None)
+        zeros = x.new_zeros(cell.num_particles, batch, cell.hidden_size)
+        run = _ParticleRun(step_cell, dict.fromkeys(step_cell.state_keys, zeros), None, None)
         state, context = run.start(predictor.encoder(x), mask, cell.num_particles)
         log_w = x.new_full((cell.num_particles, batch), -math.log(cell.num_particles))
         sequences = pyro.plate(SEQUENCE_PLATE, batch, dim=-1)
@@ -554,9 +759,9 @@ class PFRNNProgram(SequenceModel):
                 ancestors = torch.where(valid, ancestors, identity)
                 log_w = torch.where(valid, new_log_w, log_w)
                 state = {k: gather_particles(v, ancestors) for k, v in state.items()}
-            new = cell._propagate(state, context["gates"][t], noises[t], t)
+            new = step_cell.propagate(state, context["gates"][t], noises[t], t)
             state = {k: torch.where(valid.unsqueeze(-1), v, state[k]) for k, v in new.items()}
-            log_w = torch.where(valid, torch.log_softmax(log_w + cell._log_obs(state["h"], context["obs"][t]), 0),
+            log_w = torch.where(valid, torch.log_softmax(log_w + step_cell.log_obs(state["h"], context["obs"][t]), 0),
                                 log_w)
             mixture = dist.MixtureSameFamily(dist.Categorical(logits=log_w.T),
                                              _batch_last(predictor.particle_distribution(state["h"])))

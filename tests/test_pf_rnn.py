@@ -1,4 +1,8 @@
-"""PF-LSTM / PF-GRU: drop-in contract, reduction to plain cells, soft resampling, losses, Pyro expression."""
+"""PF-LSTM / PF-GRU: the particle state, reduction to plain cells, soft resampling, losses, Pyro expression.
+
+The nn.LSTM / nn.GRU drop-in contract (signature, packed and unbatched input, stacking) is in
+tests/test_pf_rnn_dropin.py.
+"""
 
 import math
 import warnings
@@ -19,19 +23,21 @@ CELLS = [PFLSTM, PFGRU]
 
 
 @pytest.mark.parametrize("cell", CELLS)
-def test_shapes_and_state_round_trip(cell):
+def test_shapes_and_particle_state_round_trip(cell):
     torch.manual_seed(0)
-    rnn = cell(3, 8, num_particles=5)
+    rnn = cell(3, 8, batch_first=True, num_particles=5)
     x = torch.randn(4, 7, 3)
-    out, state = rnn(x)
+    out, _ = rnn(x)
     assert out.shape == (4, 7, 8)
-    assert isinstance(state, ParticleState)
-    assert state.h.shape == (5, 4, 8) and state.log_weights.shape == (5, 4)
+    state = rnn.last_particle_state
+    assert isinstance(state, ParticleState) and state.steps == 7
+    assert state.h.shape == (1, 5, 4, 8) and state.log_weights.shape == (1, 5, 4)
     assert (state.c is None) == (cell is PFGRU)
-    out2, state2 = rnn(x, state)  # truncated BPTT: continue from the returned particle set
+    out2, _ = rnn(x, state)  # truncated BPTT: continue from the returned particle set
     assert out2.shape == (4, 7, 8)
-    assert torch.allclose(state2.log_weights.exp().sum(0), torch.ones(4))
-    time_major = cell(3, 8, num_particles=5, batch_first=False)
+    assert rnn.last_particle_state.steps == 14
+    assert torch.allclose(rnn.last_particle_state.log_weights.exp().sum(1), torch.ones(1, 4))
+    time_major = cell(3, 8, num_particles=5)
     assert time_major(x.transpose(0, 1))[0].shape == (7, 4, 8)
 
 
@@ -69,27 +75,29 @@ def test_drop_in_replacement_trains(rnn_class, options):
 def test_pflstm_reduces_to_lstm_cell():
     """K=1, no noise, no resampling, tanh: exactly nn.LSTMCell with the same weights."""
     torch.manual_seed(1)
-    rnn = PFLSTM(3, 6, num_particles=1, stochastic=False, resampling="none", activation="tanh")
+    rnn = PFLSTM(3, 6, batch_first=True, num_particles=1, stochastic=False, resampling="none", activation="tanh")
     reference = nn.LSTMCell(3, 6)
+    cell = rnn.layers[0]
     with torch.no_grad():
-        rnn.input_projection.weight.copy_(reference.weight_ih)
-        rnn.input_projection.bias.copy_(reference.bias_ih + reference.bias_hh)
-        rnn.hidden_projection.weight.copy_(reference.weight_hh)
+        cell.input_projection.weight.copy_(reference.weight_ih)
+        cell.input_projection.bias.copy_(reference.bias_ih + reference.bias_hh)
+        cell.hidden_projection.weight.copy_(reference.weight_hh)
     x = torch.randn(2, 5, 3)
-    out, state = rnn(x)
+    out, (_, c_n) = rnn(x)
     h = c = torch.zeros(2, 6)
     for t in range(5):
         h, c = reference(x[:, t], (h, c))
         assert torch.allclose(out[:, t], h, atol=1e-6)
-    assert torch.allclose(state.c[0], c, atol=1e-6)
+    assert torch.allclose(c_n[0], c, atol=1e-6)
 
 
 def test_pfgru_reduces_to_papers_gru():
     """K=1, no noise, no resampling, tanh: the appendix GRU, computed directly."""
     torch.manual_seed(2)
-    rnn = PFGRU(3, 6, num_particles=1, stochastic=False, resampling="none", activation="tanh")
-    w_in, b_in = rnn.input_projection.weight, rnn.input_projection.bias  # z, r, n blocks
-    w_h, w_n = rnn.hidden_projection.weight, rnn.candidate_projection.weight
+    rnn = PFGRU(3, 6, batch_first=True, num_particles=1, stochastic=False, resampling="none", activation="tanh")
+    cell = rnn.layers[0]
+    w_in, b_in = cell.input_projection.weight, cell.input_projection.bias  # z, r, n blocks
+    w_h, w_n = cell.hidden_projection.weight, cell.candidate_projection.weight
     x = torch.randn(2, 5, 3)
     out, _ = rnn(x)
     h = torch.zeros(2, 6)
@@ -105,7 +113,7 @@ def test_pfgru_reduces_to_papers_gru():
 @pytest.mark.parametrize("cell", CELLS)
 def test_mean_particle_is_the_weighted_mean(cell):
     torch.manual_seed(3)
-    belief = cell(2, 4, num_particles=6).filter(torch.randn(3, 5, 2))
+    belief = cell(2, 4, batch_first=True, num_particles=6).filter(torch.randn(3, 5, 2))
     weights = belief.log_weights.exp()
     assert torch.allclose(weights.sum(1), torch.ones(5, 3), atol=1e-6)
     expected = torch.einsum("tkb,tkbh->bth", weights, belief.particles)
@@ -132,7 +140,7 @@ def test_f_obs_gets_gradients_through_soft_resampled_weights():
     x = torch.randn(3, 2, 2)
     grads = {}
     for alpha in (0.5, 1.0):
-        rnn = PFLSTM(2, 4, num_particles=4, stochastic=True, alpha=alpha)
+        rnn = PFLSTM(2, 4, batch_first=True, num_particles=4, stochastic=True, alpha=alpha)
         torch.manual_seed(5)
         with torch.no_grad():
             for p in rnn.parameters():
@@ -140,7 +148,7 @@ def test_f_obs_gets_gradients_through_soft_resampled_weights():
         # step 1's weights read step 0's f_obs only through the soft-resampled weights w'
         belief = rnn.filter(x, generator=torch.Generator().manual_seed(1))
         target = (belief.log_weights[1] * torch.randn(4, 3, generator=torch.Generator().manual_seed(2))).sum()
-        grads[alpha] = torch.autograd.grad(target, rnn.obs_net.output.weight)[0]
+        grads[alpha] = torch.autograd.grad(target, rnn.layers[0].obs_net.output.weight)[0]
     assert grads[0.5].abs().sum() > 0
     # alpha = 1 gives uniform weights after resampling: the step-1 weights then depend on f_obs
     # through step 1 alone, so the two gradients differ
@@ -150,9 +158,9 @@ def test_f_obs_gets_gradients_through_soft_resampled_weights():
 @pytest.mark.parametrize("cell", CELLS)
 def test_weights_stay_normalised_and_finite_over_1000_steps(cell):
     torch.manual_seed(6)
-    rnn = cell(2, 8, num_particles=10)
+    rnn = cell(2, 8, batch_first=True, num_particles=10)
     with torch.no_grad():
-        rnn.obs_net.output.weight.mul_(20.0)  # sharp weights: degeneracy stresses the arithmetic
+        rnn.layers[0].obs_net.output.weight.mul_(20.0)  # sharp weights: degeneracy stresses the arithmetic
         belief = rnn.filter(torch.randn(2, 1000, 2) * 3)
     assert torch.isfinite(belief.log_weights).all() and torch.isfinite(belief.particles).all()
     assert torch.allclose(belief.log_weights.exp().sum(1), torch.ones(1000, 2), atol=1e-5)
@@ -161,7 +169,7 @@ def test_weights_stay_normalised_and_finite_over_1000_steps(cell):
 @pytest.mark.parametrize("cell", CELLS)
 def test_masked_steps_keep_the_state(cell):
     torch.manual_seed(7)
-    rnn = cell(2, 4, num_particles=3).eval()
+    rnn = cell(2, 4, batch_first=True, num_particles=3).eval()
     x = torch.randn(2, 6, 2)
     mask = torch.tensor([[True] * 6, [True] * 3 + [False] * 3])
     gen = torch.Generator().manual_seed(0)
@@ -296,8 +304,8 @@ def test_evaluation_normalises_each_step_as_training_did(cell):
     candidate's distribution differs between steps.
     """
     torch.manual_seed(0)
-    rnn = cell(3, 6, num_particles=40, resampling="none", activation="relu_bn")
-    rnn.norm.momentum = 1.0
+    rnn = cell(3, 6, batch_first=True, num_particles=40, resampling="none", activation="relu_bn")
+    rnn.layers[0].norm.momentum = 1.0
     x = torch.randn(50, 4, 3)
     noise = torch.randn(4, 40, 50, 6)
     with torch.no_grad():
@@ -309,7 +317,7 @@ def test_evaluation_normalises_each_step_as_training_did(cell):
 
 def test_a_continued_state_normalises_with_the_statistics_of_its_later_steps():
     torch.manual_seed(1)
-    rnn = PFLSTM(3, 6, num_particles=4, resampling="none")
+    rnn = PFLSTM(3, 6, batch_first=True, num_particles=4, resampling="none")
     x, noise = torch.randn(5, 6, 3), torch.randn(6, 4, 5, 6)
     with torch.no_grad():
         rnn.train().filter(torch.randn(50, 6, 3))  # statistics for steps 0-5
@@ -322,19 +330,19 @@ def test_a_continued_state_normalises_with_the_statistics_of_its_later_steps():
 
 
 def test_bad_input_errors():
-    rnn = PFLSTM(3, 4, num_particles=2)
+    rnn = PFLSTM(3, 4, batch_first=True, num_particles=2)
     with pytest.raises(ValueError, match="input_size = 3"):
         rnn(torch.randn(2, 5, 4))
     with pytest.raises(TypeError, match="ParticleState"):
-        rnn(torch.randn(2, 5, 3), (torch.zeros(1, 2, 4), torch.zeros(1, 2, 4)))
+        rnn(torch.randn(2, 5, 3), "state")
     with pytest.raises(ValueError, match="hx.h"):
         rnn(torch.randn(2, 5, 3), ParticleState(torch.zeros(2, 3, 4), torch.zeros(2, 3, 4), torch.zeros(2, 3)))
     with pytest.raises(ValueError, match="hx.steps"):
         rnn(torch.randn(2, 5, 3), ParticleState(torch.zeros(2, 2, 4), torch.zeros(2, 2, 4), torch.zeros(2, 2), -1))
     with pytest.raises(ValueError, match="resampling"):
         PFLSTM(3, 4, resampling="multinomial")
-    with pytest.raises(ValueError, match="num_layers"):
-        PFGRU(3, 4, num_layers=2)
+    with pytest.raises(ValueError, match="bidirectional"):
+        PFGRU(3, 4, bidirectional=True)
     with pytest.raises(ValueError, match="alpha"):
         PFGRU(3, 4, alpha=0.0)
     with pytest.raises(ValueError, match="NaN"):

@@ -62,7 +62,8 @@ def row_step(name: str, batch: int, particles: int, steps: int, hidden: int, dev
 
         return run
     if name.startswith("pf-"):
-        layer = (PFLSTM if name.startswith("pf-lstm") else PFGRU)(hidden, hidden, particles).to(device)
+        layer_class = PFLSTM if name.startswith("pf-lstm") else PFGRU
+        layer = layer_class(hidden, hidden, batch_first=True, num_particles=particles).to(device)
         x = torch.randn(batch, steps, hidden, device=device)
 
         def run():
