@@ -126,6 +126,11 @@ EXPERIMENTS = {
                         "refined by its exact likelihood"),  # fmt: skip
     "pfrnn-demo": Entry(CONFIG_DIR / "pfrnn_demo.toml", "small PF-LSTM localizing a robot in a 10x10 maze, "
                         "with the belief picture (the README demo)"),
+    "pfrnn-paper-maze10": Entry(CONFIG_DIR / "pfrnn_paper_maze10.toml", "PF-LSTM-P30 (H=64) under the PF-RNN "
+                                "paper's own localization protocol (its 10x10 beacon maze, world-frame actions, "
+                                "80 steps, RMSprop, 800 epochs; 18/27 and PF-GRU by --set)"),
+    "rnn-paper-maze10": Entry(CONFIG_DIR / "rnn_paper_maze10.toml", "LSTM-80 (GRU-86 by --set) under the PF-RNN "
+                              "paper's own localization protocol"),
     "pfrnn-maze10": Entry(CONFIG_DIR / "pfrnn_maze10.toml", "PF-LSTM (K=30, H=64) localizing a robot in a "
                           "symmetric 10x10 maze (the PF-RNN paper's Figure 5; baselines and ablation by --set)"),
     "rnn-maze10": Entry(CONFIG_DIR / "rnn_maze10.toml", "LSTM-80 (GRU-86 by --set) baseline on the 10x10 maze "
@@ -192,32 +197,32 @@ def _smc_transformer_folds(*overrides: str) -> tuple:
     return tuple(members)
 
 
-def _pf_lstm_ablation() -> tuple:
-    """The PF-RNN paper's Table 4 on the 10 x 10 maze: PF-LSTM variants, LSTM-BNReLU and LSTM-80."""
-    particles = tuple((f"PF-LSTM-P{k}", "pfrnn-maze10", (f"model.num_particles={k}",)) for k in (1, 5, 10, 20, 30))
+def _pf_lstm_ablation(pf: str = "pfrnn-maze10", rnn: str = "rnn-maze10") -> tuple:
+    """The PF-RNN paper's Table 4 on the 10 x 10 maze: PF-LSTM variants, LSTM-BNReLU, LSTM-80 (of pf, rnn)."""
+    particles = tuple((f"PF-LSTM-P{k}", pf, (f"model.num_particles={k}",)) for k in (1, 5, 10, 20, 30))
     return (
         *particles,
-        ("PF-LSTM-NoResample", "pfrnn-maze10", ('model.resampling="none"',)),
-        ("PF-LSTM-NoBNReLU", "pfrnn-maze10", ('model.activation="tanh"',)),
-        ("PF-LSTM-NoELBO", "pfrnn-maze10", ("loss.elbo_weight=0",)),
-        ("PF-LSTM-ELBOonly", "pfrnn-maze10", ("loss.pred_weight=0",)),
+        ("PF-LSTM-NoResample", pf, ('model.resampling="none"',)),
+        ("PF-LSTM-NoBNReLU", pf, ('model.activation="tanh"',)),
+        ("PF-LSTM-NoELBO", pf, ("loss.elbo_weight=0",)),
+        ("PF-LSTM-ELBOonly", pf, ("loss.pred_weight=0",)),
         # one deterministic particle with BatchNorm + ReLU: an LSTM cell with the paper's activation
-        ("LSTM-BNReLU", "pfrnn-maze10", ("model.num_particles=1", "model.stochastic=false", 'model.resampling="none"',
-                                         "model.hidden_size=80", "loss.elbo_weight=0")),
-        ("LSTM-80", "rnn-maze10", ()),
+        ("LSTM-BNReLU", pf, ("model.num_particles=1", "model.stochastic=false", 'model.resampling="none"',
+                             "model.hidden_size=80", "loss.elbo_weight=0")),
+        ("LSTM-80", rnn, ()),
     )  # fmt: skip
 
 
-def _pf_rnn_mazes() -> tuple:
+def _pf_rnn_mazes(pf: str = "pfrnn-maze10", rnn: str = "rnn-maze10") -> tuple:
     """The PF-RNN paper's Figure 5: PF-LSTM, PF-GRU (K=30, H=64), LSTM-80 and GRU-86 on the 10, 18 and 27 mazes."""
     members = []
     for size in (10, 18, 27):
         maze = f"data.maze_size={size}"
         members += [
-            (f"PF-LSTM / maze {size}", "pfrnn-maze10", (maze,)),
-            (f"PF-GRU / maze {size}", "pfrnn-maze10", (maze, 'model.cell="pf-gru"')),
-            (f"LSTM-80 / maze {size}", "rnn-maze10", (maze,)),
-            (f"GRU-86 / maze {size}", "rnn-maze10", (maze, 'model.cell="gru"', "model.hidden_size=86")),
+            (f"PF-LSTM / maze {size}", pf, (maze,)),
+            (f"PF-GRU / maze {size}", pf, (maze, 'model.cell="pf-gru"')),
+            (f"LSTM-80 / maze {size}", rnn, (maze,)),
+            (f"GRU-86 / maze {size}", rnn, (maze, 'model.cell="gru"', "model.hidden_size=86")),
         ]  # fmt: skip
     return tuple(members)
 
@@ -256,6 +261,11 @@ SUITES = {
                                    "last-step pose MSE"),
     "pfrnn-mazes": Suite(_pf_rnn_mazes(), "the PF-RNN paper's Figure 5: PF-LSTM, PF-GRU, LSTM-80 and GRU-86 on the "
                          "10, 18 and 27 mazes; last-step pose MSE (split by --only)"),
+    "pfrnn-paper-mazes": Suite(_pf_rnn_mazes("pfrnn-paper-maze10", "rnn-paper-maze10"),
+                               "the same four models under the paper's own localization protocol; last-step "
+                               "(x, y) MSE in cells, the paper's metric"),
+    "pfrnn-paper-ablation": Suite(_pf_lstm_ablation("pfrnn-paper-maze10", "rnn-paper-maze10"),
+                                  "the PF-RNN paper's Table 4 on its own 10 x 10 maze protocol"),
     "srnn-jsb-ablation": Suite(_srnn_ablation(), "the SRNN paper's ablation on JSB: smooth/filter guide with and "
                                "without Res_q; ELBO, IWAE, SMC per step"),
 }  # fmt: skip

@@ -5,9 +5,10 @@ A TOML experiment with ``kind = "supervised"`` has the sections ``[data]`` (a ta
 options), ``[loss]`` (:class:`~inference.discriminative.DiscriminativeLoss` options) and
 ``[train]`` (:class:`~inference.training.TrainConfig`). ``ppl-models train`` runs it and writes a
 run folder: ``config.json``, ``metrics.jsonl`` and ``checkpoints/`` (resumable), ``metrics.json``
-(test metrics of the best checkpoint) and ``plots/`` (learning curve; for a particle model on the
-localization task, the position error and particle spread against time and, for a particle
-model, the belief over time, the paper's Figure 6; for the regression tasks ``air``
+(test metrics of the best checkpoint) and ``plots/`` (learning curve; on the localization tasks,
+``localization`` (ours) and ``localization-paper`` (the paper's protocol), the position error and
+particle spread against time and, for a particle model, the belief over time, the paper's
+Figure 6; for the regression tasks ``air``
 and ``pm25`` of :mod:`experiments.tasks.uci_regression`, the PIT ECDF and predictive bands; for the
 classification task ``vowels`` of :mod:`experiments.tasks.uea_classification`, a reliability diagram).
 
@@ -32,6 +33,7 @@ from ppl_models.pf_rnn import PFRNNPredictor
 from . import plots
 from .config import apply_overrides
 from .tasks.localization import belief_figure, evaluate_localization, localization_data, plot_belief_over_time
+from .tasks.localization_paper import evaluate_localization_paper, localization_paper_data, paper_belief_figure
 from .tasks.uci_regression import RegressionData, air_quality_regression, evaluate_regression, pm25_regression
 from .tasks.uea_classification import ClassificationData, evaluate_classification, japanese_vowels
 
@@ -39,8 +41,8 @@ __all__ = ["TASKS", "PF_ONLY_OPTIONS", "is_supervised", "load_supervised_config"
 
 SECTIONS = ("data", "model", "loss", "train")
 TOP_LEVEL = {"kind": "supervised", "name": "experiment", "seed": 0, "device": "auto"}
-TASKS = {"localization": localization_data, "air": air_quality_regression, "pm25": pm25_regression,
-         "vowels": japanese_vowels}  # fmt: skip
+TASKS = {"localization": localization_data, "localization-paper": localization_paper_data,
+         "air": air_quality_regression, "pm25": pm25_regression, "vowels": japanese_vowels}  # fmt: skip
 #: model options that only the particle cells take
 PF_ONLY_OPTIONS = ("num_particles", "resampling", "alpha", "stochastic", "activation", "norm_steps")
 
@@ -91,8 +93,16 @@ def train(config: dict, run_dir: str | Path, *, resume: bool = False) -> dict:
     torch.manual_seed(config["seed"])
     context, splits, predictor, objective = _setup(config)
     device = resolve_device(config["device"])
+    paper_task = config["data"]["name"] == "localization-paper"
+    monitor = None
+    if paper_task:  # the learning curve in the paper's metric, on the validation split
+
+        def monitor():
+            return {"valid_last_step_mse": evaluate_localization_paper(predictor, context, splits["valid"],
+                                                                       device=device)["last_step_mse"]}
+
     trainer = Trainer(objective, splits["train"], splits["valid"], TrainConfig.from_dict(config["train"]),
-                      run_dir=run_dir, device=device)  # fmt: skip
+                      run_dir=run_dir, device=device, monitor=monitor)  # fmt: skip
     history = trainer.fit(resume=resume)
     load_best(run_dir, objective, map_location=device)
     if isinstance(context, RegressionData):
@@ -101,6 +111,8 @@ def train(config: dict, run_dir: str | Path, *, resume: bool = False) -> dict:
     elif isinstance(context, ClassificationData):
         metrics = evaluate_classification(predictor, context, "test", device=device, seed=config["seed"],
                                           plots_dir=run_dir / "plots")  # fmt: skip
+    elif paper_task:
+        metrics = evaluate_localization_paper(predictor, context, splits["test"], device=device, seed=config["seed"])
     else:
         metrics = evaluate_localization(predictor, splits["test"], device=device, seed=config["seed"])
     metrics.update(experiment=config["name"], epochs=len(history), seconds=sum(r["seconds"] for r in history),
@@ -112,5 +124,6 @@ def train(config: dict, run_dir: str | Path, *, resume: bool = False) -> dict:
         plot_belief_over_time(metrics["position_mse_by_step"], metrics.get("particle_spread_by_step"),
                               run_dir / "plots" / "belief_over_time.png")  # fmt: skip
         if predictor.num_particles > 1:
-            belief_figure(predictor, context, splits["test"], run_dir / "plots" / "belief.png", device)
+            figure = paper_belief_figure if paper_task else belief_figure
+            figure(predictor, context, splits["test"], run_dir / "plots" / "belief.png", device)
     return metrics

@@ -18,7 +18,10 @@ batches ``(x, mask, y)``.
 
 from __future__ import annotations
 
+import math
+
 import torch
+from pyro.distributions import Normal
 from torch import nn
 from torch.nn import functional as F
 
@@ -30,23 +33,28 @@ __all__ = ["TARGETS", "prediction_loss", "particle_elbo_loss", "belief_loss", "D
 TARGETS = ("sequence", "last")
 
 
-def _task_loss(prediction: torch.Tensor, y: torch.Tensor, task: str) -> torch.Tensor:
-    """Squared error summed over the last dim (regression) or cross-entropy of logits (classification)."""
+def _task_loss(prediction: torch.Tensor, y: torch.Tensor, task: str,
+               output_weights: torch.Tensor | None = None) -> torch.Tensor:  # fmt: skip
+    """Squared error summed over the last dim, optionally weighted per output (regression), or
+    cross-entropy of logits (classification)."""
     if task == "classification":
         return F.cross_entropy(prediction.movedim(-1, 0).unsqueeze(0), y.unsqueeze(0), reduction="none").squeeze(0)
-    return (prediction - y).square().sum(-1)
+    error = (prediction - y).square()
+    return (error if output_weights is None else error * output_weights).sum(-1)
 
 
-def prediction_loss(prediction: torch.Tensor, y: torch.Tensor, valid: torch.Tensor, task: str) -> torch.Tensor:
+def prediction_loss(prediction: torch.Tensor, y: torch.Tensor, valid: torch.Tensor, task: str,
+                    output_weights: torch.Tensor | None = None) -> torch.Tensor:  # fmt: skip
     """Eq. 4 per sequence ``[B]``.
 
     Args:
         prediction: ``[B, N, O]`` predictions (class logits) at ``N`` target steps.
         y: ``[B, N, O]`` targets (regression) or ``[B, N]`` class indices.
-        valid: ``[B, N]`` bool, which targets count.
+        valid: ``[B, N]`` bool, which targets count, or float weights of the steps.
         task: ``"regression"`` or ``"classification"``.
+        output_weights: ``[O]`` weights of the outputs' squared errors (regression; default all 1).
     """
-    return (_task_loss(prediction, y, task) * valid).sum(1)
+    return (_task_loss(prediction, y, task, output_weights) * valid).sum(1)
 
 
 def particle_elbo_loss(log_prob: torch.Tensor, log_weights: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
@@ -55,7 +63,7 @@ def particle_elbo_loss(log_prob: torch.Tensor, log_weights: torch.Tensor, valid:
     Args:
         log_prob: ``[N, K, B]`` ``log p(y_t | h_t^i)`` at ``N`` target steps.
         log_weights: ``[N, K, B]`` normalised log-weights.
-        valid: ``[B, N]`` bool.
+        valid: ``[B, N]`` bool, or float weights of the steps.
     """
     return -(torch.logsumexp(log_weights + log_prob, dim=1).T * valid).sum(1)
 
@@ -95,6 +103,29 @@ def check_targets(y, x: torch.Tensor, target: str, task: str, output_size: int, 
     return y
 
 
+def _check_output_weights(output_weights, model: nn.Module) -> torch.Tensor:
+    """``[O]`` float tensor of positive weights, one per regression output of ``model``."""
+    if getattr(model, "task", "regression") != "regression":
+        raise ValueError("output_weights applies to regression only")
+    if not isinstance(output_weights, (list, tuple)) or not all(
+            isinstance(w, (int, float)) and not isinstance(w, bool) and math.isfinite(w) and w > 0
+            for w in output_weights):
+        raise ValueError(f"output_weights must be a list of finite numbers > 0, got {output_weights!r}")
+    if len(output_weights) != model.output_size:
+        raise ValueError(f"output_weights must have one entry per output ({model.output_size}), "
+                         f"got {len(output_weights)}")
+    return torch.tensor([float(w) for w in output_weights])
+
+
+def _step_weights(valid: torch.Tensor, time_decay: float) -> torch.Tensor:
+    """``[B, N]`` weights ``exp(time_decay * t)`` of the valid steps, with mean 1 over each sequence's valid steps."""
+    if time_decay == 0.0:
+        return valid
+    logits = time_decay * torch.arange(valid.shape[1], device=valid.device, dtype=torch.float32)
+    raw = torch.exp(logits - logits.max()) * valid  # no overflow on long sequences
+    return raw * valid.sum(1, keepdim=True) / raw.sum(1, keepdim=True).clamp(min=1e-30)
+
+
 class DiscriminativeLoss(nn.Module):
     """``pred_weight L_pred + elbo_weight L_ELBO + belief_weight L_belief`` for a PF-RNN predictor.
 
@@ -108,6 +139,12 @@ class DiscriminativeLoss(nn.Module):
         missing_targets: regression only: a NaN in ``y`` marks a step without a target (e.g. a
             gap in a measured series): that step is not scored, while its input still updates the
             belief. Off by default (NaN targets are then an error).
+        time_decay: target step ``t`` (0-based) of a sequence weighs ``exp(time_decay * t)``,
+            normalised to a mean of 1 over the sequence's scored steps (the PF-RNN code's
+            ``bpdecay``; 0, the default, weighs every step alike). Applies to every term.
+        output_weights: regression only: a weight ``w_o > 0`` per output. The squared errors
+            (prediction and belief terms) are multiplied by it, and the ELBO's Gaussian has
+            precision ``w_o`` times the model's (the same weighted squared error inside it).
 
     ``forward(x, mask, y)`` returns an :class:`~inference.objectives.ObjectiveOutput` whose
     ``loss`` is the combination divided by the number of targets, whose ``bound`` is minus the
@@ -118,7 +155,8 @@ class DiscriminativeLoss(nn.Module):
     kind = "-loss"
 
     def __init__(self, model: nn.Module, *, target: str = "sequence", pred_weight: float = 1.0,
-                 elbo_weight: float = 1.0, belief_weight: float = 0.0, missing_targets: bool = False):  # fmt: skip
+                 elbo_weight: float = 1.0, belief_weight: float = 0.0, missing_targets: bool = False,
+                 time_decay: float = 0.0, output_weights: list[float] | None = None):  # fmt: skip
         super().__init__()
         if not isinstance(missing_targets, bool):
             raise TypeError(f"missing_targets must be a bool, got {missing_targets!r}")
@@ -136,6 +174,11 @@ class DiscriminativeLoss(nn.Module):
         self.pred_weight, self.elbo_weight, self.belief_weight = float(pred_weight), float(elbo_weight), \
             float(belief_weight)
         self.kl_factor = 1.0  # the Trainer sets it; these losses have no KL term
+        if isinstance(time_decay, bool) or not isinstance(time_decay, (int, float)) or not math.isfinite(time_decay):
+            raise ValueError(f"time_decay must be a finite number, got {time_decay!r}")
+        self.time_decay = float(time_decay)
+        self.register_buffer("output_weights", None if output_weights is None else
+                             _check_output_weights(output_weights, model))  # fmt: skip
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None, y: torch.Tensor) -> ObjectiveOutput:
         x, mask = check_sequences(x, mask)
@@ -152,17 +195,24 @@ class DiscriminativeLoss(nn.Module):
         if self.missing_targets:
             valid = valid & ~torch.isnan(y).any(-1)
             y = torch.nan_to_num(y, nan=0.0)  # not scored (valid is False there)
+        steps = _step_weights(valid, self.time_decay)
+        weights = self.output_weights
         per_sequence = x.new_zeros(x.shape[0])
         if self.pred_weight:
-            per_sequence = per_sequence + self.pred_weight * prediction_loss(model.head(mean), y, valid, model.task)
+            loss = prediction_loss(model.head(mean), y, steps, model.task, weights)
+            per_sequence = per_sequence + self.pred_weight * loss
         y_particles = y.transpose(0, 1).unsqueeze(1)  # [N, 1, B, ...]: broadcast over particles
         if self.elbo_weight:
-            log_prob = model.particle_distribution(particles).log_prob(y_particles)
-            per_sequence = per_sequence + self.elbo_weight * particle_elbo_loss(log_prob, log_w, valid)
+            distribution = model.particle_distribution(particles)
+            if weights is not None:  # precision w_o times the model's: scale / sqrt(w_o)
+                base = distribution.base_dist
+                distribution = Normal(base.loc, base.scale * weights.rsqrt()).to_event(1)
+            log_prob = distribution.log_prob(y_particles)
+            per_sequence = per_sequence + self.elbo_weight * particle_elbo_loss(log_prob, log_w, steps)
         if self.belief_weight:
             losses = _task_loss(model.head(particles), y_particles.expand(particles.shape[:3] + y.shape[2:]),
-                                model.task)
-            per_sequence = per_sequence + self.belief_weight * belief_loss(losses, log_w, valid)
+                                model.task, weights)
+            per_sequence = per_sequence + self.belief_weight * belief_loss(losses, log_w, steps)
         num_targets = valid.sum(1)
         loss = per_sequence.sum() / num_targets.sum().clamp(min=1)
         return ObjectiveOutput(loss=loss, bound=-per_sequence, num_steps=num_targets)

@@ -24,6 +24,7 @@ directly: the same results, no graph. Rules of a recorded call:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 
 import pyro
@@ -128,7 +129,8 @@ class GraphedCall:
                       warmup: int = 3) -> GraphedCall:  # fmt: skip
         """One recorded step ``zero_grad; loss_fn(*inputs).backward(); clip; optimizer.step()``.
 
-        ``loss_fn`` returns a scalar loss tensor; the call returns it (detached). For a graph the
+        ``loss_fn`` returns a scalar loss tensor, or an object with a ``loss`` attribute (an
+        :class:`~inference.objectives.ObjectiveOutput`); the call returns it detached. For a graph the
         optimizer must be built with ``capturable=True`` (Adam, AdamW, RMSprop, SGD...), and
         ``parameters`` (default: the optimizer's) are the ones ``clip_norm`` clips. The warm-up
         steps train on ``example_inputs``.
@@ -146,11 +148,14 @@ class GraphedCall:
 
         def step(*inputs):
             optimizer.zero_grad(set_to_none=False)  # the gradients keep their recorded buffers
-            loss = loss_fn(*inputs)
+            out = loss_fn(*inputs)
+            loss = out if isinstance(out, torch.Tensor) else out.loss
             loss.backward()
             if clip_norm is not None:
                 torch.nn.utils.clip_grad_norm_(parameters, clip_norm, foreach=True)
             optimizer.step()
-            return loss.detach()
+            if isinstance(out, torch.Tensor):
+                return out.detach()
+            return dataclasses.replace(out, **{f.name: getattr(out, f.name).detach() for f in dataclasses.fields(out)})
 
         return cls(step, example_inputs, warmup=warmup, generators=generators, check=check, enabled=enabled)

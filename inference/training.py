@@ -34,18 +34,19 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
+from .graphs import GraphedCall
 from .io import append_jsonl, save_torch, write_text
 from .validation import check_choice, check_sequences
 
 __all__ = ["OPTIMIZERS", "LR_SCHEDULES", "RESUMABLE_CHANGES", "TrainConfig", "Trainer", "epoch_batches",
            "length_batches", "trim_padding", "load_checkpoint", "load_best"]
 
-OPTIMIZERS = ("adam", "adamw", "sgd")
+OPTIMIZERS = ("adam", "adamw", "sgd", "rmsprop")
 LR_SCHEDULES = ("constant", "cosine", "exponential", "step", "transformer")
 _PER_STEP_SCHEDULES = ("transformer",)
 
 #: config fields that may change between a run and its resumption
-RESUMABLE_CHANGES = frozenset({"epochs", "progress"})
+RESUMABLE_CHANGES = frozenset({"epochs", "progress", "cuda_graph"})
 #: first key of a derived seed, so the shuffling stream and the model's stream never coincide
 _SHUFFLE_STREAM, _MODEL_STREAM = 0, 1
 
@@ -72,10 +73,10 @@ class TrainConfig:
     Attributes:
         epochs: passes over the training set.
         batch_size: sequences per minibatch (per process under ``torchrun``).
-        optimizer: ``"adam"``, ``"adamw"`` or ``"sgd"``.
+        optimizer: ``"adam"``, ``"adamw"``, ``"sgd"`` or ``"rmsprop"`` (torch's defaults otherwise).
         lr: initial learning rate (``0`` is allowed: parameters then stay put).
         weight_decay: L2 penalty (Adam, SGD) or decoupled decay (AdamW).
-        momentum: SGD momentum (ignored by the Adam variants).
+        momentum: SGD and RMSprop momentum (ignored by the Adam variants).
         lr_schedule: learning-rate schedule: per epoch ``"constant"``, ``"cosine"`` (to 0 over
             ``epochs``), ``"exponential"`` (times ``lr_gamma`` each epoch) or ``"step"`` (times
             ``lr_gamma`` every ``lr_step_epochs`` epochs); per optimizer step ``"transformer"``
@@ -92,6 +93,12 @@ class TrainConfig:
             per time step (``None``: never stop early; needs validation data otherwise).
         seed: seed of the shuffling and of the random numbers the objective draws (``>= 0``).
         progress: show a progress bar (rank 0 only).
+        cuda_graph: on a CUDA device, record each training step (forward, backward, clipping,
+            optimizer update) as a CUDA graph per batch shape and replay it
+            (:meth:`inference.graphs.GraphedCall.training_step`): the objective must then read no
+            tensor values on the host. Its warm-up makes the first batch of each shape three
+            extra optimizer steps. Needs a constant learning rate and no KL annealing (both are
+            recorded into the graph). Elsewhere (CPU, or under ``torchrun``) steps run eagerly.
     """
 
     epochs: int = 10
@@ -111,6 +118,7 @@ class TrainConfig:
     patience: int | None = None
     seed: int = 0
     progress: bool = True
+    cuda_graph: bool = False
 
     def __post_init__(self):
         for name, minimum in (("epochs", 1), ("batch_size", 1), ("lr_step_epochs", 1), ("warmup_steps", 1),
@@ -128,8 +136,12 @@ class TrainConfig:
         self.kl_start = _number("kl_start", self.kl_start, 0.0, 1.0)
         if self.clip_norm is not None:
             self.clip_norm = _number("clip_norm", self.clip_norm, 0.0, open_left=True)
-        if not isinstance(self.progress, bool):
-            raise ValueError(f"TrainConfig.progress must be true or false, got {self.progress!r}")
+        for name in ("progress", "cuda_graph"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"TrainConfig.{name} must be true or false, got {getattr(self, name)!r}")
+        if self.cuda_graph and (self.lr_schedule != "constant" or self.kl_anneal_steps):
+            raise ValueError("TrainConfig.cuda_graph needs lr_schedule='constant' and kl_anneal_steps=0 "
+                             f"(a graph records them), got {self.lr_schedule!r} and {self.kl_anneal_steps}")
 
     @classmethod
     def from_dict(cls, values: Mapping) -> TrainConfig:
@@ -237,11 +249,16 @@ def _check_data(data, name: str) -> tuple[torch.Tensor, ...]:
     return x, mask, y
 
 
-def _make_optimizer(parameters: list[nn.Parameter], config: TrainConfig) -> torch.optim.Optimizer:
+def _make_optimizer(parameters: list[nn.Parameter], config: TrainConfig, *, capturable: bool = False
+                    ) -> torch.optim.Optimizer:  # fmt: skip
+    """The configured optimizer; ``capturable`` (for CUDA graphs) keeps its step counts on the device."""
     if config.optimizer == "sgd":
         return torch.optim.SGD(parameters, lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay)
+    if config.optimizer == "rmsprop":
+        return torch.optim.RMSprop(parameters, lr=config.lr, momentum=config.momentum,
+                                   weight_decay=config.weight_decay, capturable=capturable)  # fmt: skip
     optimizer = torch.optim.Adam if config.optimizer == "adam" else torch.optim.AdamW
-    return optimizer(parameters, lr=config.lr, weight_decay=config.weight_decay)
+    return optimizer(parameters, lr=config.lr, weight_decay=config.weight_decay, capturable=capturable)
 
 
 def _make_scheduler(optimizer: torch.optim.Optimizer, config: TrainConfig) -> torch.optim.lr_scheduler.LRScheduler:
@@ -345,7 +362,9 @@ class Trainer:
         if not self.parameters:
             raise ValueError("objective has no trainable parameters (none with requires_grad)")
         self.module = self._wrap(self.objective)
-        self.optimizer = _make_optimizer(self.parameters, self.config)
+        self.graphed = self.config.cuda_graph and self.device.type == "cuda" and not _distributed()
+        self.graphs: dict[tuple, GraphedCall] = {}  # one recorded step per batch shape
+        self.optimizer = _make_optimizer(self.parameters, self.config, capturable=self.graphed)
         self.scheduler = _make_scheduler(self.optimizer, self.config)
         self.history: list[dict] = []
         self.epoch = 0
@@ -433,16 +452,27 @@ class Trainer:
     def _train_step(self, batch: tuple[torch.Tensor, ...]):
         """One optimizer step on a minibatch ``(x [B, T, D], mask [B, T][, y])``; returns the ObjectiveOutput."""
         self.objective.kl_factor = self.config.kl_factor(self.step)
-        self.optimizer.zero_grad(set_to_none=True)
-        out = self.module(*batch)
-        out.loss.backward()
-        if self.config.clip_norm is not None:
-            nn.utils.clip_grad_norm_(self.parameters, self.config.clip_norm)
-        self.optimizer.step()
+        if self.graphed:
+            out = self._graphed_step(batch)
+        else:
+            self.optimizer.zero_grad(set_to_none=True)
+            out = self.module(*batch)
+            out.loss.backward()
+            if self.config.clip_norm is not None:
+                nn.utils.clip_grad_norm_(self.parameters, self.config.clip_norm)
+            self.optimizer.step()
         self.step += 1
         if self.config.lr_schedule in _PER_STEP_SCHEDULES:
             self.scheduler.step()
         return out
+
+    def _graphed_step(self, batch: tuple[torch.Tensor, ...]):
+        """The step replayed from the CUDA graph recorded for this batch shape (recorded on first sight)."""
+        shape = tuple(tuple(t.shape) for t in batch)
+        if shape not in self.graphs:
+            self.graphs[shape] = GraphedCall.training_step(self.module, self.optimizer, batch,
+                                                           clip_norm=self.config.clip_norm, parameters=self.parameters)
+        return self.graphs[shape](*batch)
 
     @torch.no_grad()
     def _validate(self) -> float:

@@ -229,7 +229,7 @@ def test_config_rejects_unknown_keys_and_round_trips():
 
 
 @pytest.mark.parametrize("field, value", [
-    ("epochs", 0), ("epochs", 2.5), ("batch_size", True), ("optimizer", "rmsprop"), ("lr", -0.1),
+    ("epochs", 0), ("epochs", 2.5), ("batch_size", True), ("optimizer", "lbfgs"), ("lr", -0.1),
     ("lr", float("nan")), ("weight_decay", -1), ("lr_schedule", "linear"), ("lr_gamma", 0.0), ("lr_gamma", 1.5),
     ("lr_step_epochs", 0), ("clip_norm", 0.0), ("kl_start", 1.5), ("kl_anneal_steps", -1), ("valid_every", 0),
     ("patience", 0), ("seed", -1), ("progress", "yes"), ("momentum", 2.0),

@@ -27,7 +27,7 @@ import torch
 from inference.validation import check_positive_int
 
 __all__ = ["Maze", "symmetric_maze", "simulate", "localization_data", "OBSERVATION_NOISE", "plot_belief",
-           "plot_belief_over_time", "evaluate_localization", "belief_figure"]
+           "plot_belief_over_time", "evaluate_localization", "belief_figure", "predict_poses"]
 
 #: the paper's observation noise sd per maze size
 OBSERVATION_NOISE = {10: 0.1, 18: 0.1, 27: 1.0}
@@ -182,6 +182,30 @@ def plot_belief_over_time(position_mse: list[float], particle_spread: list[float
 
 
 @torch.no_grad()
+def predict_poses(predictor, x: torch.Tensor, *, device, seed: int = 0, to_pose=None,
+                  batch_size: int = 250) -> tuple[torch.Tensor, torch.Tensor | None]:  # fmt: skip
+    """Poses predicted from the mean particle, ``[N, T, P]``, and for particle models the spread ``[N, T]``.
+
+    ``to_pose`` maps the head's outputs ``[..., O]`` to poses whose first two entries are the
+    position in cells (default: the outputs themselves). The spread is the weighted
+    root-mean-square distance of the particles' predicted positions from their weighted mean.
+    """
+    to_pose = to_pose or (lambda outputs: outputs)
+    predictor.eval().to(device)
+    generator = torch.Generator(device=device).manual_seed(seed)
+    predictions, spreads = [], []
+    for start in range(0, len(x), batch_size):
+        belief = predictor.belief(x[start:start + batch_size].to(device), generator=generator)
+        predictions.append(to_pose(predictor.head(belief.mean)).cpu())
+        if predictor.num_particles > 1:
+            positions = to_pose(predictor.head(belief.particles))[..., :2]  # [T, K, B, 2]
+            weights = belief.log_weights.exp()
+            centre = (weights.unsqueeze(-1) * positions).sum(1, keepdim=True)
+            spread = (weights * (positions - centre).square().sum(-1)).sum(1).sqrt()  # [T, B]
+            spreads.append(spread.T.cpu())
+    return torch.cat(predictions), torch.cat(spreads) if spreads else None
+
+
 def evaluate_localization(predictor, data, *, device, seed: int = 0, batch_size: int = 250) -> dict:
     """Test metrics of pose predictions from the mean particle, and how the belief narrows over time.
 
@@ -192,36 +216,30 @@ def evaluate_localization(predictor, data, *, device, seed: int = 0, batch_size:
     distance of the particles' predicted positions from the predicted position, averaged over
     sequences (a belief that converges has a falling spread).
     """
-    predictor.eval().to(device)
     x, _, y = data
-    generator = torch.Generator(device=device).manual_seed(seed)
-    predictions, spreads = [], []
-    for start in range(0, len(x), batch_size):
-        belief = predictor.belief(x[start:start + batch_size].to(device), generator=generator)
-        predictions.append(predictor.head(belief.mean).cpu())
-        if predictor.num_particles > 1:
-            positions = predictor.head(belief.particles)[..., :2]  # [T, K, B, 2]
-            weights = belief.log_weights.exp()
-            centre = (weights.unsqueeze(-1) * positions).sum(1, keepdim=True)
-            spread = (weights * (positions - centre).square().sum(-1)).sum(1).sqrt()  # [T, B]
-            spreads.append(spread.T.cpu())
-    error = (torch.cat(predictions) - y).square()
+    predictions, spreads = predict_poses(predictor, x, device=device, seed=seed, batch_size=batch_size)
+    error = (predictions - y).square()
     metrics = {"last_step_mse": error[:, -1].sum(-1).mean().item(),
                "last_step_position_mse": error[:, -1, :2].sum(-1).mean().item(),
                "mse": error.sum(-1).mean().item(), "test_sequences": len(x),
                "position_mse_by_step": error[..., :2].sum(-1).mean(0).tolist()}  # fmt: skip
-    if spreads:
-        metrics["particle_spread_by_step"] = torch.cat(spreads).mean(0).tolist()
+    if spreads is not None:
+        metrics["particle_spread_by_step"] = spreads.mean(0).tolist()
     return metrics
 
 
 @torch.no_grad()
-def belief_figure(predictor, maze, data, path, device, index: int = 0) -> None:
-    """:func:`plot_belief` of a predictor's belief on test sequence ``index`` at five steps."""
+def belief_figure(predictor, maze, data, path, device, index: int = 0, to_pose=None) -> None:
+    """:func:`plot_belief` of a predictor's belief on test sequence ``index`` at five steps.
+
+    ``y`` of ``data`` holds poses ``(x, y, cos, sin)``; ``to_pose`` maps the head's outputs to them
+    (default: the outputs are the poses).
+    """
+    to_pose = to_pose or (lambda outputs: outputs)
     x, _, y = data
     belief = predictor.belief(x[index:index + 1].to(device), generator=torch.Generator(device=device).manual_seed(0))
-    particles = predictor.head(belief.particles[:, :, 0]).cpu().numpy()  # [T, K, 4]
-    predicted = _unit_heading(predictor.head(belief.mean[0]).cpu().numpy())
+    particles = to_pose(predictor.head(belief.particles[:, :, 0])).cpu().numpy()  # [T, K, 4]
+    predicted = _unit_heading(to_pose(predictor.head(belief.mean[0])).cpu().numpy())
     steps = x.shape[1]
     chosen = sorted({0, steps // 8, steps // 4, steps // 2, steps - 1})
     plot_belief(maze, y[index].numpy(), predicted, _unit_heading(particles), chosen, path)
