@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 
 import ppl_models
+from inference.recalibration import RECALIBRATION_METHODS
 
 from . import compare, forecasting, registry, runner, supervised
 from .config import apply_overrides, load_config
@@ -125,6 +126,7 @@ def _forecast(args) -> int:
                                   num_samples=args.samples, num_particles=args.particles,
                                   em_iterations=args.em_iterations,
                                   em_sites=args.em_sites.split(",") if args.em_sites else None,
+                                  recalibrate=args.recalibrate, recalibrate_per_step=not args.recalibrate_pooled,
                                   device=args.device or "cpu")  # fmt: skip
     print((Path(args.out) / "forecast.md").read_text())
     return 0
@@ -181,6 +183,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="EM steps fitting each test sequence's own covariances on its observed steps "
                             "before forecasting (SMC Transformer; the paper uses 30)")  # fmt: skip
     ahead.add_argument("--em-sites", help="comma-separated covariances the EM steps fit (default all)")
+    ahead.add_argument("--recalibrate", choices=RECALIBRATION_METHODS,
+                       help="also report forecasts recalibrated on the validation split (see inference.recalibration)")
+    ahead.add_argument("--recalibrate-pooled", action="store_true",
+                       help="fit one recalibration for all steps ahead (default: one per step)")
     ahead.add_argument("--device", help="cpu, cuda, cuda:N")
     ahead.set_defaults(func=_forecast)
 

@@ -9,7 +9,12 @@ stochastic pass per path and step) by extending each path one step at a time.
 :func:`compare_forecasts` runs this for several run folders and writes ``forecast.json``,
 ``forecast.md`` (coverage, interval width, CRPS, PIT KS of the forecasts, MSE of their mean)
 and ``forecast.png`` (Figure 3: observed days, truth, and mean +/- one standard deviation of
-each run's paths for a few test sequences).
+each run's paths for a few test sequences). Coverage is reported pooled over all steps ahead
+and per step ahead (``coverage_by_step``). With ``recalibrate``, each run also forecasts the
+validation split the same way, fits :func:`inference.recalibration.fit_recalibration` on it
+and reports its corrected test forecasts as a second row (``<label> + <method>``). Data sets
+that model transformed values (the COVID task's ``transform``) map forecasts and outcomes
+back by their ``untransform(values, split)`` before any metric.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from matplotlib.figure import Figure
 
 from inference import calibration
 from inference.io import write_json, write_text
+from inference.recalibration import RECALIBRATION_METHODS, coverage_by_step, fit_recalibration
 from inference.training import load_best
 from inference.validation import check_positive_int
 from ppl_models import SMCTransformer
@@ -42,7 +48,8 @@ def _load(run_dir: Path, device: str):
 
 def compare_forecasts(runs: dict[str, str | Path], out: str | Path, *, observed: int | None = None,
                       horizon: int | None = None, num_samples: int = 1000, num_particles: int = 30,
-                      em_iterations: int = 0, em_sites=None, shown: int = 3, seed: int = 0,
+                      em_iterations: int = 0, em_sites=None, recalibrate: str | None = None,
+                      recalibrate_per_step: bool = True, shown: int = 3, seed: int = 0,
                       device: str = "cpu") -> dict:  # fmt: skip
     """Forecast the test split of every run in ``runs`` (``{label: run folder}``); write the report to ``out``.
 
@@ -50,12 +57,16 @@ def compare_forecasts(runs: dict[str, str | Path], out: str | Path, *, observed:
     rest of the sequence. All runs must use the same data set. With ``em_iterations > 0``,
     models with ``fine_tuned`` (the SMC Transformer) first fit each test sequence's own
     covariances (``em_sites``, default all) by that many EM steps on its observed steps (the
-    paper's section 4.2); the report says which runs were. Returns ``{label: metrics}``.
+    paper's section 4.2); the report says which runs were. With ``recalibrate`` (``"scale"`` or
+    ``"conformal"``), a correction fitted on the validation split's forecasts (per step ahead
+    unless ``recalibrate_per_step=False``) gives each run a second row. Returns ``{label: metrics}``.
     """
     if not runs:
         raise ValueError("runs must name at least one run folder")
     if isinstance(em_iterations, bool) or not isinstance(em_iterations, int) or em_iterations < 0:
         raise ValueError(f"em_iterations must be an int >= 0, got {em_iterations!r}")
+    if recalibrate is not None and recalibrate not in RECALIBRATION_METHODS:
+        raise ValueError(f"recalibrate must be one of {RECALIBRATION_METHODS} or None, got {recalibrate!r}")
     out = Path(out)
     results, bands, truth_shown, data_description = {}, {}, None, None
     for label, folder in runs.items():
@@ -78,19 +89,23 @@ def compare_forecasts(runs: dict[str, str | Path], out: str | Path, *, observed:
         data_description = data.description
         generator = torch.Generator(device=device).manual_seed(seed)
         torch.manual_seed(seed)
-        prefix = x[:, :start].to(device)
         tuned = em_iterations > 0 and isinstance(model, SMCTransformer)  # per-sequence EM is SMC-T's alone
-        if tuned:
-            model = model.fine_tuned(prefix, iterations=em_iterations, num_particles=num_particles, sites=em_sites,
-                                     generator=generator)  # fmt: skip
-        samples = model.forecast(prefix, None, steps, num_samples, num_particles=num_particles,
-                                 generator=generator).cpu()  # fmt: skip
-        target = x[:, start : start + steps]
-        metrics = calibration.calibration_summary(samples, target)
-        metrics["mse"] = float(((samples.mean(0) - target) ** 2).mean())
-        results[label] = {"model": config["model"]["name"], "em_iterations": em_iterations if tuned else 0, **metrics}
-        bands[label] = (samples.mean(0), samples.std(0))
-        truth_shown = (x, start, steps)
+        untransform = getattr(data, "untransform", None)  # data sets that model transformed values have one
+        em = {"iterations": em_iterations, "sites": em_sites} if tuned else None
+
+        options = {"num_samples": num_samples, "num_particles": num_particles, "em": em, "generator": generator}
+        samples, target = _forecast_split(model, data, "test", start, steps, **options)
+        rows = {label: (samples, None)}
+        if recalibrate is not None:
+            validation = _forecast_split(model, data, "valid", start, steps, **options)
+            fitted = fit_recalibration(*validation, recalibrate, per_step=recalibrate_per_step)
+            rows[f"{label} + {recalibrate}"] = (fitted.apply(samples), recalibrate)
+        for row_label, (row_samples, method) in rows.items():
+            results[row_label] = {"model": config["model"]["name"], "em_iterations": em_iterations if tuned else 0,
+                                  "recalibration": _recalibration_name(method, recalibrate_per_step),
+                                  **_scores(row_samples, target)}  # fmt: skip
+            bands[row_label] = (row_samples.mean(0), row_samples.std(0))
+        truth_shown = (x if untransform is None else untransform(x, "test"), start, steps)
     report = {"data": data_description, "observed": truth_shown[1], "horizon": truth_shown[2],
               "samples": num_samples, "runs": {k: str(v) for k, v in runs.items()}, "metrics": results}  # fmt: skip
     write_json(out / "forecast.json", report)
@@ -99,14 +114,59 @@ def compare_forecasts(runs: dict[str, str | Path], out: str | Path, *, observed:
     return results
 
 
+def _forecast_split(model, data, split: str, start: int, steps: int, *, num_samples: int, num_particles: int,
+                    em: dict | None, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+    """Forecasts ``[S, B, steps, D]`` of ``split`` from its first ``start`` steps, and the outcomes ``[B, steps, D]``.
+
+    The prefix goes to ``generator``'s device. With ``em`` (``{"iterations", "sites"}``) each
+    sequence first gets its own covariances. Both are mapped back by the data's
+    ``untransform`` where it has one.
+    """
+    values, valid = getattr(data, split)
+    if not bool(valid.all()):
+        raise ValueError(f"forecasts need {split} sequences of equal length")
+    prefix = values[:, :start].to(generator.device)
+    if em is not None:
+        model = model.fine_tuned(prefix, iterations=em["iterations"], num_particles=num_particles, sites=em["sites"],
+                                 generator=generator)  # fmt: skip
+    samples = model.forecast(prefix, None, steps, num_samples, num_particles=num_particles, generator=generator).cpu()
+    target = values[:, start : start + steps]
+    untransform = getattr(data, "untransform", None)
+    if untransform is not None:
+        samples, target = untransform(samples, split), untransform(target, split)
+    return samples, target
+
+
+def _recalibration_name(method: str | None, per_step: bool) -> str:
+    if method is None:
+        return "none"
+    return f"{method} ({'per step' if per_step else 'pooled'}, validation split)"
+
+
+def _scores(samples: torch.Tensor, target: torch.Tensor) -> dict:
+    """Pooled calibration metrics, MSE of the mean path and coverage per step ahead of forecasts ``[S, B, H, D]``."""
+    metrics = calibration.calibration_summary(samples, target)
+    metrics["mse"] = float(((samples.mean(0) - target) ** 2).mean())
+    metrics["coverage_by_step"] = {f"{level:g}": rates for level, rates in coverage_by_step(samples, target).items()}
+    return metrics
+
+
 def _table(report: dict) -> str:
-    keys = [k for k in next(iter(report["metrics"].values())) if k not in ("model", "em_iterations")]
+    described = ("model", "em_iterations", "recalibration", "coverage_by_step")
+    keys = [k for k in next(iter(report["metrics"].values())) if k not in described]
     lines = [f"# Forecasts: {report['data']}", "",
              f"{report['observed']} steps observed, {report['horizon']} forecast, {report['samples']} paths each.",
-             "", "| run | EM steps per sequence | " + " | ".join(keys) + " |",
-             "|---|---:|" + "---:|" * len(keys)]  # fmt: skip
+             "", "| run | EM steps per sequence | recalibration | " + " | ".join(keys) + " |",
+             "|---|---:|---|" + "---:|" * len(keys)]  # fmt: skip
     for label, row in report["metrics"].items():
-        lines.append(f"| {label} | {row['em_iterations']} | " + " | ".join(f"{row[k]:.4f}" for k in keys) + " |")
+        lines.append(f"| {label} | {row['em_iterations']} | {row['recalibration']} | "
+                     + " | ".join(f"{row[k]:.4f}" for k in keys) + " |")  # fmt: skip
+    for level in ("0.8", "0.95"):
+        lines += ["", f"Coverage of the {float(level):.0%} interval by step ahead:", "",
+                  "| run | " + " | ".join(str(h + 1) for h in range(report["horizon"])) + " |",
+                  "|---|" + "---:|" * report["horizon"]]  # fmt: skip
+        for label, row in report["metrics"].items():
+            lines.append(f"| {label} | " + " | ".join(f"{v:.2f}" for v in row["coverage_by_step"][level]) + " |")
     return "\n".join(lines) + "\n"
 
 

@@ -25,6 +25,9 @@ result unchanged. Two methods:
 
 Both are fitted per step ahead (``per_step=True``, one correction per horizon from the ``B``
 validation sequences) or pooled over steps (``per_step=False``, from ``B * H`` outcomes).
+With few validation sequences, pool: a per-step conformal fit from ``n`` outcomes cannot
+resolve levels beyond ``n / (n + 1)`` and turns them into the samples' whole range.
+:func:`coverage_by_step` scores forecasts one step ahead at a time.
 """
 
 from __future__ import annotations
@@ -33,7 +36,9 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["Recalibration", "fit_recalibration", "RECALIBRATION_METHODS"]
+from .calibration import DEFAULT_LEVELS, coverage
+
+__all__ = ["Recalibration", "fit_recalibration", "coverage_by_step", "RECALIBRATION_METHODS"]
 
 RECALIBRATION_METHODS = ("scale", "conformal")
 
@@ -120,6 +125,18 @@ def _scaled(samples: torch.Tensor, factors: torch.Tensor) -> torch.Tensor:
     """``m + c (s - m)`` about the per-step median ``m`` of ``samples [S, B, H, D]``; ``factors`` ``[H]`` or ``[1]``."""
     median = samples.quantile(0.5, dim=0, keepdim=True)
     return median + factors.to(samples).reshape(1, 1, -1, 1) * (samples - median)
+
+
+def coverage_by_step(samples: torch.Tensor, observed: torch.Tensor, levels=DEFAULT_LEVELS) -> dict[float, list[float]]:
+    """Coverage of the central intervals of forecasts ``[S, B, H, D]`` at each step ahead.
+
+    Returns ``{level: [H rates]}``: entry ``h`` is the share of the outcomes ``observed [B, H, D]``
+    at step ``h + 1`` ahead (pooled over sequences and features) inside the samples' central
+    interval of that level (:func:`inference.calibration.coverage` on that step alone).
+    """
+    samples = _check_samples(samples, name="samples")
+    by_step = [coverage(samples[:, :, h : h + 1], observed[:, h : h + 1], levels) for h in range(samples.shape[2])]
+    return {level: [rates[level] for rates in by_step] for level in levels}
 
 
 def _conformal_levels(pits: torch.Tensor, grid: torch.Tensor) -> torch.Tensor:

@@ -5,9 +5,11 @@ import json
 import pytest
 import torch
 
-from experiments import cli, runner
+from experiments import cli, forecasting, runner
 from experiments.config import load_config
 from experiments.registry import experiment_config
+from experiments.tasks.covid import covid_deaths
+from inference.recalibration import coverage_by_step
 from ppl_models import LinearGaussianSSM
 from ppl_models.predictors import OneStepPredictor
 
@@ -66,3 +68,43 @@ def test_forecast_command_writes_the_report(tmp_path, capsys):
     assert json.loads((out / "forecast.json").read_text())["metrics"]["SMC-T"]["em_iterations"] == 3
     assert "| SMC-T | 3 |" in capsys.readouterr().out
     assert cli.main(["forecast", f"SMC-T={tmp_path / 'smct'}", "--out", str(out), "--observed", "25"]) == 2
+    # recalibrated on the validation split: a second row, and coverage per step ahead in every row
+    assert cli.main(["forecast", f"SMC-T={tmp_path / 'smct'}", "--out", str(out), "--observed", "20",
+                     "--horizon", "5", "--samples", "30", "--particles", "10", "--recalibrate", "scale",
+                     "--recalibrate-pooled"]) == 0  # fmt: skip
+    metrics = json.loads((out / "forecast.json").read_text())["metrics"]
+    assert metrics["SMC-T"]["recalibration"] == "none"
+    assert metrics["SMC-T + scale"]["recalibration"] == "scale (pooled, validation split)"
+    assert metrics["SMC-T"]["crps"] == row["crps"]  # the raw forecasts do not change
+    for rates in metrics["SMC-T + scale"]["coverage_by_step"].values():
+        assert len(rates) == 5 and all(0 <= r <= 1 for r in rates)
+    assert "| SMC-T + scale | 0 | scale (pooled, validation split) |" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["forecast", f"SMC-T={tmp_path / 'smct'}", "--out", str(out), "--recalibrate", "isotonic"])
+    assert exited.value.code == 2
+    with pytest.raises(ValueError, match="recalibrate"):
+        forecasting.compare_forecasts({"SMC-T": tmp_path / "smct"}, out, recalibrate="isotonic")
+
+
+def test_coverage_by_step_counts_each_step_alone():
+    samples = torch.arange(1.0, 101.0).reshape(100, 1, 1, 1).expand(100, 4, 2, 1)  # values 1..100
+    # step 1: outcomes 50, 50, 50, 99 (three inside the central 80%, 10.9..90.1); step 2: all 5, outside
+    observed = torch.tensor([[50.0, 5.0], [50.0, 5.0], [50.0, 5.0], [99.0, 5.0]]).unsqueeze(-1)
+    assert coverage_by_step(samples, observed, levels=(0.8,)) == {0.8: [0.75, 0.0]}
+
+
+@pytest.mark.parametrize("transform", ["sqrt", "log1p"])
+def test_covid_transforms_map_back_to_the_scaled_counts(transform):
+    plain, changed = covid_deaths(), covid_deaths(transform=transform)
+    x, scaled = changed.test[0], plain.test[0]
+    assert float(x[:, :40].max()) == pytest.approx(1.0)  # observed days in [0, 1]
+    torch.testing.assert_close(changed.untransform(x), scaled, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(changed.to_deaths(x), plain.to_deaths(scaled), atol=1e-3, rtol=1e-5)
+    # by hand for one value: sqrt: d / M = x^2; log1p: d / M = expm1(x log1p(M)) / M; negatives are 0 deaths
+    m = changed.scales["test"][0]
+    value = torch.full((1, 13, 1, 1), 0.5)
+    expected = 0.25 if transform == "sqrt" else float(torch.expm1(0.5 * m.log1p()) / m)
+    assert changed.untransform(value)[0, 0, 0, 0].item() == pytest.approx(expected, rel=1e-5)
+    assert float(changed.untransform(-value).abs().max()) == 0.0
+    with pytest.raises(ValueError, match="transform"):
+        covid_deaths(transform="log")

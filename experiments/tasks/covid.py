@@ -18,6 +18,17 @@ where it says and documented here where it does not:
    scale, and nothing of the forecast days enters the scale; :meth:`CovidData.to_deaths`
    multiplies back;
 5. the rows are shuffled by ``seed`` and split 80 / 10 / 10 into train / validation / test.
+
+Option ``transform`` (not in the paper) gives the model a variance-stabilised series: with
+``M`` the largest observed daily count (at least 1) and ``d`` the daily deaths,
+
+* ``"none"``: ``x = d / M`` (the default, as above);
+* ``"sqrt"``: ``x = sqrt(d / M)``, Poisson-like noise made about constant;
+* ``"log1p"``: ``x = log1p(d) / log1p(M)``, multiplicative noise made about constant.
+
+Each keeps the observed days in ``[0, 1]``. :meth:`CovidData.untransform` maps values of any
+transform back to ``d / M`` (floored at 0 deaths), the units every forecast is scored in, so
+runs with different transforms compare.
 """
 
 from __future__ import annotations
@@ -30,17 +41,18 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from inference.validation import check_positive_int
+from inference.validation import check_choice, check_positive_int
 
 from ..data import SequenceData, verified_path
 
-__all__ = ["CovidData", "covid_deaths", "COVID_FILE", "WINDOW_START", "OBSERVED_DAYS", "FORECAST_DAYS"]
+__all__ = ["CovidData", "covid_deaths", "COVID_FILE", "WINDOW_START", "OBSERVED_DAYS", "FORECAST_DAYS", "TRANSFORMS"]
 
 COVID_FILE = "covid/time_series_covid19_deaths_US.csv"
 WINDOW_START = datetime.date(2020, 3, 24)
 OBSERVED_DAYS = 40
 FORECAST_DAYS = 20
 SPLITS = ("train", "valid", "test")
+TRANSFORMS = ("none", "sqrt", "log1p")
 
 
 @dataclass
@@ -49,28 +61,45 @@ class CovidData(SequenceData):
 
     Attributes:
         names: per split, the rows' ``Combined_Key`` (e.g. ``"Fairfax, Virginia, US"``), in order.
-        scales: per split, ``[N]``: deaths per unit of ``x`` (the largest observed daily count).
+        scales: per split, ``[N]``: ``M``, the largest observed daily count (deaths per unit of ``d / M``).
         dates: the 60 days of the window, ISO format.
         observed_days: days given to a forecaster before it forecasts the rest (40).
+        transform: ``"none"``, ``"sqrt"`` or ``"log1p"`` (see the module docstring).
     """
 
     names: dict[str, list[str]] = field(default_factory=dict)
     scales: dict[str, torch.Tensor] = field(default_factory=dict)
     dates: tuple[str, ...] = ()
     observed_days: int = OBSERVED_DAYS
+    transform: str = "none"
+
+    def untransform(self, values: torch.Tensor, split: str = "test") -> torch.Tensor:
+        """``d / M`` (floored at 0) from values ``[..., N, T, 1]`` of ``split`` in the data's transform."""
+        scale = self._scale(values, split)
+        values = values.clamp(min=0)
+        if self.transform == "sqrt":
+            return values**2
+        if self.transform == "log1p":
+            return torch.expm1(values * scale.log1p()) / scale
+        return values
 
     def to_deaths(self, values: torch.Tensor, split: str = "test") -> torch.Tensor:
-        """Daily deaths from scaled values ``[..., N, T, 1]`` of ``split`` (samples may lead: ``[S, N, T, 1]``)."""
+        """Daily deaths from values ``[..., N, T, 1]`` of ``split`` (samples may lead: ``[S, N, T, 1]``)."""
+        return self.untransform(values, split) * self._scale(values, split)
+
+    def _scale(self, values: torch.Tensor, split: str) -> torch.Tensor:
+        """``M`` of ``split``'s sequences as ``[N, 1, 1]`` in ``values``' dtype, after checking ``values``' shape."""
         if split not in self.scales:
             raise ValueError(f"split must be one of {sorted(self.scales)}, got {split!r}")
         scale = self.scales[split]
         if values.dim() < 3 or values.shape[-3] != scale.shape[0]:
             raise ValueError(f"values must have shape [..., N, T, 1] with N = {scale.shape[0]} sequences of "
                              f"{split!r}, got {tuple(values.shape)}")  # fmt: skip
-        return values * scale.to(values)[:, None, None]
+        return scale.to(values)[:, None, None]
 
 
-def covid_deaths(data_dir: str | os.PathLike | None = None, min_deaths: int = 100, seed: int = 0) -> CovidData:
+def covid_deaths(data_dir: str | os.PathLike | None = None, min_deaths: int = 100, seed: int = 0,
+                 transform: str = "none") -> CovidData:  # fmt: skip
     """The section-4.2 data set: counties with ``>= min_deaths`` deaths, 60 days of scaled daily deaths.
 
     See the module docstring for every preprocessing step.
@@ -79,6 +108,7 @@ def covid_deaths(data_dir: str | os.PathLike | None = None, min_deaths: int = 10
         data_dir: the shared data folder (see :func:`~experiments.data.resolve_data_dir`).
         min_deaths: smallest cumulative death count on the last day for a row to be kept.
         seed: seed of the shuffle before the 80 / 10 / 10 split.
+        transform: ``"none"``, ``"sqrt"`` or ``"log1p"`` of the daily counts (module docstring).
 
     Returns:
         A :class:`CovidData`: ``x [N, 60, 1]`` float32 per split (every step valid).
@@ -86,6 +116,7 @@ def covid_deaths(data_dir: str | os.PathLike | None = None, min_deaths: int = 10
     check_positive_int(min_deaths, name="min_deaths")
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ValueError(f"seed must be an int >= 0, got {seed!r}")
+    check_choice(transform, TRANSFORMS, name="transform")
     with open(verified_path(COVID_FILE, data_dir), newline="") as handle:
         reader = csv.reader(handle)
         header = next(reader)
@@ -104,7 +135,7 @@ def covid_deaths(data_dir: str | os.PathLike | None = None, min_deaths: int = 10
     names = [row[key] for row, kept in zip(rows, keep) if kept]
     daily = np.clip(np.diff(cumulative[keep], axis=1), 0, None)[:, start - 1 : start - 1 + days]
     scale = np.maximum(daily[:, :OBSERVED_DAYS].max(1), 1.0)
-    x = torch.as_tensor(daily / scale[:, None], dtype=torch.float32).unsqueeze(-1)
+    x = torch.as_tensor(_transformed(daily, scale, transform), dtype=torch.float32).unsqueeze(-1)
     order = torch.randperm(len(names), generator=torch.Generator().manual_seed(seed))
     cut_train, cut_valid = round(0.8 * len(names)), round(0.9 * len(names))
     parts = dict(zip(SPLITS, (order[:cut_train], order[cut_train:cut_valid], order[cut_valid:])))
@@ -113,10 +144,24 @@ def covid_deaths(data_dir: str | os.PathLike | None = None, min_deaths: int = 10
         *((x[index], torch.ones(len(index), days, dtype=torch.bool)) for index in parts.values()),
         description=f"JHU COVID-19 daily deaths, {len(names)} US counties with >= {min_deaths} deaths by "
         f"{dates[-1]}, {window[0]}..{window[-1]} ({OBSERVED_DAYS} observed + {FORECAST_DAYS} forecast days), "
-        f"scaled by each series' largest observed daily count; {'/'.join(str(len(i)) for i in parts.values())} "
+        f"scaled by each series' largest observed daily count{_DESCRIBED[transform]}; "
+        f"{'/'.join(str(len(i)) for i in parts.values())} "
         f"train/valid/test (seed {seed})",
         names={split: [names[i] for i in index] for split, index in parts.items()},
         scales={split: torch.as_tensor(scale[index.numpy()], dtype=torch.float32) for split, index in parts.items()},
         dates=tuple(window),
         observed_days=OBSERVED_DAYS,
+        transform=transform,
     )
+
+
+_DESCRIBED = {"none": "", "sqrt": ", square root (sqrt(d / M))", "log1p": ", log1p (log1p(d) / log1p(M))"}
+
+
+def _transformed(daily: np.ndarray, scale: np.ndarray, transform: str) -> np.ndarray:
+    """``[N, T]`` model-space values of daily deaths ``[N, T]`` with per-series ``M = scale [N]``."""
+    if transform == "sqrt":
+        return np.sqrt(daily / scale[:, None])
+    if transform == "log1p":
+        return np.log1p(daily) / np.log1p(scale)[:, None]
+    return daily / scale[:, None]
