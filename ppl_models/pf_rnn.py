@@ -271,6 +271,7 @@ class _PFRNNBase(SequenceModel):
         if isinstance(eval_seed, bool) or not isinstance(eval_seed, int) or eval_seed < 0:
             raise ValueError(f"eval_seed must be an int >= 0, got {eval_seed!r}")
         self.bias, self.batch_first, self.stochastic, self.eval_seed = bias, batch_first, stochastic, eval_seed
+        self.bidirectional, self.proj_size = False, 0  # read by code written for nn.LSTM (num_directions)
         self.layers = nn.ModuleList(
             self._cell(input_size if index == 0 else hidden_size, hidden_size, bias=bias, stochastic=stochastic,
                        activation=activation, norm_steps=norm_steps)
@@ -314,6 +315,9 @@ class _PFRNNBase(SequenceModel):
         if unbatched:
             return mean.squeeze(0), _apply(final, lambda v: v.squeeze(1))
         return (mean if self.batch_first else mean.transpose(0, 1)), final
+
+    def flatten_parameters(self) -> None:
+        """``nn.LSTM``'s cuDNN call, for code that makes it: the particle layers have nothing to flatten."""
 
     def filter(self, input: torch.Tensor, hx=None, *, mask: torch.Tensor | None = None,
                noise: torch.Tensor | None = None, generator: torch.Generator | None = None,
