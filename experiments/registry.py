@@ -97,6 +97,8 @@ DATASETS = {
     "ar-model-2": Entry(synthetic_ar.ar_model_two_data, "SMC Transformer paper's Model II: AR(1) with a random "
                         "coefficient (0.9 w.p. 0.7, else 0.54), sigma^2 0.3, 5 folds (fold=); true law "
                         "known"),  # fmt: skip
+    "ar-model-3": Entry(synthetic_ar.ar_model_three_data, "our Model III for the SMC Transformer: AR(1) with a "
+                        "random coefficient (0.95 / 0.3 / -0.6 w.p. 0.5 / 0.3 / 0.2), sigma^2 0.2, folds"),  # fmt: skip
     "covid-deaths": Entry(covid.covid_deaths, "JHU COVID-19 daily deaths of US counties with >= 100 deaths, "
                           "2020-03-24..05-22 (40 observed + 20 forecast days), per-series scaled (../shared/data)"),
 }

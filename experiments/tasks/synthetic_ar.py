@@ -4,10 +4,14 @@ Both models start at ``X_0 ~ N(0, 1)`` and run 24 steps, ``X_0 .. X_24`` (25 val
 
 * Model I: ``X_{t+1} = alpha X_t + sigma eps_{t+1}`` (``alpha = 0.8``, ``sigma^2 = 0.5``);
 * Model II: ``X_{t+1} = alpha U_{t+1} X_t + beta (1 - U_{t+1}) X_t + sigma eps_{t+1}``,
-  ``U ~ Bernoulli(p)`` (``alpha = 0.9``, ``beta = 0.6 alpha``, ``p = 0.7``, ``sigma^2 = 0.3``).
+  ``U ~ Bernoulli(p)`` (``alpha = 0.9``, ``beta = 0.6 alpha``, ``p = 0.7``, ``sigma^2 = 0.3``);
+* Model III (ours, not in the paper; a law the models were not designed on): coefficient
+  ``0.95``, ``0.3`` or ``-0.6`` with probabilities ``0.5``, ``0.3``, ``0.2``, ``sigma^2 = 0.2``.
+  Its predictive is trimodal for large ``|X_t|`` and its variance ``sigma^2 + Var(c) X_t^2``
+  grows with ``X_t^2`` (conditionally heteroscedastic); ``E[c^2] = 0.55 < 1`` keeps it stationary.
 
 So the law of ``X_{t+1}`` given ``X_t`` is a Gaussian mixture ``sum_k w_k N(c_k X_t, sigma^2)``
-(one component for Model I, two for Model II): :class:`ARModel` holds it. The data sets
+(one component for Model I, two for Model II, three for Model III): :class:`ARModel` holds it. The data sets
 (:func:`ar_data`) hold 1000 sequences split 800 / 100 / 100 in five folds. The metrics of
 the paper's Table 2 and Figure 2 are :func:`predictive_mse` and :func:`interval_share`; they
 take one-step-ahead predictive samples ``[S, B, T, 1]`` in the convention of the rest of the
@@ -25,8 +29,8 @@ from inference.validation import check_positive_int, check_probability, check_se
 
 from ..data import SequenceData
 
-__all__ = ["ARModel", "model_one", "model_two", "ar_data", "ar_model_one_data", "ar_model_two_data",
-           "predictive_mse", "interval_share", "NUM_FOLDS"]
+__all__ = ["ARModel", "model_one", "model_two", "model_three", "ar_data", "ar_model_one_data", "ar_model_two_data",
+           "ar_model_three_data", "predictive_mse", "interval_share", "NUM_FOLDS"]
 
 NUM_FOLDS = 5
 _BISECTION_STEPS = 60  # halves a bracket of 20 standard deviations below 1e-16 of its width
@@ -188,6 +192,11 @@ def model_two(alpha: float = 0.9, beta: float | None = None, p: float = 0.7, noi
     return ARModel((alpha, 0.6 * alpha if beta is None else beta), (p, 1 - p), noise_var, name="Model II")
 
 
+def model_three() -> ARModel:
+    """Model III (not in the paper): coefficient ``0.95 / 0.3 / -0.6`` w.p. ``0.5 / 0.3 / 0.2``, ``sigma^2 = 0.2``."""
+    return ARModel((0.95, 0.3, -0.6), (0.5, 0.3, 0.2), 0.2, name="Model III")
+
+
 def ar_data(truth: ARModel, *, fold: int = 0, seed: int = 0, num_samples: int = 1000,
             num_steps: int = 24) -> SequenceData:  # fmt: skip
     """``num_samples`` sequences ``X_0 .. X_{num_steps}`` of ``truth``, split 80 / 10 / 10 by fold.
@@ -229,6 +238,11 @@ def ar_model_one_data(fold: int = 0, seed: int = 0, num_samples: int = 1000) -> 
 def ar_model_two_data(fold: int = 0, seed: int = 0, num_samples: int = 1000) -> SequenceData:
     """Model II data (``alpha = 0.9``, ``beta = 0.6 alpha``, ``p = 0.7``, ``sigma^2 = 0.3``), see :func:`ar_data`."""
     return ar_data(model_two(), fold=fold, seed=seed, num_samples=num_samples)
+
+
+def ar_model_three_data(fold: int = 0, seed: int = 0, num_samples: int = 1000) -> SequenceData:
+    """Model III data (:func:`model_three`, a law not in the paper), see :func:`ar_data`."""
+    return ar_data(model_three(), fold=fold, seed=seed, num_samples=num_samples)
 
 
 def _check_samples(samples: torch.Tensor, x: torch.Tensor) -> None:
