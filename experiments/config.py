@@ -41,6 +41,9 @@ class EvaluateConfig:
         num_particles: ``K`` of the SMC estimate and of its predictive samples.
         iwae_particles: ``K`` of the IWAE bound.
         predictive_samples: one-step-ahead predictive draws per step, for calibration (0: none).
+        posterior_draws: draws of a model's guide for ``posterior.nc`` and the PSIS-LOO / WAIC
+            metrics (:func:`inference.calibration.posterior_inference_data`; 0: none). Memory
+            grows with ``posterior_draws *`` the test set's size.
         batch_size: sequences per evaluation batch (taken in order of length, so each batch
             holds sequences of similar lengths and is cut to its longest).
         particle_chunk: IWAE particles drawn per vectorised pass (``None``: all at once); memory
@@ -51,6 +54,7 @@ class EvaluateConfig:
     num_particles: int = 1000
     iwae_particles: int = 100
     predictive_samples: int = 200
+    posterior_draws: int = 0
     batch_size: int = 64
     particle_chunk: int | None = 25
 
@@ -62,8 +66,10 @@ class EvaluateConfig:
             check_positive_int(getattr(self, name), name=f"evaluate.{name}")
         if self.particle_chunk is not None:
             check_positive_int(self.particle_chunk, name="evaluate.particle_chunk")
-        if not isinstance(self.predictive_samples, int) or self.predictive_samples < 0:
-            raise ValueError(f"evaluate.predictive_samples must be an int >= 0, got {self.predictive_samples!r}")
+        for name in ("predictive_samples", "posterior_draws"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"evaluate.{name} must be an int >= 0, got {value!r}")
 
     @classmethod
     def from_dict(cls, values: dict) -> EvaluateConfig:

@@ -13,7 +13,9 @@ Pooled metrics average over all valid entries (valid steps times features).
 Metrics: :func:`pit`, :func:`coverage`, :func:`interval_width`, :func:`crps`, :func:`nlpd`,
 :func:`brier_score`, :func:`reliability_curve` and the table :func:`calibration_summary`.
 Storage: :func:`to_inference_data`, :func:`save_inference_data`; :func:`stack_sequence_sites` turns
-the per-step sites of ``pyro.infer.Predictive`` output into one ``[S, B, T, D]`` tensor.
+the per-step sites of ``pyro.infer.Predictive`` output into one ``[S, B, T, D]`` tensor;
+:func:`posterior_inference_data` gives any model with Pyro programs the groups ``az.loo``,
+``az.waic`` and ``az.plot_loo_pit`` read (posterior draws, pointwise log-likelihood, replicates).
 Plots (each returns a ``matplotlib.figure.Figure`` drawn on the Agg canvas, not registered with
 pyplot, and writes a PNG atomically when given ``path``): :func:`plot_pit_ecdf`,
 :func:`plot_coverage`, :func:`plot_predictive_bands`, :func:`plot_reliability`.
@@ -28,13 +30,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-import arviz as az
 import numpy as np
 import scipy.stats
 import torch
 from matplotlib.figure import Figure
 from pyro.ops.stats import crps_empirical
 
+from .arviz_import import az
 from .io import atomic_write
 from .validation import check_positive_int, check_sequences
 
@@ -43,6 +45,7 @@ __all__ = [
     "SEQUENCE_DIMS",
     "ReliabilityCurve",
     "to_inference_data",
+    "posterior_inference_data",
     "save_inference_data",
     "stack_sequence_sites",
     "pit",
@@ -80,49 +83,84 @@ def to_inference_data(
     *,
     mask=None,
     log_likelihood=None,
+    posterior: Mapping[str, object] | None = None,
     var_name: str = "x",
     coords: Mapping[str, Sequence] | None = None,
 ) -> az.InferenceData:
-    """Pack predictive samples and observations into an ArviZ ``InferenceData``.
+    """Pack draws and observations into an ArviZ ``InferenceData``.
 
     Args:
-        predictive: samples ``[S, B, T, D]`` (torch or numpy).
+        predictive: draws ``[S, B, T, D]`` (torch or numpy): one-step predictive draws for
+            calibration, or replicates given posterior draws (:func:`posterior_inference_data`).
         observed: observations ``[B, T, D]``.
-        mask: optional bool ``[B, T]``; padded steps are stored as NaN in every group.
-        log_likelihood: optional pointwise log predictive density ``[B, T]`` (nats per step).
-        var_name: name of the variable in every group.
+        mask: optional bool ``[B, T]``.
+        log_likelihood: optional ``[S, B, T, D]`` pointwise log-likelihood of each entry given
+            each draw (:class:`~inference.pointwise.PosteriorDraws`), for ``az.loo``, ``az.waic``
+            and ``az.plot_loo_pit``.
+        posterior: optional ``{name: [S, B, T, ...]}`` the draws themselves (latent paths);
+            ArviZ's ``loo`` reads the number of chains from this group.
+        var_name: name of the data variable in every group.
         coords: optional coordinate values per dimension, e.g. ``{"feature": ["x", "y"]}``.
 
     Returns:
         ``InferenceData`` with groups ``posterior_predictive`` (dims chain=1, draw=S, sequence,
         time, feature), ``observed_data`` (sequence, time, feature) and, if given,
-        ``log_likelihood`` (sequence, time).
+        ``log_likelihood`` (chain, draw, sequence, time, feature) and ``posterior`` (chain,
+        draw, sequence, time, ``<name>_dim``). A batch with padding is stored as its valid steps
+        only: the dims ``(sequence, time)`` become one dim ``step``, with coordinates
+        ``sequence`` and ``time`` along it, so that no padding reaches ArviZ's statistics.
     """
     if not isinstance(var_name, str) or not var_name:
         raise ValueError(f"var_name must be a non-empty string, got {var_name!r}")
     predictive, observed, mask = _check_predictive(predictive, observed, mask)
-    step_mask = mask.unsqueeze(-1)
-    sequence_dims = {var_name: list(SEQUENCE_DIMS)}
+    pack = _step_packer(mask)
+    step_dims = list(SEQUENCE_DIMS[:2]) if pack is None else ["step"]
+    dims = {var_name: step_dims + ["feature"]}
+
+    def dataset(values, **options):
+        return _with_step_coords(az.dict_to_dataset(values, coords=coords, dims=dims, **options), mask, pack)
+
     groups = {
-        "posterior_predictive": az.dict_to_dataset(
-            {var_name: _to_numpy(_nan_where_padded(predictive, step_mask))[None]}, coords=coords, dims=sequence_dims
-        ),
-        "observed_data": az.dict_to_dataset(
-            {var_name: _to_numpy(_nan_where_padded(observed, step_mask))},
-            coords=coords,
-            dims=sequence_dims,
-            default_dims=[],
-        ),
+        "posterior_predictive": dataset({var_name: _packed(predictive, pack, draws=True)}),
+        "observed_data": dataset({var_name: _packed(observed, pack)}, default_dims=[]),
     }
     if log_likelihood is not None:
-        log_likelihood, _ = _check_step_values(log_likelihood, mask, name="log_likelihood")
-        groups["log_likelihood"] = az.dict_to_dataset(
-            {var_name: _to_numpy(_nan_where_padded(log_likelihood, mask))},
-            coords=coords,
-            dims={var_name: list(SEQUENCE_DIMS[:2])},
-            default_dims=[],
-        )
+        values = _as_float_tensor(log_likelihood, "log_likelihood").to(predictive.device)
+        if values.shape[1:] != predictive.shape[1:] or values.shape[0] < 1:
+            raise ValueError(f"log_likelihood must have shape [S, B, T, D] with [B, T, D] = "
+                             f"{tuple(predictive.shape[1:])}, got {tuple(values.shape)}")  # fmt: skip
+        if not bool(torch.isfinite(values[:, mask]).all()):
+            raise ValueError("log_likelihood contains NaN or inf at valid (unmasked) steps")
+        groups["log_likelihood"] = dataset({var_name: _packed(values, pack, draws=True)})
+    if posterior is not None:
+        groups["posterior"] = _posterior_dataset(posterior, mask, pack, step_dims, coords)
     return az.InferenceData(**groups)
+
+
+def posterior_inference_data(model, x, mask=None, num_draws: int = 100, *, targets=None, var_name: str | None = None,
+                             **options) -> az.InferenceData:  # fmt: skip
+    """``InferenceData`` for ``az.loo``, ``az.waic`` and ``az.plot_loo_pit`` of any model with Pyro programs.
+
+    Draws the model's latent sites from its guide (:func:`inference.pointwise.posterior_draws`,
+    which takes ``options`` such as ``resample`` and ``parallel``) and stores them as the
+    ``posterior``, each entry's log-likelihood given each draw as ``log_likelihood``, replicates
+    of the data given each draw as ``posterior_predictive``, and the data as ``observed_data``.
+
+    Args:
+        model: a :class:`~inference.protocol.SequenceModel` declaring ``programs``.
+        x: ``[B, T, D]`` data (the inputs of a conditional model); mask: optional ``[B, T]``.
+        num_draws: ``S``.
+        targets: the targets ``y`` of a conditional model (PF-RNN), which are then the observed data.
+        var_name: name of the observed variable (default ``"y"`` for a conditional model, else ``"x"``).
+    """
+    from .pointwise import posterior_draws  # pointwise -> traces -> state_space -> forecast imports this module
+
+    draws = posterior_draws(model, x, mask, num_draws, targets=targets, **options)
+    observed = x if targets is None else (targets.unsqueeze(-1) if targets.dim() == 2 else targets)
+    posterior = draws.latents or {"log_weight": draws.log_weights}
+    name = var_name or ("y" if targets is not None else "x")
+    return to_inference_data(draws.replicates, observed, mask=mask, log_likelihood=draws.log_likelihood,
+                             posterior=posterior, var_name=name)  # fmt: skip
 
 
 def stack_sequence_sites(samples: Mapping[str, torch.Tensor], site: str = "x") -> torch.Tensor:
@@ -484,6 +522,51 @@ def _coverage_rates(lower, upper, observed, mask) -> list[float]:
 
 def _mean_widths(lower, upper, mask) -> list[float]:
     return (upper - lower)[:, mask].double().mean(dim=(1, 2)).tolist()
+
+
+def _step_packer(mask: torch.Tensor) -> torch.Tensor | None:
+    """Indices of the valid steps in the flattened ``[B * T]`` grid, or ``None`` when every step is valid."""
+    return None if bool(mask.all()) else mask.flatten().nonzero().squeeze(-1)
+
+
+def _packed(values: torch.Tensor, pack, *, draws: bool = False) -> np.ndarray:
+    """``[(S,) B, T, ...]`` as numpy, with a leading chain dim for draws; valid steps only when ``pack``."""
+    if pack is not None:
+        lead = values.shape[:1] if draws else ()
+        flat = values.reshape(*lead, -1, *values.shape[len(lead) + 2 :])
+        values = flat.index_select(len(lead), pack.to(values.device))
+    values = _to_numpy(values)
+    return values[None] if draws else values
+
+
+def _with_step_coords(dataset, mask, pack):
+    """Add the ``sequence`` and ``time`` coordinates along the ``step`` dim of a packed dataset."""
+    if pack is None or "step" not in dataset.dims:
+        return dataset
+    sequence, time = np.divmod(_to_numpy(pack), mask.shape[1])
+    return dataset.assign_coords(sequence=("step", sequence), time=("step", time))
+
+
+def _posterior_dataset(posterior, mask, pack, step_dims, coords):
+    if not isinstance(posterior, Mapping) or not posterior:
+        raise ValueError(f"posterior must be a non-empty dict name -> [S, B, T, ...] draws, got {posterior!r}")
+    values, dims = {}, {}
+    batch, steps = mask.shape
+    for name, draws in posterior.items():
+        draws = _as_float_tensor(draws, f"posterior[{name!r}]")
+        if draws.dim() == 2 and draws.shape[1] == batch:  # one value per draw and sequence
+            values[name], dims[name] = _to_numpy(draws)[None], ["sequence"]
+            continue
+        if draws.dim() < 3 or draws.shape[1:3] != (batch, steps):
+            raise ValueError(f"posterior[{name!r}] must have shape [S, B, T, ...] with [B, T] = {(batch, steps)}, "
+                             f"got {tuple(draws.shape)}")  # fmt: skip
+        values[name] = _packed(draws, pack, draws=True)
+        dims[name] = step_dims + [f"{name}_dim_{i}" for i in range(draws.dim() - 3)]
+    per_sequence = [name for name, names in dims.items() if names == ["sequence"]]
+    if pack is not None and per_sequence and len(per_sequence) < len(dims):
+        raise ValueError(f"posterior variables {per_sequence} are per sequence [S, B]: with padding they cannot share "
+                         "a group with per-step variables [S, B, T, ...]")  # fmt: skip
+    return _with_step_coords(az.dict_to_dataset(values, coords=coords, dims=dims), mask, pack)
 
 
 def _nan_where_padded(values: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:

@@ -280,25 +280,34 @@ def test_padded_binary_steps_change_nothing():
 
 
 def test_inference_data_groups_dims_and_padding():
-    (predictive, observed, log_density), mask, _ = padded_and_concatenated()
-    idata = to_inference_data(
-        predictive, observed, mask=mask, log_likelihood=log_density, var_name="y", coords={"feature": ["a", "b", "c"]}
-    )
-    assert set(idata.groups()) == {"posterior_predictive", "observed_data", "log_likelihood"}
+    (predictive, observed, _), mask, (whole_predictive, whole_observed, _) = padded_and_concatenated()
+    log_lik = predictive.clone().neg()  # any per-draw, per-entry values
+    latent = torch.randn(50, 2, 6, 4, dtype=torch.float64)
+    idata = to_inference_data(predictive, observed, mask=mask, log_likelihood=log_lik, posterior={"z": latent},
+                              var_name="y", coords={"feature": ["a", "b", "c"]})  # fmt: skip
+    assert set(idata.groups()) == {"posterior", "posterior_predictive", "observed_data", "log_likelihood"}
+    # padding: only the 10 valid steps are stored, along one dim "step" with their (sequence, time)
     samples = idata.posterior_predictive["y"]
-    assert samples.dims == ("chain", "draw", "sequence", "time", "feature")
-    assert samples.shape == (1, 50, 2, 6, 3)
+    assert samples.dims == ("chain", "draw", "step", "feature") and samples.shape == (1, 50, 10, 3)
     assert list(samples["feature"].values) == ["a", "b", "c"]
-    assert idata.observed_data["y"].dims == ("sequence", "time", "feature")
-    assert idata.log_likelihood["y"].dims == ("sequence", "time")
-    np.testing.assert_array_equal(samples.values[0, :, 0], predictive[:, 0].numpy())
-    assert np.isnan(samples.values[0, :, 1, 4:]).all() and np.isnan(idata.observed_data["y"].values[1, 4:]).all()
-    np.testing.assert_array_equal(idata.observed_data["y"].values[1, :4], observed[1, :4].numpy())
+    assert list(samples["sequence"].values) == [0] * 6 + [1] * 4
+    assert list(samples["time"].values) == list(range(6)) + list(range(4))
+    np.testing.assert_array_equal(samples.values[0], whole_predictive[:, 0].numpy())
+    np.testing.assert_array_equal(idata.observed_data["y"].values, whole_observed[0].numpy())
+    assert idata.log_likelihood["y"].dims == ("chain", "draw", "step", "feature")
+    np.testing.assert_array_equal(idata.log_likelihood["y"].values[0], -whole_predictive[:, 0].numpy())
+    assert idata.posterior["z"].dims == ("chain", "draw", "step", "z_dim_0")
+    # no padding: the grid (sequence, time, feature)
+    full = to_inference_data(predictive, observed.nan_to_num(), log_likelihood=log_lik, posterior={"z": latent})
+    assert full.posterior_predictive["x"].dims == ("chain", "draw", "sequence", "time", "feature")
+    assert full.log_likelihood["x"].dims == ("chain", "draw", "sequence", "time", "feature")
+    assert full.posterior["z"].dims == ("chain", "draw", "sequence", "time", "z_dim_0")
 
 
 def test_inference_data_round_trips_through_h5netcdf(tmp_path):
-    (predictive, observed, log_density), mask, _ = padded_and_concatenated()
-    idata = to_inference_data(predictive.numpy(), observed.numpy(), mask=mask.numpy(), log_likelihood=log_density)
+    (predictive, observed, _), mask, _ = padded_and_concatenated()
+    idata = to_inference_data(predictive.numpy(), observed.numpy(), mask=mask.numpy(),
+                              log_likelihood=predictive.numpy() * 0 - 1.0)  # fmt: skip
     path = save_inference_data(idata, tmp_path / "run" / "predictive.nc")
     assert sorted(p.name for p in path.parent.iterdir()) == ["predictive.nc"]  # no temporary file left behind
     loaded = az.from_netcdf(path, engine="h5netcdf")
@@ -306,6 +315,7 @@ def test_inference_data_round_trips_through_h5netcdf(tmp_path):
     for group in idata.groups():
         np.testing.assert_array_equal(loaded[group]["x"].values, idata[group]["x"].values)
         assert loaded[group]["x"].dims == idata[group]["x"].dims
+        np.testing.assert_array_equal(loaded[group]["sequence"].values, idata[group]["sequence"].values)
 
 
 # --------------------------------------------------------------------------- plots

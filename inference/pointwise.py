@@ -1,0 +1,236 @@
+"""Posterior draws and pointwise log-likelihoods of any model with Pyro programs, for LOO and WAIC.
+
+ArviZ's ``loo``, ``waic`` and ``loo_pit`` need, for each draw ``s`` of the unknowns and each
+observed entry ``i``, the log-likelihood ``log p(y_i | draw s)`` and a replicate of ``y_i``
+drawn given draw ``s``. Here the unknowns are a model's latent sites, drawn from its guide
+(the posterior approximation it was trained with), optionally importance-resampled towards
+the posterior by the weights ``p(x, z) / q(z | x)`` of each sequence.
+
+The pointwise unit is one entry ``x_{b,t,d}`` (step ``t``, feature ``d``), so the
+log-likelihood has the shape of the data and ``az.plot_loo_pit`` can compare it with the
+observations. A step's log-density is split into the chain-rule factors
+``log p(x_{t,d} | x_{t,<d}, draw)``, which sum to it exactly: independent features give their
+own log-densities, a multivariate normal its Cholesky factors, a mixture (the PF-RNN belief)
+its component-weighted conditionals.
+
+A model without latent sites (an exact predictor) has nothing to draw: its draws all agree, so
+``az.loo`` returns the exact one-step log predictive density and ArviZ reports a Pareto ``k``
+of ``inf`` (constant importance ratios have no tail to fit).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import pyro
+import pyro.distributions as dist
+import torch
+from pyro import poutine
+from pyro.distributions.torch_distribution import ExpandedDistribution, MaskedDistribution
+
+from .traces import latent_sites, observed_sites, sample_sites, trace_log_prob
+from .validation import check_positive_int, check_sequences
+
+__all__ = ["DRAWS_PLATE", "PosteriorDraws", "posterior_draws", "entry_log_prob"]
+
+#: name of the vectorised plate of draws (outside the programs' own plates)
+DRAWS_PLATE = "draws"
+_STEP_SITE = re.compile(r"(?P<base>.+)_(?P<t>\d+)|t(?P<t2>\d+)/(?P<base2>.+)")
+
+
+@dataclass
+class PosteriorDraws:
+    """``S`` draws of a model's unknowns given a batch of ``B`` sequences of ``T`` steps.
+
+    Attributes:
+        log_likelihood: ``[S, B, T, D]`` per-entry ``log p(x_{t,d} | x_{t,<d}, draw)``; their
+            sum over ``d`` is the step's log-likelihood given the draw; 0 at padded steps.
+        replicates: ``[S, B, T, D]`` a draw of each observed step given the draw.
+        latents: ``{site name: [S, B, T, ...]}`` the per-step latent sites, stacked in time.
+        log_weights: ``[S, B]`` importance log-weights ``log p(x, z_s) - log q(z_s | x)`` of the
+            guide's draws (before any resampling).
+        source: where the draws come from, in words.
+    """
+
+    log_likelihood: torch.Tensor
+    replicates: torch.Tensor
+    latents: dict[str, torch.Tensor]
+    log_weights: torch.Tensor
+    source: str
+
+
+@torch.no_grad()
+def posterior_draws(model, x: torch.Tensor, mask: torch.Tensor | None = None, num_draws: int = 100, *,
+                    targets: torch.Tensor | None = None, resample: bool = False, parallel: bool = True,
+                    max_plate_nesting: int = 2, generator: torch.Generator | None = None,
+                    ) -> PosteriorDraws:  # fmt: skip
+    """Draws of ``model``'s latent sites from its guide, with pointwise log-likelihoods and replicates.
+
+    Args:
+        model: a :class:`~inference.protocol.SequenceModel` declaring ``programs``.
+        x: ``[B, T, D]`` data (the inputs of a conditional model).
+        mask: optional bool ``[B, T]``.
+        num_draws: ``S``.
+        targets: ``y [B, T, O]`` (or class indices ``[B, T]``) of a conditional model, whose
+            programs are ``model(x, y, mask)``; ``None`` for a density of ``x``.
+        resample: importance-resample the ``S`` guide draws of each sequence by their weights
+            (sampling-importance-resampling), for guides far from the posterior (a bootstrap
+            guide draws from the prior); the result then holds repeated draws.
+        parallel: draw all ``S`` in one vectorised pass (a plate named ``draws``); ``False``
+            traces the programs ``S`` times, for programs that cannot take an outer plate.
+        max_plate_nesting: plates inside the programs; the draws plate sits outside them.
+        generator: source of the resampling indices.
+    """
+    model.require("programs")
+    num_draws = check_positive_int(num_draws, name="num_draws")
+    check_positive_int(max_plate_nesting, name="max_plate_nesting")
+    if model.conditional and targets is None:
+        raise ValueError(f"targets must be given for the conditional model {type(model).__name__}, got None")
+    if not model.conditional and targets is not None:
+        raise ValueError(f"targets must be None for {type(model).__name__}, which is a density of x")
+    x, mask = check_sequences(x, mask)
+    args = (x, mask) if targets is None else (x, targets, mask)
+    shape = (x.shape[0], x.shape[1])
+    if parallel:
+        draws = [_trace_draws(model, args, shape, num_draws, -(max_plate_nesting + 1))]
+    else:
+        draws = [_trace_draws(model, args, shape, None, None) for _ in range(num_draws)]
+    log_lik, replicates, latents, log_w = (_cat([d[i] for d in draws]) for i in range(4))
+    log_lik = log_lik * mask[..., None]
+    source = f"{num_draws} draws of the guide"
+    if resample:
+        index = torch.multinomial(torch.softmax(log_w.T, -1), num_draws, replacement=True, generator=generator).T
+        pick = _per_sequence_picker(index)
+        log_lik, replicates = pick(log_lik), pick(replicates)
+        latents = {name: pick(value) for name, value in latents.items()}
+        source += ", importance-resampled by p(x, z) / q(z | x)"
+    return PosteriorDraws(log_lik, replicates, latents, log_w, source)
+
+
+def entry_log_prob(fn: dist.Distribution, value: torch.Tensor) -> torch.Tensor:
+    """Chain-rule factors of ``fn.log_prob(value)`` along the last event dim: shape ``batch + event``.
+
+    Independent features give their own log-densities; a ``MultivariateNormal`` the factors
+    ``log N(x_d; mean_d + sum_{j<d} L_dj e_j, L_dd^2)``; a ``MixtureSameFamily`` of independent
+    features ``log p(x_{<=d}) - log p(x_{<d})``. Masked-out entries are 0. The factors sum to
+    ``fn.log_prob(value)`` over the event dims.
+    """
+    if isinstance(fn, dist.Independent):
+        return entry_log_prob(fn.base_dist, value)
+    if isinstance(fn, ExpandedDistribution):
+        factors = entry_log_prob(fn.base_dist, value)
+        return factors.expand(fn.batch_shape + fn.event_shape)
+    if isinstance(fn, MaskedDistribution):
+        factors = entry_log_prob(fn.base_dist, value)
+        keep = fn._mask.reshape(fn._mask.shape + (1,) * len(fn.base_dist.event_shape))
+        return factors.masked_fill(~keep, 0.0)
+    if not fn.event_shape:
+        return fn.log_prob(value)
+    if len(fn.event_shape) == 1 and isinstance(fn, dist.MultivariateNormal):
+        scale = fn.scale_tril.expand(value.shape[:-1] + fn.scale_tril.shape[-2:])
+        noise = torch.linalg.solve_triangular(scale, (value - fn.loc).unsqueeze(-1), upper=False).squeeze(-1)
+        diagonal = scale.diagonal(dim1=-2, dim2=-1)
+        return dist.Normal(0.0, 1.0).log_prob(noise) - diagonal.log()
+    if len(fn.event_shape) == 1 and isinstance(fn, dist.MixtureSameFamily):
+        components = entry_log_prob(fn.component_distribution, value.unsqueeze(-2))  # [..., K, D]
+        weights = torch.log_softmax(fn.mixture_distribution.logits, -1).unsqueeze(-1)
+        joint = torch.logsumexp(weights + components.cumsum(-1), dim=-2)  # log p(x_{<=d}), [..., D]
+        return joint - torch.cat([torch.zeros_like(joint[..., :1]), joint[..., :-1]], -1)
+    if fn.event_shape[-1:] == (1,):
+        return fn.log_prob(value).reshape(fn.batch_shape + fn.event_shape)
+    raise ValueError(f"cannot split the log-density of {type(fn).__name__} (event shape {tuple(fn.event_shape)}) "
+                     "into per-feature factors")  # fmt: skip
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _trace_draws(model, args, shape, size, dim):
+    """One pass: ``(log_lik, replicates, latents, log_w)``, each with a leading draws dim."""
+    programs = (model.model, model.guide)
+    if size is not None:
+        plate = pyro.plate(DRAWS_PLATE, size, dim=dim)
+        programs = tuple(plate(program) for program in programs)
+    guide_trace = poutine.trace(programs[1]).get_trace(*args)
+    model_trace = poutine.trace(poutine.replay(programs[0], trace=guide_trace)).get_trace(*args)
+    count = 1 if size is None else size
+    log_w = _log_weights(model_trace, guide_trace, (count,) + shape[:1], size is not None)
+    log_lik, replicates = _observed_steps(model_trace, count, shape)
+    latents = _latent_steps(guide_trace, count, shape)
+    return log_lik, replicates, latents, log_w
+
+
+def _log_weights(model_trace, guide_trace, shape, vectorised):
+    plate = DRAWS_PLATE if vectorised else None
+    target = shape if vectorised else shape[1:]
+    log_p = trace_log_prob(model_trace, sample_sites(model_trace), target, plate)
+    log_q = trace_log_prob(guide_trace, latent_sites(guide_trace), target, plate)
+    return torch.as_tensor(log_p - log_q).expand(target).reshape(shape)
+
+
+def _observed_steps(trace, count, shape):
+    """Per-entry log-likelihoods and replicates, each ``[S, B, T, D]``, of the observed sites."""
+    batch, steps = shape
+    log_lik, replicates = {}, {}
+    for name in observed_sites(trace):
+        site = trace.nodes[name]
+        fn = site["fn"]
+        factors = entry_log_prob(fn, site["value"].expand(fn.batch_shape + fn.event_shape))
+        step = _step_index(name)
+        if step is None:  # one site for the whole sequence: event [T, D]
+            return _as_draws(factors, count, batch, steps), _as_draws(fn.sample(), count, batch, steps)
+        log_lik[step], replicates[step] = _as_draws(factors, count, batch), _as_draws(fn.sample(), count, batch)
+    if sorted(log_lik) != list(range(steps)):
+        missing = sorted(set(range(steps)) - set(log_lik))
+        raise ValueError(f"the model's trace has no observed site for steps {missing[:5]} (expected x_t or t{{t}}/x)")
+    return (torch.stack([log_lik[t] for t in range(steps)], 2),
+            torch.stack([replicates[t] for t in range(steps)], 2))  # fmt: skip
+
+
+def _latent_steps(trace, count, shape):
+    """``{base name: [S, B, T, ...]}`` of the per-step latent sites of one draw per sequence and step."""
+    batch, steps = shape
+    found: dict[str, dict[int, torch.Tensor]] = {}
+    for name in latent_sites(trace):
+        step = _step_index(name)
+        site = trace.nodes[name]
+        if step is None or site["value"].numel() != count * batch * site["fn"].event_shape.numel():
+            continue  # a site of another plate (the PF-RNN's particles) or of no step
+        found.setdefault(_step_base(name), {})[step] = site["value"].reshape(count, batch, *site["fn"].event_shape)
+    return {base: torch.stack([by_step[t] for t in range(steps)], 2)
+            for base, by_step in found.items() if sorted(by_step) == list(range(steps))}  # fmt: skip
+
+
+def _as_draws(values, count, batch, steps=None):
+    """``values`` of a site (batch shape with draws and size-1 plates, then event) as ``[S, B, (T,) D]``."""
+    lead = (count, batch) if steps is None else (count, batch, steps)
+    values = values.reshape(*lead, -1)
+    return values.float() if not values.is_floating_point() else values
+
+
+def _step_index(name: str) -> int | None:
+    match = _STEP_SITE.fullmatch(name)
+    return None if match is None else int(match.group("t") or match.group("t2"))
+
+
+def _step_base(name: str) -> str:
+    match = _STEP_SITE.fullmatch(name)
+    return match.group("base") or match.group("base2")
+
+
+def _cat(parts):
+    first = parts[0]
+    if isinstance(first, dict):
+        return {key: torch.cat([part[key] for part in parts]) for key in first if all(key in p for p in parts)}
+    return torch.cat(parts)
+
+
+def _per_sequence_picker(index):
+    """Gather draws ``index [S, B]`` per sequence from tensors ``[S, B, ...]``."""
+
+    def pick(values):
+        expanded = index.reshape(index.shape + (1,) * (values.dim() - 2)).expand(index.shape + values.shape[2:])
+        return values.gather(0, expanded)
+
+    return pick

@@ -1,0 +1,102 @@
+"""Every exported model with Pyro programs, as a Pyro user would use it: SVI with three ELBOs,
+AutoNormal, sequential and parallel Predictive, and ArviZ's LOO, WAIC and LOO-PIT."""
+
+import warnings
+
+import matplotlib
+import numpy as np
+import pyro
+import pytest
+import torch
+from pyro.infer import SVI, JitTrace_ELBO, Predictive, Trace_ELBO, TraceMeanField_ELBO
+from pyro.infer.autoguide import AutoNormal
+from test_protocol import FACTORIES, MASK
+
+from inference import Unsupported
+from inference.arviz_import import az
+from inference.calibration import posterior_inference_data
+
+matplotlib.use("Agg")
+
+PROGRAMS = [cls for cls in FACTORIES if "programs" in cls.capabilities]
+ELBOS = {"Trace_ELBO": Trace_ELBO, "TraceMeanField_ELBO": TraceMeanField_ELBO, "JitTrace_ELBO": JitTrace_ELBO}
+
+
+def _model_and_args(cls):
+    """A tiny instance and the arguments of its programs: ``(x, mask)``, or ``(x, y, mask)`` if conditional."""
+    model, x = FACTORIES[cls]()
+    if model.conditional:
+        y = torch.randn(x.shape[0], x.shape[1], 1, generator=torch.Generator().manual_seed(3))
+        return model, (x, y, MASK)
+    return model, (x, MASK)
+
+
+def _parameters(model):
+    return {name: value.detach().clone() for name, value in model.named_parameters()}
+
+
+@pytest.mark.parametrize("elbo", list(ELBOS))
+@pytest.mark.parametrize("cls", PROGRAMS, ids=lambda c: c.__name__)
+def test_svi_with_each_elbo_trains_every_parameter_it_reaches(cls, elbo):
+    model, args = _model_and_args(cls)
+    before = _parameters(model)
+    options = {"ignore_jit_warnings": True} if elbo == "JitTrace_ELBO" else {}
+    svi = SVI(model.model, model.guide, pyro.optim.Adam({"lr": 0.05}), ELBOS[elbo](max_plate_nesting=2, **options))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)
+        losses = [svi.step(*args) for _ in range(3)]
+    assert all(np.isfinite(losses))
+    changed = [name for name, value in model.named_parameters() if not torch.equal(value, before[name])]
+    assert changed, f"{elbo} changed none of {cls.__name__}'s parameters"
+    names = set(pyro.get_param_store().keys())
+    assert any(name.startswith(model.pyro_name + "$$$") for name in names)
+
+
+@pytest.mark.parametrize("cls", [cls for cls in PROGRAMS if "latent" in cls.capabilities], ids=lambda c: c.__name__)
+def test_autonormal_gives_a_finite_loss_and_learns(cls):
+    model, args = _model_and_args(cls)
+    guide = AutoNormal(model.model)
+    svi = SVI(model.model, guide, pyro.optim.Adam({"lr": 0.05}), Trace_ELBO(max_plate_nesting=2))
+    losses = [svi.step(*args) for _ in range(3)]
+    assert all(np.isfinite(losses))
+    assert any(name.startswith("AutoNormal.") for name in pyro.get_param_store().keys())
+
+
+@pytest.mark.parametrize("cls", PROGRAMS, ids=lambda c: c.__name__)
+def test_predictive_sequential_and_parallel_give_the_same_sites_and_shapes(cls):
+    model, args = _model_and_args(cls)
+    sequential = Predictive(model.model, guide=model.guide, num_samples=4)(*args)
+    parallel = Predictive(model.model, guide=model.guide, num_samples=4, parallel=True)(*args)
+    assert set(sequential) == set(parallel) and sequential
+    for name, value in sequential.items():
+        assert value.shape == parallel[name].shape, name
+        assert value.shape[0] == 4 and bool(torch.isfinite(value).all()), name
+
+
+@pytest.mark.parametrize("cls", PROGRAMS, ids=lambda c: c.__name__)
+def test_arviz_loo_waic_and_loo_pit_run_on_its_inference_data(cls):
+    model, args = _model_and_args(cls)
+    targets = args[1] if model.conditional else None
+    idata = posterior_inference_data(model, args[0], MASK, 30, targets=targets, parallel=not model.conditional)
+    name = "y" if model.conditional else "x"
+    assert {"posterior", "posterior_predictive", "log_likelihood", "observed_data"} <= set(idata.groups())
+    assert idata.log_likelihood[name].dims[:2] == ("chain", "draw")
+    assert idata.log_likelihood[name].shape[:2] == (1, 30)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # Pareto k warnings of tiny untrained models
+        loo, waic = az.loo(idata, pointwise=True), az.waic(idata)
+        axes = az.plot_loo_pit(idata, y=name)
+    assert np.isfinite(loo.elpd_loo) and np.isfinite(waic.elpd_waic)
+    assert loo.loo_i.size == int(MASK.sum()) * idata.observed_data[name].sizes["feature"]  # one term per valid entry
+    assert axes is not None
+    matplotlib.pyplot.close("all")
+
+
+@pytest.mark.parametrize("cls", [cls for cls in FACTORIES if "programs" not in cls.capabilities],
+                         ids=lambda c: c.__name__)  # fmt: skip
+def test_layers_without_programs_refuse_them_with_their_reason(cls):
+    model, x = FACTORIES[cls]()
+    with pytest.raises(Unsupported, match="programs"):
+        model.model(x)
+    with pytest.raises(Unsupported, match="programs"):
+        posterior_inference_data(model, x, None, 3)
