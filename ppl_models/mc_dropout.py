@@ -5,13 +5,14 @@ predicted from ``x_{<t}`` (the state before the first step is zero). Dropout sit
 
 * ``where="output"``: after the LSTM output, before the decoder (a fresh mask per step
   and unit, as a dropout layer on the LSTM's output sequence), the paper's Table 2 left;
-* ``where="full"``: also inside the LSTM, as variational recurrent dropout (Gal & Ghahramani
-  2016, "A theoretically grounded application of dropout in recurrent neural networks"):
-  one mask per sequence on the recurrent state ``h_{t-1}``, kept for every step and shared
-  by the four gates (the paper's Table 2 right, and its COVID runs: "a dropout layer inside
-  the LSTM layer, and before the output layer"). The input ``x_t`` is not dropped: with the
-  papers' one-feature series, an input mask per sequence would silence a whole sequence's
-  input (so its forecast would ignore the data) in a share ``p`` of the passes.
+* ``where="full"``: also inside the LSTM (the paper's Table 2 right, and its COVID runs: "a
+  dropout layer inside the LSTM layer, and before the output layer"): dropout on the input
+  ``x_t`` with a fresh mask at every step (MC dropout as in Gal & Ghahramani 2015, section 4,
+  which the paper cites), and variational dropout on the recurrent state ``h_{t-1}`` (Gal &
+  Ghahramani 2016): one mask per sequence, kept for every step and shared by the four gates.
+  The input mask is not kept per sequence: with the papers' one-feature series that would
+  silence a whole sequence's input in a share ``p`` of the passes, and the forecast would
+  ignore the data.
 
 As a :class:`~ppl_models.predictors.OneStepPredictor` the model is a Gaussian with a learned
 scale around the decoder's output and trains with the shared ``exact`` objective; dropout
@@ -46,12 +47,12 @@ class MCDropoutLSTM(OneStepPredictor):
         obs_dim: ``D``.
         hidden_size: LSTM state size ``H`` (the paper's ``d``).
         dropout: drop probability in ``[0, 1)`` of every dropout mask.
-        where: ``"output"`` (dropout after the LSTM output) or ``"full"`` (also variational
-            dropout on the LSTM's recurrent state).
+        where: ``"output"`` (dropout after the LSTM output) or ``"full"`` (also dropout on the
+            LSTM's input, per step, and on its recurrent state, per sequence).
     """
 
     pyro_prefix = "mc_dropout_lstm"
-    description = ("LSTM + MC dropout (where= output / full: also variational recurrent), linear decoder, "
+    description = ("LSTM + MC dropout (where= output / full: also input and recurrent), linear decoder, "
                    "Gaussian predictive; predictive draws are MC-dropout passes (the SMC Transformer paper's baseline)")
     predictive_source = "the model's Monte Carlo passes (mc_samples; nlpd from its exact predictive)"
 
@@ -126,7 +127,7 @@ class MCDropoutLSTM(OneStepPredictor):
         return torch.cat([torch.zeros_like(outputs[:, :1]), outputs[:, :-1]], 1)
 
     def _variational_lstm(self, x: torch.Tensor) -> torch.Tensor:
-        """``nn.LSTM``'s recursion on its own weights, with one dropout mask per sequence on ``h_{t-1}``.
+        """``nn.LSTM``'s recursion on its own weights, dropout on ``x_t`` (per step) and ``h_{t-1}`` (per sequence).
 
         ``[B, T, D] -> [B, T, H]`` (the outputs ``h_t``); the state starts at zero.
         """
@@ -134,7 +135,8 @@ class MCDropoutLSTM(OneStepPredictor):
         batch, steps, _ = x.shape
         state_mask = torch.bernoulli(x.new_full((batch, self.state_dim), keep)) / keep
         lstm = self.lstm
-        inputs = F.linear(x, lstm.weight_ih_l0, lstm.bias_ih_l0 + lstm.bias_hh_l0)  # [B, T, 4H]
+        dropped = F.dropout(x, self.dropout, training=True)  # a fresh mask per step and feature
+        inputs = F.linear(dropped, lstm.weight_ih_l0, lstm.bias_ih_l0 + lstm.bias_hh_l0)  # [B, T, 4H]
         h = c = x.new_zeros(batch, self.state_dim)
         outputs = []
         for t in range(steps):
