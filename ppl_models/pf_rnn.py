@@ -308,10 +308,7 @@ class _PFRNNBase(SequenceModel):
         h_n = _weighted_sum(state.h, state.log_weights.exp())  # [L, B, H]
         final = h_n if state.c is None else (h_n, _weighted_sum(state.c, state.log_weights.exp()))
         if isinstance(input, PackedSequence):
-            sorted_mean = mean if input.sorted_indices is None else mean.index_select(0, input.sorted_indices)
-            lengths = mask.sum(1) if input.sorted_indices is None else mask.sum(1)[input.sorted_indices]
-            data = pack_padded_sequence(sorted_mean, lengths.cpu(), batch_first=True).data
-            return PackedSequence(data, input.batch_sizes, input.sorted_indices, input.unsorted_indices), final
+            return _packed_like(input, mean, mask), final
         if unbatched:
             return mean.squeeze(0), _apply(final, lambda v: v.squeeze(1))
         return (mean if self.batch_first else mean.transpose(0, 1)), final
@@ -459,6 +456,15 @@ def _single_layer_checkpoint(module, state_dict, prefix, *args) -> None:
     """Load checkpoints written before the layers were stacked: ``{prefix}input_projection...`` -> ``layers.0``."""
     for key in [k for k in state_dict if k.startswith(prefix) and not k.startswith(prefix + "layers.")]:
         state_dict[f"{prefix}layers.0.{key[len(prefix):]}"] = state_dict.pop(key)
+
+
+def _packed_like(packed: PackedSequence, padded: torch.Tensor, mask: torch.Tensor) -> PackedSequence:
+    """``padded [B, T, H]`` (the batch in its original order) packed as ``packed``: same order and batch sizes."""
+    lengths = mask.sum(1)
+    if packed.sorted_indices is not None:
+        padded, lengths = padded.index_select(0, packed.sorted_indices), lengths[packed.sorted_indices]
+    data = pack_padded_sequence(padded, lengths.cpu(), batch_first=True).data
+    return PackedSequence(data, packed.batch_sizes, packed.sorted_indices, packed.unsorted_indices)
 
 
 def _apply(final, function):

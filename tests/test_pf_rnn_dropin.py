@@ -154,18 +154,24 @@ def _packed_batch():
     return x, lengths, pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
 
 
-def test_packed_sequences_match_nn_lstm():
+@pytest.mark.parametrize("enforce_sorted", [False, True])
+def test_packed_sequences_match_nn_lstm(enforce_sorted):
     torch.manual_seed(5)
     reference = nn.LSTM(3, 5, 2, batch_first=True)
     pf = PFLSTM(3, 5, 2, batch_first=True, **PLAIN)
     _copy_lstm_weights(pf, reference)
-    _, _, packed = _packed_batch()
-    expected, (h_n, c_n) = reference(packed)
-    output, (pf_h, pf_c) = pf(packed)
-    assert type(output) is type(expected)
+    x, lengths, packed = _packed_batch()
+    if enforce_sorted:  # a batch already sorted by length: no sorted_indices
+        order = lengths.argsort(descending=True)
+        packed = pack_padded_sequence(x[order], lengths[order], batch_first=True)
+    hx = (torch.randn(2, 4, 5), torch.randn(2, 4, 5))  # in the batch's own order, as nn.LSTM takes it
+    expected, (h_n, c_n) = reference(packed, hx)
+    output, (pf_h, pf_c) = pf(packed, hx)
+    assert type(output) is type(expected) and (output.sorted_indices is None) == enforce_sorted
     torch.testing.assert_close(output.data, expected.data)
     torch.testing.assert_close(output.batch_sizes, expected.batch_sizes)
-    torch.testing.assert_close(output.unsorted_indices, expected.unsorted_indices)
+    if not enforce_sorted:
+        torch.testing.assert_close(output.unsorted_indices, expected.unsorted_indices)
     torch.testing.assert_close(pf_h, h_n)
     torch.testing.assert_close(pf_c, c_n)
 
