@@ -202,6 +202,44 @@ def test_packed_particle_filters_give_each_sequence_its_own_run_and_h_n_at_its_l
         torch.testing.assert_close(h_n[-1, b], padded[b, length - 1])
 
 
+class PackedLastState(nn.Module):
+    """Written for nn.LSTM / nn.GRU: packs padded sequence-first input, predicts from h_n."""
+
+    def __init__(self, rnn):
+        super().__init__()
+        self.rnn, self.head = rnn, nn.Linear(5, 1)
+
+    def forward(self, x, lengths):
+        output, state = self.rnn(pack_padded_sequence(x, lengths, enforce_sorted=False))
+        h_n = state[0] if isinstance(state, tuple) else state
+        return self.head(h_n[-1]), pad_packed_sequence(output)[0]
+
+
+@pytest.mark.parametrize("rnn", [lambda: nn.LSTM(3, 5, 2), lambda: PFLSTM(3, 5, 2, num_particles=4),
+                                 lambda: PFGRU(3, 5, 2, num_particles=4)], ids=["lstm", "pf-lstm", "pf-gru"])
+def test_a_packing_model_ignores_padding_and_trains(rnn):
+    torch.manual_seed(12)
+    model = PackedLastState(rnn())
+    x, lengths = torch.randn(6, 4, 3), torch.tensor([3, 6, 1, 4])
+    valid = (torch.arange(8).unsqueeze(-1) < lengths).unsqueeze(-1)  # [T', B, 1] with 2 more steps
+    garbage = torch.where(valid, torch.cat([x, x[:2]]), torch.randn(8, 4, 3) * 9)
+    model.eval()
+    prediction, output = model(x, lengths)
+    assert prediction.shape == (4, 1) and output.shape == (6, 4, 5)
+    torch.testing.assert_close(model(garbage, lengths)[0], prediction)  # other padding, longer: same answer
+    model.train()
+    y = x[0, :, :1]
+    optimizer = torch.optim.Adam(model.parameters(), lr=2e-2)
+    losses = []
+    for _ in range(30):
+        optimizer.zero_grad()
+        loss = (model(x, lengths)[0] - y).square().mean()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.5 * losses[0]
+
+
 @pytest.mark.parametrize("cell", [PFLSTM, PFGRU])
 def test_unbatched_input_is_a_batch_of_one(cell):
     torch.manual_seed(7)
