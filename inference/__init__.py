@@ -5,6 +5,7 @@ from .particle_filter import GRADIENT_MODES, FilterResult, ParticleFilter, Parti
 from .protocol import (
     CAPABILITIES,
     ESTIMATORS,
+    UNCONDITION,
     Generation,
     OneStepPredictive,
     Score,
@@ -19,6 +20,7 @@ from .state_space import SEQUENCE_PLATE, MarkovStateSpace
 __all__ = [
     "CAPABILITIES",
     "ESTIMATORS",
+    "UNCONDITION",
     "Generation",
     "OneStepPredictive",
     "Score",

@@ -26,6 +26,10 @@ capability      what the model then provides
 A *conditional* model (``conditional = True``: the PF-RNN predictor) reads inputs ``x`` and
 describes targets ``y``: its ``predictive`` draws ``y_t`` given ``x_{<=t}``.
 
+A model with programs also declares what its ``model`` draws under ``pyro.poutine.uncondition``
+(or ``Predictive`` without the data), ``uncondition``, one of :data:`UNCONDITION`. To simulate,
+call ``generate`` or ``forecast``, which mean the same on every model.
+
 The base class gives particle models (``particles``) their ``predictive`` and ``forecast``
 from the shared filter (:func:`particle_predictive`, :func:`particle_forecast`); everything
 else a model writes itself. :data:`ESTIMATORS` says which log-likelihood estimate needs which
@@ -48,7 +52,8 @@ from .forecast import forecast as _forecast_particles
 from .particle_filter import ParticleFilter
 from .validation import check_positive_int, check_sequences
 
-__all__ = ["CAPABILITIES", "ESTIMATORS", "SequenceModel", "OneStepPredictive", "Generation", "Score", "Unsupported",
+__all__ = ["CAPABILITIES", "ESTIMATORS", "UNCONDITION", "SequenceModel", "OneStepPredictive", "Generation", "Score",
+           "Unsupported",
            "particle_predictive", "particle_forecast", "exact_predictive", "check_num_samples"]  # fmt: skip
 
 #: capability name -> what it provides (see the module docstring)
@@ -61,6 +66,12 @@ CAPABILITIES = {
     "generate": "generate(num_steps, num_sequences=1, prefix=None)",
     "forecast": "forecast(x, mask, horizon, num_samples)",
 }
+#: what a model's ``model`` program draws when its observed sites are unconditioned
+UNCONDITION = {
+    "teacher-forced": "one-step draws of each x_t given the observed x_{<t}: a deterministic state computed from "
+                      "the data in one pass (SRNN's GRU, the exact predictors) does not read the drawn values",
+    "free": "a free simulation: each drawn x_t (y_t) feeds the next step, the observed values are not read",
+}  # fmt: skip
 #: log-likelihood estimator -> the capability it needs
 ESTIMATORS = {"exact": "exact", "elbo": "latent", "iwae": "latent", "smc": "particles"}
 
@@ -139,6 +150,8 @@ class SequenceModel(nn.Module):
     conditional: ClassVar[bool] = False
     #: start of the instances' names in Pyro's parameter store (``None``: the class name, lower case)
     pyro_prefix: ClassVar[str | None] = None
+    #: what ``model`` draws under ``poutine.uncondition`` (a key of :data:`UNCONDITION`; ``None``: no programs)
+    uncondition: ClassVar[str | None] = None
 
     def __init__(self):
         super().__init__()

@@ -50,6 +50,7 @@ class MarkovStateSpace(SequenceModel):
     the shared filter. Subclasses add what else they can do.
     """
 
+    uncondition = "free"
     capabilities = frozenset({"programs", "latent", "particles", "predictive", "forecast"})
     limitations = {"exact": "the latent states make log p(x) intractable in general: it is scored by ELBO, "
                             "IWAE-K or SMC-K",

@@ -721,6 +721,7 @@ class PFRNNProgram(SequenceModel):
     """
 
     conditional = True
+    uncondition = "free"
     pyro_prefix = "pf_rnn"
     capabilities = frozenset({"programs", "latent"})
     limitations = {

@@ -41,6 +41,7 @@ class ExactPredictiveModel(SequenceModel):
     global random numbers (seed them with ``pyro.set_rng_seed``).
     """
 
+    uncondition = "teacher-forced"
     capabilities = frozenset({"programs", "exact", "predictive", "generate", "forecast"})
     limitations = {"latent": "no latent variables: its guide is empty and ELBO / IWAE equal the exact likelihood",
                    "particles": "no latent state to filter: its likelihood is exact"}  # fmt: skip

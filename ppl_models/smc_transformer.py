@@ -80,6 +80,7 @@ class SMCTransformer(ParticlePrograms, SequenceModel):
         em_exponent: EM step size ``η_p = p^-em_exponent`` at the ``p``-th update (0.6 in the paper).
     """
 
+    uncondition = "free"
     guide_proposes = False
     pyro_prefix = "smc_transformer"
     capabilities = frozenset({"programs", "particles", "predictive", "generate", "forecast"})

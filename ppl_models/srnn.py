@@ -111,6 +111,7 @@ class SRNN(LatentRollout, MarkovStateSpace):
             objective share the dropped ``d_t``).
     """
 
+    uncondition = "teacher-forced"
     description = "SRNN (Fraccaro et al. 2016): GRU + nonlinear SSM, smoothing/filtering guide, Res_q"
 
     def __init__(

@@ -79,6 +79,7 @@ class VRNN(LatentRollout, ParticlePrograms, SequenceModel):
         num_hidden_layers: hidden layers per net (1).
     """
 
+    uncondition = "free"
     description = ("VRNN (Chung et al. 2015): GRU state that reads the sampled z, filtering guide (the SRNN "
                    "paper's stochastic baseline)")
 

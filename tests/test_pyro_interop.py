@@ -8,11 +8,12 @@ import numpy as np
 import pyro
 import pytest
 import torch
+from pyro import poutine
 from pyro.infer import SVI, JitTrace_ELBO, Predictive, Trace_ELBO, TraceMeanField_ELBO
 from pyro.infer.autoguide import AutoNormal
 from test_protocol import FACTORIES, MASK
 
-from inference import Unsupported
+from inference import UNCONDITION, Unsupported
 from inference.arviz_import import az
 from inference.calibration import posterior_inference_data
 
@@ -100,3 +101,29 @@ def test_layers_without_programs_refuse_them_with_their_reason(cls):
         model.model(x)
     with pytest.raises(Unsupported, match="programs"):
         posterior_inference_data(model, x, None, 3)
+
+
+@pytest.mark.parametrize("cls", PROGRAMS, ids=lambda c: c.__name__)
+def test_uncondition_draws_what_the_model_declares(cls):
+    """Free simulations ignore the observed values; teacher-forced draws read them (same seed, other data).
+
+    Compared through the laws the draws come from (their means), which binary draws can hide.
+    """
+    model, args = _model_and_args(cls)
+    assert cls.uncondition in UNCONDITION
+    index = 1 if model.conditional else 0  # the modelled variable: y of a conditional model, else x
+    data = args[index]
+    binary = bool(((data == 0) | (data == 1)).all())
+    other = list(args)
+    other[index] = 1 - data if binary else data + 3.0
+
+    def draws(program_args):
+        pyro.set_rng_seed(11)
+        trace = poutine.trace(poutine.uncondition(model.model)).get_trace(*program_args)
+        return {name: site["fn"].mean for name, site in trace.nodes.items()
+                if site["type"] == "sample" and site["name"].split("/")[-1][0] in "xy"}  # fmt: skip
+
+    first, second = draws(args), draws(other)
+    assert first and set(first) == set(second)
+    same = all(torch.equal(first[name], second[name]) for name in first)
+    assert same == (cls.uncondition == "free"), f"{cls.__name__} declares {cls.uncondition!r}"
