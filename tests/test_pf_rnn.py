@@ -378,3 +378,25 @@ def test_the_pyro_program_runs_without_warnings(task, y):
         warnings.simplefilter("error")
         loss = Trace_ELBO().loss(program.model, program.guide, torch.randn(5, 4, 2), y)
     assert math.isfinite(loss)
+
+
+def test_predictor_with_stacked_pf_layers_trains_and_its_program_refuses_them():
+    torch.manual_seed(13)
+    predictor = PFRNNPredictor(2, 1, cell="pf-gru", hidden_size=6, encoder_size=4, num_particles=3, num_layers=2,
+                               dropout=0.1)  # fmt: skip
+    x = torch.randn(8, 5, 2)
+    y = x.cumsum(1)[..., :1]
+    belief = predictor.belief(x)
+    assert belief.particles.shape == (5, 3, 8, 6) and belief.state.h.shape == (2, 3, 8, 6)
+    objective = DiscriminativeLoss(predictor, belief_weight=0.5)
+    optimizer = torch.optim.Adam(predictor.parameters(), lr=1e-2)
+    losses = []
+    for _ in range(30):
+        optimizer.zero_grad()
+        loss = objective(x, None, y).loss
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.7 * losses[0]
+    with pytest.raises(ValueError, match="num_layers=2"):
+        PFRNNProgram(predictor)
