@@ -472,36 +472,39 @@ def _apply(final, function):
     return tuple(function(v) for v in final) if isinstance(final, tuple) else function(final)
 
 
-_PARTICLE_OPTIONS_DOC = """
-    The positional arguments and their defaults are ``nn.{torch_name}``'s; the particle options are keyword-only.
+class PFLSTM(_PFRNNBase):
+    """PF-LSTM: ``K`` LSTM particles per layer, stochastic cell updates, learned weights, soft resampling.
+
+    A drop-in for ``nn.LSTM``: its positional arguments and defaults; the particle options are
+    keyword-only. See :meth:`forward` for the call.
 
     Args:
         input_size: ``D``; hidden_size: ``H``.
         num_layers: stacked PF layers, each a particle filter of its own over the weighted mean
             output of the layer below.
         bias: biases in the gate and noise-scale projections.
-        batch_first: inputs and outputs ``[B, T, .]`` instead of ``[T, B, .]`` (default ``False``, as
-            ``nn.{torch_name}``).
+        batch_first: inputs and outputs ``[B, T, .]`` instead of ``[T, B, .]`` (default ``False``,
+            as ``nn.LSTM``).
         dropout: dropout on each layer's output but the last's, in training.
-        bidirectional{proj}: only the defaults (``False``{proj_default}); others raise ``ValueError``.
+        bidirectional, proj_size: only the defaults (``False``, ``0``); others raise ``ValueError``.
         device, dtype: of the parameters.
-        num_particles: ``K`` (keyword-only; the cost is about ``K`` times ``nn.{torch_name}``'s).
+        num_particles: ``K`` (keyword-only; each layer updates ``B K`` cells per step).
         resampling: ``"soft"`` (eq. 3, at every step) or ``"none"``.
         alpha: soft-resampling mixture weight (0.5 in the paper; 1 = plain multinomial).
         stochastic: add the learned Gaussian noise to the candidate (eqs. 9-11).
-        activation: ``"relu_bn"`` (eq. 12, the paper's) or ``"tanh"`` (eq. 6, ``nn.{torch_name}``'s).
+        activation: ``"relu_bn"`` (eq. 12, the paper's) or ``"tanh"`` (eq. 6, ``nn.LSTM``'s).
         norm_steps: time steps with batch-norm statistics of their own (:class:`StepBatchNorm`).
         eval_randomness: what ``eval()`` does with the noise and resampling draws: ``"fixed"``
             (default: drawn from a generator seeded with ``eval_seed`` at every call, so a batch
             always gives the same output), ``"off"`` (no noise, no resampling: the weights are
             carried by importance weighting alone) or ``"sampled"`` (fresh draws, as in training).
         eval_seed: the seed of ``"fixed"``.
-"""
 
-
-class PFLSTM(_PFRNNBase):
-    __doc__ = ("PF-LSTM: ``K`` LSTM particles per layer, stochastic cell updates, learned weights, soft resampling.\n"
-               + _PARTICLE_OPTIONS_DOC.format(torch_name="LSTM", proj=", proj_size", proj_default=", ``0``"))
+    Attributes:
+        layers: one particle cell per layer (``input_projection``, ``hidden_projection``,
+            ``obs_net`` = ``f_obs``, ``norm``).
+        last_particle_state: the :class:`ParticleState` the last :meth:`forward` ended in, detached.
+    """
 
     description = "PF-LSTM layer (Ma et al. 2020): K LSTM particles, stochastic cell updates, soft resampling"
     _cell = _LSTMParticleCell
@@ -518,11 +521,13 @@ class PFLSTM(_PFRNNBase):
 
 
 class PFGRU(_PFRNNBase):
-    __doc__ = ("PF-GRU (the paper's appendix): ``K`` GRU particles per layer, stochastic updates, soft resampling.\n\n"
-               "    ``n = W_n [r * h, x] + b_n + eps``, ``h' = (1 - z) * act(n) + z * h``; the noise scale\n"
-               "    reads ``[h_{t-1}, x_t]``. The reset gate acts before the recurrent product (Cho et al.\n"
-               "    2014), not after it as in ``nn.GRU``.\n"
-               + _PARTICLE_OPTIONS_DOC.format(torch_name="GRU", proj="", proj_default=""))
+    """PF-GRU (the paper's appendix): ``K`` GRU particles per layer, stochastic updates, soft resampling.
+
+    ``n = W_n [r * h, x] + b_n + eps``, ``h' = (1 - z) * act(n) + z * h``; the noise scale
+    reads ``[h_{t-1}, x_t]``. The reset gate acts before the recurrent product (Cho et al.
+    2014), not after it as in ``nn.GRU``. A drop-in for ``nn.GRU``: arguments and attributes as
+    :class:`PFLSTM` (without ``proj_size``); the call returns ``(output, h_n)``.
+    """
 
     description = "PF-GRU layer (Ma et al. 2020): K GRU particles, stochastic updates, soft resampling"
     _cell = _GRUParticleCell
