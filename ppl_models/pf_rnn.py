@@ -43,6 +43,7 @@ import pyro
 import pyro.distributions as dist
 import torch
 from pyro import poutine
+from pyro.poutine.runtime import get_plates
 from torch import nn
 from torch.nn import functional as F
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
@@ -755,20 +756,29 @@ class PFRNNProgram(SequenceModel):
             return [pyro.sample(f"noise_{t}", prior) if cell.stochastic else None for t in pyro.markov(range(steps))]
 
     def model(self, x: torch.Tensor, y: torch.Tensor, mask: torch.Tensor | None = None):
-        """Pyro model over inputs ``x [B, T, D]``, targets ``y [B, T, O]`` (or class indices ``[B, T]``)."""
+        """Pyro model over inputs ``x [B, T, D]``, targets ``y [B, T, O]`` (or class indices ``[B, T]``).
+
+        Under vectorised plates outside its own (``Predictive(parallel=True)``'s, at dims -3,
+        -4, ...), each of their ``N`` draws runs its own filter: they are folded into the batch.
+        """
         predictor, cell = self.predictor, self.predictor.rnn
         step_cell = cell.layers[0]
         pyro.module(self.pyro_name, predictor)
         batch, steps, _ = x.shape
         mask = torch.ones(batch, steps, dtype=torch.bool, device=x.device) if mask is None else mask
-        zeros = x.new_zeros(cell.num_particles, batch, cell.hidden_size)
-        run = _ParticleRun(step_cell, dict.fromkeys(step_cell.state_keys, zeros), None, None)
-        state, context = run.start(predictor.encoder(x), mask, cell.num_particles)
-        log_w = x.new_full((cell.num_particles, batch), -math.log(cell.num_particles))
         sequences = pyro.plate(SEQUENCE_PLATE, batch, dim=-1)
         noises = self._noise_sites(sequences, steps, x)
+        outer = _outer_plate_sizes()
+        draws = math.prod(outer)  # the outer draws, folded into the batch: [N * B]
+        folded_x = x.expand(draws, *x.shape).reshape(draws * batch, steps, -1)
+        folded_mask = mask.expand(draws, *mask.shape).reshape(draws * batch, steps)
+        noises = [None if noise is None else _fold_outer(noise, draws) for noise in noises]
+        zeros = x.new_zeros(cell.num_particles, draws * batch, cell.hidden_size)
+        run = _ParticleRun(step_cell, dict.fromkeys(step_cell.state_keys, zeros), None, None)
+        state, context = run.start(predictor.encoder(folded_x), folded_mask, cell.num_particles)
+        log_w = x.new_full((cell.num_particles, draws * batch), -math.log(cell.num_particles))
         for t in range(steps):
-            valid = mask[:, t]
+            valid = folded_mask[:, t]
             if t > 0 and cell.resampling == "soft":
                 ancestors, new_log_w = resample(log_w, "soft", alpha=cell.alpha, generator=self.generator)
                 identity = torch.arange(cell.num_particles, device=x.device).unsqueeze(-1)
@@ -779,9 +789,10 @@ class PFRNNProgram(SequenceModel):
             state = {k: torch.where(valid.unsqueeze(-1), v, state[k]) for k, v in new.items()}
             log_w = torch.where(valid, torch.log_softmax(log_w + step_cell.log_obs(state["h"], context["obs"][t]), 0),
                                 log_w)
-            mixture = dist.MixtureSameFamily(dist.Categorical(logits=log_w.T),
-                                             _batch_last(predictor.particle_distribution(state["h"])))
-            with sequences, poutine.mask(mask=valid):
+            shape = (*outer, 1, batch) if outer else (batch,)  # the outer plates at dims -3, -4, ...
+            mixture = dist.MixtureSameFamily(dist.Categorical(logits=log_w.T.reshape(*shape, -1)),
+                                             _batch_last(predictor.particle_distribution(state["h"]), shape))
+            with sequences, poutine.mask(mask=mask[:, t]):
                 pyro.sample(f"y_{t}", mixture, obs=y[:, t])
 
     def guide(self, x: torch.Tensor, y: torch.Tensor, mask: torch.Tensor | None = None):
@@ -789,9 +800,26 @@ class PFRNNProgram(SequenceModel):
         self._noise_sites(pyro.plate(SEQUENCE_PLATE, x.shape[0], dim=-1), x.shape[1], x)
 
 
-def _batch_last(component):
-    """A per-particle distribution with batch ``[K, B]`` as ``[B, K]`` (mixture components last)."""
+def _batch_last(component, shape):
+    """A per-particle distribution with batch ``[K, N * B]`` as batch ``shape`` (``[..., B]``) with ``K`` last."""
     if isinstance(component, dist.Categorical):
-        return dist.Categorical(logits=component.logits.transpose(0, 1))
+        return dist.Categorical(logits=component.logits.transpose(0, 1).reshape(*shape, *component.logits.shape[::2]))
     base = component.base_dist
-    return dist.Normal(base.loc.transpose(0, 1), base.scale.expand_as(base.loc).transpose(0, 1)).to_event(1)
+    loc, scale = base.loc, base.scale.expand_as(base.loc)
+    return dist.Normal(loc.transpose(0, 1).reshape(*shape, *loc.shape[::2]),
+                       scale.transpose(0, 1).reshape(*shape, *loc.shape[::2])).to_event(1)  # fmt: skip
+
+
+def _outer_plate_sizes() -> tuple[int, ...]:
+    """Sizes of the vectorised plates outside the program's two (dims -3, -4, ...), outermost first; ``()`` if none."""
+    sizes = {frame.dim: frame.size for frame in get_plates() if frame.dim is not None and frame.dim < -2}
+    return tuple(sizes.get(dim, 1) for dim in range(min(sizes), -2)) if sizes else ()
+
+
+def _fold_outer(noise: torch.Tensor, draws: int) -> torch.Tensor:
+    """Noise ``[..., K, B, H]`` of ``draws`` outer draws as ``[K, draws * B, H]`` (draw-major, as the batch)."""
+    particles, batch, hidden = noise.shape[-3:]
+    noise = noise.expand(*noise.shape[:-3], particles, batch, hidden).reshape(-1, particles, batch, hidden)
+    return noise.expand(draws, -1, -1, -1).transpose(0, 1).reshape(particles, draws * batch, hidden)
+
+

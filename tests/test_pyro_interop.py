@@ -78,7 +78,7 @@ def test_predictive_sequential_and_parallel_give_the_same_sites_and_shapes(cls):
 def test_arviz_loo_waic_and_loo_pit_run_on_its_inference_data(cls):
     model, args = _model_and_args(cls)
     targets = args[1] if model.conditional else None
-    idata = posterior_inference_data(model, args[0], MASK, 30, targets=targets, parallel=not model.conditional)
+    idata = posterior_inference_data(model, args[0], MASK, 30, targets=targets)
     name = "y" if model.conditional else "x"
     assert {"posterior", "posterior_predictive", "log_likelihood", "observed_data"} <= set(idata.groups())
     assert idata.log_likelihood[name].dims[:2] == ("chain", "draw")
