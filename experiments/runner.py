@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import time
-import warnings
 from pathlib import Path
 
 import pyro
@@ -26,7 +25,7 @@ import torch
 from torch import nn
 
 from inference import ParticleFilter, calibration
-from inference.arviz_import import az
+from inference.arviz_compat import loo_summary, waic_summary
 from inference.io import write_json, write_text
 from inference.objectives import ELBO, IWAE
 from inference.protocol import ESTIMATORS, particle_predictive
@@ -276,18 +275,14 @@ def _posterior_data(model, x, mask, draws: int, device):
 
 
 def loo_metrics(idata, steps: int) -> dict:
-    """PSIS-LOO and WAIC of ``idata`` (ArviZ), in nats per step, with the largest Pareto ``k``."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)  # ArviZ's k warnings: the largest k is reported instead
-        loo, waic = az.loo(idata, pointwise=True), az.waic(idata)
-    return {
-        "elpd_loo_per_step": float(loo.elpd_loo) / steps,
-        "p_loo": float(loo.p_loo),
-        "max_pareto_k": float(loo.pareto_k.max()),
-        "elpd_waic_per_step": float(waic.elpd_waic) / steps,
-        "source": "PSIS-LOO and WAIC over the guide's draws of the latent sites (posterior.nc); the unit is one "
-                  "entry x_{t,d}, whose chain-rule factors sum to the step's log-likelihood",
-    }  # fmt: skip
+    """PSIS-LOO (and WAIC on ArviZ 0.x) of ``idata``, elpd in nats per step, with the largest Pareto ``k``."""
+    loo, waic = loo_summary(idata), waic_summary(idata)
+    metrics = {"elpd_loo_per_step": loo["elpd"] / steps, "p_loo": loo["p"], "max_pareto_k": loo["max_pareto_k"]}
+    if waic is not None:
+        metrics["elpd_waic_per_step"] = waic["elpd"] / steps
+    metrics["source"] = ("PSIS-LOO and WAIC over the guide's draws of the latent sites (posterior.nc); the unit is "
+                         "one entry x_{t,d}, whose chain-rule factors sum to the step's log-likelihood")
+    return metrics
 
 
 def binary_calibration(probabilities: torch.Tensor, observed: torch.Tensor, mask: torch.Tensor, bins: int = 10) -> dict:

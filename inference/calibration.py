@@ -36,7 +36,7 @@ import torch
 from matplotlib.figure import Figure
 from pyro.ops.stats import crps_empirical
 
-from .arviz_import import az
+from .arviz_compat import az, dataset, inference_data, is_inference_data
 from .io import atomic_write
 from .validation import check_positive_int, check_sequences
 
@@ -87,7 +87,7 @@ def to_inference_data(
     var_name: str = "x",
     coords: Mapping[str, Sequence] | None = None,
 ) -> az.InferenceData:
-    """Pack draws and observations into an ArviZ ``InferenceData``.
+    """Pack draws and observations into an ArviZ ``InferenceData`` (an ``xarray.DataTree`` on ArviZ 1.x).
 
     Args:
         predictive: draws ``[S, B, T, D]`` (torch or numpy): one-step predictive draws for
@@ -117,12 +117,12 @@ def to_inference_data(
     step_dims = list(SEQUENCE_DIMS[:2]) if pack is None else ["step"]
     dims = {var_name: step_dims + ["feature"]}
 
-    def dataset(values, **options):
-        return _with_step_coords(az.dict_to_dataset(values, coords=coords, dims=dims, **options), mask, pack)
+    def group(values, draws=True):
+        return _with_step_coords(dataset(values, coords=coords, dims=dims, draws=draws), mask, pack)
 
     groups = {
-        "posterior_predictive": dataset({var_name: _packed(predictive, pack, draws=True)}),
-        "observed_data": dataset({var_name: _packed(observed, pack)}, default_dims=[]),
+        "posterior_predictive": group({var_name: _packed(predictive, pack, draws=True)}),
+        "observed_data": group({var_name: _packed(observed, pack)}, draws=False),
     }
     if log_likelihood is not None:
         values = _as_float_tensor(log_likelihood, "log_likelihood").to(predictive.device)
@@ -131,10 +131,10 @@ def to_inference_data(
                              f"{tuple(predictive.shape[1:])}, got {tuple(values.shape)}")  # fmt: skip
         if not bool(torch.isfinite(values[:, mask]).all()):
             raise ValueError("log_likelihood contains NaN or inf at valid (unmasked) steps")
-        groups["log_likelihood"] = dataset({var_name: _packed(values, pack, draws=True)})
+        groups["log_likelihood"] = group({var_name: _packed(values, pack, draws=True)})
     if posterior is not None:
         groups["posterior"] = _posterior_dataset(posterior, mask, pack, step_dims, coords)
-    return az.InferenceData(**groups)
+    return inference_data(groups)
 
 
 def posterior_inference_data(model, x, mask=None, num_draws: int = 100, *, targets=None, var_name: str | None = None,
@@ -190,8 +190,9 @@ def stack_sequence_sites(samples: Mapping[str, torch.Tensor], site: str = "x") -
 
 def save_inference_data(idata: az.InferenceData, path: str | os.PathLike) -> Path:
     """Write ``idata`` to a netCDF file (``.nc``, ArviZ's default h5netcdf engine), atomically."""
-    if not isinstance(idata, az.InferenceData):
-        raise TypeError(f"idata must be an arviz.InferenceData, got {type(idata).__name__}")
+    if not is_inference_data(idata):
+        raise TypeError("idata must be an arviz.InferenceData (an xarray.DataTree on ArviZ 1.x), "
+                        f"got {type(idata).__name__}")
     return atomic_write(path, lambda tmp: idata.to_netcdf(tmp))
 
 
@@ -371,7 +372,7 @@ def calibration_summary(
 
 
 def plot_pit_ecdf(pit_values, path: str | os.PathLike | None = None) -> Figure:
-    """ECDF of PIT values minus the uniform CDF, with a 94% simultaneous band (ArviZ).
+    """ECDF of PIT values minus the uniform CDF, with a 94% simultaneous band.
 
     Args:
         pit_values: PIT values of any shape (e.g. :func:`pit`'s ``[B, T, D]``); NaN (padding)
@@ -389,19 +390,14 @@ def plot_pit_ecdf(pit_values, path: str | os.PathLike | None = None) -> Figure:
         raise ValueError("pit_values must contain at least one non-NaN value, got none")
     if values.min() < 0 or values.max() > 1:
         raise ValueError(f"pit_values must lie in [0, 1], got range [{values.min()}, {values.max()}]")
-    uniform = scipy.stats.uniform(0, 1)
+    grid = np.linspace(0, 1, 101)
+    difference = (values[:, None] <= grid).mean(0) - grid
+    half_width = _uniform_ecdf_band(values.size, grid, prob=0.94)
     figure = Figure(figsize=(5, 3.5), layout="constrained")
     axes = figure.subplots()
-    az.plot_ecdf(
-        values,
-        cdf=uniform.cdf,
-        rvs=uniform.rvs,  # PIT values are continuous: the band is calibrated on uniform draws
-        eval_points=np.linspace(0, 1, 101),
-        confidence_bands=True,
-        difference=True,
-        random_state=np.random.default_rng(0),  # an int seed would repeat the same draw in every trial
-        ax=axes,
-    )
+    axes.fill_between(grid, -half_width, half_width, color="C0", alpha=0.2, linewidth=0, label="94% simultaneous band")
+    axes.plot(grid, difference, color="C0", label="ECDF - uniform CDF")
+    axes.legend(loc="best")
     axes.axhline(0, color="grey", linewidth=0.8)
     axes.set(xlabel="PIT value", ylabel="ECDF - uniform CDF", title=f"PIT ECDF difference ({values.size} values)")
     return _save_png(figure, path)
@@ -498,6 +494,22 @@ def _randomised_pit(predictive, observed, mask, generator):
     return _nan_where_padded(values, mask.unsqueeze(-1))
 
 
+def _uniform_ecdf_band(size: int, grid: np.ndarray, prob: float, trials: int = 4000) -> np.ndarray:
+    """Half-widths at ``grid`` of a simultaneous ``prob`` band for the ECDF of ``size`` uniforms minus their CDF.
+
+    The band is ``c * sd(t)`` with ``sd(t) = sqrt(t (1 - t) / size)``, where ``c`` is the
+    ``prob`` quantile of the largest standardised deviation over the grid, in ``trials``
+    simulated samples (the counts between grid points are multinomial; seeded, so a plot
+    repeats).
+    """
+    counts = np.random.default_rng(0).multinomial(size, np.diff(grid), size=trials)
+    inner = grid[1:-1]  # the ends have sd 0: every ECDF is exact there
+    ecdf = counts.cumsum(1)[:, :-1] / size
+    sd = np.sqrt(inner * (1 - inner) / size)
+    scale = np.quantile((np.abs(ecdf - inner) / sd).max(1), prob)
+    return np.concatenate([[0.0], scale * sd, [0.0]])
+
+
 def _sample_quantiles(samples: torch.Tensor, probs: torch.Tensor) -> torch.Tensor:
     """Quantiles along dim 0, interpolating linearly between order statistics: ``[len(probs), ...]``."""
     ordered = samples.sort(dim=0).values
@@ -566,7 +578,7 @@ def _posterior_dataset(posterior, mask, pack, step_dims, coords):
     if pack is not None and per_sequence and len(per_sequence) < len(dims):
         raise ValueError(f"posterior variables {per_sequence} are per sequence [S, B]: with padding they cannot share "
                          "a group with per-step variables [S, B, T, ...]")  # fmt: skip
-    return _with_step_coords(az.dict_to_dataset(values, coords=coords, dims=dims), mask, pack)
+    return _with_step_coords(dataset(values, coords=coords, dims=dims), mask, pack)
 
 
 def _nan_where_padded(values: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:

@@ -2,7 +2,6 @@
 
 import math
 
-import arviz as az
 import numpy as np
 import pytest
 import scipy.stats
@@ -10,6 +9,7 @@ import torch
 from matplotlib.figure import Figure
 from pyro.infer import Predictive
 
+from inference.arviz_compat import az
 from inference.calibration import (
     ReliabilityCurve,
     brier_score,
@@ -419,3 +419,18 @@ def test_stacking_names_the_sites_it_needs():
         stack_sequence_sites({"x_0": torch.zeros(2, 3, 1), "x_2": torch.zeros(2, 3, 1)})
     with pytest.raises(TypeError, match="dict Predictive returns"):
         stack_sequence_sites(torch.zeros(2))
+
+
+def test_pit_band_is_a_simultaneous_band_for_uniform_pit_values():
+    """About 94% of ECDFs of fresh uniform samples lie wholly inside the band; a too-narrow predictive leaves it."""
+    from inference.calibration import _uniform_ecdf_band
+
+    grid = np.linspace(0, 1, 101)
+    size, trials = 60, 2000
+    half_width = _uniform_ecdf_band(size, grid, prob=0.94)
+    rng = np.random.default_rng(123)  # not the band's own seed
+    samples = rng.uniform(size=(trials, size))
+    inside = [(np.abs((row[:, None] <= grid).mean(0) - grid) <= half_width + 1e-12).all() for row in samples]
+    assert abs(np.mean(inside) - 0.94) < 3 * math.sqrt(0.94 * 0.06 / trials) + 0.01  # Monte Carlo and grid error
+    overconfident = scipy.stats.norm.cdf(2 * rng.normal(size=size))  # PIT of N(0, 4) data under N(0, 1)
+    assert (np.abs((overconfident[:, None] <= grid).mean(0) - grid) > half_width).any()

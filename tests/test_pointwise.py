@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from inference import Unsupported
-from inference.arviz_import import az
+from inference.arviz_compat import az
 from inference.calibration import posterior_inference_data
 from inference.objectives import IWAE
 from inference.pointwise import entry_log_prob, posterior_draws

@@ -14,7 +14,7 @@ from pyro.infer.autoguide import AutoNormal
 from test_protocol import FACTORIES, MASK
 
 from inference import UNCONDITION, Unsupported
-from inference.arviz_import import az
+from inference.arviz_compat import az
 from inference.calibration import posterior_inference_data
 
 matplotlib.use("Agg")
