@@ -17,7 +17,6 @@ Examples::
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -64,7 +63,7 @@ def _train(args) -> int:
 
 def _train_supervised(config: dict, run_dir, resume: bool = False) -> int:
     metrics = supervised.train(config, run_dir, resume=resume)
-    print(json.dumps(metrics, indent=2) + f"\n\nrun folder: {run_dir}")
+    print(supervised.format_table(metrics) + f"\n\nrun folder: {run_dir}")
     return 0
 
 
@@ -126,7 +125,7 @@ def _forecast(args) -> int:
                                   num_samples=args.samples, num_particles=args.particles,
                                   em_iterations=args.em_iterations,
                                   em_sites=args.em_sites.split(",") if args.em_sites else None,
-                                  recalibrate=args.recalibrate, recalibrate_per_step=not args.recalibrate_pooled,
+                                  recalibrate=args.recalibrate, recalibrate_per_step=args.recalibrate_per_step,
                                   device=args.device or "cpu")  # fmt: skip
     print((Path(args.out) / "forecast.md").read_text())
     return 0
@@ -185,8 +184,9 @@ def build_parser() -> argparse.ArgumentParser:
     ahead.add_argument("--em-sites", help="comma-separated covariances the EM steps fit (default all)")
     ahead.add_argument("--recalibrate", choices=RECALIBRATION_METHODS,
                        help="also report forecasts recalibrated on the validation split (see inference.recalibration)")
-    ahead.add_argument("--recalibrate-pooled", action="store_true",
-                       help="fit one recalibration for all steps ahead (default: one per step)")
+    ahead.add_argument("--recalibrate-per-step", action="store_true",
+                       help="fit one recalibration per step ahead (default: one for all steps; per step needs "
+                            "many validation sequences)")
     ahead.add_argument("--device", help="cpu, cuda, cuda:N")
     ahead.set_defaults(func=_forecast)
 

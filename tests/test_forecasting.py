@@ -69,9 +69,8 @@ def test_forecast_command_writes_the_report(tmp_path, capsys):
     assert "| SMC-T | 3 |" in capsys.readouterr().out
     assert cli.main(["forecast", f"SMC-T={tmp_path / 'smct'}", "--out", str(out), "--observed", "25"]) == 2
     # recalibrated on the validation split: a second row, and coverage per step ahead in every row
-    assert cli.main(["forecast", f"SMC-T={tmp_path / 'smct'}", "--out", str(out), "--observed", "20",
-                     "--horizon", "5", "--samples", "30", "--particles", "10", "--recalibrate", "scale",
-                     "--recalibrate-pooled"]) == 0  # fmt: skip
+    assert cli.main(["forecast", f"SMC-T={tmp_path / 'smct'}", "--out", str(out), "--observed", "20", "--horizon",
+                     "5", "--samples", "30", "--particles", "10", "--recalibrate", "scale"]) == 0  # fmt: skip
     metrics = json.loads((out / "forecast.json").read_text())["metrics"]
     assert metrics["SMC-T"]["recalibration"] == "none"
     assert metrics["SMC-T + scale"]["recalibration"] == "scale (pooled, validation split)"
