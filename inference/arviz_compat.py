@@ -20,7 +20,8 @@ with warnings.catch_warnings():
     warnings.filterwarnings("ignore", message=r"\s*ArviZ is undergoing a major refactor", category=FutureWarning)
     import arviz as az
 
-__all__ = ["az", "ARVIZ_1", "dataset", "inference_data", "is_inference_data", "loo_summary", "waic_summary"]
+__all__ = ["az", "ARVIZ_1", "dataset", "inference_data", "is_inference_data", "group_names", "loo_summary",
+           "waic_summary"]
 
 #: ArviZ 1.x (``xarray.DataTree`` containers, ``arviz_stats``), rather than 0.x (``InferenceData``)
 ARVIZ_1 = int(az.__version__.split(".")[0]) >= 1
@@ -48,6 +49,13 @@ def is_inference_data(value) -> bool:
 
         return isinstance(value, xarray.DataTree)
     return isinstance(value, az.InferenceData)
+
+
+def group_names(data) -> set[str]:
+    """Names of the groups of an ``InferenceData`` or ``DataTree`` (``{"posterior", "observed_data", ...}``)."""
+    if ARVIZ_1:
+        return {name.strip("/") for name in data.groups if name.strip("/")}
+    return set(data.groups())
 
 
 def loo_summary(data) -> dict:
