@@ -49,6 +49,7 @@ Gradient modes:
 from __future__ import annotations
 
 import math
+import warnings
 from collections import deque
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
@@ -56,7 +57,7 @@ from typing import Any, NamedTuple, Protocol
 import pyro
 import torch
 
-from .resampling import SCHEMES, gather_particles, logsumexp_particles, normalize, resample_adaptive
+from .resampling import SCHEMES, gather_particles, normalize, normalize_with_total, resample_adaptive
 from .validation import check_choice, check_positive_int, check_probability, check_sequences, value_checks_enabled
 
 __all__ = ["Step", "ParticleModel", "ParticleFilter", "FilterResult", "GRADIENT_MODES"]
@@ -293,6 +294,10 @@ class ParticleFilter:
         # fragment glibc's heap: the RSS grew by 16-37 MiB, docs/benchmarks.md)
         increments = x.new_zeros(batch, steps)
         ess_steps = x.new_empty(batch, steps)
+        lowest = torch.finfo(x.dtype).min
+        saturated = torch.zeros(batch, steps, dtype=torch.bool, device=x.device)
+        failures = torch.zeros(batch, steps, dtype=torch.bool, device=x.device)
+        check_now = x.device.type == "cpu" and value_checks_enabled()  # elsewhere: once, after the loop
         resampled_steps = torch.zeros(batch, steps, dtype=torch.bool, device=x.device)
         history = _History(keep_ancestry) if keep_ancestry else None
         means = _Means(keep_means)
@@ -326,11 +331,14 @@ class ParticleFilter:
 
                 new_state, log_alpha, log_joint = model.step(state, t, x_steps[t], context, reparameterize=not stop)
                 state = {k: _select(valid, v, state.get(k, v)) for k, v in new_state.items()}
-                weighted = log_w + log_alpha
-                step_evidence = logsumexp_particles(weighted)
-                log_w = _select(valid, weighted - step_evidence, log_w)
+                # below the dtype's range (an outlier's log-density overflowing to -inf) saturates
+                weighted = (log_w + log_alpha).clamp(min=lowest)
+                normalized, step_evidence = normalize_with_total(weighted)
+                self._check_step(step_evidence, valid, t, failures, check_now)
+                saturated[:, t] = (weighted == lowest).all(0)
+                log_w = _select(valid, normalized, log_w)
                 weights = log_w.exp()
-                ess = 1.0 / weights.square().sum(0)  # log_w is normalised
+                ess = (1.0 / weights.square().sum(0)).clamp(1.0, num_particles)  # log_w is normalised
                 means.record(weights, state)
                 if stop:
                     fisher.add(_select(valid, log_joint, torch.zeros_like(log_joint)), log_w)
@@ -341,8 +349,10 @@ class ParticleFilter:
                 if keep_ancestry:
                     history.record(ancestors, log_w, state)
 
+        if value_checks_enabled():
+            _report_failures(failures, saturated, mask, x.dtype)
         result = FilterResult(
-            log_evidence=increments.sum(1),
+            log_evidence=increments.sum(1).clamp(min=lowest),
             log_evidence_steps=increments,
             num_steps=mask.sum(1),
             state=state,
@@ -371,6 +381,14 @@ class ParticleFilter:
             raise ValueError("initial_log_weights must give every sequence a finite total weight")
         return normalize(value.to(like))
 
+    @staticmethod
+    def _check_step(step_evidence, valid, t, failures, check_now) -> None:
+        """Record (and on the CPU raise at once) sequences whose step ``t`` gave a NaN or +inf weight."""
+        failed = ~torch.isfinite(step_evidence)
+        failures[:, t] = failed if valid is None else failed & valid
+        if check_now and bool(failures[:, t].any()):
+            _report_failures(failures, None, None, None)
+
     def _may_resample(self, ess: torch.Tensor, valid: torch.Tensor | None) -> bool:
         """Whether any sequence may need resampling now.
 
@@ -393,6 +411,24 @@ class ParticleFilter:
             picks = torch.multinomial(weights, num_samples, replacement=True, generator=self.generator).T
             _, x_t = model.simulate({k: gather_particles(v, picks) for k, v in state.items()}, t, context)
             return x_t.reshape(num_samples, batch, -1)
+
+
+def _report_failures(failures, saturated, mask, dtype) -> None:
+    """Raise for the first NaN/+inf weight; warn where every particle's weight fell below ``dtype``'s range.
+
+    ``failures`` and ``saturated`` are ``[B, T]`` bool; one device read for each.
+    """
+    if bool(failures.any()):
+        sequence, step = (int(i) for i in failures.nonzero()[0])
+        raise ValueError(f"the model's incremental log-weight is NaN or +inf at step {step} of sequence {sequence} "
+                         f"(x[{sequence}, {step}]): a model or proposal that cannot score this observation")
+    if saturated is not None and bool((saturated & mask).any()):
+        sequence, step = (int(i) for i in (saturated & mask).nonzero()[0])
+        warnings.warn(f"every particle's log-weight fell below the {dtype} range (-inf) at step {step} of sequence "
+                      f"{sequence} (x[{sequence}, {step}]): an observation outside the model's support or so far "
+                      f"out that its log-density overflows; the weights there are held at the dtype's lowest value "
+                      f"(uniform), so the log-evidence is an upper bound; use float64 or rescale the data",
+                      RuntimeWarning, stacklevel=3)
 
 
 def _select(valid: torch.Tensor | None, new: torch.Tensor, old: torch.Tensor) -> torch.Tensor:

@@ -25,12 +25,13 @@ import math
 
 import torch
 
-from .validation import check_choice, check_probability
+from .validation import check_choice, check_probability, value_checks_enabled
 
 __all__ = [
     "SCHEMES",
     "logsumexp_particles",
     "normalize",
+    "normalize_with_total",
     "effective_sample_size",
     "resample",
     "resample_adaptive",
@@ -54,12 +55,26 @@ def logsumexp_particles(log_weights: torch.Tensor) -> torch.Tensor:
 
 def normalize(log_weights: torch.Tensor) -> torch.Tensor:
     """Normalise log-weights ``[K, B]`` so that ``exp`` sums to one over ``K``."""
-    return log_weights - logsumexp_particles(log_weights)
+    return normalize_with_total(log_weights)[0]
+
+
+def normalize_with_total(log_weights: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(normalised [K, B], log sum_k exp(log_weights[k]) [B])``, accurate at any magnitude.
+
+    The largest weight is subtracted first and the (small) log-sum of the shifted weights
+    second: subtracting the log-sum in one go loses the normalisation once the weights are
+    so large (a 1e6 outlier in float32 gives ~1e12) that ``log K`` is below their round-off,
+    and tied particles then each get weight one.
+    """
+    top = log_weights.detach().max(dim=0).values.clamp(min=torch.finfo(log_weights.dtype).min)
+    shifted = log_weights - top
+    log_total = torch.log(torch.exp(shifted).sum(0))
+    return shifted - log_total, top + log_total
 
 
 def effective_sample_size(log_weights: torch.Tensor) -> torch.Tensor:
-    """ESS ``1 / sum_k w_k^2`` per sequence, from log-weights ``[K, B]``; returns ``[B]``."""
-    return torch.exp(-logsumexp_particles(2.0 * normalize(log_weights)))
+    """ESS ``1 / sum_k w_k^2`` per sequence, from log-weights ``[K, B]``; returns ``[B]`` in ``[1, K]``."""
+    return torch.exp(-logsumexp_particles(2.0 * normalize(log_weights))).clamp(1.0, log_weights.shape[0])
 
 
 def _offspring_to_ancestors(below: torch.Tensor) -> torch.Tensor:
@@ -88,7 +103,8 @@ def _draw_ancestors(weights, scheme, generator):
         return torch.multinomial(weights, num_particles, replacement=True, generator=generator).T
     if weights.device.type != "cpu":
         return _search_ancestors(weights, scheme, generator).T
-    scaled_cdf = num_particles * torch.cumsum(weights, dim=1)
+    # NaN weights (a caller that skipped the checks) must not become index -2**63
+    scaled_cdf = torch.nan_to_num_(num_particles * torch.cumsum(weights, dim=1), nan=num_particles)
     if scheme == "systematic":
         # uniforms (j + u) / K: #{j : j + u < K c} = ceil(K c - u)
         u = torch.rand(batch, 1, device=weights.device, dtype=weights.dtype, generator=generator)
@@ -141,7 +157,20 @@ def resample(
         raise ValueError(f"log_weights must have shape [K, B], got {tuple(log_weights.shape)}")
     if scheme == "soft":
         check_probability(alpha, name="alpha", open_left=True)
+    _check_log_weights(log_weights)
     return _resample_normalized(normalize(log_weights), scheme, alpha, generator)
+
+
+def _check_log_weights(log_weights: torch.Tensor) -> None:
+    """Raise unless every sequence of ``[K, B]`` has no NaN or +inf and some finite weight."""
+    if not value_checks_enabled():
+        return
+    values = log_weights.detach()
+    bad = torch.isnan(values).any(0) | (values == math.inf).any(0) | (values == -math.inf).all(0)
+    if bool(bad.any()):
+        column = int(bad.nonzero()[0, 0])
+        raise ValueError(f"log_weights must be finite or -inf with some finite weight per sequence [K, B]; "
+                         f"sequence {column} has {values[:, column].tolist()[:8]}")
 
 
 def _resample_normalized(log_w, scheme, alpha, generator):
@@ -184,6 +213,7 @@ def resample_adaptive(
     num_particles, batch = log_weights.shape
     identity = torch.arange(num_particles, device=log_weights.device).unsqueeze(-1)
     if ess is None:
+        _check_log_weights(log_weights)
         log_weights = normalize(log_weights)
         ess = effective_sample_size(log_weights)
     if scheme == "none" or ess_threshold <= 0:
