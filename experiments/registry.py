@@ -126,8 +126,8 @@ EXPERIMENTS = {
                                "paper on Swimmer (--set model.cell=)"),  # fmt: skip
     "kf-swimmer": Entry(CONFIG_DIR / "kf_swimmer.toml", "Kalman filter from two-stage regression on Swimmer, "
                         "refined by its exact likelihood"),  # fmt: skip
-    "pfrnn-demo": Entry(CONFIG_DIR / "pfrnn_demo.toml", "small PF-LSTM localizing a robot in a 10x10 maze, "
-                        "with the belief picture (the README demo)"),
+    "pfrnn-demo": Entry(CONFIG_DIR / "pfrnn_demo.toml", "small PF-LSTM localizing a robot in the PF-RNN paper's "
+                        "symmetric 10x10 beacon maze, with the belief picture (the README demo)"),
     "pfrnn-paper-maze10": Entry(CONFIG_DIR / "pfrnn_paper_maze10.toml", "PF-LSTM-P30 (H=64) under the PF-RNN "
                                 "paper's own localization protocol (its 10x10 beacon maze, world-frame actions, "
                                 "80 steps, RMSprop, 800 epochs; 18/27 and PF-GRU by --set)"),

@@ -37,7 +37,7 @@ from .tasks.localization_paper import evaluate_localization_paper, localization_
 from .tasks.uci_regression import RegressionData, air_quality_regression, evaluate_regression, pm25_regression
 from .tasks.uea_classification import ClassificationData, evaluate_classification, japanese_vowels
 
-__all__ = ["TASKS", "PF_ONLY_OPTIONS", "is_supervised", "load_supervised_config", "train"]
+__all__ = ["TASKS", "PF_ONLY_OPTIONS", "is_supervised", "load_supervised_config", "train", "format_table"]
 
 SECTIONS = ("data", "model", "loss", "train")
 TOP_LEVEL = {"kind": "supervised", "name": "experiment", "seed": 0, "device": "auto"}
@@ -127,3 +127,29 @@ def train(config: dict, run_dir: str | Path, *, resume: bool = False) -> dict:
             figure = paper_belief_figure if paper_task else belief_figure
             figure(predictor, context, splits["test"], run_dir / "plots" / "belief.png", device)
     return metrics
+
+
+def format_table(metrics: dict) -> str:
+    """A run's ``metrics.json`` as a two-column text table.
+
+    Nested tables are flattened to dotted names; a per-step list ``*_by_step`` shows its first
+    and last values (``t = 0 -> t = T-1``); other lists are left out.
+    """
+    rows = []
+
+    def add(prefix: str, values: dict) -> None:
+        for key, value in values.items():
+            name = f"{prefix}{key}"
+            if isinstance(value, dict):
+                add(f"{name}.", value)
+            elif isinstance(value, list):
+                if key.endswith("_by_step") and value:
+                    rows.append((f"{name} (t=0 -> t={len(value) - 1})", f"{value[0]:.4g} -> {value[-1]:.4g}"))
+            elif isinstance(value, float):
+                rows.append((name, f"{value:.4g}"))
+            else:
+                rows.append((name, str(value)))
+
+    add("", metrics)
+    width = max(len(name) for name, _ in rows) + 2
+    return "\n".join([f"{'metric':<{width}}value"] + [f"{name:<{width}}{value}" for name, value in rows])

@@ -92,6 +92,11 @@ def test_data_are_normalised_poses_reproducible_from_the_seed():
     assert ((y >= 0) & (y < 1)).all() and torch.equal(y, again["train"][2])
     with pytest.raises(ValueError, match="maze_size"):
         localization_paper_data(12)
+    _, scaled = localization_paper_data(27, steps=5, num_train=6, num_valid=2, num_test=3, seed=3,
+                                        standardize_inputs=True)  # fmt: skip
+    flat = x.reshape(-1, 8)
+    assert torch.allclose(scaled["test"][0], (splits["test"][0] - flat.mean(0)) / flat.std(0))
+    assert torch.equal(scaled["test"][2], splits["test"][2])
 
 
 def test_time_decay_and_output_weights_match_the_loss_by_hand():

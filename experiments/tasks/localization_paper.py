@@ -167,12 +167,16 @@ def simulate_paper(maze: Maze, num_trajectories: int, steps: int, rng: np.random
 
 
 def localization_paper_data(maze_size: int = 10, steps: int = 80, num_train: int = 10_000, num_valid: int = 1_000,
-                            num_test: int = 1_000, seed: int = 0):  # fmt: skip
+                            num_test: int = 1_000, seed: int = 0, standardize_inputs: bool = False):  # fmt: skip
     """``(maze, {"train" | "valid" | "test": (x [N, T, 8], mask None, y [N, T, 3])})``, float32 tensors.
 
     ``y`` is the normalised pose ``(x / N, y / N, heading / 2 pi)``; generated afresh from
-    ``(seed, maze_size)`` (nothing cached).
+    ``(seed, maze_size)`` (nothing cached). ``standardize_inputs`` (not in the paper) shifts and
+    scales each input feature by the training split's mean and sd over all steps, so the small
+    actions (about 0.2) weigh as much as the distances (up to several cells) at the first layer.
     """
+    if not isinstance(standardize_inputs, bool):
+        raise TypeError(f"standardize_inputs must be a bool, got {standardize_inputs!r}")
     for name, value in (("steps", steps), ("num_train", num_train), ("num_valid", num_valid),
                         ("num_test", num_test)):  # fmt: skip
         check_positive_int(value, name=name)
@@ -183,6 +187,10 @@ def localization_paper_data(maze_size: int = 10, steps: int = 80, num_train: int
     for name, count in (("train", num_train), ("valid", num_valid), ("test", num_test)):
         x, poses = simulate_paper(maze, count, steps, rng)
         splits[name] = (torch.from_numpy(x).float(), None, torch.from_numpy(poses / scale).float())
+    if standardize_inputs:
+        flat = splits["train"][0].reshape(-1, splits["train"][0].shape[-1])
+        mean, sd = flat.mean(0), flat.std(0)
+        splits = {name: ((x - mean) / sd, mask, y) for name, (x, mask, y) in splits.items()}
     return maze, splits
 
 
