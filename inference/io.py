@@ -15,7 +15,8 @@ from typing import Any
 
 import torch
 
-__all__ = ["atomic_write", "write_text", "write_json", "save_torch", "append_jsonl", "read_jsonl"]
+__all__ = ["atomic_write", "write_text", "write_json", "save_torch", "append_jsonl", "read_jsonl",
+           "remove_stale_temporaries"]
 
 
 def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> Path:
@@ -34,6 +35,18 @@ def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def remove_stale_temporaries(folder: str | os.PathLike) -> list[Path]:
+    """Delete the temporary files :func:`atomic_write` left in ``folder`` when killed mid-write.
+
+    Call it where no other writer is at work (a run's start); returns the files removed.
+    """
+    folder = Path(folder)
+    stale = sorted(folder.glob(".*.tmp")) if folder.is_dir() else []
+    for path in stale:
+        path.unlink(missing_ok=True)
+    return stale
 
 
 def _umask() -> int:

@@ -35,11 +35,12 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
 from .graphs import GraphedCall
-from .io import append_jsonl, save_torch, write_text
+from .io import append_jsonl, remove_stale_temporaries, save_torch, write_text
 from .validation import check_choice, check_sequences
 
-__all__ = ["OPTIMIZERS", "LR_SCHEDULES", "RESUMABLE_CHANGES", "TrainConfig", "Trainer", "epoch_batches",
-           "length_batches", "trim_padding", "load_checkpoint", "load_best"]
+__all__ = ["OPTIMIZERS", "LR_SCHEDULES", "RESUMABLE_CHANGES", "TrainConfig", "Trainer", "TrainingDiverged",
+           "epoch_batches",
+           "length_batches", "trim_padding", "load_checkpoint", "load_best", "check_experiment"]
 
 OPTIMIZERS = ("adam", "adamw", "sgd", "rmsprop")
 LR_SCHEDULES = ("constant", "cosine", "exponential", "step", "transformer")
@@ -58,12 +59,18 @@ def _integer(name: str, value, minimum: int) -> int:
 
 
 def _number(name: str, value, minimum: float, maximum: float = math.inf, *, open_left: bool = False) -> float:
-    """``value`` as a float in ``[minimum, maximum]`` (``(minimum, maximum]`` with ``open_left``)."""
+    """``value`` as a finite float in ``[minimum, maximum]`` (``(minimum, maximum]`` with ``open_left``)."""
     is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
-    if not is_number or math.isnan(value) or value > maximum or value < minimum or (open_left and value == minimum):
+    if not is_number or not math.isfinite(value) or value > maximum or value < minimum or (
+            open_left and value == minimum):
         left, right = "(" if open_left else "[", ")" if maximum == math.inf else "]"
-        raise ValueError(f"TrainConfig.{name} must be a number in {left}{minimum}, {maximum}{right}, got {value!r}")
+        raise ValueError(f"TrainConfig.{name} must be a finite number in {left}{minimum}, {maximum}{right}, "
+                         f"got {value!r}")
     return float(value)
+
+
+class TrainingDiverged(RuntimeError):
+    """The training loss became NaN or infinite; the run folder keeps its last good checkpoint."""
 
 
 @dataclass
@@ -302,6 +309,21 @@ def _write_metrics(path: Path, history: list[dict]) -> None:
     write_text(path, "".join(json.dumps(record, sort_keys=True) + "\n" for record in history))
 
 
+def check_experiment(saved: Mapping | None, given: Mapping | None, path) -> None:
+    """Raise ``ValueError`` naming the differing keys if a checkpoint's ``experiment`` is not ``given``.
+
+    Either being ``None`` (a checkpoint from before experiments were saved, or a caller that
+    gives none) passes.
+    """
+    if saved is None or given is None:
+        return
+    given = json.loads(json.dumps(given))
+    if saved != given:
+        changed = sorted(key for key in {*saved, *given} if saved.get(key) != given.get(key))
+        raise ValueError(f"cannot resume: the experiment differs from the one saved in {path} (in {changed}); "
+                         "pass the same experiment and --set overrides as the first run")
+
+
 def _check_resumable(saved: dict, config: TrainConfig) -> None:
     """Raise ``ValueError`` if ``config`` differs from the checkpoint's in a way that breaks the run."""
     current = config.to_dict()
@@ -332,6 +354,9 @@ class Trainer:
         monitor: optional callable returning ``{name: float}``, called without gradients after
             each validation (model in eval mode); its result is the epoch record's ``monitor``
             entry (e.g. a held-out MSE to draw against epochs).
+        experiment: optional JSON-like description of everything else the run depends on (data,
+            model, objective settings); saved in every checkpoint, and ``fit(resume=True)``
+            refuses a checkpoint saved with a different one.
 
     Under ``torch.distributed`` every rank must build its Trainer with the same arguments.
     After :meth:`fit`, ``history``, ``epoch`` (epochs done), ``step`` (optimizer steps),
@@ -341,7 +366,7 @@ class Trainer:
 
     def __init__(self, objective: nn.Module, train_data, valid_data=None, config: TrainConfig | None = None,
                  run_dir: str | os.PathLike | None = None, device=None,
-                 monitor: Callable[[], dict] | None = None):  # fmt: skip
+                 monitor: Callable[[], dict] | None = None, experiment: Mapping | None = None):  # fmt: skip
         if not isinstance(objective, nn.Module):
             raise TypeError(f"objective must be an nn.Module (an Objective), got {type(objective).__name__}")
         self.config = TrainConfig() if config is None else config
@@ -354,6 +379,7 @@ class Trainer:
         if monitor is not None and not callable(monitor):
             raise TypeError(f"monitor must be callable or None, got {type(monitor).__name__}")
         self.monitor = monitor
+        self.experiment = None if experiment is None else json.loads(json.dumps(experiment))
         self.run_dir = None if run_dir is None else Path(run_dir)
         self.rank, self.world_size = (dist.get_rank(), dist.get_world_size()) if _distributed() else (0, 1)
         self.device = _resolve_device(device, objective)
@@ -391,6 +417,8 @@ class Trainer:
         """
         if resume and self.run_dir is None:
             raise ValueError("resume=True needs a run_dir to read checkpoints/last.pt from")
+        if self.run_dir is not None and self.rank == 0:
+            remove_stale_temporaries(self.run_dir / "checkpoints")
         if resume and self._checkpoint_path("last").exists():
             self._restore(load_checkpoint(self._checkpoint_path("last")))
         elif self.step == 0:
@@ -439,15 +467,32 @@ class Trainer:
         batches = epoch_batches(len(self.train_data[0]), config.batch_size, seed=config.seed, epoch=self.epoch,
                                 rank=self.rank, world_size=self.world_size)
         totals = torch.zeros(4, dtype=torch.float64, device=self.device)  # loss sum, batches, bound sum, steps
-        for index in batches:
+        first_bad = torch.full((), -1, dtype=torch.long, device=self.device)  # no device read per step
+        for number, index in enumerate(batches, 1):
             out = self._train_step(self._batch(self.train_data, index))
-            totals += torch.stack([out.loss.detach().double(), totals.new_ones(()),
+            loss = out.loss.detach().double()
+            first_bad = torch.where((first_bad < 0) & ~torch.isfinite(loss), number, first_bad)
+            totals += torch.stack([loss, totals.new_ones(()),
                                    out.bound.detach().sum().double(), out.num_steps.sum().double()])
             bar.update()
             if not bar.disable:
                 bar.set_postfix(loss=f"{(totals[0] / totals[1]).item():.4g}", refresh=False)
+        if _distributed():
+            dist.all_reduce(first_bad, op=dist.ReduceOp.MAX)
+        self._check_finite(int(first_bad.clamp(min=0)))
         totals = self._sum_over_ranks(totals)
         return (totals[0] / totals[1]).item(), (totals[2] / totals[3]).item()
+
+    def _check_finite(self, bad_batch: int) -> None:
+        """Raise :class:`TrainingDiverged` if batch ``bad_batch`` (1-based; 0: none) of the epoch had a NaN/inf loss."""
+        if not bad_batch:
+            return
+        config = self.config
+        kept = f"checkpoints/last.pt of epoch {self.epoch} is kept" if self.epoch else "no checkpoint was written"
+        raise TrainingDiverged(
+            f"training diverged: the loss was NaN or inf at epoch {self.epoch + 1}, step {bad_batch} of the epoch; "
+            f"likely causes: a learning rate too high (lr={config.lr:g}), no or loose gradient clipping "
+            f"(clip_norm={config.clip_norm}), or extreme values in the data; {kept}")
 
     def _train_step(self, batch: tuple[torch.Tensor, ...]):
         """One optimizer step on a minibatch ``(x [B, T, D], mask [B, T][, y])``; returns the ObjectiveOutput."""
@@ -556,15 +601,18 @@ class Trainer:
             "scheduler": self.scheduler.state_dict(), "epoch": self.epoch, "step": self.step,
             "best_metric": self.best_metric, "bad_validations": self.bad_validations,
             "stopped_early": self.stopped_early, "history": self.history, "config": self.config.to_dict(),
-            "rng": rng,
+            "rng": rng, "experiment": self.experiment,
         }
-        save_torch(self._checkpoint_path("last"), checkpoint)
+        # best before last: a crash between the two leaves last.pt one epoch behind, and resuming
+        # from it redoes that epoch and writes best.pt again (the other order left a stale best.pt)
         if improved:
             save_torch(self._checkpoint_path("best"), checkpoint)
+        save_torch(self._checkpoint_path("last"), checkpoint)
 
     def _restore(self, checkpoint: dict) -> None:
         """Load a ``last.pt`` checkpoint into the objective, optimizer, schedule, counters and RNGs."""
         _check_resumable(checkpoint["config"], self.config)
+        check_experiment(checkpoint.get("experiment"), self.experiment, self._checkpoint_path("last"))
         self.objective.load_state_dict(checkpoint["objective"])
         self.optimizer.load_state_dict(checkpoint["optimizer"])
         self.scheduler.load_state_dict(checkpoint["scheduler"])
@@ -594,7 +642,15 @@ def load_checkpoint(path: str | os.PathLike, module: nn.Module | None = None, *,
         ``step``, ``best_metric``, ``bad_validations``, ``stopped_early``, ``history``, ``config``,
         ``rng`` (one entry per process).
     """
-    checkpoint = torch.load(path, map_location=map_location, weights_only=True)
+    try:
+        checkpoint = torch.load(path, map_location=map_location, weights_only=True)
+    except (FileNotFoundError, IsADirectoryError, PermissionError):
+        raise
+    except Exception as error:  # torch.load fails in many ways on a bad file; none is the caller's bug
+        raise ValueError(f"{path} is not a readable checkpoint (empty, truncated, corrupt or not written by "
+                         f"Trainer; torch.load raised {type(error).__name__})") from error
+    if not isinstance(checkpoint, dict) or "objective" not in checkpoint:
+        raise ValueError(f"{path} is not a Trainer checkpoint (no 'objective' entry)")
     if module is not None:
         state = checkpoint["objective"]
         if set(state) != set(module.state_dict()):

@@ -1,0 +1,140 @@
+"""Run folders that cannot lie: writes killed between checkpoints, stale temporaries, divergence, saved experiments."""
+
+import math
+
+import pytest
+import torch
+
+import inference.training as training
+from inference.objectives import ExactLikelihood
+from inference.training import TrainConfig, Trainer, TrainingDiverged, load_checkpoint
+from ppl_models.lgssm import LinearGaussianSSM
+
+
+def _model(seed=3):
+    return LinearGaussianSSM.random(2, 2, spectral_radius=0.3, transition_noise=1.0, observation_noise=1.0,
+                                    generator=torch.Generator().manual_seed(seed))
+
+
+@pytest.fixture(scope="module")
+def data():
+    truth = LinearGaussianSSM.random(2, 2, generator=torch.Generator().manual_seed(0))
+    train = truth.sample(16, 10, generator=torch.Generator().manual_seed(1))[0]
+    valid = truth.sample(8, 10, generator=torch.Generator().manual_seed(2))[0]
+    return (train, None), (valid, None)
+
+
+CONFIG = TrainConfig(epochs=3, batch_size=8, lr=0.05, progress=False)
+
+
+def _fit(data, run_dir, resume=False, objective=None, config=CONFIG, experiment=None):
+    objective = ExactLikelihood(_model()) if objective is None else objective
+    trainer = Trainer(objective, *data, config, run_dir=run_dir, experiment=experiment)
+    trainer.fit(resume=resume)
+    return trainer
+
+
+class Killed(Exception):
+    """Stands for the process dying."""
+
+
+def _killing_save(kill_at, real_save):
+    """``save_torch`` that dies at its ``kill_at``-th call (1-based), leaving a partial temporary file."""
+    calls = {"n": 0}
+
+    def save(path, obj):
+        calls["n"] += 1
+        if calls["n"] == kill_at:
+            # a kill in the middle of the write: a temporary file of the atomic write stays behind
+            (path.parent / f".{path.name}.killed.tmp").write_bytes(b"partial")
+            raise Killed
+        return real_save(path, obj)
+
+    return save
+
+
+def _same_checkpoint(a, b):
+    ca, cb = load_checkpoint(a), load_checkpoint(b)
+    assert (ca["epoch"], ca["best_metric"]) == (cb["epoch"], cb["best_metric"])
+    assert all(torch.equal(v, cb["objective"][k]) for k, v in ca["objective"].items())
+
+
+# save_torch calls: epoch 1 best, last; epoch 2 best, last; ... (every epoch improves here). A kill
+# in the last epoch is the telling one: had last.pt been written first, nothing would rewrite best.pt.
+@pytest.mark.parametrize("kill_at", [3, 4, 5, 6], ids=["during-best-2", "between-best-and-last-2",
+                                                       "during-best-3", "between-best-and-last-3"])
+def test_kill_between_checkpoint_writes_then_resume_matches_an_uninterrupted_run(data, tmp_path, kill_at,
+                                                                                  monkeypatch):
+    straight = _fit(data, tmp_path / "straight")
+    bounds = [r["valid_bound_per_step"] for r in straight.history]
+    assert bounds == sorted(bounds) and len(set(bounds)) == 3  # every epoch writes best.pt
+
+    run_dir = tmp_path / "killed"
+    monkeypatch.setattr(training, "save_torch", _killing_save(kill_at, training.save_torch))
+    with pytest.raises(Killed):
+        _fit(data, run_dir)
+    monkeypatch.undo()
+    checkpoints = run_dir / "checkpoints"
+    assert load_checkpoint(checkpoints / "last.pt")["epoch"] == (kill_at - 1) // 2  # the kill's epoch is redone
+    assert list(checkpoints.glob(".*.tmp"))
+
+    _fit(data, run_dir, resume=True, objective=ExactLikelihood(_model(seed=7)))
+    assert not list(checkpoints.glob(".*.tmp"))  # stale temporaries removed at the start
+    for which in ("best", "last"):
+        _same_checkpoint(checkpoints / f"{which}.pt", tmp_path / "straight" / "checkpoints" / f"{which}.pt")
+
+
+def test_resume_refuses_a_checkpoint_of_another_experiment(data, tmp_path):
+    experiment = {"data": {"name": "lgssm", "seed": 1}, "model": {"name": "lgssm"}}
+    config = TrainConfig(epochs=1, progress=False)
+    _fit(data, tmp_path, config=config, experiment=experiment)
+    other = {**experiment, "data": {"name": "lgssm", "seed": 5}}
+    with pytest.raises(ValueError, match=r"experiment differs .*last\.pt \(in \['data'\]\)"):
+        _fit(data, tmp_path, resume=True, config=config, experiment=other)
+    _fit(data, tmp_path, resume=True, config=config, experiment=experiment)  # the same one resumes
+
+
+@pytest.mark.parametrize("content", [b"", b"garbage" * 50, b"print('hello')\n", "truncated"])
+def test_unreadable_checkpoint_is_one_value_error_naming_the_file(data, tmp_path, content):
+    path = tmp_path / "bad.pt"
+    if content == "truncated":
+        _fit(data, tmp_path / "run", config=TrainConfig(epochs=1, progress=False))
+        whole = (tmp_path / "run" / "checkpoints" / "last.pt").read_bytes()
+        content = whole[: len(whole) // 2]
+    path.write_bytes(content)
+    with pytest.raises(ValueError, match=r"bad\.pt is not a readable checkpoint") as caught:
+        load_checkpoint(path)
+    assert "\n" not in str(caught.value) and "weights_only" not in str(caught.value)
+
+
+class _NaNAfter(ExactLikelihood):
+    """Exact likelihood whose loss turns NaN from optimizer step ``at`` (1-based) on."""
+
+    def __init__(self, model, at):
+        super().__init__(model)
+        self.at, self.calls = at, 0
+
+    def forward(self, x, mask=None):
+        out = super().forward(x, mask)
+        if self.training:
+            self.calls += 1
+            if self.calls >= self.at:
+                out.loss = out.loss * math.nan
+        return out
+
+
+def test_nan_loss_stops_training_naming_epoch_step_and_cause_and_keeps_the_last_good_checkpoint(data, tmp_path):
+    objective = _NaNAfter(_model(), at=4)  # 2 batches an epoch: epoch 2, its step 2
+    with pytest.raises(TrainingDiverged, match=r"epoch 2, step 2 of the epoch; likely causes: a learning rate "
+                                               r"too high \(lr=0\.05\).*last\.pt of epoch 1 is kept"):
+        _fit(data, tmp_path, objective=objective)
+    checkpoint = load_checkpoint(tmp_path / "checkpoints" / "last.pt")
+    assert checkpoint["epoch"] == 1
+    assert all(torch.isfinite(v).all() for v in checkpoint["objective"].values())
+
+
+@pytest.mark.parametrize("field", ["lr", "clip_norm", "weight_decay", "momentum", "kl_start", "lr_gamma"])
+@pytest.mark.parametrize("value", [math.inf, -math.inf, math.nan])
+def test_train_config_refuses_non_finite_numbers(field, value):
+    with pytest.raises(ValueError, match=f"TrainConfig.{field} must be a finite number"):
+        TrainConfig(**{field: value})
