@@ -141,7 +141,10 @@ def test_list_prints_every_registry(capsys):
 def test_quick_demo_writes_a_complete_run_folder_and_evaluate_reuses_it(tmp_path, capsys):
     root = tmp_path / "demo"
     assert cli.main(["demo", "--quick", "--device", "cpu", "--run-dir", str(root)]) == 0
-    assert "smc-200" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "smc-200" in out
+    assert "\nlast_step_mse " in out and '"last_step_mse"' not in out  # the PF-RNN demo prints a table, not JSON
+    assert (root / "pfrnn-demo" / "plots" / "belief.png").is_file()
     _check_srnn_demo(root / "srnn-demo")
     _check_psrnn_demo(root / "psrnn-demo")
     _check_smct_demo(root / "smct-demo")
