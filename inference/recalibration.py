@@ -23,8 +23,8 @@ result unchanged. Two methods:
   guarantee is exact for a fixed scale; fitting one factor per step on the same data bends it
   little.)
 
-Both are fitted per step ahead (``per_step=True``, one correction per horizon from the ``B``
-validation sequences) or pooled over steps (``per_step=False``, from ``B * H`` outcomes).
+Both are fitted pooled over the steps ahead (the default, from ``B * H`` outcomes) or per step
+ahead (``per_step=True``, one correction per horizon from the ``B`` validation sequences).
 With few validation sequences, pool: a per-step conformal fit from ``n`` outcomes cannot
 resolve levels beyond ``n / (n + 1)`` and turns them into the samples' whole range.
 :func:`coverage_by_step` scores forecasts one step ahead at a time.
@@ -78,7 +78,7 @@ class Recalibration:
 
 
 def fit_recalibration(samples: torch.Tensor, observed: torch.Tensor, method: str = "conformal", *,
-                      per_step: bool = True) -> Recalibration:  # fmt: skip
+                      per_step: bool = False) -> Recalibration:  # fmt: skip
     """Fit a :class:`Recalibration` from validation forecasts and what happened.
 
     Args:
@@ -86,7 +86,7 @@ def fit_recalibration(samples: torch.Tensor, observed: torch.Tensor, method: str
         observed: their outcomes ``[B, H, D]``.
         method: ``"scale"`` (variance scaling about the median) or ``"conformal"`` (quantile
             recalibration on the PIT); see the module docstring.
-        per_step: one correction per step ahead (``True``) or one for all steps.
+        per_step: one correction per step ahead (``True``) or one for all steps (the default).
 
     Returns:
         The fitted :class:`Recalibration`; apply it to forecasts of other sequences.

@@ -29,9 +29,9 @@ def test_scale_recovers_a_known_true_scale_per_step():
     samples = torch.randn(500, 4000, 2, 1, generator=generator)  # forecasts N(0, 1)
     truth_scale = torch.tensor([[2.0], [0.5]])  # outcomes N(0, 2^2) one step ahead, N(0, 0.5^2) two
     observed = torch.randn(4000, 2, 1, generator=generator) * truth_scale
-    fitted = fit_recalibration(samples, observed, "scale")
+    fitted = fit_recalibration(samples, observed, "scale", per_step=True)
     torch.testing.assert_close(fitted.factors, torch.tensor([2.0, 0.5]), atol=0.05, rtol=0)
-    pooled = fit_recalibration(samples, observed, "scale", per_step=False)  # sqrt((4 + 0.25) / 2)
+    pooled = fit_recalibration(samples, observed, "scale")  # the default: sqrt((4 + 0.25) / 2)
     assert pooled.factors.item() == pytest.approx(math.sqrt(2.125), abs=0.05)
 
 
