@@ -17,16 +17,22 @@ Examples::
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 
 import ppl_models
 from inference.recalibration import RECALIBRATION_METHODS
+from inference.training import TrainingDiverged
 
 from . import compare, forecasting, registry, runner, supervised
-from .config import apply_overrides, load_config
+from .config import apply_overrides, load_config, read_toml
 
-__all__ = ["main"]
+__all__ = ["main", "USER_ERRORS"]
+
+#: what a user's input or environment causes (bad settings, files, folders, a diverging run): one line,
+#: exit status 2; anything else is a bug and keeps its traceback (``--debug`` keeps it for these too)
+USER_ERRORS = (ValueError, OSError, TrainingDiverged)
 
 
 def _list(args) -> int:
@@ -53,6 +59,7 @@ def _finish(metrics: dict, run_dir) -> int:
 def _train(args) -> int:
     overrides = list(args.set) + ([f"device={args.device!r}".replace("'", '"')] if args.device else [])
     path = registry.experiment_config(args.experiment)
+    read_toml(path)  # a missing or malformed file is named before anything else reads it
     if supervised.is_supervised(path):
         config = supervised.load_supervised_config(path, overrides)
         return _train_supervised(config, args.run_dir or runner.timestamped(config["name"]), args.resume)
@@ -69,7 +76,8 @@ def _train_supervised(config: dict, run_dir, resume: bool = False) -> int:
 
 def _evaluate(args) -> int:
     overrides = apply_overrides({}, args.set)
-    return _finish(runner.evaluate(args.run_dir, overrides, args.device), args.run_dir)
+    out = args.out or Path(args.run_dir) / "evaluations" / runner.timestamped("evaluate").name
+    return _finish(runner.evaluate(args.run_dir, overrides, args.device, out=out, force=args.force), out)
 
 
 def _demo(args) -> int:
@@ -121,19 +129,48 @@ def _compare(args) -> int:
 
 
 def _forecast(args) -> int:
+    device = str(runner.resolve_device(args.device or "cpu"))
     forecasting.compare_forecasts(_labelled_runs(args.runs), args.out, observed=args.observed, horizon=args.horizon,
                                   num_samples=args.samples, num_particles=args.particles,
                                   em_iterations=args.em_iterations,
                                   em_sites=args.em_sites.split(",") if args.em_sites else None,
                                   recalibrate=args.recalibrate, recalibrate_per_step=args.recalibrate_per_step,
-                                  device=args.device or "cpu")  # fmt: skip
+                                  device=device)  # fmt: skip
     print((Path(args.out) / "forecast.md").read_text())
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line (``ppl-models CMD: error: ...``), exit status 2."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _device(text: str) -> str:
+    """``--device`` values: ``auto``, ``cpu``, ``cuda`` or ``cuda:N``."""
+    if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", text):
+        raise argparse.ArgumentTypeError(f"must be auto, cpu, cuda or cuda:N, got {text!r}")
+    return text
+
+
+def _count(minimum: int):
+    """An ``int >= minimum`` argument type."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {minimum}, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {minimum}, got {value}")
+        return value
+    return parse
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="ppl-models", description=__doc__.split("\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    parser = _Parser(prog="ppl-models", description=__doc__.split("\n")[0],
+                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    parser.add_argument("--debug", action="store_true", help="show the traceback of every error")
     commands = parser.add_subparsers(dest="command", required=True)
 
     commands.add_parser("list", help="list models, data sets, objectives and experiments").set_defaults(func=_list)
@@ -144,14 +181,17 @@ def build_parser() -> argparse.ArgumentParser:
                        help="override a config value (TOML literal), repeatable")  # fmt: skip
     train.add_argument("--run-dir", help="run folder (default runs/<name>-<time>)")
     train.add_argument("--resume", action="store_true", help="continue the run in --run-dir from its last checkpoint")
-    train.add_argument("--device", help="cpu, cuda, cuda:N or auto (overrides the config)")
+    train.add_argument("--device", type=_device, help="cpu, cuda, cuda:N or auto (overrides the config)")
     train.set_defaults(func=_train)
 
     evaluate = commands.add_parser("evaluate", help="re-evaluate a run folder's best checkpoint")
     evaluate.add_argument("run_dir", help="a run folder written by train or demo")
     evaluate.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                           help="override an [evaluate] value, e.g. num_particles=5000")  # fmt: skip
-    evaluate.add_argument("--device", help="cpu, cuda, cuda:N or auto")
+    evaluate.add_argument("--device", type=_device, help="cpu, cuda, cuda:N or auto")
+    evaluate.add_argument("--out", help="folder of this evaluation's outputs (default RUN_DIR/evaluations/"
+                                        "evaluate-<time>); the run's own outputs are never overwritten")
+    evaluate.add_argument("--force", action="store_true", help="overwrite an evaluation already in --out")
     evaluate.set_defaults(func=_evaluate)
 
     suite = commands.add_parser("suite", help="train a suite of runs and compare them (see list)")
@@ -159,7 +199,7 @@ def build_parser() -> argparse.ArgumentParser:
     suite.add_argument("--run-dir", help="suite folder (default runs/<suite>-<time>); rerun to resume")
     suite.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                        help="override a config value of every member, repeatable")  # fmt: skip
-    suite.add_argument("--device", help="cpu, cuda, cuda:N or auto")
+    suite.add_argument("--device", type=_device, help="cpu, cuda, cuda:N or auto")
     suite.add_argument("--only", action="append", metavar="LABEL",
                        help="train only this member (repeatable), e.g. to split a suite over processes sharing "
                             "--run-dir; the table then covers the members finished so far")  # fmt: skip
@@ -168,17 +208,18 @@ def build_parser() -> argparse.ArgumentParser:
     comparison = commands.add_parser("compare", help="compare finished run folders (MSE vs epoch, predictions)")
     comparison.add_argument("runs", nargs="+", metavar="LABEL=RUN_FOLDER", help="run folders and their labels")
     comparison.add_argument("--out", required=True, help="folder for comparison.md and the figures")
-    comparison.add_argument("--feature", type=int, default=0, help="feature drawn in predictions.png")
+    comparison.add_argument("--feature", type=_count(0), default=0, help="feature drawn in predictions.png")
     comparison.set_defaults(func=_compare)
 
     ahead = commands.add_parser("forecast", help="many-steps-ahead forecasts of finished runs on their test split")
     ahead.add_argument("runs", nargs="+", metavar="LABEL=RUN_FOLDER", help="run folders and their labels")
     ahead.add_argument("--out", required=True, help="folder for forecast.md, forecast.json and forecast.png")
-    ahead.add_argument("--observed", type=int, help="steps given before forecasting (default: the data's, e.g. 40)")
-    ahead.add_argument("--horizon", type=int, help="steps to forecast (default: the rest of each sequence)")
-    ahead.add_argument("--samples", type=int, default=1000, help="forecast paths per sequence")
-    ahead.add_argument("--particles", type=int, default=30, help="filter size for particle models")
-    ahead.add_argument("--em-iterations", type=int, default=0,
+    ahead.add_argument("--observed", type=_count(1),
+                       help="steps given before forecasting (default: the data's, e.g. 40)")
+    ahead.add_argument("--horizon", type=_count(1), help="steps to forecast (default: the rest of each sequence)")
+    ahead.add_argument("--samples", type=_count(1), default=1000, help="forecast paths per sequence")
+    ahead.add_argument("--particles", type=_count(1), default=30, help="filter size for particle models")
+    ahead.add_argument("--em-iterations", type=_count(0), default=0,
                        help="EM steps fitting each test sequence's own covariances on its observed steps "
                             "before forecasting (SMC Transformer; the paper uses 30)")  # fmt: skip
     ahead.add_argument("--em-sites", help="comma-separated covariances the EM steps fit (default all)")
@@ -187,25 +228,30 @@ def build_parser() -> argparse.ArgumentParser:
     ahead.add_argument("--recalibrate-per-step", action="store_true",
                        help="fit one recalibration per step ahead (default: one for all steps; per step needs "
                             "many validation sequences)")
-    ahead.add_argument("--device", help="cpu, cuda, cuda:N")
+    ahead.add_argument("--device", type=_device, help="cpu, cuda, cuda:N")
     ahead.set_defaults(func=_forecast)
 
     demo = commands.add_parser("demo", help="the quick demos: " + ", ".join(registry.DEMOS))
     demo.add_argument("--run-dir", help="run folder (default runs/demo-<time>)")
-    demo.add_argument("--device", help="cpu, cuda, cuda:N or auto")
+    demo.add_argument("--device", type=_device, help="cpu, cuda, cuda:N or auto")
     demo.add_argument("--quick", action="store_true", help="a few epochs only (a smoke test)")
     demo.add_argument("--only", choices=registry.DEMOS, help="run one of the demos only")
     demo.set_defaults(func=_demo)
+    for command in commands.choices.values():  # --debug also after the command's name
+        command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``ppl-models`` console script."""
+    """Entry point of the ``ppl-models`` console script: 0 on success, 2 on a user error (one line)."""
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except ValueError as error:
-        print(f"ppl-models: error: {error}", file=sys.stderr)
+    except USER_ERRORS as error:
+        if args.debug:
+            raise
+        message = " ".join(str(error).split()) or type(error).__name__
+        print(f"ppl-models: error: {message}", file=sys.stderr)
         return 2
 
 

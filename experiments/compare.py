@@ -135,6 +135,7 @@ def compare(folders: dict[str, str | Path], out_dir: str | Path, feature: int = 
     missing = [str(f) for f in folders.values() if not (f / "metrics.json").is_file()]
     if missing:
         raise ValueError(f"not finished run folders (no metrics.json): {missing}")
+    _check_feature(folders, feature)
     out_dir = Path(out_dir)
     summary = {label: _member_summary(folder) for label, folder in folders.items()}
     means = fold_means(summary)
@@ -189,6 +190,15 @@ def _mse_curves(folders: dict[str, Path], path: Path) -> None:
     ax.set(xlabel="epoch", ylabel="test one-step MSE", yscale="log", title="MSE vs epoch")
     ax.legend(fontsize="small")
     save_png(figure, path)
+
+
+def _check_feature(folders: dict[str, Path], feature: int) -> None:
+    """Raise ``ValueError`` unless every run's recorded predictions have feature ``feature``."""
+    for folder in folders.values():
+        path = folder / "predictions.json"
+        observed = json.loads(path.read_text()).get("observed") if path.is_file() else None
+        if observed and not 0 <= feature < len(observed[0]):
+            raise ValueError(f"--feature must be in [0, {len(observed[0])}) for {path}, got {feature}")
 
 
 def _prediction_grid(folders: dict[str, Path], path: Path, feature: int) -> None:

@@ -16,14 +16,17 @@ a value that is not valid TOML is taken as a string (``objective.name=iwae``).
 from __future__ import annotations
 
 import copy
+import inspect
+import math
+import types
+import typing
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 import tomllib
 
-from inference.validation import check_positive_int
-
-__all__ = ["EvaluateConfig", "load_config", "apply_overrides", "check_config", "SECTIONS", "ESTIMATORS"]
+__all__ = ["EvaluateConfig", "load_config", "read_toml", "apply_overrides", "check_config", "check_arguments",
+           "SECTIONS", "ESTIMATORS"]
 
 SECTIONS = ("data", "model", "objective", "train", "evaluate")
 TOP_LEVEL = {"name": "experiment", "seed": 0, "device": "auto"}
@@ -59,17 +62,18 @@ class EvaluateConfig:
     particle_chunk: int | None = 25
 
     def __post_init__(self):
-        unknown = [e for e in self.estimators if e not in ESTIMATORS]
-        if unknown or not self.estimators:
-            raise ValueError(f"evaluate.estimators must be a non-empty list from {list(ESTIMATORS)}, got {unknown}")
-        for name in ("num_particles", "iwae_particles", "batch_size"):
-            check_positive_int(getattr(self, name), name=f"evaluate.{name}")
-        if self.particle_chunk is not None:
-            check_positive_int(self.particle_chunk, name="evaluate.particle_chunk")
-        for name in ("predictive_samples", "posterior_draws"):
+        if not isinstance(self.estimators, list) or not self.estimators or any(
+                e not in ESTIMATORS for e in self.estimators):
+            raise ValueError(f"evaluate.estimators must be a non-empty list from {list(ESTIMATORS)}, "
+                             f"got {self.estimators!r}")
+        minimums = {"num_particles": 1, "iwae_particles": 1, "batch_size": 1, "predictive_samples": 0,
+                    "posterior_draws": 0, "particle_chunk": 1}
+        for name, minimum in minimums.items():
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"evaluate.{name} must be an int >= 0, got {value!r}")
+            if name == "particle_chunk" and value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+                raise ValueError(f"evaluate.{name} must be an int >= {minimum}, got {value!r}")
 
     @classmethod
     def from_dict(cls, values: dict) -> EvaluateConfig:
@@ -85,15 +89,19 @@ class EvaluateConfig:
 
 def load_config(path: str | Path, overrides: list[str] = ()) -> dict:
     """Read a TOML experiment file, apply ``overrides`` and check the result (see :func:`check_config`)."""
+    return check_config(apply_overrides(read_toml(path), overrides))
+
+
+def read_toml(path: str | Path) -> dict:
+    """The TOML file at ``path`` as a dict; one ``ValueError`` naming the file if it is missing or malformed."""
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"config: no such file {path}")
-    with open(path, "rb") as handle:
-        try:
-            config = tomllib.load(handle)
-        except tomllib.TOMLDecodeError as error:
-            raise ValueError(f"config: {path} is not valid TOML: {error}") from None
-    return check_config(apply_overrides(config, overrides))
+    try:
+        with open(path, "rb") as handle:
+            return tomllib.load(handle)
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+        raise ValueError(f"config: {path} is not valid TOML: {error}") from None
 
 
 def apply_overrides(config: dict, overrides: list[str]) -> dict:
@@ -129,6 +137,9 @@ def check_config(config: dict) -> dict:
     if unknown:
         raise ValueError(f"unknown top-level keys {unknown}; known: {sorted(set(TOP_LEVEL) | set(SECTIONS))}")
     config = {**TOP_LEVEL, **config}
+    for section in SECTIONS:
+        if section in config and not isinstance(config[section], dict):
+            raise ValueError(f"config: [{section}] must be a table of settings, got {config[section]!r}")
     for section in ("data", "model", "objective"):
         if not isinstance(config.get(section), dict) or "name" not in config[section]:
             raise ValueError(f"config needs a [{section}] section with a name")
@@ -136,6 +147,44 @@ def check_config(config: dict) -> dict:
     config["evaluate"] = EvaluateConfig.from_dict(config.get("evaluate", {})).to_dict()
     if config["device"] not in ("auto", "cpu", "cuda") and not str(config["device"]).startswith("cuda:"):
         raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {config['device']!r}")
-    if isinstance(config["seed"], bool) or not isinstance(config["seed"], int):
-        raise ValueError(f"seed must be an int, got {config['seed']!r}")
+    if isinstance(config["seed"], bool) or not isinstance(config["seed"], int) or config["seed"] < 0:
+        raise ValueError(f"seed must be an int >= 0, got {config['seed']!r}")
     return config
+
+
+def check_arguments(builder, params: dict, where: str) -> None:
+    """Raise ``ValueError`` for a value of ``params`` that does not fit ``builder``'s annotation.
+
+    Settings come from TOML or ``--set`` (``model.latent_dim=abc``, ``objective.num_particles=1.5``),
+    so they are checked as :class:`~inference.training.TrainConfig` checks its own: ``int`` takes
+    integers (not ``true``), ``float`` finite numbers, ``str`` strings, ``bool`` ``true``/``false``;
+    ``X | None`` also ``None``; other annotations are left to the builder.
+    """
+    target = builder.__init__ if isinstance(builder, type) else builder
+    try:
+        hints = typing.get_type_hints(target)
+    except Exception:  # an annotation we cannot evaluate: the builder checks its own
+        return
+    for key, value in params.items():
+        expected = hints.get(key, inspect.Parameter.empty)
+        if not _fits(value, expected):
+            name = getattr(expected, "__name__", None) or str(expected).replace("typing.", "")
+            raise ValueError(f"{where}.{key} must be {name}, got {type(value).__name__} {value!r}")
+
+
+def _fits(value, expected) -> bool:
+    """Whether ``value`` fits a simple annotation (anything fits one that is not simple)."""
+    if typing.get_origin(expected) in (typing.Union, types.UnionType):
+        options = typing.get_args(expected)
+        return any(_fits(value, option) or (option is type(None) and value is None) for option in options)
+    if expected is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if expected is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if expected is bool:
+        return isinstance(value, bool)
+    if expected is str:
+        return isinstance(value, str)
+    if expected is type(None):
+        return value is None
+    return typing.get_origin(expected) is not None or expected not in (int, float, bool, str)

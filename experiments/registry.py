@@ -31,6 +31,7 @@ from ppl_models import (
     TwoStageKalmanFilter,
 )
 
+from .config import check_arguments
 from .data import SequenceData
 from .tasks import covid, synthetic_ar
 from .tasks.air_quality import air_quality
@@ -293,6 +294,7 @@ def build(table: dict, registry: dict, kind: str, **fixed):
     unknown = sorted(set(params) - set(allowed))
     if unknown:
         raise ValueError(f"unknown keys in [{kind}] for {name!r}: {unknown}; allowed: {allowed}")
+    check_arguments(builder, params, kind)
     return builder(**fixed, **params)
 
 

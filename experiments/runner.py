@@ -11,7 +11,10 @@ A run folder holds:
 * ``predictions.json`` (real-valued data, models with an exact predictive distribution):
   the first test sequence with its one-step predictions before and after training, and the
   held-out MSE before training; the training log then carries the held-out MSE per epoch;
-* ``plots/``: learning curve, PIT ECDF, coverage, predictive bands, particle cloud.
+* ``plots/``: learning curve, PIT ECDF, coverage, predictive bands, particle cloud;
+* ``evaluations/<time>/``: each later ``evaluate`` of the run, with its own ``config.json``
+  (the run's, with the ``[evaluate]`` settings used), metrics, ``predictive.nc`` and plots; the
+  run's own outputs are never overwritten.
 """
 
 from __future__ import annotations
@@ -26,13 +29,22 @@ from torch import nn
 
 from inference import ParticleFilter, calibration
 from inference.arviz_compat import loo_summary, waic_summary
-from inference.io import write_json, write_text
+from inference.io import remove_stale_temporaries, write_json, write_text
 from inference.objectives import ELBO, IWAE
 from inference.protocol import ESTIMATORS, particle_predictive
-from inference.training import RESUMABLE_CHANGES, TrainConfig, Trainer, length_batches, load_best, trim_padding
+from inference.training import (
+    RESUMABLE_CHANGES,
+    TrainConfig,
+    Trainer,
+    check_experiment,
+    length_batches,
+    load_best,
+    load_checkpoint,
+    trim_padding,
+)
 
 from . import plots
-from .config import EvaluateConfig
+from .config import EvaluateConfig, check_config
 from .registry import DATASETS, MODELS, build, build_objective
 
 __all__ = ["resolve_device", "train", "evaluate", "evaluate_model", "format_table"]
@@ -62,18 +74,47 @@ def prepare_run_dir(run_dir: str | Path, config: dict, *, resume: bool = False) 
     shorten the run, and ``progress``), so it cannot silently go on with other data, another
     model or another objective.
     """
-    run_dir = Path(run_dir)
+    run_dir = check_writable(run_dir, "run_dir")
     if not resume and (run_dir / "checkpoints").exists():
         raise ValueError(f"run_dir {run_dir} already holds a run: pass --resume to continue it or pick a new folder")
-    saved_path = run_dir / "config.json"
+    saved_path, last = run_dir / "config.json", run_dir / "checkpoints" / "last.pt"
+    given = _fixed_part(json.loads(json.dumps(config)))
     if resume and saved_path.is_file():
-        saved, given = _fixed_part(json.loads(saved_path.read_text())), _fixed_part(json.loads(json.dumps(config)))
+        saved = _fixed_part(read_config_json(saved_path))
         if saved != given:
             changed = sorted(key for key in {*saved, *given} if saved.get(key) != given.get(key))
             raise ValueError(f"resume: the configuration differs from the one saved in {saved_path} (in {changed}); "
                              "pass the same experiment and --set overrides as the first run")  # fmt: skip
+    if resume and last.is_file():  # the checkpoint is the truth, even when config.json is gone
+        check_experiment(load_checkpoint(last).get("experiment"), given, last)
     write_json(saved_path, config)
     return run_dir
+
+
+def check_writable(folder: str | Path, name: str) -> Path:
+    """Create ``folder`` if needed and check that files can be written there, before any work is done."""
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"{name} {folder} is a file, not a folder")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        write_text(folder / ".write-test", "")
+        (folder / ".write-test").unlink()
+    except OSError as error:
+        raise ValueError(f"{name} {folder} cannot be written to ({error.strerror or error})") from None
+    remove_stale_temporaries(folder)
+    return folder
+
+
+def read_config_json(path: Path) -> dict:
+    """A run folder's ``config.json`` as a dict; one ``ValueError`` naming the file if it is unreadable."""
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"{path} is not a readable run configuration: {error}") from None
+    if not isinstance(config, dict):
+        raise ValueError(f"{path} is not a run configuration (a JSON object), got {type(config).__name__}")
+    return config
 
 
 def _fixed_part(config: dict) -> dict:
@@ -87,10 +128,10 @@ def train(config: dict, run_dir: str | Path, *, resume: bool = False) -> dict:
 
     Returns the final metrics table (also written to the run folder).
     """
-    run_dir = prepare_run_dir(run_dir, config, resume=resume)
     pyro.set_rng_seed(config["seed"])
     device = resolve_device(config["device"])
-    data, model, objective = _setup(config)
+    data, model, objective = _setup(config)  # bad settings and data files fail before the folder is touched
+    run_dir = prepare_run_dir(run_dir, config, resume=resume)
     fresh = not (run_dir / "checkpoints" / "last.pt").exists()
     if fresh:
         model.initialize(*data.train)
@@ -101,7 +142,7 @@ def train(config: dict, run_dir: str | Path, *, resume: bool = False) -> dict:
             write_json(run_dir / "predictions.json", {"initial": _first_test_prediction(model, data),
                                                       "initial_mse": monitor()})  # fmt: skip
     trainer = Trainer(objective, data.train, data.valid, TrainConfig.from_dict(config["train"]), run_dir, device,
-                      monitor=monitor)  # fmt: skip
+                      monitor=monitor, experiment=_fixed_part(config))  # fmt: skip
     trainer.fit(resume=resume)
     best = run_dir / "checkpoints" / "best.pt"
     if best.exists():
@@ -109,17 +150,30 @@ def train(config: dict, run_dir: str | Path, *, resume: bool = False) -> dict:
     return evaluate_model(model, data, EvaluateConfig.from_dict(config["evaluate"]), run_dir, config["seed"])
 
 
-def evaluate(run_dir: str | Path, overrides: dict | None = None, device: str | None = None) -> dict:
-    """Re-evaluate a finished run folder's best checkpoint (``overrides`` update ``[evaluate]``)."""
+def evaluate(run_dir: str | Path, overrides: dict | None = None, device: str | None = None, *,
+             out: str | Path | None = None, force: bool = False) -> dict:
+    """Re-evaluate a finished run folder's best checkpoint (``overrides`` update ``[evaluate]``).
+
+    The outputs go to ``out`` (default ``run_dir/evaluations/<time>``), with a ``config.json``
+    holding the settings used; a folder that already holds an evaluation is refused unless
+    ``force``. The folder is checked to be writable before anything is computed.
+    """
     run_dir = Path(run_dir)
     if not (run_dir / "config.json").is_file():
         raise ValueError(f"run_dir {run_dir} has no config.json: is it a run folder?")
-    config = json.loads((run_dir / "config.json").read_text())
+    config = check_config(read_config_json(run_dir / "config.json"))
     evaluate_config = EvaluateConfig.from_dict({**config["evaluate"], **(overrides or {})})
+    out = Path(out) if out is not None else run_dir / "evaluations" / time.strftime("%Y%m%d-%H%M%S")
+    if (out / "metrics.json").exists() and not force:
+        raise ValueError(f"{out} already holds an evaluation (metrics.json): pass --force to overwrite it "
+                         "or --out to write elsewhere")
+    device = resolve_device(device or config["device"])
     data, model, objective = _setup(config)
     load_best(run_dir, objective)
-    model.to(resolve_device(device or config["device"]))
-    return evaluate_model(model, data, evaluate_config, run_dir, config["seed"])
+    model.to(device)
+    check_writable(out, "evaluation folder")
+    write_json(out / "config.json", {**config, "evaluate": evaluate_config.to_dict()})
+    return evaluate_model(model, data, evaluate_config, out, config["seed"], records_from=run_dir)
 
 
 def _held_out_mse(model, data):
@@ -172,7 +226,8 @@ def _in_test_order(pieces: list[torch.Tensor], indices: list[torch.Tensor], step
 
 
 @torch.no_grad()
-def evaluate_model(model, data, config: EvaluateConfig, run_dir: str | Path | None = None, seed: int = 0) -> dict:
+def evaluate_model(model, data, config: EvaluateConfig, run_dir: str | Path | None = None, seed: int = 0, *,
+                   records_from: str | Path | None = None) -> dict:
     """Every requested log-likelihood estimate on the test split, plus calibration; writes the run folder.
 
     An estimator is computed where the model declares the capability it needs
@@ -185,6 +240,9 @@ def evaluate_model(model, data, config: EvaluateConfig, run_dir: str | Path | No
     (Brier score and reliability). When the data has a known source, its log-likelihood is
     reported as ``exact (true parameters)``, with its ``truth_metrics`` where the data set
     defines them (the SMC Transformer paper's synthetic models).
+
+    The outputs go to ``run_dir``; the training records (``metrics.jsonl``, ``predictions.json``)
+    are read from ``records_from`` (default ``run_dir``).
 
     Returns ``{"loglik": {estimator: {"per_step", "per_sequence"}}, "calibration": {...}}``.
     """
@@ -261,7 +319,8 @@ def evaluate_model(model, data, config: EvaluateConfig, run_dir: str | Path | No
         metrics["calibration"] = binary_calibration(probabilities, x_all, mask_all)
         metrics["calibration_source"] = f"one-step-ahead note probabilities E[x_t | x_<t] from {source}"
     if run_dir is not None:
-        _write_outputs(Path(run_dir), model, data, config, metrics, predictive, log_density, probabilities, seed)
+        _write_outputs(Path(run_dir), model, data, config, metrics, predictive, log_density, probabilities, seed,
+                       Path(records_from or run_dir))
         if posterior is not None:
             calibration.save_inference_data(posterior, Path(run_dir) / "posterior.nc")
     return metrics
@@ -305,17 +364,17 @@ def binary_calibration(probabilities: torch.Tensor, observed: torch.Tensor, mask
     }
 
 
-def _write_outputs(run_dir, model, data, config, metrics, predictive, log_density, probabilities, seed):
+def _write_outputs(run_dir, model, data, config, metrics, predictive, log_density, probabilities, seed, records):
     write_json(run_dir / "metrics.json", metrics)
-    if (run_dir / "predictions.json").is_file() and model.supports("exact"):
-        record = json.loads((run_dir / "predictions.json").read_text())
+    if (records / "predictions.json").is_file() and model.supports("exact"):
+        record = json.loads((records / "predictions.json").read_text())
         x, mask = data.test
         record.update(observed=x[0][mask[0]].tolist(), final=_first_test_prediction(model, data),
                       final_mse=metrics["mse"])  # fmt: skip
         write_json(run_dir / "predictions.json", record)
     write_text(run_dir / "metrics.md", format_table(metrics, markdown=True))
     figures = run_dir / "plots"
-    plots.learning_curve(run_dir / "metrics.jsonl", figures / "learning_curve.png")
+    plots.learning_curve(records / "metrics.jsonl", figures / "learning_curve.png")
     x, mask = data.test
     if isinstance(predictive, torch.Tensor):
         idata = calibration.to_inference_data(predictive, x, mask=mask)

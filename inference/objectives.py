@@ -72,7 +72,7 @@ class Objective(nn.Module):
         raise NotImplementedError
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> ObjectiveOutput:
-        x, mask = check_sequences(x, mask)
+        x, mask = check_sequences(x, mask, model=self.model)
         with _sharing_context(self.model):
             bound, surrogate = self.estimate(x, mask)
         num_steps = mask.sum(1)

@@ -269,7 +269,7 @@ class ParticleFilter:
                 then resampled before the first step, as before any other; default uniform.
         """
         all_valid = mask is None
-        x, mask = check_sequences(x, mask)
+        x, mask = check_sequences(x, mask, model=model)
         if predictive_samples:
             check_positive_int(predictive_samples, name="predictive_samples")
             if not hasattr(model, "simulate"):  # optional in the particle-model interface (see module docstring)

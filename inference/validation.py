@@ -39,19 +39,24 @@ def value_checks_enabled() -> bool:
 
 
 def check_sequences(
-    x, mask=None, *, name: str = "x", feature_size: int | None = None
+    x, mask=None, *, name: str = "x", feature_size: int | None = None, model=None
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Validate a batch of sequences and return ``(x, mask)``.
 
     Args:
-        x: observations ``[B, T, D]`` (floating point, finite where ``mask`` is true).
+        x: observations ``[B, T, D]`` (floating point, finite where ``mask`` is true; the
+            padding may hold anything, NaN included).
         mask: optional bool ``[B, T]``; ``True`` marks valid steps, which come first in
             each row (variable-length sequences padded at the end). Defaults to all true.
         name: argument name used in error messages.
         feature_size: expected ``D``, if the caller knows it.
+        model: the ``nn.Module`` that will read ``x``: ``x`` must have the dtype of its
+            floating-point parameters, and ``D`` its ``obs_dim`` if it has one (and
+            ``feature_size`` is not given).
 
     Returns:
-        ``x`` unchanged and ``mask`` as a bool tensor ``[B, T]`` on ``x``'s device.
+        ``x`` (with NaN or inf in the padding replaced by 0, so that no engine multiplies
+        them into a result) and ``mask`` as a bool tensor ``[B, T]`` on ``x``'s device.
     """
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor of shape [B, T, D], got {type(x).__name__}")
@@ -59,6 +64,10 @@ def check_sequences(
         raise ValueError(f"{name} must have shape [B, T, D] (3 dims), got shape {tuple(x.shape)}")
     if not x.is_floating_point():
         raise TypeError(f"{name} must be a floating-point tensor, got dtype {x.dtype}")
+    if model is not None:
+        _check_dtype(x, model, name)
+        obs_dim = getattr(model, "obs_dim", None)
+        feature_size = obs_dim if feature_size is None and isinstance(obs_dim, int) else feature_size
     batch, steps, features = x.shape
     if batch == 0:
         raise ValueError(f"{name} is an empty batch: expected B >= 1, got shape {tuple(x.shape)}")
@@ -82,9 +91,24 @@ def check_sequences(
                 "mask must mark a prefix of each sequence (valid steps first, padding after); "
                 "got a True after a False"
             )
-    if value_checks_enabled() and not bool(torch.isfinite(x[mask]).all()):
-        raise ValueError(f"{name} contains NaN or inf at valid (unmasked) steps")
+    if value_checks_enabled():
+        finite = torch.isfinite(x.detach())
+        if not bool(finite[mask].all()):
+            raise ValueError(f"{name} contains NaN or inf at valid (unmasked) steps")
+        if not bool(finite.all()):  # only the padding: it is never read, so make it harmless
+            x = torch.where(mask.unsqueeze(-1), x, x.new_zeros(()))
     return x, mask
+
+
+def _check_dtype(x: torch.Tensor, model, name: str) -> None:
+    """Raise ``TypeError`` unless ``x`` has the dtype of ``model``'s floating-point parameters."""
+    if not isinstance(model, torch.nn.Module):
+        return
+    tensors = [*model.parameters(), *model.buffers()]
+    dtype = next((t.dtype for t in tensors if t.is_floating_point()), None)
+    if dtype is not None and x.dtype != dtype:
+        raise TypeError(f"{name} has dtype {x.dtype} but the model's parameters are {dtype}: convert one of them, "
+                        f"{name}.to({dtype}) or model.to({x.dtype})")
 
 
 def check_choice(value, choices, *, name: str):

@@ -1,0 +1,322 @@
+"""Bad input, tried as a new user would: every case one line on stderr, exit status 2, run folders untouched.
+
+The CLI is driven in-process (``experiments.cli.main``) on one small finished run; the public API
+through a table of calls that must raise a named ``ValueError``/``TypeError``, and NaN in the
+padding must give the same numbers as zeros there.
+"""
+
+import json
+import os
+import shutil
+
+import pytest
+import torch
+
+from experiments import cli, registry, runner
+from experiments.config import load_config
+from inference import ParticleFilter
+from inference.objectives import ELBO, IWAE
+from ppl_models import LinearGaussianSSM
+from ppl_models.psrnn import PSRNN
+
+SMALL = """
+name = "tiny"
+seed = 0
+device = "cpu"
+[data]
+name = "lgssm-synthetic"
+num_train = 8
+num_valid = 4
+num_test = 4
+num_steps = 8
+[model]
+name = "lgssm"
+[objective]
+name = "smc"
+num_particles = 4
+[train]
+epochs = 1
+batch_size = 8
+progress = false
+[evaluate]
+estimators = ["exact", "smc"]
+num_particles = 16
+predictive_samples = 8
+"""
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    """``(config file, finished run folder)`` of a one-epoch LGSSM run."""
+    root = tmp_path_factory.mktemp("bad-inputs")
+    path = root / "tiny.toml"
+    path.write_text(SMALL)
+    run = root / "run"
+    runner.train(load_config(path), run)
+    return path, run
+
+
+def _snapshot(folder):
+    return {str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in sorted(folder.rglob("*"))} if folder.exists() else None
+
+
+def _cli(argv, capsys):
+    """``(exit status, stderr)`` of ``ppl-models argv`` run in-process."""
+    try:
+        status = cli.main([str(a) for a in argv])
+    except SystemExit as exit_:  # argparse's usage errors
+        status = exit_.code
+    return status, capsys.readouterr().err
+
+
+def _copy(run, tmp_path):
+    copy = tmp_path / "copy"
+    shutil.copytree(run, copy)
+    return copy
+
+
+def _corrupt(name, content):
+    def apply(run, tmp_path):
+        run = _copy(run, tmp_path)
+        target = run / name
+        if content == "truncated":
+            target.write_bytes(target.read_bytes()[: target.stat().st_size // 2])
+        elif content is None:
+            target.unlink()
+        else:
+            target.write_bytes(content)
+        return run
+    return apply
+
+
+# (id, argv with {config} / {run} / {tmp}, what the one line must say); {run} may be prepared by a function
+TRAIN_CASES = [
+    ("float-for-int", ["train", "{config}", "--set", "objective.num_particles=1.5"],
+     "objective.num_particles must be int"),
+    ("text-for-int", ["train", "{config}", "--set", "model.latent_dim=abc"], "model.latent_dim must be int"),
+    ("section-as-value", ["train", "{config}", "--set", "train=5"], "[train] must be a table"),
+    ("lr-inf", ["train", "{config}", "--set", "train.lr=inf"], "TrainConfig.lr must be a finite number"),
+    ("clip-nan", ["train", "{config}", "--set", "train.clip_norm=nan"], "TrainConfig.clip_norm must be a finite"),
+    ("epochs-float", ["train", "{config}", "--set", "train.epochs=2.5"], "TrainConfig.epochs must be an integer"),
+    ("negative-seed", ["train", "{config}", "--set", "seed=-1"], "seed must be an int >= 0"),
+    ("bool-for-float", ["train", "{config}", "--set", "data.obs_dim=true"], "data.obs_dim must be int"),
+    ("no-such-file", ["train", "{tmp}/missing.toml"], "missing.toml"),
+    ("malformed-toml", ["train", "{tmp}/bad.toml"], "bad.toml is not valid TOML"),
+    ("binary-toml", ["train", "{tmp}/binary.toml"], "binary.toml is not valid TOML"),
+    ("no-model-section", ["train", "{tmp}/nomodel.toml"], "needs a [model] section"),
+    ("run-dir-is-a-file", ["train", "{config}", "--run-dir", "{tmp}/afile"], "afile is a file, not a folder"),
+    ("device-in-set", ["train", "{config}", "--set", "device='tpu'"], "device must be"),
+]
+
+
+def _write_inputs(tmp_path):
+    (tmp_path / "bad.toml").write_text("name = \n[data\n")
+    (tmp_path / "binary.toml").write_bytes(b"\xff\xfe\x00garbage")
+    (tmp_path / "nomodel.toml").write_text(SMALL.replace('[model]\nname = "lgssm"\n', ""))
+    (tmp_path / "afile").write_text("")
+
+
+def _format(argv, config, run, tmp_path):
+    return [a.format(config=config, run=run, tmp=tmp_path) for a in argv]
+
+
+@pytest.mark.parametrize(("argv", "expected"), [c[1:] for c in TRAIN_CASES], ids=[c[0] for c in TRAIN_CASES])
+def test_train_user_errors_are_one_line_with_exit_status_2(finished, tmp_path, capsys, argv, expected):
+    config, run = finished
+    _write_inputs(tmp_path)
+    before = _snapshot(tmp_path)
+    status, err = _cli(_format(argv, config, run, tmp_path) + ["--run-dir", tmp_path / "new"]
+                       if "--run-dir" not in argv else _format(argv, config, run, tmp_path), capsys)
+    assert status == 2, err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert expected in err, err
+    assert _snapshot(tmp_path) == before  # nothing written, not even a run folder
+
+
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="needs a user whom permissions stop")
+def test_unwritable_run_dir_is_one_line(finished, tmp_path, capsys):
+    config, _ = finished
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o555)
+    try:
+        status, err = _cli(["train", config, "--run-dir", locked / "run"], capsys)
+    finally:
+        locked.chmod(0o755)
+    assert status == 2 and err.count("\n") == 1 and "cannot be written" in err, err
+
+
+EVALUATE_CASES = [
+    ("float-particles", None, ["--set", "num_particles=1.5"], "evaluate.num_particles must be an int >= 1"),
+    ("estimators-not-list", None, ["--set", "estimators=smc"], "evaluate.estimators must be a non-empty list"),
+    ("out-is-a-file", None, ["--out", "{tmp}/afile"], "afile is a file, not a folder"),
+    ("empty-best", _corrupt("checkpoints/best.pt", b""), [], "best.pt is not a readable checkpoint"),
+    ("garbage-best", _corrupt("checkpoints/best.pt", b"\x80\x02garbage" * 10), [], "best.pt is not a readable"),
+    ("truncated-best", _corrupt("checkpoints/best.pt", "truncated"), [], "best.pt is not a readable checkpoint"),
+    ("missing-best", _corrupt("checkpoints/best.pt", None), [], "best.pt"),
+    ("corrupt-config-json", _corrupt("config.json", b"{not json"), [], "config.json is not a readable run config"),
+    ("config-json-list", _corrupt("config.json", b"[1, 2]"), [], "config.json is not a run configuration"),
+    ("no-config-json", _corrupt("config.json", None), [], "has no config.json"),
+]
+
+
+@pytest.mark.parametrize(("prepare", "extra", "expected"), [c[1:] for c in EVALUATE_CASES],
+                         ids=[c[0] for c in EVALUATE_CASES])
+def test_evaluate_user_errors_are_one_line_and_leave_the_run_untouched(finished, tmp_path, capsys, prepare, extra,
+                                                                       expected):
+    _, run = finished
+    _write_inputs(tmp_path)
+    run = prepare(run, tmp_path) if prepare else run
+    before = _snapshot(run)
+    status, err = _cli(["evaluate", run, *_format(extra, "", run, tmp_path)], capsys)
+    assert status == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert expected in err, err
+    assert _snapshot(run) == before
+
+
+def test_evaluate_writes_its_own_folder_and_refuses_to_overwrite_without_force(finished, tmp_path, capsys):
+    _, run = finished
+    run = _copy(run, tmp_path)
+    own = {name: (run / name).read_bytes() for name in ("metrics.json", "config.json", "predictive.nc")}
+    out = tmp_path / "eval"
+    assert _cli(["evaluate", run, "--set", "num_particles=8", "--out", out], capsys)[0] == 0
+    assert json.loads((out / "config.json").read_text())["evaluate"]["num_particles"] == 8
+    assert "smc-8" in json.loads((out / "metrics.json").read_text())["loglik"]
+    assert {name: (run / name).read_bytes() for name in own} == own  # the run's own outputs are untouched
+    before = _snapshot(out)
+    status, err = _cli(["evaluate", run, "--out", out], capsys)
+    assert status == 2 and "already holds an evaluation" in err and "--force" in err, err
+    assert _snapshot(out) == before
+    assert _cli(["evaluate", run, "--out", out, "--force"], capsys)[0] == 0
+    assert json.loads((out / "config.json").read_text())["evaluate"]["num_particles"] == 16
+
+
+def test_evaluate_fills_a_missing_evaluate_section(finished, tmp_path, capsys):
+    _, run = finished
+    run = _copy(run, tmp_path)
+    config = json.loads((run / "config.json").read_text())
+    del config["evaluate"]
+    (run / "config.json").write_text(json.dumps(config))
+    status, err = _cli(["evaluate", run, "--set", "estimators=['exact']", "--set", "predictive_samples=0",
+                        "--out", tmp_path / "eval"], capsys)
+    assert status == 0, err
+
+
+def test_resume_without_config_json_refuses_other_data(finished, tmp_path, capsys):
+    config, run = finished
+    run = _copy(run, tmp_path)
+    (run / "config.json").unlink()
+    before = _snapshot(run)
+    status, err = _cli(["train", config, "--run-dir", run, "--resume", "--set", "data.seed=5"], capsys)
+    assert status == 2 and err.count("\n") == 1, err
+    assert "experiment differs from the one saved in" in err and "last.pt (in ['data'])" in err, err
+    assert _snapshot(run) == before
+
+
+OTHER_CASES = [
+    ("compare-feature-99", ["compare", "A={run}", "--out", "{tmp}/cmp", "--feature", "99"],
+     "--feature must be in [0, "),
+    ("compare-feature-negative", ["compare", "A={run}", "--out", "{tmp}/cmp", "--feature", "-1"], "--feature"),
+    ("compare-unfinished", ["compare", "A={tmp}", "--out", "{tmp}/cmp"], "not finished run folders"),
+    ("compare-no-label", ["compare", "{run}", "--out", "{tmp}/cmp"], "LABEL=RUN_FOLDER"),
+    ("demo-device-tpu", ["demo", "--device", "tpu"], "argument --device: must be auto, cpu, cuda or cuda:N"),
+    ("forecast-device-tpu", ["forecast", "A={run}", "--out", "{tmp}/f", "--device", "tpu"], "--device"),
+    ("train-device-tpu", ["train", "{config}", "--device", "tpu"], "--device"),
+    ("evaluate-device-tpu", ["evaluate", "{run}", "--device", "tpu"], "--device"),
+    ("forecast-samples-0", ["forecast", "A={run}", "--out", "{tmp}/f", "--samples", "0"], "--samples"),
+    ("unknown-command", ["fly"], "invalid choice"),
+    ("unknown-suite", ["suite", "nope"], "suite must be one of"),
+    ("unknown-experiment", ["train", "no-such-experiment"], "no-such-experiment"),
+]
+
+
+@pytest.mark.parametrize(("argv", "expected"), [c[1:] for c in OTHER_CASES], ids=[c[0] for c in OTHER_CASES])
+def test_other_commands_user_errors_are_one_line(finished, tmp_path, capsys, argv, expected):
+    config, run = finished
+    before = _snapshot(run)
+    status, err = _cli(_format(argv, config, run, tmp_path), capsys)
+    assert status == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert expected in err, err
+    assert _snapshot(run) == before
+    assert not (tmp_path / "cmp").exists()
+
+
+def test_debug_shows_the_traceback(tmp_path):
+    (tmp_path / "bad.toml").write_text("name = \n")
+    with pytest.raises(ValueError, match="bad.toml is not valid TOML"):
+        cli.main(["--debug", "train", str(tmp_path / "bad.toml")])
+    with pytest.raises(ValueError, match="bad.toml is not valid TOML"):
+        cli.main(["train", str(tmp_path / "bad.toml"), "--debug"])
+
+
+def test_a_bug_keeps_its_traceback(monkeypatch, tmp_path):
+    def broken(*args, **kwargs):
+        raise KeyError("a bug")
+    monkeypatch.setattr(registry, "experiment_config", broken)
+    with pytest.raises(KeyError):
+        cli.main(["train", "lgssm-demo"])
+
+
+# --- the public API ----------------------------------------------------------------------------------------
+def _lgssm():
+    return LinearGaussianSSM.random(2, 1, generator=torch.Generator().manual_seed(0), proposal="bootstrap")
+
+
+def _x(dtype=torch.float32, features=1):
+    return torch.randn(3, 6, features, generator=torch.Generator().manual_seed(1)).to(dtype)
+
+
+API_CASES = [
+    ("filter-float64", lambda: ParticleFilter(8).run(_lgssm(), _x(torch.float64)), TypeError,
+     r"x has dtype torch.float64 but the model's parameters are torch.float32"),
+    ("filter-float16", lambda: ParticleFilter(8).run(_lgssm(), _x(torch.float16)), TypeError,
+     r"x has dtype torch.float16 but the model's parameters are torch.float32"),
+    ("filter-features", lambda: ParticleFilter(8).run(_lgssm(), _x(features=3)), ValueError,
+     r"x must have 1 features \(last dim\), got 3"),
+    ("iwae-float64", lambda: IWAE(_lgssm(), 4)(_x(torch.float64)), TypeError, "x has dtype torch.float64"),
+    ("elbo-features", lambda: ELBO(_lgssm())(_x(features=2)), ValueError, "x must have 1 features"),
+    ("filter-nan-valid", lambda: ParticleFilter(8).run(_lgssm(), _x().index_fill(1, torch.tensor([2]), float("nan"))),
+     ValueError, "NaN or inf at valid"),
+    ("filter-int-x", lambda: ParticleFilter(8).run(_lgssm(), torch.ones(2, 3, 1, dtype=torch.long)), TypeError,
+     "floating-point"),
+]
+
+
+@pytest.mark.parametrize(("call", "error", "message"), [c[1:] for c in API_CASES], ids=[c[0] for c in API_CASES])
+def test_api_bad_inputs_raise_one_named_error(call, error, message):
+    with pytest.raises(error, match=message) as caught:
+        call()
+    assert "\n" not in str(caught.value)
+
+
+def _padded_with(value):
+    x = _x()
+    mask = torch.ones(3, 6, dtype=torch.bool)
+    mask[0, 4:] = False
+    mask[2, 2:] = False
+    return x.masked_fill(~mask.unsqueeze(-1), value), mask
+
+
+def _psrnn():
+    model = PSRNN(1, state_dim=3, obs_features=3, num_features=20, init="random")
+    model.initialize(*_padded_with(0.0), generator=torch.Generator().manual_seed(0))
+    return model
+
+
+NAN_PADDING = [
+    ("kalman", lambda x, m: _lgssm().log_likelihood(x, m)),
+    ("filter", lambda x, m: (torch.manual_seed(0), ParticleFilter(8, generator=torch.Generator().manual_seed(0))
+                              .run(_lgssm(), x, m).log_evidence)[1]),
+    ("iwae", lambda x, m: (torch.manual_seed(0), IWAE(_lgssm(), 4)(x, m).bound)[1]),
+    ("elbo", lambda x, m: (torch.manual_seed(0), ELBO(_lgssm())(x, m).bound)[1]),
+    ("psrnn", lambda x, m: _psrnn().log_likelihood(x, m)),
+]
+
+
+@pytest.mark.parametrize("compute", [c[1] for c in NAN_PADDING], ids=[c[0] for c in NAN_PADDING])
+def test_nan_in_the_padding_is_accepted_and_changes_nothing(compute):
+    with torch.no_grad():
+        with_nan, zeros = compute(*_padded_with(float("nan"))), compute(*_padded_with(0.0))
+    assert torch.isfinite(with_nan).all()
+    assert torch.equal(with_nan, zeros)
