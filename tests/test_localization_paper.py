@@ -142,11 +142,14 @@ def test_metric_is_the_last_step_position_error_in_cells_averaged_over_x_and_y()
     guess[0, -1, 0] += 0.1  # 1 cell off in x: (1^2 + 0^2) / 2
     guess[1, -1, :2] += torch.tensor([0.2, -0.3])  # (2^2 + 3^2) / 2
     guess[1, -1, 2] = 0.75  # heading off by pi
-    data = (torch.zeros(2, 2, 8), None, truth)
+    data = (torch.zeros(3, 2, 8), None, torch.cat([truth, truth[:1]]))
+    guess = torch.cat([guess, truth[:1]])
+    guess[2, -1, 0] = 1 - truth[0, -1, 0]  # the mirror image about x = 5: x = 7.5 for 2.5
     metrics = evaluate_localization_paper(_FixedPredictor(guess), maze, data, device="cpu")
-    assert metrics["last_step_mse"] == pytest.approx((0.5 + 6.5) / 2, rel=1e-5)
-    assert metrics["last_step_heading_mse"] == pytest.approx(math.pi**2 / 2, rel=1e-5)
-    assert metrics["position_mse_by_step"] == pytest.approx([0.0, (1 + 13) / 2], abs=1e-5)
+    assert metrics["last_step_mse"] == pytest.approx((0.5 + 6.5 + 25 / 2) / 3, rel=1e-5)
+    assert metrics["last_step_heading_mse"] == pytest.approx(math.pi**2 / 3, rel=1e-5)
+    assert metrics["position_mse_by_step"] == pytest.approx([0.0, (1 + 13 + 25) / 3], abs=1e-5)
+    assert metrics["last_step_mirror_share"] == pytest.approx(1 / 3)
 
 
 def test_paper_protocol_runs_from_the_command_line(tmp_path):

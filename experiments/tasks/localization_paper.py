@@ -207,8 +207,11 @@ def _to_cells(maze: Maze):
 def evaluate_localization_paper(predictor, maze: Maze, data, *, device, seed: int = 0) -> dict:
     """Test metrics in cells: ``last_step_mse`` (the paper's: last-step (x, y) squared error averaged
     over the two coordinates), ``mse`` (the same over all steps), ``last_step_heading_mse``
-    (radians squared, wrapped), ``position_mse_by_step`` (summed over x, y) and, for particle
-    models, ``particle_spread_by_step`` (weighted RMS distance of the particles from the prediction).
+    (radians squared, wrapped), ``last_step_mirror_share`` (share of sequences whose last
+    predicted position is nearer a mirror image of the true one, about either mid-line or both,
+    than the true one: the symmetry left unresolved), ``position_mse_by_step`` (summed over x, y)
+    and, for particle models, ``particle_spread_by_step`` (weighted RMS distance of the particles
+    from the prediction).
     """
     x, _, y = data
     predictions, spreads = predict_poses(predictor, x, device=device, seed=seed, to_pose=_to_cells(maze))
@@ -216,7 +219,12 @@ def evaluate_localization_paper(predictor, maze: Maze, data, *, device, seed: in
     position_error = (predictions[..., :2] - truth[..., :2]).square()  # [N, T, 2]
     turn = torch.atan2(predictions[..., 3], predictions[..., 2]) - torch.atan2(truth[..., 3], truth[..., 2])
     turn = torch.remainder(turn + math.pi, 2 * math.pi) - math.pi
+    last, n = truth[:, -1, :2], maze.size
+    images = torch.stack([last, torch.stack([n - last[:, 0], last[:, 1]], -1),
+                          torch.stack([last[:, 0], n - last[:, 1]], -1), n - last])  # [4, N, 2]
+    nearest = (predictions[None, :, -1, :2] - images).square().sum(-1).argmin(0)  # 0: the truth
     metrics = {"last_step_mse": position_error[:, -1].mean().item(), "mse": position_error.mean().item(),
+               "last_step_mirror_share": (nearest > 0).double().mean().item(),
                "last_step_heading_mse": turn[:, -1].square().mean().item(), "test_sequences": len(x),
                "position_mse_by_step": position_error.sum(-1).mean(0).tolist()}  # fmt: skip
     if spreads is not None:
