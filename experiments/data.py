@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-__all__ = ["SequenceData", "pad_sequences", "resolve_data_dir", "verified_path"]
+__all__ = ["SequenceData", "pad_sequences", "resolve_data_dir", "verified_path", "load_mat"]
 
 DATA_ENV = "PPL_MODELS_DATA"
 
@@ -99,3 +99,15 @@ def verified_path(relative: str, data_dir: str | os.PathLike | None = None) -> P
     if digest.hexdigest() != sums[relative]:
         raise ValueError(f"{path} does not match its SHA-256 in SHA256SUMS: the file is corrupt or was changed")
     return path
+
+
+def load_mat(relative: str, data_dir: str | os.PathLike | None = None) -> dict:
+    """``scipy.io.loadmat`` of a checked data file (:func:`verified_path`); a file it cannot read is a
+    ``ValueError`` naming the file (a matching checksum only says the file is the one listed)."""
+    from scipy.io import loadmat
+
+    path = verified_path(relative, data_dir)
+    try:
+        return loadmat(path)
+    except Exception as error:  # scipy raises MatReadError, ValueError, TypeError... on a bad file
+        raise ValueError(f"{path} is not a readable MATLAB file ({type(error).__name__}: {error})") from None

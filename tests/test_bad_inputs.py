@@ -5,6 +5,7 @@ through a table of calls that must raise a named ``ValueError``/``TypeError``, a
 padding must give the same numbers as zeros there.
 """
 
+import hashlib
 import json
 import os
 import shutil
@@ -145,6 +146,30 @@ def test_unwritable_run_dir_is_one_line(finished, tmp_path, capsys):
     finally:
         locked.chmod(0o755)
     assert status == 2 and err.count("\n") == 1 and "cannot be written" in err, err
+
+
+def test_unwritable_run_dir_is_one_line_for_any_user(finished, tmp_path, capsys, monkeypatch):
+    config, _ = finished
+
+    def refuse(path, text):
+        raise PermissionError(13, "Permission denied", str(path))
+    monkeypatch.setattr(runner, "write_text", refuse)
+    status, err = _cli(["train", config, "--run-dir", tmp_path / "run"], capsys)
+    assert status == 2 and err.count("\n") == 1 and "run" in err and "cannot be written to (Permission denied)" in err
+
+
+@pytest.mark.parametrize("content", [None, b"", b"\x00garbage with its own checksum" * 20],
+                         ids=["missing", "empty", "garbage-matching-checksum"])
+def test_missing_or_empty_data_file_is_one_line_naming_it(finished, tmp_path, capsys, monkeypatch, content):
+    digest = hashlib.sha256(content).hexdigest() if content else "0" * 64
+    (tmp_path / "SHA256SUMS").write_text(digest + "  polyphonic/JSB_Chorales.mat\n")
+    if content is not None:
+        (tmp_path / "polyphonic").mkdir()
+        (tmp_path / "polyphonic" / "JSB_Chorales.mat").write_bytes(content)
+    monkeypatch.setenv("PPL_MODELS_DATA", str(tmp_path))
+    status, err = _cli(["train", "srnn-jsb", "--run-dir", tmp_path / "run"], capsys)
+    assert status == 2 and err.count("\n") == 1 and "JSB_Chorales.mat" in err, err
+    assert not (tmp_path / "run").exists()
 
 
 EVALUATE_CASES = [

@@ -21,7 +21,7 @@ from matplotlib.figure import Figure
 from inference.io import atomic_write
 from inference.validation import check_positive_int
 
-from ..data import SequenceData, pad_sequences, verified_path
+from ..data import SequenceData, load_mat, pad_sequences
 
 __all__ = ["NUM_KEYS", "LOWEST_PITCH", "POLYPHONIC", "polyphonic", "plot_piano_roll", "write_midi", "read_midi_roll"]
 
@@ -270,14 +270,12 @@ def polyphonic(
             truncated training on the long pieces; validation and test stay whole).
         max_sequences: keep only the first this many sequences of each split (quick demos).
     """
-    from scipy.io import loadmat
-
     if name not in POLYPHONIC:
         raise ValueError(f"name must be one of {sorted(POLYPHONIC)}, got {name!r}")
     for key, value in (("train_chunk", train_chunk), ("max_sequences", max_sequences)):
         if value is not None:
             check_positive_int(value, name=key)
-    raw = loadmat(verified_path(f"polyphonic/{POLYPHONIC[name]}", data_dir))
+    raw = load_mat(f"polyphonic/{POLYPHONIC[name]}", data_dir)
     splits = []
     for key in ("traindata", "validdata", "testdata"):
         rolls = list(raw[key].ravel())[:max_sequences]

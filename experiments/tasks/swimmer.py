@@ -6,7 +6,7 @@ import os
 
 import torch
 
-from ..data import SequenceData, verified_path
+from ..data import SequenceData, load_mat
 
 __all__ = ["swimmer", "SWIMMER_OBSERVATIONS"]
 
@@ -23,14 +23,12 @@ def swimmer(
     convention is to train on 1.0 and test on 0.8). Values are standardised by the training
     split's per-column mean and standard deviation.
     """
-    from scipy.io import loadmat
-
     names = {"train": train, "valid": valid, "test": test}
     arrays = {}
     for split, mix in names.items():
         if mix not in ("0.0", "0.5", "0.8", "1.0"):
             raise ValueError(f"{split} must be one of '0.0', '0.5', '0.8', '1.0', got {mix!r}")
-        trajs = loadmat(verified_path(f"swimmer/swimmers_trajs_{mix}.mat", data_dir))["trajs"]
+        trajs = load_mat(f"swimmer/swimmers_trajs_{mix}.mat", data_dir)["trajs"]
         arrays[split] = torch.as_tensor(trajs[..., list(SWIMMER_OBSERVATIONS)], dtype=torch.float32)
     mean, std = arrays["train"].mean((0, 1)), arrays["train"].std((0, 1))
     splits = [((v - mean) / std, torch.ones(v.shape[:2], dtype=torch.bool)) for v in arrays.values()]
