@@ -21,6 +21,8 @@ import re
 import sys
 from pathlib import Path
 
+import torch
+
 import ppl_models
 from inference.recalibration import RECALIBRATION_METHODS
 from inference.training import TrainingDiverged
@@ -251,8 +253,18 @@ def main(argv: list[str] | None = None) -> int:
         if args.debug:
             raise
         message = " ".join(str(error).split()) or type(error).__name__
-        print(f"ppl-models: error: {message}", file=sys.stderr)
-        return 2
+    except RuntimeError as error:  # running out of memory is the settings' doing, not a bug
+        if args.debug or not _out_of_memory(error):
+            raise
+        message = (f"out of memory ({type(error).__name__}): lower the batch size, the number of particles or "
+                   "samples, or the sequence length")
+    print(f"ppl-models: error: {message}", file=sys.stderr)
+    return 2
+
+
+def _out_of_memory(error: RuntimeError) -> bool:
+    """Whether ``error`` is torch's failure to allocate memory (CUDA's ``OutOfMemoryError`` or the CPU allocator's)."""
+    return isinstance(error, torch.OutOfMemoryError) or "can't allocate memory" in str(error)
 
 
 if __name__ == "__main__":

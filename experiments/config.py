@@ -147,8 +147,9 @@ def check_config(config: dict) -> dict:
     config["evaluate"] = EvaluateConfig.from_dict(config.get("evaluate", {})).to_dict()
     if config["device"] not in ("auto", "cpu", "cuda") and not str(config["device"]).startswith("cuda:"):
         raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {config['device']!r}")
-    if isinstance(config["seed"], bool) or not isinstance(config["seed"], int) or config["seed"] < 0:
-        raise ValueError(f"seed must be an int >= 0, got {config['seed']!r}")
+    seed = config["seed"]
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:  # numpy's seed range
+        raise ValueError(f"seed must be an int in [0, 2**32), got {seed!r}")
     return config
 
 

@@ -20,6 +20,7 @@ A run folder holds:
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from pathlib import Path
 
@@ -155,8 +156,9 @@ def evaluate(run_dir: str | Path, overrides: dict | None = None, device: str | N
     """Re-evaluate a finished run folder's best checkpoint (``overrides`` update ``[evaluate]``).
 
     The outputs go to ``out`` (default ``run_dir/evaluations/<time>``), with a ``config.json``
-    holding the settings used; a folder that already holds an evaluation is refused unless
-    ``force``. The folder is checked to be writable before anything is computed.
+    holding the settings used (written last); a folder that already holds an evaluation is refused
+    unless ``force``. The folder is checked to be writable before anything is computed, and one
+    this call created is removed if the evaluation fails.
     """
     run_dir = Path(run_dir)
     if not (run_dir / "config.json").is_file():
@@ -171,9 +173,16 @@ def evaluate(run_dir: str | Path, overrides: dict | None = None, device: str | N
     data, model, objective = _setup(config)
     load_best(run_dir, objective)
     model.to(device)
+    created = next((p for p in reversed((out, *out.parents)) if not p.exists()), None)  # the topmost new one
     check_writable(out, "evaluation folder")
+    try:
+        metrics = evaluate_model(model, data, evaluate_config, out, config["seed"], records_from=run_dir)
+    except BaseException:
+        if created is not None:  # a failed evaluation leaves no folder behind
+            shutil.rmtree(created, ignore_errors=True)
+        raise
     write_json(out / "config.json", {**config, "evaluate": evaluate_config.to_dict()})
-    return evaluate_model(model, data, evaluate_config, out, config["seed"], records_from=run_dir)
+    return metrics
 
 
 def _held_out_mse(model, data):

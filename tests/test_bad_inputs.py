@@ -100,7 +100,9 @@ TRAIN_CASES = [
     ("lr-inf", ["train", "{config}", "--set", "train.lr=inf"], "TrainConfig.lr must be a finite number"),
     ("clip-nan", ["train", "{config}", "--set", "train.clip_norm=nan"], "TrainConfig.clip_norm must be a finite"),
     ("epochs-float", ["train", "{config}", "--set", "train.epochs=2.5"], "TrainConfig.epochs must be an integer"),
-    ("negative-seed", ["train", "{config}", "--set", "seed=-1"], "seed must be an int >= 0"),
+    ("negative-seed", ["train", "{config}", "--set", "seed=-1"], "seed must be an int in [0, 2**32)"),
+    ("huge-seed", ["train", "{config}", "--set", "seed=99999999999999999999"], "seed must be an int in [0, 2**32)"),
+    ("out-of-memory", ["train", "{config}", "--set", "data.obs_dim=100000000"], "out of memory"),
     ("bool-for-float", ["train", "{config}", "--set", "data.obs_dim=true"], "data.obs_dim must be int"),
     ("no-such-file", ["train", "{tmp}/missing.toml"], "missing.toml"),
     ("malformed-toml", ["train", "{tmp}/bad.toml"], "bad.toml is not valid TOML"),
@@ -175,6 +177,7 @@ def test_missing_or_empty_data_file_is_one_line_naming_it(finished, tmp_path, ca
 EVALUATE_CASES = [
     ("float-particles", None, ["--set", "num_particles=1.5"], "evaluate.num_particles must be an int >= 1"),
     ("estimators-not-list", None, ["--set", "estimators=smc"], "evaluate.estimators must be a non-empty list"),
+    ("out-of-memory", None, ["--set", "num_particles=10000000000000"], "out of memory"),
     ("out-is-a-file", None, ["--out", "{tmp}/afile"], "afile is a file, not a folder"),
     ("empty-best", _corrupt("checkpoints/best.pt", b""), [], "best.pt is not a readable checkpoint"),
     ("garbage-best", _corrupt("checkpoints/best.pt", b"\x80\x02garbage" * 10), [], "best.pt is not a readable"),
