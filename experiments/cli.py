@@ -245,7 +245,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``ppl-models`` console script: 0 on success, 2 on a user error (one line)."""
+    """Entry point of the ``ppl-models`` console script: 0 on success, 2 on a user error (one line), 130 on Ctrl-C."""
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
@@ -258,6 +258,11 @@ def main(argv: list[str] | None = None) -> int:
             raise
         message = (f"out of memory ({type(error).__name__}): lower the batch size, the number of particles or "
                    "samples, or the sequence length")
+    except KeyboardInterrupt:
+        if args.debug:
+            raise
+        print("ppl-models: interrupted (a training run continues with --resume)", file=sys.stderr)
+        return 130
     print(f"ppl-models: error: {message}", file=sys.stderr)
     return 2
 

@@ -163,7 +163,11 @@ def evaluate(run_dir: str | Path, overrides: dict | None = None, device: str | N
     run_dir = Path(run_dir)
     if not (run_dir / "config.json").is_file():
         raise ValueError(f"run_dir {run_dir} has no config.json: is it a run folder?")
-    config = check_config(read_config_json(run_dir / "config.json"))
+    config = read_config_json(run_dir / "config.json")
+    if config.get("kind") == "supervised":
+        raise ValueError(f"run_dir {run_dir} is a supervised run: its test metrics are in metrics.json; "
+                         "evaluate re-evaluates likelihood runs only")
+    config = check_config(config)
     evaluate_config = EvaluateConfig.from_dict({**config["evaluate"], **(overrides or {})})
     out = Path(out) if out is not None else run_dir / "evaluations" / time.strftime("%Y%m%d-%H%M%S")
     if (out / "metrics.json").exists() and not force:

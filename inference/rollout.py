@@ -56,7 +56,7 @@ class LatentRollout:
             state = self.rollout_start(check_positive_int(num_sequences, name="num_sequences"))
             xs, means = [], []
         else:
-            prefix, mask = check_sequences(prefix, None, name="prefix", feature_size=self.obs_dim)
+            prefix, mask = check_sequences(prefix, None, name="prefix", model=self)
             result = ParticleFilter(num_particles, generator=generator).run(self, prefix)
             picks = pick_particles(result, 1, generator, replacement=False)  # [1, B]
             state = self.rollout_continue(prefix, mask, result, picks)
@@ -75,7 +75,7 @@ class LatentRollout:
         ``x [B, T, D]`` is filtered with ``num_particles``; each of the ``S`` paths starts from a
         particle drawn from the final weighted set (the filtering posterior) and runs the model on.
         """
-        x, mask = check_sequences(x, mask, feature_size=self.obs_dim)
+        x, mask = check_sequences(x, mask, model=self)
         check_positive_int(horizon, name="horizon")
         num_samples = check_num_samples(num_samples, allow_zero=False)
         result = ParticleFilter(num_particles, generator=generator).run(self, x, mask)

@@ -109,7 +109,7 @@ class MarkovStateSpace(SequenceModel):
         Wrap in ``pyro.poutine.uncondition`` to sample ``x`` instead of observing it.
         """
         pyro.module(self.pyro_name, self)
-        x, mask = check_sequences(x, mask, feature_size=self.obs_dim)
+        x, mask = check_sequences(x, mask, model=self)
         context = self._context(x, mask)
         z = None
         with pyro.plate(SEQUENCE_PLATE, x.shape[0], dim=-1):
@@ -125,7 +125,7 @@ class MarkovStateSpace(SequenceModel):
         prior as its guide, so that ELBO and IWAE are still bounds, as the filter's weights are.
         """
         pyro.module(self.pyro_name, self)
-        x, mask = check_sequences(x, mask, feature_size=self.obs_dim)
+        x, mask = check_sequences(x, mask, model=self)
         context = self._context(x, mask)
         z = None
         with pyro.plate(SEQUENCE_PLATE, x.shape[0], dim=-1):
@@ -193,7 +193,7 @@ class MarkovStateSpace(SequenceModel):
             state, context = self.start(blank, None, 1)
             first, xs, means = 0, [], []
         else:
-            prefix, _ = check_sequences(prefix, None, name="prefix", feature_size=self.obs_dim)
+            prefix, _ = check_sequences(prefix, None, name="prefix", model=self)
             result = ParticleFilter(num_particles, generator=generator).run(self, prefix)
             picks = pick_particles(result, 1, generator, replacement=False)  # [1, B]
             state = {k: gather_particles(v, picks) for k, v in result.state.items()}

@@ -194,7 +194,7 @@ class LinearGaussianSSM(MarkovStateSpace):
     # --- exact inference ---------------------------------------------------------------
     def kalman_filter(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> KalmanResult:
         """Exact filtering of ``x [B, T, Dx]`` (``mask [B, T]``, valid steps first)."""
-        x, mask = check_sequences(x, mask, feature_size=self.obs_dim)
+        x, mask = check_sequences(x, mask, model=self)
         batch, steps, _ = x.shape
         A, C, Q, R = self.A, self.C, self.Q, self.R
         eye = torch.eye(self.latent_dim, dtype=x.dtype, device=x.device)
@@ -238,7 +238,7 @@ class LinearGaussianSSM(MarkovStateSpace):
                    ) -> OneStepPredictive:  # fmt: skip
         """The exact Kalman one-step predictive (``num_particles`` and ``generator`` unused; torch's RNG draws)."""
         num_samples = check_num_samples(num_samples)
-        x, mask = check_sequences(x, mask, feature_size=self.obs_dim)
+        x, mask = check_sequences(x, mask, model=self)
         exact = self.predictive_distribution(x, mask)
         samples = exact.sample((num_samples,)) if num_samples else None
         return exact_predictive(exact, x, mask, samples)
@@ -255,7 +255,7 @@ class LinearGaussianSSM(MarkovStateSpace):
         if prefix is None:
             x, z = self.sample(check_positive_int(num_sequences, name="num_sequences"), num_steps, generator=generator)
             return Generation(x, z @ self.C.T)
-        prefix, _ = check_sequences(prefix, None, name="prefix", feature_size=self.obs_dim)
+        prefix, _ = check_sequences(prefix, None, name="prefix", model=self)
         k = self.kalman_filter(prefix)
         chol = torch.linalg.cholesky(k.filtered_covs[:, -1])
         z = k.filtered_means[:, -1] + (chol @ self._noise(prefix.shape[0], self.latent_dim, generator).unsqueeze(-1)
@@ -272,7 +272,7 @@ class LinearGaussianSSM(MarkovStateSpace):
 
     def smooth(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Rauch-Tung-Striebel smoothing: means ``[B, T, Dz]`` and covariances ``[B, T, Dz, Dz]``."""
-        x, mask = check_sequences(x, mask, feature_size=self.obs_dim)
+        x, mask = check_sequences(x, mask, model=self)
         k = self.kalman_filter(x, mask)
         means, covs = [k.filtered_means[:, -1]], [k.filtered_covs[:, -1]]
         for t in range(x.shape[1] - 2, -1, -1):
@@ -337,7 +337,7 @@ class TwoStageKalmanFilter(LinearGaussianSSM):
     @torch.no_grad()
     def initialize(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> TwoStageKalmanFilter:
         """Two-stage regression on ``x [B, T, Dx]`` (in double precision); resets the proposal."""
-        x, mask = check_sequences(x, mask, feature_size=self.obs_dim)
+        x, mask = check_sequences(x, mask, model=self)
         system = linear_two_stage_regression(x.double(), mask, self.state_dim, self.horizon, self.ridge)
         dtype = self.A.dtype
         self.A.copy_(system.A.to(dtype))

@@ -85,7 +85,7 @@ class MCDropoutLSTM(OneStepPredictor):
             ``[S, B, T, D]``: sample ``s`` at step ``t`` is pass ``s``'s one-step forecast of
             ``x_t`` from ``x_{<t}`` (the paper's MC-dropout predictive distribution).
         """
-        x, mask = check_sequences(x, mask, feature_size=self.obs_dim)
+        x, mask = check_sequences(x, mask, model=self)
         check_positive_int(num_samples, name="num_samples")
         batch, steps, _ = x.shape
         outputs = None if self.where == "full" else self.lstm(x)[0]

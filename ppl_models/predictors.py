@@ -51,7 +51,7 @@ class ExactPredictiveModel(SequenceModel):
 
     def log_likelihood(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """Exact ``log p(x_{1:T_b})`` per sequence, ``[B]``."""
-        x, mask = check_sequences(x, mask, feature_size=self.obs_dim)
+        x, mask = check_sequences(x, mask, model=self)
         return (self.predictive_distribution(x, mask).log_prob(x) * mask).sum(1)
 
     @torch.no_grad()
@@ -63,7 +63,7 @@ class ExactPredictiveModel(SequenceModel):
         ``num_particles`` and ``generator`` are unused (the predictive is exact; draws use torch's RNG).
         """
         num_samples = check_num_samples(num_samples)
-        x, mask = check_sequences(x, mask, feature_size=self.obs_dim)
+        x, mask = check_sequences(x, mask, model=self)
         exact = self.predictive_distribution(x, mask)
         samples = self.predictive_samples(x, mask, num_samples, exact) if num_samples else None
         return exact_predictive(exact, x, mask, samples, self.predictive_source)
@@ -88,7 +88,7 @@ class ExactPredictiveModel(SequenceModel):
             start = next(self.parameters()).new_zeros(check_positive_int(num_sequences, name="num_sequences"), 0,
                                                       self.obs_dim)  # fmt: skip
         else:
-            start, _ = check_sequences(prefix, None, name="prefix", feature_size=self.obs_dim)
+            start, _ = check_sequences(prefix, None, name="prefix", model=self)
         paths, means = self._draw_on(start, num_steps)
         return Generation(paths, torch.cat([start, means], 1))
 
@@ -99,7 +99,7 @@ class ExactPredictiveModel(SequenceModel):
 
         Sequences of different lengths continue from their own last valid step.
         """
-        x, mask = check_sequences(x, mask, feature_size=self.obs_dim)
+        x, mask = check_sequences(x, mask, model=self)
         check_positive_int(horizon, name="horizon")
         num_samples = check_num_samples(num_samples, allow_zero=False)
         batch, _, dim = x.shape
@@ -132,7 +132,7 @@ class ExactPredictiveModel(SequenceModel):
     def model(self, x: torch.Tensor, mask: torch.Tensor | None = None):
         """Pyro program: one observed site ``x`` with batch shape ``[B]`` (padding masked out)."""
         pyro.module(self.pyro_name, self)
-        x, mask = check_sequences(x, mask, feature_size=self.obs_dim)
+        x, mask = check_sequences(x, mask, model=self)
         with pyro.plate(SEQUENCE_PLATE, x.shape[0], dim=-1):
             pyro.sample("x", self.predictive_distribution(x, mask).mask(mask).to_event(1), obs=x)
 
@@ -162,7 +162,7 @@ class OneStepPredictor(ExactPredictiveModel):
 
     def predict(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """One-step-ahead predictions ``[B, T, D]`` (step ``t`` from ``x_{<t}``)."""
-        x, mask = check_sequences(x, mask, feature_size=self.obs_dim)
+        x, mask = check_sequences(x, mask, model=self)
         return self.decoder(self.states(x))
 
     def predictive_distribution(self, x: torch.Tensor, mask: torch.Tensor | None = None):

@@ -239,7 +239,7 @@ class PSRNN(OneStepPredictor):
         scale by ridge regression of ``x_t`` on the top states. ``"random"``: feature maps
         with the median-distance bandwidth, random cells and encoders, a Xavier decoder.
         """
-        x, mask = check_sequences(x, mask, feature_size=self.obs_dim)
+        x, mask = check_sequences(x, mask, model=self)
         u = x
         for layer in self.layers:
             if self.init == "2sr":

@@ -47,7 +47,7 @@ class GRUBaseline(ExactPredictiveModel):
 
     def predictive_distribution(self, x, mask=None):
         """``p(x_t | x_{<t})`` for every step: batch shape ``[B, T]``, event ``[D]``."""
-        x, mask = check_sequences(x, mask, feature_size=self.obs_dim)
+        x, mask = check_sequences(x, mask, model=self)
         if self.emission_kind == "bernoulli":
             check_binary(x, mask)
         d, _ = self.rnn(shifted_inputs(x))

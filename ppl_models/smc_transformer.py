@@ -207,7 +207,7 @@ class SMCTransformer(ParticlePrograms, SequenceModel):
         of ``x``'s shape; conditioned, its log-density is the complete-data likelihood.
         """
         pyro.module(self.pyro_name, self)
-        x, mask = check_sequences(x, mask, feature_size=self.obs_dim)
+        x, mask = check_sequences(x, mask, model=self)
         state: dict = {}
         draws = []
         with pyro.plate(PARTICLE_PLATE, 1, dim=-2):
@@ -242,7 +242,7 @@ class SMCTransformer(ParticlePrograms, SequenceModel):
 
     # --- particle-model interface (for ParticleFilter), from ParticlePrograms ---------------
     def check_particle_input(self, x, mask):
-        x, mask = check_sequences(x, mask, feature_size=self.obs_dim)
+        x, mask = check_sequences(x, mask, model=self)
         if self.emission == "categorical":
             _check_classes(x, self.num_classes)
         return x, mask
@@ -319,7 +319,7 @@ class SMCTransformer(ParticlePrograms, SequenceModel):
         """
         check_positive_int(iterations, name="iterations")
         check_positive_int(num_particles, name="num_particles")
-        x, mask = check_sequences(x, mask, feature_size=self.obs_dim)
+        x, mask = check_sequences(x, mask, model=self)
         names = self._check_sites(sites)
         copy = deepcopy(self)
         for name in names:

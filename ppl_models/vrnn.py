@@ -278,7 +278,7 @@ class VRNN(LatentRollout, ParticlePrograms, SequenceModel):
         return self._check(x, mask)
 
     def _check(self, x, mask, *, name: str = "x"):
-        x, mask = check_sequences(x, mask, name=name, feature_size=self.obs_dim)
+        x, mask = check_sequences(x, mask, name=name, model=self)
         if self.emission_kind == "bernoulli":
             check_binary(x, mask, name=name)
         return x, mask

@@ -186,6 +186,7 @@ EVALUATE_CASES = [
     ("corrupt-config-json", _corrupt("config.json", b"{not json"), [], "config.json is not a readable run config"),
     ("config-json-list", _corrupt("config.json", b"[1, 2]"), [], "config.json is not a run configuration"),
     ("no-config-json", _corrupt("config.json", None), [], "has no config.json"),
+    ("supervised-run", _corrupt("config.json", b'{"kind": "supervised"}'), [], "is a supervised run"),
 ]
 
 
@@ -278,6 +279,14 @@ def test_debug_shows_the_traceback(tmp_path):
         cli.main(["train", str(tmp_path / "bad.toml"), "--debug"])
 
 
+def test_ctrl_c_is_one_line_with_exit_status_130(monkeypatch, capsys):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(registry, "experiment_config", interrupted)
+    status, err = _cli(["train", "lgssm-demo"], capsys)
+    assert status == 130 and err == "ppl-models: interrupted (a training run continues with --resume)\n"
+
+
 def test_a_bug_keeps_its_traceback(monkeypatch, tmp_path):
     def broken(*args, **kwargs):
         raise KeyError("a bug")
@@ -306,6 +315,10 @@ API_CASES = [
     ("elbo-features", lambda: ELBO(_lgssm())(_x(features=2)), ValueError, "x must have 1 features"),
     ("filter-nan-valid", lambda: ParticleFilter(8).run(_lgssm(), _x().index_fill(1, torch.tensor([2]), float("nan"))),
      ValueError, "NaN or inf at valid"),
+    ("kalman-float64", lambda: _lgssm().log_likelihood(_x(torch.float64)), TypeError,
+     "x has dtype torch.float64 but the model's parameters are torch.float32"),
+    ("lgssm-predictive-features", lambda: _lgssm().predictive(_x(features=2)), ValueError, "x must have 1 features"),
+    ("psrnn-float16", lambda: _psrnn().log_likelihood(_x(torch.float16)), TypeError, "x has dtype torch.float16"),
     ("filter-int-x", lambda: ParticleFilter(8).run(_lgssm(), torch.ones(2, 3, 1, dtype=torch.long)), TypeError,
      "floating-point"),
 ]
