@@ -4,7 +4,10 @@ A subclass defines :meth:`OneStepPredictor.states`: the state ``s_t [B, T, S]`` 
 summarises ``x_{<t}``. The base class decodes it linearly and adds a learned per-feature
 noise scale:
 
-    x_t ~ N(decoder(s_t), diag(sigma^2)).
+    x_t ~ N(decoder(s_t), diag(sigma^2)),
+
+whose start (:meth:`OneStepPredictor.initialize`) is the root-mean-square residual of the
+initial one-step predictions on the training data.
 
 With no latent variables the log-likelihood is exact (:class:`ExactPredictiveModel`, also
 the base of :class:`~ppl_models.rnn_baseline.GRUBaseline`), so these models train with the
@@ -159,6 +162,19 @@ class OneStepPredictor(ExactPredictiveModel):
     def states(self, x: torch.Tensor) -> torch.Tensor:
         """``[B, T, D] -> [B, T, S]``: ``s_t`` from ``x_{<t}`` only; subclasses define it."""
         raise NotImplementedError
+
+    @torch.no_grad()
+    def initialize(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> OneStepPredictor:
+        """Start the noise scale at the residuals of the current one-step predictions on ``x [B, T, D]``.
+
+        ``sigma_d = sqrt(mean_t (x_td - mean_td)^2)`` over the valid steps (the maximum-likelihood
+        scale for the current means), floored at ``1e-3``; a subclass sets its other parameters
+        first and then calls this.
+        """
+        x, mask = check_sequences(x, mask, model=self)
+        residuals = (x - self.predict(x, mask))[mask]
+        self.log_noise_scale.copy_(residuals.pow(2).mean(0).sqrt().clamp(min=1e-3).log())
+        return self
 
     def predict(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """One-step-ahead predictions ``[B, T, D]`` (step ``t`` from ``x_{<t}``)."""

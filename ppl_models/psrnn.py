@@ -27,6 +27,7 @@ from inference.validation import check_choice, check_positive_int, check_sequenc
 from .predictors import OneStepPredictor
 from .spectral import (
     RandomFourierFeatures,
+    RidgeSolver,
     cp_decompose,
     median_distance,
     ridge_regression,
@@ -160,8 +161,10 @@ class PSRNNLayer(nn.Module):
         omega = self.features(w.observation)
         projection = top_directions(omega, obs_dim)
         history, future, next_future = history_rff(w.history), future_rff(w.future), future_rff(w.next_future)
-        basis = top_directions(history @ ridge_regression(history, future, ridge).T, state_dim)
-        result = two_stage_regression(future @ basis, next_future @ basis, omega @ projection, history, ridge)
+        stage1 = RidgeSolver(history, ridge)  # one factorisation for the basis and for stage 1
+        basis = top_directions(history @ stage1(future).T, state_dim)
+        result = two_stage_regression(future @ basis, next_future @ basis, omega @ projection, history, ridge,
+                                      stage1=stage1)  # fmt: skip
         self.projection.weight.copy_(projection.T)
         self.cell = PSRNNCell(state_dim, obs_dim, result.transition)
         self.initial_state.copy_(normalize(result.initial_state))
@@ -235,9 +238,11 @@ class PSRNN(OneStepPredictor):
         """Set every parameter from training data ``x [B, T, D]`` before BPTT (see ``init``).
 
         ``"2sr"``: two-stage regression layer by layer, each on the states filtered by the
-        layers below; CP factorization when ``rank`` is set; then the decoder and the noise
-        scale by ridge regression of ``x_t`` on the top states. ``"random"``: feature maps
+        layers below; CP factorization when ``rank`` is set; then the decoder by ridge
+        regression of ``x_t`` on the top states. ``"random"``: feature maps
         with the median-distance bandwidth, random cells and encoders, a Xavier decoder.
+        Either way the noise scale starts at the residuals of the started model's one-step
+        predictions (:meth:`OneStepPredictor.initialize`).
         """
         x, mask = check_sequences(x, mask, model=self)
         u = x
@@ -254,8 +259,7 @@ class PSRNN(OneStepPredictor):
         else:
             nn.init.xavier_uniform_(self.decoder.weight, generator=generator)
             self.decoder.bias.zero_()
-            self.log_noise_scale.zero_()
-        return self
+        return super().initialize(x, mask)
 
     def _random_layer(self, layer: PSRNNLayer, u, mask, generator) -> None:
         bandwidth = median_distance(u[mask], generator=generator)
@@ -275,5 +279,3 @@ class PSRNN(OneStepPredictor):
         weight = ridge_regression(states - state_mean, targets - target_mean, self.ridge)
         self.decoder.weight.copy_(weight)
         self.decoder.bias.copy_(target_mean - weight @ state_mean)
-        residual = targets - self.decoder(states)
-        self.log_noise_scale.copy_(residual.std(0).clamp(min=1e-3).log())

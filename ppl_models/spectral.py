@@ -4,7 +4,8 @@
   the bandwidth by the median pairwise distance.
 * :func:`time_windows`: the (history, observation, future, next future) windows of every
   step of padded sequences that has ``horizon`` steps on both sides.
-* :func:`ridge_regression` and :func:`two_stage_regression` (eqs. 2-4 with ridge): stage 1
+* :class:`RidgeSolver` / :func:`ridge_regression` and :func:`two_stage_regression` (eqs. 2-4
+  with ridge; one Cholesky factor of the history's Gram matrix serves every stage-1 regression): stage 1
   regresses future and extended-future features on history features; stage 2 regresses
   the denoised extended futures on the denoised states, giving the 3-mode tensor ``W``.
 * :func:`cp_decompose`: canonical polyadic decomposition of a 3-mode tensor by
@@ -25,7 +26,8 @@ from torch import nn
 
 from inference.validation import check_positive_int, check_sequences
 
-__all__ = ["RandomFourierFeatures", "median_distance", "time_windows", "ridge_regression", "TwoStageRegression",
+__all__ = ["RandomFourierFeatures", "median_distance", "time_windows", "RidgeSolver", "ridge_regression",
+           "TwoStageRegression",
            "two_stage_regression", "top_directions", "CPDecomposition", "cp_decompose", "cp_reconstruct",
            "LinearSystem", "linear_two_stage_regression"]  # fmt: skip
 
@@ -119,6 +121,31 @@ def time_windows(x: torch.Tensor, mask: torch.Tensor | None, horizon: int) -> Wi
                    windows[:, k + 1 :].flatten(1))  # fmt: skip
 
 
+class RidgeSolver:
+    """Ridge regressions of any targets on fixed ``inputs u [n, p]``, sharing one factorisation.
+
+    The regularised Gram matrix ``u^T u + ridge n I`` is Cholesky-factorised once (an LU
+    factorisation where Cholesky fails: ``ridge = 0`` with rank-deficient inputs); each call
+    then costs two triangular solves.
+    """
+
+    def __init__(self, inputs: torch.Tensor, ridge: float = 1e-2):
+        ridge = _check_ridge(ridge)
+        n, p = inputs.shape
+        self.inputs = inputs
+        gram = inputs.T @ inputs + ridge * n * torch.eye(p, dtype=inputs.dtype, device=inputs.device)
+        factor, info = torch.linalg.cholesky_ex(gram)
+        self._cholesky = factor if int(info) == 0 else None
+        self._lu = None if self._cholesky is not None else torch.linalg.lu_factor(gram)
+
+    def __call__(self, targets: torch.Tensor) -> torch.Tensor:
+        """``M [q, p]`` minimising ``sum_n |y_n - M u_n|^2 + ridge * n * |M|_F^2`` for ``targets y [n, q]``."""
+        rhs = self.inputs.T @ targets
+        if self._cholesky is not None:
+            return torch.cholesky_solve(rhs, self._cholesky).T
+        return torch.linalg.lu_solve(*self._lu, rhs).T
+
+
 def ridge_regression(inputs: torch.Tensor, targets: torch.Tensor, ridge: float = 1e-2) -> torch.Tensor:
     """``M [q, p]`` minimising ``sum_n |y_n - M u_n|^2 + ridge * n * |M|_F^2``.
 
@@ -126,10 +153,7 @@ def ridge_regression(inputs: torch.Tensor, targets: torch.Tensor, ridge: float =
         inputs: ``u [n, p]``; targets: ``y [n, q]``; ridge: the penalty per example (the
             PSRNN paper uses ``1e-2 n`` in total).
     """
-    ridge = _check_ridge(ridge)
-    n, p = inputs.shape
-    gram = inputs.T @ inputs + ridge * n * torch.eye(p, dtype=inputs.dtype, device=inputs.device)
-    return torch.linalg.solve(gram, inputs.T @ targets).T
+    return RidgeSolver(inputs, ridge)(targets)
 
 
 def top_directions(features: torch.Tensor, rank: int) -> torch.Tensor:
@@ -149,7 +173,8 @@ class TwoStageRegression:
 
 
 def two_stage_regression(future: torch.Tensor, next_future: torch.Tensor, observation: torch.Tensor,
-                         history: torch.Tensor, ridge: float = 1e-2) -> TwoStageRegression:  # fmt: skip
+                         history: torch.Tensor, ridge: float = 1e-2, *,
+                         stage1: RidgeSolver | None = None) -> TwoStageRegression:  # fmt: skip
     """Two-stage regression of a predictive-state model from features of ``n`` examples.
 
     Stage 1 denoises by ridge regression on the history features ``eta_t``:
@@ -161,6 +186,8 @@ def two_stage_regression(future: torch.Tensor, next_future: torch.Tensor, observ
     Args:
         future: ``phi_t [n, S]``; next_future: ``phi_{t+1} [n, S]``; observation: ``omega_t [n, P]``;
         history: ``eta_t [n, H]``; ridge: per-example penalty of both stages.
+        stage1: a :class:`RidgeSolver` already built on ``history`` with ``ridge``, to reuse its
+            factorisation (built here when ``None``).
     """
     n = future.shape[0]
     for name, value in (("next_future", next_future), ("observation", observation), ("history", history)):
@@ -168,8 +195,8 @@ def two_stage_regression(future: torch.Tensor, next_future: torch.Tensor, observ
             raise ValueError(f"{name} must have shape [n={n}, ...], got {tuple(value.shape)}")
     states, obs = future.shape[1], observation.shape[1]
     extended = (next_future.unsqueeze(-1) * observation.unsqueeze(-2)).flatten(1)  # [n, S P]
-    stage1 = ridge_regression(history, torch.cat([future, extended], 1), ridge)
-    denoised = history @ stage1.T
+    stage1 = RidgeSolver(history, ridge) if stage1 is None else stage1
+    denoised = history @ stage1(torch.cat([future, extended], 1)).T
     q, e = denoised[:, :states], denoised[:, states:]
     transition = ridge_regression(q, e, ridge).reshape(states, obs, states)
     return TwoStageRegression(future.mean(0), transition)

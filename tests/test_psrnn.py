@@ -136,6 +136,29 @@ def test_recurrent_baselines_use_xavier_weights_and_zero_biases(cell):
     assert model.predict(torch.randn(2, 6, 3)).shape == (2, 6, 3)
 
 
+def test_noise_scale_starts_at_the_root_mean_square_residual_of_the_initial_predictions():
+    # a decoder fixed at the constant 1 for feature 0 and -1 for feature 1: residuals by hand
+    x = torch.tensor([[[1.0, 0.0], [3.0, -1.0], [1.0, 1.0]], [[0.0, -1.0], [5.0, 9.0], [2.0, 2.0]]])
+    mask = torch.tensor([[True, True, True], [True, True, False]])
+    model = RecurrentPredictor(2, cell="rnn", state_dim=3, encoder_dim=2)
+    with torch.no_grad():
+        model.decoder.weight.zero_()
+        model.decoder.bias.copy_(torch.tensor([1.0, -1.0]))
+    model.initialize(x, mask)
+    # valid residuals, feature 0: 0, 2, 0, -1, 4; feature 1: 1, 0, 2, 0, 10
+    expected = torch.tensor([(21 / 5) ** 0.5, (105 / 5) ** 0.5])
+    torch.testing.assert_close(model.log_noise_scale.exp(), expected)
+
+
+@pytest.mark.parametrize("init", ["2sr", "random"])
+def test_psrnn_noise_scale_starts_at_its_initial_residuals(init):
+    x = _sine_data()
+    model = PSRNN(2, state_dim=4, obs_features=4, num_features=64, horizon=3, init=init)
+    model.initialize(x, generator=torch.Generator().manual_seed(0))
+    rms = ((model.predict(x) - x) ** 2).mean((0, 1)).sqrt()
+    torch.testing.assert_close(model.log_noise_scale.exp(), rms.detach())
+
+
 def test_pyro_model_and_empty_guide_give_the_exact_log_likelihood():
     torch.manual_seed(6)
     x = _sine_data(4, 15)

@@ -8,6 +8,7 @@ from ppl_models import LinearGaussianSSM, TwoStageKalmanFilter
 from ppl_models.psrnn import PSRNNCell, normalize
 from ppl_models.spectral import (
     RandomFourierFeatures,
+    RidgeSolver,
     cp_decompose,
     cp_reconstruct,
     linear_two_stage_regression,
@@ -54,6 +55,42 @@ def test_ridge_regression_matches_the_normal_equations():
     m = ridge_regression(u, y, ridge=0.1)
     expected = y.T @ u @ torch.linalg.inv(u.T @ u + 0.1 * 50 * torch.eye(4, dtype=torch.float64))
     torch.testing.assert_close(m, expected)
+
+
+def test_one_ridge_solver_serves_several_targets_as_separate_regressions_do():
+    generator = torch.Generator().manual_seed(2)
+    u = torch.randn(80, 6, generator=generator, dtype=torch.float64)
+    solver = RidgeSolver(u, ridge=0.05)
+    for width in (1, 3, 7):
+        y = torch.randn(80, width, generator=generator, dtype=torch.float64)
+        expected = y.T @ u @ torch.linalg.inv(u.T @ u + 0.05 * 80 * torch.eye(6, dtype=torch.float64))
+        torch.testing.assert_close(solver(y), expected)
+
+
+def test_ridge_solver_without_ridge_on_duplicated_columns_falls_back_and_still_fits():
+    # ridge 0 and a repeated column: the Gram matrix is singular in exact arithmetic, so the
+    # Cholesky factorisation may fail; the answer must still reproduce y = 2 u_0 exactly
+    u = torch.tensor([[1.0, 1.0, 0.0], [2.0, 2.0, 1.0], [3.0, 3.0, -1.0], [4.0, 4.0, 2.0]], dtype=torch.float64)
+    y = 2 * u[:, :1]
+    m = RidgeSolver(u, ridge=1e-12)(y)
+    torch.testing.assert_close(u @ m.T, y)
+
+
+def test_two_stage_regression_with_a_shared_stage1_solver_gives_the_same_tensor():
+    generator = torch.Generator().manual_seed(3)
+    n = 200
+    history, future, next_future = (torch.randn(n, d, generator=generator, dtype=torch.float64) for d in (9, 3, 3))
+    observation = torch.randn(n, 2, generator=generator, dtype=torch.float64)
+    own = two_stage_regression(future, next_future, observation, history, 0.01)
+    shared = two_stage_regression(future, next_future, observation, history, 0.01,
+                                  stage1=RidgeSolver(history, 0.01))  # fmt: skip
+    torch.testing.assert_close(shared.transition, own.transition, rtol=1e-10, atol=1e-12)
+    # and both equal eq. 3 with ridge written out with explicit inverses
+    gram_inv = torch.linalg.inv(history.T @ history + 0.01 * n * torch.eye(9, dtype=torch.float64))
+    q = history @ gram_inv @ history.T @ future
+    e = history @ gram_inv @ history.T @ (next_future[:, :, None] * observation[:, None, :]).flatten(1)
+    w = e.T @ q @ torch.linalg.inv(q.T @ q + 0.01 * n * torch.eye(3, dtype=torch.float64))
+    torch.testing.assert_close(own.transition, w.reshape(3, 2, 3))
 
 
 # --- a discrete HMM: two-stage regression is consistent (the paper's appendix B) -----------------
