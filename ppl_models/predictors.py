@@ -163,13 +163,19 @@ class OneStepPredictor(ExactPredictiveModel):
         """``[B, T, D] -> [B, T, S]``: ``s_t`` from ``x_{<t}`` only; subclasses define it."""
         raise NotImplementedError
 
-    @torch.no_grad()
     def initialize(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> OneStepPredictor:
-        """Start the noise scale at the residuals of the current one-step predictions on ``x [B, T, D]``.
+        """Start the noise scale at the residuals of the initial one-step predictions (:meth:`fit_noise_scale`).
 
-        ``sigma_d = sqrt(mean_t (x_td - mean_td)^2)`` over the valid steps (the maximum-likelihood
-        scale for the current means), floored at ``1e-3``; a subclass sets its other parameters
-        first and then calls this.
+        A subclass sets its other parameters first and then calls this.
+        """
+        return self.fit_noise_scale(x, mask)
+
+    @torch.no_grad()
+    def fit_noise_scale(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> OneStepPredictor:
+        """Set the noise scale to the residuals of the current one-step predictions on ``x [B, T, D]``.
+
+        ``sigma_d = sqrt(mean_t (x_td - mean_td)^2)`` over the valid steps: the maximum-likelihood
+        scale for the current means, floored at ``1e-3``.
         """
         x, mask = check_sequences(x, mask, model=self)
         residuals = (x - self.predict(x, mask))[mask]
