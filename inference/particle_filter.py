@@ -91,12 +91,14 @@ class FilterResult:
     """Output of :meth:`ParticleFilter.run`.
 
     Attributes:
-        log_evidence: ``[B]`` SMC estimate of ``log p(x_{1:T_b})`` per sequence (nats).
+        log_evidence: ``[B]`` SMC estimate of ``log p(x_{1:T_b})`` per sequence (nats); finite: a step
+            whose every incremental weight fell below the dtype's range is held at its lowest
+            value (with a ``RuntimeWarning``), and so is the sum.
         log_evidence_steps: ``[B, T]`` increments ``log p̂(x_t | x_{<t})``; 0 at padding.
         num_steps: ``[B]`` valid steps per sequence.
         state: final particle state, tensors ``[K, B, ...]``.
         log_weights: ``[K, B]`` final normalised log-weights.
-        ess: ``[B, T]`` effective sample size after each weighting.
+        ess: ``[B, T]`` effective sample size after each weighting, in ``[1, K]``.
         resampled: ``[B, T]`` bool, whether step ``t`` began with a resampling.
         fisher_objective: ``[B]`` surrogate whose gradient is the Fisher-identity
             estimate of ``∇ log p(x)`` (``stop_weights`` mode), else ``None``.
@@ -295,9 +297,6 @@ class ParticleFilter:
         increments = x.new_zeros(batch, steps)
         ess_steps = x.new_empty(batch, steps)
         lowest = torch.finfo(x.dtype).min
-        saturated = torch.zeros(batch, steps, dtype=torch.bool, device=x.device)
-        failures = torch.zeros(batch, steps, dtype=torch.bool, device=x.device)
-        check_now = x.device.type == "cpu" and value_checks_enabled()  # elsewhere: once, after the loop
         resampled_steps = torch.zeros(batch, steps, dtype=torch.bool, device=x.device)
         history = _History(keep_ancestry) if keep_ancestry else None
         means = _Means(keep_means)
@@ -334,8 +333,6 @@ class ParticleFilter:
                 # below the dtype's range (an outlier's log-density overflowing to -inf) saturates
                 weighted = (log_w + log_alpha).clamp(min=lowest)
                 normalized, step_evidence = normalize_with_total(weighted)
-                self._check_step(step_evidence, valid, t, failures, check_now)
-                saturated[:, t] = (weighted == lowest).all(0)
                 log_w = _select(valid, normalized, log_w)
                 weights = log_w.exp()
                 ess = (1.0 / weights.square().sum(0)).clamp(1.0, num_particles)  # log_w is normalised
@@ -350,7 +347,7 @@ class ParticleFilter:
                     history.record(ancestors, log_w, state)
 
         if value_checks_enabled():
-            _report_failures(failures, saturated, mask, x.dtype)
+            _report_failures(increments, lowest)
         result = FilterResult(
             log_evidence=increments.sum(1).clamp(min=lowest),
             log_evidence_steps=increments,
@@ -381,14 +378,6 @@ class ParticleFilter:
             raise ValueError("initial_log_weights must give every sequence a finite total weight")
         return normalize(value.to(like))
 
-    @staticmethod
-    def _check_step(step_evidence, valid, t, failures, check_now) -> None:
-        """Record (and on the CPU raise at once) sequences whose step ``t`` gave a NaN or +inf weight."""
-        failed = ~torch.isfinite(step_evidence)
-        failures[:, t] = failed if valid is None else failed & valid
-        if check_now and bool(failures[:, t].any()):
-            _report_failures(failures, None, None, None)
-
     def _may_resample(self, ess: torch.Tensor, valid: torch.Tensor | None) -> bool:
         """Whether any sequence may need resampling now.
 
@@ -407,23 +396,28 @@ class ParticleFilter:
         """``[S, B, D]`` draws of ``x_t`` from the particle predictive at step ``t``."""
         with torch.no_grad():
             batch = log_w.shape[1]
-            weights = log_w.detach().exp().T
+            weights = torch.nan_to_num(log_w.detach().exp().T, nan=1.0)  # a failed sequence (reported later)
             picks = torch.multinomial(weights, num_samples, replacement=True, generator=self.generator).T
             _, x_t = model.simulate({k: gather_particles(v, picks) for k, v in state.items()}, t, context)
             return x_t.reshape(num_samples, batch, -1)
 
 
-def _report_failures(failures, saturated, mask, dtype) -> None:
-    """Raise for the first NaN/+inf weight; warn where every particle's weight fell below ``dtype``'s range.
+def _report_failures(increments: torch.Tensor, lowest: float) -> None:
+    """Raise for the first NaN/+inf weight; warn where every particle's weight fell below the dtype's range.
 
-    ``failures`` and ``saturated`` are ``[B, T]`` bool; one device read for each.
+    ``increments [B, T]`` are the per-step log-evidence increments (0 at padding): NaN or +inf
+    where some incremental weight was, ``lowest`` (log K is below its round-off) where every
+    one was held there. Checked once after the loop, so the hot loop reads nothing per step.
     """
+    failures = ~torch.isfinite(increments)
     if bool(failures.any()):
         sequence, step = (int(i) for i in failures.nonzero()[0])
         raise ValueError(f"the model's incremental log-weight is NaN or +inf at step {step} of sequence {sequence} "
                          f"(x[{sequence}, {step}]): a model or proposal that cannot score this observation")
-    if saturated is not None and bool((saturated & mask).any()):
-        sequence, step = (int(i) for i in (saturated & mask).nonzero()[0])
+    saturated = increments == lowest
+    if bool(saturated.any()):
+        sequence, step = (int(i) for i in saturated.nonzero()[0])
+        dtype = increments.dtype
         warnings.warn(f"every particle's log-weight fell below the {dtype} range (-inf) at step {step} of sequence "
                       f"{sequence} (x[{sequence}, {step}]): an observation outside the model's support or so far "
                       f"out that its log-density overflows; the weights there are held at the dtype's lowest value "

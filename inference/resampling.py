@@ -99,7 +99,8 @@ def _draw_ancestors(weights, scheme, generator):
     """
     num_particles, batch = weights.shape
     weights = weights.T
-    if scheme == "multinomial":
+    if scheme == "multinomial":  # a NaN weight (a caller that skipped the checks) counts as 1, not an error
+        weights = torch.nan_to_num(weights, nan=1.0)
         return torch.multinomial(weights, num_particles, replacement=True, generator=generator).T
     if weights.device.type != "cpu":
         return _search_ancestors(weights, scheme, generator).T
