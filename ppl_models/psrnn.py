@@ -109,24 +109,29 @@ class FactorizedPSRNNCell(nn.Module):
 
 
 class PSRNNLayer(nn.Module):
-    """Encoder ``o_t = P^T z(u_t)``, a (factorized) PSRNN cell and the initial state ``q_1``.
+    """Encoder ``o_t = P^T z(u_t)`` (optionally ``[P^T z(u_t), u_t]``), a (factorized) PSRNN cell and ``q_1``.
 
     Args:
         in_dim: size of the inputs ``u_t``.
-        state_dim: ``S``; obs_dim: ``P``, the encoded size; num_features: ``F`` random Fourier features.
+        state_dim: ``S``; obs_dim: ``P``, the projected size; num_features: ``F`` random Fourier features.
         rank: CP rank of a factorized cell (``None``: the full tensor).
+        append_input: append the raw input ``u_t`` to the encoding (the cell then reads ``P + in_dim``).
     """
 
-    def __init__(self, in_dim: int, state_dim: int, obs_dim: int, num_features: int, rank: int | None = None):
+    def __init__(self, in_dim: int, state_dim: int, obs_dim: int, num_features: int, rank: int | None = None,
+                 append_input: bool = False):  # fmt: skip
         super().__init__()
+        self.append_input = bool(append_input)
+        encoded = obs_dim + in_dim * self.append_input
         self.features = RandomFourierFeatures(in_dim, num_features)
         self.projection = nn.Linear(num_features, obs_dim, bias=False)
-        self.cell = PSRNNCell(state_dim, obs_dim) if rank is None else FactorizedPSRNNCell(state_dim, obs_dim, rank)
+        self.cell = PSRNNCell(state_dim, encoded) if rank is None else FactorizedPSRNNCell(state_dim, encoded, rank)
         self.initial_state = nn.Parameter(normalize(torch.randn(state_dim)))
 
     def encode(self, u: torch.Tensor) -> torch.Tensor:
-        """``[..., in_dim] -> [..., P]``."""
-        return self.projection(self.features(u))
+        """``[..., in_dim] -> [..., P]`` (``[..., P + in_dim]`` with ``append_input``)."""
+        encoded = self.projection(self.features(u))
+        return torch.cat([encoded, u], -1) if self.append_input else encoded
 
     def forward(self, u: torch.Tensor, *, preactivations: bool = False):
         """States after each input, ``q_{2:T+1} [B, T, S]`` (with ``preactivations=True`` also their
@@ -144,29 +149,32 @@ class PSRNNLayer(nn.Module):
 
     @torch.no_grad()
     def two_stage_regression(self, u: torch.Tensor, mask: torch.Tensor, horizon: int, ridge: float,
-                             generator: torch.Generator | None = None) -> None:  # fmt: skip
+                             generator: torch.Generator | None = None, bandwidth_scale: float = 1.0,
+                             ) -> None:  # fmt: skip
         """Set the encoder, a full cell with ``W`` (bias 0) and ``q_1`` by two-stage regression on ``u [B, T, in_dim]``.
 
         Features: ``omega_t = P^T z_o(u_t)`` with ``P`` the leading directions of ``z_o``;
         ``phi_t = U^T z_f(u_{t:t+k-1})`` with ``U`` the leading directions of the stage-1
         estimates ``E[z_f | eta_t]`` (the projection to a small state); history
-        ``eta_t = z_h(u_{t-k:t-1})``.
+        ``eta_t = z_h(u_{t-k:t-1})``; every kernel width is ``bandwidth_scale`` times the median
+        distance of its inputs. With ``append_input`` the observation features are ``[omega_t, u_t]``.
         """
         w = time_windows(u, mask, horizon)
         num_features = self.features.phases.numel()
         obs_dim, state_dim = self.projection.out_features, self.initial_state.numel()
-        self.features = RandomFourierFeatures.fit(w.observation, num_features, generator).to(u.device)
-        future_rff = RandomFourierFeatures.fit(w.future, num_features, generator).to(u.device)
-        history_rff = RandomFourierFeatures.fit(w.history, num_features, generator).to(u.device)
+        self.features, future_rff, history_rff = (
+            RandomFourierFeatures.fit(points, num_features, generator, bandwidth_scale).to(u.device)
+            for points in (w.observation, w.future, w.history))  # fmt: skip
         omega = self.features(w.observation)
         projection = top_directions(omega, obs_dim)
+        encoded = torch.cat([omega @ projection, w.observation], 1) if self.append_input else omega @ projection
         history, future, next_future = history_rff(w.history), future_rff(w.future), future_rff(w.next_future)
         stage1 = RidgeSolver(history, ridge)  # one factorisation for the basis and for stage 1
         basis = top_directions(history @ stage1(future).T, state_dim)
-        result = two_stage_regression(future @ basis, next_future @ basis, omega @ projection, history, ridge,
+        result = two_stage_regression(future @ basis, next_future @ basis, encoded, history, ridge,
                                       stage1=stage1)  # fmt: skip
         self.projection.weight.copy_(projection.T)
-        self.cell = PSRNNCell(state_dim, obs_dim, result.transition)
+        self.cell = PSRNNCell(state_dim, encoded.shape[1], result.transition)
         self.initial_state.copy_(normalize(result.initial_state))
 
     @torch.no_grad()
@@ -200,6 +208,9 @@ class PSRNN(OneStepPredictor):
         bias_scale: factorized cells' bias as a multiple of the mean state (section 4.3).
         init: ``"2sr"`` (two-stage regression) or ``"random"`` (random ``W`` and encoder,
             Xavier decoder), applied by :meth:`initialize`.
+        bandwidth_scale: every random-Fourier-feature kernel width as a multiple of the median
+            distance of its inputs (1: the median heuristic).
+        append_input: append each layer's raw input ``u_t`` to its encoding ``P^T z(u_t)``.
     """
 
     description = ("PSRNN (Downey et al. 2017): bilinear predictive-state updates, two-stage-regression start, "
@@ -207,7 +218,8 @@ class PSRNN(OneStepPredictor):
 
     def __init__(self, obs_dim: int, *, state_dim: int = 20, obs_features: int = 20, num_features: int = 2000,
                  horizon: int = 10, num_layers: int = 1, rank: int | None = None, ridge: float = 1e-2,
-                 bias_scale: float = 0.1, init: str = "2sr"):  # fmt: skip
+                 bias_scale: float = 0.1, init: str = "2sr", bandwidth_scale: float = 1.0,
+                 append_input: bool = False):  # fmt: skip
         super().__init__(obs_dim, state_dim)
         for name, value in (("obs_features", obs_features), ("num_features", num_features), ("horizon", horizon),
                             ("num_layers", num_layers)):  # fmt: skip
@@ -220,10 +232,17 @@ class PSRNN(OneStepPredictor):
             raise ValueError(f"ridge must be a number >= 0, got {ridge!r}")
         if isinstance(bias_scale, bool) or not isinstance(bias_scale, (int, float)) or bias_scale < 0:
             raise ValueError(f"bias_scale must be a number >= 0, got {bias_scale!r}")
+        if isinstance(bandwidth_scale, bool) or not isinstance(bandwidth_scale, (int, float)) \
+                or not bandwidth_scale > 0:  # fmt: skip
+            raise ValueError(f"bandwidth_scale must be a number > 0, got {bandwidth_scale!r}")
+        if not isinstance(append_input, bool):
+            raise TypeError(f"append_input must be a bool, got {append_input!r}")
         self.init = check_choice(init, INITS, name="init")
+        self.bandwidth_scale = float(bandwidth_scale)
         self.horizon, self.rank, self.ridge, self.bias_scale = horizon, rank, float(ridge), float(bias_scale)
         in_dims = [obs_dim] + [state_dim] * (num_layers - 1)
-        self.layers = nn.ModuleList(PSRNNLayer(d, state_dim, obs_features, num_features, rank) for d in in_dims)
+        self.layers = nn.ModuleList(PSRNNLayer(d, state_dim, obs_features, num_features, rank, append_input)
+                                    for d in in_dims)  # fmt: skip
 
     def states(self, x):
         u = x
@@ -248,7 +267,7 @@ class PSRNN(OneStepPredictor):
         u = x
         for layer in self.layers:
             if self.init == "2sr":
-                layer.two_stage_regression(u, mask, self.horizon, self.ridge, generator)
+                layer.two_stage_regression(u, mask, self.horizon, self.ridge, generator, self.bandwidth_scale)
                 if self.rank is not None:
                     layer.factorize(self.rank, u, mask, self.bias_scale, generator)
             else:
@@ -262,7 +281,7 @@ class PSRNN(OneStepPredictor):
         return super().initialize(x, mask)
 
     def _random_layer(self, layer: PSRNNLayer, u, mask, generator) -> None:
-        bandwidth = median_distance(u[mask], generator=generator)
+        bandwidth = self.bandwidth_scale * median_distance(u[mask], generator=generator)
         layer.features = RandomFourierFeatures(u.shape[-1], layer.features.phases.numel(), bandwidth,
                                                generator).to(u.device)  # fmt: skip
         nn.init.xavier_uniform_(layer.projection.weight, generator=generator)

@@ -76,9 +76,11 @@ class RandomFourierFeatures(nn.Module):
         self.register_buffer("bandwidth", torch.tensor(float(bandwidth)))
 
     @classmethod
-    def fit(cls, points: torch.Tensor, num_features: int, generator: torch.Generator | None = None):
-        """Features for inputs like ``points [n, d]``, the bandwidth by :func:`median_distance`."""
-        return cls(points.shape[-1], num_features, median_distance(points, generator=generator), generator)
+    def fit(cls, points: torch.Tensor, num_features: int, generator: torch.Generator | None = None,
+            bandwidth_scale: float = 1.0):  # fmt: skip
+        """Features for inputs like ``points [n, d]``: bandwidth ``bandwidth_scale`` times :func:`median_distance`."""
+        bandwidth = bandwidth_scale * median_distance(points, generator=generator)
+        return cls(points.shape[-1], num_features, bandwidth, generator)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``[..., d] -> [..., F]``."""

@@ -78,7 +78,8 @@ def test_two_stage_regression_start_predicts_better_than_a_random_start():
     assert mse["2sr"] < 0.5 * float(x.var()), mse  # better than predicting the mean
 
 
-@pytest.mark.parametrize("options", [{"rank": 8}, {"num_layers": 2}, {"num_layers": 2, "rank": 8}])
+@pytest.mark.parametrize("options", [{"rank": 8}, {"num_layers": 2}, {"num_layers": 2, "rank": 8},
+                                     {"append_input": True}, {"append_input": True, "num_layers": 2, "rank": 8}])
 def test_factorized_and_multilayer_models_initialize_and_predict(options):
     torch.manual_seed(3)
     x = _sine_data()
@@ -89,6 +90,25 @@ def test_factorized_and_multilayer_models_initialize_and_predict(options):
     if "rank" in options:
         assert all(isinstance(layer.cell, FactorizedPSRNNCell) for layer in model.layers)
         assert all(layer.cell.bias.abs().sum() > 0 for layer in model.layers)  # a multiple of the mean state
+
+
+def test_append_input_feeds_the_raw_input_beside_the_projected_features():
+    torch.manual_seed(4)
+    layer = PSRNNLayer(in_dim=3, state_dim=4, obs_dim=5, num_features=16, append_input=True)
+    u = torch.randn(2, 6, 3)
+    encoded = layer.encode(u)
+    torch.testing.assert_close(encoded, torch.cat([layer.projection(layer.features(u)), u], -1))
+    assert layer.cell.transition.shape == (4, 8, 4)
+
+
+def test_bandwidth_scale_multiplies_every_median_distance_bandwidth():
+    x = _sine_data()
+    widths = {}
+    for scale in (1.0, 0.25):
+        model = PSRNN(2, state_dim=4, obs_features=4, num_features=64, horizon=3, bandwidth_scale=scale)
+        model.initialize(x, generator=torch.Generator().manual_seed(0))
+        widths[scale] = float(model.layers[0].features.bandwidth)
+    assert widths[0.25] == pytest.approx(0.25 * widths[1.0], rel=1e-6)
 
 
 def test_factorized_start_approaches_the_full_start_as_the_rank_grows():
@@ -199,6 +219,8 @@ def test_bptt_with_the_shared_trainer_improves_the_two_stage_start():
         (lambda: PSRNN(2, rank=0), ValueError, "rank"),
         (lambda: PSRNN(2, num_features=10, state_dim=20), ValueError, "num_features"),
         (lambda: PSRNN(2, ridge=-1.0), ValueError, "ridge"),
+        (lambda: PSRNN(2, bandwidth_scale=0.0), ValueError, "bandwidth_scale"),
+        (lambda: PSRNN(2, append_input="yes"), TypeError, "append_input"),
         (lambda: PSRNN(2, num_features=64).initialize(torch.zeros(2, 10, 3)), ValueError, "2 features"),
         (lambda: PSRNN(2, num_features=64, horizon=10).initialize(torch.zeros(2, 10, 2)), ValueError, "horizon"),
         (lambda: PSRNN(2, num_features=64).predict(torch.full((1, 5, 2), float("nan"))), ValueError, "NaN"),
