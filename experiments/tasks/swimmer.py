@@ -14,22 +14,34 @@ __all__ = ["swimmer", "SWIMMER_OBSERVATIONS"]
 SWIMMER_OBSERVATIONS = (0, 1, 8, 9, 10)  # observation columns of the trajectories (see the data README)
 
 
+PAPER_TRAIN = 20  # the PSRNN paper's 20/5 split of 25 trajectories of one policy
+
+
 def swimmer(
-    train: str = "1.0", valid: str = "0.5", test: str = "0.8", data_dir: str | os.PathLike | None = None
+    train: str = "1.0", valid: str = "0.5", test: str = "0.8", data_dir: str | os.PathLike | None = None,
+    paper_split: bool = False,
 ) -> SequenceData:
     """Swimmer robot trajectories ``[25, 100, 5]`` per split: the observation columns, real-valued.
 
     Each split is one file ``swimmers_trajs_<mix>.mat`` (the policy's exploration mix; the
-    convention is to train on 1.0 and test on 0.8). Values are standardised by the training
+    convention is to train on 1.0 and test on 0.8). With ``paper_split`` the ``train`` file's
+    25 trajectories are split 20/5 into train and test, as in the PSRNN paper (``test`` is then
+    unused; validation stays the ``valid`` file). Values are standardised by the training
     split's per-column mean and standard deviation.
     """
-    names = {"train": train, "valid": valid, "test": test}
+    if not isinstance(paper_split, bool):
+        raise TypeError(f"paper_split must be a bool, got {paper_split!r}")
+    names = {"train": train, "valid": valid, "test": train if paper_split else test}
     arrays = {}
     for split, mix in names.items():
         if mix not in ("0.0", "0.5", "0.8", "1.0"):
             raise ValueError(f"{split} must be one of '0.0', '0.5', '0.8', '1.0', got {mix!r}")
         trajs = load_mat(f"swimmer/swimmers_trajs_{mix}.mat", data_dir)["trajs"]
         arrays[split] = torch.as_tensor(trajs[..., list(SWIMMER_OBSERVATIONS)], dtype=torch.float32)
+    if paper_split:
+        arrays["train"], arrays["test"] = arrays["train"][:PAPER_TRAIN], arrays["test"][PAPER_TRAIN:]
     mean, std = arrays["train"].mean((0, 1)), arrays["train"].std((0, 1))
     splits = [((v - mean) / std, torch.ones(v.shape[:2], dtype=torch.bool)) for v in arrays.values()]
-    return SequenceData(*splits, description=f"Swimmer observations (train {train}, valid {valid}, test {test})")
+    where = f"train {train}[:20], valid {valid}, test {train}[20:]" if paper_split else \
+        f"train {train}, valid {valid}, test {test}"  # fmt: skip
+    return SequenceData(*splits, description=f"Swimmer observations ({where})")
