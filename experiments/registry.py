@@ -37,6 +37,7 @@ from .tasks import covid, synthetic_ar
 from .tasks.air_quality import air_quality
 from .tasks.lgssm_synthetic import lgssm_synthetic
 from .tasks.music import POLYPHONIC, polyphonic
+from .tasks.ring_hmm import ring_hmm
 from .tasks.swimmer import swimmer
 
 __all__ = ["Entry", "Suite", "MODELS", "DATASETS", "OBJECTIVES", "EXPERIMENTS", "SUITES", "DEMOS", "build",
@@ -93,6 +94,8 @@ DATASETS = {
     "swimmer": Entry(swimmer, "Swimmer robot trajectories, 5 observation columns, standardised (real-valued)"),
     "air-quality": Entry(air_quality, "UCI air quality, 5 hourly sensor responses cut into 100-hour "
                          "sequences, chronological split, standardised"),  # fmt: skip
+    "ring-hmm": Entry(ring_hmm, "hidden Markov chain on a ring of N points, noisy 2-D emissions: predictive-state "
+                      "dimension N, exact likelihood known (the PSRNN synthetic source)"),  # fmt: skip
     "ar-model-1": Entry(synthetic_ar.ar_model_one_data, "SMC Transformer paper's Model I: AR(1), alpha 0.8, "
                         "sigma^2 0.5, 1000 x 25 values, 800/100/100 in 5 folds (fold=); true law known"),  # fmt: skip
     "ar-model-2": Entry(synthetic_ar.ar_model_two_data, "SMC Transformer paper's Model II: AR(1) with a random "
@@ -183,6 +186,17 @@ def _baselines(*overrides: str) -> tuple:
     )  # fmt: skip
 
 
+def _ring_hmm_members() -> tuple:
+    """The section-6 models (8 states, 60 epochs) on the ring HMM with 20 and 200 training sequences."""
+    members = []
+    for n in (20, 200):
+        common = ('data.name="ring-hmm"', f"data.num_train={n}", "model.state_dim=8", "train.epochs=60",
+                  "train.batch_size=10")  # fmt: skip
+        members += [(f"{label} / n={n}", experiment, (*extra, *common)) for label, experiment, extra in _baselines()
+                    if label != "PSRNN random init"]  # fmt: skip
+    return tuple(members)
+
+
 def _smc_transformer_folds(*overrides: str) -> tuple:
     """The SMC Transformer paper's Tables 1-2 and Figure 2 over 5 folds: SMC-T M=30, MC-dropout LSTMs, Transformer."""
     members = []
@@ -251,6 +265,8 @@ SUITES = {
                                "not available offline)"),  # fmt: skip
     "psrnn-layers": Suite((("1 layer", "psrnn-swimmer", ()), ("2 layers", "psrnn-swimmer", ("model.num_layers=2",))),
                           "1-layer vs 2-layer PSRNN on Swimmer (the PSRNN paper's Figure 3b)"),
+    "psrnn-ring": Suite(_ring_hmm_members(), "KF, RNN, GRU, LSTM and PSRNN with 8 states on the ring HMM (predictive-"
+                        "state dimension 4), 20 and 200 training sequences"),  # fmt: skip
     "psrnn-rank": Suite((("PSRNN", "psrnn-swimmer", ()),
                          *((f"rank {r}", "psrnn-swimmer", (f"model.rank={r}",)) for r in (5, 10, 20, 40))),
                         "PSRNN vs factorized PSRNNs of several CP ranks on Swimmer (the PSRNN paper's Figure 3c)"),
