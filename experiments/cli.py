@@ -26,15 +26,17 @@ import torch
 import ppl_models
 from inference.recalibration import RECALIBRATION_METHODS
 from inference.training import TrainingDiverged
+from inference.validation import InputTypeError
 
 from . import compare, forecasting, registry, runner, supervised
-from .config import apply_overrides, load_config, read_toml
+from .config import apply_overrides, check_common, load_config, read_toml
 
 __all__ = ["main", "USER_ERRORS"]
 
-#: what a user's input or environment causes (bad settings, files, folders, a diverging run): one line,
+#: what a user's input or environment causes (bad settings, files, folders, a diverging run; a TypeError
+#: only from the input checks of inference.validation): one line,
 #: exit status 2; anything else is a bug and keeps its traceback (``--debug`` keeps it for these too)
-USER_ERRORS = (ValueError, OSError, TrainingDiverged)
+USER_ERRORS = (ValueError, InputTypeError, OSError, TrainingDiverged)
 
 
 def _list(args) -> int:
@@ -61,8 +63,9 @@ def _finish(metrics: dict, run_dir) -> int:
 def _train(args) -> int:
     overrides = list(args.set) + ([f"device={args.device!r}".replace("'", '"')] if args.device else [])
     path = registry.experiment_config(args.experiment)
-    read_toml(path)  # a missing or malformed file is named before anything else reads it
+    text = read_toml(path)  # a missing or malformed file is named before anything else reads it
     if supervised.is_supervised(path):
+        check_common(apply_overrides(text, overrides))
         config = supervised.load_supervised_config(path, overrides)
         return _train_supervised(config, args.run_dir or runner.timestamped(config["name"]), args.resume)
     config = load_config(path, overrides)

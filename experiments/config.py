@@ -18,6 +18,7 @@ from __future__ import annotations
 import copy
 import inspect
 import math
+import re
 import types
 import typing
 from dataclasses import asdict, dataclass, field, fields
@@ -25,8 +26,8 @@ from pathlib import Path
 
 import tomllib
 
-__all__ = ["EvaluateConfig", "load_config", "read_toml", "apply_overrides", "check_config", "check_arguments",
-           "SECTIONS", "ESTIMATORS"]
+__all__ = ["EvaluateConfig", "load_config", "read_toml", "apply_overrides", "check_config", "check_common",
+           "check_arguments", "SECTIONS", "ESTIMATORS"]
 
 SECTIONS = ("data", "model", "objective", "train", "evaluate")
 TOP_LEVEL = {"name": "experiment", "seed": 0, "device": "auto"}
@@ -137,20 +138,26 @@ def check_config(config: dict) -> dict:
     if unknown:
         raise ValueError(f"unknown top-level keys {unknown}; known: {sorted(set(TOP_LEVEL) | set(SECTIONS))}")
     config = {**TOP_LEVEL, **config}
-    for section in SECTIONS:
-        if section in config and not isinstance(config[section], dict):
-            raise ValueError(f"config: [{section}] must be a table of settings, got {config[section]!r}")
+    check_common(config)
     for section in ("data", "model", "objective"):
         if not isinstance(config.get(section), dict) or "name" not in config[section]:
             raise ValueError(f"config needs a [{section}] section with a name")
     config["train"] = TrainConfig.from_dict(config.get("train", {})).to_dict()
     config["evaluate"] = EvaluateConfig.from_dict(config.get("evaluate", {})).to_dict()
-    if config["device"] not in ("auto", "cpu", "cuda") and not str(config["device"]).startswith("cuda:"):
-        raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {config['device']!r}")
-    seed = config["seed"]
+    return config
+
+
+def check_common(config: dict) -> None:
+    """What every experiment kind shares: tables are tables, ``device`` and ``seed`` (if given) are valid."""
+    for key, value in config.items():
+        if key not in ("name", "seed", "device", "kind") and not isinstance(value, dict):
+            raise ValueError(f"config: [{key}] must be a table of settings, got {value!r}")
+    device = config.get("device", "auto")
+    if not isinstance(device, str) or not re.fullmatch(r"auto|cpu|cuda(:\d+)?", device):
+        raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}")
+    seed = config.get("seed", 0)
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:  # numpy's seed range
         raise ValueError(f"seed must be an int in [0, 2**32), got {seed!r}")
-    return config
 
 
 def check_arguments(builder, params: dict, where: str) -> None:

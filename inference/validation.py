@@ -17,10 +17,14 @@ import contextvars
 
 import torch
 
-__all__ = ["check_sequences", "check_choice", "check_positive_int", "check_probability", "value_checks",
-           "value_checks_enabled"]  # fmt: skip
+__all__ = ["InputTypeError", "check_sequences", "check_choice", "check_positive_int", "check_probability",
+           "value_checks", "value_checks_enabled"]  # fmt: skip
 
 _VALUE_CHECKS = contextvars.ContextVar("value_checks", default=True)
+
+
+class InputTypeError(TypeError):
+    """A ``TypeError`` raised by these checks: an input of the wrong type, not a bug (the CLI shows it as one line)."""
 
 
 @contextlib.contextmanager
@@ -59,11 +63,11 @@ def check_sequences(
         them into a result) and ``mask`` as a bool tensor ``[B, T]`` on ``x``'s device.
     """
     if not isinstance(x, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor of shape [B, T, D], got {type(x).__name__}")
+        raise InputTypeError(f"{name} must be a torch.Tensor of shape [B, T, D], got {type(x).__name__}")
     if x.dim() != 3:
         raise ValueError(f"{name} must have shape [B, T, D] (3 dims), got shape {tuple(x.shape)}")
     if not x.is_floating_point():
-        raise TypeError(f"{name} must be a floating-point tensor, got dtype {x.dtype}")
+        raise InputTypeError(f"{name} must be a floating-point tensor, got dtype {x.dtype}")
     if model is not None:
         _check_dtype(x, model, name)
         obs_dim = getattr(model, "obs_dim", None)
@@ -79,13 +83,13 @@ def check_sequences(
         mask = torch.ones(batch, steps, dtype=torch.bool, device=x.device)
     else:
         if not isinstance(mask, torch.Tensor):
-            raise TypeError(f"mask must be a torch.Tensor of shape [B, T], got {type(mask).__name__}")
+            raise InputTypeError(f"mask must be a torch.Tensor of shape [B, T], got {type(mask).__name__}")
         if tuple(mask.shape) != (batch, steps):
             raise ValueError(
                 f"mask must have shape [B, T] = {(batch, steps)} to match {name}, got {tuple(mask.shape)}"
             )
         if mask.dtype != torch.bool:
-            raise TypeError(f"mask must be a bool tensor, got dtype {mask.dtype}")
+            raise InputTypeError(f"mask must be a bool tensor, got dtype {mask.dtype}")
         if steps > 1 and value_checks_enabled() and bool((mask[:, 1:] & ~mask[:, :-1]).any()):
             raise ValueError(
                 "mask must mark a prefix of each sequence (valid steps first, padding after); "
@@ -107,7 +111,7 @@ def _check_dtype(x: torch.Tensor, model, name: str) -> None:
     tensors = [*model.parameters(), *model.buffers()]
     dtype = next((t.dtype for t in tensors if t.is_floating_point()), None)
     if dtype is not None and x.dtype != dtype:
-        raise TypeError(f"{name} has dtype {x.dtype} but the model's parameters are {dtype}: convert one of them, "
+        raise InputTypeError(f"{name} has dtype {x.dtype} but the model's parameters are {dtype}: convert one of them, "
                         f"{name}.to({dtype}) or model.to({x.dtype})")
 
 
@@ -121,7 +125,7 @@ def check_choice(value, choices, *, name: str):
 def check_positive_int(value, *, name: str) -> int:
     """Raise unless ``value`` is an ``int`` >= 1."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int >= 1, got {type(value).__name__} {value!r}")
+        raise InputTypeError(f"{name} must be an int >= 1, got {type(value).__name__} {value!r}")
     if value < 1:
         raise ValueError(f"{name} must be >= 1, got {value}")
     return value
@@ -130,7 +134,7 @@ def check_positive_int(value, *, name: str) -> int:
 def check_probability(value, *, name: str, open_left: bool = False) -> float:
     """Raise unless ``value`` is a number in [0, 1] (or (0, 1] with ``open_left``)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name} must be a number in [0, 1], got {type(value).__name__}")
+        raise InputTypeError(f"{name} must be a number in [0, 1], got {type(value).__name__}")
     low_ok = value > 0 if open_left else value >= 0
     if not (low_ok and value <= 1):
         interval = "(0, 1]" if open_left else "[0, 1]"

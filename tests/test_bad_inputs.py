@@ -17,6 +17,7 @@ from experiments import cli, registry, runner
 from experiments.config import load_config
 from inference import ParticleFilter
 from inference.objectives import ELBO, IWAE
+from inference.validation import InputTypeError
 from ppl_models import LinearGaussianSSM
 from ppl_models.psrnn import PSRNN
 
@@ -110,6 +111,9 @@ TRAIN_CASES = [
     ("no-model-section", ["train", "{tmp}/nomodel.toml"], "needs a [model] section"),
     ("run-dir-is-a-file", ["train", "{config}", "--run-dir", "{tmp}/afile"], "afile is a file, not a folder"),
     ("device-in-set", ["train", "{config}", "--set", "device='tpu'"], "device must be"),
+    ("supervised-section-as-value", ["train", "pfrnn-demo", "--set", "loss=3"], "[loss] must be a table"),
+    ("supervised-device-in-set", ["train", "pfrnn-demo", "--set", "device='tpu'"], "device must be"),
+    ("supervised-lr-inf", ["train", "pfrnn-demo", "--set", "train.lr=inf"], "TrainConfig.lr must be a finite"),
 ]
 
 
@@ -319,6 +323,7 @@ API_CASES = [
      "x has dtype torch.float64 but the model's parameters are torch.float32"),
     ("lgssm-predictive-features", lambda: _lgssm().predictive(_x(features=2)), ValueError, "x must have 1 features"),
     ("psrnn-float16", lambda: _psrnn().log_likelihood(_x(torch.float16)), TypeError, "x has dtype torch.float16"),
+    ("filter-bad-particles", lambda: ParticleFilter(1.5), InputTypeError, "num_particles must be an int >= 1"),
     ("filter-int-x", lambda: ParticleFilter(8).run(_lgssm(), torch.ones(2, 3, 1, dtype=torch.long)), TypeError,
      "floating-point"),
 ]
