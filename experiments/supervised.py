@@ -44,7 +44,8 @@ TOP_LEVEL = {"kind": "supervised", "name": "experiment", "seed": 0, "device": "a
 TASKS = {"localization": localization_data, "localization-paper": localization_paper_data,
          "air": air_quality_regression, "pm25": pm25_regression, "vowels": japanese_vowels}  # fmt: skip
 #: model options that only the particle cells take
-PF_ONLY_OPTIONS = ("num_particles", "resampling", "alpha", "stochastic", "activation", "norm_steps")
+PF_ONLY_OPTIONS = ("num_particles", "resampling", "alpha", "stochastic", "activation", "norm_steps",
+                   "eval_randomness", "eval_seed")
 
 
 def is_supervised(path: str | Path) -> bool:
