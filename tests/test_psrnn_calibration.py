@@ -33,3 +33,28 @@ def test_a_run_that_is_not_a_folder_is_one_usage_error(tmp_path, capsys):
         main([f"A={tmp_path}"])
     assert error.value.code == 2
     assert "LABEL=RUN_DIR" in capsys.readouterr().err
+
+
+def _fake_run(folder, mse, valid_bounds, test_curve):
+    import json
+
+    folder.mkdir()
+    (folder / "metrics.json").write_text(json.dumps({"mse": mse, "calibration": {"coverage_0.5": 0.5, "pit_ks": 0.1}}))
+    (folder / "predictions.json").write_text(json.dumps({"initial_mse": {"test_mse": 1.0}}))
+    rows = [{"epoch": e + 1, "valid_bound_per_step": v, "monitor": {"test_mse": t}}
+            for e, (v, t) in enumerate(zip(valid_bounds, test_curve))]  # fmt: skip
+    (folder / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+
+
+def test_seed_summary_by_hand(tmp_path):
+    from experiments.psrnn_seeds import summarize
+
+    _fake_run(tmp_path / "a-s0", 1.0, [0.1, 0.3, 0.2], [0.9, 0.5, 0.7])
+    _fake_run(tmp_path / "a-s1", 3.0, [0.5, 0.1, 0.0], [0.4, 0.6, 0.8])
+    (tmp_path / "a-s2").mkdir()  # unfinished: no metrics.json
+    summary = summarize(tmp_path)
+    assert list(summary) == ["a"]
+    assert summary["a"]["mean_test_mse"] == 2.0
+    assert summary["a"]["sd_test_mse"] == pytest.approx(2**0.5)  # sample sd of 1 and 3
+    assert [r["best_epoch"] for r in summary["a"]["runs"]] == [2, 1]
+    assert [r["lowest_test_mse_seen"] for r in summary["a"]["runs"]] == [0.5, 0.4]
