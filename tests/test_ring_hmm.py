@@ -50,6 +50,8 @@ def test_loader_shapes_and_bad_settings():
     data = ring_hmm(num_train=5, num_valid=2, num_test=3, num_steps=7)
     assert [s[0].shape for s in (data.train, data.valid, data.test)] == [(5, 7, 2), (2, 7, 2), (3, 7, 2)]
     assert data.truth is not None
+    bigger = ring_hmm(num_train=9, num_valid=2, num_test=3, num_steps=7)
+    assert torch.equal(bigger.test[0], data.test[0]) and torch.equal(bigger.valid[0], data.valid[0])
     with pytest.raises(ValueError, match="stay"):
         RingHMM(stay=1.0)
     with pytest.raises(ValueError, match="num_train"):

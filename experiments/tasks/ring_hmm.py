@@ -89,15 +89,18 @@ class RingHMM:
 
 def ring_hmm(num_train: int = 100, num_valid: int = 20, num_test: int = 50, num_steps: int = 50,
              num_states: int = 4, stay: float = 0.3, noise: float = 0.3, seed: int = 0) -> SequenceData:  # fmt: skip
-    """Sequences ``[n, num_steps, 2]`` of the ring chain (:class:`RingHMM`), drawn with ``seed``; not standardised."""
+    """Sequences ``[n, num_steps, 2]`` of the ring chain (:class:`RingHMM`), drawn with ``seed``; not standardised.
+
+    The validation and test sets of one ``seed`` are the same whatever ``num_train``.
+    """
     for name, value in (("num_train", num_train), ("num_valid", num_valid), ("num_test", num_test),
                         ("num_steps", num_steps)):  # fmt: skip
         check_positive_int(value, name=name)
     source = RingHMM(num_states, stay, noise)
-    generator = torch.Generator().manual_seed(seed)
     splits = []
-    for n in (num_train, num_valid, num_test):
-        x = source.sample(n, num_steps, generator)
+    for index, n in enumerate((num_train, num_valid, num_test)):
+        # each split its own stream: the validation and test sets do not change with num_train
+        x = source.sample(n, num_steps, torch.Generator().manual_seed(3 * seed + index))
         splits.append((x, torch.ones(x.shape[:2], dtype=torch.bool)))
     return SequenceData(*splits, description=f"ring HMM, {num_states} states, stay {stay}, noise {noise} "
                                              f"({num_train} training sequences of {num_steps} steps)",
