@@ -48,6 +48,8 @@ _PER_STEP_SCHEDULES = ("transformer",)
 
 #: config fields that may change between a run and its resumption
 RESUMABLE_CHANGES = frozenset({"epochs", "progress", "cuda_graph"})
+#: a step that fails after the parameters' norm grew this many times since the start of ``fit`` is a divergence
+_BLOWN_UP = 100.0
 #: first key of a derived seed, so the shuffling stream and the model's stream never coincide
 _SHUFFLE_STREAM, _MODEL_STREAM = 0, 1
 
@@ -423,6 +425,7 @@ class Trainer:
             self._restore(load_checkpoint(self._checkpoint_path("last")))
         elif self.step == 0:
             self._begin()
+        self._start_norm = self._parameter_norm()
         per_epoch = _batches_per_epoch(len(self.train_data[0]), self.config.batch_size, self.world_size)
         show = self.config.progress and self.rank == 0
         with tqdm(total=self.config.epochs * per_epoch, initial=self.epoch * per_epoch, disable=not show,
@@ -441,7 +444,11 @@ class Trainer:
         bar.set_description(f"epoch {self.epoch + 1}/{self.config.epochs}")
         train_loss, train_bound = self._train_epoch(bar)
         kl_factor = float(self.objective.kl_factor)
-        valid_bound = self._validate() if self._validation_due() else None
+        try:
+            valid_bound = self._validate() if self._validation_due() else None
+        except (ValueError, RuntimeError) as error:
+            self._raise_if_blown_up(error, "validation")
+            raise
         if self.config.lr_schedule not in _PER_STEP_SCHEDULES:
             self.scheduler.step()
         self.epoch += 1
@@ -469,7 +476,11 @@ class Trainer:
         totals = torch.zeros(4, dtype=torch.float64, device=self.device)  # loss sum, batches, bound sum, steps
         first_bad = torch.full((), -1, dtype=torch.long, device=self.device)  # no device read per step
         for number, index in enumerate(batches, 1):
-            out = self._train_step(self._batch(self.train_data, index))
+            try:
+                out = self._train_step(self._batch(self.train_data, index))
+            except (ValueError, RuntimeError) as error:  # e.g. a filter or a Cholesky refusing blown-up parameters
+                self._raise_if_blown_up(error, f"step {number} of the epoch")
+                raise
             loss = out.loss.detach().double()
             first_bad = torch.where((first_bad < 0) & ~torch.isfinite(loss), number, first_bad)
             totals += torch.stack([loss, totals.new_ones(()),
@@ -479,20 +490,34 @@ class Trainer:
                 bar.set_postfix(loss=f"{(totals[0] / totals[1]).item():.4g}", refresh=False)
         if _distributed():
             dist.all_reduce(first_bad, op=dist.ReduceOp.MAX)
-        self._check_finite(int(first_bad.clamp(min=0)))
+        bad_batch = int(first_bad.clamp(min=0))
+        if bad_batch:
+            self._diverged(f"step {bad_batch} of the epoch", "the loss was NaN or inf")
         totals = self._sum_over_ranks(totals)
         return (totals[0] / totals[1]).item(), (totals[2] / totals[3]).item()
 
-    def _check_finite(self, bad_batch: int) -> None:
-        """Raise :class:`TrainingDiverged` if batch ``bad_batch`` (1-based; 0: none) of the epoch had a NaN/inf loss."""
-        if not bad_batch:
+    @torch.no_grad()
+    def _parameter_norm(self) -> float:
+        """Global L2 norm of the trainable parameters (``inf`` or ``nan`` if any is)."""
+        return float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(p) for p in self.parameters])))
+
+    def _raise_if_blown_up(self, error: BaseException, where: str) -> None:
+        """Raise :class:`TrainingDiverged` from ``error`` if the parameters are non-finite or blew up since ``fit``."""
+        norm, start = self._parameter_norm(), self._start_norm
+        if math.isfinite(norm) and norm <= _BLOWN_UP * max(start, 1e-12):
             return
+        reason = " ".join(str(error).split())[:200]
+        self._diverged(where, f"the parameters' norm went from {start:.3g} (start of fit) to {norm:.3g} and this "
+                              f"failed ({type(error).__name__}: {reason})", error)
+
+    def _diverged(self, where: str, what: str, cause: BaseException | None = None) -> None:
+        """Raise :class:`TrainingDiverged` for ``where`` (a step, or the validation) of the current epoch."""
         config = self.config
         kept = f"checkpoints/last.pt of epoch {self.epoch} is kept" if self.epoch else "no checkpoint was written"
         raise TrainingDiverged(
-            f"training diverged: the loss was NaN or inf at epoch {self.epoch + 1}, step {bad_batch} of the epoch; "
-            f"likely causes: a learning rate too high (lr={config.lr:g}), no or loose gradient clipping "
-            f"(clip_norm={config.clip_norm}), or extreme values in the data; {kept}")
+            f"training diverged at epoch {self.epoch + 1}, {where}: {what}; likely causes: a "
+            f"learning rate too high (lr={config.lr:g}), no or loose gradient clipping (clip_norm={config.clip_norm}), "
+            f"or extreme values in the data; {kept}") from cause
 
     def _train_step(self, batch: tuple[torch.Tensor, ...]):
         """One optimizer step on a minibatch ``(x [B, T, D], mask [B, T][, y])``; returns the ObjectiveOutput."""

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 import inference.training as training
-from inference.objectives import ExactLikelihood
+from inference import ParticleFilter
+from inference.objectives import ExactLikelihood, SMCBound
 from inference.training import TrainConfig, Trainer, TrainingDiverged, load_checkpoint
 from ppl_models.lgssm import LinearGaussianSSM
 
@@ -125,8 +126,9 @@ class _NaNAfter(ExactLikelihood):
 
 def test_nan_loss_stops_training_naming_epoch_step_and_cause_and_keeps_the_last_good_checkpoint(data, tmp_path):
     objective = _NaNAfter(_model(), at=4)  # 2 batches an epoch: epoch 2, its step 2
-    with pytest.raises(TrainingDiverged, match=r"epoch 2, step 2 of the epoch; likely causes: a learning rate "
-                                               r"too high \(lr=0\.05\).*last\.pt of epoch 1 is kept"):
+    with pytest.raises(TrainingDiverged, match=r"epoch 2, step 2 of the epoch: the loss was NaN or inf; likely "
+                                               r"causes: a learning rate too high \(lr=0\.05\).*last\.pt of epoch 1 "
+                                               r"is kept"):
         _fit(data, tmp_path, objective=objective)
     checkpoint = load_checkpoint(tmp_path / "checkpoints" / "last.pt")
     assert checkpoint["epoch"] == 1
@@ -138,3 +140,17 @@ def test_nan_loss_stops_training_naming_epoch_step_and_cause_and_keeps_the_last_
 def test_train_config_refuses_non_finite_numbers(field, value):
     with pytest.raises(ValueError, match=f"TrainConfig.{field} must be a finite number"):
         TrainConfig(**{field: value})
+
+
+@pytest.mark.parametrize("objective", ["exact", "smc"])
+@pytest.mark.parametrize(("batch_size", "where"), [(8, "step 2 of the epoch"), (16, "validation")])
+def test_a_learning_rate_that_blows_up_the_parameters_is_a_divergence_not_a_model_error(data, tmp_path, objective,
+                                                                                          batch_size, where):
+    """lr=1e6 blows the parameters up; whichever way the next step or the validation fails, the error says so."""
+    model = _model()
+    loss = ExactLikelihood(model) if objective == "exact" else SMCBound(model, ParticleFilter(8))
+    config = TrainConfig(epochs=2, batch_size=batch_size, lr=1e6, progress=False)
+    with pytest.raises(TrainingDiverged, match=f"training diverged at epoch 1, {where}: the parameters' norm went "
+                                               r"from .* \(start of fit\) to .*lr=1e\+06"):
+        _fit(data, tmp_path, objective=loss, config=config)
+    assert not (tmp_path / "checkpoints" / "last.pt").exists()
