@@ -166,9 +166,12 @@ def test_quick_demo_writes_a_complete_run_folder_and_evaluate_reuses_it(tmp_path
     saved = (run / "config.json").read_text()
     assert cli.main(["train", "lgssm-demo", "--run-dir", str(run), "--resume", "--set", "data.num_train=7"]) == 2
     assert "differs from the one saved" in capsys.readouterr().err and (run / "config.json").read_text() == saved
+    before = (run / "metrics.json").read_text()
     assert cli.main(["evaluate", str(run), "--set", "estimators=['exact']", "--device", "cpu"]) == 0
-    again = json.loads((run / "metrics.json").read_text())["loglik"]
-    assert again["exact"] == loglik["exact"]
+    assert (run / "metrics.json").read_text() == before  # the run's own outputs are never overwritten
+    (evaluation,) = (run / "evaluations").iterdir()  # evaluate writes a folder of its own
+    again = json.loads((evaluation / "metrics.json").read_text())["loglik"]
+    assert set(again) == {"exact", "exact (true parameters)"} and again["exact"] == loglik["exact"]
 
 
 def _check_srnn_demo(run):
