@@ -29,7 +29,7 @@ from inference.training import TrainingDiverged
 from inference.validation import InputTypeError
 
 from . import compare, forecasting, registry, runner, supervised
-from .config import apply_overrides, check_common, load_config, read_toml
+from .config import apply_overrides, load_config, read_toml
 
 __all__ = ["main", "USER_ERRORS"]
 
@@ -63,9 +63,8 @@ def _finish(metrics: dict, run_dir) -> int:
 def _train(args) -> int:
     overrides = list(args.set) + ([f"device={args.device!r}".replace("'", '"')] if args.device else [])
     path = registry.experiment_config(args.experiment)
-    text = read_toml(path)  # a missing or malformed file is named before anything else reads it
+    read_toml(path)  # a missing or malformed file is named before anything else reads it
     if supervised.is_supervised(path):
-        check_common(apply_overrides(text, overrides))
         config = supervised.load_supervised_config(path, overrides)
         return _train_supervised(config, args.run_dir or runner.timestamped(config["name"]), args.resume)
     config = load_config(path, overrides)

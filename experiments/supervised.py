@@ -31,7 +31,7 @@ from inference.training import TrainConfig, Trainer, load_best
 from ppl_models.pf_rnn import PFRNNPredictor
 
 from . import plots
-from .config import apply_overrides
+from .config import apply_overrides, check_common
 from .tasks.localization import belief_figure, evaluate_localization, localization_data, plot_belief_over_time
 from .tasks.localization_paper import evaluate_localization_paper, localization_paper_data, paper_belief_figure
 from .tasks.uci_regression import RegressionData, air_quality_regression, evaluate_regression, pm25_regression
@@ -62,6 +62,7 @@ def load_supervised_config(path: str | Path, overrides: list[str] = ()) -> dict:
     if unknown:
         raise ValueError(f"unknown top-level keys {unknown}; known: {sorted(set(TOP_LEVEL) | set(SECTIONS))}")
     config = {**TOP_LEVEL, **config}
+    check_common(config)
     if config["data"].get("name") not in TASKS:
         raise ValueError(f"data.name must be one of {sorted(TASKS)}, got {config['data'].get('name')!r}")
     config["train"] = TrainConfig.from_dict(config.get("train", {})).to_dict()
