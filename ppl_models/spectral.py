@@ -126,9 +126,9 @@ def time_windows(x: torch.Tensor, mask: torch.Tensor | None, horizon: int) -> Wi
 class RidgeSolver:
     """Ridge regressions of any targets on fixed ``inputs u [n, p]``, sharing one factorisation.
 
-    The regularised Gram matrix ``u^T u + ridge n I`` is Cholesky-factorised once (an LU
-    factorisation where Cholesky fails: ``ridge = 0`` with rank-deficient inputs); each call
-    then costs two triangular solves.
+    The regularised Gram matrix ``u^T u + ridge n I`` is Cholesky-factorised once; each call
+    then costs two triangular solves. A Gram matrix that is not positive definite (``ridge``
+    0 with rank-deficient inputs) is a ``ValueError``.
     """
 
     def __init__(self, inputs: torch.Tensor, ridge: float = 1e-2):
@@ -136,16 +136,14 @@ class RidgeSolver:
         n, p = inputs.shape
         self.inputs = inputs
         gram = inputs.T @ inputs + ridge * n * torch.eye(p, dtype=inputs.dtype, device=inputs.device)
-        factor, info = torch.linalg.cholesky_ex(gram)
-        self._cholesky = factor if int(info) == 0 else None
-        self._lu = None if self._cholesky is not None else torch.linalg.lu_factor(gram)
+        self._cholesky, info = torch.linalg.cholesky_ex(gram)
+        if int(info) != 0:
+            raise ValueError(f"ridge={ridge!r}: the inputs' Gram matrix is singular (rank-deficient inputs); "
+                             "use ridge > 0")  # fmt: skip
 
     def __call__(self, targets: torch.Tensor) -> torch.Tensor:
         """``M [q, p]`` minimising ``sum_n |y_n - M u_n|^2 + ridge * n * |M|_F^2`` for ``targets y [n, q]``."""
-        rhs = self.inputs.T @ targets
-        if self._cholesky is not None:
-            return torch.cholesky_solve(rhs, self._cholesky).T
-        return torch.linalg.lu_solve(*self._lu, rhs).T
+        return torch.cholesky_solve(self.inputs.T @ targets, self._cholesky).T
 
 
 def ridge_regression(inputs: torch.Tensor, targets: torch.Tensor, ridge: float = 1e-2) -> torch.Tensor:

@@ -67,13 +67,11 @@ def test_one_ridge_solver_serves_several_targets_as_separate_regressions_do():
         torch.testing.assert_close(solver(y), expected)
 
 
-def test_ridge_solver_without_ridge_on_duplicated_columns_falls_back_and_still_fits():
-    # ridge 0 and a repeated column: the Gram matrix is singular in exact arithmetic, so the
-    # Cholesky factorisation may fail; the answer must still reproduce y = 2 u_0 exactly
-    u = torch.tensor([[1.0, 1.0, 0.0], [2.0, 2.0, 1.0], [3.0, 3.0, -1.0], [4.0, 4.0, 2.0]], dtype=torch.float64)
-    y = 2 * u[:, :1]
-    m = RidgeSolver(u, ridge=1e-12)(y)
-    torch.testing.assert_close(u @ m.T, y)
+def test_ridge_solver_refuses_a_singular_gram_matrix_by_name():
+    u = torch.tensor([[1.0, 0.0], [2.0, 0.0], [3.0, 0.0]], dtype=torch.float64)  # a zero column, no ridge
+    with pytest.raises(ValueError, match="ridge=0.0"):
+        RidgeSolver(u, ridge=0.0)
+    torch.testing.assert_close(RidgeSolver(u, ridge=1e-3)(2 * u[:, :1])[0, 1], torch.tensor(0.0, dtype=torch.float64))
 
 
 def test_two_stage_regression_with_a_shared_stage1_solver_gives_the_same_tensor():
