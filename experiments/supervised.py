@@ -91,10 +91,10 @@ def train(config: dict, run_dir: str | Path, *, resume: bool = False) -> dict:
     """Train, then evaluate the best checkpoint on the test split; returns (and writes) ``metrics.json``."""
     from .runner import prepare_run_dir, resolve_device
 
-    run_dir = prepare_run_dir(run_dir, config, resume=resume)
     torch.manual_seed(config["seed"])
-    context, splits, predictor, objective = _setup(config)
+    context, splits, predictor, objective = _setup(config)  # data, model and loss checked before any write
     device = resolve_device(config["device"])
+    run_dir = prepare_run_dir(run_dir, config, resume=resume)
     paper_task = config["data"]["name"] == "localization-paper"
     monitor = None
     if paper_task:  # the learning curve in the paper's metric, on the validation split

@@ -114,6 +114,8 @@ TRAIN_CASES = [
     ("supervised-section-as-value", ["train", "pfrnn-demo", "--set", "loss=3"], "[loss] must be a table"),
     ("supervised-device-in-set", ["train", "pfrnn-demo", "--set", "device='tpu'"], "device must be"),
     ("supervised-lr-inf", ["train", "pfrnn-demo", "--set", "train.lr=inf"], "TrainConfig.lr must be a finite"),
+    ("supervised-bad-model-value", ["train", "pfrnn-demo", "--set", "model.num_particles=0"], "num_particles"),
+    ("supervised-bad-data-value", ["train", "pfrnn-demo", "--set", "data.maze_size=11"], "maze_size"),
 ]
 
 
