@@ -89,7 +89,7 @@ def posterior_draws(model, x: torch.Tensor, mask: torch.Tensor | None = None, nu
         raise ValueError(f"targets must be given for the conditional model {type(model).__name__}, got None")
     if not model.conditional and targets is not None:
         raise ValueError(f"targets must be None for {type(model).__name__}, which is a density of x")
-    x, mask = check_sequences(x, mask)
+    x, mask = check_sequences(x, mask, model=model)  # dtype and feature size checked against the model
     args = (x, mask) if targets is None else (x, targets, mask)
     shape = (x.shape[0], x.shape[1])
     if parallel:
