@@ -33,7 +33,7 @@ from inference.validation import check_positive_int
 from ppl_models import SMCTransformer
 
 from .plots import save_png
-from .runner import _setup
+from .runner import _setup, check_run_folder
 
 __all__ = ["compare_forecasts"]
 
@@ -70,9 +70,7 @@ def compare_forecasts(runs: dict[str, str | Path], out: str | Path, *, observed:
     out = Path(out)
     results, bands, truth_shown, data_description = {}, {}, None, None
     for label, folder in runs.items():
-        folder = Path(folder)
-        if not (folder / "config.json").is_file():
-            raise ValueError(f"run {label!r}: {folder} has no config.json: is it a run folder?")
+        folder = check_run_folder(folder, name=f"run {label!r}:")
         config, data, model = _load(folder, device)
         x, mask = data.test
         if not bool(mask.all()):

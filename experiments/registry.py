@@ -18,6 +18,7 @@ import torch
 from inference import ParticleFilter
 from inference.objectives import ELBO, IWAE, ExactLikelihood, Objective, SMCBound
 from inference.protocol import SequenceModel
+from inference.squared_error import SquaredError
 from ppl_models import (
     PSRNN,
     SRNN,
@@ -108,6 +109,7 @@ DATASETS = {
 }
 OBJECTIVES = {
     "exact": Entry(ExactLikelihood, "exact log-likelihood (models with log_likelihood, e.g. the LGSSM)"),
+    "mse": Entry(SquaredError, "one-step mean squared error (one-step predictors; the PSRNN paper's loss)"),
     "elbo": Entry(ELBO, "evidence lower bound (Pyro model/guide), optional mean-field KL and KL annealing"),
     "iwae": Entry(IWAE, "importance-weighted bound with K vectorised particles"),
     "smc": Entry(_smc, "log of the particle filter's evidence (FIVO/AESMC, soft, or Fisher identity)"),
@@ -338,4 +340,7 @@ def experiment_config(name_or_path: str) -> Path:
     path = Path(name_or_path)
     if path.suffix == ".toml" and path.is_file():
         return path
+    if path.suffix == ".toml" or path.is_file():
+        problem = "is not a file" if path.suffix == ".toml" else "is not a .toml file"
+        raise ValueError(f"experiment file {name_or_path} {problem}")
     raise ValueError(f"experiment must be one of {sorted(EXPERIMENTS)} or a .toml file, got {name_or_path!r}")

@@ -107,6 +107,16 @@ def check_writable(folder: str | Path, name: str) -> Path:
     return folder
 
 
+def check_run_folder(folder: Path, *, name: str = "run_dir") -> Path:
+    """``folder`` if it is a finished run's folder (it holds ``config.json``); else one ``ValueError``."""
+    folder = Path(folder)
+    if not folder.exists():
+        raise ValueError(f"{name} {folder} does not exist")
+    if not (folder / "config.json").is_file():
+        raise ValueError(f"{name} {folder} has no config.json: is it a run folder?")
+    return folder
+
+
 def read_config_json(path: Path) -> dict:
     """A run folder's ``config.json`` as a dict; one ``ValueError`` naming the file if it is unreadable."""
     try:
@@ -160,9 +170,7 @@ def evaluate(run_dir: str | Path, overrides: dict | None = None, device: str | N
     unless ``force``. The folder is checked to be writable before anything is computed, and one
     this call created is removed if the evaluation fails.
     """
-    run_dir = Path(run_dir)
-    if not (run_dir / "config.json").is_file():
-        raise ValueError(f"run_dir {run_dir} has no config.json: is it a run folder?")
+    run_dir = check_run_folder(run_dir)
     config = read_config_json(run_dir / "config.json")
     if config.get("kind") == "supervised":
         raise ValueError(f"run_dir {run_dir} is a supervised run: its test metrics are in metrics.json; "

@@ -32,7 +32,7 @@ from .traces import (
     site_per_sequence,
     trace_log_prob,
 )
-from .validation import check_positive_int, check_sequences
+from .validation import InputTypeError, check_positive_int, check_sequences
 
 __all__ = ["ObjectiveOutput", "Objective", "ExactLikelihood", "ELBO", "IWAE", "SMCBound"]
 
@@ -64,6 +64,8 @@ class Objective(nn.Module):
 
     def __init__(self, model: nn.Module):
         super().__init__()
+        if not isinstance(model, nn.Module):
+            raise InputTypeError(f"model must be an nn.Module (a SequenceModel), got {type(model).__name__}")
         self.model = model
         self.kl_factor = 1.0
 

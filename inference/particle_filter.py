@@ -58,7 +58,14 @@ import pyro
 import torch
 
 from .resampling import SCHEMES, gather_particles, normalize, normalize_with_total, resample_adaptive
-from .validation import check_choice, check_positive_int, check_probability, check_sequences, value_checks_enabled
+from .validation import (
+    InputTypeError,
+    check_choice,
+    check_positive_int,
+    check_probability,
+    check_sequences,
+    value_checks_enabled,
+)
 
 __all__ = ["Step", "ParticleModel", "ParticleFilter", "FilterResult", "GRADIENT_MODES"]
 
@@ -237,6 +244,8 @@ class ParticleFilter:
         if fisher_lag is not None:
             check_positive_int(fisher_lag, name="fisher_lag")
         self.fisher_lag = fisher_lag
+        if generator is not None and not isinstance(generator, torch.Generator):
+            raise InputTypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
         self.generator = generator
 
     def run(

@@ -172,6 +172,14 @@ class SequenceModel(nn.Module):
             raise Unsupported(f"{type(self).__name__} has no {capability} ({CAPABILITIES[capability]}): {reason}")
 
     # --- the protocol (subclasses override what they declare) ----------------------------------
+    def check_values(self, x: torch.Tensor, mask: torch.Tensor, *, name: str = "x") -> None:
+        """Raise ``ValueError`` for valid entries of ``x [B, T, D]`` that the likelihood cannot score.
+
+        Called by :func:`inference.validation.check_sequences` (after the shape, dtype and
+        finiteness checks) at every entry point, so a bad value is refused before any Pyro
+        program runs. The default accepts every finite value.
+        """
+
     def model(self, x: torch.Tensor, mask: torch.Tensor | None = None):
         """Pyro generative program over ``x [B, T, D]`` (``mask [B, T]``)."""
         self.require("programs")

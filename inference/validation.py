@@ -55,8 +55,9 @@ def check_sequences(
         name: argument name used in error messages.
         feature_size: expected ``D``, if the caller knows it.
         model: the ``nn.Module`` that will read ``x``: ``x`` must have the dtype of its
-            floating-point parameters, and ``D`` its ``obs_dim`` if it has one (and
-            ``feature_size`` is not given).
+            floating-point parameters, ``D`` its ``obs_dim`` if it has one (and
+            ``feature_size`` is not given), and the values pass its ``check_values`` if it
+            has one (e.g. binary entries for a Bernoulli emission).
 
     Returns:
         ``x`` (with NaN or inf in the padding replaced by 0, so that no engine multiplies
@@ -101,6 +102,9 @@ def check_sequences(
             raise ValueError(f"{name} contains NaN or inf at valid (unmasked) steps")
         if not bool(finite.all()):  # only the padding: it is never read, so make it harmless
             x = torch.where(mask.unsqueeze(-1), x, x.new_zeros(()))
+        check_values = getattr(model, "check_values", None)
+        if callable(check_values):
+            check_values(x, mask, name=name)
     return x, mask
 
 

@@ -63,6 +63,8 @@ def _square(name, value, size=None):
     if value.dim() != 2 or value.shape[0] != value.shape[1] or (size is not None and value.shape[0] != size):
         want = f"[{size}, {size}]" if size is not None else "square [n, n]"
         raise ValueError(f"{name} must have shape {want}, got {tuple(value.shape)}")
+    if not value.is_floating_point() or not bool(torch.isfinite(value).all()):
+        raise ValueError(f"{name} must hold finite floating-point numbers")
     return value
 
 

@@ -16,7 +16,8 @@ from torch.nn import functional as F
 from inference.validation import check_choice, check_positive_int, value_checks_enabled
 
 __all__ = ["EMISSIONS", "SplitInputMLP", "clipped_leaky_relu", "diagonal_normal", "emission_distribution",
-           "emission_params", "reverse_padded", "shifted_inputs", "check_binary"]  # fmt: skip
+           "emission_params", "reverse_padded", "shifted_inputs", "check_binary",
+           "EmissionChecks"]  # fmt: skip
 
 EMISSIONS = ("bernoulli", "gaussian")
 
@@ -91,6 +92,18 @@ def reverse_padded(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     index = (lengths - 1 - torch.arange(steps, device=x.device)) % steps  # [B, T]
     index = index.reshape(index.shape + (1,) * (x.dim() - 2)).expand_as(x)
     return torch.gather(x, 1, index)
+
+
+class EmissionChecks:
+    """Mixin for models with an ``emission_kind`` of :data:`EMISSIONS`.
+
+    Its ``check_values`` (the :class:`~inference.protocol.SequenceModel` hook that every entry
+    point calls) refuses data the emission cannot score: non-binary entries for ``"bernoulli"``.
+    """
+
+    def check_values(self, x: torch.Tensor, mask: torch.Tensor, *, name: str = "x") -> None:
+        if self.emission_kind == "bernoulli":
+            check_binary(x, mask, name=name)
 
 
 def check_binary(x: torch.Tensor, mask: torch.Tensor, *, name: str = "x") -> None:

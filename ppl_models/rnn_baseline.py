@@ -14,13 +14,13 @@ from torch import nn
 
 from inference.validation import check_choice, check_positive_int, check_sequences
 
-from .nets import EMISSIONS, SplitInputMLP, check_binary, emission_distribution, emission_params, shifted_inputs
+from .nets import EMISSIONS, EmissionChecks, SplitInputMLP, emission_distribution, emission_params, shifted_inputs
 from .predictors import ExactPredictiveModel
 
 __all__ = ["GRUBaseline"]
 
 
-class GRUBaseline(ExactPredictiveModel):
+class GRUBaseline(EmissionChecks, ExactPredictiveModel):
     """GRU over ``u_t = x_{t-1}`` with a feed-forward emission of ``d_t``.
 
     Args:
@@ -48,7 +48,5 @@ class GRUBaseline(ExactPredictiveModel):
     def predictive_distribution(self, x, mask=None):
         """``p(x_t | x_{<t})`` for every step: batch shape ``[B, T]``, event ``[D]``."""
         x, mask = check_sequences(x, mask, model=self)
-        if self.emission_kind == "bernoulli":
-            check_binary(x, mask)
         d, _ = self.rnn(shifted_inputs(x))
         return emission_distribution(self.emission_kind, self.emission_net(None, self.emission_net.project(d)))

@@ -38,8 +38,8 @@ from inference.validation import check_choice, check_dropout, check_positive_int
 
 from .nets import (
     EMISSIONS,
+    EmissionChecks,
     SplitInputMLP,
-    check_binary,
     diagonal_normal,
     emission_distribution,
     emission_params,
@@ -94,7 +94,7 @@ class SRNNContext:
         return moments
 
 
-class SRNN(LatentRollout, MarkovStateSpace):
+class SRNN(EmissionChecks, LatentRollout, MarkovStateSpace):
     """Stochastic recurrent neural network with a structured inference network.
 
     Args:
@@ -150,8 +150,6 @@ class SRNN(LatentRollout, MarkovStateSpace):
 
     # --- deterministic features -------------------------------------------------------
     def context(self, x: torch.Tensor, mask: torch.Tensor) -> SRNNContext:
-        if self.emission_kind == "bernoulli":
-            check_binary(x, mask)
         return SRNNContext(self, x, mask)
 
     def dropped(self, d: torch.Tensor) -> torch.Tensor:

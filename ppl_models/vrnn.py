@@ -55,8 +55,8 @@ from inference.validation import check_choice, check_positive_int, check_sequenc
 
 from .nets import (
     EMISSIONS,
+    EmissionChecks,
     SplitInputMLP,
-    check_binary,
     clipped_leaky_relu,
     diagonal_normal,
     emission_distribution,
@@ -66,7 +66,7 @@ from .nets import (
 __all__ = ["VRNN"]
 
 
-class VRNN(LatentRollout, ParticlePrograms, SequenceModel):
+class VRNN(EmissionChecks, LatentRollout, ParticlePrograms, SequenceModel):
     """Variational RNN with a filtering inference network.
 
     Args:
@@ -278,10 +278,7 @@ class VRNN(LatentRollout, ParticlePrograms, SequenceModel):
         return self._check(x, mask)
 
     def _check(self, x, mask, *, name: str = "x"):
-        x, mask = check_sequences(x, mask, name=name, model=self)
-        if self.emission_kind == "bernoulli":
-            check_binary(x, mask, name=name)
-        return x, mask
+        return check_sequences(x, mask, name=name, model=self)
 
 
 def _draw(distribution, generator: torch.Generator | None) -> torch.Tensor:
