@@ -88,6 +88,8 @@ def _demo(args) -> int:
     names = registry.DEMOS if args.only is None else (args.only,)
     root = args.run_dir or runner.timestamped("demo")
     quick = ["train.epochs=3", "evaluate.num_particles=200", "evaluate.iwae_particles=20"]
+    if args.device:
+        runner.resolve_device(args.device)  # an unavailable device is refused before any demo starts
     for name in names:
         path = registry.experiment_config(name)
         if supervised.is_supervised(path):

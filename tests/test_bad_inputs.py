@@ -280,6 +280,15 @@ def test_other_commands_user_errors_are_one_line(finished, tmp_path, capsys, arg
     assert not (tmp_path / "cmp").exists()
 
 
+@pytest.mark.parametrize("device", ["cuda", "cuda:0"])
+def test_demo_refuses_an_unavailable_device_before_it_starts(tmp_path, capsys, monkeypatch, device):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    status = cli.main(["demo", "--device", device, "--run-dir", str(tmp_path / "demo")])
+    out, err = capsys.readouterr()
+    assert status == 2 and out == "" and err.count("\n") == 1, (out, err)
+    assert "CUDA is not available" in err and not (tmp_path / "demo").exists()
+
+
 def test_debug_shows_the_traceback(tmp_path):
     (tmp_path / "bad.toml").write_text("name = \n")
     with pytest.raises(ValueError, match="bad.toml is not valid TOML"):
