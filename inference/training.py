@@ -39,7 +39,7 @@ from .io import append_jsonl, remove_stale_temporaries, save_torch, write_text
 from .validation import check_choice, check_sequences
 
 __all__ = ["OPTIMIZERS", "LR_SCHEDULES", "RESUMABLE_CHANGES", "TrainConfig", "Trainer", "TrainingDiverged",
-           "epoch_batches",
+           "epoch_batches", "refresh_norm_statistics",
            "length_batches", "trim_padding", "load_checkpoint", "load_best", "check_experiment"]
 
 OPTIMIZERS = ("adam", "adamw", "sgd", "rmsprop")
@@ -47,11 +47,11 @@ LR_SCHEDULES = ("constant", "cosine", "exponential", "step", "transformer")
 _PER_STEP_SCHEDULES = ("transformer",)
 
 #: config fields that may change between a run and its resumption
-RESUMABLE_CHANGES = frozenset({"epochs", "progress", "cuda_graph"})
+RESUMABLE_CHANGES = frozenset({"epochs", "progress", "cuda_graph", "norm_refresh_batches"})
 #: a step that fails after the parameters' norm grew this many times since the start of ``fit`` is a divergence
 _BLOWN_UP = 100.0
 #: first key of a derived seed, so the shuffling stream and the model's stream never coincide
-_SHUFFLE_STREAM, _MODEL_STREAM = 0, 1
+_SHUFFLE_STREAM, _MODEL_STREAM, _NORM_STREAM = 0, 1, 2
 
 
 def _integer(name: str, value, minimum: int) -> int:
@@ -108,6 +108,10 @@ class TrainConfig:
             tensor values on the host. Its warm-up makes the first batch of each shape three
             extra optimizer steps. Needs a constant learning rate and no KL annealing (both are
             recorded into the graph). Elsewhere (CPU, or under ``torchrun``) steps run eagerly.
+        norm_refresh_batches: before each validation (and after the last epoch), re-estimate the
+            batch norms' running statistics at the current weights from this many training
+            batches (:func:`refresh_norm_statistics`); ``0``: keep the running averages taken
+            during training, which lag the moving weights.
     """
 
     epochs: int = 10
@@ -128,11 +132,12 @@ class TrainConfig:
     seed: int = 0
     progress: bool = True
     cuda_graph: bool = False
+    norm_refresh_batches: int = 0
 
     def __post_init__(self):
         for name, minimum in (("epochs", 1), ("batch_size", 1), ("lr_step_epochs", 1), ("warmup_steps", 1),
                               ("kl_anneal_steps", 0),
-                              ("valid_every", 1), ("seed", 0)):
+                              ("valid_every", 1), ("seed", 0), ("norm_refresh_batches", 0)):
             _integer(name, getattr(self, name), minimum)
         if self.patience is not None:
             _integer("patience", self.patience, 1)
@@ -195,6 +200,41 @@ def epoch_batches(
     total = math.ceil(num_items / world_size) * world_size
     order = order.repeat(math.ceil(total / num_items))[:total]
     return list(order[rank::world_size].split(batch_size))
+
+
+@torch.no_grad()
+def refresh_norm_statistics(module: nn.Module, batches, *, seed: int = 0) -> int:
+    """Re-estimate the running statistics of ``module``'s batch norms at its current weights.
+
+    Running averages taken during training lag the moving weights. Each submodule with running
+    statistics (a ``reset_running_stats`` method and a ``running_mean`` buffer: ``nn.BatchNorm*``,
+    :class:`~ppl_models.pf_rnn.StepBatchNorm`) is reset, then ``module(*batch)`` runs in training
+    mode, without gradients, on each of ``batches`` (tuples of tensors), every batch weighing the
+    same (momentum ``1 / (i + 1)`` at batch ``i``): the statistics become the average of the
+    batches' own. Draws come from ``seed``; the caller's random streams, modes and momenta are
+    restored. Returns the number of norm layers refreshed.
+    """
+    norms = [m for m in module.modules()
+             if callable(getattr(m, "reset_running_stats", None)) and getattr(m, "running_mean", None) is not None]
+    modes = {m: m.training for m in module.modules()}
+    momenta = [m.momentum for m in norms]
+    state = _rng_state()
+    try:
+        pyro.util.set_rng_seed(seed)
+        module.train()
+        for norm in norms:
+            norm.reset_running_stats()
+        for index, batch in enumerate(batches if norms else ()):
+            for norm in norms:
+                norm.momentum = 1.0 / (index + 1)
+            module(*batch)
+    finally:
+        for norm, momentum in zip(norms, momenta):
+            norm.momentum = momentum
+        for m, mode in modes.items():
+            m.training = mode
+        _set_rng_state(state)
+    return len(norms)
 
 
 def length_batches(mask: torch.Tensor, batch_size: int, *, rank: int = 0, world_size: int = 1) -> list[torch.Tensor]:
@@ -444,6 +484,8 @@ class Trainer:
         bar.set_description(f"epoch {self.epoch + 1}/{self.config.epochs}")
         train_loss, train_bound = self._train_epoch(bar)
         kl_factor = float(self.objective.kl_factor)
+        if self.config.norm_refresh_batches and (self._validation_due() or self.epoch + 1 == self.config.epochs):
+            self._refresh_norms()
         try:
             valid_bound = self._validate() if self._validation_due() else None
         except (ValueError, RuntimeError) as error:
@@ -543,6 +585,14 @@ class Trainer:
             self.graphs[shape] = GraphedCall.training_step(self.module, self.optimizer, batch,
                                                            clip_norm=self.config.clip_norm, parameters=self.parameters)
         return self.graphs[shape](*batch)
+
+    def _refresh_norms(self) -> None:
+        """:func:`refresh_norm_statistics` from the first batches of a fixed shuffle of the training data."""
+        generator = torch.Generator().manual_seed(_derived_seed(_NORM_STREAM, self.config.seed))
+        order = torch.randperm(len(self.train_data[0]), generator=generator)
+        batches = order[:self.config.norm_refresh_batches * self.config.batch_size].split(self.config.batch_size)
+        refresh_norm_statistics(self.objective, (self._batch(self.train_data, index) for index in batches),
+                                seed=_derived_seed(_NORM_STREAM, self.config.seed, self.epoch))  # fmt: skip
 
     @torch.no_grad()
     def _validate(self) -> float:

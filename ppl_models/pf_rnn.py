@@ -86,7 +86,9 @@ class StepBatchNorm(nn.Module):
     ``nn.BatchNorm1d``) and updates step ``t``'s running mean and variance; in evaluation those
     are used. The affine ``weight`` and ``bias`` are shared by all steps. Steps from
     ``max_steps - 1`` on share the last statistics, and a step no training batch has reached
-    uses those of the last step trained.
+    uses those of the last step trained. The running averages lag the weights while they move;
+    :func:`inference.training.refresh_norm_statistics` (``TrainConfig.norm_refresh_batches``)
+    re-estimates them at the current weights.
 
     Args:
         num_features: ``H``.
@@ -108,6 +110,10 @@ class StepBatchNorm(nn.Module):
     def reset_parameters(self) -> None:
         nn.init.ones_(self.weight)
         nn.init.zeros_(self.bias)
+        self.reset_running_stats()
+
+    def reset_running_stats(self) -> None:
+        """Zero mean, unit variance and no step trained, for every step."""
         self.running_mean.zero_()
         self.running_var.fill_(1.0)
         self.steps_trained.zero_()
