@@ -229,7 +229,7 @@ def coverage(predictive, observed, levels: Sequence[float] = DEFAULT_LEVELS, mas
     included. A calibrated predictive covers a fraction close to ``a``.
 
     Args:
-        predictive: samples ``[S, B, T, D]``.
+        predictive: samples ``[S, B, T, D]``, ``S >= 2`` (one sample spans no interval).
         observed: observations ``[B, T, D]``.
         levels: nominal levels, each in ``(0, 1)``.
         mask: optional bool ``[B, T]``.
@@ -238,7 +238,7 @@ def coverage(predictive, observed, levels: Sequence[float] = DEFAULT_LEVELS, mas
         ``{level: empirical coverage}``, pooled over valid steps and features.
     """
     levels = _check_levels(levels)
-    predictive, observed, mask = _check_predictive(predictive, observed, mask)
+    predictive, observed, mask = _check_predictive(predictive, observed, mask, min_samples=2)
     lower, upper = _central_intervals(predictive, levels)
     return dict(zip(levels, _coverage_rates(lower, upper, observed, mask)))
 
@@ -252,7 +252,7 @@ def interval_width(predictive, observed, levels: Sequence[float] = DEFAULT_LEVEL
         ``{level: mean width}``, in the units of the data, pooled over valid steps and features.
     """
     levels = _check_levels(levels)
-    predictive, _, mask = _check_predictive(predictive, observed, mask)
+    predictive, _, mask = _check_predictive(predictive, observed, mask, min_samples=2)
     lower, upper = _central_intervals(predictive, levels)
     return dict(zip(levels, _mean_widths(lower, upper, mask)))
 
@@ -616,13 +616,16 @@ def _as_mask(mask, device) -> torch.Tensor | None:
     return mask.to(device)
 
 
-def _check_predictive(predictive, observed, mask):
-    """Validate ``predictive [S, B, T, D]``, ``observed [B, T, D]``, ``mask``; one dtype and device."""
+def _check_predictive(predictive, observed, mask, *, min_samples: int = 1):
+    """Validate ``predictive [S, B, T, D]`` (``S >= min_samples``), ``observed [B, T, D]``, ``mask``.
+
+    Returns them with one dtype and device.
+    """
     predictive = _as_float_tensor(predictive, "predictive")
     if predictive.dim() != 4:
         raise ValueError(f"predictive must have shape [S, B, T, D] (4 dims), got shape {tuple(predictive.shape)}")
-    if predictive.shape[0] == 0:
-        raise ValueError(f"predictive has no samples: expected S >= 1, got shape {tuple(predictive.shape)}")
+    if predictive.shape[0] < min_samples:
+        raise ValueError(f"predictive needs S >= {min_samples} samples, got shape {tuple(predictive.shape)}")
     observed = _as_float_tensor(observed, "observed").to(predictive.device)
     observed, mask = check_sequences(observed, _as_mask(mask, predictive.device), name="observed")
     _require_valid_step(mask)

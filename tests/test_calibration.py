@@ -353,7 +353,9 @@ def bad_calls():
     prob = torch.full((2, 3, 1), 0.5)
     return {
         "predictive 3-D": (lambda: pit(predictive[0], observed), "predictive must have shape \\[S, B, T, D\\]"),
-        "no samples": (lambda: coverage(predictive[:0], observed), "predictive has no samples"),
+        "no samples": (lambda: crps(predictive[:0], observed), "predictive needs S >= 1 samples"),
+        "one sample, no interval": (lambda: coverage(predictive[:1], observed), "predictive needs S >= 2 samples"),
+        "one sample, no width": (lambda: interval_width(predictive[:1], observed), "predictive needs S >= 2"),
         "shape mismatch": (lambda: crps(predictive, observed[:, :2]), "observed must have shape .*\\(2, 3, 1\\)"),
         "observed 2-D": (lambda: crps(predictive, observed[..., 0]), "observed must have shape \\[B, T, D\\]"),
         "level 1": (lambda: coverage(predictive, observed, (0.5, 1.0)), "levels must .*\\(0, 1\\).*1.0"),
