@@ -282,13 +282,17 @@ def _resolve_device(device, objective: nn.Module) -> torch.device:
     return device
 
 
-def _check_data(data, name: str) -> tuple[torch.Tensor, ...]:
-    """Validate ``(x [N, T, D], mask [N, T] or None)`` or ``(x, mask, y [N, ...])``; return it with the mask filled."""
+def _check_data(data, name: str, model: nn.Module | None = None) -> tuple[torch.Tensor, ...]:
+    """Validate ``(x [N, T, D], mask [N, T] or None)`` or ``(x, mask, y [N, ...])``; return it with the mask filled.
+
+    With ``model`` (the objective's), ``x`` is checked against it as at every step (dtype,
+    feature size, values), so a mismatch is refused before training, not after an epoch.
+    """
     if not isinstance(data, (tuple, list)) or len(data) not in (2, 3):
         raise ValueError(f"{name} must be a pair (x [N, T, D], mask [N, T]) or a triple (x, mask, y [N, ...]) "
                          f"of supervised data, got {type(data).__name__}"
                          + (f" of length {len(data)}" if isinstance(data, (tuple, list)) else ""))
-    x, mask = check_sequences(data[0], data[1], name=f"{name}[0]")
+    x, mask = check_sequences(data[0], data[1], name=f"{name}[0]", model=model)
     if len(data) == 2:
         return x, mask
     y = data[2]
@@ -414,8 +418,9 @@ class Trainer:
         self.config = TrainConfig() if config is None else config
         if not isinstance(self.config, TrainConfig):
             raise TypeError(f"config must be a TrainConfig, got {type(self.config).__name__}")
-        self.train_data = _check_data(train_data, "train_data")
-        self.valid_data = None if valid_data is None else _check_data(valid_data, "valid_data")
+        model = getattr(objective, "model", None)
+        self.train_data = _check_data(train_data, "train_data", model)
+        self.valid_data = None if valid_data is None else _check_data(valid_data, "valid_data", model)
         if self.config.patience is not None and self.valid_data is None:
             raise ValueError("TrainConfig.patience needs valid_data: early stopping watches the validation bound")
         if monitor is not None and not callable(monitor):

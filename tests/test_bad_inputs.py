@@ -16,7 +16,8 @@ import torch
 from experiments import cli, registry, runner
 from experiments.config import load_config
 from inference import ParticleFilter
-from inference.objectives import ELBO, IWAE
+from inference.objectives import ELBO, IWAE, ExactLikelihood
+from inference.training import Trainer
 from inference.validation import InputTypeError
 from ppl_models import SRNN, VRNN, GRUBaseline, LinearGaussianSSM
 from ppl_models.psrnn import PSRNN
@@ -340,6 +341,10 @@ API_CASES = [
     ("filter-bad-particles", lambda: ParticleFilter(1.5), InputTypeError, "num_particles must be an int >= 1"),
     ("filter-int-x", lambda: ParticleFilter(8).run(_lgssm(), torch.ones(2, 3, 1, dtype=torch.long)), TypeError,
      "floating-point"),
+    ("trainer-valid-features", lambda: Trainer(ExactLikelihood(_lgssm()), (_x(), None), (_x(features=2), None)),
+     ValueError, r"valid_data\[0\] must have 1 features"),
+    ("trainer-train-float64", lambda: Trainer(ExactLikelihood(_lgssm()), (_x(torch.float64), None)), TypeError,
+     r"train_data\[0\] has dtype torch.float64"),
     ("filter-generator", lambda: ParticleFilter(8, generator=3), InputTypeError, "generator must be a torch.Generator"),
     ("objective-not-a-module", lambda: ELBO("srnn"), InputTypeError, "model must be an nn.Module"),
     ("lgssm-nan-parameter", lambda: LinearGaussianSSM(torch.full((1, 1), float("nan")), *[torch.eye(1)] * 4),
