@@ -10,7 +10,9 @@ run folder: ``config.json``, ``metrics.jsonl`` and ``checkpoints/`` (resumable),
 particle spread against time and, for a particle model, the belief over time, the paper's
 Figure 6; for the regression tasks ``air``
 and ``pm25`` of :mod:`experiments.tasks.uci_regression`, the PIT ECDF and predictive bands; for the
-classification task ``vowels`` of :mod:`experiments.tasks.uea_classification`, a reliability diagram).
+classification task ``vowels`` of :mod:`experiments.tasks.uea_classification`, a reliability diagram;
+the synthetic ``regime-switching`` task of :mod:`experiments.tasks.regime_switching` is scored
+exactly against its known predictive law).
 
 One config serves a PF cell and its baseline: with ``model.cell = "lstm"`` or ``"gru"`` the
 particle-only model options (:data:`PF_ONLY_OPTIONS`) are dropped, and ``config.json`` records
@@ -34,6 +36,7 @@ from . import plots
 from .config import apply_overrides, check_common
 from .tasks.localization import belief_figure, evaluate_localization, localization_data, plot_belief_over_time
 from .tasks.localization_paper import evaluate_localization_paper, localization_paper_data, paper_belief_figure
+from .tasks.regime_switching import RegimeSwitchingData, evaluate_regime_switching, regime_switching
 from .tasks.uci_regression import RegressionData, air_quality_regression, evaluate_regression, pm25_regression
 from .tasks.uea_classification import ClassificationData, evaluate_classification, japanese_vowels
 
@@ -42,7 +45,8 @@ __all__ = ["TASKS", "PF_ONLY_OPTIONS", "is_supervised", "load_supervised_config"
 SECTIONS = ("data", "model", "loss", "train")
 TOP_LEVEL = {"kind": "supervised", "name": "experiment", "seed": 0, "device": "auto"}
 TASKS = {"localization": localization_data, "localization-paper": localization_paper_data,
-         "air": air_quality_regression, "pm25": pm25_regression, "vowels": japanese_vowels}  # fmt: skip
+         "air": air_quality_regression, "pm25": pm25_regression, "vowels": japanese_vowels,
+         "regime-switching": regime_switching}  # fmt: skip
 #: model options that only the particle cells take
 PF_ONLY_OPTIONS = ("num_particles", "resampling", "alpha", "stochastic", "activation", "norm_steps",
                    "eval_randomness", "eval_seed")
@@ -110,6 +114,8 @@ def train(config: dict, run_dir: str | Path, *, resume: bool = False) -> dict:
     if isinstance(context, RegressionData):
         metrics = evaluate_regression(predictor, context, "test", device=device, seed=config["seed"],
                                       plots_dir=run_dir / "plots")  # fmt: skip
+    elif isinstance(context, RegimeSwitchingData):
+        metrics = evaluate_regime_switching(predictor, context, "test", device=device, seed=config["seed"])
     elif isinstance(context, ClassificationData):
         metrics = evaluate_classification(predictor, context, "test", device=device, seed=config["seed"],
                                           plots_dir=run_dir / "plots")  # fmt: skip
@@ -122,7 +128,7 @@ def train(config: dict, run_dir: str | Path, *, resume: bool = False) -> dict:
                    num_particles=predictor.num_particles, cell=predictor.cell_name)  # fmt: skip
     write_json(run_dir / "metrics.json", metrics)
     plots.learning_curve(run_dir / "metrics.jsonl", run_dir / "plots" / "learning_curve.png")
-    if not isinstance(context, (RegressionData, ClassificationData)):
+    if not isinstance(context, (RegressionData, RegimeSwitchingData, ClassificationData)):
         plot_belief_over_time(metrics["position_mse_by_step"], metrics.get("particle_spread_by_step"),
                               run_dir / "plots" / "belief_over_time.png")  # fmt: skip
         if predictor.num_particles > 1:
