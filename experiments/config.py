@@ -4,7 +4,7 @@ A configuration has top-level ``name``, ``seed`` and ``device`` and five section
 
 * ``[data]``: ``name`` (see ``ppl-models list``) and that data set's parameters;
 * ``[model]``: ``name`` and the model's parameters;
-* ``[objective]``: ``name`` (``exact``, ``elbo``, ``iwae``, ``smc``) and its parameters;
+* ``[objective]``: ``name`` (``exact``, ``mse``, ``elbo``, ``iwae``, ``smc``) and its parameters;
 * ``[train]``: the fields of :class:`inference.training.TrainConfig`;
 * ``[evaluate]``: the fields of :class:`EvaluateConfig`.
 
@@ -26,12 +26,15 @@ from pathlib import Path
 
 import tomllib
 
+from ppl_models import predictive_noise
+
 __all__ = ["EvaluateConfig", "load_config", "read_toml", "apply_overrides", "check_config", "check_common",
            "check_arguments", "SECTIONS", "ESTIMATORS"]
 
 SECTIONS = ("data", "model", "objective", "train", "evaluate")
 TOP_LEVEL = {"name": "experiment", "seed": 0, "device": "auto"}
 ESTIMATORS = ("exact", "elbo", "iwae", "smc")
+NOISE_REFITS = (*predictive_noise.NOISE_REFITS, "none")
 
 
 @dataclass
@@ -52,6 +55,11 @@ class EvaluateConfig:
             holds sequences of similar lengths and is cut to its longest).
         particle_chunk: IWAE particles drawn per vectorised pass (``None``: all at once); memory
             grows with ``particle_chunk * batch_size *`` sequence length.
+        noise_refit: before a one-step predictor (PSRNN, RNN / GRU / LSTM, MC dropout, ...) is
+            evaluated, its noise is refit by maximum likelihood to the residuals of its trained
+            means on the validation split (:meth:`ppl_models.OneStepPredictor.calibrate`):
+            ``"student-t+state"`` (Student-t, log-scale linear in the state), ``"normal+state"``,
+            ``"student-t"``, ``"normal"`` (constant scales), or ``"none"`` (the trained scale).
     """
 
     estimators: list[str] = field(default_factory=lambda: list(ESTIMATORS))
@@ -61,8 +69,11 @@ class EvaluateConfig:
     posterior_draws: int = 0
     batch_size: int = 64
     particle_chunk: int | None = 25
+    noise_refit: str = "student-t+state"
 
     def __post_init__(self):
+        if self.noise_refit not in NOISE_REFITS:
+            raise ValueError(f"evaluate.noise_refit must be one of {list(NOISE_REFITS)}, got {self.noise_refit!r}")
         if not isinstance(self.estimators, list) or not self.estimators or any(
                 e not in ESTIMATORS for e in self.estimators):
             raise ValueError(f"evaluate.estimators must be a non-empty list from {list(ESTIMATORS)}, "

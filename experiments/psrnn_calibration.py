@@ -1,17 +1,18 @@
-"""Exact calibration of Gaussian one-step predictors' best checkpoints, before and after a noise-scale refit.
+"""Closed-form calibration of one-step predictors' best checkpoints, under each refit of their noise.
 
 For each finished run folder of a :class:`~ppl_models.predictors.OneStepPredictor` (PSRNN,
-RNN / GRU / LSTM), the best checkpoint's Gaussian predictive ``N(mu_t, diag(sigma^2))`` is
-judged on the test split in closed form: coverage of the central intervals
-``|x - mu| <= z_{(1+a)/2} sigma`` at 50 / 80 / 95%, the PIT ``Phi((x - mu) / sigma)`` and its
-Kolmogorov-Smirnov distance from uniform, and the one-step MSE. ``--refit`` first sets the
-noise scale to the residuals of the trained means on another split
-(:meth:`~ppl_models.predictors.OneStepPredictor.fit_noise_scale`; the test split is never
-used to fit).
+RNN / GRU / LSTM, ...), the best checkpoint's one-step predictive (Normal or Student-t, with
+a scale per step) is judged on the test split in closed form: its PIT ``F_t(x_t)``, the
+coverage of the central intervals at 50 / 80 / 95% (``|PIT - 1/2| <= a / 2``), the
+Kolmogorov-Smirnov distance of the PIT from uniform, and the one-step MSE. Each ``--refit``
+first refits the noise to the residuals of the trained means on ``--split``
+(:meth:`~ppl_models.predictors.OneStepPredictor.calibrate`; ``none`` keeps the trained
+scale; the test split is never used to fit).
 
 Usage::
 
-    python -m experiments.psrnn_calibration RNN=runs/x/rnn PSRNN=runs/x/psrnn --refit valid --out cal.json
+    python -m experiments.psrnn_calibration RNN=runs/x/rnn PSRNN=runs/x/psrnn --refit none \\
+        --refit student-t+state --out cal.json
 """
 
 from __future__ import annotations
@@ -26,56 +27,70 @@ import torch
 from experiments.runner import _setup, read_config_json
 from inference.io import write_json
 from inference.training import load_best
+from ppl_models.predictive_noise import NOISE_REFITS
 
-__all__ = ["LEVELS", "gaussian_calibration", "main"]
+__all__ = ["LEVELS", "pit", "calibration_from_pit", "calibrate_run", "main"]
 
 LEVELS = (0.5, 0.8, 0.95)
-REFITS = ("none", "train", "valid")
+REFITS = ("none", *NOISE_REFITS)
 
 
-def gaussian_calibration(mean: torch.Tensor, scale: torch.Tensor, x: torch.Tensor, mask: torch.Tensor) -> dict:
-    """Coverage at :data:`LEVELS`, PIT KS and MSE of ``N(mean [B, T, D], scale [D])`` for ``x`` on ``mask [B, T]``."""
-    z = ((x - mean) / scale)[mask]
-    normal = torch.distributions.Normal(0.0, 1.0)
-    out = {f"coverage_{a:g}": float((z.abs() <= normal.icdf(torch.tensor((1 + a) / 2))).double().mean())
-           for a in LEVELS}  # fmt: skip
-    out["pit_ks"] = float(scipy.stats.kstest(normal.cdf(z).flatten().numpy(), "uniform").statistic)
-    out["mse"] = float(((x - mean)[mask] ** 2).mean())
+def pit(predictive, x: torch.Tensor) -> torch.Tensor:
+    """``F(x)`` elementwise for a Normal or Student-t ``predictive`` with the batch shape of ``x``."""
+    if isinstance(predictive, torch.distributions.StudentT):
+        z = ((x - predictive.loc) / predictive.scale).double()
+        return torch.from_numpy(scipy.stats.t.cdf(z.numpy(), predictive.df.double().numpy()))
+    if isinstance(predictive, torch.distributions.Normal):
+        return predictive.cdf(x).double()
+    raise TypeError(f"predictive must be a Normal or StudentT distribution, got {type(predictive).__name__}")
+
+
+def calibration_from_pit(u: torch.Tensor, errors: torch.Tensor) -> dict:
+    """Coverage at :data:`LEVELS` and PIT KS of PIT values ``u [N]``; MSE of ``errors [N]``."""
+    out = {f"coverage_{a:g}": float(((u - 0.5).abs() <= a / 2).double().mean()) for a in LEVELS}
+    out["pit_ks"] = float(scipy.stats.kstest(u.numpy(), "uniform").statistic)
+    out["mse"] = float(errors.double().pow(2).mean())
     return out
 
 
 @torch.no_grad()
-def calibrate_run(run_dir: str | Path, refit: str) -> dict:
-    """Test-split calibration of the best checkpoint of ``run_dir``, after the ``refit`` of its noise scale."""
+def calibrate_run(run_dir: str | Path, refit: str, split: str = "valid") -> dict:
+    """Test-split calibration of the best checkpoint of ``run_dir`` after the ``refit`` of its noise on ``split``."""
     config = read_config_json(Path(run_dir) / "config.json")
     data, model, objective = _setup(config)
     load_best(run_dir, objective)
     model.eval()
     if refit != "none":
-        model.fit_noise_scale(*getattr(data, refit))
+        model.calibrate(*getattr(data, split), refit)
     x, mask = data.test
-    result = gaussian_calibration(model.predict(x, mask), model.log_noise_scale.exp(), x, mask)
-    return {**result, "noise_scale": model.log_noise_scale.exp().tolist()}
+    predictive = model.predictive_distribution(x, mask).base_dist
+    result = calibration_from_pit(pit(predictive, x)[mask].flatten(), (x - predictive.loc)[mask].flatten())
+    return {**result, "df": model.noise_df.tolist()}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", nargs="+", help="LABEL=RUN_DIR of finished OneStepPredictor runs")
-    parser.add_argument("--refit", choices=REFITS, default="none", help="split whose residuals set the noise scale")
+    parser.add_argument("--refit", choices=REFITS, action="append",
+                        help="noise refit before judging (repeatable; default none)")  # fmt: skip
+    parser.add_argument("--split", choices=("train", "valid"), default="valid", help="split whose residuals refit")
     parser.add_argument("--out", help="JSON file for the results")
     args = parser.parse_args(argv)
-    results = {}
+    runs = {}
     for item in args.runs:
         label, sep, run_dir = item.partition("=")
         if not sep or not label or not Path(run_dir, "config.json").is_file():
             parser.error(f"runs: expected LABEL=RUN_DIR of a finished run folder, got {item!r}")
-        results[label] = calibrate_run(run_dir, args.refit)
-        row = results[label]
-        print(f"{label:>12}  mse {row['mse']:.4f}  " + "  ".join(f"{k} {row[k]:.3f}" for k in row
-                                                                  if k.startswith(("coverage", "pit"))))  # fmt: skip
+        runs[label] = run_dir
+    results = {}
+    for refit in args.refit or ["none"]:
+        for label, run_dir in runs.items():
+            row = results.setdefault(refit, {})[label] = calibrate_run(run_dir, refit, args.split)
+            print(f"{refit:>16} {label:>12}  mse {row['mse']:.4f}  " + "  ".join(
+                f"{k} {row[k]:.3f}" for k in row if k.startswith(("coverage", "pit"))))  # fmt: skip
     if args.out:
         write_json(args.out, {"command": "python -m experiments.psrnn_calibration " + " ".join(sys.argv[1:]),
-                              "refit": args.refit, "results": results})  # fmt: skip
+                              "split": args.split, "results": results})  # fmt: skip
     return 0
 
 

@@ -43,6 +43,7 @@ from inference.training import (
     load_checkpoint,
     trim_padding,
 )
+from ppl_models.predictors import OneStepPredictor
 
 from . import plots
 from .config import EvaluateConfig, check_config
@@ -272,6 +273,7 @@ def evaluate_model(model, data, config: EvaluateConfig, run_dir: str | Path | No
     """
     pyro.set_rng_seed(seed)
     device = next(model.parameters()).device
+    noise_refit = refit_noise(model, data, config.noise_refit)
     x_all, mask_all = data.test
     steps = mask_all.sum()
     totals: dict[str, float] = {}
@@ -321,6 +323,8 @@ def evaluate_model(model, data, config: EvaluateConfig, run_dir: str | Path | No
         "num_parameters": sum(p.numel() for p in model.parameters()),
         "loglik": {k: {"per_step": v / float(steps), "per_sequence": v / x_all.shape[0]} for k, v in totals.items()},
     }
+    if noise_refit:
+        metrics["noise_refit"] = noise_refit
     if skipped:
         metrics["skipped_estimators"] = skipped  # requested, but the model declares it cannot: its reasons
     if squared_errors:
@@ -348,6 +352,22 @@ def evaluate_model(model, data, config: EvaluateConfig, run_dir: str | Path | No
         if posterior is not None:
             calibration.save_inference_data(posterior, Path(run_dir) / "posterior.nc")
     return metrics
+
+
+def refit_noise(model, data, refit: str) -> dict | None:
+    """Refit a one-step predictor's noise on the validation split, in eval mode (:meth:`OneStepPredictor.calibrate`).
+
+    Returns what was fit (the refit, the split, the scale's bias and state weights, the
+    degrees of freedom), or ``None`` for ``refit="none"`` and models that are not one-step predictors.
+    """
+    if refit == "none" or not isinstance(model, OneStepPredictor):
+        return None
+    device = next(model.parameters()).device
+    x, mask = data.valid
+    model.eval()
+    model.calibrate(x.to(device), mask.to(device), refit)
+    return {"refit": refit, "split": "valid", "log_scale": model.log_noise_scale.tolist(),
+            "state_weight": model.noise_weight.tolist(), "df": model.noise_df.tolist()}
 
 
 def _posterior_data(model, x, mask, draws: int, device):

@@ -79,7 +79,7 @@ class MCDropoutLSTM(OneStepPredictor):
             x: observations ``[B, T, D]``.
             mask: optional bool ``[B, T]`` (checked; padded steps get predictions too, to be masked out).
             num_samples: ``S``, the number of passes (each draws its own dropout masks).
-            noise: also add the learned Gaussian observation noise to each pass.
+            noise: also add the observation noise (:meth:`noise_distribution`) to each pass.
 
         Returns:
             ``[S, B, T, D]``: sample ``s`` at step ``t`` is pass ``s``'s one-step forecast of
@@ -101,7 +101,7 @@ class MCDropoutLSTM(OneStepPredictor):
             chunks.append(self.decoder(states).reshape(count, *x.shape))
         samples = torch.cat(chunks, 0)
         if noise:
-            samples = samples + self.log_noise_scale.exp() * torch.randn_like(samples)
+            samples = self.noise_distribution(samples, self._states(x, active=False)).sample()  # scale: mean state
         return samples
 
     def predictive_samples(self, x, mask, num_samples: int, exact) -> torch.Tensor:

@@ -7,7 +7,15 @@ noise scale:
     x_t ~ N(decoder(s_t), diag(sigma^2)),
 
 whose start (:meth:`OneStepPredictor.initialize`) is the root-mean-square residual of the
-initial one-step predictions on the training data.
+initial one-step predictions on the training data. After training,
+:meth:`OneStepPredictor.calibrate` refits the noise by maximum likelihood to the residuals
+of the trained means on held-out data (:mod:`ppl_models.predictive_noise`): by default a
+Student-t whose scale is log-linear in the state,
+
+    x_t ~ decoder(s_t) + exp(b + W^T s_t) * StudentT(nu),
+
+for errors that are heavy-tailed and larger in some states than others; the runner does so
+on the validation split before every evaluation.
 
 With no latent variables the log-likelihood is exact (:class:`ExactPredictiveModel`, also
 the base of :class:`~ppl_models.rnn_baseline.GRUBaseline`), so these models train with the
@@ -19,6 +27,8 @@ PSRNN paper (linear encoder, Elman RNN / GRU / LSTM, linear decoder, Xavier init
 
 from __future__ import annotations
 
+import math
+
 import pyro
 import pyro.distributions as dist
 import torch
@@ -27,6 +37,8 @@ from torch import nn
 from inference.protocol import Generation, OneStepPredictive, SequenceModel, check_num_samples, exact_predictive
 from inference.state_space import SEQUENCE_PLATE
 from inference.validation import check_choice, check_positive_int, check_sequences
+
+from .predictive_noise import fit_noise, parse_refit
 
 __all__ = ["ExactPredictiveModel", "OneStepPredictor", "RecurrentPredictor", "RECURRENT_CELLS"]
 
@@ -158,6 +170,10 @@ class OneStepPredictor(ExactPredictiveModel):
         self.state_dim = check_positive_int(state_dim, name="state_dim")
         self.decoder = nn.Linear(state_dim, obs_dim)
         self.log_noise_scale = nn.Parameter(torch.zeros(obs_dim))
+        # set by calibrate: the log-scale's weights on the state [S, D] and Student-t degrees of freedom [D]
+        # (inf: Gaussian); not in the state dict (checkpoints keep their keys): the runner refits after loading
+        self.register_buffer("noise_weight", torch.zeros(state_dim, obs_dim), persistent=False)
+        self.register_buffer("noise_df", torch.full((obs_dim,), math.inf), persistent=False)
 
     def states(self, x: torch.Tensor) -> torch.Tensor:
         """``[B, T, D] -> [B, T, S]``: ``s_t`` from ``x_{<t}`` only; subclasses define it."""
@@ -175,12 +191,41 @@ class OneStepPredictor(ExactPredictiveModel):
         """Set the noise scale to the residuals of the current one-step predictions on ``x [B, T, D]``.
 
         ``sigma_d = sqrt(mean_t (x_td - mean_td)^2)`` over the valid steps: the maximum-likelihood
-        scale for the current means, floored at ``1e-3``.
+        scale for the current means, floored at ``1e-3``; the noise becomes a Gaussian of constant scale.
         """
+        return self.calibrate(x, mask, "normal")
+
+    @torch.no_grad()
+    def calibrate(self, x: torch.Tensor, mask: torch.Tensor | None = None, refit: str = "student-t+state"
+                  ) -> OneStepPredictor:  # fmt: skip
+        """Refit the noise by maximum likelihood to the residuals of the current means on ``x [B, T, D]``.
+
+        ``refit`` (:data:`~ppl_models.predictive_noise.NOISE_REFITS`): ``"normal"`` (a constant
+        scale per feature, the closed form), ``"student-t"`` (also degrees of freedom per feature,
+        for heavy tails), ``"normal+state"`` / ``"student-t+state"`` (the log-scale also linear
+        in the state ``s_t``, for errors larger in some states). Use held-out data: on the
+        training data the residuals understate the errors. The means are left as they are.
+        """
+        student_t, on_state = parse_refit(refit)
         x, mask = check_sequences(x, mask, model=self)
-        residuals = (x - self.predict(x, mask))[mask]
-        self.log_noise_scale.copy_(residuals.pow(2).mean(0).sqrt().clamp(min=1e-3).log())
+        states = self.states(x)
+        residuals = (x - self.decoder(states))[mask]
+        fit = fit_noise(residuals, states[mask] if on_state else None, student_t=student_t)
+        self.log_noise_scale.copy_(fit.log_scale.clamp(min=math.log(1e-3)))
+        self.noise_weight.copy_(fit.weight if on_state else torch.zeros_like(self.noise_weight))
+        self.noise_df.copy_(fit.df)
         return self
+
+    def noise_distribution(self, loc: torch.Tensor, states: torch.Tensor):
+        """``loc + noise`` elementwise, its scale ``exp(log_noise_scale + states @ noise_weight)``.
+
+        ``loc [..., D]``, ``states [..., S]`` (broadcastable); Normal, or Student-t once
+        :meth:`calibrate` fit one.
+        """
+        scale = (self.log_noise_scale + states @ self.noise_weight).exp()
+        if torch.isinf(self.noise_df).all():
+            return dist.Normal(loc, scale)
+        return dist.StudentT(self.noise_df, loc, scale)
 
     def predict(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """One-step-ahead predictions ``[B, T, D]`` (step ``t`` from ``x_{<t}``)."""
@@ -188,8 +233,10 @@ class OneStepPredictor(ExactPredictiveModel):
         return self.decoder(self.states(x))
 
     def predictive_distribution(self, x: torch.Tensor, mask: torch.Tensor | None = None):
-        """``p(x_t | x_{<t})`` for every step: batch shape ``[B, T]``, event ``[D]``."""
-        return dist.Normal(self.predict(x, mask), self.log_noise_scale.exp()).to_event(1)
+        """``p(x_t | x_{<t})``, :meth:`noise_distribution` around the means: batch ``[B, T]``, event ``[D]``."""
+        x, mask = check_sequences(x, mask, model=self)
+        states = self.states(x)
+        return self.noise_distribution(self.decoder(states), states).to_event(1)
 
 
 class RecurrentPredictor(OneStepPredictor):

@@ -1,18 +1,17 @@
-"""The closed-form Gaussian calibration of experiments.psrnn_calibration, against hand counts."""
+"""The closed-form calibration of experiments.psrnn_calibration, against hand counts."""
 
 import pytest
 import torch
 
-from experiments.psrnn_calibration import gaussian_calibration, main
+from experiments.psrnn_calibration import calibration_from_pit, main, pit
 
 
 def test_coverage_pit_ks_and_mse_by_hand():
     # standardised errors 0.1, -0.5, 1.0, 1.5, -2.5 (scale 2): central-interval half-widths are
     # 0.674 (50%), 1.282 (80%), 1.960 (95%) standard deviations
     z = torch.tensor([0.1, -0.5, 1.0, 1.5, -2.5])
-    x = (2 * z).reshape(1, 5, 1)
-    mask = torch.tensor([[True] * 5])
-    out = gaussian_calibration(torch.zeros_like(x), torch.tensor([2.0]), x, mask)
+    x = 2 * z
+    out = calibration_from_pit(pit(torch.distributions.Normal(torch.zeros(5), 2.0), x), x)
     assert out["coverage_0.5"] == pytest.approx(2 / 5)
     assert out["coverage_0.8"] == pytest.approx(3 / 5)
     assert out["coverage_0.95"] == pytest.approx(4 / 5)
@@ -22,10 +21,9 @@ def test_coverage_pit_ks_and_mse_by_hand():
     assert out["pit_ks"] == pytest.approx(0.2413, abs=1e-4)
 
 
-def test_padding_is_ignored():
-    x = torch.tensor([[[0.0], [100.0]]])
-    out = gaussian_calibration(torch.zeros_like(x), torch.tensor([1.0]), x, torch.tensor([[True, False]]))
-    assert out["coverage_0.5"] == 1.0 and out["mse"] == 0.0
+def test_pit_of_another_distribution_is_a_type_error():
+    with pytest.raises(TypeError, match="Normal or StudentT"):
+        pit(torch.distributions.Laplace(0.0, 1.0), torch.zeros(3))
 
 
 def test_a_run_that_is_not_a_folder_is_one_usage_error(tmp_path, capsys):

@@ -1,0 +1,146 @@
+"""Noise refits of one-step predictors (ppl_models.predictive_noise), the runner's default refit and the MSE objective.
+
+Truths: closed-form MLEs on hand-given residuals, the parameters that generated large samples,
+scipy's Student-t, and nominal coverage on fresh draws from a known predictive.
+"""
+
+import math
+
+import pytest
+import scipy.stats
+import torch
+
+from experiments.config import EvaluateConfig
+from experiments.data import SequenceData
+from experiments.psrnn_calibration import calibration_from_pit, pit
+from experiments.runner import refit_noise
+from inference.squared_error import SquaredError
+from ppl_models import RecurrentPredictor, TwoStageKalmanFilter
+from ppl_models.predictive_noise import fit_noise
+
+
+def test_gaussian_refit_is_the_closed_form_mle_by_hand():
+    residuals = torch.tensor([[1.0, 0.0], [-3.0, 2.0], [0.0, -2.0], [2.0, 0.0]])
+    fit = fit_noise(residuals, student_t=False)
+    # sigma_d = sqrt(mean r^2): (1 + 9 + 0 + 4) / 4 = 3.5 and (0 + 4 + 4 + 0) / 4 = 2
+    torch.testing.assert_close(fit.log_scale.exp(), torch.tensor([3.5**0.5, 2.0**0.5]))
+    assert torch.isinf(fit.df).all() and fit.weight.shape == (0, 2)
+
+
+def test_student_t_refit_recovers_the_generating_scale_and_degrees_of_freedom():
+    df, scale = torch.tensor([3.0, 8.0]), torch.tensor([0.5, 2.0])
+    z = torch.from_numpy(scipy.stats.t.rvs(df.numpy(), size=(50_000, 2), random_state=0)).float()
+    fit = fit_noise(z * scale, student_t=True)
+    torch.testing.assert_close(fit.log_scale.exp(), scale, rtol=0.02, atol=0)
+    torch.testing.assert_close(fit.df, df, rtol=0.08, atol=0)
+
+
+def test_student_t_refit_of_gaussian_residuals_has_large_degrees_of_freedom():
+    residuals = 0.3 * torch.randn(50_000, 1, generator=torch.Generator().manual_seed(1))
+    fit = fit_noise(residuals, student_t=True)
+    assert fit.df.item() > 50 and fit.log_scale.exp().item() == pytest.approx(0.3, rel=0.02)
+
+
+def test_state_dependent_scale_recovers_the_generating_log_linear_scale():
+    generator = torch.Generator().manual_seed(2)
+    features = 3.0 + 2.0 * torch.randn(60_000, 3, generator=generator)  # not standardised: the fit must undo it
+    weight = torch.tensor([[0.3, 0.0], [0.0, -0.2], [0.1, 0.1]])
+    bias = torch.tensor([-1.0, 0.5])
+    residuals = torch.randn(60_000, 2, generator=generator) * (bias + features @ weight).exp()
+    fit = fit_noise(residuals, features, student_t=False)
+    torch.testing.assert_close(fit.weight, weight, atol=0.01, rtol=0)
+    torch.testing.assert_close(fit.log_scale, bias, atol=0.04, rtol=0)
+
+
+def test_pit_of_a_cauchy_predictive_is_the_arctan_by_hand():
+    # Student-t with 1 degree of freedom: F(x) = 1/2 + arctan((x - loc) / scale) / pi
+    x = torch.tensor([0.0, 3.0, -10.0, 1.0])
+    predictive = torch.distributions.StudentT(torch.tensor(1.0), torch.tensor(0.0), torch.tensor(2.0))
+    expected = 0.5 + torch.atan(x.double() / 2) / math.pi
+    torch.testing.assert_close(pit(predictive, x), expected)
+    # |F - 1/2| = 0, 0.3128, 0.4372, 0.1476: inside the 50% interval twice, the 80% three times, the 95% always
+    out = calibration_from_pit(pit(predictive, x), x)
+    assert (out["coverage_0.5"], out["coverage_0.8"], out["coverage_0.95"]) == (0.5, 0.75, 1.0)
+
+
+def test_fitted_student_t_intervals_have_nominal_coverage_on_fresh_draws():
+    df, scale = 4.0, 0.7
+    fit = fit_noise(torch.from_numpy(scale * scipy.stats.t.rvs(df, size=(40_000, 1), random_state=3)).float())
+    fresh = torch.from_numpy(scale * scipy.stats.t.rvs(df, size=20_000, random_state=4))
+    fitted = torch.distributions.StudentT(fit.df.double(), 0.0, fit.log_scale.exp().double())
+    out = calibration_from_pit(pit(fitted, fresh), fresh)
+    for level in (0.5, 0.8, 0.95):  # binomial sd of a coverage over 20,000 draws is at most 0.0035
+        assert out[f"coverage_{level:g}"] == pytest.approx(level, abs=0.012)
+    # the fitted 95% interval against scipy's quantile of the true law
+    half_width = scipy.stats.t.ppf(0.975, fit.df.item()) * fit.log_scale.exp().item()
+    assert half_width == pytest.approx(scipy.stats.t.ppf(0.975, df) * scale, rel=0.03)
+
+
+def _fixed_decoder_model():
+    """A GRU predictor whose decoder ignores the state: predictions 1 and -1."""
+    model = RecurrentPredictor(2, cell="gru", state_dim=3, encoder_dim=2)
+    with torch.no_grad():
+        model.decoder.weight.zero_()
+        model.decoder.bias.copy_(torch.tensor([1.0, -1.0]))
+    return model
+
+
+def test_calibrate_sets_a_student_t_predictive_that_scipy_scores_alike():
+    generator = torch.Generator().manual_seed(5)
+    x = torch.randn(6, 30, 2, generator=generator)
+    model = _fixed_decoder_model().calibrate(x, refit="student-t+state")
+    predictive = model.predictive_distribution(x)
+    base = predictive.base_dist
+    assert isinstance(base, torch.distributions.StudentT) and torch.isfinite(model.noise_df).all()
+    states = model.states(x)
+    scale = (model.log_noise_scale + states @ model.noise_weight).exp()
+    expected = scipy.stats.t.logpdf(x.detach().numpy(), model.noise_df.numpy(), [1.0, -1.0],
+                                     scale.detach().numpy()).sum(-1)  # fmt: skip
+    torch.testing.assert_close(predictive.log_prob(x).detach().double(), torch.from_numpy(expected),
+                               rtol=1e-4, atol=1e-4)  # fmt: skip
+    model.fit_noise_scale(x)  # back to the constant Gaussian
+    assert isinstance(model.predictive_distribution(x).base_dist, torch.distributions.Normal)
+    assert torch.isinf(model.noise_df).all() and not model.noise_weight.any()
+
+
+def test_calibrate_ignores_padding_and_names_a_bad_refit():
+    x = torch.tensor([[[1.0, 0.0], [3.0, -1.0], [1.0, 1.0]], [[0.0, -1.0], [5.0, 9.0], [2.0, 2.0]]])
+    mask = torch.tensor([[True, True, True], [True, True, False]])
+    model = _fixed_decoder_model().calibrate(x, mask, refit="normal")
+    # valid residuals, feature 0: 0, 2, 0, -1, 4; feature 1: 1, 0, 2, 0, 10
+    torch.testing.assert_close(model.log_noise_scale.exp(), torch.tensor([(21 / 5) ** 0.5, (105 / 5) ** 0.5]))
+    with pytest.raises(ValueError, match="noise refit must be one of"):
+        model.calibrate(x, mask, refit="laplace")
+
+
+def test_fit_noise_names_bad_shapes():
+    with pytest.raises(ValueError, match="residuals must be"):
+        fit_noise(torch.zeros(5))
+    with pytest.raises(ValueError, match="features must be"):
+        fit_noise(torch.zeros(5, 2), torch.zeros(4, 3))
+    with pytest.raises(ValueError, match="evaluate.noise_refit must be one of"):
+        EvaluateConfig(noise_refit="t")
+
+
+def test_runner_refits_one_step_predictors_on_the_validation_split_only():
+    generator = torch.Generator().manual_seed(6)
+    split = lambda scale: (scale * torch.randn(4, 20, 2, generator=generator), torch.ones(4, 20, dtype=torch.bool))  # noqa: E731
+    data = SequenceData(split(1.0), split(3.0), split(100.0), "test data")
+    model = _fixed_decoder_model()
+    fitted = refit_noise(model, data, "normal")
+    expected = (data.valid[0] - torch.tensor([1.0, -1.0])).pow(2).mean((0, 1)).sqrt()
+    torch.testing.assert_close(model.log_noise_scale.exp(), expected)
+    assert fitted["refit"] == "normal" and fitted["split"] == "valid"
+    assert refit_noise(model, data, "none") is None
+    assert refit_noise(TwoStageKalmanFilter(2, state_dim=2, horizon=2), data, "student-t+state") is None
+
+
+def test_squared_error_objective_is_the_mse_by_hand():
+    x = torch.tensor([[[1.0, 0.0], [3.0, -1.0], [1.0, 1.0]], [[0.0, -1.0], [5.0, 9.0], [2.0, 2.0]]])
+    mask = torch.tensor([[True, True, True], [True, True, False]])
+    out = SquaredError(_fixed_decoder_model())(x, mask)
+    # squared errors per step (mean over the 2 features): (0+1)/2, (4+0)/2, (0+4)/2 | (1+0)/2, (16+100)/2
+    torch.testing.assert_close(out.bound, torch.tensor([-4.5, -58.5]))
+    torch.testing.assert_close(out.loss, torch.tensor(63.0 / 5))
+    with pytest.raises(TypeError, match="objective mse needs a model with predict"):
+        SquaredError(TwoStageKalmanFilter(2, state_dim=2, horizon=2))
