@@ -8,7 +8,9 @@ interrupted one resumes), then :func:`compare` writes into ``<root>``:
 * ``comparison.md`` / ``comparison.json``: per member the parameter count, the test MSE
   before training and of the best checkpoint, the calibration of its predictive and, on data
   with a known generating law, its ``truth_metrics``; members whose labels differ only in a
-  trailing ``" / fold K"`` also get a row of means and standard deviations over their folds;
+  trailing ``" / fold K"`` or ``" / seed K"`` also get a row of means and standard deviations over them;
+  on data with a known source, each estimate's gap to the exact log-likelihood per step
+  (``gap_<estimate>``) and its standard error (``gap_<estimate>_se``);
 * ``mse_vs_epoch.png``: test one-step MSE against epochs (epoch 0 is the initialisation);
 * ``predictions.png``: one test sequence's feature against each model's one-step
   predictions, before (top row) and after (bottom row) training.
@@ -30,7 +32,8 @@ from .plots import save_png
 
 __all__ = ["run_suite", "compare", "member_folder", "fold_means"]
 
-FOLD_SEPARATOR = " / fold "
+#: a member labelled ``"<group> / fold <k>"`` or ``"<group> / seed <k>"`` is one repetition of ``<group>``
+REPETITION = re.compile(r" / (?:fold|seed) \d+$")
 
 
 def member_folder(root: str | Path, label: str) -> Path:
@@ -102,19 +105,21 @@ def _member_summary(folder: Path) -> dict:
         "pit_ks": calibration.get("pit_ks"),
         "brier": calibration.get("brier"),
         **{f"truth_{name}": value for name, value in metrics.get("truth_metrics", {}).items()},
+        **{f"gap_{name}": gap["gap_per_step"] for name, gap in metrics.get("gap_to_truth", {}).items()},
+        **{f"gap_{name}_se": gap["standard_error_per_step"] for name, gap in metrics.get("gap_to_truth", {}).items()},
     }
 
 
 def fold_means(summary: dict[str, dict]) -> dict[str, dict]:
-    """Mean and sample standard deviation over folds: ``{group: {column: (mean, sd)}}``.
+    """Mean and sample standard deviation over folds or seeds: ``{group: {column: (mean, sd)}}``.
 
-    Members labelled ``"<group> / fold <k>"`` form a group; groups of one member and columns
-    some member lacks are left out.
+    Members labelled ``"<group> / fold <k>"`` (or ``/ seed <k>``) form a group; groups of one
+    member and columns some member lacks are left out.
     """
     groups: dict[str, list[dict]] = {}
     for label, row in summary.items():
-        if FOLD_SEPARATOR in label:
-            groups.setdefault(label.rsplit(FOLD_SEPARATOR, 1)[0], []).append(row)
+        if REPETITION.search(label):
+            groups.setdefault(REPETITION.sub("", label), []).append(row)
     means = {}
     for group, rows in groups.items():
         if len(rows) < 2:
@@ -162,7 +167,7 @@ def _table(summary: dict) -> str:
 
 def _means_table(means: dict[str, dict]) -> str:
     columns = list(next(iter(means.values())))
-    lines = ["", "Mean (standard deviation) over folds:", "",
+    lines = ["", "Mean (standard deviation) over folds or seeds:", "",
              "| model | " + " | ".join(c.replace("_", " ") for c in columns) + " |",
              "|---|" + "---:|" * len(columns)]  # fmt: skip
     lines += [f"| {group} | " + " | ".join(f"{m:.4g} ({sd:.2g})" for m, sd in (row[c] for c in columns)) + " |"

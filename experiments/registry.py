@@ -36,10 +36,12 @@ from .config import check_arguments
 from .data import SequenceData
 from .tasks import covid, synthetic_ar
 from .tasks.air_quality import air_quality
+from .tasks.hmm_rolls import hmm_rolls
 from .tasks.lgssm_synthetic import lgssm_synthetic
 from .tasks.music import POLYPHONIC, polyphonic
 from .tasks.ring_hmm import ring_hmm
 from .tasks.swimmer import swimmer
+from .tasks.switching_lg import switching_lg
 
 __all__ = ["Entry", "Suite", "MODELS", "DATASETS", "OBJECTIVES", "EXPERIMENTS", "SUITES", "DEMOS", "build",
            "experiment_config"]
@@ -97,6 +99,10 @@ DATASETS = {
                          "sequences, chronological split, standardised"),  # fmt: skip
     "ring-hmm": Entry(ring_hmm, "hidden Markov chain on a ring of N points, noisy 2-D emissions: predictive-state "
                       "dimension N, exact likelihood known (the PSRNN synthetic source)"),  # fmt: skip
+    "hmm-rolls": Entry(hmm_rolls, "binary rolls from a discrete HMM (states, keys, persistence, emission "
+                       "sharpness): exact likelihood by the forward algorithm"),  # fmt: skip
+    "switching-lg": Entry(switching_lg, "switching linear-Gaussian system (regimes of the transition, short "
+                          "sequences): exact likelihood by enumerating the regime paths (real-valued)"),  # fmt: skip
     "ar-model-1": Entry(synthetic_ar.ar_model_one_data, "SMC Transformer paper's Model I: AR(1), alpha 0.8, "
                         "sigma^2 0.5, 1000 x 25 values, 800/100/100 in 5 folds (fold=); true law known"),  # fmt: skip
     "ar-model-2": Entry(synthetic_ar.ar_model_two_data, "SMC Transformer paper's Model II: AR(1) with a random "
@@ -117,6 +123,8 @@ OBJECTIVES = {
 EXPERIMENTS = {
     "lgssm-demo": Entry(CONFIG_DIR / "lgssm_demo.toml", "LGSSM trained by the SMC bound from a wrong start; all "
                         "estimators vs the exact likelihood; calibration (the README demo)"),  # fmt: skip
+    "srnn-hmm": Entry(CONFIG_DIR / "srnn_hmm.toml", "SRNN (srnn-demo's model and training) on binary rolls "
+                      "from a known HMM: every bound against the exact log-likelihood (the hmm-gap suite)"),
     "srnn-demo": Entry(CONFIG_DIR / "srnn_demo.toml", "small SRNN on 60 JSB chorales: ELBO/IWAE/SMC, note "
                        "calibration, generated music (the README demo)"),  # fmt: skip
     **{f"srnn-{name}": Entry(CONFIG_DIR / f"srnn_{name}.toml", f"SRNN smooth+Res_q on {POLYPHONIC[name]} "
@@ -259,6 +267,33 @@ def _srnn_ablation() -> tuple:
     )  # fmt: skip
 
 
+#: the hmm-gap suite's training objectives: label and ``--set`` overrides (the ELBO keeps srnn-hmm's KL ramp)
+HMM_OBJECTIVES = (
+    ("ELBO", ()),
+    ("IWAE-8", ("objective={name=\"iwae\", num_particles=8}", "train.kl_start=1.0")),
+    ("SMC-8", ("objective={name=\"smc\", num_particles=8}", "train.kl_start=1.0")),
+    ("SMC-8 no resampling", ("objective={name=\"smc\", num_particles=8, resampling=\"none\"}",
+                             "train.kl_start=1.0")),
+)  # fmt: skip
+
+
+def _hmm_gap_members(seeds=(0, 1, 2)) -> tuple:
+    """GRU, VRNN and SRNN (smooth/filter guide, with/without Res_q) x :data:`HMM_OBJECTIVES` x seeds on srnn-hmm."""
+    models = [(f"SRNN {guide}{' + Res_q' if residual else ''}",
+               (f'model.inference="{guide}"', f"model.residual={str(residual).lower()}"))
+              for guide in ("smooth", "filter") for residual in (True, False)]
+    models.append(("VRNN", ('model={name="vrnn", latent_dim=16, rnn_dim=64, hidden_dim=64}',)))
+    members = []
+    for seed in seeds:
+        seeded = (f"seed={seed}", f"train.seed={seed}")
+        members.append((f"GRU / exact / seed {seed}", "srnn-hmm",
+                        ('model={name="gru", rnn_dim=64, hidden_dim=64}', 'objective={name="exact"}',
+                         'evaluate.estimators=["exact"]', *seeded)))
+        members += [(f"{model} / {objective} / seed {seed}", "srnn-hmm", (*model_sets, *objective_sets, *seeded))
+                    for model, model_sets in models for objective, objective_sets in HMM_OBJECTIVES]
+    return tuple(members)
+
+
 SUITES = {
     "psrnn-swimmer": Suite(_baselines(), "KF, RNN, GRU, LSTM and PSRNN (2SR and random start) on Swimmer: "
                            "MSE vs epoch and predictions before/after BPTT (the PSRNN paper's Figure 4)"),  # fmt: skip
@@ -287,6 +322,9 @@ SUITES = {
                                "(x, y) MSE in cells, the paper's metric"),
     "pfrnn-paper-ablation": Suite(_pf_lstm_ablation("pfrnn-paper-maze10", "rnn-paper-maze10"),
                                   "the PF-RNN paper's Table 4 on its own 10 x 10 maze protocol"),
+    "hmm-gap": Suite(_hmm_gap_members(), "known-truth benchmark: GRU, VRNN, SRNN (smooth/filter, +/- Res_q) x ELBO, "
+                     "IWAE-8, SMC-8 with and without resampling x 3 seeds on HMM rolls; each estimate's gap to "
+                     "the exact log-likelihood per step"),
     "srnn-jsb-ablation": Suite(_srnn_ablation(), "the SRNN paper's ablation on JSB: smooth/filter guide with and "
                                "without Res_q; ELBO, IWAE, SMC per step"),
 }  # fmt: skip

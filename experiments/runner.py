@@ -48,6 +48,7 @@ from ppl_models.predictors import OneStepPredictor
 from . import plots
 from .config import EvaluateConfig, check_config
 from .registry import DATASETS, MODELS, build, build_objective
+from .truth_gap import gap_to_truth
 
 __all__ = ["resolve_device", "train", "evaluate", "evaluate_model", "format_table"]
 
@@ -263,8 +264,9 @@ def evaluate_model(model, data, config: EvaluateConfig, run_dir: str | Path | No
     judged by its draws (coverage, CRPS, PIT), its per-step log density and the one-step MSE of
     its mean; binary data (piano rolls) by its mean, the probabilities ``E[x_t | x_{<t}]``
     (Brier score and reliability). When the data has a known source, its log-likelihood is
-    reported as ``exact (true parameters)``, with its ``truth_metrics`` where the data set
-    defines them (the SMC Transformer paper's synthetic models).
+    reported as ``exact (true parameters)``, each estimate's mean gap to it with its standard
+    error under ``gap_to_truth`` (:func:`experiments.truth_gap.gap_to_truth`), and the data set's
+    ``truth_metrics`` where it defines them (the SMC Transformer paper's synthetic models).
 
     The outputs go to ``run_dir``; the training records (``metrics.jsonl``, ``predictions.json``)
     are read from ``records_from`` (default ``run_dir``).
@@ -286,9 +288,11 @@ def evaluate_model(model, data, config: EvaluateConfig, run_dir: str | Path | No
     if not by_filter and not model.supports("predictive"):
         raise ValueError(f"model {type(model).__name__} has neither a particle form (for smc) nor a predictive")
     source = None
+    per_sequence: dict[str, list[torch.Tensor]] = {}  # for the gap to a known source's truth
 
     def add(name, bound):
         totals[name] = totals.get(name, 0.0) + float(bound.sum())
+        per_sequence.setdefault(name, []).append(bound.detach().double().cpu())
 
     for index, x, mask in _batches(x_all, mask_all, config.batch_size, device):
         indices.append(index)
@@ -325,6 +329,10 @@ def evaluate_model(model, data, config: EvaluateConfig, run_dir: str | Path | No
     }
     if noise_refit:
         metrics["noise_refit"] = noise_refit
+    if data.truth is not None:
+        estimates = {name: torch.cat(pieces) for name, pieces in per_sequence.items()}
+        truth = estimates.pop("exact (true parameters)")
+        metrics["gap_to_truth"] = gap_to_truth(estimates, truth, int(steps))
     if skipped:
         metrics["skipped_estimators"] = skipped  # requested, but the model declares it cannot: its reasons
     if squared_errors:

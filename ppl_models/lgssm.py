@@ -194,9 +194,17 @@ class LinearGaussianSSM(MarkovStateSpace):
         return MultivariateNormal(loc, scale_tril=context["S_tril"][i])
 
     # --- exact inference ---------------------------------------------------------------
-    def kalman_filter(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> KalmanResult:
-        """Exact filtering of ``x [B, T, Dx]`` (``mask [B, T]``, valid steps first)."""
+    def kalman_filter(self, x: torch.Tensor, mask: torch.Tensor | None = None, *,
+                      transitions: torch.Tensor | None = None) -> KalmanResult:  # fmt: skip
+        """Exact filtering of ``x [B, T, Dx]`` (``mask [B, T]``, valid steps first).
+
+        ``transitions``: optional ``[B, T, Dz, Dz]`` matrices ``A_t`` taking ``z_{t-1}`` to ``z_t``
+        in place of ``A`` (entry ``t = 0`` unused), e.g. one path of a switching system.
+        """
         x, mask = check_sequences(x, mask, model=self)
+        if transitions is not None and transitions.shape != (*x.shape[:2], self.latent_dim, self.latent_dim):
+            raise ValueError(f"transitions must have shape {(*x.shape[:2], self.latent_dim, self.latent_dim)}, "
+                             f"got {tuple(transitions.shape)}")
         batch, steps, _ = x.shape
         A, C, Q, R = self.A, self.C, self.Q, self.R
         eye = torch.eye(self.latent_dim, dtype=x.dtype, device=x.device)
@@ -207,7 +215,9 @@ class LinearGaussianSSM(MarkovStateSpace):
             if t == 0:
                 pred_mean, pred_cov = mean, cov
             else:
-                pred_mean, pred_cov = mean @ A.T, A @ cov @ A.T + Q
+                A_t = A if transitions is None else transitions[:, t]
+                pred_mean = (A_t @ mean.unsqueeze(-1)).squeeze(-1)
+                pred_cov = A_t @ cov @ A_t.transpose(-1, -2) + Q
             y_mean, y_cov = pred_mean @ C.T, C @ pred_cov @ C.T + R
             log_lik = dist.MultivariateNormal(y_mean, covariance_matrix=y_cov).log_prob(x[:, t])
             gain = torch.linalg.solve(y_cov, C @ pred_cov).transpose(-1, -2)  # P C^T S^{-1}

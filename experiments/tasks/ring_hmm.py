@@ -18,6 +18,7 @@ import math
 
 import torch
 
+from inference.hmm import forward_filter
 from inference.validation import check_positive_int, check_sequences
 
 from ..data import SequenceData
@@ -61,20 +62,11 @@ class RingHMM:
 
     def _filter(self, x: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Per-step ``log p(x_t | x_<t) [B, T]`` and predictive means ``E[x_t | x_<t] [B, T, 2]``."""
-        x = x.double()
-        squared = ((x.unsqueeze(-2) - self.places) ** 2).sum(-1)  # [B, T, N]
+        squared = ((x.double().unsqueeze(-2) - self.places) ** 2).sum(-1)  # [B, T, N]
         log_emission = -squared / (2 * self.noise**2) - math.log(2 * math.pi * self.noise**2)
-        prior = torch.full((x.shape[0], self.num_states), 1 / self.num_states, dtype=torch.float64)
-        log_steps, means = [], []
-        for t in range(x.shape[1]):
-            means.append(prior @ self.places)
-            joint = prior.log() + log_emission[:, t]
-            log_step = joint.logsumexp(-1)
-            posterior = (joint - log_step.unsqueeze(-1)).exp()
-            # padded steps leave the belief as it was
-            prior = torch.where(mask[:, t, None], posterior @ self.transition, prior)
-            log_steps.append(log_step)
-        return torch.stack(log_steps, 1) * mask, torch.stack(means, 1)
+        initial = torch.full((self.num_states,), 1 / self.num_states, dtype=torch.float64)
+        log_steps, beliefs = forward_filter(log_emission, initial, self.transition, mask)
+        return log_steps, beliefs @ self.places
 
     def log_likelihood(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """Exact ``log p(x)`` per sequence ``[B]`` (forward algorithm) of ``x [B, T, 2]``."""

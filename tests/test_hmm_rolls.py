@@ -1,0 +1,84 @@
+"""The known-truth HMM-rolls source: its forward algorithm against brute-force enumeration of state paths."""
+
+import itertools
+import math
+
+import pytest
+import torch
+
+from experiments.tasks.hmm_rolls import RollHMM, hmm_rolls
+from experiments.truth_gap import gap_to_truth
+
+
+def _enumerated_log_likelihood(source: RollHMM, x: list[list[float]]) -> float:
+    """``log sum_paths p(path) p(x | path)`` over all N^T state paths of one roll ``x [T][D]``, in plain Python."""
+    n, persistence = source.num_states, source.persistence
+    on = 1 / (1 + math.exp(-source.sharpness))  # sigmoid(sharpness): a chord key sounds
+    chord = (source.key_probs > 0.5).tolist()
+    total = 0.0
+    for path in itertools.product(range(n), repeat=len(x)):
+        p = 1 / n
+        for t, s in enumerate(path):
+            if t:
+                p *= persistence if s == path[t - 1] else (1 - persistence) / (n - 1)
+            for k, value in enumerate(x[t]):
+                q = on if chord[s][k] else 1 - on
+                p *= q if value == 1 else 1 - q
+        total += p
+    return math.log(total)
+
+
+def test_forward_algorithm_equals_enumeration_and_ignores_padding():
+    source = RollHMM(num_states=3, num_keys=5, persistence=0.7, sharpness=1.5, source_seed=2)
+    x = source.sample(2, 5, torch.Generator().manual_seed(0)).double()
+    mask = torch.tensor([[True] * 5, [True, True, True, False, False]])
+    got = source.log_likelihood(x, mask)
+    assert float(got[0]) == pytest.approx(_enumerated_log_likelihood(source, x[0].tolist()), rel=1e-10)
+    assert float(got[1]) == pytest.approx(_enumerated_log_likelihood(source, x[1, :3].tolist()), rel=1e-10)
+
+
+def test_one_state_source_is_independent_bernoullis():
+    source = RollHMM(num_states=1, num_keys=4, sharpness=1.0, source_seed=3)
+    x = source.sample(3, 6, torch.Generator().manual_seed(1)).double()
+    probs = source.key_probs[0]
+    expected = (x * probs.log() + (1 - x) * (1 - probs).log()).sum((1, 2))
+    torch.testing.assert_close(source.log_likelihood(x), expected)
+
+
+def test_sampled_state_persistence_shows_in_the_data():
+    # sharp emissions: each step reveals its state, so the share of repeated steps is the persistence
+    source = RollHMM(num_states=2, num_keys=12, persistence=0.8, sharpness=8.0, source_seed=0)
+    assert not torch.equal(source.key_probs[0] > 0.5, source.key_probs[1] > 0.5)
+    x = source.sample(200, 40, torch.Generator().manual_seed(2))
+    same = (x[:, 1:] == x[:, :-1]).all(-1).double().mean()
+    assert float(same) == pytest.approx(0.8, abs=0.03)
+
+
+def test_loader_splits_truth_and_bad_settings():
+    data = hmm_rolls(num_train=5, num_valid=2, num_test=3, num_steps=7, num_keys=6)
+    assert [s[0].shape for s in (data.train, data.valid, data.test)] == [(5, 7, 6), (2, 7, 6), (3, 7, 6)]
+    assert data.binary and set(data.train[0].unique().tolist()) <= {0.0, 1.0}
+    bigger = hmm_rolls(num_train=9, num_valid=2, num_test=3, num_steps=7, num_keys=6)
+    assert torch.equal(bigger.test[0], data.test[0])
+    with pytest.raises(ValueError, match="persistence"):
+        RollHMM(persistence=1.5)
+    with pytest.raises(ValueError, match="sharpness"):
+        RollHMM(sharpness=0)
+    with pytest.raises(ValueError, match="num_keys"):
+        RollHMM(num_keys=0)
+    with pytest.raises(ValueError, match="6 keys"):
+        data.truth.log_likelihood(torch.zeros(1, 3, 5))
+
+
+def test_gap_to_truth_by_hand():
+    truth = torch.tensor([-10.0, -12.0, -11.0])
+    estimates = {"a": torch.tensor([-11.0, -12.5, -11.5]), "b": torch.tensor([-9.0, -11.0, -10.0])}
+    gaps = gap_to_truth(estimates, truth, num_steps=6)
+    # a: differences -1, -0.5, -0.5: sum -2 over 6 steps; sd 0.2887, times sqrt(3) / 6
+    assert gaps["a"]["gap_per_step"] == pytest.approx(-2 / 6)
+    assert gaps["a"]["standard_error_per_step"] == pytest.approx(math.sqrt(1 / 12) * math.sqrt(3) / 6)
+    assert not gaps["a"]["above_truth"]
+    # b: every difference +1, no spread: above the truth beyond any error
+    assert gaps["b"]["gap_per_step"] == pytest.approx(0.5) and gaps["b"]["above_truth"]
+    with pytest.raises(ValueError, match="shape"):
+        gap_to_truth({"c": torch.zeros(2)}, truth, 6)
