@@ -54,10 +54,13 @@ def test_quick_pf_rnn_benchmark_runs_and_writes_its_results(tmp_path):
     out = tmp_path / "pf_rnn.json"
     assert pf_rnn.main(["--quick", "--out", str(out)]) == 0
     results = json.loads(out.read_text())
-    assert set(results["rows"]) == {"pf-lstm cell loop", "pf-gru cell loop", "lstmcell loop B*K", "nn.LSTM B*K",
-                                    "training step"}  # fmt: skip
-    assert results["rows"]["lstmcell loop B*K"]["ratio_to_lstmcell"] == 1.0
-    assert len(results["scaling"]["seconds_by_steps"]) == 3 and "peak_growth_mb" in results["memory"]["training step"]
+    rows = results["rows"]
+    assert set(rows) == {"pf-lstm layer", "pf-gru layer", "lstmcell loop B*K", "grucell loop B*K", "nn.LSTM B*K",
+                         "nn.GRU B*K", "pf-lstm training step", "pf-gru training step"}  # fmt: skip
+    assert rows["pf-gru layer"]["reference"] == "grucell loop B*K" and rows["grucell loop B*K"]["ratio_to_reference"] == 1
+    lstm_step = rows["pf-lstm training step"]
+    assert lstm_step["epoch_s_extrapolated"] == lstm_step["median_s"] * results["paper_epoch"]["steps_per_epoch"]
+    assert len(results["scaling"]["seconds_by_steps"]) == 3 and "peak_growth_mb" in results["memory"]["pf-lstm training step"]
 
 
 def test_quick_smc_transformer_benchmark_runs_and_writes_its_results(tmp_path):

@@ -37,7 +37,7 @@ from inference.graphs import GraphedCall
 from inference.io import write_json
 from ppl_models.pf_rnn import PFRNNPredictor
 
-__all__ = ["main", "filter_rows", "pf_rnn_rows"]
+__all__ = ["main", "filter_rows", "pf_rnn_rows", "training_setup", "PAPER_EPOCH"]
 
 PAPER_EPOCH = {"trajectories": 10_000, "batch": 128, "steps": 80, "particles": 30, "hidden": 64}
 
@@ -76,7 +76,8 @@ def filter_rows(k_list, *, steps: int, batch: int, repeats: int, device: str, se
     return rows
 
 
-def _training_setup(cell: str, device: str, shapes: dict, seed: int):
+def training_setup(cell: str, device: str, shapes: dict, seed: int):
+    """The localization network, its loss, RMSprop 5e-4 and one batch ``(x [B, T, 8], y [B, T, 4])``."""
     torch.manual_seed(seed)
     model = PFRNNPredictor(8, 4, cell=cell, hidden_size=shapes["hidden"], encoder_size=shapes["hidden"],
                            num_particles=shapes["particles"]).to(device)  # fmt: skip
@@ -95,7 +96,7 @@ def pf_rnn_rows(cells, *, shapes: dict, repeats: int, device: str, seed: int = 0
     for cell in cells:
         row = {"cell": cell, **shapes, "steps_per_epoch": steps_per_epoch}
         for mode in ("eager", "graph"):
-            objective, optimizer, batch = _training_setup(cell, device, shapes, seed)
+            objective, optimizer, batch = training_setup(cell, device, shapes, seed)
             start = time.perf_counter()
             step = GraphedCall.training_step(lambda x, y, objective=objective: objective(x, None, y).loss,
                                              optimizer, batch, clip_norm=3.0, enabled=mode == "graph")  # fmt: skip
