@@ -75,3 +75,21 @@ def test_evaluation_scores_particles_and_baselines():
 def test_bad_options_are_named(options, name):
     with pytest.raises(ValueError, match=name):
         regime_switching(**options)
+
+
+def test_trained_run_scores_and_reevaluates_with_other_evaluation_settings(tmp_path):
+    from experiments import supervised
+    from experiments.pfrnn_eval_variants import main, reevaluate
+
+    config = supervised.load_supervised_config("experiments/configs/pfrnn_regimes.toml", [
+        "data.num_train=8", "data.num_valid=4", "data.num_test=4", "data.steps=5", "train.epochs=1",
+        "model.hidden_size=4", "model.num_particles=3", "train.batch_size=4"])
+    metrics = supervised.train(config, tmp_path / "run")
+    assert metrics["truth"]["nlpd"] < metrics["best_gaussian"]["nlpd"] and metrics["num_particles"] == 3
+    again = reevaluate(tmp_path / "run")
+    assert again["nlpd"] == pytest.approx(metrics["nlpd"])  # the same checkpoint, seed and draws
+    more = reevaluate(tmp_path / "run", ["model.num_particles=7", 'model.eval_randomness="off"'])
+    assert math.isfinite(more["crps"]) and more["truth"] == metrics["truth"]
+    with pytest.raises(ValueError, match="train.lr"):
+        reevaluate(tmp_path / "run", ["train.lr=0.1"])
+    assert main([str(tmp_path / "missing")]) == 2
