@@ -294,6 +294,23 @@ def _hmm_gap_members(seeds=(0, 1, 2)) -> tuple:
     return tuple(members)
 
 
+#: the hmm-recipe suite's changes to srnn-hmm's SRNN (smooth + Res_q, ELBO, lr 0.01), one at a time
+HMM_RECIPE_CHANGES = (
+    ("lr 0.003, 30 epochs", ("train.lr=0.003", "train.epochs=30")),
+    ("dropout 0.3", ("model.dropout=0.3",)),
+    ("latent 4, GRU 32", ("model.latent_dim=4", "model.rnn_dim=32", "model.hidden_dim=32")),
+    ("SMC-32", ("objective={name=\"smc\", num_particles=32}", "train.kl_start=1.0")),
+    ("1000 training sequences", ("data.num_train=1000",)),
+)  # fmt: skip
+
+
+def _hmm_recipe_members(seeds=(0,)) -> tuple:
+    """srnn-hmm's SRNN with each of :data:`HMM_RECIPE_CHANGES`, per seed (the baseline is hmm-gap's)."""
+    return tuple((f"SRNN smooth + Res_q / {change} / seed {seed}", "srnn-hmm", (*sets, f"seed={seed}",
+                                                                               f"train.seed={seed}"))
+                 for seed in seeds for change, sets in HMM_RECIPE_CHANGES)  # fmt: skip
+
+
 SUITES = {
     "psrnn-swimmer": Suite(_baselines(), "KF, RNN, GRU, LSTM and PSRNN (2SR and random start) on Swimmer: "
                            "MSE vs epoch and predictions before/after BPTT (the PSRNN paper's Figure 4)"),  # fmt: skip
@@ -325,6 +342,8 @@ SUITES = {
     "hmm-gap": Suite(_hmm_gap_members(), "known-truth benchmark: GRU, VRNN, SRNN (smooth/filter, +/- Res_q) x ELBO, "
                      "IWAE-8, SMC-8 with and without resampling x 3 seeds on HMM rolls; each estimate's gap to "
                      "the exact log-likelihood per step"),
+    "hmm-recipe": Suite(_hmm_recipe_members(), "SRNN training recipes on HMM rolls, one change at a time from "
+                        "srnn-hmm (learning rate, dropout, size, SMC particles, data); gap to the truth per step"),
     "srnn-jsb-ablation": Suite(_srnn_ablation(), "the SRNN paper's ablation on JSB: smooth/filter guide with and "
                                "without Res_q; ELBO, IWAE, SMC per step"),
 }  # fmt: skip
