@@ -12,8 +12,14 @@ Inference network ``q(z_t | z_{t-1}, a_t) = N(mu_q, diag v_q)`` (eq. 10), with
 * ``inference="filter"``: ``a_t = NN(d_t, x_t)``;
 * ``residual=True`` (Res_q, eq. 12): ``mu_q = mu_p(z_{t-1}, d_t) + NN(z_{t-1}, a_t)``.
 
-``dropout > 0`` (not in the paper) drops units of ``d_t`` wherever the nets read it, in
-training mode only: a regulariser for small data sets such as JSB chorales.
+``feature_dim`` (the paper's appendix A, for speech and, by "the same architecture", music)
+puts one feature net ``phi`` on ``x`` that both the generative and the inference networks
+read: ``u_t = phi(x_{t-1})`` (``phi(0)`` at ``t = 1``) feeds the GRU, ``phi(x_t)`` the guide.
+Without it (the default) both read raw ``x``.
+
+``dropout > 0`` (not in the paper) drops units of ``d_t`` wherever the nets read it, and
+``input_dropout > 0`` units of ``u_t``, in training mode only: regularisers for small data
+sets such as JSB chorales.
 
 The class is a :class:`~inference.state_space.MarkovStateSpace`, so it has the Pyro
 programs ``model(x, mask)`` / ``guide(x, mask)`` (sites ``z_t``, ``x_t`` in the plate
@@ -40,6 +46,7 @@ from .nets import (
     EMISSIONS,
     EmissionChecks,
     SplitInputMLP,
+    clipped_leaky_relu,
     diagonal_normal,
     emission_distribution,
     emission_params,
@@ -64,7 +71,7 @@ class SRNNContext:
 
     def __init__(self, srnn: SRNN, x: torch.Tensor, mask: torch.Tensor):
         self._srnn, self._x, self._mask = srnn, x, mask
-        d, _ = srnn.rnn(shifted_inputs(x))
+        d, _ = srnn.rnn(srnn.generative_inputs(x))
         self.d = srnn.dropped(d.transpose(0, 1))
         self.prior_input = srnn.prior_net.project(self.d)
         self.emission_input = srnn.emission_net.project(self.d)
@@ -109,6 +116,11 @@ class SRNN(EmissionChecks, LatentRollout, MarkovStateSpace):
         dropout: probability in ``[0, 1)`` of dropping each unit of ``d_t`` in training mode
             (independently for every sequence, step and unit; the model and guide of one
             objective share the dropped ``d_t``).
+        feature_dim: size of the shared feature net's output ``phi(x_t)`` (a net of
+            ``num_hidden_layers`` hidden layers of ``hidden_dim`` units); ``None``: no feature
+            net, the GRUs read raw ``x``.
+        input_dropout: probability in ``[0, 1)`` of dropping each unit of the GRU input ``u_t``
+            in training mode (as ``dropout``; the guide's ``phi(x_t)`` is not dropped).
     """
 
     uncondition = "teacher-forced"
@@ -126,6 +138,8 @@ class SRNN(EmissionChecks, LatentRollout, MarkovStateSpace):
         inference: str = "smooth",
         residual: bool = True,
         dropout: float = 0.0,
+        feature_dim: int | None = None,
+        input_dropout: float = 0.0,
     ):
         super().__init__()
         for name, value in (("obs_dim", obs_dim), ("latent_dim", latent_dim), ("rnn_dim", rnn_dim),
@@ -138,14 +152,20 @@ class SRNN(EmissionChecks, LatentRollout, MarkovStateSpace):
         self.inference = check_choice(inference, INFERENCE_KINDS, name="inference")
         self.residual = residual
         self.dropout = check_dropout(dropout)
+        self.input_dropout = check_dropout(input_dropout, name="input_dropout")
         layers = num_hidden_layers
-        self.rnn = nn.GRU(obs_dim, rnn_dim, batch_first=True)
+        if feature_dim is None:
+            self.feature_net, input_dim = None, obs_dim
+        else:
+            check_positive_int(feature_dim, name="feature_dim")
+            self.feature_net, input_dim = SplitInputMLP(0, obs_dim, hidden_dim, feature_dim, layers), feature_dim
+        self.rnn = nn.GRU(input_dim, rnn_dim, batch_first=True)
         self.prior_net = SplitInputMLP(latent_dim, rnn_dim, hidden_dim, 2 * latent_dim, layers)
         self.emission_net = SplitInputMLP(latent_dim, rnn_dim, hidden_dim, emission_params(emission, obs_dim), layers)
         if inference == "smooth":
-            self.inference_rnn = nn.GRU(rnn_dim + obs_dim, rnn_dim, batch_first=True)
+            self.inference_rnn = nn.GRU(rnn_dim + input_dim, rnn_dim, batch_first=True)
         else:
-            self.inference_net = SplitInputMLP(obs_dim, rnn_dim, hidden_dim, rnn_dim, layers)
+            self.inference_net = SplitInputMLP(input_dim, rnn_dim, hidden_dim, rnn_dim, layers)
         self.posterior_net = SplitInputMLP(latent_dim, rnn_dim, hidden_dim, 2 * latent_dim, layers)
 
     # --- deterministic features -------------------------------------------------------
@@ -156,11 +176,26 @@ class SRNN(EmissionChecks, LatentRollout, MarkovStateSpace):
         """``d_t`` as the nets read it: with dropout in training mode, unchanged otherwise."""
         return nn.functional.dropout(d, self.dropout, training=self.training)
 
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        """``phi(x)``: ``[..., D] -> [..., feature_dim]`` by the shared feature net (``x`` itself without one)."""
+        if self.feature_net is None:
+            return x
+        return clipped_leaky_relu(self.feature_net(None, self.feature_net.project(x)))
+
+    def gru_input(self, u: torch.Tensor) -> torch.Tensor:
+        """The generative GRU's input from raw ``u [..., D]``: ``phi(u)``, with input dropout in training mode."""
+        return nn.functional.dropout(self.features(u), self.input_dropout, training=self.training)
+
+    def generative_inputs(self, x: torch.Tensor) -> torch.Tensor:
+        """GRU inputs ``[B, T, F]`` for ``u_t = x_{t-1}`` (``x_0 = 0``), from ``x [B, T, D]``."""
+        return self.gru_input(shifted_inputs(x))
+
     def inference_features(self, d: torch.Tensor, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """``a [B, T, rnn_dim]`` from ``d [B, T, rnn_dim]`` and ``x [B, T, D]``.
+        """``a [B, T, rnn_dim]`` from ``d [B, T, rnn_dim]`` and ``x [B, T, D]`` (read as ``phi(x)``).
 
         Smoothing runs the GRU from each sequence's last valid step back to its first.
         """
+        x = self.features(x)
         if self.inference == "filter":
             return self.inference_net(x, self.inference_net.project(d))
         inputs = reverse_padded(torch.cat([d, x], dim=-1), mask)
@@ -197,7 +232,7 @@ class SRNN(EmissionChecks, LatentRollout, MarkovStateSpace):
     def rollout_continue(self, x, mask, result, picks) -> dict:
         """``d`` and ``u`` at each sequence's last valid step, ``z`` of the picked particles ``[S * B, ...]``."""
         rows, last = torch.arange(x.shape[0], device=x.device), mask.sum(1) - 1
-        d, _ = self.rnn(shifted_inputs(x))
+        d, _ = self.rnn(self.generative_inputs(x))
         samples = picks.shape[0]
 
         def repeated(value):  # [B, F] -> [S * B, F]
@@ -208,7 +243,7 @@ class SRNN(EmissionChecks, LatentRollout, MarkovStateSpace):
 
     def rollout_step(self, state: dict, generator: torch.Generator | None):
         """One generative step: ``d_t = GRU(d_{t-1}, u_t)``, ``z_t ~ prior``, ``x_t ~ emission``."""
-        out, d = self.rnn(state["u"].unsqueeze(1), state["d"].unsqueeze(0))
+        out, d = self.rnn(self.gru_input(state["u"]).unsqueeze(1), state["d"].unsqueeze(0))
         step_input = self.dropped(out.squeeze(1))
         mean, log_var = self.prior_net(state["z"], self.prior_net.project(step_input)).chunk(2, dim=-1)
         z = mean + (0.5 * log_var).exp() * torch.randn(mean.shape, generator=generator, device=mean.device,
