@@ -88,3 +88,18 @@ def test_cuda_graph_benchmark_needs_a_gpu_and_its_filter_rows_run_on_cpu(capsys)
     (row,) = cuda_graphs.filter_rows([50], steps=20, batch=3, repeats=1, device="cpu")
     assert row["num_particles"] == 50 and row["graph_ms_per_step"] > 0
     assert abs(row["eager_mean_error"]) < 3 and abs(row["graph_mean_error"]) < 3
+
+
+def test_quick_speed_targets_report_every_ratio_of_the_issue(tmp_path, capsys):
+    from experiments.benchmarks import speed_targets
+
+    out = tmp_path / "targets.json"
+    assert speed_targets.main(["--quick", "--out", str(out)]) == 0
+    results = json.loads(out.read_text())
+    rows = results["pf_rnn"]["rows"]
+    ratios = results["ratios"]
+    # each ratio is the quotient of the medians it names (computed independently here)
+    assert ratios["pf-gru layer / grucell loop"] == rows["pf-gru layer"]["median_s"] / rows["grucell loop B*K"][
+        "median_s"]  # fmt: skip
+    assert ratios["srnn step / hand-written torch"] == results["srnn_step"]["methods"]["ours"]["ratio_to_torch"]
+    assert set(results["targets"]) <= set(ratios) and "target <= 1.5" in capsys.readouterr().out

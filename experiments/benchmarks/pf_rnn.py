@@ -47,7 +47,7 @@ from inference.graphs import GraphedCall
 from inference.io import write_json
 from ppl_models.pf_rnn import PFGRU, PFLSTM
 
-__all__ = ["main", "row_step", "time_rows", "OFFICIAL", "REFERENCE", "EPOCHS"]
+__all__ = ["main", "row_step", "time_rows", "OFFICIAL", "REFERENCE", "EPOCHS", "STEPS_PER_EPOCH", "memory_probe"]
 
 #: each row's reference (the ratio's denominator): the plain cell loop at ``B K``
 REFERENCE = {"pf-lstm layer": "lstmcell loop B*K", "pf-gru layer": "grucell loop B*K",
@@ -62,8 +62,9 @@ OFFICIAL = {"pf-lstm layer": 1.112, "pf-gru layer": 0.845, "lstmcell loop B*K": 
             "grucell loop B*K": 0.385, "nn.GRU B*K": 0.424, "pf-lstm training step": 2.157,
             "pf-gru training step": 1.847}  # fmt: skip
 
-#: the PF-RNN paper's training budget
+#: the PF-RNN paper's training budget: 800 epochs of 10,000 trajectories in batches of 128
 EPOCHS = 800
+STEPS_PER_EPOCH = math.ceil(PAPER_EPOCH["trajectories"] / PAPER_EPOCH["batch"])
 
 
 def row_step(name: str, batch: int, particles: int, steps: int, hidden: int, device: str):
@@ -113,7 +114,7 @@ def time_rows(names, shape: tuple, repeats: int, device: str) -> dict:
     return {name: stats(values) for name, values in times.items()}
 
 
-def _memory_probe(name: str, shape: tuple, threads: int) -> dict:
+def memory_probe(name: str, shape: tuple, threads: int) -> dict:
     """Peak RSS growth of one run of ``name`` in a fresh process (after a warm-up run)."""
     code = ("import json, torch; from experiments.benchmarks import pf_rnn as b, timing as f; "
             f"torch.set_num_threads({threads}); run = b.row_step({name!r}, *{shape!r}, 'cpu'); run(); "
@@ -172,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.skip_scaling:
         results["scaling"] = _scaling(shape, max(1, repeats // 2), args.device)
     if args.device == "cpu" and not args.skip_memory:
-        results["memory"] = {name: _memory_probe(name, shape, args.threads)
+        results["memory"] = {name: memory_probe(name, shape, args.threads)
                              for name in ("pf-lstm training step", "lstmcell loop B*K")}  # fmt: skip
     results["load_average_end"] = load_average()
     print_report(results)
