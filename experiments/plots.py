@@ -12,7 +12,7 @@ from matplotlib.figure import Figure
 
 from inference.io import atomic_write, read_jsonl
 
-from .tasks.music import plot_piano_roll, write_midi
+from .tasks.music import NUM_KEYS, plot_piano_roll, write_midi
 
 __all__ = ["save_png", "learning_curve", "particle_cloud", "piano_roll_outputs"]
 
@@ -60,10 +60,12 @@ def piano_roll_outputs(model, roll: torch.Tensor, probabilities: torch.Tensor, r
                        seed: int = 0, prefix_steps: int = 16, generated_steps: int = 64) -> None:  # fmt: skip
     """Piano-roll pictures (and MIDI, with the ``midi`` extra) of a run on binary music data.
 
-    Writes ``plots/test_piano_roll.png`` (a test piece ``roll [T, 88]`` above the model's
-    one-step ``probabilities [T, 88]``) and, for a model with ``generate``, a continuation
+    Writes ``plots/test_piano_roll.png`` (a test piece ``roll [T, K]`` above the model's
+    one-step ``probabilities [T, K]``) and, for a model with ``generate``, a continuation
     of the piece's first ``prefix_steps`` steps and an unconditional sample, each as a PNG
-    and, when ``pretty_midi`` is installed, a ``.mid`` file under ``generated/``.
+    and, when ``pretty_midi`` is installed and the rolls have the piano's 88 keys (whose
+    pitches are known), a ``.mid`` file under ``generated/``. Rolls of another width get
+    ``generated/no_midi.txt``, a one-line note, instead of MIDI files.
     """
     run_dir = Path(run_dir)
     plot_piano_roll(roll, run_dir / "plots" / "test_piano_roll.png", probabilities=probabilities,
@@ -81,6 +83,10 @@ def piano_roll_outputs(model, roll: torch.Tensor, probabilities: torch.Tensor, r
         x, mean = piece.x[0].cpu(), None if piece.mean is None else piece.mean[0].cpu()
         title = f"Generated {name}" + (f" of the first {prefix.shape[1]} test steps" if name == "continuation" else "")
         plot_piano_roll(x, run_dir / "generated" / f"{name}.png", probabilities=mean, title=title)
+        if x.shape[-1] != NUM_KEYS:
+            note = f"no MIDI files: the rolls have {x.shape[-1]} keys, not the piano's {NUM_KEYS} (MIDI pitches unknown)\n"
+            atomic_write(run_dir / "generated" / "no_midi.txt", lambda tmp: Path(tmp).write_text(note))
+            continue
         try:
             write_midi(x, run_dir / "generated" / f"{name}.mid")
         except ImportError:

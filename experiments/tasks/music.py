@@ -1,7 +1,8 @@
-"""88-key binary piano rolls: plots and MIDI files.
+"""Binary piano rolls: plots and MIDI files.
 
 A piano roll is ``[T, K]`` with rows as time steps and columns as keys, 1 where a key sounds.
-The polyphonic music data sets use ``K = 88`` with column 0 = MIDI pitch 21 (A0), up to 108 (C8).
+The polyphonic music data sets use ``K = 88`` with column 0 = MIDI pitch 21 (A0), up to 108 (C8);
+plots take rolls of any width (pitch names only at 88 keys, whose pitches are known).
 
 Plots are drawn on matplotlib's Agg canvas without pyplot and written atomically as PNG.
 MIDI files are encoded by ``pretty_midi``, an optional extra (``pip install "ppl-models[midi]"``).
@@ -33,19 +34,22 @@ _MIDI_EXTRA = 'pip install "ppl-models[midi]"'
 def plot_piano_roll(
     roll, path: str | os.PathLike | None = None, *, probabilities=None, title: str | None = None, mask=None
 ) -> Figure:
-    """Draw an 88-key roll (time across, pitch up, C rows labelled), optionally over predicted probabilities.
+    """Draw a roll (time across, keys up), optionally over predicted probabilities.
+
+    An 88-key roll is drawn as the piano (MIDI 21..108, C rows labelled by note name); a roll of
+    another width by its column numbers, since its pitches are not known.
 
     Args:
-        roll: binary ``[T, 88]`` numpy array or torch tensor.
+        roll: binary ``[T, K]`` numpy array or torch tensor, any ``K >= 1``.
         path: optional PNG file to write (parent folders are created).
-        probabilities: optional ``[T, 88]`` values in [0, 1], drawn as a second panel with a colour bar.
+        probabilities: optional ``[T, K]`` values in [0, 1], drawn as a second panel with a colour bar.
         title: optional title of the top panel.
         mask: optional bool ``[T]``, ``True`` at valid steps (valid steps first); only those are drawn.
 
     Returns:
         The figure: one axes, or three (roll, probabilities, colour bar) with ``probabilities``.
     """
-    roll = _check_roll(roll, name="roll", num_keys=NUM_KEYS)
+    roll = _check_roll(roll, name="roll")
     steps = _valid_steps(mask, roll.shape[0])
     if probabilities is None:
         figure = Figure(figsize=(8, 3.5), layout="constrained")
@@ -131,8 +135,11 @@ def read_midi_roll(
 
 
 def _draw_keys(axes, values: np.ndarray):
-    """Show ``[T, 88]`` values with time across and pitch up, C rows labelled by note name."""
+    """Show ``[T, K]`` values with time across and keys up; at 88 keys, C rows labelled by note name."""
     image = axes.imshow(values.T, origin="lower", aspect="auto", cmap="Greys", vmin=0, vmax=1, interpolation="nearest")
+    if values.shape[1] != NUM_KEYS:
+        axes.set_ylabel("key (column)")
+        return image
     c_pitches = [pitch for pitch in range(LOWEST_PITCH, LOWEST_PITCH + NUM_KEYS) if pitch % 12 == 0]
     axes.set_yticks([pitch - LOWEST_PITCH for pitch in c_pitches], [f"C{pitch // 12 - 1}" for pitch in c_pitches])
     axes.set_ylabel("pitch")
@@ -162,16 +169,13 @@ def _as_numpy(value, name: str, shape_text: str) -> np.ndarray:
     return value
 
 
-def _check_roll(roll, *, name: str, num_keys: int | None = None) -> np.ndarray:
-    """Return a binary ``[T, K]`` roll as uint8, with ``T, K >= 1`` (and ``K == num_keys`` if given)."""
-    shape_text = f"[T, {num_keys}]" if num_keys else "[T, K]"
-    roll = _as_numpy(roll, name, shape_text)
+def _check_roll(roll, *, name: str) -> np.ndarray:
+    """Return a binary ``[T, K]`` roll as uint8, with ``T, K >= 1``."""
+    roll = _as_numpy(roll, name, "[T, K]")
     if roll.ndim != 2:
-        raise ValueError(f"{name} must have shape {shape_text} (2 dims), got shape {roll.shape}")
+        raise ValueError(f"{name} must have shape [T, K] (2 dims), got shape {roll.shape}")
     if roll.shape[0] == 0 or roll.shape[1] == 0:
         raise ValueError(f"{name} must have at least one time step and one key, got shape {roll.shape}")
-    if num_keys is not None and roll.shape[1] != num_keys:
-        raise ValueError(f"{name} must have {num_keys} keys (columns), got shape {roll.shape}")
     binary = np.isin(roll, (0, 1))
     if not binary.all():
         odd = np.unique(roll[~binary])[:5]
@@ -180,7 +184,7 @@ def _check_roll(roll, *, name: str, num_keys: int | None = None) -> np.ndarray:
 
 
 def _check_probabilities(probabilities, shape: tuple[int, int]) -> np.ndarray:
-    probabilities = _as_numpy(probabilities, "probabilities", "[T, 88]")
+    probabilities = _as_numpy(probabilities, "probabilities", f"[T, K] = {list(shape)}")
     if probabilities.shape != shape:
         raise ValueError(f"probabilities must have the roll's shape {shape}, got shape {probabilities.shape}")
     probabilities = probabilities.astype(np.float64)
