@@ -84,10 +84,14 @@ def piano_roll_outputs(model, roll: torch.Tensor, probabilities: torch.Tensor, r
         title = f"Generated {name}" + (f" of the first {prefix.shape[1]} test steps" if name == "continuation" else "")
         plot_piano_roll(x, run_dir / "generated" / f"{name}.png", probabilities=mean, title=title)
         if x.shape[-1] != NUM_KEYS:
-            note = f"no MIDI files: the rolls have {x.shape[-1]} keys, not the piano's {NUM_KEYS} (MIDI pitches unknown)\n"
-            atomic_write(run_dir / "generated" / "no_midi.txt", lambda tmp: Path(tmp).write_text(note))
+            _write_text(run_dir / "generated" / "no_midi.txt", f"no MIDI files: the rolls have {x.shape[-1]} keys, "
+                        f"not the piano's {NUM_KEYS} (MIDI pitches unknown)\n")  # fmt: skip
             continue
         try:
             write_midi(x, run_dir / "generated" / f"{name}.mid")
         except ImportError:
             pass  # the MIDI files need the optional extra; the PNGs say the same
+
+
+def _write_text(path: Path, text: str) -> None:
+    atomic_write(path, lambda tmp: Path(tmp).write_text(text))
