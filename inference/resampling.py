@@ -180,8 +180,8 @@ def _resample_normalized(log_w, scheme, alpha, generator):
         return torch.arange(num_particles, device=log_w.device).unsqueeze(-1).expand_as(log_w), log_w
     if scheme == "soft":
         log_q = log_w
-        if alpha < 1:
-            uniform = torch.full_like(log_w, math.log((1 - alpha) / num_particles))
+        if alpha < 1:  # the uniform part as a 0-d tensor: broadcast, not a [K, B] allocation
+            uniform = log_w.new_full((), math.log((1 - alpha) / num_particles))
             log_q = torch.logaddexp(log_w + math.log(alpha), uniform)
         ancestors = _draw_ancestors(log_q.detach().exp(), "multinomial", generator)
         return ancestors, normalize(torch.gather(log_w - log_q, 0, ancestors))
@@ -220,11 +220,10 @@ def resample_adaptive(
     if scheme == "none" or ess_threshold <= 0:
         resampled = torch.zeros(batch, dtype=torch.bool, device=log_weights.device)
         return identity.expand(num_particles, batch), log_weights, resampled
-    if ess_threshold >= 1:
-        resampled = torch.ones(batch, dtype=torch.bool, device=log_weights.device)
-    else:
-        resampled = ess < ess_threshold * num_particles
     ancestors, new_log_w = _resample_normalized(log_weights, scheme, alpha, generator)
+    if ess_threshold >= 1:  # every sequence: nothing to select
+        return ancestors, new_log_w, torch.ones(batch, dtype=torch.bool, device=log_weights.device)
+    resampled = ess < ess_threshold * num_particles
     ancestors = torch.where(resampled, ancestors, identity)
     new_log_w = torch.where(resampled, new_log_w, log_weights)
     return ancestors, new_log_w, resampled
