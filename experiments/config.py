@@ -57,9 +57,10 @@ class EvaluateConfig:
             grows with ``particle_chunk * batch_size *`` sequence length.
         noise_refit: before a one-step predictor (PSRNN, RNN / GRU / LSTM, MC dropout, ...) is
             evaluated, its noise is refit by maximum likelihood to the residuals of its trained
-            means on the validation split (:meth:`ppl_models.OneStepPredictor.calibrate`):
-            ``"student-t+state"`` (Student-t, log-scale linear in the state), ``"normal+state"``,
-            ``"student-t"``, ``"normal"`` (constant scales), or ``"none"`` (the trained scale).
+            means on the validation split (:meth:`ppl_models.OneStepPredictor.calibrate`): a
+            shape ``"auto"`` (Student-t or empirical, by held-out likelihood), ``"student-t"``,
+            ``"empirical"`` or ``"normal"``, with ``"+state"`` for a log-scale linear in the
+            state (``"auto+state"``, the default, ...), or ``"none"`` (the trained scale).
     """
 
     estimators: list[str] = field(default_factory=lambda: list(ESTIMATORS))
@@ -69,7 +70,7 @@ class EvaluateConfig:
     posterior_draws: int = 0
     batch_size: int = 64
     particle_chunk: int | None = 25
-    noise_refit: str = "student-t+state"
+    noise_refit: str = "auto+state"
 
     def __post_init__(self):
         if self.noise_refit not in NOISE_REFITS:

@@ -1,9 +1,9 @@
 """Closed-form calibration of one-step predictors' best checkpoints, under each refit of their noise.
 
 For each finished run folder of a :class:`~ppl_models.predictors.OneStepPredictor` (PSRNN,
-RNN / GRU / LSTM, ...), the best checkpoint's one-step predictive (Normal or Student-t, with
-a scale per step) is judged on the test split in closed form: its PIT ``F_t(x_t)``, the
-coverage of the central intervals at 50 / 80 / 95% (``|PIT - 1/2| <= a / 2``), the
+RNN / GRU / LSTM, ...), the best checkpoint's one-step predictive (Normal, Student-t or the
+smoothed empirical shape, with a scale per step) is judged on the test split in closed form:
+its PIT ``F_t(x_t)``, the coverage of the central intervals at 50 / 80 / 95% (``|PIT - 1/2| <= a / 2``), the
 Kolmogorov-Smirnov distance of the PIT from uniform, and the one-step MSE. Each ``--refit``
 first refits the noise to the residuals of the trained means on ``--split``
 (:meth:`~ppl_models.predictors.OneStepPredictor.calibrate`; ``none`` keeps the trained
@@ -36,13 +36,15 @@ REFITS = ("none", *NOISE_REFITS)
 
 
 def pit(predictive, x: torch.Tensor) -> torch.Tensor:
-    """``F(x)`` elementwise for a Normal or Student-t ``predictive`` with the batch shape of ``x``."""
+    """``F(x)`` elementwise for a ``predictive`` of the batch shape of ``x`` (Student-t by scipy, else its cdf)."""
     if isinstance(predictive, torch.distributions.StudentT):
         z = ((x - predictive.loc) / predictive.scale).double()
         return torch.from_numpy(scipy.stats.t.cdf(z.numpy(), predictive.df.double().numpy()))
-    if isinstance(predictive, torch.distributions.Normal):
+    try:
         return predictive.cdf(x).double()
-    raise TypeError(f"predictive must be a Normal or StudentT distribution, got {type(predictive).__name__}")
+    except NotImplementedError:
+        raise TypeError(f"predictive must have a cdf (Normal, StudentT, a mixture of them), "
+                        f"got {type(predictive).__name__}") from None
 
 
 def calibration_from_pit(u: torch.Tensor, errors: torch.Tensor) -> dict:
@@ -64,7 +66,7 @@ def calibrate_run(run_dir: str | Path, refit: str, split: str = "valid") -> dict
         model.calibrate(*getattr(data, split), refit)
     x, mask = data.test
     predictive = model.predictive_distribution(x, mask).base_dist
-    result = calibration_from_pit(pit(predictive, x)[mask].flatten(), (x - predictive.loc)[mask].flatten())
+    result = calibration_from_pit(pit(predictive, x)[mask].flatten(), (x - model.predict(x, mask))[mask].flatten())
     return {**result, "df": model.noise_df.tolist()}
 
 

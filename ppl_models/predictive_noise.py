@@ -3,11 +3,17 @@
 For residuals ``r_nd = x_nd - mu_nd`` of fixed means and optional features ``f_n`` (a
 model's states), the noise model is
 
-    r_nd = sigma_nd * eps_nd,   log sigma_nd = b_d + f_n^T W[:, d],   eps_nd ~ N(0, 1) or StudentT(nu_d),
+    r_nd = sigma_nd * eps_nd,   log sigma_nd = b_d + f_n^T W[:, d],
 
-a per-feature scale that may depend on the state (heteroscedastic errors) and may have
-Student-t tails. :func:`fit_noise` fits ``b``, ``W`` and ``nu`` by maximum likelihood;
-:class:`~ppl_models.predictors.OneStepPredictor.calibrate` applies it.
+a per-feature scale that may depend on the state (heteroscedastic errors), with ``eps`` of
+one of three shapes: ``normal``; ``student-t`` with ``nu_d`` degrees of freedom (heavy
+tails); or ``empirical``: the standardised residuals ``r / sigma`` themselves, summarised by
+:data:`SHAPE_POINTS` quantiles per feature and smoothed by a Gaussian kernel (any shape:
+skewed, bimodal); or ``auto``: of Student-t and empirical, the one with the higher two-fold
+held-out likelihood (:func:`choose_shape`). :func:`fit_noise` fits ``b``, ``W`` and ``nu`` by
+maximum likelihood (the empirical shape takes the Gaussian fit's scale);
+:meth:`~ppl_models.predictors.OneStepPredictor.calibrate` applies it and
+:func:`noise_distribution` builds the distribution.
 """
 
 from __future__ import annotations
@@ -16,42 +22,71 @@ import math
 from dataclasses import dataclass
 
 import torch
-from torch.distributions import Normal, StudentT
+from pyro.distributions import Categorical, MixtureSameFamily, Normal, StudentT
 
-__all__ = ["NOISE_REFITS", "DF_RANGE", "NoiseFit", "fit_noise", "parse_refit"]
+__all__ = ["NOISE_REFITS", "AUTO_SHAPES", "DF_RANGE", "SHAPE_POINTS", "NoiseFit", "fit_noise", "choose_shape",
+           "parse_refit", "noise_distribution"]
 
-#: refits of :func:`fit_noise` by name: (Student-t tails?, scale depends on the state?)
-NOISE_REFITS = {"student-t+state": (True, True), "normal+state": (False, True),
-                "student-t": (True, False), "normal": (False, False)}  # fmt: skip
+#: refits of :func:`fit_noise` by name: (shape of ``eps``, does the scale depend on the state?)
+NOISE_REFITS = {"auto+state": ("auto", True), "student-t+state": ("student-t", True),
+                "empirical+state": ("empirical", True), "normal+state": ("normal", True), "auto": ("auto", False),
+                "student-t": ("student-t", False), "empirical": ("empirical", False), "normal": ("normal", False)}
+#: the shapes ``auto`` chooses from, by two-fold held-out likelihood
+AUTO_SHAPES = ("student-t", "empirical")
 #: bounds of the fitted degrees of freedom (``> 1``, so the mean exists; at the top it is a Gaussian in all but name)
 DF_RANGE = (1.05, 1000.0)
+#: quantiles per feature that summarise an empirical shape
+SHAPE_POINTS = 200
 
 
 @dataclass
 class NoiseFit:
-    """``log_scale [D]`` (``b``), ``weight [F, D]`` (``W``, zeros without features), ``df [D]`` (``inf``: Gaussian)."""
+    """A fitted noise: ``log_scale [D]`` (``b``), ``weight [F, D]`` (``W``), ``df [D]`` (``inf`` unless Student-t),
+    ``shape_points [D, Q]`` and ``bandwidth [D]`` of an empirical shape (``Q = 0`` otherwise)."""
 
     log_scale: torch.Tensor
     weight: torch.Tensor
     df: torch.Tensor
+    shape_points: torch.Tensor
+    bandwidth: torch.Tensor
 
 
-def parse_refit(name: str) -> tuple[bool, bool]:
-    """``(student_t, on_state)`` of a refit name in :data:`NOISE_REFITS`; ``ValueError`` naming the others."""
+def parse_refit(name: str) -> tuple[str, bool]:
+    """``(shape, on_state)`` of a refit name in :data:`NOISE_REFITS`; ``ValueError`` naming the others."""
     if name not in NOISE_REFITS:
         raise ValueError(f"noise refit must be one of {list(NOISE_REFITS)}, got {name!r}")
     return NOISE_REFITS[name]
 
 
-def fit_noise(residuals: torch.Tensor, features: torch.Tensor | None = None, *, student_t: bool = True,
+def noise_distribution(loc: torch.Tensor, scale: torch.Tensor, df: torch.Tensor, shape_points: torch.Tensor,
+                       bandwidth: torch.Tensor):  # fmt: skip
+    """``loc + scale * eps`` elementwise: a Pyro distribution of the batch shape of ``loc``, ``eps`` as fit.
+
+    ``df``, ``bandwidth [D]`` and ``shape_points [D, Q]`` follow the last dimension of ``loc``;
+    the empirical shape is the mixture ``(1/Q) sum_q N(z_dq, h_d^2)``.
+    """
+    if shape_points.shape[-1]:
+        mixing = Categorical(logits=loc.new_zeros(shape_points.shape[-1]).expand(*loc.shape, -1))
+        components = Normal(loc[..., None] + scale[..., None] * shape_points, scale[..., None] * bandwidth[:, None])
+        return MixtureSameFamily(mixing, components)
+    if torch.isinf(df).all():
+        return Normal(loc, scale)
+    return StudentT(df, loc, scale)
+
+
+def fit_noise(residuals: torch.Tensor, features: torch.Tensor | None = None, *, shape: str = "student-t",
               ridge: float = 1e-3, max_iter: int = 500) -> NoiseFit:  # fmt: skip
     """Maximum-likelihood noise for ``residuals [N, D]``, optionally log-linear in ``features [N, F]``.
 
     The Gaussian without features is the closed form ``b_d = log sqrt(mean_n r_nd^2)``; the
     others are fitted by L-BFGS in float64 from it (``nu = 10``), on standardised features
     with the penalty ``ridge * |W|^2`` (in standardised units) added to the mean negative
-    log-likelihood per step.
+    log-likelihood per step. The ``empirical`` shape keeps the Gaussian fit's scale and
+    smooths the standardised residuals' :data:`SHAPE_POINTS` quantiles with Silverman's
+    bandwidth ``0.9 min(sd, IQR / 1.349) N^(-1/5)``.
     """
+    if shape not in ("normal", "student-t", "empirical", "auto"):
+        raise ValueError(f"shape must be 'normal', 'student-t', 'empirical' or 'auto', got {shape!r}")
     if not isinstance(residuals, torch.Tensor) or residuals.dim() != 2 or residuals.shape[0] < 2:
         got = tuple(residuals.shape) if isinstance(residuals, torch.Tensor) else type(residuals).__name__
         raise ValueError(f"residuals must be a tensor [N >= 2, D], got {got}")
@@ -59,13 +94,48 @@ def fit_noise(residuals: torch.Tensor, features: torch.Tensor | None = None, *, 
                                  or features.shape[0] != residuals.shape[0]):  # fmt: skip
         got = tuple(features.shape) if isinstance(features, torch.Tensor) else type(features).__name__
         raise ValueError(f"features must be a tensor [N = {residuals.shape[0]}, F] or None, got {got}")
+    if shape == "auto":
+        shape = choose_shape(residuals, features, ridge=ridge, max_iter=max_iter)
     r = residuals.detach().double()
     f = r.new_zeros(r.shape[0], 0) if features is None else features.detach().double()
+    log_scale, weight, df = _fit_scale(r, f, student_t=shape == "student-t", ridge=ridge, max_iter=max_iter)
+    points, bandwidth = r.new_zeros(r.shape[1], 0), r.new_zeros(r.shape[1])
+    if shape == "empirical":
+        points, bandwidth = _smoothed_quantiles(r / (log_scale + f @ weight).exp())
+    fit = NoiseFit(log_scale, weight, df, points, bandwidth)
+    return NoiseFit(*(t.to(residuals.dtype) for t in vars(fit).values()))
+
+
+def choose_shape(residuals: torch.Tensor, features: torch.Tensor | None = None, **options) -> str:
+    """The shape of :data:`AUTO_SHAPES` with the highest two-fold held-out log-likelihood.
+
+    The rows are split into their first and second halves (for a model's residuals, earlier
+    and later sequences); each shape is fit on one half and scored on the other, both ways.
+    """
+    halves = (slice(None, residuals.shape[0] // 2), slice(residuals.shape[0] // 2, None))
+    scores = {}
+    for shape in AUTO_SHAPES:
+        scores[shape] = 0.0
+        for fit_rows, score_rows in (halves, halves[::-1]):
+            fit = fit_noise(residuals[fit_rows], None if features is None else features[fit_rows], shape=shape,
+                            **options)  # fmt: skip
+            r = residuals[score_rows].double()
+            log_scale = fit.log_scale.double() + (0.0 if features is None else features[score_rows].double()
+                                                  @ fit.weight.double())  # fmt: skip
+            noise = noise_distribution(torch.zeros_like(r), log_scale.exp().expand_as(r), fit.df.double(),
+                                       fit.shape_points.double(), fit.bandwidth.double())  # fmt: skip
+            scores[shape] += float(noise.log_prob(r).sum())
+    return max(scores, key=scores.get)
+
+
+def _fit_scale(r, f, *, student_t: bool, ridge: float, max_iter: int):
+    """``(b [D], W [F, D], df [D])`` of the Gaussian or Student-t noise (float64 inputs ``r [N, D]``, ``f [N, F]``)."""
+    log_rms = r.pow(2).mean(0).sqrt().clamp(min=1e-12).log()
+    inf = torch.full_like(log_rms, math.inf)
+    if not student_t and f.shape[1] == 0:
+        return log_rms, r.new_zeros(0, r.shape[1]), inf
     mean, std = (f.mean(0), f.std(0, correction=0).clamp(min=1e-6)) if f.shape[1] else (f.new_zeros(0), f.new_ones(0))
     z = (f - mean) / std
-    log_rms = r.pow(2).mean(0).sqrt().clamp(min=1e-12).log()
-    if not student_t and f.shape[1] == 0:
-        return _in_dtype(NoiseFit(log_rms, r.new_zeros(0, r.shape[1]), torch.full_like(log_rms, math.inf)), residuals)
     low, high = DF_RANGE
     bias = log_rms.clone().requires_grad_()
     weight = r.new_zeros(z.shape[1], r.shape[1], requires_grad=True)
@@ -73,24 +143,26 @@ def fit_noise(residuals: torch.Tensor, features: torch.Tensor | None = None, *, 
     optimizer = torch.optim.LBFGS([bias, weight, *([logit_df] if student_t else [])], max_iter=max_iter,
                                   line_search_fn="strong_wolfe")  # fmt: skip
 
-    def noise():
-        scale = (bias + z @ weight).exp()
-        return StudentT(low + (high - low) * torch.sigmoid(logit_df), 0.0, scale) if student_t else Normal(0.0, scale)
-
     def closure():
         optimizer.zero_grad()
-        loss = -noise().log_prob(r).mean(0).sum() + ridge * weight.pow(2).sum()
+        scale = (bias + z @ weight).exp()
+        noise = StudentT(low + (high - low) * torch.sigmoid(logit_df), 0.0, scale) if student_t else Normal(0.0, scale)
+        loss = -noise.log_prob(r).mean(0).sum() + ridge * weight.pow(2).sum()
         loss.backward()
         return loss
 
     with torch.enable_grad():
         optimizer.step(closure)
-    df = low + (high - low) * torch.sigmoid(logit_df.detach()) if student_t else torch.full_like(log_rms, math.inf)
+    df = low + (high - low) * torch.sigmoid(logit_df.detach()) if student_t else inf
     weight = weight.detach()
     # undo the standardisation: z @ W = f @ (W / std) - (mean / std) @ W
-    fit = NoiseFit(bias.detach() - (mean / std) @ weight, weight / std[:, None], df)
-    return _in_dtype(fit, residuals)
+    return bias.detach() - (mean / std) @ weight, weight / std[:, None], df
 
 
-def _in_dtype(fit: NoiseFit, like: torch.Tensor) -> NoiseFit:
-    return NoiseFit(*(t.to(like.dtype) for t in (fit.log_scale, fit.weight, fit.df)))
+def _smoothed_quantiles(z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """:data:`SHAPE_POINTS` quantiles ``[D, Q]`` of each column of ``z [N, D]`` and Silverman's bandwidth ``[D]``."""
+    levels = (torch.arange(SHAPE_POINTS, dtype=z.dtype) + 0.5) / SHAPE_POINTS
+    points = torch.quantile(z, levels, dim=0).T
+    iqr = torch.quantile(z, 0.75, dim=0) - torch.quantile(z, 0.25, dim=0)
+    spread = torch.minimum(z.std(0), iqr / 1.349)
+    return points, 0.9 * spread * z.shape[0] ** -0.2

@@ -10,12 +10,12 @@ whose start (:meth:`OneStepPredictor.initialize`) is the root-mean-square residu
 initial one-step predictions on the training data. After training,
 :meth:`OneStepPredictor.calibrate` refits the noise by maximum likelihood to the residuals
 of the trained means on held-out data (:mod:`ppl_models.predictive_noise`): by default a
-Student-t whose scale is log-linear in the state,
+scale log-linear in the state and a shape chosen by held-out likelihood,
 
-    x_t ~ decoder(s_t) + exp(b + W^T s_t) * StudentT(nu),
+    x_t ~ decoder(s_t) + exp(b + W^T s_t) * eps,   eps ~ StudentT(nu) or the residuals' smoothed law,
 
-for errors that are heavy-tailed and larger in some states than others; the runner does so
-on the validation split before every evaluation.
+for errors that are heavy-tailed, skewed or multimodal and larger in some states than
+others; the runner does so on the validation split before every evaluation.
 
 With no latent variables the log-likelihood is exact (:class:`ExactPredictiveModel`, also
 the base of :class:`~ppl_models.rnn_baseline.GRUBaseline`), so these models train with the
@@ -30,7 +30,6 @@ from __future__ import annotations
 import math
 
 import pyro
-import pyro.distributions as dist
 import torch
 from torch import nn
 
@@ -38,7 +37,7 @@ from inference.protocol import Generation, OneStepPredictive, SequenceModel, che
 from inference.state_space import SEQUENCE_PLATE
 from inference.validation import check_choice, check_positive_int, check_sequences
 
-from .predictive_noise import fit_noise, parse_refit
+from .predictive_noise import fit_noise, noise_distribution, parse_refit
 
 __all__ = ["ExactPredictiveModel", "OneStepPredictor", "RecurrentPredictor", "RECURRENT_CELLS"]
 
@@ -170,10 +169,13 @@ class OneStepPredictor(ExactPredictiveModel):
         self.state_dim = check_positive_int(state_dim, name="state_dim")
         self.decoder = nn.Linear(state_dim, obs_dim)
         self.log_noise_scale = nn.Parameter(torch.zeros(obs_dim))
-        # set by calibrate: the log-scale's weights on the state [S, D] and Student-t degrees of freedom [D]
-        # (inf: Gaussian); not in the state dict (checkpoints keep their keys): the runner refits after loading
+        # set by calibrate (ppl_models.predictive_noise.NoiseFit): the log-scale's weights on the state [S, D],
+        # Student-t degrees of freedom [D] (inf otherwise), an empirical shape's points [D, Q] and bandwidth [D]
+        # (Q = 0 otherwise); not in the state dict (checkpoints keep their keys): the runner refits after loading
         self.register_buffer("noise_weight", torch.zeros(state_dim, obs_dim), persistent=False)
         self.register_buffer("noise_df", torch.full((obs_dim,), math.inf), persistent=False)
+        self.register_buffer("noise_shape_points", torch.zeros(obs_dim, 0), persistent=False)
+        self.register_buffer("noise_bandwidth", torch.zeros(obs_dim), persistent=False)
 
     def states(self, x: torch.Tensor) -> torch.Tensor:
         """``[B, T, D] -> [B, T, S]``: ``s_t`` from ``x_{<t}`` only; subclasses define it."""
@@ -196,36 +198,39 @@ class OneStepPredictor(ExactPredictiveModel):
         return self.calibrate(x, mask, "normal")
 
     @torch.no_grad()
-    def calibrate(self, x: torch.Tensor, mask: torch.Tensor | None = None, refit: str = "student-t+state"
+    def calibrate(self, x: torch.Tensor, mask: torch.Tensor | None = None, refit: str = "auto+state"
                   ) -> OneStepPredictor:  # fmt: skip
         """Refit the noise by maximum likelihood to the residuals of the current means on ``x [B, T, D]``.
 
         ``refit`` (:data:`~ppl_models.predictive_noise.NOISE_REFITS`): ``"normal"`` (a constant
         scale per feature, the closed form), ``"student-t"`` (also degrees of freedom per feature,
-        for heavy tails), ``"normal+state"`` / ``"student-t+state"`` (the log-scale also linear
-        in the state ``s_t``, for errors larger in some states). Use held-out data: on the
-        training data the residuals understate the errors. The means are left as they are.
+        for heavy tails), ``"empirical"`` (the shape of the standardised residuals, smoothed:
+        skewed or multimodal errors), ``"auto"`` (Student-t or empirical, whichever has the higher
+        held-out likelihood in a two-fold split of ``x``), each also ``"+state"``: the log-scale linear in the state
+        ``s_t``, for errors larger in some states. Use held-out data: on the training data the
+        residuals understate the errors. The means are left as they are.
         """
-        student_t, on_state = parse_refit(refit)
+        shape, on_state = parse_refit(refit)
         x, mask = check_sequences(x, mask, model=self)
         states = self.states(x)
         residuals = (x - self.decoder(states))[mask]
-        fit = fit_noise(residuals, states[mask] if on_state else None, student_t=student_t)
+        fit = fit_noise(residuals, states[mask] if on_state else None, shape=shape)
         self.log_noise_scale.copy_(fit.log_scale.clamp(min=math.log(1e-3)))
         self.noise_weight.copy_(fit.weight if on_state else torch.zeros_like(self.noise_weight))
         self.noise_df.copy_(fit.df)
+        self.noise_shape_points = fit.shape_points.to(self.noise_weight)
+        self.noise_bandwidth.copy_(fit.bandwidth)
         return self
 
     def noise_distribution(self, loc: torch.Tensor, states: torch.Tensor):
         """``loc + noise`` elementwise, its scale ``exp(log_noise_scale + states @ noise_weight)``.
 
-        ``loc [..., D]``, ``states [..., S]`` (broadcastable); Normal, or Student-t once
-        :meth:`calibrate` fit one.
+        ``loc [..., D]``, ``states [..., S]`` (broadcastable); Normal, or the shape
+        :meth:`calibrate` fit (:func:`ppl_models.predictive_noise.noise_distribution`).
         """
         scale = (self.log_noise_scale + states @ self.noise_weight).exp()
-        if torch.isinf(self.noise_df).all():
-            return dist.Normal(loc, scale)
-        return dist.StudentT(self.noise_df, loc, scale)
+        return noise_distribution(loc, scale.expand_as(loc), self.noise_df, self.noise_shape_points,
+                                  self.noise_bandwidth)  # fmt: skip
 
     def predict(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """One-step-ahead predictions ``[B, T, D]`` (step ``t`` from ``x_{<t}``)."""

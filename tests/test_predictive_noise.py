@@ -16,28 +16,28 @@ from experiments.psrnn_calibration import calibration_from_pit, pit
 from experiments.runner import refit_noise
 from inference.squared_error import SquaredError
 from ppl_models import RecurrentPredictor, TwoStageKalmanFilter
-from ppl_models.predictive_noise import fit_noise
+from ppl_models.predictive_noise import SHAPE_POINTS, choose_shape, fit_noise, noise_distribution
 
 
 def test_gaussian_refit_is_the_closed_form_mle_by_hand():
     residuals = torch.tensor([[1.0, 0.0], [-3.0, 2.0], [0.0, -2.0], [2.0, 0.0]])
-    fit = fit_noise(residuals, student_t=False)
+    fit = fit_noise(residuals, shape="normal")
     # sigma_d = sqrt(mean r^2): (1 + 9 + 0 + 4) / 4 = 3.5 and (0 + 4 + 4 + 0) / 4 = 2
     torch.testing.assert_close(fit.log_scale.exp(), torch.tensor([3.5**0.5, 2.0**0.5]))
     assert torch.isinf(fit.df).all() and fit.weight.shape == (0, 2)
 
 
 def test_student_t_refit_recovers_the_generating_scale_and_degrees_of_freedom():
-    df, scale = torch.tensor([3.0, 8.0]), torch.tensor([0.5, 2.0])
-    z = torch.from_numpy(scipy.stats.t.rvs(df.numpy(), size=(50_000, 2), random_state=0)).float()
-    fit = fit_noise(z * scale, student_t=True)
-    torch.testing.assert_close(fit.log_scale.exp(), scale, rtol=0.02, atol=0)
-    torch.testing.assert_close(fit.df, df, rtol=0.08, atol=0)
+    df, scale = torch.tensor([3.0, 5.0]), torch.tensor([0.5, 2.0])
+    z = torch.from_numpy(scipy.stats.t.rvs(df.numpy(), size=(20_000, 2), random_state=0)).float()
+    fit = fit_noise(z * scale, shape="student-t")
+    torch.testing.assert_close(fit.log_scale.exp(), scale, rtol=0.03, atol=0)
+    torch.testing.assert_close(fit.df, df, rtol=0.12, atol=0)  # about 3 sd of the MLE at 20,000 draws
 
 
 def test_student_t_refit_of_gaussian_residuals_has_large_degrees_of_freedom():
     residuals = 0.3 * torch.randn(50_000, 1, generator=torch.Generator().manual_seed(1))
-    fit = fit_noise(residuals, student_t=True)
+    fit = fit_noise(residuals, shape="student-t")
     assert fit.df.item() > 50 and fit.log_scale.exp().item() == pytest.approx(0.3, rel=0.02)
 
 
@@ -47,7 +47,7 @@ def test_state_dependent_scale_recovers_the_generating_log_linear_scale():
     weight = torch.tensor([[0.3, 0.0], [0.0, -0.2], [0.1, 0.1]])
     bias = torch.tensor([-1.0, 0.5])
     residuals = torch.randn(60_000, 2, generator=generator) * (bias + features @ weight).exp()
-    fit = fit_noise(residuals, features, student_t=False)
+    fit = fit_noise(residuals, features, shape="normal")
     torch.testing.assert_close(fit.weight, weight, atol=0.01, rtol=0)
     torch.testing.assert_close(fit.log_scale, bias, atol=0.04, rtol=0)
 
@@ -144,3 +144,48 @@ def test_squared_error_objective_is_the_mse_by_hand():
     torch.testing.assert_close(out.loss, torch.tensor(63.0 / 5))
     with pytest.raises(TypeError, match="objective mse needs a model with predict"):
         SquaredError(TwoStageKalmanFilter(2, state_dim=2, horizon=2))
+
+
+def _calibration_of(shape, draws):
+    """Calibration on 20,000 fresh draws of the noise of ``shape`` fit to 20,000 others."""
+    fresh = draws(20_000, 8)
+    fit = fit_noise(draws(20_000, 7), shape=shape)
+    predictive = noise_distribution(torch.zeros_like(fresh), fit.log_scale.exp().expand_as(fresh), fit.df,
+                                    fit.shape_points, fit.bandwidth)  # fmt: skip
+    return calibration_from_pit(pit(predictive, fresh).flatten(), fresh.flatten())
+
+
+def test_empirical_shape_calibrates_bimodal_errors_that_no_scale_can():
+    def bimodal(n, seed):  # +-1 plus N(0, 0.2^2)
+        generator = torch.Generator().manual_seed(seed)
+        sign = torch.randint(0, 2, (n, 1), generator=generator) * 2.0 - 1
+        return sign + 0.2 * torch.randn(n, 1, generator=generator)
+
+    normal, empirical = _calibration_of("normal", bimodal), _calibration_of("empirical", bimodal)
+    # the Gaussian's 50% interval, +-0.69 sd = +-0.70, holds only errors within 0.3 of 0: P(|N(0,1)| > 1.5) = 6%
+    assert normal["coverage_0.5"] < 0.1 and normal["pit_ks"] > 0.2
+    assert empirical["coverage_0.5"] == pytest.approx(0.5, abs=0.015) and empirical["pit_ks"] < 0.04
+    # Silverman's bandwidth oversmooths two sharp peaks: the outer intervals are a little too wide
+    assert 0.8 < empirical["coverage_0.8"] < 0.86 and 0.95 < empirical["coverage_0.95"] < 0.99
+
+
+def test_empirical_shape_is_nominal_for_skewed_errors():
+    def skewed(n, seed):  # N(-0.7, 0.5^2) w.p. 0.3, N(0.3, 0.5^2) w.p. 0.7 (mean 0)
+        generator = torch.Generator().manual_seed(seed)
+        stay = torch.rand(n, 1, generator=generator) < 0.3
+        return torch.where(stay, -0.7, 0.3) + 0.5 * torch.randn(n, 1, generator=generator)
+
+    empirical = _calibration_of("empirical", skewed)
+    for level in (0.5, 0.8, 0.95):  # binomial sd of a coverage over 20,000 draws is at most 0.0035
+        assert empirical[f"coverage_{level:g}"] == pytest.approx(level, abs=0.015)
+    assert empirical["pit_ks"] < 0.015 < _calibration_of("normal", skewed)["pit_ks"]
+
+
+def test_auto_shape_picks_student_t_for_heavy_tails_and_empirical_for_two_modes():
+    heavy = torch.from_numpy(scipy.stats.t.rvs(2.0, size=(4_000, 1), random_state=9)).float()
+    sign = torch.randint(0, 2, (4_000, 1), generator=torch.Generator().manual_seed(10)) * 2.0 - 1
+    two_modes = sign + 0.2 * torch.randn(4_000, 1, generator=torch.Generator().manual_seed(11))
+    assert choose_shape(heavy) == "student-t"
+    assert choose_shape(two_modes) == "empirical"
+    fit = fit_noise(two_modes, shape="auto")
+    assert fit.shape_points.shape == (1, SHAPE_POINTS) and torch.isinf(fit.df).all()

@@ -22,8 +22,8 @@ def test_coverage_pit_ks_and_mse_by_hand():
 
 
 def test_pit_of_another_distribution_is_a_type_error():
-    with pytest.raises(TypeError, match="Normal or StudentT"):
-        pit(torch.distributions.Laplace(0.0, 1.0), torch.zeros(3))
+    with pytest.raises(TypeError, match="must have a cdf"):
+        pit(torch.distributions.Beta(2.0, 2.0), torch.full((3,), 0.5))
 
 
 def test_a_run_that_is_not_a_folder_is_one_usage_error(tmp_path, capsys):
