@@ -2,7 +2,8 @@
 
 Per run: the test one-step MSE of its best checkpoint (``metrics.json``), the MSE of the
 initialised model (``predictions.json``), the epoch of the best validation bound and the
-lowest test MSE of its learning curve (``metrics.jsonl``), and its 50% coverage and PIT KS.
+lowest test MSE of its learning curve (``metrics.jsonl``), and its 50% coverage and PIT KS;
+with ``--epochs N``, the same read from the log at a budget of ``N`` epochs.
 
 Usage::
 
@@ -25,25 +26,41 @@ __all__ = ["run_summary", "summarize", "main"]
 RUN_NAME = re.compile(r"(?P<label>.+)-s(?P<seed>\d+)")
 
 
-def run_summary(run_dir: Path) -> dict:
-    """The figures of one finished run folder (see the module docstring)."""
-    metrics = json.loads((run_dir / "metrics.json").read_text())
+def run_summary(run_dir: Path, epochs: int | None = None) -> dict:
+    """The figures of one run folder (see the module docstring); with ``epochs``, at that budget.
+
+    With ``epochs`` the run is read as if it had stopped there: its best validation epoch and
+    that epoch's monitored test MSE among the first ``epochs`` epochs (equal to a shorter run's
+    best checkpoint under a constant learning rate); the run need not be finished, but must
+    have logged that many epochs. Without it, the test MSE and calibration of ``metrics.json``.
+    """
     curve = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    if epochs is not None:
+        if len(curve) < epochs:
+            raise ValueError(f"{run_dir} has logged {len(curve)} epochs, fewer than epochs={epochs}")
+        curve = curve[:epochs]
     best = max(curve, key=lambda row: row["valid_bound_per_step"])
-    return {"test_mse": metrics["mse"], "best_epoch": best["epoch"],
-            "lowest_test_mse_seen": min(row["monitor"]["test_mse"] for row in curve),
-            "initial_test_mse": json.loads((run_dir / "predictions.json").read_text())["initial_mse"]["test_mse"],
-            "coverage_0.5": metrics["calibration"]["coverage_0.5"],
+    summary = {"best_epoch": best["epoch"], "lowest_test_mse_seen": min(row["monitor"]["test_mse"] for row in curve),
+               "initial_test_mse": json.loads((run_dir / "predictions.json").read_text())["initial_mse"]["test_mse"]}
+    if epochs is not None:
+        return {"test_mse": best["monitor"]["test_mse"], **summary}
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    return {"test_mse": metrics["mse"], **summary, "coverage_0.5": metrics["calibration"]["coverage_0.5"],
             "pit_ks": metrics["calibration"]["pit_ks"]}  # fmt: skip
 
 
-def summarize(root: str | Path) -> dict:
-    """``{label: {"runs": [...], "mean_test_mse", "sd_test_mse"}}`` over the finished runs under ``root``."""
+def summarize(root: str | Path, epochs: int | None = None) -> dict:
+    """``{label: {"runs": [...], "mean_test_mse", "sd_test_mse"}}`` over the runs under ``root``.
+
+    Finished runs only; with ``epochs``, every run that has logged that many epochs.
+    """
     groups: dict[str, list] = {}
     for run_dir in sorted(Path(root).iterdir()):
         match = RUN_NAME.fullmatch(run_dir.name)
-        if match and (run_dir / "metrics.json").is_file():
-            groups.setdefault(match["label"], []).append({"seed": int(match["seed"]), **run_summary(run_dir)})
+        if not match:
+            continue
+        if (run_dir / "metrics.json").is_file() if epochs is None else _logged_epochs(run_dir) >= epochs:
+            groups.setdefault(match["label"], []).append({"seed": int(match["seed"]), **run_summary(run_dir, epochs)})
     summary = {}
     for label, runs in groups.items():
         mses = [run["test_mse"] for run in runs]
@@ -52,14 +69,22 @@ def summarize(root: str | Path) -> dict:
     return summary
 
 
+def _logged_epochs(run_dir: Path) -> int:
+    path = run_dir / "metrics.jsonl"
+    return sum(1 for line in path.read_text().splitlines() if line.strip()) if path.is_file() else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("root", help="folder of run folders named <label>-s<seed>")
+    parser.add_argument("--epochs", type=int, help="read every run at this budget (epochs) from its log")
     parser.add_argument("--out", help="JSON file for the summary")
     args = parser.parse_args(argv)
+    if args.epochs is not None and args.epochs < 1:
+        parser.error(f"--epochs must be >= 1, got {args.epochs}")
     if not Path(args.root).is_dir():
         parser.error(f"root: expected a folder of run folders, got {args.root!r}")
-    summary = summarize(args.root)
+    summary = summarize(args.root, args.epochs)
     for label, row in summary.items():
         sd = "-" if row["sd_test_mse"] is None else f"{row['sd_test_mse']:.4f}"
         epochs = [run["best_epoch"] for run in row["runs"]]

@@ -56,3 +56,17 @@ def test_seed_summary_by_hand(tmp_path):
     assert summary["a"]["sd_test_mse"] == pytest.approx(2**0.5)  # sample sd of 1 and 3
     assert [r["best_epoch"] for r in summary["a"]["runs"]] == [2, 1]
     assert [r["lowest_test_mse_seen"] for r in summary["a"]["runs"]] == [0.5, 0.4]
+
+
+def test_seed_summary_at_a_shorter_budget_reads_the_logs_by_hand(tmp_path):
+    from experiments.psrnn_seeds import run_summary, summarize
+
+    _fake_run(tmp_path / "a-s0", 1.0, [0.1, 0.3, 0.2], [0.9, 0.5, 0.7])
+    _fake_run(tmp_path / "a-s1", 3.0, [0.5, 0.1, 0.6], [0.4, 0.6, 0.8])
+    # first 2 epochs: best validation at epoch 2 (test 0.5) and epoch 1 (test 0.4)
+    summary = summarize(tmp_path, epochs=2)
+    assert [r["test_mse"] for r in summary["a"]["runs"]] == [0.5, 0.4]
+    assert summary["a"]["mean_test_mse"] == pytest.approx(0.45)
+    assert summarize(tmp_path, epochs=4) == {}
+    with pytest.raises(ValueError, match="fewer than epochs=4"):
+        run_summary(tmp_path / "a-s0", 4)
