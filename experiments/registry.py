@@ -301,6 +301,7 @@ HMM_RECIPE_CHANGES = (
     ("latent 4, GRU 32", ("model.latent_dim=4", "model.rnn_dim=32", "model.hidden_dim=32")),
     ("SMC-32", ("objective={name=\"smc\", num_particles=32}", "train.kl_start=1.0")),
     ("1000 training sequences", ("data.num_train=1000",)),
+    ("cosine lr, 30 epochs", ('train.lr_schedule="cosine"', "train.epochs=30")),
 )  # fmt: skip
 
 
@@ -309,6 +310,25 @@ def _hmm_recipe_members(seeds=(0,)) -> tuple:
     return tuple((f"SRNN smooth + Res_q / {change} / seed {seed}", "srnn-hmm", (*sets, f"seed={seed}",
                                                                                f"train.seed={seed}"))
                  for seed in seeds for change, sets in HMM_RECIPE_CHANGES)  # fmt: skip
+
+
+#: other HMM-roll sources than srnn-hmm's (4 states, 8 keys, persistence 0.9, sharpness 2): label and data settings
+HMM_SOURCES = (
+    ("8 states, 16 keys, persistence 0.8, sharpness 3", ("data.num_states=8", "data.num_keys=16",
+                                                        "data.persistence=0.8", "data.sharpness=3.0")),
+    ("3 states, 12 keys, persistence 0.95, sharpness 1", ("data.num_states=3", "data.num_keys=12",
+                                                         "data.persistence=0.95", "data.sharpness=1.0")),
+)  # fmt: skip
+
+
+def _hmm_source_members(seed: int = 0) -> tuple:
+    """GRU and SRNN (smooth guide with and without Res_q, ELBO) of srnn-hmm on each of :data:`HMM_SOURCES`."""
+    models = (("GRU / exact", ('model={name="gru", rnn_dim=64, hidden_dim=64}', 'objective={name="exact"}',
+                               'evaluate.estimators=["exact"]')),
+              ("SRNN smooth + Res_q / ELBO", ()), ("SRNN smooth / ELBO", ("model.residual=false",)))
+    return tuple((f"{source} / {model} / seed {seed}", "srnn-hmm", (*data_sets, *model_sets, f"seed={seed}",
+                                                                     f"train.seed={seed}"))
+                 for source, data_sets in HMM_SOURCES for model, model_sets in models)  # fmt: skip
 
 
 SUITES = {
@@ -344,6 +364,8 @@ SUITES = {
                      "the exact log-likelihood per step"),
     "hmm-recipe": Suite(_hmm_recipe_members(), "SRNN training recipes on HMM rolls, one change at a time from "
                         "srnn-hmm (learning rate, dropout, size, SMC particles, data); gap to the truth per step"),
+    "hmm-sources": Suite(_hmm_source_members(), "GRU and SRNN (ELBO, smooth guide +/- Res_q) on two more HMM-roll "
+                         "sources (more states and keys; weak emissions and long persistence); gap to the truth"),
     "srnn-jsb-ablation": Suite(_srnn_ablation(), "the SRNN paper's ablation on JSB: smooth/filter guide with and "
                                "without Res_q; ELBO, IWAE, SMC per step"),
 }  # fmt: skip
