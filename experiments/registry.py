@@ -326,9 +326,11 @@ def _hmm_source_members(seed: int = 0) -> tuple:
     models = (("GRU / exact", ('model={name="gru", rnn_dim=64, hidden_dim=64}', 'objective={name="exact"}',
                                'evaluate.estimators=["exact"]')),
               ("SRNN smooth + Res_q / ELBO", ()), ("SRNN smooth / ELBO", ("model.residual=false",)))
-    return tuple((f"{source} / {model} / seed {seed}", "srnn-hmm", (*data_sets, *model_sets, f"seed={seed}",
+    switching = ('data={name="switching-lg"}', 'model.emission="gaussian"')  # real-valued, 8 steps; after model=
+    return tuple((f"{source} / {model} / seed {seed}", "srnn-hmm", (*model_sets, *data_sets, f"seed={seed}",
                                                                      f"train.seed={seed}"))
-                 for source, data_sets in HMM_SOURCES for model, model_sets in models)  # fmt: skip
+                 for source, data_sets in (*HMM_SOURCES, ("switching LG", switching))
+                 for model, model_sets in models)  # fmt: skip
 
 
 SUITES = {
@@ -365,7 +367,8 @@ SUITES = {
     "hmm-recipe": Suite(_hmm_recipe_members(), "SRNN training recipes on HMM rolls, one change at a time from "
                         "srnn-hmm (learning rate, dropout, size, SMC particles, data); gap to the truth per step"),
     "hmm-sources": Suite(_hmm_source_members(), "GRU and SRNN (ELBO, smooth guide +/- Res_q) on two more HMM-roll "
-                         "sources (more states and keys; weak emissions and long persistence); gap to the truth"),
+                         "sources (more states and keys; weak emissions and long persistence) and on the switching "
+                         "LGSSM (Gaussian emission); gap to the truth"),
     "srnn-jsb-ablation": Suite(_srnn_ablation(), "the SRNN paper's ablation on JSB: smooth/filter guide with and "
                                "without Res_q; ELBO, IWAE, SMC per step"),
 }  # fmt: skip
