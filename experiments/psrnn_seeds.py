@@ -2,7 +2,7 @@
 
 Per run: the test one-step MSE of its best checkpoint (``metrics.json``), the MSE of the
 initialised model (``predictions.json``), the epoch of the best validation bound and the
-lowest test MSE of its learning curve (``metrics.jsonl``), and its 50% coverage and PIT KS;
+lowest and the last test MSE of its learning curve (``metrics.jsonl``), and its 50% coverage and PIT KS;
 with ``--epochs N``, the same read from the log at a budget of ``N`` epochs.
 
 Usage::
@@ -41,6 +41,7 @@ def run_summary(run_dir: Path, epochs: int | None = None) -> dict:
         curve = curve[:epochs]
     best = max(curve, key=lambda row: row["valid_bound_per_step"])
     summary = {"best_epoch": best["epoch"], "lowest_test_mse_seen": min(row["monitor"]["test_mse"] for row in curve),
+               "last_test_mse": curve[-1]["monitor"]["test_mse"],
                "initial_test_mse": json.loads((run_dir / "predictions.json").read_text())["initial_mse"]["test_mse"]}
     if epochs is not None:
         return {"test_mse": best["monitor"]["test_mse"], **summary}

@@ -66,6 +66,7 @@ def test_seed_summary_at_a_shorter_budget_reads_the_logs_by_hand(tmp_path):
     # first 2 epochs: best validation at epoch 2 (test 0.5) and epoch 1 (test 0.4)
     summary = summarize(tmp_path, epochs=2)
     assert [r["test_mse"] for r in summary["a"]["runs"]] == [0.5, 0.4]
+    assert [r["last_test_mse"] for r in summary["a"]["runs"]] == [0.5, 0.6]
     assert summary["a"]["mean_test_mse"] == pytest.approx(0.45)
     assert summarize(tmp_path, epochs=4) == {}
     with pytest.raises(ValueError, match="fewer than epochs=4"):
