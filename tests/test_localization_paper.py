@@ -162,3 +162,15 @@ def test_paper_protocol_runs_from_the_command_line(tmp_path):
     assert math.isfinite(metrics["last_step_mse"]) and (run / "plots" / "belief.png").stat().st_size > 0
     record = json.loads((run / "metrics.jsonl").read_text().splitlines()[0])
     assert math.isfinite(record["monitor"]["valid_last_step_mse"])  # the learning curve in the paper's metric
+
+
+def test_valid_curves_read_the_monitor_records_from_a_first_epoch(tmp_path):
+    from experiments import pfrnn_curves
+
+    records = [{"epoch": 1}, {"epoch": 2, "monitor": {"valid_last_step_mse": 4.0}},
+               {"epoch": 3, "monitor": {}}, {"epoch": 4, "monitor": {"valid_last_step_mse": 2.5}}]  # fmt: skip
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert pfrnn_curves.valid_curve(tmp_path) == [(2, 4.0), (4, 2.5)]
+    assert pfrnn_curves.valid_curve(tmp_path, first_epoch=3) == [(4, 2.5)]
+    pfrnn_curves.main([str(tmp_path / "curves.png"), f"run={tmp_path}@3"])
+    assert (tmp_path / "curves.png").stat().st_size > 0
