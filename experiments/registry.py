@@ -327,7 +327,12 @@ def _hmm_source_members(seed: int = 0) -> tuple:
                                'evaluate.estimators=["exact"]')),
               ("SRNN smooth + Res_q / ELBO", ()), ("SRNN smooth / ELBO", ("model.residual=false",)))
     switching = ('data={name="switching-lg"}', 'model.emission="gaussian"')  # real-valued, 8 steps; after model=
-    return tuple((f"{source} / {model} / seed {seed}", "srnn-hmm", (*model_sets, *data_sets, f"seed={seed}",
+    source, data_sets = HMM_SOURCES[0]
+    longer = ("train.epochs=60", "train.patience=10")  # the harder source is still improving at epoch 15
+    recipes = tuple((f"{source} / SRNN smooth + Res_q / {objective}, 60 epochs, patience 10 / seed {seed}", "srnn-hmm",
+                     (*objective_sets, *data_sets, *longer, f"seed={seed}", f"train.seed={seed}"))
+                    for objective, objective_sets in HMM_OBJECTIVES[:3:2])  # ELBO and SMC-8
+    return recipes + tuple((f"{source} / {model} / seed {seed}", "srnn-hmm", (*model_sets, *data_sets, f"seed={seed}",
                                                                      f"train.seed={seed}"))
                  for source, data_sets in (*HMM_SOURCES, ("switching LG", switching))
                  for model, model_sets in models)  # fmt: skip
