@@ -332,6 +332,10 @@ def _hmm_source_members(seed: int = 0) -> tuple:
     recipes = tuple((f"{source} / SRNN smooth + Res_q / {objective}, 60 epochs, patience 10 / seed {seed}", "srnn-hmm",
                      (*objective_sets, *data_sets, *longer, f"seed={seed}", f"train.seed={seed}"))
                     for objective, objective_sets in HMM_OBJECTIVES[:3:2])  # ELBO and SMC-8
+    recipes += tuple((f"{source} / SRNN smooth + Res_q / {objective}, 1000 training sequences / seed {seed}",
+                      "srnn-hmm", (*objective_sets, *data_sets, "data.num_train=1000", f"seed={seed}",
+                                   f"train.seed={seed}"))
+                     for objective, objective_sets in HMM_OBJECTIVES[:3:2])  # fmt: skip
     return recipes + tuple((f"{source} / {model} / seed {seed}", "srnn-hmm", (*model_sets, *data_sets, f"seed={seed}",
                                                                      f"train.seed={seed}"))
                  for source, data_sets in (*HMM_SOURCES, ("switching LG", switching))
