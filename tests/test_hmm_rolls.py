@@ -110,3 +110,35 @@ def test_quick_benchmark_a_trained_srnn_approaches_a_tiny_hmm_without_passing_it
     assert not any(gap["above_truth"] for gap in gaps.values())
     # loose: an untrained model is several nats per step short; a short training closes most of it
     assert gaps["smc-50"]["gap_per_step"] > max(-0.6, before + 1.0)
+
+
+
+def test_truth_fit_scores_the_training_split_against_the_forward_algorithm(tmp_path):
+    """experiments.truth_fit on a GRU checkpoint: each split's gap equals the gap computed here by hand."""
+    from experiments.config import load_config
+    from experiments.registry import EXPERIMENTS
+    from experiments.runner import _setup
+    from experiments.truth_fit import main, split_gaps
+    from inference.io import write_json
+
+    config = load_config(EXPERIMENTS["srnn-hmm"].build, [
+        'data={name="hmm-rolls", num_states=2, num_keys=4, num_train=12, num_valid=4, num_test=6, num_steps=5}',
+        'model={name="gru", rnn_dim=4, hidden_dim=4}', 'objective={name="exact"}', 'evaluate.estimators=["exact"]'])
+    torch.manual_seed(0)
+    data, model, objective = _setup(config)
+    run = tmp_path / "gru"
+    write_json(run / "config.json", config)
+    (run / "checkpoints").mkdir()
+    torch.save({"objective": objective.state_dict()}, run / "checkpoints" / "best.pt")
+    gaps = split_gaps(run, sequences=5)
+    assert gaps["sequences"] == {"train": 5, "test": 5}
+    for split in ("train", "test"):
+        x, mask = getattr(data, split)
+        with torch.no_grad():
+            difference = model.log_likelihood(x[:5], mask[:5]) - RollHMM(2, 4).log_likelihood(x[:5], mask[:5])
+        assert gaps[split]["exact"]["gap_per_step"] == pytest.approx(float(difference.sum()) / 25, rel=1e-5)
+        assert gaps["truth_per_step"][split] == pytest.approx(float(RollHMM(2, 4).log_likelihood(x[:5]).sum()) / 25)
+    assert split_gaps(run, sequences=100)["sequences"]["test"] == 6  # the whole split when it is shorter
+    with pytest.raises(ValueError, match="sequences"):
+        split_gaps(run, sequences=0)
+    assert main([str(tmp_path / "missing")]) == 2

@@ -1,0 +1,80 @@
+"""A run's gap to a known source's truth on its training sequences beside its test sequences.
+
+On a known-truth source (``hmm-rolls``, ``switching-lg``) the held-out ``gap_to_truth`` of a
+run's ``metrics.json`` mixes two things: how closely the model fits the sequences it was trained
+on, and how much of that fit carries over to new ones. Scoring the best checkpoint, with the
+run's own estimators, on the first ``sequences`` training sequences separates them: a model
+whose training gap is near 0 but whose test gap is not has overfit (finite data), one short on
+both has not fit (capacity, optimisation or the training objective's bias).
+
+Usage::
+
+    python -m experiments.truth_fit runs/hmm-gap/srnn-smooth-res_q-elbo-seed-0 [RUN ...] [--out FILE.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+from inference.io import write_json
+from inference.training import load_best
+from inference.validation import check_positive_int
+
+from .config import EvaluateConfig, check_config
+from .runner import _setup, check_run_folder, evaluate_model, read_config_json
+
+__all__ = ["split_gaps", "main"]
+
+
+def split_gaps(run_dir: str | Path, sequences: int = 100) -> dict:
+    """``{"train": gaps, "test": gaps, "truth_per_step": {"train", "test"}}`` of a finished run.
+
+    ``gaps`` is :func:`experiments.truth_gap.gap_to_truth`'s dictionary for each estimator of
+    the run's ``[evaluate]`` table, on the first ``sequences`` sequences of the split (all of
+    the split if it has fewer); the best checkpoint is scored in evaluation mode (no dropout).
+    """
+    run_dir = check_run_folder(Path(run_dir))
+    check_positive_int(sequences, name="sequences")
+    config = check_config(read_config_json(run_dir / "config.json"))
+    data, model, objective = _setup(config)
+    if data.truth is None:
+        raise ValueError(f"run_dir {run_dir} was trained on {data.description!r}, which has no known truth "
+                         "(use a hmm-rolls or switching-lg run)")  # fmt: skip
+    load_best(run_dir, objective)
+    model.eval()
+    evaluate = EvaluateConfig.from_dict({**config["evaluate"], "predictive_samples": 0, "posterior_draws": 0})
+    out = {"run": str(run_dir), "sequences": {}, "truth_per_step": {}}
+    for split in ("train", "test"):
+        x, mask = getattr(data, split)
+        scored = dataclasses.replace(data, test=(x[:sequences], mask[:sequences]))
+        metrics = evaluate_model(model, scored, evaluate, None, config["seed"])
+        out[split] = metrics["gap_to_truth"]
+        out["sequences"][split] = metrics["test_sequences"]
+        out["truth_per_step"][split] = metrics["loglik"]["exact (true parameters)"]["per_step"]
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m experiments.truth_fit", description=__doc__.split("\n\n")[0])
+    parser.add_argument("runs", nargs="+", help="finished run folders on a known-truth source")
+    parser.add_argument("--sequences", type=int, default=100, help="sequences scored per split (default 100)")
+    parser.add_argument("--out", help="also write the results to this JSON file")
+    args = parser.parse_args(argv)
+    try:
+        results = [split_gaps(run, args.sequences) for run in args.runs]
+    except (ValueError, TypeError, FileNotFoundError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    for result in results:
+        print(json.dumps(result))
+    if args.out:
+        write_json(args.out, results)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
