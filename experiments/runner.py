@@ -461,16 +461,24 @@ def format_table(metrics: dict, *, markdown: bool = False) -> str:
     cal += [(f"truth: {k}", f"{v:.4f}") for k, v in metrics.get("truth_metrics", {}).items()]
     head = f"{metrics['data']}: {metrics['test_sequences']} test sequences, {metrics['test_steps']} steps"
     skipped = [f"not estimated: {name} ({reason})" for name, reason in metrics.get("skipped_estimators", {}).items()]
+    gaps = [(k, f"{v['gap_per_step']:+.4f}", f"{v['standard_error_per_step']:.4f}{' above' * v['above_truth']}")
+            for k, v in metrics.get("gap_to_truth", {}).items()]  # fmt: skip
+    gap_title = "Gap to the truth: estimate minus exact (true parameters), nats per step, with its standard error"
     if markdown:
         lines = [f"# Results\n\n{head}\n", "| " + " | ".join(rows[0]) + " |", "|---|---:|---:|"]
         lines += ["| " + " | ".join(r) + " |" for r in rows[1:]]
         lines += ["", *skipped] if skipped else []
+        if gaps:
+            lines += ["", f"{gap_title}.", "", "| estimator | gap / step | standard error |", "|---|---:|---:|"]
+            lines += ["| " + " | ".join(r) + " |" for r in gaps]
         if cal:
             lines += ["", f"Calibration: {source}.", "", "| metric | value |", "|---|---:|"]
             lines += [f"| {k} | {v} |" for k, v in cal]
         return "\n".join(lines) + "\n"
     width = max(len(r[0]) for r in rows + cal) + 2
     lines = [head] + [f"{r[0]:<{width}}{r[1]:>16}{r[2]:>18}" for r in rows] + skipped
+    if gaps:
+        lines += ["", gap_title.lower()] + [f"{k:<{width}}{g:>16}{'± ' + e:>18}" for k, g, e in gaps]
     if cal:
         lines += ["", f"calibration: {source}"]
         lines += [f"{k:<{width}}{v:>16}" for k, v in cal]

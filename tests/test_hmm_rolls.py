@@ -142,3 +142,17 @@ def test_truth_fit_scores_the_training_split_against_the_forward_algorithm(tmp_p
     with pytest.raises(ValueError, match="sequences"):
         split_gaps(run, sequences=0)
     assert main([str(tmp_path / "missing")]) == 2
+
+
+def test_metrics_table_shows_each_gap_to_the_truth():
+    from experiments.runner import format_table
+
+    metrics = {"data": "HMM rolls", "test_sequences": 2, "test_steps": 10,
+               "loglik": {"smc-100": {"per_step": -3.5, "per_sequence": -17.5},
+                          "exact (true parameters)": {"per_step": -3.4, "per_sequence": -17.0}},
+               "gap_to_truth": {"smc-100": {"gap_per_step": -0.1, "standard_error_per_step": 0.02,
+                                            "above_truth": False},
+                                "iwae-5": {"gap_per_step": 0.3, "standard_error_per_step": 0.1, "above_truth": True}}}
+    text, markdown = format_table(metrics), format_table(metrics, markdown=True)
+    assert "smc-100" in text and "-0.1000" in text and "± 0.0200" in text and "± 0.1000 above" in text
+    assert "| smc-100 | -0.1000 | 0.0200 |" in markdown and "| iwae-5 | +0.3000 | 0.1000 above |" in markdown
