@@ -156,3 +156,22 @@ def test_metrics_table_shows_each_gap_to_the_truth():
     text, markdown = format_table(metrics), format_table(metrics, markdown=True)
     assert "smc-100" in text and "-0.1000" in text and "± 0.0200" in text and "± 0.1000 above" in text
     assert "| smc-100 | -0.1000 | 0.0200 |" in markdown and "| iwae-5 | +0.3000 | 0.1000 above |" in markdown
+
+
+def test_srnn_hmm_trains_with_the_recipe_and_the_hmm_suites_keep_the_earlier_training():
+    """srnn-hmm: weight decay 1e-3, 60 epochs, no early stopping; the suites reproduce docs/known_truth.md's tables."""
+    from experiments.config import load_config
+    from experiments.registry import EXPERIMENTS, SUITES
+
+    path = EXPERIMENTS["srnn-hmm"].build
+    train = load_config(path)["train"]
+    assert (train["weight_decay"], train["epochs"], train.get("patience")) == (1e-3, 60, None)
+    for suite in ("hmm-gap", "hmm-recipe", "hmm-sources"):
+        for label, _, overrides in SUITES[suite].members:
+            member = load_config(path, list(overrides))["train"]
+            assert (member["weight_decay"] > 0) == ("weight decay" in label), label
+            epochs = 60 if "60 epochs" in label else 30 if "30 epochs" in label else 15
+            assert member["epochs"] == epochs and member.get("patience") == (10 if "patience" in label else None), label
+    recipe = SUITES["hmm-recipe"].members[0]
+    assert recipe[0] == "SRNN smooth + Res_q / weight decay 1e-3, 60 epochs / seed 0"
+    assert load_config(path, list(recipe[2]))["train"] == train
