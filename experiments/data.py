@@ -46,6 +46,21 @@ class SequenceData:
         return self.train[0].shape[-1]
 
 
+def sample_splits(source, sizes: Sequence[int], num_steps: int,
+                  first_seed: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Train / validation / test ``(x [n, num_steps, D], mask [n, num_steps] all True)`` drawn from a source.
+
+    Split ``i`` of size ``sizes[i]`` is ``source.sample(n, num_steps, generator)`` with its own
+    generator seeded ``first_seed + i``, so the validation and test sets do not change with the
+    training set's size.
+    """
+    splits = []
+    for index, n in enumerate(sizes):
+        x = source.sample(n, num_steps, torch.Generator().manual_seed(first_seed + index))
+        splits.append((x, torch.ones(x.shape[:2], dtype=torch.bool)))
+    return splits
+
+
 def pad_sequences(sequences: Sequence, dtype=torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
     """Stack variable-length ``[T_i, D]`` arrays into ``x [N, max T, D]`` (zeros after the end) and ``mask [N, T]``."""
     if len(sequences) == 0:

@@ -20,7 +20,7 @@ import torch
 from inference.hmm import forward_filter
 from inference.validation import check_positive_int, check_sequences
 
-from ..data import SequenceData
+from ..data import SequenceData, sample_splits
 
 __all__ = ["RollHMM", "hmm_rolls"]
 
@@ -95,10 +95,7 @@ def hmm_rolls(num_states: int = 4, num_keys: int = 8, persistence: float = 0.9, 
                         ("num_steps", num_steps)):  # fmt: skip
         check_positive_int(value, name=name)
     source = RollHMM(num_states, num_keys, persistence, sharpness, source_seed=seed)
-    splits = []
-    for index, n in enumerate((num_train, num_valid, num_test)):
-        x = source.sample(n, num_steps, torch.Generator().manual_seed(1000 + 3 * seed + index))
-        splits.append((x, torch.ones(x.shape[:2], dtype=torch.bool)))
+    splits = sample_splits(source, (num_train, num_valid, num_test), num_steps, first_seed=1000 + 3 * seed)
     description = (f"HMM rolls: {num_states} states, {num_keys} keys, persistence {persistence}, "
                    f"sharpness {sharpness} ({num_train} training sequences of {num_steps} steps)")  # fmt: skip
     return SequenceData(*splits, description=description, truth=source, binary=True)

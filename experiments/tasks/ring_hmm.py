@@ -21,7 +21,7 @@ import torch
 from inference.hmm import forward_filter
 from inference.validation import check_positive_int, check_sequences
 
-from ..data import SequenceData
+from ..data import SequenceData, sample_splits
 
 __all__ = ["RingHMM", "ring_hmm"]
 
@@ -89,11 +89,7 @@ def ring_hmm(num_train: int = 100, num_valid: int = 20, num_test: int = 50, num_
                         ("num_steps", num_steps)):  # fmt: skip
         check_positive_int(value, name=name)
     source = RingHMM(num_states, stay, noise)
-    splits = []
-    for index, n in enumerate((num_train, num_valid, num_test)):
-        # each split its own stream: the validation and test sets do not change with num_train
-        x = source.sample(n, num_steps, torch.Generator().manual_seed(3 * seed + index))
-        splits.append((x, torch.ones(x.shape[:2], dtype=torch.bool)))
+    splits = sample_splits(source, (num_train, num_valid, num_test), num_steps, first_seed=3 * seed)
     return SequenceData(*splits, description=f"ring HMM, {num_states} states, stay {stay}, noise {noise} "
                                              f"({num_train} training sequences of {num_steps} steps)",
                         truth=source)  # fmt: skip

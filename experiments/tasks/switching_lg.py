@@ -22,7 +22,7 @@ import torch
 
 from inference.validation import check_positive_int, check_sequences
 
-from ..data import SequenceData
+from ..data import SequenceData, sample_splits
 
 __all__ = ["SwitchingLGSSM", "switching_lg", "MAX_PATHS"]
 
@@ -149,10 +149,7 @@ def switching_lg(num_regimes: int = 2, latent_dim: int = 2, obs_dim: int = 2, pe
                          f"{MAX_PATHS} regime paths to enumerate; use fewer steps or regimes")  # fmt: skip
     source = SwitchingLGSSM.random(num_regimes, latent_dim, obs_dim, persistence=persistence,
                                    generator=torch.Generator().manual_seed(seed))  # fmt: skip
-    splits = []
-    for index, n in enumerate((num_train, num_valid, num_test)):
-        x = source.sample(n, num_steps, torch.Generator().manual_seed(2000 + 3 * seed + index))
-        splits.append((x, torch.ones(x.shape[:2], dtype=torch.bool)))
+    splits = sample_splits(source, (num_train, num_valid, num_test), num_steps, first_seed=2000 + 3 * seed)
     description = (f"switching LGSSM: {num_regimes} regimes, Dz={latent_dim}, Dx={obs_dim}, persistence "
                    f"{persistence} ({num_train} training sequences of {num_steps} steps)")  # fmt: skip
     return SequenceData(*splits, description=description, truth=source)
