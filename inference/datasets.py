@@ -1,0 +1,635 @@
+"""Your own sequences as a data set: files or frames in, padded ``(x, mask)`` splits out.
+
+:class:`SequenceDataset` holds a collection of sequences ``[T_i, D]`` of any lengths, with their
+ids, feature names and (for a conditional model) targets ``[T_i, O]``. It is built from
+
+* a long-format data frame (:meth:`SequenceDataset.from_dataframe`): one row per series and
+  time step, a ``series`` id column (absent: one series), a ``time`` ordering column (absent:
+  the frame's order) and ``features`` value columns (default: every other numeric column);
+* a file (:meth:`SequenceDataset.from_file`), chosen by suffix: ``.csv`` and ``.parquet`` in
+  that long format, ``.npz`` with ``x [N, T, D]`` and an optional ``mask [N, T]`` (or one
+  array ``[T_i, D]`` per sequence), or a folder of ``.mid`` files read as 88-key piano rolls;
+* a list of arrays (:meth:`SequenceDataset.from_sequences`).
+
+:meth:`~SequenceDataset.split` cuts it into train / validation / test (by series or by time,
+by fractions and a seed or by a split column) as :class:`DataSplits`, whose
+:class:`Standardizer` is fit on the training split (real-valued data; binary data is left as
+it is) and maps predictions back to the data's own units. :meth:`~SequenceDataset.windows`
+cuts long series into training windows. Every refusal is one ``ValueError`` naming the file,
+the column and the row.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+__all__ = ["SequenceDataset", "DataSplits", "Standardizer", "FILE_SUFFIXES", "MISSING", "EXTREME"]
+
+#: the file formats :meth:`SequenceDataset.from_file` reads, by suffix
+FILE_SUFFIXES = {".csv": "long-format table", ".parquet": "long-format table",
+                 ".npz": "x [N, T, D] (+ mask [N, T]) or one array per sequence",
+                 "folder of .mid": "piano rolls [T_i, 88] (needs the midi extra: pretty_midi)"}  # fmt: skip
+#: what to do with a NaN or infinite value inside a series
+MISSING = ("error", "drop-series")
+#: a finite value this many robust spreads (median absolute deviation) from its column's median is
+#: reported as extreme; data errors such as 1e30 sentinels are then named before any training
+EXTREME = 1e6
+SPLITS = ("train", "valid", "test")
+_SPLIT_NAMES = {"train": "train", "training": "train", "valid": "valid", "validation": "valid", "val": "valid",
+                "test": "test", "testing": "test"}  # fmt: skip
+
+
+@dataclass
+class Standardizer:
+    """Per-feature ``(x - mean) / scale``, fit on a training split; identity for binary data.
+
+    ``mean`` and ``scale`` are ``[D]`` lists (``scale`` positive), in the data's own units.
+    """
+
+    mean: list[float]
+    scale: list[float]
+    features: list[str]
+
+    @classmethod
+    def fit(cls, sequences: Sequence[np.ndarray], features: list[str], *, binary: bool) -> Standardizer:
+        """Fit on ``sequences`` ``[T_i, D]``: every valid step of every sequence weighs the same."""
+        dim = len(features)
+        if binary:
+            return cls([0.0] * dim, [1.0] * dim, list(features))
+        values = np.concatenate([np.asarray(s, dtype=np.float64) for s in sequences])
+        mean, scale = values.mean(0), values.std(0)
+        scale = np.where(scale > 1e-12 * (1 + np.abs(mean)), scale, 1.0)  # a constant feature is only centred
+        return cls(mean.tolist(), scale.tolist(), list(features))
+
+    @property
+    def identity(self) -> bool:
+        return all(m == 0 for m in self.mean) and all(s == 1 for s in self.scale)
+
+    def _stats(self, like: torch.Tensor):
+        return (torch.tensor(self.mean, dtype=like.dtype, device=like.device),
+                torch.tensor(self.scale, dtype=like.dtype, device=like.device))  # fmt: skip
+
+    def transform(self, x: torch.Tensor) -> torch.Tensor:
+        """Data units to standard units, ``x [..., D]``."""
+        mean, scale = self._stats(x)
+        return (x - mean) / scale
+
+    def inverse(self, z: torch.Tensor) -> torch.Tensor:
+        """Standard units back to the data's units, ``z [..., D]`` (draws, means, forecasts)."""
+        mean, scale = self._stats(z)
+        return z * scale + mean
+
+    def inverse_scale(self, s: torch.Tensor) -> torch.Tensor:
+        """A spread (standard deviation, interval width) ``[..., D]`` back to the data's units."""
+        return s * self._stats(s)[1]
+
+    def to_dict(self) -> dict:
+        return {"features": list(self.features), "mean": list(self.mean), "scale": list(self.scale)}
+
+    @classmethod
+    def from_dict(cls, record: dict) -> Standardizer:
+        return cls(list(record["mean"]), list(record["scale"]), list(record["features"]))
+
+
+class SequenceDataset:
+    """Sequences ``[T_i, D]`` of any lengths with their ids and feature names (and targets ``[T_i, O]``).
+
+    Build one with :meth:`from_dataframe`, :meth:`from_file` or :meth:`from_sequences`;
+    :meth:`padded` gives ``(x [N, T, D], mask [N, T])``. ``source`` names the file (or frame)
+    in every message.
+    """
+
+    def __init__(self, sequences: list[np.ndarray], *, ids: list[str], features: list[str],
+                 targets: list[np.ndarray] | None = None, target_names: list[str] | None = None,
+                 split_labels: list[np.ndarray] | None = None, source: str = "sequences"):  # fmt: skip
+        self.sequences = sequences
+        self.ids = ids
+        self.features = features
+        self.targets = targets
+        self.target_names = target_names or []
+        self.split_labels = split_labels
+        self.source = source
+
+    # --- construction ---------------------------------------------------------------------
+    @classmethod
+    def from_sequences(cls, sequences: Sequence, *, ids: Sequence | None = None, features: Sequence | None = None,
+                       targets: Sequence | None = None, source: str = "sequences") -> SequenceDataset:  # fmt: skip
+        """A data set from a list of arrays ``[T_i, D]`` (or ``[T_i]``) of any lengths, ``T_i >= 2``."""
+        if isinstance(sequences, (np.ndarray, torch.Tensor)) or not isinstance(sequences, Sequence):
+            raise TypeError(f"sequences: expected a list of arrays [T_i, D], got {type(sequences).__name__}")
+        arrays = [_as_2d(s, f"{source}: sequence {i}") for i, s in enumerate(sequences)]
+        if not arrays:
+            raise ValueError(f"{source}: no sequences")
+        dims = {a.shape[1] for a in arrays}
+        if len(dims) != 1:
+            raise ValueError(f"{source}: sequences must share their feature size D, got {sorted(dims)}")
+        dim = dims.pop()
+        ids = [str(i) for i in (ids if ids is not None else range(len(arrays)))]
+        features = [str(f) for f in (features if features is not None else [f"x{d}" for d in range(dim)])]
+        if len(ids) != len(arrays) or len(features) != dim:
+            raise ValueError(f"{source}: {len(ids)} ids and {len(features)} feature names for "
+                             f"{len(arrays)} sequences of {dim} features")  # fmt: skip
+        target_arrays = None
+        if targets is not None:
+            target_arrays = [_as_2d(t, f"{source}: targets {i}") for i, t in enumerate(targets)]
+            if len(target_arrays) != len(arrays) or any(len(t) != len(a) for t, a in zip(target_arrays, arrays)):
+                raise ValueError(f"{source}: targets must have one array per sequence, of the sequence's length")
+        dataset = cls(arrays, ids=ids, features=features, targets=target_arrays,
+                      target_names=[f"y{o}" for o in range(target_arrays[0].shape[1])] if target_arrays else None,
+                      source=source)  # fmt: skip
+        dataset._check_values("error")
+        return dataset
+
+    @classmethod
+    def from_dataframe(cls, frame, *, series: str | None = None, time: str | None = None,
+                       features: Sequence[str] | None = None, targets: Sequence[str] | None = None,
+                       split: str | None = None, missing: str = "error", source: str = "data frame",
+                       row_offset: int = 1) -> SequenceDataset:  # fmt: skip
+        """A data set from a long-format ``pandas.DataFrame``: one row per series and time step.
+
+        ``series``: the id column (``None``: one series); ``time``: the ordering column (``None``:
+        the frame's order); ``features``: the value columns (``None``: every other numeric
+        column); ``targets``: columns a conditional model predicts (kept apart from the
+        features); ``split``: a column of ``train`` / ``valid`` / ``test`` labels;
+        ``missing``: ``"error"`` or ``"drop-series"`` (drop, with a warning, each series holding
+        a NaN or infinite value). Messages give rows counted from ``row_offset`` (the line of the
+        first data row in a CSV file is 2).
+        """
+        import pandas as pd
+
+        if not isinstance(frame, pd.DataFrame):
+            raise TypeError(f"frame: expected a pandas.DataFrame, got {type(frame).__name__}")
+        if missing not in MISSING:
+            raise ValueError(f"missing: expected one of {list(MISSING)}, got {missing!r}")
+        if len(frame) == 0:
+            raise ValueError(f"{source}: no data rows")
+        frame = frame.reset_index(drop=True)
+        columns = [str(c) for c in frame.columns]
+        frame.columns = columns
+        named = {"series": series, "time": time, "split": split}
+        for option, column in [*named.items(), *(("features", c) for c in features or ()),
+                               *(("targets", c) for c in targets or ())]:  # fmt: skip
+            if column is not None and column not in columns:
+                raise ValueError(f"{source}: column {column!r} (given as {option}) not found; columns: {columns}")
+        reserved = {c for c in named.values() if c is not None} | set(targets or ())
+        if features is None:
+            features = [c for c in columns if c not in reserved and _mostly_numeric(frame[c])]
+            if not features:
+                raise ValueError(f"{source}: no numeric value columns besides {sorted(reserved)}; name them with "
+                                 "features=")  # fmt: skip
+        features, targets = list(features), list(targets or [])
+        values = _numeric(frame, features + targets, source, row_offset)
+        ids = frame[series].astype(str).to_numpy() if series is not None else np.full(len(frame), "0", dtype=object)
+        order = _time_order(frame, ids, time, source, row_offset)
+        labels = None
+        if split is not None:
+            raw = frame[split].astype(str).str.strip().str.lower()
+            bad = ~raw.isin(list(_SPLIT_NAMES))
+            if bad.any():
+                row = int(np.flatnonzero(bad.to_numpy())[0])
+                raise ValueError(f"{source}: column {split!r}, row {row + row_offset}: {frame[split].iloc[row]!r} is "
+                                 f"not a split name (expected one of {sorted(_SPLIT_NAMES)})")  # fmt: skip
+            labels = raw.map(_SPLIT_NAMES).to_numpy()
+        sequences, target_arrays, label_arrays, names, rows = [], [], [], [], []
+        for name in dict.fromkeys(ids[order]):  # series in order of first appearance
+            index = order[ids[order] == name]
+            sequences.append(values[index, : len(features)])
+            target_arrays.append(values[index, len(features):])
+            label_arrays.append(labels[index] if labels is not None else None)
+            names.append(str(name))
+            rows.append(index + row_offset)
+        dataset = cls(sequences, ids=names, features=features, targets=target_arrays if targets else None,
+                      target_names=targets, split_labels=label_arrays if labels is not None else None,
+                      source=source)  # fmt: skip
+        dataset._check_values(missing, rows)
+        return dataset
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike, **options) -> SequenceDataset:
+        """A data set read from ``path``, by suffix (see :data:`FILE_SUFFIXES`).
+
+        ``.csv`` / ``.parquet`` take :meth:`from_dataframe`'s options (and ``sep`` for CSV);
+        ``.npz`` takes ``features``; a folder of ``.mid`` files takes ``fs`` (frames per second,
+        default 4).
+        """
+        path = Path(path)
+        if path.is_dir():
+            return _read_midi_folder(path, **options)
+        if not path.exists():
+            raise ValueError(f"{path}: no such file")
+        suffix = path.suffix.lower()
+        if suffix not in FILE_SUFFIXES:
+            raise ValueError(f"{path}: unknown suffix {path.suffix!r}; expected one of {sorted(FILE_SUFFIXES)}")
+        if path.stat().st_size == 0:
+            raise ValueError(f"{path}: the file is empty")
+        if suffix == ".npz":
+            return _read_npz(path, **options)
+        return cls.from_dataframe(_read_table(path, suffix, options.pop("sep", ",")), source=str(path),
+                                  row_offset=2 if suffix == ".csv" else 1, **options)  # fmt: skip
+
+    # --- access ---------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self.sequences)
+
+    def __repr__(self) -> str:
+        return (f"SequenceDataset({len(self)} series from {self.source}, {len(self.features)} features, "
+                f"lengths {min(self.lengths)}..{max(self.lengths)}{', binary' if self.binary else ''})")  # fmt: skip
+
+    @property
+    def lengths(self) -> list[int]:
+        return [len(s) for s in self.sequences]
+
+    @property
+    def obs_dim(self) -> int:
+        return len(self.features)
+
+    @property
+    def binary(self) -> bool:
+        """Every value is 0 or 1: a Bernoulli emission suits it; anything else is Gaussian."""
+        return all(np.isin(s, (0.0, 1.0)).all() for s in self.sequences)
+
+    @property
+    def emission(self) -> str:
+        """``"bernoulli"`` for binary data, else ``"gaussian"``."""
+        return "bernoulli" if self.binary else "gaussian"
+
+    def padded(self, standardizer: Standardizer | None = None, *,
+               dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+        """``(x [N, max T, D], mask [N, max T])``, zeros after each sequence's end, in standard units
+        if a ``standardizer`` is given."""
+        x, mask = _pad(self.sequences, dtype)
+        if standardizer is not None:
+            x = torch.where(mask.unsqueeze(-1), standardizer.transform(x), torch.zeros((), dtype=dtype))
+        return x, mask
+
+    def padded_targets(self, *, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        """The targets ``y [N, max T, O]`` (zeros after each end); refused when there are none."""
+        if not self.targets:
+            raise ValueError(f"{self.source}: no targets: name the target columns with targets=")
+        return _pad(self.targets, dtype)[0]
+
+    # --- reshaping ------------------------------------------------------------------------
+    def windows(self, window: int, stride: int | None = None, *, cover: bool = False) -> SequenceDataset:
+        """Each series cut into windows of ``window`` steps, every ``stride`` steps (default ``window``).
+
+        ``cover=True`` (held-out data): consecutive windows that cover every step once, the last
+        one shorter where the series does not divide (kept if it has 2 steps or more), and a
+        series shorter than ``window`` kept whole. Otherwise a series shorter than ``window`` is
+        refused.
+        """
+        window = _positive_int(window, "window", minimum=2)
+        stride = window if cover else _positive_int(window if stride is None else stride, "stride")
+        short = [(name, len(s)) for name, s in zip(self.ids, self.sequences) if len(s) < window]
+        if short and not cover:
+            raise ValueError(f"{self.source}: window {window} is longer than series {short[0][0]!r} "
+                             f"({short[0][1]} steps); choose window <= {min(self.lengths)}")  # fmt: skip
+        pieces = {"sequences": [], "targets": [], "labels": [], "ids": []}
+        for i, (name, seq) in enumerate(zip(self.ids, self.sequences)):
+            last = len(seq) - 1 if cover else len(seq) - window
+            for start in range(0, max(last, 0) + 1, stride):
+                cut = slice(start, min(start + window, len(seq)))
+                if cut.stop - start < 2:
+                    continue
+                pieces["sequences"].append(seq[cut])
+                pieces["ids"].append(f"{name}[{start}:{cut.stop}]")
+                if self.targets:
+                    pieces["targets"].append(self.targets[i][cut])
+                if self.split_labels:
+                    pieces["labels"].append(self.split_labels[i][cut])
+        return SequenceDataset(pieces["sequences"], ids=pieces["ids"], features=self.features,
+                               targets=pieces["targets"] or None, target_names=self.target_names,
+                               split_labels=pieces["labels"] or None, source=self.source)  # fmt: skip
+
+    def split(self, *, by: str = "series", fractions: Sequence[float] = (0.7, 0.15, 0.15), seed: int = 0,
+              column: bool | None = None) -> DataSplits:  # fmt: skip
+        """Train / validation / test :class:`DataSplits`.
+
+        ``by="series"``: whole series go to each split, shuffled by ``seed`` in the given
+        ``fractions``; ``by="time"``: each series is cut in time, its first ``fractions[0]`` of
+        steps to train, the next to validation, the rest to test. With a split column
+        (``split=`` at construction; ``column=None`` uses it when there is one), each row goes
+        where its label says, and ``by``, ``fractions`` and ``seed`` are not used.
+        """
+        if by not in ("series", "time"):
+            raise ValueError(f"by: expected 'series' or 'time', got {by!r}")
+        use_column = self.split_labels is not None if column is None else bool(column)
+        if use_column:
+            if self.split_labels is None:
+                raise ValueError(f"{self.source}: no split column was named (split=)")
+            parts, how = self._split_by_labels(), {"by": "column"}
+        else:
+            fractions = _fractions(fractions)
+            parts = self._split_by_series(fractions, seed) if by == "series" else self._split_by_time(fractions)
+            how = {"by": by, "fractions": list(fractions), "seed": int(seed)}
+        for name, part in zip(SPLITS, parts):
+            if not part:
+                raise ValueError(f"{self.source}: the {name} split is empty ({len(self)} series, {how}); "
+                                 "give more series, other fractions, or split by time")  # fmt: skip
+        train, valid, test = (SequenceDataset([s for s, _, _ in part], ids=[i for _, i, _ in part],
+                                              features=self.features, targets=[t for _, _, t in part] if self.targets
+                                              else None, target_names=self.target_names, source=self.source)
+                              for part in parts)  # fmt: skip
+        return DataSplits(train, valid, test, how, Standardizer.fit(train.sequences, self.features,
+                                                                    binary=self.binary))  # fmt: skip
+
+    def _parts(self, i: int, cut: slice, name: str):
+        return self.sequences[i][cut], name, self.targets[i][cut] if self.targets else None
+
+    def _split_by_series(self, fractions, seed):
+        order = np.random.default_rng(seed).permutation(len(self))
+        counts = _allocate(len(self), fractions)
+        bounds = np.cumsum([0, *counts])
+        return [[self._parts(i, slice(None), self.ids[i]) for i in sorted(order[a:b])]
+                for a, b in zip(bounds[:-1], bounds[1:])]  # fmt: skip
+
+    def _split_by_time(self, fractions):
+        parts = [[], [], []]
+        for i, name in enumerate(self.ids):
+            length = len(self.sequences[i])
+            bounds = np.cumsum([0, *_allocate(length, fractions)])
+            for k, (a, b) in enumerate(zip(bounds[:-1], bounds[1:])):
+                if b - a < 2:
+                    raise ValueError(f"{self.source}: series {name!r} has {length} steps: too short to split by "
+                                     f"time into {list(fractions)} with at least 2 steps in each part")  # fmt: skip
+                parts[k].append(self._parts(i, slice(a, b), f"{name}[{a}:{b}]"))
+        return parts
+
+    def _split_by_labels(self):
+        parts = [[], [], []]
+        for i, name in enumerate(self.ids):
+            labels = self.split_labels[i]
+            for k, split in enumerate(SPLITS):
+                index = np.flatnonzero(labels == split)
+                if len(index) == 0:
+                    continue
+                if len(index) < 2:
+                    raise ValueError(f"{self.source}: series {name!r} has {len(index)} {split} step; each part of a "
+                                     "series needs at least 2 steps")  # fmt: skip
+                seq = self.sequences[i][index]
+                target = self.targets[i][index] if self.targets else None
+                parts[k].append((seq, f"{name}:{split}", target))
+        return parts
+
+    # --- checks ---------------------------------------------------------------------------
+    def _check_values(self, missing: str, rows: list[np.ndarray] | None = None) -> None:
+        """Refuse short series and (``missing="error"``) NaN / inf; drop those series otherwise; warn on extremes."""
+        names = self.features + self.target_names
+        keep = []
+        for i, name in enumerate(self.ids):
+            values = self.sequences[i] if not self.targets else np.concatenate([self.sequences[i], self.targets[i]], 1)
+            bad = ~np.isfinite(values)
+            if bad.any():
+                step, col = map(int, np.argwhere(bad)[0])
+                where = f"row {rows[i][step]}" if rows is not None else f"step {step}"
+                if missing == "error":
+                    what = "an empty (or NaN) cell" if np.isnan(values[step, col]) else f"{values[step, col]}"
+                    raise ValueError(f"{self.source}: column {names[col]!r}, {where} (series {name!r}): {what} "
+                                     "inside a series; fill it, or pass missing='drop-series' to drop such "
+                                     "series")  # fmt: skip
+                continue
+            if len(values) < 2:
+                where = f" (row {rows[i][0]})" if rows is not None else ""
+                raise ValueError(f"{self.source}: series {name!r}{where} has {len(values)} step; every series needs "
+                                 "at least 2 steps")  # fmt: skip
+            keep.append(i)
+        if len(keep) < len(self):
+            dropped = [self.ids[i] for i in range(len(self)) if i not in set(keep)]
+            if not keep:
+                raise ValueError(f"{self.source}: every series holds a NaN or infinite value")
+            warnings.warn(f"{self.source}: dropped {len(dropped)} series holding NaN or infinite values "
+                          f"({dropped[:5]}{'...' if len(dropped) > 5 else ''})", stacklevel=3)  # fmt: skip
+            for attribute in ("sequences", "ids", "targets", "split_labels"):
+                if getattr(self, attribute) is not None:
+                    setattr(self, attribute, [getattr(self, attribute)[i] for i in keep])
+        _warn_extreme(self.sequences, self.features, self.source)
+
+
+@dataclass
+class DataSplits:
+    """Train / validation / test :class:`SequenceDataset`, how they were cut, and the training split's
+    :class:`Standardizer`."""
+
+    train: SequenceDataset
+    valid: SequenceDataset
+    test: SequenceDataset
+    how: dict
+    standardizer: Standardizer
+
+    def __iter__(self):
+        return iter((self.train, self.valid, self.test))
+
+    def windows(self, window: int, stride: int | None = None) -> DataSplits:
+        """Training windows of ``window`` steps every ``stride``; validation and test cut into consecutive
+        windows that count each step once (:meth:`SequenceDataset.windows`). No window spans two splits."""
+        return DataSplits(self.train.windows(window, stride), self.valid.windows(window, cover=True),
+                          self.test.windows(window, cover=True),
+                          {**self.how, "window": window, "stride": stride or window}, self.standardizer)  # fmt: skip
+
+    def tensors(self, *, standardize: bool = True, dtype: torch.dtype = torch.float32):
+        """``[(x, mask)]`` of train, validation and test, in standard units unless ``standardize=False``."""
+        standardizer = self.standardizer if standardize else None
+        return [part.padded(standardizer, dtype=dtype) for part in self]
+
+    def to_dict(self) -> dict:
+        """What went where (series ids and step counts), how, and the standardisation: for the run folder."""
+        return {"how": self.how, "standardizer": self.standardizer.to_dict(),
+                **{name: {"ids": part.ids, "steps": part.lengths} for name, part in zip(SPLITS, self)}}  # fmt: skip
+
+
+# --- readers ------------------------------------------------------------------------------
+def _read_table(path: Path, suffix: str, sep: str):
+    import pandas as pd
+
+    try:
+        if suffix == ".parquet":
+            return pd.read_parquet(path)
+        return pd.read_csv(path, sep=sep)
+    except pd.errors.EmptyDataError:
+        raise ValueError(f"{path}: the file holds no table (no header)") from None
+    except (pd.errors.ParserError, UnicodeDecodeError, ValueError, OSError) as error:
+        raise ValueError(f"{path}: not a readable {suffix[1:].upper()} table ({str(error).strip()})") from None
+    except ImportError as error:
+        raise ValueError(f"{path}: reading Parquet needs pyarrow ({error})") from None
+
+
+def _read_npz(path: Path, *, features: Sequence[str] | None = None) -> SequenceDataset:
+    try:
+        arrays = dict(np.load(path, allow_pickle=False))
+    except Exception as error:  # zipfile.BadZipFile, ValueError, OSError: the file is not an npz
+        raise ValueError(f"{path}: not a readable .npz archive ({type(error).__name__}: {error})") from None
+    if not arrays:
+        raise ValueError(f"{path}: the archive holds no arrays")
+    if "x" not in arrays:
+        if "mask" in arrays:
+            raise ValueError(f"{path}: a 'mask' array needs an 'x' array [N, T, D] beside it")
+        return SequenceDataset.from_sequences(list(arrays.values()), ids=list(arrays), features=features,
+                                              source=str(path))  # fmt: skip
+    x = arrays["x"]
+    if x.ndim != 3:
+        raise ValueError(f"{path}: array 'x' must have shape [N, T, D], got {list(x.shape)}")
+    mask = arrays.get("mask", np.ones(x.shape[:2], dtype=bool))
+    if mask.shape != x.shape[:2] or mask.dtype.kind not in "biu" or not np.isin(mask, (0, 1)).all():
+        raise ValueError(f"{path}: array 'mask' must be boolean [N, T] = {list(x.shape[:2])}, got "
+                         f"{mask.dtype} {list(mask.shape)}")  # fmt: skip
+    mask = mask.astype(bool)
+    lengths = mask.sum(1)
+    if not (mask == (np.arange(x.shape[1]) < lengths[:, None])).all():
+        row = int(np.flatnonzero((mask != (np.arange(x.shape[1]) < lengths[:, None])).any(1))[0])
+        raise ValueError(f"{path}: array 'mask', row {row}: valid steps must come first (padding at the end)")
+    extra = sorted(set(arrays) - {"x", "mask"})
+    if extra:
+        raise ValueError(f"{path}: unexpected arrays {extra} beside 'x' (and 'mask')")
+    return SequenceDataset.from_sequences([x[i, : lengths[i]] for i in range(len(x))], features=features,
+                                          source=str(path))  # fmt: skip
+
+
+def _read_midi_folder(folder: Path, *, fs: float = 4.0, features=None) -> SequenceDataset:
+    files = sorted(p for p in folder.iterdir() if p.suffix.lower() in (".mid", ".midi"))
+    if not files:
+        raise ValueError(f"{folder}: a folder must hold .mid files; found none")
+    try:
+        import pretty_midi
+    except ImportError:
+        raise ValueError(f"{folder}: reading MIDI needs the midi extra: pip install '.[midi]'") from None
+    rolls = []
+    for file in files:
+        try:
+            roll = pretty_midi.PrettyMIDI(str(file)).get_piano_roll(fs=fs)
+        except Exception as error:  # pretty_midi / mido raise many types on a bad file
+            raise ValueError(f"{file}: not a readable MIDI file ({type(error).__name__}: {error})") from None
+        rolls.append((roll[21:109].T > 0).astype(np.float64))  # 88 keys, MIDI 21..108
+    return SequenceDataset.from_sequences(rolls, ids=[f.stem for f in files],
+                                          features=[f"key{k}" for k in range(21, 109)], source=str(folder))  # fmt: skip
+
+
+# --- helpers ------------------------------------------------------------------------------
+def _mostly_numeric(column) -> bool:
+    """A value column by default: numbers (or booleans) in at least half its non-empty cells.
+
+    A text column (ids, categories) is left out; a number column with a stray bad cell is kept,
+    so that :func:`_numeric` names the cell instead of silently dropping the column.
+    """
+    import pandas as pd
+
+    if pd.api.types.is_numeric_dtype(column):
+        return True
+    filled = column.dropna()
+    filled = filled[filled.astype(str).str.strip() != ""]
+    return len(filled) > 0 and pd.to_numeric(filled, errors="coerce").notna().mean() >= 0.5
+
+
+def _numeric(frame, columns: list[str], source: str, row_offset: int) -> np.ndarray:
+    """``frame[columns]`` as float64 ``[rows, len(columns)]``; a cell that is not a number is one error."""
+    import pandas as pd
+
+    out = np.empty((len(frame), len(columns)))
+    for k, column in enumerate(columns):
+        raw = frame[column]
+        if pd.api.types.is_bool_dtype(raw):
+            out[:, k] = raw.to_numpy(dtype=np.float64)
+            continue
+        values = pd.to_numeric(raw, errors="coerce")
+        bad = values.isna() & raw.notna() & (raw.astype(str).str.strip() != "")
+        if bad.any():
+            row = int(np.flatnonzero(bad.to_numpy())[0])
+            raise ValueError(f"{source}: column {column!r}, row {row + row_offset}: {raw.iloc[row]!r} is not a number")
+        out[:, k] = values.to_numpy(dtype=np.float64, na_value=np.nan)
+    return out
+
+
+def _time_order(frame, ids: np.ndarray, time: str | None, source: str, row_offset: int) -> np.ndarray:
+    """Row order: by series of first appearance, then time (stable); duplicate (series, time) refused."""
+    import pandas as pd
+
+    if time is None:
+        return np.arange(len(frame))
+    raw = frame[time]
+    if raw.isna().any():
+        row = int(np.flatnonzero(raw.isna().to_numpy())[0])
+        raise ValueError(f"{source}: column {time!r}, row {row + row_offset}: empty time")
+    key = raw
+    if not pd.api.types.is_numeric_dtype(raw):
+        try:
+            key = pd.to_datetime(raw, format="mixed")
+        except (ValueError, TypeError):
+            key = raw.astype(str)  # ordered as text (e.g. zero-padded labels)
+    keyed = pd.DataFrame({"series": ids, "time": key.to_numpy(), "row": np.arange(len(frame))})
+    duplicated = keyed.duplicated(["series", "time"], keep=False).to_numpy()
+    if duplicated.any():
+        first = np.flatnonzero(duplicated)[:2]
+        rows = [int(r) + row_offset for r in first]
+        raise ValueError(f"{source}: rows {rows[0]} and {rows[1]}: duplicate (series, time) = "
+                         f"({ids[first[0]]}, {raw.iloc[first[0]]})")  # fmt: skip
+    first_seen = {name: i for i, name in reversed(list(enumerate(ids)))}
+    keyed["series_rank"] = [first_seen[name] for name in ids]
+    return keyed.sort_values(["series_rank", "time"], kind="stable")["row"].to_numpy()
+
+
+def _warn_extreme(sequences: list[np.ndarray], features: list[str], source: str) -> None:
+    """One warning naming each column holding a value :data:`EXTREME` robust spreads from its median."""
+    values = np.concatenate(sequences)
+    median = np.median(values, 0)
+    spread = np.median(np.abs(values - median), 0)
+    spread = np.where(spread > 0, spread, np.abs(values - median).mean(0))
+    far = np.abs(values - median) > EXTREME * np.maximum(spread, 1e-12 * (1 + np.abs(median)))
+    for col in np.flatnonzero(far.any(0)):
+        worst = values[np.argmax(np.abs(values[:, col] - median[col])), col]
+        warnings.warn(f"{source}: column {features[col]!r} holds {int(far[:, col].sum())} extreme value(s), e.g. "
+                      f"{worst:.3g}, over {EXTREME:.0e} robust spreads from its median {median[col]:.3g}: "
+                      "a data error? It will dominate the standardisation and the fit", stacklevel=4)  # fmt: skip
+
+
+def _as_2d(array, name: str) -> np.ndarray:
+    if isinstance(array, torch.Tensor):
+        array = array.detach().cpu().numpy()
+    try:
+        array = np.asarray(array, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name}: expected numbers [T_i, D], got {type(array).__name__}") from None
+    if array.ndim == 1:
+        array = array[:, None]
+    if array.ndim != 2:
+        raise ValueError(f"{name}: expected shape [T_i, D] or [T_i], got {list(array.shape)}")
+    return array
+
+
+def _pad(sequences: list[np.ndarray], dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    lengths = torch.tensor([len(s) for s in sequences])
+    x = torch.zeros(len(sequences), int(lengths.max()), sequences[0].shape[1], dtype=dtype)
+    for i, s in enumerate(sequences):
+        x[i, : len(s)] = torch.as_tensor(s, dtype=dtype)
+    return x, torch.arange(x.shape[1]) < lengths.unsqueeze(1)
+
+
+def _positive_int(value, name: str, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ValueError(f"{name}: expected an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def _fractions(fractions) -> tuple[float, float, float]:
+    try:
+        values = tuple(float(f) for f in fractions)
+    except (TypeError, ValueError):
+        raise ValueError(f"fractions: expected three numbers (train, valid, test), got {fractions!r}") from None
+    if len(values) != 3 or any(not math.isfinite(f) or f <= 0 for f in values) or abs(sum(values) - 1) > 1e-6:
+        raise ValueError(f"fractions: expected three positive numbers summing to 1, got {fractions!r}")
+    return values
+
+
+def _allocate(total: int, fractions) -> list[int]:
+    """``total`` items into three parts near ``fractions``, each at least 1 where ``total >= 3``."""
+    counts = [max(1, int(round(total * f))) for f in fractions[:2]]
+    counts.append(total - sum(counts))
+    while counts[2] < 1 and max(counts[:2]) > 1:
+        counts[int(np.argmax(counts[:2]))] -= 1
+        counts[2] += 1
+    return counts

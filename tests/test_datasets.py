@@ -1,0 +1,187 @@
+"""The library's data type: every format gives the same tensors, splits, standardisation, bad files."""
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from inference.datasets import SequenceDataset, Standardizer
+
+
+def long_frame(lengths=(7, 5, 9, 6), features=2, seed=0) -> pd.DataFrame:
+    """Long format, rows shuffled: series ``s0..``, integer time, ``f0..`` real values and a ``label`` text column."""
+    rng = np.random.default_rng(seed)
+    rows = [{"id": f"s{i}", "step": t, **{f"f{d}": rng.normal(3.0 * d, 1 + d) for d in range(features)},
+             "label": "x"} for i, n in enumerate(lengths) for t in range(n)]  # fmt: skip
+    return pd.DataFrame(rows).sample(frac=1.0, random_state=1).reset_index(drop=True)
+
+
+def expected_tensors(frame: pd.DataFrame):
+    """The padded tensors built by hand: each series sorted by time, in order of first appearance."""
+    order = list(dict.fromkeys(frame["id"]))
+    seqs = [frame[frame["id"] == i].sort_values("step")[["f0", "f1"]].to_numpy() for i in order]
+    x = torch.zeros(len(seqs), max(map(len, seqs)), 2)
+    for i, s in enumerate(seqs):
+        x[i, : len(s)] = torch.tensor(s, dtype=torch.float32)
+    return x, torch.tensor([[t < len(s) for t in range(x.shape[1])] for s in seqs])
+
+
+def test_csv_parquet_npz_and_sequences_give_the_same_tensors(tmp_path):
+    frame = long_frame()
+    x, mask = expected_tensors(frame)
+    frame.to_csv(tmp_path / "d.csv", index=False)
+    frame.to_parquet(tmp_path / "d.parquet")
+    np.savez(tmp_path / "d.npz", x=x.double().numpy(), mask=mask.numpy())
+    np.savez(tmp_path / "each.npz", **{f"s{i}": x[i, : int(mask[i].sum())].double().numpy() for i in range(len(x))})
+    sets = [SequenceDataset.from_file(tmp_path / "d.csv", series="id", time="step"),
+            SequenceDataset.from_file(tmp_path / "d.parquet", series="id", time="step"),
+            SequenceDataset.from_file(tmp_path / "d.npz"), SequenceDataset.from_file(tmp_path / "each.npz"),
+            SequenceDataset.from_sequences([x[i, : int(mask[i].sum())] for i in range(len(x))])]  # fmt: skip
+    for dataset in sets:
+        got_x, got_mask = dataset.padded()
+        assert torch.equal(got_mask, mask) and torch.allclose(got_x, x, atol=1e-6), dataset.source
+    assert sets[0].features == ["f0", "f1"]  # the text column and the id / time columns are not features
+    assert sets[0].ids == list(dict.fromkeys(frame["id"]))
+
+
+def test_no_series_column_is_one_series_in_file_order(tmp_path):
+    frame = pd.DataFrame({"a": [1.0, 2.0, 3.0], "b": [0.5, 0.25, 0.125]})
+    frame.to_csv(tmp_path / "one.csv", index=False)
+    dataset = SequenceDataset.from_file(tmp_path / "one.csv")
+    assert len(dataset) == 1 and dataset.padded()[0][0].tolist() == frame.to_numpy().tolist()
+
+
+def test_standardising_then_inverting_gives_the_original_units():
+    frame = long_frame(lengths=(40, 30, 50, 45, 35, 38))
+    splits = SequenceDataset.from_dataframe(frame, series="id", time="step").split(seed=3)
+    raw = np.concatenate(splits.train.sequences)
+    assert np.allclose(splits.standardizer.mean, raw.mean(0)) and np.allclose(splits.standardizer.scale, raw.std(0))
+    (x, mask), _, (x_test, mask_test) = splits.tensors()
+    assert torch.allclose(x[mask].mean(0), torch.zeros(2), atol=1e-5)
+    assert torch.allclose(x[mask].std(0, unbiased=False), torch.ones(2), atol=1e-4)
+    raw_test, _ = splits.test.padded()
+    back = splits.standardizer.inverse(x_test)
+    assert torch.allclose(back[mask_test], raw_test[mask_test], atol=1e-4)
+    assert torch.equal(x_test[~mask_test], torch.zeros_like(x_test[~mask_test]))  # padding stays zero
+    same = Standardizer.from_dict(splits.standardizer.to_dict())
+    assert torch.allclose(same.inverse_scale(torch.ones(2)), torch.tensor(splits.standardizer.scale).float())
+
+
+def test_binary_data_is_left_in_its_units_and_asks_for_bernoulli():
+    rolls = [(np.random.default_rng(i).random((12, 5)) < 0.3).astype(float) for i in range(6)]
+    dataset = SequenceDataset.from_sequences(rolls)
+    assert dataset.binary and dataset.emission == "bernoulli"
+    assert dataset.split().standardizer.identity
+    assert SequenceDataset.from_sequences([r + 0.5 for r in rolls]).emission == "gaussian"
+
+
+def test_splits_by_series_time_and_column_are_disjoint_and_recorded():
+    frame = long_frame(lengths=(20,) * 10)
+    dataset = SequenceDataset.from_dataframe(frame, series="id", time="step")
+    by_series = dataset.split(fractions=(0.6, 0.2, 0.2), seed=0)
+    ids = [set(part.ids) for part in by_series]
+    assert [len(i) for i in ids] == [6, 2, 2] and not (ids[0] & ids[1] or ids[0] & ids[2] or ids[1] & ids[2])
+    assert by_series.to_dict()["how"] == {"by": "series", "fractions": [0.6, 0.2, 0.2], "seed": 0}
+    assert dataset.split(seed=0).to_dict() == dataset.split(seed=0).to_dict()  # a seed gives the same split
+    by_time = dataset.split(by="time", fractions=(0.5, 0.25, 0.25))
+    assert [part.lengths for part in by_time] == [[10] * 10, [5] * 10, [5] * 10]
+    x, _ = dataset.padded()
+    assert torch.equal(by_time.test.padded()[0], x[:, 15:].float())  # the last quarter of each series
+    frame["part"] = np.where(frame["step"] < 14, "train", np.where(frame["step"] < 17, "valid", "test"))
+    by_column = SequenceDataset.from_dataframe(frame, series="id", time="step", split="part").split()
+    assert [part.lengths[0] for part in by_column] == [14, 3, 3] and by_column.how == {"by": "column"}
+
+
+def test_windows_cut_training_sequences_and_cover_held_out_steps_once():
+    dataset = SequenceDataset.from_sequences([np.arange(20.0)])
+    train = dataset.windows(8, 4)
+    assert [s[:, 0].tolist() for s in train.sequences] == [list(range(a, a + 8)) for a in (0, 4, 8, 12)]
+    held_out = dataset.windows(8, cover=True)
+    assert [len(s) for s in held_out.sequences] == [8, 8, 4]
+    assert np.concatenate(held_out.sequences)[:, 0].tolist() == list(range(20))
+
+
+def test_a_midi_folder_reads_as_binary_piano_rolls(tmp_path):
+    pretty_midi = pytest.importorskip("pretty_midi")
+    for name, pitches in (("a", (60, 64)), ("b", (21, 108))):
+        song = pretty_midi.PrettyMIDI()
+        piano = pretty_midi.Instrument(program=0)
+        piano.notes += [pretty_midi.Note(velocity=90, pitch=p, start=0.0, end=1.0) for p in pitches]
+        song.instruments.append(piano)
+        song.write(str(tmp_path / f"{name}.mid"))
+    dataset = SequenceDataset.from_file(tmp_path, fs=4)
+    assert dataset.binary and dataset.obs_dim == 88 and dataset.ids == ["a", "b"]
+    first = dataset.sequences[0]
+    assert first.shape[0] == 4 and set(np.flatnonzero(first[0])) == {60 - 21, 64 - 21}
+    assert set(np.flatnonzero(dataset.sequences[1][0])) == {0, 87}
+
+
+def _write(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+BAD_FILES = [  # (file name, its text or None for absent, options, words the one line must hold)
+    ("absent.csv", None, {}, ["absent.csv", "no such file"]),
+    ("empty.csv", "", {}, ["empty.csv", "empty"]),
+    ("data.xlsx", "a,b\n1,2\n", {}, ["data.xlsx", "unknown suffix", ".csv"]),
+    ("header.csv", "a,b\n", {}, ["header.csv", "no data rows"]),
+    ("col.csv", "id,t,v\na,0,1\na,1,2\n", {"series": "id", "features": ["w"]}, ["col.csv", "'w'", "not found"]),
+    ("cell.csv", "id,t,v\na,0,1\na,1,oops\na,2,3\n", {"series": "id", "time": "t"},
+     ["cell.csv", "'v'", "row 3", "'oops'", "not a number"]),
+    ("nan.csv", "id,t,v\na,0,1\na,1,\na,2,3\n", {"series": "id", "time": "t"},
+     ["nan.csv", "'v'", "row 3", "series 'a'", "missing='drop-series'"]),
+    ("inf.csv", "id,t,v\na,0,1\na,1,inf\na,2,3\n", {"series": "id", "time": "t"}, ["inf.csv", "'v'", "row 3", "inf"]),
+    ("dup.csv", "id,t,v\na,0,1\na,1,2\na,1,3\n", {"series": "id", "time": "t"},
+     ["dup.csv", "rows 3 and 4", "duplicate (series, time)", "(a, 1)"]),
+    ("short.csv", "id,t,v\na,0,1\na,1,2\nb,0,3\n", {"series": "id", "time": "t"},
+     ["short.csv", "series 'b'", "row 4", "at least 2 steps"]),
+    ("trunc.csv", "id,t,v\na,0,1\na,1,2\na,2", {"series": "id", "time": "t"}, ["trunc.csv", "'v'", "row 4"]),
+    ("split.csv", "id,t,v,s\na,0,1,train\na,1,2,tset\n", {"series": "id", "split": "s"},
+     ["split.csv", "'s'", "row 3", "'tset'"]),
+    ("bad.npz", "not a zip", {}, ["bad.npz", "not a readable .npz"]),
+]
+
+
+@pytest.mark.parametrize("name, text, options, words", BAD_FILES, ids=[row[0] for row in BAD_FILES])
+def test_a_bad_file_gets_one_line_naming_file_column_and_row(tmp_path, name, text, options, words):
+    path = tmp_path / name if text is None else _write(tmp_path, name, text)
+    with pytest.raises(ValueError) as error:
+        SequenceDataset.from_file(path, **options)
+    message = str(error.value)
+    assert "\n" not in message
+    for word in words:
+        assert word in message, (word, message)
+
+
+def test_bad_npz_arrays_are_named(tmp_path):
+    np.savez(tmp_path / "rank.npz", x=np.zeros((3, 4)))
+    np.savez(tmp_path / "mask.npz", x=np.zeros((2, 4, 1)), mask=np.array([[1, 1, 0, 1], [1, 1, 1, 1]], bool))
+    for name, words in (("rank.npz", ["'x'", "[N, T, D]", "[3, 4]"]), ("mask.npz", ["'mask'", "row 0", "first"])):
+        with pytest.raises(ValueError, match="|".join(words[:1])) as error:
+            SequenceDataset.from_file(tmp_path / name)
+        assert all(w in str(error.value) for w in words), str(error.value)
+
+
+def test_missing_drop_series_drops_with_a_warning_and_windows_longer_than_a_series_are_refused(tmp_path):
+    path = _write(tmp_path, "gaps.csv", "id,t,v\na,0,1\na,1,\nb,0,3\nb,1,4\nb,2,5\n")
+    with pytest.warns(UserWarning, match="dropped 1 series"):
+        dataset = SequenceDataset.from_file(path, series="id", time="t", missing="drop-series")
+    assert dataset.ids == ["b"]
+    with pytest.raises(ValueError, match="window 4 is longer than series 'b' \\(3 steps\\)"):
+        dataset.windows(4)
+    with pytest.raises(ValueError, match="missing: expected one of"):
+        SequenceDataset.from_file(path, series="id", missing="zero")
+
+
+def test_an_extreme_value_is_named_in_a_warning(tmp_path):
+    values = "\n".join(f"a,{t},{1e30 if t == 5 else float(t % 3)}" for t in range(20))
+    path = _write(tmp_path, "outlier.csv", "id,t,v\n" + values + "\n")
+    with pytest.warns(UserWarning, match="outlier.csv: column 'v' holds 1 extreme value"):
+        SequenceDataset.from_file(path, series="id", time="t")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        SequenceDataset.from_dataframe(long_frame(), series="id", time="step")  # ordinary data: no warning
