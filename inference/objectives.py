@@ -4,8 +4,10 @@ Every objective maps ``(x [B, T, D], mask [B, T])`` to an :class:`ObjectiveOutpu
 a scalar ``loss`` to minimise (minus the bound summed over sequences, divided by the
 number of valid time steps, so learning rates do not depend on sequence length) and
 the per-sequence ``bound`` in nats, which callers divide by ``num_steps`` to report
-per-time-step figures. Objectives are modules so that ``DistributedDataParallel``
-can wrap them; ``kl_factor`` is the annealing temperature that the training loop sets.
+per-time-step figures; a bound below the dtype's range (an extreme outlier) is held at
+its lowest value, with a warning (:mod:`inference.saturation`). Objectives are modules so
+that ``DistributedDataParallel`` can wrap them; ``kl_factor`` is the annealing temperature
+that the training loop sets.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from torch.distributions import kl_divergence
 
 from .particle_filter import ParticleFilter
 from .protocol import SequenceModel
+from .saturation import saturate
 from .traces import (
     PARTICLE_PLATE,
     check_reparameterized,
@@ -79,6 +82,8 @@ class Objective(nn.Module):
         # (their constraint checks cost SRNN's training step 3% at the paper's sizes)
         with _sharing_context(self.model), pyro.validation_enabled(False):
             bound, surrogate = self.estimate(x, mask)
+        # a bound below the dtype's range is held at its lowest value, with a warning; a NaN is the trainer's to report
+        bound = saturate(bound, name="x", what=f"the {self.kind} bound", failures=False)
         num_steps = mask.sum(1)
         loss = -surrogate.sum() / num_steps.sum().clamp(min=1)
         return ObjectiveOutput(loss=loss, bound=bound, num_steps=num_steps)
@@ -87,6 +92,15 @@ class Objective(nn.Module):
 def _sharing_context(model):
     """The :meth:`~inference.protocol.SequenceModel.sharing_context` of a collection model (others share nothing)."""
     return model.sharing_context() if isinstance(model, SequenceModel) else nullcontext()
+
+
+def _require_density(model) -> None:
+    """ELBO and IWAE run ``model(x, mask)``: a conditional model (programs ``model(x, y, mask)``) must declare them.
+
+    Raises :class:`~inference.protocol.Unsupported` with the model's reason otherwise.
+    """
+    if isinstance(model, SequenceModel) and model.conditional:
+        model.require("latent")
 
 
 class ExactLikelihood(Objective):
@@ -117,6 +131,7 @@ class ELBO(Objective):
 
     def __init__(self, model: nn.Module, *, mean_field: bool = False, num_samples: int = 1):
         super().__init__(model)
+        _require_density(model)
         self.mean_field = mean_field
         self.num_samples = check_positive_int(num_samples, name="num_samples")
 
@@ -169,6 +184,7 @@ class IWAE(Objective):
     def __init__(self, model: nn.Module, num_particles: int = 10, *, max_plate_nesting: int = 1,
                  particle_chunk: int | None = None):
         super().__init__(model)
+        _require_density(model)
         self.num_particles = check_positive_int(num_particles, name="num_particles")
         self.max_plate_nesting = check_positive_int(max_plate_nesting, name="max_plate_nesting")
         self.particle_chunk = self.num_particles if particle_chunk is None else min(

@@ -53,7 +53,7 @@ from inference.protocol import CAPABILITIES, OneStepPredictive, SequenceModel, c
 from inference.resampling import gather_particles, resample
 from inference.state_space import SEQUENCE_PLATE
 from inference.traces import PARTICLE_PLATE
-from inference.validation import check_choice, check_dropout, check_positive_int, check_probability
+from inference.validation import InputTypeError, check_choice, check_dropout, check_positive_int, check_probability
 
 from .nets import SplitInputMLP
 
@@ -401,6 +401,10 @@ class _PFRNNBase(SequenceModel):
             expected = f"{layout} or unbatched [T, D]" if allow_unbatched else layout
             raise ValueError(f"input must have shape {expected} with D = input_size = {self.input_size}, "
                              f"got {tuple(input.shape)}")
+        dtype = self.layers[0].input_projection.weight.dtype
+        if input.dtype != dtype:
+            raise InputTypeError(f"input must have the dtype of the layer's parameters, {dtype}, got {input.dtype}: "
+                                 f"convert one of them, input.to({dtype}) or layer.to({input.dtype})")
         if input.dim() == 2:
             return input.unsqueeze(0)
         return input if batch_first else input.transpose(0, 1)
@@ -654,6 +658,9 @@ class PFRNNPredictor(SequenceModel):
         if not isinstance(x, torch.Tensor) or x.dim() != 3 or x.shape[-1] != self.input_size:
             got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
             raise ValueError(f"x must have shape [B, T, D] with D = {self.input_size}, got {got}")
+        if x.dtype != self.head.weight.dtype:
+            raise InputTypeError(f"x must have the dtype of the predictor's parameters, {self.head.weight.dtype}, "
+                                 f"got {x.dtype}: convert one of them")
         features = self.encoder(x)
         if isinstance(self.rnn, _PFRNNBase):
             return self.rnn.filter(features, mask=mask, generator=generator)
@@ -735,10 +742,13 @@ class PFRNNProgram(SequenceModel):
     conditional = True
     uncondition = "free"
     pyro_prefix = "pf_rnn"
-    capabilities = frozenset({"programs", "latent"})
+    capabilities = frozenset({"programs"})
     limitations = {
         "exact": "the stochastic memory updates make log p(y | x) intractable: Trace_ELBO of these programs, or "
                  "the PF-RNN losses of inference.discriminative, score it",
+        "latent": "a conditional model of targets given inputs: score(x) and the shared ELBO / IWAE bound log p(x) "
+                  "with model(x, mask), while its programs are model(x, y, mask) and bound log p(y | x); use "
+                  "Trace_ELBO of these programs (the PF-RNN ELBO loss) or inference.discriminative",
         "particles": "the filter runs inside the programs (soft resampling between steps), not as a model of x",
         "predictive": "its predictor gives it: PFRNNProgram.predictor.predictive(x, mask, num_samples)",
         "generate": "a conditional model of targets given inputs: it cannot simulate inputs",
