@@ -279,6 +279,10 @@ class ParticleFilter:
                 continue a filter from its final particle set (truncated BPTT). The set is
                 then resampled before the first step, as before any other; default uniform.
         """
+        if not (callable(getattr(model, "start", None)) and callable(getattr(model, "step", None))):
+            raise InputTypeError("model must be a particle model with start(x, mask, num_particles) and "
+                                 "step(state, t, x_t, context) methods (a SequenceModel declaring 'particles'), "
+                                 f"got {type(model).__name__}")  # fmt: skip
         all_valid = mask is None
         x, mask = check_sequences(x, mask, model=model)
         if predictive_samples:
