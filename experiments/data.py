@@ -8,12 +8,22 @@ Real data is read in place from a data folder, never downloaded and never copied
 into the project: ``data_dir`` argument, else the ``PPL_MODELS_DATA`` environment
 variable, else ``../shared/data`` from the working directory or from the project
 root. Each file is checked against the folder's ``SHA256SUMS`` before it is read.
+
+A file that does not hold what its loader expects (a MATLAB file without its array or with
+one of the wrong shape; a CSV file that is empty, holds a header only, has a truncated row
+or a cell that is not a number) is one ``ValueError`` naming the file, the array or column
+and, where there is one, the line. Values are then checked by :func:`check_values`: a
+non-finite value is refused the same way, and an extreme one (see :data:`EXTREME_ABSOLUTE`
+and :data:`EXTREME_SPREADS`) gives one :class:`DataWarning` per file, naming its columns.
 """
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import os
+import re
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,9 +31,20 @@ from pathlib import Path
 import numpy as np
 import torch
 
-__all__ = ["SequenceData", "pad_sequences", "resolve_data_dir", "verified_path", "load_mat"]
+__all__ = ["SequenceData", "pad_sequences", "resolve_data_dir", "verified_path", "load_mat", "mat_array",
+           "CsvTable", "read_csv", "check_values", "DataWarning", "EXTREME_ABSOLUTE", "EXTREME_SPREADS"]
 
 DATA_ENV = "PPL_MODELS_DATA"
+#: a value whose magnitude exceeds this is extreme, whatever its column holds (float32 keeps ~7 digits: such a
+#: value swamps every sum and standardisation it enters)
+EXTREME_ABSOLUTE = 1e15
+#: a value further than this many robust spreads (1.4826 times the median absolute deviation) from its column's
+#: median is extreme; columns whose median absolute deviation is 0 (mostly constant) get the absolute rule only
+EXTREME_SPREADS = 1e6
+
+
+class DataWarning(UserWarning):
+    """A data file holds extreme values (:func:`check_values`); the run goes on, but the file is likely wrong."""
 
 
 @dataclass
@@ -99,11 +120,7 @@ def resolve_data_dir(data_dir: str | os.PathLike | None = None) -> Path:
 def verified_path(relative: str, data_dir: str | os.PathLike | None = None) -> Path:
     """Path of ``relative`` inside the data folder, after checking its SHA-256 against ``SHA256SUMS``."""
     root = resolve_data_dir(data_dir)
-    sums = {}
-    for line in (root / "SHA256SUMS").read_text().splitlines():
-        if line.strip():
-            digest, name = line.split(maxsplit=1)
-            sums[name.lstrip("*").lstrip("./")] = digest
+    sums = _read_sums(root / "SHA256SUMS")
     if relative not in sums:
         raise ValueError(f"{relative!r} is not listed in {root / 'SHA256SUMS'}")
     path = root / relative
@@ -116,13 +133,166 @@ def verified_path(relative: str, data_dir: str | os.PathLike | None = None) -> P
     return path
 
 
-def load_mat(relative: str, data_dir: str | os.PathLike | None = None) -> dict:
+def _read_sums(path: Path) -> dict[str, str]:
+    """``{relative name: sha256 hex digest}`` of a ``sha256sum`` file; a malformed line is a ``ValueError``."""
+    sums = {}
+    for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+        if not line.strip():
+            continue
+        parts = line.split(maxsplit=1)
+        if len(parts) != 2 or not re.fullmatch(r"[0-9a-fA-F]{64}", parts[0]):
+            raise ValueError(f"{path} line {number}: expected '<64 hex digits>  <file>' (sha256sum's format), "
+                             f"got {line.strip()[:80]!r}")  # fmt: skip
+        sums[parts[1].strip().lstrip("*").lstrip("./")] = parts[0].lower()
+    return sums
+
+
+def load_mat(relative: str, data_dir: str | os.PathLike | None = None, *, arrays: Sequence[str] = ()) -> dict:
     """``scipy.io.loadmat`` of a checked data file (:func:`verified_path`); a file it cannot read is a
-    ``ValueError`` naming the file (a matching checksum only says the file is the one listed)."""
+    ``ValueError`` naming the file (a matching checksum only says the file is the one listed), and so is one
+    without each of ``arrays``."""
     from scipy.io import loadmat
 
     path = verified_path(relative, data_dir)
     try:
-        return loadmat(path)
+        raw = loadmat(path)
     except Exception as error:  # scipy raises MatReadError, ValueError, TypeError... on a bad file
         raise ValueError(f"{path} is not a readable MATLAB file ({type(error).__name__}: {error})") from None
+    for name in arrays:
+        if name not in raw:
+            held = sorted(key for key in raw if not key.startswith("__"))
+            raise ValueError(f"{path} has no array {name!r} (it holds {held})")
+    return raw
+
+
+def mat_array(value, where: str, *, ndim: int, min_shape: Sequence[int] = ()) -> np.ndarray:
+    """``value`` (an array read from a file) as a float64 array with ``ndim`` dims, each at least ``min_shape``.
+
+    ``where`` names it in the one-line ``ValueError`` otherwise (e.g. ``"swimmer/x.mat: array 'trajs'"``).
+    """
+    try:
+        array = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"{where} must be a numeric array, got {np.asarray(value).dtype} entries") from None
+    wanted = ", ".join(f">= {m}" for m in min_shape) if min_shape else ", ".join("N" * ndim)
+    if array.ndim != ndim or any(size < least for size, least in zip(array.shape, min_shape)):
+        raise ValueError(f"{where} must have {ndim} dimensions of sizes [{wanted}], got shape {list(array.shape)}")
+    return array
+
+
+@dataclass
+class CsvTable:
+    """A CSV data file's header and rows (every row as long as the header), with each row's line in the file."""
+
+    name: str
+    header: list[str]
+    rows: list[list[str]]
+    lines: list[int]
+
+    def index(self, column: str) -> int:
+        """Position of ``column`` in the header; a ``ValueError`` naming the file if it has none."""
+        if column not in self.header:
+            raise ValueError(f"{self.name} has no column {column!r} (its header: {self.header[:20]})")
+        return self.header.index(column)
+
+    def numbers(self, columns: Sequence[str], parse: Callable[[str], float] = float) -> np.ndarray:
+        """``[rows, len(columns)]`` float64 of ``parse(cell)``; a cell it cannot read names its line and column."""
+        positions = [self.index(c) for c in columns]
+        try:
+            return np.array([[parse(row[p]) for p in positions] for row in self.rows], dtype=np.float64)
+        except (TypeError, ValueError):
+            pass
+        for row, line in zip(self.rows, self.lines):  # find the cell to name
+            for column, position in zip(columns, positions):
+                try:
+                    parse(row[position])
+                except (TypeError, ValueError) as error:
+                    raise ValueError(f"{self.name} line {line}, column {column!r}: {row[position]!r} is not a number"
+                                     f" ({error})") from None  # fmt: skip
+        raise AssertionError("unreachable: some cell failed to parse")
+
+    def where(self, keep: Callable[[list[str]], bool]) -> CsvTable:
+        """The table with only the rows ``keep`` accepts; a ``ValueError`` if none is left."""
+        kept = [(row, line) for row, line in zip(self.rows, self.lines) if keep(row)]
+        if not kept:
+            raise ValueError(f"{self.name} has no data rows (only a header and empty rows)")
+        return CsvTable(self.name, self.header, [row for row, _ in kept], [line for _, line in kept])
+
+
+def read_csv(relative: str, data_dir: str | os.PathLike | None = None, *, delimiter: str = ",") -> CsvTable:
+    """A checked CSV data file (:func:`verified_path`) as a :class:`CsvTable`.
+
+    Refused with one ``ValueError`` naming the file: an empty file, a header without data rows,
+    a row with more or fewer cells than the header (a truncated line names its line), a file
+    that is not text.
+    """
+    path = verified_path(relative, data_dir)
+    header, rows, lines = None, [], []
+    try:
+        with open(path, newline="", encoding="utf-8") as handle:
+            reader = csv.reader(handle, delimiter=delimiter)
+            for row in reader:
+                if not row:  # a blank line
+                    continue
+                if header is None:
+                    header = row
+                elif len(row) != len(header):
+                    raise ValueError(f"{relative} line {reader.line_num}: {len(row)} cells where the header has "
+                                     f"{len(header)} (a truncated or malformed row)")  # fmt: skip
+                else:
+                    rows.append(row)
+                    lines.append(reader.line_num)
+    except (UnicodeDecodeError, csv.Error) as error:
+        raise ValueError(f"{relative} is not a readable CSV file ({error})") from None
+    if header is None:
+        raise ValueError(f"{relative} is empty: expected a header line and data rows")
+    if not rows:
+        raise ValueError(f"{relative} holds a header but no data rows")
+    return CsvTable(relative, header, rows, lines)
+
+
+def check_values(values: np.ndarray, where: str, columns: Sequence[str], *, lines: Sequence[int] | None = None,
+                 allow_nan: bool = False) -> None:
+    """Refuse non-finite values and warn once about extreme ones of ``values [..., C]`` read from a file.
+
+    ``where`` names the file (and array), ``columns`` the ``C`` columns, ``lines`` the file's
+    line of each row of a 2-D table (else a value's place is its index). A NaN, an inf or a value
+    beyond float32's range is a ``ValueError`` naming the first one's column and place
+    (``allow_nan``: NaN marks a missing value and is skipped; the others are still refused). A
+    finite value is extreme if ``|x| >`` :data:`EXTREME_ABSOLUTE` or ``|x - median| >``
+    :data:`EXTREME_SPREADS` robust spreads of its column; the file then gets one
+    :class:`DataWarning` naming each such column, its count and its first such value.
+    """
+    values = np.asarray(values, dtype=np.float64)
+    flat = values.reshape(-1, values.shape[-1])
+
+    def place(row: int) -> str:
+        if lines is not None:
+            return f"line {lines[row]}"
+        return f"index {tuple(int(i) for i in np.unravel_index(row, values.shape[:-1]))}"
+
+    with np.errstate(invalid="ignore"):
+        bad = ~(np.abs(flat) <= np.finfo(np.float32).max)  # the models compute in float32
+    if allow_nan:
+        bad &= ~np.isnan(flat)
+    if bad.any():
+        row, column = map(int, np.argwhere(bad)[0])
+        raise ValueError(f"{where}, column {columns[column]!r}, {place(row)}: {flat[row, column]:g} is not a finite "
+                         f"float32 number ({int(bad.sum())} such values in the file)")  # fmt: skip
+    found = []
+    for column in range(flat.shape[1]):
+        finite = flat[:, column][np.isfinite(flat[:, column])]
+        if finite.size == 0:
+            continue
+        median = np.median(finite)
+        spread = 1.4826 * np.median(np.abs(finite - median))
+        extreme = np.abs(flat[:, column]) > EXTREME_ABSOLUTE
+        if spread > 0:
+            extreme |= np.abs(flat[:, column] - median) > EXTREME_SPREADS * spread
+        if extreme.any():
+            row = int(np.argmax(extreme))
+            found.append(f"column {columns[column]!r} ({int(extreme.sum())}, first {flat[row, column]:.3g} at "
+                         f"{place(row)})")  # fmt: skip
+    if found:
+        warnings.warn(f"{where}: extreme values (|x| > {EXTREME_ABSOLUTE:g}, or > {EXTREME_SPREADS:g} robust spreads "
+                      f"from the column's median) in {'; '.join(found)}: check the file", DataWarning, stacklevel=2)

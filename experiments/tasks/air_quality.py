@@ -9,10 +9,11 @@ import torch
 
 from inference.validation import check_positive_int
 
-from ..data import SequenceData, verified_path
+from ..data import SequenceData, check_values, read_csv
 
-__all__ = ["air_quality", "AIR_QUALITY_SENSORS"]
+__all__ = ["air_quality", "AIR_QUALITY_SENSORS", "AIR_QUALITY_FILE"]
 
+AIR_QUALITY_FILE = "air_quality/AirQualityUCI.csv"
 
 AIR_QUALITY_SENSORS = ("PT08.S1(CO)", "PT08.S2(NMHC)", "PT08.S3(NOx)", "PT08.S4(NO2)", "PT08.S5(O3)")
 
@@ -29,19 +30,20 @@ def air_quality(
     hour precedes a training hour); values are standardised by the training windows'
     per-sensor mean and standard deviation.
     """
-    import csv
-
     check_positive_int(window, name="window")
     train_share, valid_share = fractions
     if not (0 < train_share and 0 < valid_share and train_share + valid_share < 1):
         raise ValueError(f"fractions must be two positive shares summing below 1, got {fractions!r}")
-    with open(verified_path("air_quality/AirQualityUCI.csv", data_dir), newline="") as handle:
-        rows = [row for row in csv.DictReader(handle, delimiter=";") if row.get("Date")]
-    values = np.array([[float(row[c].replace(",", ".")) for c in AIR_QUALITY_SENSORS] for row in rows])
+    table = read_csv(AIR_QUALITY_FILE, data_dir, delimiter=";")
+    table = table.where(lambda row: bool(row[table.index("Date")]))  # the file ends in rows of empty cells
+    values = table.numbers(AIR_QUALITY_SENSORS, parse=lambda text: float(text.replace(",", ".")))
     hours = np.arange(len(values))
-    for column in values.T:
+    for name, column in zip(AIR_QUALITY_SENSORS, values.T):
         missing = column == -200
+        if missing.all():
+            raise ValueError(f"{AIR_QUALITY_FILE}, column {name!r}: every value is missing (-200)")
         column[missing] = np.interp(hours[missing], hours[~missing], column[~missing])
+    check_values(values, AIR_QUALITY_FILE, AIR_QUALITY_SENSORS, lines=table.lines)
     count = len(values) // window
     if count < 3:
         raise ValueError(f"window={window} leaves fewer than 3 sequences of {len(values)} hours")

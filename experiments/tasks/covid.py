@@ -33,7 +33,6 @@ runs with different transforms compare.
 
 from __future__ import annotations
 
-import csv
 import datetime
 import os
 from dataclasses import dataclass, field
@@ -43,7 +42,7 @@ import torch
 
 from inference.validation import check_choice, check_positive_int
 
-from ..data import SequenceData, verified_path
+from ..data import SequenceData, check_values, read_csv
 
 __all__ = ["CovidData", "covid_deaths", "COVID_FILE", "WINDOW_START", "OBSERVED_DAYS", "FORECAST_DAYS", "TRANSFORMS"]
 
@@ -117,22 +116,25 @@ def covid_deaths(data_dir: str | os.PathLike | None = None, min_deaths: int = 10
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ValueError(f"seed must be an int >= 0, got {seed!r}")
     check_choice(transform, TRANSFORMS, name="transform")
-    with open(verified_path(COVID_FILE, data_dir), newline="") as handle:
-        reader = csv.reader(handle)
-        header = next(reader)
-        rows = list(reader)
-    first = header.index("Population") + 1  # the dates follow the row's description
-    dates = [datetime.datetime.strptime(d, "%m/%d/%y").date() for d in header[first:]]
-    start = dates.index(WINDOW_START)
+    table = read_csv(COVID_FILE, data_dir)
+    first = table.index("Population") + 1  # the dates follow the row's description
+    dates = []
+    for text in table.header[first:]:
+        try:
+            dates.append(datetime.datetime.strptime(text, "%m/%d/%y").date())
+        except ValueError:
+            raise ValueError(f"{COVID_FILE}: column {text!r} after 'Population' is not a date m/d/yy") from None
     days = OBSERVED_DAYS + FORECAST_DAYS
+    start = dates.index(WINDOW_START) if WINDOW_START in dates else -1
     if start < 1 or start + days > len(dates):
         raise ValueError(f"{COVID_FILE} does not cover the day before {WINDOW_START} and {days} days from it")
-    cumulative = np.array([[float(v) for v in row[first:]] for row in rows])
+    cumulative = table.numbers(table.header[first:])
+    check_values(cumulative, COVID_FILE, table.header[first:], lines=table.lines)
     keep = cumulative[:, -1] >= min_deaths
     if keep.sum() < 3:
         raise ValueError(f"min_deaths={min_deaths} keeps {int(keep.sum())} rows: fewer than one per split")
-    key = header.index("Combined_Key")
-    names = [row[key] for row, kept in zip(rows, keep) if kept]
+    key = table.index("Combined_Key")
+    names = [row[key] for row, kept in zip(table.rows, keep) if kept]
     daily = np.clip(np.diff(cumulative[keep], axis=1), 0, None)[:, start - 1 : start - 1 + days]
     scale = np.maximum(daily[:, :OBSERVED_DAYS].max(1), 1.0)
     x = torch.as_tensor(_transformed(daily, scale, transform), dtype=torch.float32).unsqueeze(-1)

@@ -22,7 +22,7 @@ from matplotlib.figure import Figure
 from inference.io import atomic_write
 from inference.validation import check_positive_int
 
-from ..data import SequenceData, load_mat, pad_sequences
+from ..data import SequenceData, load_mat, mat_array, pad_sequences
 
 __all__ = ["NUM_KEYS", "LOWEST_PITCH", "POLYPHONIC", "polyphonic", "plot_piano_roll", "write_midi", "read_midi_roll"]
 
@@ -279,12 +279,27 @@ def polyphonic(
     for key, value in (("train_chunk", train_chunk), ("max_sequences", max_sequences)):
         if value is not None:
             check_positive_int(value, name=key)
-    raw = load_mat(f"polyphonic/{POLYPHONIC[name]}", data_dir)
+    relative = f"polyphonic/{POLYPHONIC[name]}"
+    raw = load_mat(relative, data_dir, arrays=("traindata", "validdata", "testdata"))
     splits = []
     for key in ("traindata", "validdata", "testdata"):
-        rolls = list(raw[key].ravel())[:max_sequences]
+        rolls = _piano_rolls(raw[key], f"{relative}: array {key!r}")[:max_sequences]
         if key == "traindata" and train_chunk is not None:
             rolls = [roll[start : start + train_chunk] for roll in rolls for start in range(0, len(roll), train_chunk)]
         splits.append(pad_sequences(rolls))
     notes = "".join(f", {k}={v}" for k, v in (("train_chunk", train_chunk), ("max_sequences", max_sequences)) if v)
     return SequenceData(*splits, description=f"polyphonic music: {POLYPHONIC[name]} (88 keys{notes})", binary=True)
+
+
+def _piano_rolls(cells, where: str) -> list[np.ndarray]:
+    """The ``[T_i, 88]`` binary rolls of a MATLAB cell array; a ``ValueError`` naming ``where`` and the roll if not."""
+    rolls = list(np.asarray(cells, dtype=object).ravel())
+    if not rolls:
+        raise ValueError(f"{where} holds no sequences")
+    for i, roll in enumerate(rolls):
+        roll = mat_array(roll, f"{where}, sequence {i}", ndim=2, min_shape=(1, 88))
+        if roll.shape[1] != 88 or not np.isin(roll, (0.0, 1.0)).all():
+            raise ValueError(f"{where}, sequence {i} must be a [T, 88] piano roll of 0s and 1s, got shape "
+                             f"{list(roll.shape)} with values {np.unique(roll)[:5].tolist()}...")  # fmt: skip
+        rolls[i] = roll
+    return rolls

@@ -6,7 +6,7 @@ import os
 
 import torch
 
-from ..data import SequenceData, load_mat
+from ..data import SequenceData, check_values, load_mat, mat_array
 
 __all__ = ["swimmer", "SWIMMER_OBSERVATIONS"]
 
@@ -28,6 +28,9 @@ def swimmer(
     25 trajectories are split 20/5 into train and test, as in the PSRNN paper (``test`` is then
     unused; validation stays the ``valid`` file). Values are standardised by the training
     split's per-column mean and standard deviation.
+
+    Each file must hold an array ``trajs`` of shape ``[N, T, >= 11]`` (``N > 20`` for the paper's
+    split) of finite numbers; extreme values warn (:func:`experiments.data.check_values`).
     """
     if not isinstance(paper_split, bool):
         raise TypeError(f"paper_split must be a bool, got {paper_split!r}")
@@ -36,11 +39,20 @@ def swimmer(
     for split, mix in names.items():
         if mix not in ("0.0", "0.5", "0.8", "1.0"):
             raise ValueError(f"{split} must be one of '0.0', '0.5', '0.8', '1.0', got {mix!r}")
-        trajs = load_mat(f"swimmer/swimmers_trajs_{mix}.mat", data_dir)["trajs"]
-        arrays[split] = torch.as_tensor(trajs[..., list(SWIMMER_OBSERVATIONS)], dtype=torch.float32)
+        relative = f"swimmer/swimmers_trajs_{mix}.mat"
+        where = f"{relative}: array 'trajs'"
+        least = PAPER_TRAIN + 1 if paper_split and split != "valid" else 1
+        trajs = mat_array(load_mat(relative, data_dir, arrays=("trajs",))["trajs"], where, ndim=3,
+                          min_shape=(least, 2, max(SWIMMER_OBSERVATIONS) + 1))  # fmt: skip
+        observed = trajs[..., list(SWIMMER_OBSERVATIONS)]
+        check_values(observed, where, [f"trajs[..., {c}]" for c in SWIMMER_OBSERVATIONS])
+        arrays[split] = torch.as_tensor(observed, dtype=torch.float32)
     if paper_split:
         arrays["train"], arrays["test"] = arrays["train"][:PAPER_TRAIN], arrays["test"][PAPER_TRAIN:]
     mean, std = arrays["train"].mean((0, 1)), arrays["train"].std((0, 1))
+    if not bool((std > 0).all()):
+        raise ValueError(f"swimmer/swimmers_trajs_{train}.mat: observation columns {SWIMMER_OBSERVATIONS} of "
+                         f"the training split must vary (standard deviations {std.tolist()})")  # fmt: skip
     splits = [((v - mean) / std, torch.ones(v.shape[:2], dtype=torch.bool)) for v in arrays.values()]
     where = f"train {train}[:20], valid {valid}, test {train}[20:]" if paper_split else \
         f"train {train}, valid {valid}, test {test}"  # fmt: skip

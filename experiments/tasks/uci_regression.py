@@ -67,7 +67,7 @@ import torch
 from inference.calibration import calibration_summary, pit, plot_pit_ecdf, plot_predictive_bands
 from inference.validation import check_choice, check_positive_int
 
-from ..data import verified_path
+from ..data import CsvTable, check_values, read_csv
 
 __all__ = ["RegressionData", "AIR_TARGETS", "AIR_INPUTS", "PM25_INPUTS", "WIND_DIRECTIONS", "build_windows",
            "air_quality_regression", "pm25_regression", "predictive_samples", "evaluate_regression"]  # fmt: skip
@@ -121,6 +121,17 @@ class RegressionData:
 
 
 # --------------------------------------------------------------------------- argument checks
+
+
+def _times(table: CsvTable, columns: str, parse) -> list[datetime]:
+    """``parse(row)`` of every row of ``table``; a row it cannot read is a ``ValueError`` naming its line."""
+    times = []
+    for row, line in zip(table.rows, table.lines):
+        try:
+            times.append(parse(row))
+        except ValueError as error:
+            raise ValueError(f"{table.name} line {line}, columns {columns}: not a time ({error})") from None
+    return times
 
 
 def _check_options(window, stride, fractions, lagged_target, max_windows) -> tuple[int, int, tuple[float, float]]:
@@ -268,20 +279,24 @@ def air_quality_regression(target: str = "NO2(GT)", window: int = 24, stride: in
     columns of :func:`build_windows` (``D = 15`` with the lag). Other options: see
     :func:`build_windows`; ``data_dir``: the shared data folder.
     """
-    import csv
-
     check_choice(target, AIR_TARGETS, name="target")
     _check_options(window, stride, fractions, lagged_target, max_windows)
-    with open(verified_path(AIR_FILE, data_dir), newline="") as handle:
-        rows = [row for row in csv.DictReader(handle, delimiter=";") if row.get("Date")]
+    table = read_csv(AIR_FILE, data_dir, delimiter=";")
+    table = table.where(lambda row: bool(row[table.index("Date")]))  # the file ends in rows of empty cells
 
     def number(text: str) -> float:
         value = float(text.replace(",", "."))
+        if math.isnan(value):
+            raise ValueError("NaN: the file marks a missing value by -200")
         return math.nan if value == -200 else value
 
-    measured = np.array([[number(row[c]) for c in AIR_INPUTS] for row in rows])
-    values = np.array([number(row[target]) for row in rows])
-    times = [datetime.strptime(row["Date"] + " " + row["Time"], "%d/%m/%Y %H.%M.%S") for row in rows]
+    measured = table.numbers(AIR_INPUTS, parse=number)
+    values = table.numbers((target,), parse=number)[:, 0]
+    check_values(np.column_stack([measured, values]), AIR_FILE, (*AIR_INPUTS, target), lines=table.lines,
+                 allow_nan=True)  # fmt: skip
+    date, hour = table.index("Date"), table.index("Time")
+    times = _times(table, "Date and Time", lambda row: datetime.strptime(f"{row[date]} {row[hour]}",
+                                                                         "%d/%m/%Y %H.%M.%S"))  # fmt: skip
     data = build_windows(measured, AIR_INPUTS, values, times, target_name=target, units=AIR_TARGETS[target],
                          window=window, stride=stride, fractions=fractions, lagged_target=lagged_target,
                          max_windows=max_windows, name="UCI air quality")  # fmt: skip
@@ -297,22 +312,26 @@ def pm25_regression(window: int = 24, stride: int | None = None, fractions: Sequ
     :data:`WIND_DIRECTIONS` and the derived columns of :func:`build_windows` (``D = 16`` with
     the lag). The file's ``pm2.5_{1,2,3}ago`` columns are ignored.
     """
-    import csv
-
     _check_options(window, stride, fractions, lagged_target, max_windows)
-    with open(verified_path(PM25_FILE, data_dir), newline="") as handle:
-        rows = list(csv.DictReader(handle))
+    table = read_csv(PM25_FILE, data_dir)
 
     def number(text: str) -> float:
-        return math.nan if text in ("NA", "") else float(text)
+        value = math.nan if text in ("NA", "") else float(text)
+        if math.isnan(value) and text not in ("NA", ""):
+            raise ValueError("NaN: the file marks a missing value by NA")
+        return value
 
-    measured = np.array([[number(row[c]) for c in PM25_INPUTS] for row in rows])
-    values = np.array([number(row["pm2.5"]) for row in rows])
-    unknown = sorted({row["cbwd"] for row in rows} - set(WIND_DIRECTIONS))
+    measured = table.numbers(PM25_INPUTS, parse=number)
+    values = table.numbers(("pm2.5",), parse=number)[:, 0]
+    check_values(np.column_stack([measured, values]), PM25_FILE, (*PM25_INPUTS, "pm2.5"), lines=table.lines,
+                 allow_nan=True)  # fmt: skip
+    directions = [row[table.index("cbwd")] for row in table.rows]
+    unknown = sorted(set(directions) - set(WIND_DIRECTIONS))
     if unknown:
         raise ValueError(f"{PM25_FILE}: unexpected wind directions {unknown}")
-    wind = np.array([[row["cbwd"] == d for d in WIND_DIRECTIONS] for row in rows], dtype=float)
-    times = [datetime(int(row["year"]), int(row["month"]), int(row["day"]), int(row["hour"])) for row in rows]
+    wind = np.array([[direction == d for d in WIND_DIRECTIONS] for direction in directions], dtype=float)
+    stamp = [table.index(c) for c in ("year", "month", "day", "hour")]
+    times = _times(table, "year, month, day and hour", lambda row: datetime(*(int(row[i]) for i in stamp)))
     data = build_windows(measured, PM25_INPUTS, values, times, categorical=wind,
                          categorical_names=tuple(f"wind {d}" for d in WIND_DIRECTIONS), target_name="pm2.5",
                          units="ug/m3", window=window, stride=stride, fractions=fractions,
