@@ -49,7 +49,6 @@ Gradient modes:
 from __future__ import annotations
 
 import math
-import warnings
 from collections import deque
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
@@ -58,6 +57,7 @@ import pyro
 import torch
 
 from .resampling import SCHEMES, gather_particles, normalize, normalize_with_total, resample_adaptive
+from .saturation import raise_failures, warn_saturated
 from .validation import (
     InputTypeError,
     check_choice,
@@ -420,22 +420,15 @@ def _report_failures(increments: torch.Tensor, lowest: float) -> None:
 
     ``increments [B, T]`` are the per-step log-evidence increments (0 at padding): NaN or +inf
     where some incremental weight was, ``lowest`` (log K is below its round-off) where every
-    one was held there. Checked once after the loop, so the hot loop reads nothing per step.
+    one was held there. Checked once after the loop, so the hot loop reads nothing per step;
+    reported as every engine reports them (:mod:`inference.saturation`).
     """
-    failures = ~torch.isfinite(increments)
-    if bool(failures.any()):
-        sequence, step = (int(i) for i in failures.nonzero()[0])
-        raise ValueError(f"the model's incremental log-weight is NaN or +inf at step {step} of sequence {sequence} "
-                         f"(x[{sequence}, {step}]): a model or proposal that cannot score this observation")
-    saturated = increments == lowest
-    if bool(saturated.any()):
-        sequence, step = (int(i) for i in saturated.nonzero()[0])
-        dtype = increments.dtype
-        warnings.warn(f"every particle's log-weight fell below the {dtype} range (-inf) at step {step} of sequence "
-                      f"{sequence} (x[{sequence}, {step}]): an observation outside the model's support or so far "
-                      f"out that its log-density overflows; the weights there are held at the dtype's lowest value "
-                      f"(uniform), so the log-evidence is an upper bound; use float64 or rescale the data",
-                      RuntimeWarning, stacklevel=3)
+    raise_failures(~torch.isfinite(increments), what="the model's incremental log-weight",
+                   cause="a model or proposal that cannot score this observation, or whose network overflowed on "
+                         "it or on an earlier value of the sequence; rescale the data or use float64")  # fmt: skip
+    warn_saturated(increments == lowest, dtype=increments.dtype, what="every particle's log-weight",
+                   consequence="the weights there are held at the dtype's lowest value (uniform), so the "
+                               "log-evidence is an upper bound", stacklevel=4)  # fmt: skip
 
 
 def _select(valid: torch.Tensor | None, new: torch.Tensor, old: torch.Tensor) -> torch.Tensor:

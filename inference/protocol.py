@@ -50,6 +50,7 @@ from torch import nn
 
 from .forecast import forecast as _forecast_particles
 from .particle_filter import ParticleFilter
+from .saturation import saturate
 from .validation import check_positive_int, check_sequences
 
 __all__ = ["CAPABILITIES", "ESTIMATORS", "UNCONDITION", "SequenceModel", "OneStepPredictive", "Generation", "Score",
@@ -201,7 +202,10 @@ class SequenceModel(nn.Module):
 
         ``estimator``: ``"exact"``, ``"elbo"``, ``"iwae"`` or ``"smc"`` (:data:`ESTIMATORS` says
         which capability each needs); by default the best the model declares: exact, else SMC,
-        else IWAE. ``num_particles``: ``K`` of IWAE-K and SMC-K.
+        else IWAE. ``num_particles``: ``K`` of IWAE-K and SMC-K. A log-density below the dtype's
+        range (a float32 outlier of 1e30) is held at the dtype's lowest value, with one
+        ``RuntimeWarning``; a model whose network overflows on such a value (NaN) raises one
+        ``ValueError`` naming the step (:mod:`inference.saturation`).
         """
         from .objectives import ELBO, IWAE  # the objectives import this module
 
@@ -264,8 +268,13 @@ class SequenceModel(nn.Module):
 
 def exact_predictive(distribution, x: torch.Tensor, mask: torch.Tensor, samples: torch.Tensor | None,
                      source: str = "the exact predictive") -> OneStepPredictive:  # fmt: skip
-    """The one-step predictive of an exact ``p(x_t | x_{<t})`` (batch ``[B, T]``, event ``[D]``) and its ``samples``."""
-    return OneStepPredictive(samples, distribution.mean, distribution.log_prob(x) * mask, source)
+    """The one-step predictive of an exact ``p(x_t | x_{<t})`` (batch ``[B, T]``, event ``[D]``) and its ``samples``.
+
+    A log density below the dtype's range is held at its lowest value, with a warning, as the
+    filter's increments are (:func:`inference.saturation.saturate`).
+    """
+    log_density = saturate(distribution.log_prob(x), mask, what="the one-step log-density")
+    return OneStepPredictive(samples, distribution.mean, log_density, source)
 
 
 @torch.no_grad()

@@ -60,8 +60,10 @@ def check_sequences(
             has one (e.g. binary entries for a Bernoulli emission).
 
     Returns:
-        ``x`` (with NaN or inf in the padding replaced by 0, so that no engine multiplies
-        them into a result) and ``mask`` as a bool tensor ``[B, T]`` on ``x``'s device.
+        ``x`` and ``mask`` as a bool tensor ``[B, T]`` on ``x``'s device. Where a mask is given,
+        ``x`` is a new tensor with the padding set to 0 (the caller's is left as it is), so that
+        nothing the padding holds (NaN, inf, 1e30) reaches a network, a distribution's checks or
+        a product with the mask; the valid steps, and gradients through them, are unchanged.
     """
     if not isinstance(x, torch.Tensor):
         raise InputTypeError(f"{name} must be a torch.Tensor of shape [B, T, D], got {type(x).__name__}")
@@ -80,7 +82,8 @@ def check_sequences(
         raise ValueError(f"{name} has no time steps: expected T >= 1, got shape {tuple(x.shape)}")
     if feature_size is not None and features != feature_size:
         raise ValueError(f"{name} must have {feature_size} features (last dim), got {features}")
-    if mask is None:
+    given = mask is not None
+    if not given:
         mask = torch.ones(batch, steps, dtype=torch.bool, device=x.device)
     else:
         if not isinstance(mask, torch.Tensor):
@@ -96,12 +99,11 @@ def check_sequences(
                 "mask must mark a prefix of each sequence (valid steps first, padding after); "
                 "got a True after a False"
             )
+    if given:  # the padding is never read: make it harmless (no device sync, so also inside a graph capture)
+        x = torch.where(mask.unsqueeze(-1), x, x.new_zeros(()))
     if value_checks_enabled():
-        finite = torch.isfinite(x.detach())
-        if not bool(finite[mask].all()):
+        if not bool(torch.isfinite(x.detach()).all()):
             raise ValueError(f"{name} contains NaN or inf at valid (unmasked) steps")
-        if not bool(finite.all()):  # only the padding: it is never read, so make it harmless
-            x = torch.where(mask.unsqueeze(-1), x, x.new_zeros(()))
         check_values = getattr(model, "check_values", None)
         if callable(check_values):
             check_values(x, mask, name=name)

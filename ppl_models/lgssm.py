@@ -23,6 +23,7 @@ from torch import nn
 from torch.distributions import constraints, transform_to
 
 from inference.protocol import Generation, OneStepPredictive, check_num_samples, exact_predictive
+from inference.saturation import saturated_sum
 from inference.state_space import MarkovStateSpace
 from inference.validation import check_choice, check_positive_int, check_sequences
 
@@ -236,8 +237,13 @@ class LinearGaussianSSM(MarkovStateSpace):
                             stacked["ym"], stacked["yc"])
 
     def log_likelihood(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-        """Exact ``log p(x_{1:T_b})`` per sequence, ``[B]`` (differentiable in the parameters)."""
-        return self.kalman_filter(x, mask).log_likelihood
+        """Exact ``log p(x_{1:T_b})`` per sequence, ``[B]`` (differentiable in the parameters).
+
+        A step below the dtype's range is held at its lowest value, with a warning
+        (:func:`inference.saturation.saturated_sum`).
+        """
+        steps = self.kalman_filter(x, mask).log_likelihood_steps  # 0 at padding
+        return saturated_sum(steps, what=f"{type(self).__name__}'s log-density")
 
     def predictive_distribution(self, x: torch.Tensor, mask: torch.Tensor | None = None):
         """Exact ``p(x_t | x_{<t})`` for every step: batch shape ``[B, T]``, event ``[Dx]``."""

@@ -34,6 +34,7 @@ import torch
 from torch import nn
 
 from inference.protocol import Generation, OneStepPredictive, SequenceModel, check_num_samples, exact_predictive
+from inference.saturation import saturated_sum
 from inference.state_space import SEQUENCE_PLATE
 from inference.validation import check_choice, check_positive_int, check_sequences
 
@@ -64,9 +65,15 @@ class ExactPredictiveModel(SequenceModel):
         raise NotImplementedError
 
     def log_likelihood(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-        """Exact ``log p(x_{1:T_b})`` per sequence, ``[B]``."""
+        """Exact ``log p(x_{1:T_b})`` per sequence, ``[B]``.
+
+        A step whose log-density falls below the dtype's range is held at its lowest value, with a
+        warning; a NaN raises (:func:`inference.saturation.saturated_sum`).
+        """
         x, mask = check_sequences(x, mask, model=self)
-        return (self.predictive_distribution(x, mask).log_prob(x) * mask).sum(1)
+        with pyro.validation_enabled(False):  # x is checked; a parameter a network overflowed to NaN raises below
+            log_p = self.predictive_distribution(x, mask).log_prob(x)
+        return saturated_sum(log_p, mask, what=f"{type(self).__name__}'s log-density")
 
     @torch.no_grad()
     def predictive(self, x: torch.Tensor, mask: torch.Tensor | None = None, num_samples: int = 100, *,
@@ -78,9 +85,10 @@ class ExactPredictiveModel(SequenceModel):
         """
         num_samples = check_num_samples(num_samples)
         x, mask = check_sequences(x, mask, model=self)
-        exact = self.predictive_distribution(x, mask)
-        samples = self.predictive_samples(x, mask, num_samples, exact) if num_samples else None
-        return exact_predictive(exact, x, mask, samples, self.predictive_source)
+        with pyro.validation_enabled(False):  # as in log_likelihood: exact_predictive reports a NaN
+            exact = self.predictive_distribution(x, mask)
+            samples = self.predictive_samples(x, mask, num_samples, exact) if num_samples else None
+            return exact_predictive(exact, x, mask, samples, self.predictive_source)
 
     #: where :meth:`predictive`'s draws come from, for reports
     predictive_source = "the exact predictive"
