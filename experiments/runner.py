@@ -365,17 +365,21 @@ def evaluate_model(model, data, config: EvaluateConfig, run_dir: str | Path | No
 def refit_noise(model, data, refit: str) -> dict | None:
     """Refit a one-step predictor's noise on the validation split, in eval mode (:meth:`OneStepPredictor.calibrate`).
 
-    Returns what was fit (the refit, the split, the scale's bias and state weights, the
-    degrees of freedom), or ``None`` for ``refit="none"`` and models that are not one-step predictors.
+    The refit is checked first (``check=True``): kept only if its two-fold held-out NLPD on the
+    validation split (fit on one half, scored on the other) beats the trained noise's. Returns the
+    verdict (``kept``, ``nlpd_refit``, ``nlpd_unrefit`` in nats per step) and the noise in use
+    after it (the scale's bias, state weights and log-scale range, the degrees of freedom), or
+    ``None`` for ``refit="none"`` and models that are not one-step predictors.
     """
     if refit == "none" or not isinstance(model, OneStepPredictor):
         return None
     device = next(model.parameters()).device
     x, mask = data.valid
     model.eval()
-    model.calibrate(x.to(device), mask.to(device), refit)
-    return {"refit": refit, "split": "valid", "log_scale": model.log_noise_scale.tolist(),
-            "state_weight": model.noise_weight.tolist(), "df": model.noise_df.tolist()}
+    model.calibrate(x.to(device), mask.to(device), refit, check=True)
+    return {**model.refit_check, "split": "valid", "check": "two-fold on the validation split",
+            "log_scale": model.log_noise_scale.tolist(), "state_weight": model.noise_weight.tolist(),
+            "log_scale_range": model.noise_log_scale_range.tolist(), "df": model.noise_df.tolist()}
 
 
 def _posterior_data(model, x, mask, draws: int, device):

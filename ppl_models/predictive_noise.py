@@ -14,6 +14,13 @@ held-out likelihood (:func:`choose_shape`). :func:`fit_noise` fits ``b``, ``W`` 
 maximum likelihood (the empirical shape takes the Gaussian fit's scale);
 :meth:`~ppl_models.predictors.OneStepPredictor.calibrate` applies it and
 :func:`noise_distribution` builds the distribution.
+
+A state-dependent scale is not trusted beyond its data (a linear log-scale extrapolates
+exponentially): :meth:`NoiseFit.log_scales` clamps each feature ``f`` to the range it spans on
+the rows fit, and ``log sigma`` to the range the fit spans there (floored at
+:data:`SCALE_FLOOR`), so states unlike the fitting data cannot give absurd scales.
+:func:`check_refit` judges a refit against the noise in place by two-fold held-out log
+predictive density.
 """
 
 from __future__ import annotations
@@ -24,8 +31,8 @@ from dataclasses import dataclass
 import torch
 from pyro.distributions import Categorical, MixtureSameFamily, Normal, StudentT
 
-__all__ = ["NOISE_REFITS", "AUTO_SHAPES", "DF_RANGE", "SHAPE_POINTS", "NoiseFit", "fit_noise", "choose_shape",
-           "parse_refit", "noise_distribution"]
+__all__ = ["NOISE_REFITS", "AUTO_SHAPES", "DF_RANGE", "SHAPE_POINTS", "SCALE_FLOOR", "NoiseFit", "RefitCheck",
+           "fit_noise", "choose_shape", "check_refit", "parse_refit", "noise_distribution", "bounded_log_scale"]
 
 #: refits of :func:`fit_noise` by name: (shape of ``eps``, does the scale depend on the state?)
 NOISE_REFITS = {"auto+state": ("auto", True), "student-t+state": ("student-t", True),
@@ -37,18 +44,56 @@ AUTO_SHAPES = ("student-t", "empirical")
 DF_RANGE = (1.05, 1000.0)
 #: quantiles per feature that summarise an empirical shape
 SHAPE_POINTS = 200
+#: the smallest scale a refit gives
+SCALE_FLOOR = 1e-3
 
 
 @dataclass
 class NoiseFit:
     """A fitted noise: ``log_scale [D]`` (``b``), ``weight [F, D]`` (``W``), ``df [D]`` (``inf`` unless Student-t),
-    ``shape_points [D, Q]`` and ``bandwidth [D]`` of an empirical shape (``Q = 0`` otherwise)."""
+    ``shape_points [D, Q]`` and ``bandwidth [D]`` of an empirical shape (``Q = 0`` otherwise), and the
+    bounds of a state-dependent scale: ``log_scale_range [2, D]``, the lowest and highest ``b + f^T W`` on
+    the rows fit (``-inf, inf`` without features, where the scale is one number per feature), and
+    ``feature_range [2, F]``, the lowest and highest ``f`` there."""
 
     log_scale: torch.Tensor
     weight: torch.Tensor
     df: torch.Tensor
     shape_points: torch.Tensor
     bandwidth: torch.Tensor
+    log_scale_range: torch.Tensor
+    feature_range: torch.Tensor
+
+    def log_scales(self, features: torch.Tensor | None) -> torch.Tensor:
+        """``log sigma [N, D]`` (``[D]`` without features) at ``features [N, F]``, both clamped to their ranges."""
+        if features is None:
+            return self.log_scale
+        return bounded_log_scale(self.log_scale, self.weight, features.to(self.weight), self.log_scale_range,
+                                 self.feature_range)  # fmt: skip
+
+    def log_density(self, residuals: torch.Tensor, features: torch.Tensor | None = None) -> torch.Tensor:
+        """``log p(r_n) [N]`` of ``residuals [N, D]`` (summed over ``D``), at ``features [N, F]`` when fit with them."""
+        r = residuals.to(self.log_scale)
+        noise = noise_distribution(torch.zeros_like(r), self.log_scales(features).exp().expand_as(r), self.df,
+                                   self.shape_points, self.bandwidth)  # fmt: skip
+        return noise.log_prob(r).sum(-1)
+
+
+@dataclass
+class RefitCheck:
+    """:func:`check_refit`'s verdict: NLPD (nats per step, lower is better) of the refit and of the noise in
+    place, each on the rows the refit was not fit to; ``kept``: the refit's is lower."""
+
+    nlpd_refit: float
+    nlpd_unrefit: float
+    kept: bool
+
+
+def bounded_log_scale(log_scale: torch.Tensor, weight: torch.Tensor, features: torch.Tensor,
+                      log_scale_range: torch.Tensor, feature_range: torch.Tensor) -> torch.Tensor:  # fmt: skip
+    """``clamp(b + clamp(f, feature_range)^T W, log_scale_range)``: ``[..., D]`` for ``features [..., F]``."""
+    f = torch.maximum(torch.minimum(features, feature_range[1]), feature_range[0])
+    return torch.maximum(torch.minimum(log_scale + f @ weight, log_scale_range[1]), log_scale_range[0])
 
 
 def parse_refit(name: str) -> tuple[str, bool]:
@@ -99,10 +144,20 @@ def fit_noise(residuals: torch.Tensor, features: torch.Tensor | None = None, *, 
     r = residuals.detach().double()
     f = r.new_zeros(r.shape[0], 0) if features is None else features.detach().double()
     log_scale, weight, df = _fit_scale(r, f, student_t=shape == "student-t", ridge=ridge, max_iter=max_iter)
+    floor = math.log(SCALE_FLOOR)
+    if features is None:
+        log_scale = log_scale.clamp(min=floor)
+        bounds = torch.tensor([-math.inf, math.inf], dtype=r.dtype)[:, None].repeat(1, r.shape[1])
+        feature_range = r.new_zeros(2, 0)
+    else:
+        fitted = log_scale + f @ weight
+        low = fitted.min(0).values.clamp(min=floor)
+        bounds = torch.stack([low, torch.maximum(fitted.max(0).values, low)])
+        feature_range = torch.stack([f.min(0).values, f.max(0).values])
     points, bandwidth = r.new_zeros(r.shape[1], 0), r.new_zeros(r.shape[1])
+    fit = NoiseFit(log_scale, weight, df, points, bandwidth, bounds, feature_range)
     if shape == "empirical":
-        points, bandwidth = _smoothed_quantiles(r / (log_scale + f @ weight).exp())
-    fit = NoiseFit(log_scale, weight, df, points, bandwidth)
+        fit.shape_points, fit.bandwidth = _smoothed_quantiles(r / fit.log_scales(None if features is None else f).exp())
     return NoiseFit(*(t.to(residuals.dtype) for t in vars(fit).values()))
 
 
@@ -112,20 +167,43 @@ def choose_shape(residuals: torch.Tensor, features: torch.Tensor | None = None, 
     The rows are split into their first and second halves (for a model's residuals, earlier
     and later sequences); each shape is fit on one half and scored on the other, both ways.
     """
-    halves = (slice(None, residuals.shape[0] // 2), slice(residuals.shape[0] // 2, None))
-    scores = {}
-    for shape in AUTO_SHAPES:
-        scores[shape] = 0.0
-        for fit_rows, score_rows in (halves, halves[::-1]):
-            fit = fit_noise(residuals[fit_rows], None if features is None else features[fit_rows], shape=shape,
-                            **options)  # fmt: skip
-            r = residuals[score_rows].double()
-            log_scale = fit.log_scale.double() + (0.0 if features is None else features[score_rows].double()
-                                                  @ fit.weight.double())  # fmt: skip
-            noise = noise_distribution(torch.zeros_like(r), log_scale.exp().expand_as(r), fit.df.double(),
-                                       fit.shape_points.double(), fit.bandwidth.double())  # fmt: skip
-            scores[shape] += float(noise.log_prob(r).sum())
+    scores = {shape: float(_two_fold_log_density(residuals, features, shape, **options).sum())
+              for shape in AUTO_SHAPES}  # fmt: skip
     return max(scores, key=scores.get)
+
+
+def check_refit(residuals: torch.Tensor, features: torch.Tensor | None, unrefit_log_density: torch.Tensor, *,
+                shape: str, **options) -> RefitCheck:  # fmt: skip
+    """Is a refit better than the noise in place on data it was not fit to? Two-fold held-out NLPD per row.
+
+    The rows of ``residuals [N, D]`` (and ``features [N, F]``) are split into their first and
+    second halves (for a model's residuals, earlier and later sequences); the refit ``shape``
+    (``options`` as :func:`fit_noise`'s) is fit on each half and scored on the other, and
+    compared with ``unrefit_log_density [N]``, the noise in place's log density of every row
+    (fit elsewhere, so held out everywhere). ``kept`` when the refit's NLPD is lower.
+    """
+    if unrefit_log_density.shape != residuals.shape[:1]:
+        raise ValueError(f"unrefit_log_density must have shape [N = {residuals.shape[0]}], "
+                         f"got {tuple(unrefit_log_density.shape)}")  # fmt: skip
+    if residuals.shape[0] < 4:
+        raise ValueError(f"checking a refit needs at least 4 residual rows (2 per half), got {residuals.shape[0]}")
+    refit = -float(_two_fold_log_density(residuals, features, shape, **options).mean())
+    unrefit = -float(unrefit_log_density.double().mean())
+    return RefitCheck(refit, unrefit, refit < unrefit)
+
+
+def _two_fold_log_density(residuals, features, shape: str, **options) -> torch.Tensor:
+    """``[N]`` log density of each row under the ``shape`` fit to the other half of the rows (first / second)."""
+    half = residuals.shape[0] // 2
+    halves = (slice(None, half), slice(half, None))
+    out = residuals.new_empty(residuals.shape[0], dtype=torch.float64)
+    for fit_rows, score_rows in (halves, halves[::-1]):
+        rows = (features[fit_rows], features[score_rows]) if features is not None else (None, None)
+        fit = fit_noise(residuals[fit_rows], rows[0], shape=shape, **options)
+        fit = NoiseFit(*(t.double() for t in vars(fit).values()))
+        out[score_rows] = fit.log_density(residuals[score_rows].double(),
+                                          None if rows[1] is None else rows[1].double())  # fmt: skip
+    return out
 
 
 def _fit_scale(r, f, *, student_t: bool, ridge: float, max_iter: int):

@@ -38,7 +38,7 @@ from inference.saturation import saturated_sum
 from inference.state_space import SEQUENCE_PLATE
 from inference.validation import check_choice, check_positive_int, check_sequences
 
-from .predictive_noise import fit_noise, noise_distribution, parse_refit
+from .predictive_noise import bounded_log_scale, check_refit, fit_noise, noise_distribution, parse_refit
 
 __all__ = ["ExactPredictiveModel", "OneStepPredictor", "RecurrentPredictor", "RECURRENT_CELLS"]
 
@@ -184,6 +184,13 @@ class OneStepPredictor(ExactPredictiveModel):
         self.register_buffer("noise_df", torch.full((obs_dim,), math.inf), persistent=False)
         self.register_buffer("noise_shape_points", torch.zeros(obs_dim, 0), persistent=False)
         self.register_buffer("noise_bandwidth", torch.zeros(obs_dim), persistent=False)
+        # the ranges [2, D] and [2, S] the state-dependent log-scale and the state are clamped to (their ranges
+        # on the refit's data; unbounded otherwise)
+        unbounded = torch.tensor([-math.inf, math.inf])[:, None]
+        self.register_buffer("noise_log_scale_range", unbounded.repeat(1, obs_dim), persistent=False)
+        self.register_buffer("noise_state_range", unbounded.repeat(1, state_dim), persistent=False)
+        #: the last checked refit's verdict (:meth:`calibrate` with ``check=True``), else ``None``
+        self.refit_check = None
 
     def states(self, x: torch.Tensor) -> torch.Tensor:
         """``[B, T, D] -> [B, T, S]``: ``s_t`` from ``x_{<t}`` only; subclasses define it."""
@@ -206,8 +213,8 @@ class OneStepPredictor(ExactPredictiveModel):
         return self.calibrate(x, mask, "normal")
 
     @torch.no_grad()
-    def calibrate(self, x: torch.Tensor, mask: torch.Tensor | None = None, refit: str = "auto+state"
-                  ) -> OneStepPredictor:  # fmt: skip
+    def calibrate(self, x: torch.Tensor, mask: torch.Tensor | None = None, refit: str = "auto+state", *,
+                  check: bool = False) -> OneStepPredictor:  # fmt: skip
         """Refit the noise by maximum likelihood to the residuals of the current means on ``x [B, T, D]``.
 
         ``refit`` (:data:`~ppl_models.predictive_noise.NOISE_REFITS`): ``"normal"`` (a constant
@@ -215,16 +222,35 @@ class OneStepPredictor(ExactPredictiveModel):
         for heavy tails), ``"empirical"`` (the shape of the standardised residuals, smoothed:
         skewed or multimodal errors), ``"auto"`` (Student-t or empirical, whichever has the higher
         held-out likelihood in a two-fold split of ``x``), each also ``"+state"``: the log-scale linear in the state
-        ``s_t``, for errors larger in some states. Use held-out data: on the training data the
-        residuals understate the errors. The means are left as they are.
+        ``s_t``, for errors larger in some states (not extrapolated: the state and the log-scale are
+        clamped to their ranges on ``x``). Use held-out data: on the training data the residuals
+        understate the errors. The means are left as they are.
+
+        ``check=True`` (the runner's choice) keeps the refit only if it beats the noise in place on
+        data it was not fit to (:func:`~ppl_models.predictive_noise.check_refit`: fit on one half of
+        the valid steps of ``x``, in sequence order, scored on the other, both ways; at least 4
+        steps) and then refits on all of ``x``; otherwise the noise is left as it was. The verdict
+        is in :attr:`refit_check` (``{"refit", "nlpd_refit", "nlpd_unrefit", "kept"}``, nats per step).
         """
         shape, on_state = parse_refit(refit)
+        if not isinstance(check, bool):
+            raise TypeError(f"check must be a bool, got {check!r}")
         x, mask = check_sequences(x, mask, model=self)
         states = self.states(x)
-        residuals = (x - self.decoder(states))[mask]
-        fit = fit_noise(residuals, states[mask] if on_state else None, shape=shape)
-        self.log_noise_scale.copy_(fit.log_scale.clamp(min=math.log(1e-3)))
+        residuals, features = (x - self.decoder(states))[mask], states[mask] if on_state else None
+        self.refit_check = None
+        if check:
+            unrefit = self.noise_distribution(torch.zeros_like(residuals), states[mask]).log_prob(residuals).sum(-1)
+            verdict = check_refit(residuals, features, unrefit, shape=shape)
+            self.refit_check = {"refit": refit, **vars(verdict)}
+            if not verdict.kept:
+                return self
+        fit = fit_noise(residuals, features, shape=shape)
+        self.log_noise_scale.copy_(fit.log_scale)
         self.noise_weight.copy_(fit.weight if on_state else torch.zeros_like(self.noise_weight))
+        self.noise_log_scale_range.copy_(fit.log_scale_range)
+        self.noise_state_range.copy_(fit.feature_range if on_state else self.noise_state_range.new_tensor(
+            [[-math.inf], [math.inf]]).expand_as(self.noise_state_range))  # fmt: skip
         self.noise_df.copy_(fit.df)
         self.noise_shape_points = fit.shape_points.to(self.noise_weight)
         self.noise_bandwidth.copy_(fit.bandwidth)
@@ -234,9 +260,12 @@ class OneStepPredictor(ExactPredictiveModel):
         """``loc + noise`` elementwise, its scale ``exp(log_noise_scale + states @ noise_weight)``.
 
         ``loc [..., D]``, ``states [..., S]`` (broadcastable); Normal, or the shape
-        :meth:`calibrate` fit (:func:`ppl_models.predictive_noise.noise_distribution`).
+        :meth:`calibrate` fit (:func:`ppl_models.predictive_noise.noise_distribution`); a
+        state-dependent log-scale is evaluated at the state clamped to ``noise_state_range`` and
+        clamped to ``noise_log_scale_range`` (the ranges on the data it was refit to).
         """
-        scale = (self.log_noise_scale + states @ self.noise_weight).exp()
+        scale = bounded_log_scale(self.log_noise_scale, self.noise_weight, states, self.noise_log_scale_range,
+                                  self.noise_state_range).exp()  # fmt: skip
         return noise_distribution(loc, scale.expand_as(loc), self.noise_df, self.noise_shape_points,
                                   self.noise_bandwidth)  # fmt: skip
 

@@ -16,7 +16,7 @@ from experiments.psrnn_calibration import calibration_from_pit, pit
 from experiments.runner import refit_noise
 from inference.squared_error import SquaredError
 from ppl_models import RecurrentPredictor, TwoStageKalmanFilter
-from ppl_models.predictive_noise import SHAPE_POINTS, choose_shape, fit_noise, noise_distribution
+from ppl_models.predictive_noise import SHAPE_POINTS, check_refit, choose_shape, fit_noise, noise_distribution
 
 
 def test_gaussian_refit_is_the_closed_form_mle_by_hand():
@@ -131,6 +131,8 @@ def test_runner_refits_one_step_predictors_on_the_validation_split_only():
     expected = (data.valid[0] - torch.tensor([1.0, -1.0])).pow(2).mean((0, 1)).sqrt()
     torch.testing.assert_close(model.log_noise_scale.exp(), expected)
     assert fitted["refit"] == "normal" and fitted["split"] == "valid"
+    # the trained scale (1) is a third of the validation errors': the check keeps the refit
+    assert fitted["kept"] and fitted["nlpd_refit"] < fitted["nlpd_unrefit"]
     assert refit_noise(model, data, "none") is None
     assert refit_noise(TwoStageKalmanFilter(2, state_dim=2, horizon=2), data, "student-t+state") is None
 
@@ -189,3 +191,67 @@ def test_auto_shape_picks_student_t_for_heavy_tails_and_empirical_for_two_modes(
     assert choose_shape(two_modes) == "empirical"
     fit = fit_noise(two_modes, shape="auto")
     assert fit.shape_points.shape == (1, SHAPE_POINTS) and torch.isinf(fit.df).all()
+
+
+def test_state_dependent_scale_is_not_extrapolated_beyond_the_states_it_was_fit_to():
+    # residuals N(0, 0.5^2) whatever the state; 20 state features, 15 of them nearly constant (sd 0.01)
+    generator = torch.Generator().manual_seed(12)
+    spread = torch.cat([torch.ones(5), torch.full((15,), 0.01)])
+    features = spread * torch.randn(400, 20, generator=generator)
+    fit = fit_noise(0.5 * torch.randn(400, 2, generator=generator), features, shape="normal")
+    # a state 100 sd out in every nearly constant direction: the raw log-linear scale runs away ...
+    far = torch.cat([torch.zeros(5), torch.ones(15)]).expand(3, 20)
+    raw = (fit.log_scale + far @ fit.weight).exp()
+    assert (raw.max() / raw.min()).item() > 1e3
+    # ... the bounded one stays within the range it spans on the fitted rows, near the true 0.5
+    scale = fit.log_scales(far).exp()
+    inside = fit.log_scales(features).exp()
+    assert (scale >= inside.min(0).values - 1e-6).all() and (scale <= inside.max(0).values + 1e-6).all()
+    assert ((scale > 0.25) & (scale < 1.0)).all(), scale  # the 95% interval +-1.96 sigma within 2x of +-0.98
+    torch.testing.assert_close(fit.log_scales(None), fit.log_scale)
+
+
+def test_refit_check_is_the_two_fold_held_out_nlpd_by_hand():
+    residuals = torch.tensor([[1.0, 0.0], [-3.0, 2.0], [0.0, -2.0], [2.0, 0.0], [1.0, 1.0]])
+    unrefit = torch.tensor([-2.0, -3.0, -4.0, -5.0, -6.0])
+    verdict = check_refit(residuals, None, unrefit, shape="normal")
+    # halves: rows 0-1 (rms 10/2, 4/2 -> sd sqrt 5, sqrt 2) score rows 2-4; rows 2-4 (rms 5/3, 5/3) score rows 0-1
+    first, second = residuals[:2].numpy(), residuals[2:].numpy()
+    score = lambda rows, sd: scipy.stats.norm.logpdf(rows, 0, sd).sum()  # noqa: E731
+    held_out = score(second, [5**0.5, 2**0.5]) + score(first, [(5 / 3) ** 0.5] * 2)
+    assert verdict.nlpd_refit == pytest.approx(-held_out / 5) and verdict.nlpd_unrefit == pytest.approx(4.0)
+    assert verdict.kept == (verdict.nlpd_refit < 4.0)
+    with pytest.raises(ValueError, match="unrefit_log_density must have shape"):
+        check_refit(residuals, None, unrefit[:3], shape="normal")
+    with pytest.raises(ValueError, match="at least 4 residual rows"):
+        check_refit(residuals[:3], None, unrefit[:3], shape="normal")
+
+
+def _gaussian_sequences(scale, seed, num_sequences=4, num_steps=20):
+    """``[B, T, 2]`` around the fixed decoder's means (1, -1), N(0, scale^2) errors."""
+    generator = torch.Generator().manual_seed(seed)
+    return torch.tensor([1.0, -1.0]) + scale * torch.randn(num_sequences, num_steps, 2, generator=generator)
+
+
+def test_checked_refit_recovers_the_noise_scale_when_it_beats_the_trained_one():
+    x = _gaussian_sequences(0.3, 13, num_sequences=20, num_steps=50)
+    model = _fixed_decoder_model().calibrate(x, refit="normal", check=True)  # trained scale: 1
+    verdict = model.refit_check
+    # the trained N(0, 1) noise by hand: 2 features, log N(r; 0, 1) per entry
+    expected = -scipy.stats.norm.logpdf((x - torch.tensor([1.0, -1.0])).numpy()).sum(-1).mean()
+    assert verdict["nlpd_unrefit"] == pytest.approx(expected, rel=1e-5)
+    assert verdict["kept"] and verdict["nlpd_refit"] < verdict["nlpd_unrefit"]
+    torch.testing.assert_close(model.log_noise_scale.exp(), torch.full((2,), 0.3), rtol=0.05, atol=0)
+
+
+def test_checked_refit_keeps_the_trained_noise_when_the_refit_does_worse_held_out():
+    # the trained noise is the true N(0, 0.3^2); a state-dependent Student-t refit on 20 steps overfits
+    x = _gaussian_sequences(0.3, 14, num_sequences=2, num_steps=10)
+    model = _fixed_decoder_model()
+    with torch.no_grad():
+        model.log_noise_scale.fill_(math.log(0.3))
+    model.calibrate(x, refit="student-t+state", check=True)
+    verdict = model.refit_check
+    assert not verdict["kept"] and verdict["nlpd_refit"] > verdict["nlpd_unrefit"]
+    torch.testing.assert_close(model.log_noise_scale.exp(), torch.full((2,), 0.3))
+    assert not model.noise_weight.any() and torch.isinf(model.noise_df).all()
