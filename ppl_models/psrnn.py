@@ -28,6 +28,7 @@ from .predictors import OneStepPredictor
 from .spectral import (
     RandomFourierFeatures,
     RidgeSolver,
+    check_window_count,
     cp_decompose,
     median_distance,
     ridge_regression,
@@ -264,6 +265,9 @@ class PSRNN(OneStepPredictor):
         predictions (:meth:`OneStepPredictor.initialize`).
         """
         x, mask = check_sequences(x, mask, model=self)
+        if self.init == "2sr":
+            check_window_count(mask, self.horizon, obs_features=self.layers[0].projection.out_features,
+                               state_dim=self.state_dim)  # fmt: skip
         u = x
         for layer in self.layers:
             if self.init == "2sr":

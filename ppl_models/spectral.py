@@ -26,7 +26,8 @@ from torch import nn
 
 from inference.validation import check_positive_int, check_sequences
 
-__all__ = ["RandomFourierFeatures", "median_distance", "time_windows", "RidgeSolver", "ridge_regression",
+__all__ = ["RandomFourierFeatures", "median_distance", "time_windows", "window_count", "check_window_count",
+           "RidgeSolver", "ridge_regression",
            "TwoStageRegression",
            "two_stage_regression", "top_directions", "CPDecomposition", "cp_decompose", "cp_reconstruct",
            "LinearSystem", "linear_two_stage_regression"]  # fmt: skip
@@ -100,6 +101,26 @@ class Windows:
     observation: torch.Tensor
     future: torch.Tensor
     next_future: torch.Tensor
+
+
+def window_count(mask: torch.Tensor, horizon: int) -> int:
+    """The number of windows of :func:`time_windows`: ``sum_b max(0, L_b - 2 horizon)`` (lengths ``L_b``)."""
+    return int((mask.sum(1) - 2 * horizon).clamp(min=0).sum())
+
+
+def check_window_count(mask: torch.Tensor, horizon: int, **sizes: int) -> None:
+    """``ValueError`` naming the first of ``sizes`` (setting name -> value) above the number of windows ``n``.
+
+    Two-stage regression projects ``n`` windows on leading singular directions, so each size
+    it keeps (a state or feature count) can be at most ``n``. No windows at all is left to
+    :func:`time_windows`'s message.
+    """
+    count = window_count(mask, horizon)
+    for name, value in sizes.items():
+        if 0 < count < value:
+            raise ValueError(f"{name}={value} is more than the {count} windows two-stage regression finds in the "
+                             f"training data (valid steps with horizon={horizon} steps before and after them): use "
+                             f"a smaller {name} or horizon, or more or longer sequences")  # fmt: skip
 
 
 def time_windows(x: torch.Tensor, mask: torch.Tensor | None, horizon: int) -> Windows:
@@ -293,6 +314,7 @@ def linear_two_stage_regression(x: torch.Tensor, mask: torch.Tensor | None, stat
     w = time_windows(x, mask, horizon)
     if state_dim > w.future.shape[1]:
         raise ValueError(f"state_dim must be <= horizon * D = {w.future.shape[1]}, got {state_dim}")
+    check_window_count(check_sequences(x, mask)[1], horizon, state_dim=state_dim)
     stage1 = ridge_regression(w.history, w.future, ridge)
     next_history = torch.cat([w.history[:, x.shape[-1] :], w.observation], 1)  # x_{t-k+1:t}
     basis = top_directions(w.history @ stage1.T, state_dim)  # [k D, S]

@@ -192,6 +192,28 @@ def test_pyro_model_and_empty_guide_give_the_exact_log_likelihood():
     assert draws.shape == (7, 2, 15, 2)
 
 
+def test_state_dependent_noise_refit_stays_bounded_on_states_it_never_saw():
+    # refit on oscillations like the training data's, then faced with faster, larger ones
+    x, valid = _sine_data(seed=0), _sine_data(seed=1)
+    generator = torch.Generator().manual_seed(2)
+    t = torch.arange(40).float()
+    phase = 6.28 * torch.rand(12, 1, generator=generator)
+    far = 3 * torch.stack([torch.sin(0.9 * t + phase), torch.cos(0.9 * t + phase)], -1)
+    torch.manual_seed(0)
+    model = PSRNN(2, state_dim=6, obs_features=6, num_features=100, horizon=4).initialize(x)
+    model.calibrate(valid, refit="normal+state", check=True)
+    verdict = model.refit_check
+    assert verdict["kept"] and verdict["nlpd_refit"] < verdict["nlpd_unrefit"]
+    with torch.no_grad():
+        states = model.states(far)
+        raw = (model.log_noise_scale + states @ model.noise_weight).exp()
+        scale = model.predictive_distribution(far).base_dist.scale
+        valid_rms = (valid - model.predict(valid)).pow(2).mean((0, 1)).sqrt()
+    assert raw.min() < 1e-6 * valid_rms.min()  # the unbounded log-linear scale collapses on these states
+    # bounded: every scale within a factor 5 of the validation errors' root mean square (0.18 here)
+    assert (scale > valid_rms / 5).all() and (scale < 5 * valid_rms).all()
+
+
 def test_bptt_with_the_shared_trainer_improves_the_two_stage_start():
     torch.manual_seed(7)
     x = _sine_data()
@@ -223,6 +245,11 @@ def test_bptt_with_the_shared_trainer_improves_the_two_stage_start():
         (lambda: PSRNN(2, append_input="yes"), TypeError, "append_input"),
         (lambda: PSRNN(2, num_features=64).initialize(torch.zeros(2, 10, 3)), ValueError, "2 features"),
         (lambda: PSRNN(2, num_features=64, horizon=10).initialize(torch.zeros(2, 10, 2)), ValueError, "horizon"),
+        # 38 steps with 10 before and 10 after: 18 windows, fewer than the default obs_features, then state_dim
+        (lambda: PSRNN(2, num_features=64, horizon=10).initialize(torch.randn(1, 38, 2)), ValueError,
+         r"^obs_features=20 is more than the 18 windows .* horizon=10"),
+        (lambda: PSRNN(2, num_features=64, horizon=10, obs_features=4).initialize(torch.randn(1, 38, 2)), ValueError,
+         r"^state_dim=20 is more than the 18 windows"),
         (lambda: PSRNN(2, num_features=64).predict(torch.full((1, 5, 2), float("nan"))), ValueError, "NaN"),
         (lambda: RecurrentPredictor(2, cell="elman"), ValueError, "cell"),
     ],

@@ -203,6 +203,9 @@ def test_two_stage_kalman_filter_initializes_from_data_and_is_an_lgssm():
         (lambda: cp_decompose(torch.zeros(3, 3, 3), 0), ValueError, "rank"),
         (lambda: TwoStageKalmanFilter(2, state_dim=9, horizon=4), ValueError, "state_dim"),
         (lambda: linear_two_stage_regression(torch.zeros(2, 20, 2), None, 5, horizon=2), ValueError, "state_dim"),
+        # 15 steps with 5 before and 5 after: 5 windows, fewer than state_dim
+        (lambda: TwoStageKalmanFilter(2, state_dim=8, horizon=5).initialize(torch.randn(1, 15, 2)), ValueError,
+         r"^state_dim=8 is more than the 5 windows .* horizon=5"),
     ],
 )
 def test_bad_input_raises_clear_errors(call, error, match):
