@@ -2,6 +2,7 @@
 
 from .forecast import forecast
 from .particle_filter import GRADIENT_MODES, FilterResult, ParticleFilter, ParticleModel, Step
+from .pointwise import PosteriorPredictive, posterior_predictive
 from .protocol import (
     CAPABILITIES,
     ESTIMATORS,
@@ -29,6 +30,8 @@ __all__ = [
     "particle_forecast",
     "particle_predictive",
     "forecast",
+    "PosteriorPredictive",
+    "posterior_predictive",
     "GRADIENT_MODES",
     "FilterResult",
     "ParticleFilter",

@@ -163,29 +163,47 @@ def posterior_inference_data(model, x, mask=None, num_draws: int = 100, *, targe
                              posterior=posterior, var_name=name)  # fmt: skip
 
 
-def stack_sequence_sites(samples: Mapping[str, torch.Tensor], site: str = "x") -> torch.Tensor:
+def stack_sequence_sites(samples: Mapping[str, torch.Tensor], site: str = "x", *, event_dim: int = 1) -> torch.Tensor:
     """One ``[S, B, T, D]`` tensor of a sequence variable from ``pyro.infer.Predictive`` output.
 
     The collection's programs name a variable per step, ``x_0, x_1, ...`` (``MarkovStateSpace``,
-    VRNN) or ``t0/x, t1/x, ...`` (the SMC Transformer), each ``[S, B, D]``; models without latent
-    variables have one site ``x`` ``[S, B, T, D]``. The steps are stacked in time order; give the
-    result to :func:`to_inference_data` for ArviZ, with dims ``(chain, draw, sequence, time,
-    feature)``.
+    VRNN, ``y_0, ...`` for the PF-RNN program) or ``t0/x, t1/x, ...`` (the SMC Transformer),
+    each ``[S, B, D]``; models without latent variables have one site ``x`` ``[S, B, T, D]``.
+    ``Predictive`` pads a site's batch dims to the program's plate nesting (the PF-RNN program's
+    ``y_t`` come back ``[S, 1, B, O]``): those size-1 dims are dropped. ``event_dim=0`` reads sites
+    of one class index per step (``[S, B]``, a categorical emission) as ``D = 1``. The steps are
+    stacked in time order; give the result to :func:`to_inference_data` for ArviZ, with dims
+    ``(chain, draw, sequence, time, feature)``.
+
+    Note that ``Predictive(model, guide=guide)(x)`` returns the *observed* values at observed
+    sites: for replicates of the data use :func:`inference.pointwise.posterior_predictive`.
     """
     if not isinstance(samples, Mapping):
         raise TypeError(f"samples must be the dict Predictive returns, got {type(samples).__name__}")
-    if site in samples and samples[site].dim() == 4:
-        return samples[site]
+    if event_dim not in (0, 1) or isinstance(event_dim, bool):
+        raise ValueError(f"event_dim must be 1 (a vector per step) or 0 (a class index per step), got {event_dim!r}")
+    if site in samples and samples[site].dim() >= 3 + event_dim:
+        return _unpadded(samples[site], site, "BTD"[: 2 + event_dim])
     pattern = re.compile(rf"{re.escape(site)}_(\d+)|t(\d+)/{re.escape(site)}")
     steps = {}
     for name, value in samples.items():
         match = pattern.fullmatch(name)
         if match:
-            steps[int(match.group(1) or match.group(2))] = value
+            steps[int(match.group(1) or match.group(2))] = _unpadded(value, name, "BD"[: 1 + event_dim])
     if not steps or sorted(steps) != list(range(len(steps))):
         raise ValueError(f"samples must hold the sites {site}_0, {site}_1, ... (or t0/{site}, ...) of every step, "
                          f"or one site {site!r} [S, B, T, D]; got {sorted(samples)}")  # fmt: skip
     return torch.stack([steps[t] for t in range(len(steps))], dim=-2)
+
+
+def _unpadded(value: torch.Tensor, name: str, layout: str) -> torch.Tensor:
+    """``value [S, 1, ..., 1, *layout]`` without the plate padding; ``D = 1`` added if ``layout`` has none."""
+    kept = len(layout)
+    if value.dim() < kept + 1 or any(size != 1 for size in value.shape[1 : value.dim() - kept]):
+        raise ValueError(f"samples[{name!r}] must have shape [S, (1, ...,) {', '.join(layout)}] (Predictive pads "
+                         f"plates with size-1 dims), got {tuple(value.shape)}")  # fmt: skip
+    value = value.reshape(value.shape[0], *value.shape[value.dim() - kept :])
+    return value if layout.endswith("D") else value.unsqueeze(-1)
 
 
 def save_inference_data(idata: az.InferenceData, path: str | os.PathLike) -> Path:

@@ -32,7 +32,8 @@ from pyro.distributions.torch_distribution import ExpandedDistribution, MaskedDi
 from .traces import latent_sites, observed_sites, sample_sites, trace_log_prob
 from .validation import check_positive_int, check_sequences
 
-__all__ = ["DRAWS_PLATE", "PosteriorDraws", "posterior_draws", "entry_log_prob"]
+__all__ = ["DRAWS_PLATE", "PosteriorDraws", "posterior_draws", "PosteriorPredictive", "posterior_predictive",
+           "entry_log_prob"]
 
 #: name of the vectorised plate of draws (outside the programs' own plates)
 DRAWS_PLATE = "draws"
@@ -82,15 +83,8 @@ def posterior_draws(model, x: torch.Tensor, mask: torch.Tensor | None = None, nu
         max_plate_nesting: plates inside the programs; the draws plate sits outside them.
         generator: source of the resampling indices.
     """
-    model.require("programs")
     num_draws = check_positive_int(num_draws, name="num_draws")
-    check_positive_int(max_plate_nesting, name="max_plate_nesting")
-    if model.conditional and targets is None:
-        raise ValueError(f"targets must be given for the conditional model {type(model).__name__}, got None")
-    if not model.conditional and targets is not None:
-        raise ValueError(f"targets must be None for {type(model).__name__}, which is a density of x")
-    x, mask = check_sequences(x, mask, model=model)  # dtype and feature size checked against the model
-    args = (x, mask) if targets is None else (x, targets, mask)
+    x, mask, args = _program_args(model, x, mask, targets, max_plate_nesting)
     shape = (x.shape[0], x.shape[1])
     if parallel:
         draws = [_trace_draws(model, args, shape, num_draws, -(max_plate_nesting + 1))]
@@ -106,6 +100,74 @@ def posterior_draws(model, x: torch.Tensor, mask: torch.Tensor | None = None, nu
         latents = {name: pick(value) for name, value in latents.items()}
         source += ", importance-resampled by p(x, z) / q(z | x)"
     return PosteriorDraws(log_lik, replicates, latents, log_w, source)
+
+
+@dataclass
+class PosteriorPredictive:
+    """Replicates of a batch of ``B`` sequences of ``T`` steps, each drawn given one posterior draw.
+
+    Attributes:
+        samples: ``[S, B, T, D]`` replicates of the modelled variable (``x``, or the targets ``y``
+            of a conditional model; class indices as ``D = 1``); NaN at padded steps.
+        latents: ``{site name: [S, B, T, ...]}`` the per-step latent sites each replicate was drawn given.
+        uncondition: what a replicate is, the model's :attr:`~inference.protocol.SequenceModel.uncondition`:
+            ``"teacher-forced"`` (each step drawn given the observed past and the draw) or ``"free"``
+            (the whole sequence simulated given the draw, each drawn step read by the next).
+        source: where the draws come from, in words.
+    """
+
+    samples: torch.Tensor
+    latents: dict[str, torch.Tensor]
+    uncondition: str
+    source: str
+
+
+@torch.no_grad()
+def posterior_predictive(model, x: torch.Tensor, mask: torch.Tensor | None = None, num_samples: int = 100, *,
+                         targets: torch.Tensor | None = None, resample: bool = False, parallel: bool = True,
+                         max_plate_nesting: int = 2, generator: torch.Generator | None = None,
+                         ) -> PosteriorPredictive:  # fmt: skip
+    """The posterior predictive of ``model`` on ``x``: replicates of the data given posterior draws.
+
+    Each draw runs the guide, then the model with the guide's latent values replayed and its
+    observed sites unconditioned (``poutine.uncondition``), so they are drawn, not given back.
+    (``pyro.infer.Predictive(model.model, guide=model.guide)(x)`` returns ``x`` itself at the
+    observed sites: the programs are called with the data, which conditions them.)
+
+    What a replicate is depends on the model's declared ``uncondition``: a ``"teacher-forced"``
+    model (SRNN, the exact predictors) computes its deterministic state from the observed
+    sequence, so step ``t`` is drawn from ``p(x_t | x_{<t}, z_t)`` with the observed past; a
+    ``"free"`` model (VRNN, the LGSSM, the SMC Transformer, the PF-RNN program) simulates the
+    whole sequence given the draw, each drawn ``x_t`` feeding its state.
+
+    Args:
+        model: a :class:`~inference.protocol.SequenceModel` declaring ``programs``.
+        x: ``[B, T, D]`` data (the inputs of a conditional model); mask: optional bool ``[B, T]``.
+        num_samples: ``S``.
+        targets: ``y [B, T, O]`` (or class indices ``[B, T]``) of a conditional model, whose
+            replicates are then drawn; ``None`` for a density of ``x``.
+        resample: importance-resample each sequence's guide draws by ``p(x, z) / q(z | x)``
+            first (for a guide far from the posterior, such as a bootstrap guide).
+        parallel: all ``S`` draws in one vectorised pass (``False``: ``S`` passes).
+        max_plate_nesting: plates inside the programs; the draws plate sits outside them.
+        generator: source of the resampling indices.
+    """
+    num_samples = check_positive_int(num_samples, name="num_samples")
+    x, mask, args = _program_args(model, x, mask, targets, max_plate_nesting)
+    shape = (x.shape[0], x.shape[1])
+    if parallel:
+        passes = [_replicate_pass(model, args, shape, num_samples, -(max_plate_nesting + 1), resample)]
+    else:
+        passes = [_replicate_pass(model, args, shape, None, None, resample) for _ in range(num_samples)]
+    replicates, latents, log_w = (_cat([part[i] for part in passes]) for i in range(3))
+    source = f"{num_samples} draws of the guide, the observed sites drawn ({model.uncondition})"
+    if resample:
+        index = torch.multinomial(torch.softmax(log_w.T, -1), num_samples, replacement=True, generator=generator).T
+        pick = _per_sequence_picker(index)
+        replicates, latents = pick(replicates), {name: pick(value) for name, value in latents.items()}
+        source += ", importance-resampled by p(x, z) / q(z | x)"
+    replicates = replicates.masked_fill(~mask[..., None], float("nan"))
+    return PosteriorPredictive(replicates, latents, model.uncondition, source)
 
 
 def entry_log_prob(fn: dist.Distribution, value: torch.Tensor) -> torch.Tensor:
@@ -161,6 +223,53 @@ def _trace_draws(model, args, shape, size, dim):
     return log_lik, replicates, latents, log_w
 
 
+def _program_args(model, x, mask, targets, max_plate_nesting):
+    """Checked ``(x, mask, args)``: the arguments of the programs, ``(x, mask)`` or ``(x, targets, mask)``."""
+    model.require("programs")
+    check_positive_int(max_plate_nesting, name="max_plate_nesting")
+    if model.conditional and targets is None:
+        raise ValueError(f"targets must be given for the conditional model {type(model).__name__}, got None")
+    if not model.conditional and targets is not None:
+        raise ValueError(f"targets must be None for {type(model).__name__}, which is a density of x")
+    x, mask = check_sequences(x, mask, model=model)  # dtype and feature size checked against the model
+    return x, mask, ((x, mask) if targets is None else (x, targets, mask))
+
+
+def _replicate_pass(model, args, shape, size, dim, weigh):
+    """One pass: ``(replicates [S, B, T, D], latents, log_w [S, B] or None)`` from the unconditioned, replayed model."""
+    programs = (model.model, model.guide)
+    if size is not None:
+        plate = pyro.plate(DRAWS_PLATE, size, dim=dim)
+        programs = tuple(plate(program) for program in programs)
+    guide_trace = poutine.trace(programs[1]).get_trace(*args)
+    replayed = poutine.replay(programs[0], trace=guide_trace)
+    trace = poutine.trace(poutine.uncondition(replayed)).get_trace(*args)
+    count = 1 if size is None else size
+    log_w = None
+    if weigh:
+        model_trace = poutine.trace(replayed).get_trace(*args)
+        log_w = _log_weights(model_trace, guide_trace, (count,) + shape[:1], size is not None)
+    names = [name for name, site in trace.nodes.items()
+             if site["type"] == "sample" and site["infer"].get("was_observed")]  # fmt: skip
+    values = {name: trace.nodes[name]["value"] for name in names}
+    return _stack_steps(values, count, shape), _latent_steps(guide_trace, count, shape), log_w
+
+
+def _stack_steps(values, count, shape):
+    """``[S, B, T, D]`` from one site ``x`` (event ``[T, D]``) or per-step sites ``x_t`` / ``t{t}/x``."""
+    batch, steps = shape
+    by_step = {}
+    for name, value in values.items():
+        step = _step_index(name)
+        if step is None:  # one site for the whole sequence
+            return _as_draws(value, count, batch, steps)
+        by_step[step] = _as_draws(value, count, batch)
+    if sorted(by_step) != list(range(steps)):
+        missing = sorted(set(range(steps)) - set(by_step))
+        raise ValueError(f"the model's trace has no observed site for steps {missing[:5]} (expected x_t or t{{t}}/x)")
+    return torch.stack([by_step[t] for t in range(steps)], 2)
+
+
 def _log_weights(model_trace, guide_trace, shape, vectorised):
     plate = DRAWS_PLATE if vectorised else None
     target = shape if vectorised else shape[1:]
@@ -171,21 +280,13 @@ def _log_weights(model_trace, guide_trace, shape, vectorised):
 
 def _observed_steps(trace, count, shape):
     """Per-entry log-likelihoods and replicates, each ``[S, B, T, D]``, of the observed sites."""
-    batch, steps = shape
     log_lik, replicates = {}, {}
     for name in observed_sites(trace):
         site = trace.nodes[name]
         fn = site["fn"]
-        factors = entry_log_prob(fn, site["value"].expand(fn.batch_shape + fn.event_shape))
-        step = _step_index(name)
-        if step is None:  # one site for the whole sequence: event [T, D]
-            return _as_draws(factors, count, batch, steps), _as_draws(fn.sample(), count, batch, steps)
-        log_lik[step], replicates[step] = _as_draws(factors, count, batch), _as_draws(fn.sample(), count, batch)
-    if sorted(log_lik) != list(range(steps)):
-        missing = sorted(set(range(steps)) - set(log_lik))
-        raise ValueError(f"the model's trace has no observed site for steps {missing[:5]} (expected x_t or t{{t}}/x)")
-    return (torch.stack([log_lik[t] for t in range(steps)], 2),
-            torch.stack([replicates[t] for t in range(steps)], 2))  # fmt: skip
+        log_lik[name] = entry_log_prob(fn, site["value"].expand(fn.batch_shape + fn.event_shape))
+        replicates[name] = fn.sample()
+    return _stack_steps(log_lik, count, shape), _stack_steps(replicates, count, shape)
 
 
 def _latent_steps(trace, count, shape):
@@ -221,6 +322,8 @@ def _step_base(name: str) -> str:
 
 def _cat(parts):
     first = parts[0]
+    if first is None:
+        return None
     if isinstance(first, dict):
         return {key: torch.cat([part[key] for part in parts]) for key in first if all(key in p for p in parts)}
     return torch.cat(parts)
