@@ -53,7 +53,14 @@ from inference.protocol import CAPABILITIES, OneStepPredictive, SequenceModel, c
 from inference.resampling import gather_particles, resample
 from inference.state_space import SEQUENCE_PLATE
 from inference.traces import PARTICLE_PLATE
-from inference.validation import InputTypeError, check_choice, check_dropout, check_positive_int, check_probability
+from inference.validation import (
+    InputTypeError,
+    check_choice,
+    check_dropout,
+    check_positive_int,
+    check_probability,
+    check_sequences,
+)
 
 from .nets import SplitInputMLP
 
@@ -781,7 +788,8 @@ class PFRNNProgram(SequenceModel):
         step_cell = cell.layers[0]
         pyro.module(self.pyro_name, predictor)
         batch, steps, _ = x.shape
-        mask = torch.ones(batch, steps, dtype=torch.bool, device=x.device) if mask is None else mask
+        x, mask = check_sequences(x, mask)  # the padding of x, and of y below, set to 0: it changes nothing
+        y = torch.where(mask.reshape(mask.shape + (1,) * (y.dim() - 2)), y, torch.zeros_like(y))
         sequences = pyro.plate(SEQUENCE_PLATE, batch, dim=-1)
         noises = self._noise_sites(sequences, steps, x)
         outer = _outer_plate_sizes()

@@ -63,6 +63,10 @@ class SMCTransformer(ParticlePrograms, SequenceModel):
 
     The particle filter proposes from the model (``guide_proposes = False``: bootstrap).
 
+    An observation so large that the attention overflows (products of two embeddings of it:
+    near 1e30 in float32) leaves the particles' states NaN after it: the filter then raises one
+    ``ValueError`` naming the first step it cannot score (rescale the data or use float64).
+
     Args:
         obs_dim: ``D`` (``1`` for ``emission="categorical"``: the class index as a float).
         d_model: ``d``, the size of embeddings, queries, keys, values and ``z``.

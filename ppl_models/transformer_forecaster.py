@@ -38,6 +38,10 @@ def sinusoidal_positions(num_steps: int, d_model: int, *, dtype=None, device=Non
 class TransformerForecaster(OneStepPredictor):
     """Start vector + linear embedding + positions + causal ``nn.TransformerEncoder``, linear decoder.
 
+    An input so large that the attention overflows (products of two embeddings of it: near 1e30
+    in float32) leaves the states after it NaN: ``log_likelihood`` and ``predictive`` then raise
+    one ``ValueError`` naming the first step they cannot score (rescale the data or use float64).
+
     Args:
         obs_dim: ``D``.
         d_model: width of the embeddings and attention layers.

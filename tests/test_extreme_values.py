@@ -1,15 +1,31 @@
-"""Extreme observations: the particle filter's weights stay normalised and finite up to the dtype's limit."""
+"""Extreme values: the particle filter's weights stay normalised and finite up to the dtype's limit; every model
+gives the same numbers whatever its padding holds, and a finite result with one warning for an extreme valid value."""
 
 import math
+import re
 import warnings
 
+import pyro
 import pytest
 import torch
+from pyro.infer import Trace_ELBO
+from test_protocol import FACTORIES, MASK, VARIANTS
 
-from inference import ParticleFilter
+from inference import ESTIMATORS, ParticleFilter, Unsupported
 from inference.particle_filter import Step
 from inference.resampling import _draw_ancestors, effective_sample_size, normalize_with_total, resample
-from ppl_models import LinearGaussianSSM
+from inference.saturation import saturate, saturated_sum
+from ppl_models import (
+    PFGRU,
+    PFLSTM,
+    SRNN,
+    GRUBaseline,
+    LinearGaussianSSM,
+    PFRNNPredictor,
+    PFRNNProgram,
+    SMCTransformer,
+    TransformerForecaster,
+)
 
 K, OUTLIER_STEP = 64, 5
 
@@ -128,3 +144,181 @@ def test_nan_weights_never_give_a_negative_index(scheme):
     weights = torch.tensor([[math.nan, 0.5], [math.nan, 0.5]])  # [K, B]
     ancestors = _draw_ancestors(weights, scheme, torch.Generator().manual_seed(0))
     assert ((ancestors >= 0) & (ancestors < 2)).all(), ancestors
+
+
+# --- the shared mechanism (inference.saturation), against hand-computed values -------------------------------------
+
+LOWEST32 = torch.finfo(torch.float32).min
+
+
+def _recorded(compute):
+    """``(result, [RuntimeWarning messages])`` of ``compute()``."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = compute()
+    return result, [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+
+
+def test_saturate_holds_valid_minus_inf_and_ignores_the_padding():
+    values = torch.tensor([[-1.0, -math.inf, -math.inf], [-2.0, math.nan, -math.inf]], requires_grad=True)
+    mask = torch.tensor([[True, True, True], [True, False, False]])
+    held, messages = _recorded(lambda: saturate(values, mask))
+    assert torch.equal(held.detach(), torch.tensor([[-1.0, LOWEST32, LOWEST32], [-2.0, 0.0, 0.0]]))
+    assert len(messages) == 1
+    assert "at 2 valid steps of x, the first at step 1 of sequence 0 (x[0, 1])" in messages[0], messages
+    held.sum().backward()  # the held and the padded entries pass no gradient, the others pass 1
+    assert torch.equal(values.grad, torch.tensor([[1.0, 0.0, 0.0], [1.0, 0.0, 0.0]]))
+
+
+def test_saturate_raises_for_nan_at_a_valid_step_unless_told_not_to():
+    values = torch.tensor([[0.0, -1.0], [math.nan, 0.0]])
+    with pytest.raises(ValueError, match=r"NaN or \+inf at step 0 of sequence 1 \(x\[1, 0\]\)"):
+        saturate(values)
+    assert saturate(values, failures=False).isnan().sum() == 1
+
+
+def test_saturated_sum_holds_a_sum_that_overflows_from_finite_steps():
+    steps = torch.tensor([[-2e38, -2e38], [-1.0, -2.0]])  # each finite, their sum below float32's range
+    total, messages = _recorded(lambda: saturated_sum(steps))
+    assert torch.equal(total, torch.tensor([LOWEST32, -3.0]))
+    assert len(messages) == 1 and "the sum over the steps of the log-density" in messages[0], messages
+    assert "1 valid sequence of x, the first at sequence 0 (x[0])" in messages[0], messages
+
+
+# --- every model of the collection -----------------------------------------------------------------------------------
+
+#: fills of the padding; 0 is the reference
+PADDING = (1e30, -1e30, math.nan, math.inf, -math.inf)
+
+
+def _seeded(compute):
+    """``compute(generator)`` from fixed random numbers (Pyro's and torch's global ones, and a generator)."""
+    pyro.set_rng_seed(0)
+    return compute(torch.Generator().manual_seed(0))
+
+
+def _results(model, x, y):
+    """Every result of ``model`` over ``x`` (targets ``y``) taking ``MASK``, on the valid steps: ``{name: tensor}``."""
+    out = {}
+    if isinstance(model, (PFLSTM, PFGRU)):  # a layer: its filter's belief ([T, B, D] input)
+        belief = _seeded(lambda g: model.filter(x.transpose(0, 1), mask=MASK, generator=g))
+        out["filter mean"] = belief.mean[MASK]
+    if isinstance(model, PFRNNProgram):
+        out["Trace_ELBO"] = _seeded(lambda g: Trace_ELBO().differentiable_loss(model.model, model.guide, x, y, MASK))
+    if model.supports("exact"):
+        out["log_likelihood"] = _seeded(lambda g: model.log_likelihood(x, MASK))
+    for estimator, capability in ESTIMATORS.items():
+        if model.supports(capability):
+            out[f"score {estimator}"] = _seeded(lambda g, e=estimator: model.score(x, MASK, e, num_particles=4)
+                                                .log_likelihood)  # fmt: skip
+    if model.supports("predictive"):
+        step = _seeded(lambda g: model.predictive(x, MASK, 3, num_particles=4, generator=g))
+        out["predictive draws"], out["predictive mean"] = step.samples[:, MASK], step.mean[MASK]
+        if step.log_density is not None:
+            out["predictive log density"] = step.log_density  # 0 at padding
+    if model.supports("forecast"):
+        out["forecast"] = _seeded(lambda g: model.forecast(x, MASK, 2, 3, num_particles=4, generator=g))
+    return out
+
+
+def _padded(tensor, fill):
+    return tensor.masked_fill(~MASK.unsqueeze(-1), fill)
+
+
+@pytest.mark.parametrize("cls", list(FACTORIES), ids=lambda c: c.__name__)
+def test_whatever_the_padding_holds_no_result_changes(cls):
+    model, x = FACTORIES[cls]()
+    model.eval()
+    y = torch.randn(*x.shape[:2], 1, generator=torch.Generator().manual_seed(3))  # PFRNNProgram's targets
+    with torch.no_grad():
+        reference = _results(model, _padded(x, 0.0), _padded(y, 0.0))
+        assert reference, f"{cls.__name__} has no result that takes a mask"
+        for fill in PADDING:
+            x_fill, y_fill = _padded(x, fill), _padded(y, fill)
+            kept = x_fill.clone()
+            results = _results(model, x_fill, y_fill)
+            torch.testing.assert_close(x_fill, kept, rtol=0, atol=0, equal_nan=True)  # the caller's x is untouched
+            assert results.keys() == reference.keys()
+            for name, value in results.items():
+                assert torch.equal(value, reference[name]), f"{name} with padding {fill}"
+
+
+@pytest.mark.parametrize("cls", [cls for cls in FACTORIES if cls.supports(cls, "exact")], ids=lambda c: c.__name__)
+def test_nan_padding_leaves_the_gradient_of_the_likelihood_unchanged(cls):
+    model, x = FACTORIES[cls]()
+    model.eval()
+    grads = []
+    for fill in (0.0, math.nan):
+        model.zero_grad()
+        model.log_likelihood(_padded(x, fill), MASK).sum().backward()
+        grads.append([p.grad.clone() for p in model.parameters() if p.grad is not None])
+    assert grads[0] and all(torch.equal(a, b) for a, b in zip(*grads))
+
+
+#: the models that score x, with a Gaussian emission for the two whose Bernoulli one refuses a non-binary value
+SCORING = {cls.__name__: FACTORIES[cls] for cls in FACTORIES
+           if any(cls.supports(cls, capability) for capability in ESTIMATORS.values()) and not cls.conditional}
+SCORING["SRNN gaussian"] = VARIANTS["SRNN gaussian filter guide without Res_q, dropout"]
+SCORING["GRUBaseline gaussian"] = VARIANTS["GRUBaseline gaussian"]
+#: attention over the extreme input overflows the transformers' states (NaN): they cannot score the steps after it
+OVERFLOWING = (SMCTransformer, TransformerForecaster)
+EXTREMES = [(1e30, torch.float32), (1e200, torch.float64)]
+
+
+def _with_extreme(x, value, dtype):
+    x = x.to(dtype).clone()
+    x[0, 1, 0] = value
+    return x
+
+
+def _refusal(model):
+    """``(error, message)`` for a model that cannot score an extreme value at ``x[0, 1]``, else ``None``."""
+    if isinstance(model, (SRNN, GRUBaseline)) and model.emission_kind == "bernoulli":
+        return ValueError, "must be binary"  # outside the support: refused at the boundary
+    if isinstance(model, OVERFLOWING):
+        return ValueError, r"NaN or \+inf at step 2 of sequence 0 \(x\[0, 2\]\).*overflowed"
+    return None
+
+
+def _one_saturation_warning(messages, dtype):
+    assert len(messages) == 1, messages
+    pattern = (rf"fell below the {re.escape(str(dtype))} range \(-inf\) at \d+ valid (steps?|sequences?) of x, "
+               r"the first at (step \d+ of )?sequence 0 \(x\[0")
+    assert re.search(pattern, messages[0]), messages[0]
+
+
+@pytest.mark.parametrize(("value", "dtype"), EXTREMES, ids=["float32", "float64"])
+@pytest.mark.parametrize("name", list(SCORING))
+def test_an_extreme_valid_value_gives_a_finite_result_and_one_warning(name, value, dtype):
+    model, x = SCORING[name]()
+    model = model.to(dtype).eval()
+    x = _with_extreme(x, value, dtype)
+    lowest, refusal = torch.finfo(dtype).min, _refusal(model)
+    calls = {estimator: lambda e=estimator: model.score(x, MASK, e, num_particles=4).log_likelihood
+             for estimator, capability in ESTIMATORS.items() if model.supports(capability)}
+    if model.supports("predictive"):
+        calls["predictive"] = lambda: model.predictive(x, MASK, 0, num_particles=4).log_density
+    for name, compute in calls.items():
+        with torch.no_grad():
+            if refusal:
+                with pytest.raises(refusal[0], match=refusal[1]):
+                    compute()
+                continue
+            result, messages = _recorded(compute)
+        _one_saturation_warning(messages, dtype)
+        assert torch.isfinite(result).all(), (name, result)
+        # the true value (about -value^2 / 2, or below) is below the range: held at its lowest value
+        assert (result[0, 1] if name == "predictive" else result[0]) == lowest, (name, result)
+    if model.supports("exact") and not refusal:  # the other sequences keep their numbers
+        clean = x.clone()
+        clean[0, 1, 0] = 0.0
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            assert torch.equal(model.log_likelihood(x, MASK)[1:], model.log_likelihood(clean, MASK)[1:])
+
+
+@pytest.mark.parametrize("cls", [PFLSTM, PFGRU, PFRNNPredictor, PFRNNProgram], ids=lambda c: c.__name__)
+def test_the_models_without_a_density_of_x_say_so(cls):
+    model, x = FACTORIES[cls]()
+    with pytest.raises(Unsupported, match="declares no way to score x"):
+        model.score(_with_extreme(x, 1e30, torch.float32), MASK)
