@@ -34,7 +34,9 @@ The base class gives particle models (``particles``) their ``predictive`` and ``
 from the shared filter (:func:`particle_predictive`, :func:`particle_forecast`); everything
 else a model writes itself. :data:`ESTIMATORS` says which log-likelihood estimate needs which
 capability, and :meth:`SequenceModel.score` scores data by any of them. Each instance registers
-its parameters in Pyro's parameter store under a name of its own (``pyro_name``).
+its parameters in Pyro's parameter store under a name of its own (``pyro_name``);
+:meth:`SequenceModel.save_params` / :meth:`SequenceModel.load_params` save and reload them
+whatever that name is.
 """
 
 from __future__ import annotations
@@ -43,12 +45,16 @@ import itertools
 from collections import defaultdict
 from contextlib import nullcontext
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar, NamedTuple
 
 import torch
+from pyro.params import param_with_module_name
 from torch import nn
 
 from .forecast import forecast as _forecast_particles
+from .params import load_params as _load_params
+from .params import save_params as _save_params
 from .particle_filter import ParticleFilter
 from .saturation import saturate
 from .validation import check_positive_int, check_sequences
@@ -141,7 +147,10 @@ class SequenceModel(nn.Module):
     Each instance registers its parameters in Pyro's parameter store under a name of its own,
     ``pyro_name``: the class's ``pyro_prefix`` (default: the class name, lower case) for the
     first instance, then ``<prefix>_1``, ``<prefix>_2``, ... in order of creation, so that two
-    models train side by side in one store. Assign ``pyro_name`` to choose another.
+    models train side by side in one store. Assign ``pyro_name`` to choose another. The default
+    depends on how many instances the process has made: save and reload parameters with
+    :meth:`save_params` / :meth:`load_params` (or a ``state_dict``), whose names are relative
+    to the model, not with the store's names.
     """
 
     capabilities: ClassVar[frozenset[str]] = frozenset()
@@ -159,6 +168,31 @@ class SequenceModel(nn.Module):
         prefix = self.pyro_prefix or type(self).__name__.lower()
         number = next(_INSTANCES[prefix])
         self.pyro_name = prefix if number == 0 else f"{prefix}_{number}"
+
+    @property
+    def pyro_name(self) -> str:
+        """The name of the instance's parameters in Pyro's parameter store (``<pyro_name>$$$<parameter>``)."""
+        return self._pyro_name
+
+    @pyro_name.setter
+    def pyro_name(self, name: str) -> None:
+        if not isinstance(name, str) or not name or param_with_module_name("", "") in name:
+            raise ValueError(f"pyro_name must be a non-empty string without '$$$', got {name!r}")
+        self._pyro_name = name
+
+    def save_params(self, path) -> Path:
+        """Write the parameters and buffers, by names relative to the model, to ``path`` (atomically)."""
+        return _save_params(self, path)
+
+    def load_params(self, path, *, name: str | None = None) -> SequenceModel:
+        """Load parameters from :meth:`save_params`, a ``state_dict``, a ``Trainer`` checkpoint or a Pyro store file.
+
+        Whatever ``pyro_name`` the model had when saved: a Pyro parameter-store file is matched by
+        the relative names (``name``: the Pyro name to read, when the file holds several models
+        with these parameters). A file lacking any of the model's parameters raises ``ValueError``.
+        Returns the model (see :func:`inference.params.load_params`).
+        """
+        return _load_params(self, path, name=name)
 
     def supports(self, capability: str) -> bool:
         """Whether the model declares ``capability`` (one of :data:`CAPABILITIES`)."""
