@@ -7,6 +7,7 @@ Examples::
     ppl-models train lgssm-demo --set objective.gradient=\\"stop_weights\\" --run-dir runs/fisher
     ppl-models train my_experiment.toml --set train.lr=0.005 --device cpu
     ppl-models train lgssm-demo --run-dir runs/fisher --resume
+    ppl-models train lgssm-demo --run-dir runs/fisher --resume --epochs 100
     ppl-models evaluate runs/fisher --set num_particles=5000
     ppl-models suite psrnn-swimmer --run-dir runs/psrnn-swimmer
     ppl-models suite pfrnn-mazes --run-dir runs/mazes --only "PF-GRU / maze 18"
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+import warnings
 from pathlib import Path
 
 import torch
@@ -30,6 +32,7 @@ from inference.validation import InputTypeError
 
 from . import compare, forecasting, registry, runner, supervised
 from .config import apply_overrides, load_config, read_toml
+from .data import DataWarning
 
 __all__ = ["main", "USER_ERRORS"]
 
@@ -62,25 +65,42 @@ def _finish(metrics: dict, run_dir) -> int:
 
 def _train(args) -> int:
     overrides = list(args.set) + ([f"device={args.device!r}".replace("'", '"')] if args.device else [])
+    overrides += _epochs_on_resume(args)
     path = registry.experiment_config(args.experiment)
     read_toml(path)  # a missing or malformed file is named before anything else reads it
+    options = {"resume": args.resume, "change_epochs": args.epochs is not None}
     if supervised.is_supervised(path):
         config = supervised.load_supervised_config(path, overrides)
-        return _train_supervised(config, args.run_dir or runner.timestamped(config["name"]), args.resume)
+        return _train_supervised(config, args.run_dir or runner.timestamped(config["name"]), **options)
     config = load_config(path, overrides)
     run_dir = args.run_dir or runner.timestamped(config["name"])
-    return _finish(runner.train(config, run_dir, resume=args.resume), run_dir)
+    return _finish(runner.train(config, run_dir, **options), run_dir)
 
 
-def _train_supervised(config: dict, run_dir, resume: bool = False) -> int:
-    metrics = supervised.train(config, run_dir, resume=resume)
+def _epochs_on_resume(args) -> list[str]:
+    """The ``train.epochs`` override a resumption implies: ``--epochs N``, else the run's own number of epochs
+    (``--set train.epochs`` is then checked against the run's by :func:`runner.prepare_run_dir`)."""
+    given = any(item.split("=", 1)[0].strip() == "train.epochs" for item in args.set)
+    if args.epochs is not None:
+        if not args.resume:
+            raise ValueError("--epochs changes a resumed run's length: use it with --resume (a new run takes "
+                             "--set train.epochs=N)")  # fmt: skip
+        if given:
+            raise ValueError("give the number of epochs of a resumed run once: --epochs N, not --set train.epochs")
+        return [f"train.epochs={args.epochs}"]
+    epochs = runner.run_epochs(args.run_dir) if args.resume and args.run_dir and not given else None
+    return [f"train.epochs={epochs}"] if isinstance(epochs, int) else []
+
+
+def _train_supervised(config: dict, run_dir, resume: bool = False, change_epochs: bool = False) -> int:
+    metrics = supervised.train(config, run_dir, resume=resume, change_epochs=change_epochs)
     print(supervised.format_table(metrics) + f"\n\nrun folder: {run_dir}")
     return 0
 
 
 def _evaluate(args) -> int:
     overrides = apply_overrides({}, args.set)
-    out = args.out or Path(args.run_dir) / "evaluations" / runner.timestamped("evaluate").name
+    out = args.out or Path(args.run_dir) / "evaluations" / runner.timestamped("evaluate").name  # unique per process
     return _finish(runner.evaluate(args.run_dir, overrides, args.device, out=out, force=args.force), out)
 
 
@@ -118,12 +138,16 @@ def _suite(args) -> int:
 
 
 def _labelled_runs(items: list[str]) -> dict[str, str]:
-    """``{label: folder}`` from ``LABEL=RUN_FOLDER`` arguments (split at the last ``=``: labels may hold one)."""
+    """``{label: folder}`` from ``LABEL=RUN_FOLDER`` arguments (split at the last ``=``: labels may hold one);
+    a label given twice is refused (a dict would keep the last run only)."""
     folders = {}
     for item in items:
         label, sep, folder = item.rpartition("=")
         if not sep or not label or not folder:
             raise ValueError(f"runs must look like LABEL=RUN_FOLDER, got {item!r}")
+        if label in folders:
+            raise ValueError(f"label {label!r} is given twice ({folders[label]} and {folder}): each run needs a "
+                             "label of its own")  # fmt: skip
         folders[label] = folder
     return folders
 
@@ -139,7 +163,8 @@ def _forecast(args) -> int:
     forecasting.compare_forecasts(_labelled_runs(args.runs), args.out, observed=args.observed, horizon=args.horizon,
                                   num_samples=args.samples, num_particles=args.particles,
                                   em_iterations=args.em_iterations,
-                                  em_sites=args.em_sites.split(",") if args.em_sites else None,
+                                  em_sites=[site.strip() for site in args.em_sites.split(",")]
+                                  if args.em_sites is not None else None,
                                   recalibrate=args.recalibrate, recalibrate_per_step=args.recalibrate_per_step,
                                   device=device)  # fmt: skip
     print((Path(args.out) / "forecast.md").read_text())
@@ -186,7 +211,11 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                        help="override a config value (TOML literal), repeatable")  # fmt: skip
     train.add_argument("--run-dir", help="run folder (default runs/<name>-<time>)")
-    train.add_argument("--resume", action="store_true", help="continue the run in --run-dir from its last checkpoint")
+    train.add_argument("--resume", action="store_true",
+                       help="continue the run in --run-dir from its last checkpoint, with its saved settings")
+    train.add_argument("--epochs", type=_count(1), metavar="N",
+                       help="with --resume: train the run to N epochs in all instead of its own number (recorded "
+                            "in RUN_DIR/resume.jsonl; config.json is never rewritten)")  # fmt: skip
     train.add_argument("--device", type=_device, help="cpu, cuda, cuda:N or auto (overrides the config)")
     train.set_defaults(func=_train)
 
@@ -197,7 +226,8 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--device", type=_device, help="cpu, cuda, cuda:N or auto")
     evaluate.add_argument("--out", help="folder of this evaluation's outputs (default RUN_DIR/evaluations/"
                                         "evaluate-<time>); the run's own outputs are never overwritten")
-    evaluate.add_argument("--force", action="store_true", help="overwrite an evaluation already in --out")
+    evaluate.add_argument("--force", action="store_true",
+                          help="replace an evaluation already in --out (whole, once the new one is complete)")
     evaluate.set_defaults(func=_evaluate)
 
     suite = commands.add_parser("suite", help="train a suite of runs and compare them (see list)")
@@ -223,12 +253,13 @@ def build_parser() -> argparse.ArgumentParser:
     ahead.add_argument("--observed", type=_count(1),
                        help="steps given before forecasting (default: the data's, e.g. 40)")
     ahead.add_argument("--horizon", type=_count(1), help="steps to forecast (default: the rest of each sequence)")
-    ahead.add_argument("--samples", type=_count(1), default=1000, help="forecast paths per sequence")
+    ahead.add_argument("--samples", type=_count(2), default=1000, help="forecast paths per sequence (at least 2)")
     ahead.add_argument("--particles", type=_count(1), default=30, help="filter size for particle models")
     ahead.add_argument("--em-iterations", type=_count(0), default=0,
                        help="EM steps fitting each test sequence's own covariances on its observed steps "
                             "before forecasting (SMC Transformer; the paper uses 30)")  # fmt: skip
-    ahead.add_argument("--em-sites", help="comma-separated covariances the EM steps fit (default all)")
+    ahead.add_argument("--em-sites", help="comma-separated covariances the EM steps fit (default all; an SMC "
+                                          "Transformer's are q, k, v, z and, for Gaussian data, x, x_first)")
     ahead.add_argument("--recalibrate", choices=RECALIBRATION_METHODS,
                        help="also report forecasts recalibrated on the validation split (see inference.recalibration)")
     ahead.add_argument("--recalibrate-per-step", action="store_true",
@@ -252,11 +283,13 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``ppl-models`` console script: 0 on success, 2 on a user error (one line), 130 on Ctrl-C."""
     args = build_parser().parse_args(argv)
     try:
-        return args.func(args)
+        with warnings.catch_warnings():
+            warnings.showwarning = _data_warnings_on_one_line(warnings.showwarning)
+            return args.func(args)
     except USER_ERRORS as error:
         if args.debug:
             raise
-        message = " ".join(str(error).split()) or type(error).__name__
+        message = _one_line(error)
     except RuntimeError as error:  # running out of memory is the settings' doing, not a bug
         if args.debug or not _out_of_memory(error):
             raise
@@ -269,6 +302,26 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     print(f"ppl-models: error: {message}", file=sys.stderr)
     return 2
+
+
+def _one_line(error: BaseException) -> str:
+    """A user error as one line; an ``OSError`` names its file (``path: No space left on device (errno 28)``)."""
+    if isinstance(error, OSError) and error.filename is not None and error.strerror:
+        return f"{error.filename}: {error.strerror} (errno {error.errno})"
+    return " ".join(str(error).split()) or type(error).__name__
+
+
+def _data_warnings_on_one_line(show):
+    """A ``warnings.showwarning`` that prints a :class:`~experiments.data.DataWarning` as one line
+    (``ppl-models: warning: ...``) and leaves the others to ``show``."""
+
+    def show_warning(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, DataWarning):
+            print(f"ppl-models: warning: {' '.join(str(message).split())}", file=sys.stderr)
+        else:
+            show(message, category, filename, lineno, file, line)
+
+    return show_warning
 
 
 def _out_of_memory(error: RuntimeError) -> bool:

@@ -19,7 +19,6 @@ back by their ``untransform(values, split)`` before any metric.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import torch
@@ -28,22 +27,52 @@ from matplotlib.figure import Figure
 from inference import calibration
 from inference.io import write_json, write_text
 from inference.recalibration import RECALIBRATION_METHODS, coverage_by_step, fit_recalibration
-from inference.training import load_best
 from inference.validation import check_positive_int
 from ppl_models import SMCTransformer
 
+from .config import check_config
+from .memory import FLOAT32, check_memory
 from .plots import save_png
-from .runner import _setup, check_run_folder
+from .runner import _setup, check_run_folder, load_run_checkpoint, read_config_json
 
 __all__ = ["compare_forecasts"]
 
 
-def _load(run_dir: Path, device: str):
-    config = json.loads((run_dir / "config.json").read_text())
+def _load(label: str, folder, device: str):
+    """``(config, data, model)`` of the run ``label`` in ``folder``, its best checkpoint loaded on ``device``."""
+    folder = check_run_folder(folder, name=f"run {label!r}:")
+    config = read_config_json(folder / "config.json")
+    if config.get("kind") == "supervised":
+        raise ValueError(f"run {label!r}: {folder} is a supervised run; forecasts need a likelihood run")
+    config = check_config(config)
     data, model, objective = _setup(config)
-    load_best(run_dir, objective)
+    load_run_checkpoint(folder, objective, config)
     model.to(device).eval()
     return config, data, model
+
+
+def _em_sites(model) -> tuple[str, ...]:
+    """The covariances per-sequence EM can fit in ``model`` (none for a model without ``fine_tuned``)."""
+    return tuple(model.variances()) if isinstance(model, SMCTransformer) else ()
+
+
+def _check_em(loaded: dict, em_iterations: int, em_sites) -> None:
+    """Refuse EM options that no run can use, and ``em_sites`` a run with EM does not have."""
+    if em_sites is not None and em_iterations == 0:
+        raise ValueError("em_sites needs em_iterations > 0 (--em-iterations N): without EM steps nothing is fitted")
+    if em_iterations == 0:
+        return
+    tuned = {label: _em_sites(model) for label, (_, _, model) in loaded.items() if _em_sites(model)}
+    if not tuned:
+        models = sorted({config["model"]["name"] for config, _, _ in loaded.values()})
+        raise ValueError(f"em_iterations: no run has per-sequence EM (models {models}; only SMC Transformer runs "
+                         "have covariances to fit)")  # fmt: skip
+    for label, valid in tuned.items():
+        unknown = [site for site in em_sites or () if site not in valid]
+        if unknown or (em_sites is not None and not em_sites):
+            model = loaded[label][0]["model"]["name"]
+            raise ValueError(f"em_sites: run {label!r} (model {model!r}) has no covariances {unknown or em_sites}; "
+                             f"its valid sites are {', '.join(valid)}")  # fmt: skip
 
 
 def compare_forecasts(runs: dict[str, str | Path], out: str | Path, *, observed: int | None = None,
@@ -65,26 +94,20 @@ def compare_forecasts(runs: dict[str, str | Path], out: str | Path, *, observed:
         raise ValueError("runs must name at least one run folder")
     if isinstance(em_iterations, bool) or not isinstance(em_iterations, int) or em_iterations < 0:
         raise ValueError(f"em_iterations must be an int >= 0, got {em_iterations!r}")
+    if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples < 2:
+        raise ValueError(f"num_samples must be an int >= 2 (a forecast's spread needs two paths), got {num_samples!r}")
     if recalibrate is not None and recalibrate not in RECALIBRATION_METHODS:
         raise ValueError(f"recalibrate must be one of {RECALIBRATION_METHODS} or None, got {recalibrate!r}")
+    if isinstance(em_sites, str):
+        em_sites = [em_sites]
     out = Path(out)
-    results, bands, truth_shown, data_description = {}, {}, None, None
-    for label, folder in runs.items():
-        folder = check_run_folder(folder, name=f"run {label!r}:")
-        config, data, model = _load(folder, device)
-        x, mask = data.test
-        if not bool(mask.all()):
-            raise ValueError(f"run {label!r}: forecasts need test sequences of equal length")
-        # the COVID data set says how many days are observed; others need --observed
-        start = getattr(data, "observed_days", None) if observed is None else observed
-        if start is None or not 0 < start < x.shape[1]:
-            raise ValueError(f"observed must be in 1..{x.shape[1] - 1} (steps given before forecasting), got {start!r}")
-        steps = x.shape[1] - start if horizon is None else check_positive_int(horizon, name="horizon")
-        if start + steps > x.shape[1]:
-            raise ValueError(f"observed + horizon = {start + steps} exceeds the {x.shape[1]} test steps")
-        if data_description not in (None, data.description):
-            raise ValueError(f"run {label!r} uses other data than the runs before it: {data.description!r}")
-        data_description = data.description
+    loaded = {label: _load(label, folder, device) for label, folder in runs.items()}
+    _check_em(loaded, em_iterations, em_sites)
+    windows = _windows(loaded, observed, horizon, num_samples)  # every run checked before any forecast
+    results, bands, truth_shown = {}, {}, None
+    for label, (config, data, model) in loaded.items():
+        start, steps = windows[label]
+        x = data.test[0]
         generator = torch.Generator(device=device).manual_seed(seed)
         torch.manual_seed(seed)
         tuned = em_iterations > 0 and isinstance(model, SMCTransformer)  # per-sequence EM is SMC-T's alone
@@ -104,12 +127,39 @@ def compare_forecasts(runs: dict[str, str | Path], out: str | Path, *, observed:
                                   **_scores(row_samples, target)}  # fmt: skip
             bands[row_label] = (row_samples.mean(0), row_samples.std(0))
         truth_shown = (x if untransform is None else untransform(x, "test"), start, steps)
+    data_description = next(iter(loaded.values()))[1].description
     report = {"data": data_description, "observed": truth_shown[1], "horizon": truth_shown[2],
               "samples": num_samples, "runs": {k: str(v) for k, v in runs.items()}, "metrics": results}  # fmt: skip
     write_json(out / "forecast.json", report)
     write_text(out / "forecast.md", _table(report))
     _plot(truth_shown, bands, min(shown, truth_shown[0].shape[0]), out / "forecast.png")
     return results
+
+
+def _windows(loaded: dict, observed: int | None, horizon: int | None, num_samples: int) -> dict[str, tuple]:
+    """``{label: (observed steps, steps ahead)}`` of each run, after checking the runs share one data set of
+    equal-length test sequences and that ``num_samples`` paths of them fit in memory."""
+    windows, description = {}, None
+    for label, (_, data, _) in loaded.items():
+        x, mask = data.test
+        if not bool(mask.all()):
+            raise ValueError(f"run {label!r}: forecasts need test sequences of equal length")
+        # the COVID data set says how many days are observed; others need --observed
+        start = getattr(data, "observed_days", None) if observed is None else observed
+        if start is None or not 0 < start < x.shape[1]:
+            raise ValueError(f"observed must be in 1..{x.shape[1] - 1} (steps given before forecasting), got {start!r}")
+        steps = x.shape[1] - start if horizon is None else check_positive_int(horizon, name="horizon")
+        if start + steps > x.shape[1]:
+            raise ValueError(f"observed + horizon = {start + steps} exceeds the {x.shape[1]} test steps")
+        if description not in (None, data.description):
+            raise ValueError(f"run {label!r} uses other data than the runs before it: {data.description!r}")
+        description = data.description
+        size = [num_samples, x.shape[0], steps, x.shape[-1]]
+        check_memory({"num_samples": (num_samples, num_samples * x.shape[0] * steps * x.shape[-1] * FLOAT32,
+                                      " x ".join(map(str, size)) + " (paths x sequences x steps x features) x 4 "
+                                      "bytes")})  # fmt: skip
+        windows[label] = start, steps
+    return windows
 
 
 def _forecast_split(model, data, split: str, start: int, steps: int, *, num_samples: int, num_particles: int,

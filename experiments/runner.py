@@ -12,15 +12,20 @@ A run folder holds:
   the first test sequence with its one-step predictions before and after training, and the
   held-out MSE before training; the training log then carries the held-out MSE per epoch;
 * ``plots/``: learning curve, PIT ECDF, coverage, predictive bands, particle cloud;
-* ``evaluations/<time>/``: each later ``evaluate`` of the run, with its own ``config.json``
-  (the run's, with the ``[evaluate]`` settings used), metrics, ``predictive.nc`` and plots; the
-  run's own outputs are never overwritten.
+* ``resume.jsonl``: one line per ``--resume`` (its time, the epoch it resumed from, the number of
+  epochs it trains to, the device, and any change of ``train.epochs``); ``config.json`` keeps the
+  first run's settings and is never rewritten;
+* ``evaluations/evaluate-<time>-<pid>/``: each later ``evaluate`` of the run, with its own
+  ``config.json`` (the run's, with the ``[evaluate]`` settings used), metrics, ``predictive.nc``
+  and plots, written to a hidden folder beside it and renamed into place whole; the run's own
+  outputs are never overwritten.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
-import shutil
+import os
 import time
 from pathlib import Path
 
@@ -30,7 +35,7 @@ from torch import nn
 
 from inference import ParticleFilter, calibration
 from inference.arviz_compat import loo_summary, waic_summary
-from inference.io import remove_stale_temporaries, write_json, write_text
+from inference.io import append_jsonl, read_jsonl, remove_stale_temporaries, staged_folder, write_json, write_text
 from inference.objectives import ELBO, IWAE
 from inference.protocol import ESTIMATORS, particle_predictive
 from inference.training import (
@@ -47,10 +52,14 @@ from ppl_models.predictors import OneStepPredictor
 
 from . import plots
 from .config import EvaluateConfig, check_config
+from .memory import check_memory, evaluation_memory
 from .registry import DATASETS, MODELS, build, build_objective
 from .truth_gap import gap_to_truth
 
-__all__ = ["resolve_device", "train", "evaluate", "evaluate_model", "format_table"]
+__all__ = ["resolve_device", "train", "evaluate", "evaluate_model", "format_table", "run_epochs", "timestamped"]
+
+#: what a resumption may change without changing the run: where it runs and whether it prints progress
+RUNTIME_KEYS = ("device", "train.progress")
 
 
 def resolve_device(name: str) -> torch.device:
@@ -71,30 +80,81 @@ def _setup(config: dict):
     return data, model, build_objective(config["objective"], model)
 
 
-def prepare_run_dir(run_dir: str | Path, config: dict, *, resume: bool = False) -> Path:
-    """Check ``run_dir`` against ``resume`` and write ``config.json``; returns the folder as a ``Path``.
+def prepare_run_dir(run_dir: str | Path, config: dict, *, resume: bool = False, change_epochs: bool = False) -> Path:
+    """Check ``run_dir`` against ``resume``, write ``config.json`` (a new run) or ``resume.jsonl`` (a resumed one).
 
-    A fresh run refuses a folder that already holds checkpoints. A resumed one must be given the
-    configuration saved there except for ``device``, the ``[evaluate]`` section (which does not
-    touch training) and the ``train`` keys a resumption may change (``epochs``, to extend or
-    shorten the run, and ``progress``), so it cannot silently go on with other data, another
-    model or another objective.
+    A fresh run refuses a folder that already holds checkpoints. A resumed one never rewrites the
+    saved ``config.json``: ``config`` must equal it except for :data:`RUNTIME_KEYS` and, with
+    ``change_epochs``, ``train.epochs`` (the run's current number, :func:`run_epochs`, otherwise);
+    the checkpoint's saved experiment must match too, so a run cannot silently go on with other
+    data, another model, objective or evaluation. Each resumption appends its record to
+    ``resume.jsonl``.
     """
     run_dir = check_writable(run_dir, "run_dir")
     if not resume and (run_dir / "checkpoints").exists():
         raise ValueError(f"run_dir {run_dir} already holds a run: pass --resume to continue it or pick a new folder")
     saved_path, last = run_dir / "config.json", run_dir / "checkpoints" / "last.pt"
-    given = _fixed_part(json.loads(json.dumps(config)))
-    if resume and saved_path.is_file():
-        saved = _fixed_part(read_config_json(saved_path))
-        if saved != given:
-            changed = sorted(key for key in {*saved, *given} if saved.get(key) != given.get(key))
-            raise ValueError(f"resume: the configuration differs from the one saved in {saved_path} (in {changed}); "
-                             "pass the same experiment and --set overrides as the first run")  # fmt: skip
-    if resume and last.is_file():  # the checkpoint is the truth, even when config.json is gone
-        check_experiment(load_checkpoint(last).get("experiment"), given, last)
-    write_json(saved_path, config)
+    given = json.loads(json.dumps(config))
+    if not resume or not (saved_path.is_file() or last.is_file()):  # a new run (--resume of nothing starts one)
+        write_json(saved_path, config)
+        return run_dir
+    epochs = run_epochs(run_dir)
+    if saved_path.is_file():
+        _check_unchanged(read_config_json(saved_path), given, saved_path)
+    start = load_checkpoint(last) if last.is_file() else {}  # the checkpoint is the truth, even without config.json
+    check_experiment(start.get("experiment"), _fixed_part(given), last)
+    wanted = given["train"]["epochs"]
+    if epochs is not None and wanted != epochs:
+        if not change_epochs:
+            raise ValueError(f"resume: train.epochs={wanted} differs from the run's {epochs} ({saved_path} is never "
+                             f"rewritten): resume without it, or pass --epochs {wanted} to change the run's length")
+        if given["train"].get("lr_schedule") == "cosine":
+            raise ValueError(f"resume: train.epochs cannot change on a run with lr_schedule='cosine' (its length is "
+                             f"the schedule's); the run trains to {epochs} epochs")  # fmt: skip
+    if not saved_path.is_file():
+        write_json(saved_path, config)  # restored from the experiment the checkpoint confirmed
+    record = {"time": time.strftime("%Y-%m-%dT%H:%M:%S"), "from_epoch": start.get("epoch", 0), "epochs": wanted,
+              "device": given.get("device")}  # fmt: skip
+    if epochs is not None and wanted != epochs:
+        record["changed"] = {"train.epochs": [epochs, wanted]}
+    append_jsonl(run_dir / "resume.jsonl", record)
     return run_dir
+
+
+def run_epochs(run_dir: str | Path) -> int | None:
+    """The number of epochs a run in ``run_dir`` trains to: its ``config.json``'s ``train.epochs``, or the last
+    change of it recorded in ``resume.jsonl``; ``None`` where the folder holds no run."""
+    run_dir = Path(run_dir)
+    log = run_dir / "resume.jsonl"
+    changes = [r["epochs"] for r in read_jsonl(log) if "epochs" in r] if log.is_file() else []
+    if changes:
+        return changes[-1]
+    if not (run_dir / "config.json").is_file():
+        return None
+    return read_config_json(run_dir / "config.json").get("train", {}).get("epochs")
+
+
+def _check_unchanged(saved: dict, given: dict, path: Path) -> None:
+    """Raise ``ValueError`` naming each setting of ``given`` that differs from ``saved`` (:data:`RUNTIME_KEYS` and
+    ``train.epochs`` aside)."""
+    changed = {key: values for key, values in _differences(saved, given).items()
+               if key not in (*RUNTIME_KEYS, "train.epochs")}  # fmt: skip
+    if changed:
+        sections = sorted({key.split(".")[0] for key in changed})
+        shown = ", ".join(f"{key}: {a!r} -> {b!r}" for key, (a, b) in sorted(changed.items())[:4])
+        raise ValueError(f"resume: the configuration differs from the one saved in {path} (in {sections}): {shown}; "
+                         "pass the same experiment and --set overrides as the first run (config.json is never "
+                         "rewritten; only --device and --epochs may change)")  # fmt: skip
+
+
+def _differences(saved, given, prefix: str = "") -> dict[str, tuple]:
+    """``{dotted key: (saved value, given value)}`` of the leaves where two nested dicts differ."""
+    if not (isinstance(saved, dict) and isinstance(given, dict)):
+        return {} if saved == given else {prefix: (saved, given)}
+    found = {}
+    for key in {*saved, *given}:
+        found.update(_differences(saved.get(key), given.get(key), f"{prefix}.{key}" if prefix else key))
+    return found
 
 
 def check_writable(folder: str | Path, name: str) -> Path:
@@ -139,15 +199,19 @@ def _fixed_part(config: dict) -> dict:
     return {**{k: v for k, v in config.items() if k not in ("device", "evaluate")}, "train": train}
 
 
-def train(config: dict, run_dir: str | Path, *, resume: bool = False) -> dict:
+def train(config: dict, run_dir: str | Path, *, resume: bool = False, change_epochs: bool = False) -> dict:
     """Train the configured model, then evaluate its best checkpoint on the test split.
 
-    Returns the final metrics table (also written to the run folder).
+    ``resume`` continues the run in ``run_dir`` (see :func:`prepare_run_dir`; ``change_epochs``
+    lets ``config``'s ``train.epochs`` differ from the run's). Returns the final metrics table
+    (also written to the run folder).
     """
     pyro.set_rng_seed(config["seed"])
     device = resolve_device(config["device"])
     data, model, objective = _setup(config)  # bad settings and data files fail before the folder is touched
-    run_dir = prepare_run_dir(run_dir, config, resume=resume)
+    check_finite(data)
+    check_memory(evaluation_memory(model, data, EvaluateConfig.from_dict(config["evaluate"])))
+    run_dir = prepare_run_dir(run_dir, config, resume=resume, change_epochs=change_epochs)
     fresh = not (run_dir / "checkpoints" / "last.pt").exists()
     if fresh:
         model.initialize(*data.train)
@@ -170,10 +234,11 @@ def evaluate(run_dir: str | Path, overrides: dict | None = None, device: str | N
              out: str | Path | None = None, force: bool = False) -> dict:
     """Re-evaluate a finished run folder's best checkpoint (``overrides`` update ``[evaluate]``).
 
-    The outputs go to ``out`` (default ``run_dir/evaluations/<time>``), with a ``config.json``
-    holding the settings used (written last); a folder that already holds an evaluation is refused
-    unless ``force``. The folder is checked to be writable before anything is computed, and one
-    this call created is removed if the evaluation fails.
+    The outputs go to ``out`` (default ``run_dir/evaluations/evaluate-<time>-<pid>``), with a
+    ``config.json`` holding the settings used. They are written to a hidden folder beside ``out``
+    and renamed into place whole (:func:`inference.io.staged_folder`), so a failed or interrupted
+    evaluation leaves ``out`` as it was; a folder that already holds an evaluation is refused
+    unless ``force`` (then replaced whole), and so is a run folder or one holding other files.
     """
     run_dir = check_run_folder(run_dir)
     config = read_config_json(run_dir / "config.json")
@@ -182,24 +247,75 @@ def evaluate(run_dir: str | Path, overrides: dict | None = None, device: str | N
                          "evaluate re-evaluates likelihood runs only")
     config = check_config(config)
     evaluate_config = EvaluateConfig.from_dict({**config["evaluate"], **(overrides or {})})
-    out = Path(out) if out is not None else run_dir / "evaluations" / time.strftime("%Y%m%d-%H%M%S")
-    if (out / "metrics.json").exists() and not force:
-        raise ValueError(f"{out} already holds an evaluation (metrics.json): pass --force to overwrite it "
-                         "or --out to write elsewhere")
+    out = Path(out) if out is not None else run_dir / "evaluations" / timestamped("evaluate").name
+    _check_evaluation_folder(out, run_dir, force)
     device = resolve_device(device or config["device"])
     data, model, objective = _setup(config)
-    load_best(run_dir, objective)
+    load_run_checkpoint(run_dir, objective, config)
+    check_memory(evaluation_memory(model, data, evaluate_config))
     model.to(device)
-    created = next((p for p in reversed((out, *out.parents)) if not p.exists()), None)  # the topmost new one
-    check_writable(out, "evaluation folder")
     try:
-        metrics = evaluate_model(model, data, evaluate_config, out, config["seed"], records_from=run_dir)
-    except BaseException:
-        if created is not None:  # a failed evaluation leaves no folder behind
-            shutil.rmtree(created, ignore_errors=True)
-        raise
-    write_json(out / "config.json", {**config, "evaluate": evaluate_config.to_dict()})
+        with staged_folder(out, replace=force) as staging:
+            metrics = evaluate_model(model, data, evaluate_config, staging, config["seed"], records_from=run_dir)
+            write_json(staging / "config.json", {**config, "evaluate": evaluate_config.to_dict()})
+    except PermissionError as error:
+        raise ValueError(f"evaluation folder {out} cannot be written to ({error.strerror or error})") from None
     return metrics
+
+
+def _check_evaluation_folder(out: Path, run_dir: Path, force: bool) -> None:
+    """Refuse an ``out`` that is a file, a run folder (or holds ``run_dir``), a folder of other files, or (without
+    ``force``) an evaluation already."""
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"evaluation folder {out} is a file, not a folder")
+    if out.resolve() == run_dir.resolve() or out.resolve() in run_dir.resolve().parents or (
+            out / "checkpoints").exists():
+        raise ValueError(f"evaluation folder {out} is (or holds) a run folder: evaluate writes beside a run, "
+                         "never over it; pick another --out")  # fmt: skip
+    if (out / "metrics.json").exists() and not force:
+        raise ValueError(f"{out} already holds an evaluation (metrics.json): pass --force to replace it "
+                         "or --out to write elsewhere")
+    if out.is_dir() and any(out.iterdir()) and not (out / "metrics.json").exists():
+        raise ValueError(f"evaluation folder {out} holds other files, not an evaluation: pick a new or empty --out")
+
+
+def load_run_checkpoint(run_dir: Path, objective, config: dict) -> dict:
+    """:func:`~inference.training.load_best` of a run for the experiment ``config``; a ``best.pt`` of another
+    experiment (another model, other data: a file copied from another run) is a ``ValueError`` naming both."""
+    path = Path(run_dir) / "checkpoints" / "best.pt"
+    if not path.exists():
+        raise ValueError(f"{path} does not exist: is the run finished (best.pt is written after a validation)?")
+    checkpoint = load_checkpoint(path)
+    saved = checkpoint.get("experiment") or {}
+    for section in ("model", "data"):
+        expected = json.loads(json.dumps(config[section]))
+        if section in saved and saved[section] != expected:
+            ours, theirs = _describe(saved[section], expected), _describe(expected, saved[section])
+            raise ValueError(f"{path} is for {section} {ours} but {Path(run_dir) / 'config.json'} expects {section} "
+                             f"{theirs}: the two files come from different runs")  # fmt: skip
+    try:
+        return load_best(run_dir, objective)
+    except RuntimeError as error:  # no saved experiment (an older run), and parameters of another shape or name
+        first = str(error).split("\n")[1].strip() if "\n" in str(error) else str(error)
+        raise ValueError(f"{path} does not fit model {config['model'].get('name')!r} of "
+                         f"{Path(run_dir) / 'config.json'} (the two files come from different runs): {first}") from None
+
+
+def _describe(section: dict, other: dict) -> str:
+    """``'name'`` of a config section, with the settings where it differs from ``other`` in brackets."""
+    differ = [f"{k}={section[k]!r}" for k in section if k != "name" and other.get(k, object()) != section[k]]
+    return repr(section.get("name")) + (f" ({', '.join(differ[:4])})" if differ else "")
+
+
+def check_finite(data) -> None:
+    """Raise ``ValueError`` if a valid step of a split of ``data`` holds NaN or inf (padding may hold anything)."""
+    for split in ("train", "valid", "test"):
+        x, mask = getattr(data, split)
+        bad = ~torch.isfinite(x) & (mask.unsqueeze(-1) if mask is not None else True)
+        if bool(bad.any()):
+            sequence, step, feature = (int(i) for i in bad.nonzero()[0])
+            raise ValueError(f"data {data.description!r}: the {split} split holds {int(bad.sum())} NaN or inf values "
+                             f"at valid steps, the first at sequence {sequence}, step {step}, feature {feature}")
 
 
 def _held_out_mse(model, data):
@@ -489,6 +605,11 @@ def format_table(metrics: dict, *, markdown: bool = False) -> str:
     return "\n".join(lines)
 
 
+_NAMES = itertools.count()
+
+
 def timestamped(prefix: str) -> Path:
-    """``runs/<prefix>-YYYYmmdd-HHMMSS`` under the working directory."""
-    return Path("runs") / f"{prefix}-{time.strftime('%Y%m%d-%H%M%S')}"
+    """``runs/<prefix>-YYYYmmdd-HHMMSS-<pid>`` under the working directory, with ``-<n>`` from a process's second
+    call on: unique across processes started in the same second and across calls in one process."""
+    count = next(_NAMES)
+    return Path("runs") / (f"{prefix}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}" + (f"-{count}" if count else ""))

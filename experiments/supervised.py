@@ -91,14 +91,17 @@ def _setup(config: dict):
     return context, splits, predictor, DiscriminativeLoss(predictor, **config["loss"])
 
 
-def train(config: dict, run_dir: str | Path, *, resume: bool = False) -> dict:
-    """Train, then evaluate the best checkpoint on the test split; returns (and writes) ``metrics.json``."""
+def train(config: dict, run_dir: str | Path, *, resume: bool = False, change_epochs: bool = False) -> dict:
+    """Train, then evaluate the best checkpoint on the test split; returns (and writes) ``metrics.json``.
+
+    ``resume`` and ``change_epochs``: as for :func:`experiments.runner.prepare_run_dir`.
+    """
     from .runner import prepare_run_dir, resolve_device
 
     torch.manual_seed(config["seed"])
     context, splits, predictor, objective = _setup(config)  # data, model and loss checked before any write
     device = resolve_device(config["device"])
-    run_dir = prepare_run_dir(run_dir, config, resume=resume)
+    run_dir = prepare_run_dir(run_dir, config, resume=resume, change_epochs=change_epochs)
     paper_task = config["data"]["name"] == "localization-paper"
     monitor = None
     if paper_task:  # the learning curve in the paper's metric, on the validation split

@@ -7,17 +7,20 @@ write (a full disk, a lost permission) is an ``OSError`` whose ``filename`` is t
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import torch
 
 __all__ = ["atomic_write", "write_text", "write_json", "save_torch", "append_jsonl", "read_jsonl",
-           "remove_stale_temporaries", "naming"]
+           "remove_stale_temporaries", "naming", "staged_folder"]
 
 
 def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> Path:
@@ -50,6 +53,77 @@ def naming(error: OSError, path: str | os.PathLike) -> OSError:
     if error.errno is None:
         return OSError(f"{path}: {error}")
     return OSError(error.errno, error.strerror or str(error), str(path))  # OSError() picks the subclass by errno
+
+
+@contextmanager
+def staged_folder(target: str | os.PathLike, *, replace: bool = False) -> Iterator[Path]:
+    """Yield a new empty folder beside ``target`` to write into; when the block ends without error, move it onto
+    ``target`` whole. On an error (or Ctrl-C) it is deleted and ``target`` is left as it was.
+
+    ``target`` may be missing or an empty folder; a non-empty one is replaced only with ``replace``
+    (it is renamed aside, the new folder renamed into place, then the old one deleted). A process
+    killed between those two renames leaves the old folder as ``.<name>.replaced-<pid>-*``, and one
+    killed while writing leaves ``.<name>.partial-<pid>-*``: the next call for ``target`` restores
+    the first and deletes the second, once their process is gone. If another writer fills
+    ``target`` meanwhile (without ``replace``), the new folder is kept under a name of its own,
+    given in the ``FileExistsError``.
+    """
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    _recover(target)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.partial-{os.getpid()}-", dir=target.parent))
+    try:
+        yield staging
+        _publish(staging, target, replace)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def _publish(staging: Path, target: Path, replace: bool) -> None:
+    """Rename ``staging`` onto ``target`` (see :func:`staged_folder`)."""
+    try:
+        os.rename(staging, target)  # atomic; onto a missing target or an empty folder
+        return
+    except OSError as error:
+        if error.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+            raise naming(error, target) from error
+    if not replace:
+        kept = Path(tempfile.mkdtemp(prefix=f"{target.name}-", dir=target.parent))
+        os.rename(staging, kept)
+        raise FileExistsError(errno.EEXIST, f"another writer filled it meanwhile; these results are in {kept}",
+                              str(target))  # fmt: skip
+    old = Path(tempfile.mkdtemp(prefix=f".{target.name}.replaced-{os.getpid()}-", dir=target.parent))
+    os.rename(target, old)  # onto the empty placeholder
+    os.rename(staging, target)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _recover(target: Path) -> None:
+    """Undo what a killed :func:`staged_folder` of ``target`` left behind (its process gone)."""
+    for kind in ("replaced", "partial"):
+        prefix = f".{target.name}.{kind}-"
+        for path in sorted(p for p in target.parent.iterdir() if p.name.startswith(prefix)):
+            pid = path.name[len(prefix):].split("-", 1)[0]
+            if not pid.isdigit() or _alive(int(pid)):
+                continue
+            if kind == "replaced" and not target.exists():
+                os.rename(path, target)  # killed between the two renames: the old folder is the only whole one
+            else:
+                shutil.rmtree(path, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (on this machine; where that cannot be known, assume it does)."""
+    if pid == os.getpid() or os.name != "posix":  # os.kill(pid, 0) ends the process on Windows
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError, AttributeError):
+        return True
+    return True
 
 
 def remove_stale_temporaries(folder: str | os.PathLike) -> list[Path]:

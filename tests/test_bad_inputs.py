@@ -185,7 +185,8 @@ def test_missing_or_empty_data_file_is_one_line_naming_it(finished, tmp_path, ca
 EVALUATE_CASES = [
     ("float-particles", None, ["--set", "num_particles=1.5"], "evaluate.num_particles must be an int >= 1"),
     ("estimators-not-list", None, ["--set", "estimators=smc"], "evaluate.estimators must be a non-empty list"),
-    ("out-of-memory", None, ["--set", "num_particles=10000000000000"], "out of memory"),
+    ("out-of-memory", None, ["--set", "num_particles=10000000000000"],
+     "evaluate.num_particles=10000000000000 needs at least"),
     ("out-is-a-file", None, ["--out", "{tmp}/afile"], "afile is a file, not a folder"),
     ("empty-best", _corrupt("checkpoints/best.pt", b""), [], "best.pt is not a readable checkpoint"),
     ("garbage-best", _corrupt("checkpoints/best.pt", b"\x80\x02garbage" * 10), [], "best.pt is not a readable"),

@@ -74,9 +74,9 @@ def test_supervised_experiment_trains_resumes_and_plots(tmp_path, capsys):
     small = sets(*common, "model.num_particles=4")
     run = tmp_path / "run"
     assert cli.main(["train", "pfrnn-maze10", "--run-dir", str(run), *small, "--set", "train.epochs=1"]) == 0
-    assert cli.main(["train", "pfrnn-maze10", "--run-dir", str(run), *small, "--set", "train.epochs=2",
+    assert cli.main(["train", "pfrnn-maze10", "--run-dir", str(run), *small, "--epochs", "2",
                      "--resume"]) == 0  # fmt: skip
-    # train.epochs may change on resume (above); the model may not
+    # train.epochs may change on resume, by --epochs (above); the model may not
     assert cli.main(["train", "pfrnn-maze10", "--run-dir", str(run), *small, "--set", "train.epochs=2",
                      "--set", "model.hidden_size=9", "--resume"]) != 0  # fmt: skip
     assert "(in ['model'])" in capsys.readouterr().err
