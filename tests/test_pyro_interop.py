@@ -1,5 +1,10 @@
-"""Every exported model with Pyro programs, as a Pyro user would use it: SVI with three ELBOs,
-AutoNormal, sequential and parallel Predictive, and ArviZ's LOO, WAIC and LOO-PIT."""
+"""Every exported class, as a Pyro user would use it: the interop matrix.
+
+Models with programs: SVI with three ELBOs (``JitTrace_ELBO`` included), AutoNormal, sequential and
+parallel Predictive into ArviZ, the posterior predictive into ArviZ, ArviZ's LOO, WAIC and LOO-PIT.
+Classes without programs (the PF-RNN layers and predictor) refuse each of these with their reason.
+Every class: two instances side by side, and parameters saved and loaded.
+"""
 
 import warnings
 
@@ -13,13 +18,18 @@ from pyro.infer import SVI, JitTrace_ELBO, Predictive, Trace_ELBO, TraceMeanFiel
 from pyro.infer.autoguide import AutoNormal
 from test_protocol import FACTORIES, MASK
 
-from inference import UNCONDITION, Unsupported
+import ppl_models
+from inference import UNCONDITION, SequenceModel, Unsupported, posterior_predictive
 from inference.arviz_compat import ARVIZ_1, az, group_names, loo_summary
-from inference.calibration import posterior_inference_data
+from inference.calibration import posterior_inference_data, stack_sequence_sites, to_inference_data
+from inference.traces import latent_sites
 
 matplotlib.use("Agg")
 
 PROGRAMS = [cls for cls in FACTORIES if "programs" in cls.capabilities]
+LAYERS = [cls for cls in FACTORIES if "programs" not in cls.capabilities]
+#: exported base classes, which are not models themselves
+BASES = {SequenceModel, ppl_models.OneStepPredictor}
 ELBOS = {"Trace_ELBO": Trace_ELBO, "TraceMeanField_ELBO": TraceMeanField_ELBO, "JitTrace_ELBO": JitTrace_ELBO}
 
 
@@ -53,14 +63,24 @@ def test_svi_with_each_elbo_trains_every_parameter_it_reaches(cls, elbo):
     assert any(name.startswith(model.pyro_name + "$$$") for name in names)
 
 
-@pytest.mark.parametrize("cls", [cls for cls in PROGRAMS if "latent" in cls.capabilities], ids=lambda c: c.__name__)
+def test_every_exported_class_is_in_the_matrix():
+    exported = {getattr(ppl_models, name) for name in ppl_models.__all__}
+    models = {obj for obj in exported if isinstance(obj, type) and issubclass(obj, SequenceModel)} - BASES
+    assert models == set(FACTORIES) == set(PROGRAMS) | set(LAYERS)
+
+
+@pytest.mark.parametrize("cls", PROGRAMS, ids=lambda c: c.__name__)
 def test_autonormal_gives_a_finite_loss_and_learns(cls):
+    """AutoNormal replaces the guide of every latent site; a model without latent sites trains its own parameters."""
     model, args = _model_and_args(cls)
     guide = AutoNormal(model.model)
     svi = SVI(model.model, guide, pyro.optim.Adam({"lr": 0.05}), Trace_ELBO(max_plate_nesting=2))
+    before = _parameters(model)
     losses = [svi.step(*args) for _ in range(3)]
     assert all(np.isfinite(losses))
-    assert any(name.startswith("AutoNormal.") for name in pyro.get_param_store().keys())
+    if latent_sites(poutine.trace(model.guide).get_trace(*args)):
+        assert any(name.startswith("AutoNormal.") for name in pyro.get_param_store().keys())
+    assert any(not torch.equal(value, before[name]) for name, value in model.named_parameters())
 
 
 @pytest.mark.parametrize("cls", PROGRAMS, ids=lambda c: c.__name__)
@@ -72,6 +92,65 @@ def test_predictive_sequential_and_parallel_give_the_same_sites_and_shapes(cls):
     for name, value in sequential.items():
         assert value.shape == parallel[name].shape, name
         assert value.shape[0] == 4 and bool(torch.isfinite(value).all()), name
+
+
+@pytest.mark.parametrize("parallel", [False, True], ids=["sequential", "parallel"])
+@pytest.mark.parametrize("cls", PROGRAMS, ids=lambda c: c.__name__)
+def test_predictive_output_stacks_into_arviz(cls, parallel):
+    """Predictive's sites (padded to the plate nesting: the PF-RNN program's y_t [S, 1, B, O]) give [S, B, T, D]."""
+    model, args = _model_and_args(cls)
+    samples = Predictive(model.model, guide=model.guide, num_samples=3, parallel=parallel)(*args)
+    observed = args[1] if model.conditional else args[0]
+    stacked = stack_sequence_sites(samples, "y" if model.conditional else "x")
+    assert stacked.shape == (3, *observed.shape)
+    assert to_inference_data(stacked, observed, mask=MASK).posterior_predictive is not None
+
+
+@pytest.mark.parametrize("cls", PROGRAMS, ids=lambda c: c.__name__)
+def test_posterior_predictive_replicates_go_to_arviz(cls):
+    model, args = _model_and_args(cls)
+    targets = args[1] if model.conditional else None
+    observed = args[0] if targets is None else targets
+    result = posterior_predictive(model, args[0], MASK, 4, targets=targets)
+    assert result.samples.shape == (4, *observed.shape) and result.uncondition == cls.uncondition
+    idata = to_inference_data(result.samples, observed, mask=MASK, var_name="y" if model.conditional else "x")
+    assert {"posterior_predictive", "observed_data"} <= group_names(idata)
+
+
+@pytest.mark.parametrize("cls", LAYERS, ids=lambda c: c.__name__)
+def test_classes_without_programs_refuse_every_pyro_use_with_their_reason(cls):
+    model, x = FACTORIES[cls]()
+    reason = cls.limitations["programs"]
+    for use in (lambda: model.model(x), lambda: model.guide(x), lambda: posterior_predictive(model, x, None, 2),
+                lambda: posterior_inference_data(model, x, None, 3)):  # fmt: skip
+        with pytest.raises(Unsupported, match="programs") as error:
+            use()
+        assert reason in str(error.value)
+
+
+@pytest.mark.parametrize("cls", list(FACTORIES), ids=lambda c: c.__name__)
+def test_two_instances_keep_apart_and_each_reloads_its_own_parameters(cls, tmp_path):
+    """Changing the second leaves the first as it was; each file restores its own instance into a third."""
+    first, second = FACTORIES[cls]()[0], FACTORIES[cls]()[0]
+    assert first.pyro_name != second.pyro_name
+    first.save_params(tmp_path / "first.pt")
+    saved = {name: value.clone() for name, value in first.state_dict().items()}
+    if cls in PROGRAMS:  # trained by SVI in one store, side by side
+        _, args = _model_and_args(cls)
+        svi = SVI(second.model, second.guide, pyro.optim.Adam({"lr": 0.1}), Trace_ELBO(max_plate_nesting=2))
+        svi.step(*args)
+    else:
+        with torch.no_grad():
+            for parameter in second.parameters():
+                parameter.add_(1.0)
+    assert all(torch.equal(value, saved[name]) for name, value in first.state_dict().items())
+    third = FACTORIES[cls]()[0].load_params(tmp_path / "first.pt")
+    assert all(torch.equal(value, saved[name]) for name, value in third.state_dict().items())
+    pyro.clear_param_store()
+    pyro.module(second.pyro_name, second)
+    pyro.get_param_store().save(tmp_path / "store.pt")
+    fourth = FACTORIES[cls]()[0].load_params(tmp_path / "store.pt")
+    assert all(torch.equal(value, dict(second.named_parameters())[name]) for name, value in fourth.named_parameters())
 
 
 @pytest.mark.parametrize("cls", PROGRAMS, ids=lambda c: c.__name__)
@@ -97,16 +176,6 @@ def test_arviz_loo_waic_and_loo_pit_run_on_its_inference_data(cls):
             assert az.plot_loo_pit(idata, var_names=[name]) is not None
     assert idata.observed_data[name].sizes["step"] == int(MASK.sum())  # MASK pads: only valid steps are stored
     matplotlib.pyplot.close("all")
-
-
-@pytest.mark.parametrize("cls", [cls for cls in FACTORIES if "programs" not in cls.capabilities],
-                         ids=lambda c: c.__name__)  # fmt: skip
-def test_layers_without_programs_refuse_them_with_their_reason(cls):
-    model, x = FACTORIES[cls]()
-    with pytest.raises(Unsupported, match="programs"):
-        model.model(x)
-    with pytest.raises(Unsupported, match="programs"):
-        posterior_inference_data(model, x, None, 3)
 
 
 @pytest.mark.parametrize("cls", PROGRAMS, ids=lambda c: c.__name__)
