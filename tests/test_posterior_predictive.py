@@ -6,7 +6,9 @@ the traces under test: standardised residuals have mean 0 and variance 1 at ever
 """
 
 import math
+import warnings
 
+import matplotlib
 import pyro
 import pytest
 import torch
@@ -14,6 +16,7 @@ from pyro.infer import Predictive
 from test_protocol import FACTORIES, MASK
 
 from inference import posterior_predictive
+from inference.arviz_compat import az
 from inference.calibration import stack_sequence_sites, to_inference_data
 from ppl_models import (
     PSRNN,
@@ -29,6 +32,8 @@ from ppl_models import (
     TransformerForecaster,
     TwoStageKalmanFilter,
 )
+
+matplotlib.use("Agg")
 
 S = 400  # draws per sequence
 SIGMAS = 5.0  # tolerance of the Monte Carlo checks, in standard errors
@@ -159,6 +164,11 @@ def test_plain_predictive_gives_the_data_back_and_the_library_call_does_not():
     assert not bool((replicates == x)[:, MASK].any())
     idata = to_inference_data(replicates, x, mask=MASK)
     assert idata.posterior_predictive["x"].shape == (1, 5, int(MASK.sum()), 2)
+    assert float(idata.posterior_predictive["x"].std("draw").min()) > 0  # az.plot_ppc shows a spread
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # ArviZ's warnings about matplotlib keywords
+        assert az.plot_ppc(idata, num_pp_samples=5) is not None
+    matplotlib.pyplot.close("all")
 
 
 def test_resampled_and_sequential_draws_have_the_same_shapes():
