@@ -10,7 +10,10 @@ is exact, so every SMC, ELBO and IWAE estimate can be held against it.
 The guide (also the particle filter's proposal) is a learnable linear-Gaussian
 filtering distribution ``q(z_t | z_{t-1}, x_t) = N(F z_{t-1} + G x_t + b, S S^T)``,
 initialised to the locally optimal proposal ``p(z_t | z_{t-1}, x_t)`` of the
-initial parameters. ``proposal="bootstrap"`` uses the transition instead.
+initial parameters. ``proposal="bootstrap"`` uses the transition instead, and
+``proposal="exact"`` the exact posterior ``p(z_t | z_{t-1}, x_{t:T})`` of the current
+parameters (a backward information filter), with which every draw's
+``log p(x, z) - log q(z)`` is ``log p(x)``: Pyro's ELBO is then the exact log-likelihood.
 """
 
 from __future__ import annotations
@@ -30,7 +33,10 @@ from inference.validation import check_choice, check_positive_int, check_sequenc
 from .distributions import MultivariateNormal, times_transpose
 from .spectral import linear_two_stage_regression
 
-__all__ = ["LinearGaussianSSM", "KalmanResult", "TwoStageKalmanFilter"]
+__all__ = ["LinearGaussianSSM", "KalmanResult", "TwoStageKalmanFilter", "PROPOSALS"]
+
+#: guides / particle proposals of :class:`LinearGaussianSSM`
+PROPOSALS = ("learned", "bootstrap", "exact")
 
 _to_tril = transform_to(constraints.lower_cholesky)
 
@@ -69,6 +75,17 @@ def _square(name, value, size=None):
     return value
 
 
+def _covariance_tril(precision: torch.Tensor) -> torch.Tensor:
+    """Lower-triangular ``S [..., n, n]`` with ``S S^T = precision^{-1}``, without forming the inverse.
+
+    With ``flip(precision) = F F^T`` (flip: both indices reversed), ``precision = U U^T`` for the upper
+    triangular ``U = flip(F)``, so ``S = U^{-T}`` (as ``torch.distributions`` does for a precision matrix).
+    """
+    upper = torch.linalg.cholesky(precision.flip(-2, -1)).flip(-2, -1)
+    eye = torch.eye(precision.shape[-1], dtype=precision.dtype, device=precision.device)
+    return torch.linalg.solve_triangular(upper.transpose(-1, -2), eye, upper=False)
+
+
 def _covariance(name, value, size):
     _square(name, value, size)
     if not torch.allclose(value, value.T, atol=1e-6) or torch.linalg.cholesky_ex(value).info != 0:
@@ -85,7 +102,9 @@ class LinearGaussianSSM(MarkovStateSpace):
         Q: ``[Dz, Dz]`` transition noise covariance.
         R: ``[Dx, Dx]`` observation noise covariance.
         init_cov: ``[Dz, Dz]`` covariance ``P_0`` of ``z_1`` (mean zero).
-        proposal: ``"learned"`` (linear-Gaussian guide, default) or ``"bootstrap"``.
+        proposal: ``"learned"`` (linear-Gaussian guide, default), ``"bootstrap"`` or ``"exact"``
+            (the exact posterior of the current parameters: every ELBO and IWAE draw is the exact
+            likelihood; the particle filter stays unbiased).
 
     Its one-step ``predictive`` is the exact Kalman predictive; ``generate`` continues a prefix
     from an exact draw of its filtering posterior; ``forecast`` uses the shared filter.
@@ -106,7 +125,7 @@ class LinearGaussianSSM(MarkovStateSpace):
         _covariance("Q", Q, latent)
         _covariance("R", R, obs)
         _covariance("init_cov", init_cov, latent)
-        self.proposal_kind = check_choice(proposal, ("learned", "bootstrap"), name="proposal")
+        self.proposal_kind = check_choice(proposal, PROPOSALS, name="proposal")
         self.latent_dim, self.obs_dim = latent, obs
         self.A = nn.Parameter(A.detach().clone())
         self.C = nn.Parameter(C.detach().clone())
@@ -174,7 +193,52 @@ class LinearGaussianSSM(MarkovStateSpace):
     def context(self, x, mask):
         """The noise factors, computed once per pass instead of at every step (no device read: graph-safe)."""
         init_tril = torch.linalg.cholesky_ex(self.init_cov).L  # positive definite: checked at construction
-        return {"init_tril": init_tril, "Q_tril": self.Q_tril, "R_tril": self.R_tril, "S_tril": _to_tril(self.S_raw)}
+        context = {"init_tril": init_tril, "Q_tril": self.Q_tril, "R_tril": self.R_tril}
+        if self.proposal_kind == "exact":
+            context["exact"] = self._exact_proposals(x, mask)
+        else:
+            context["S_tril"] = _to_tril(self.S_raw)
+        return context
+
+    def _exact_proposals(self, x, mask):
+        """``p(z_t | z_{t-1}, x_{t:T}) = N(G_t z_{t-1} + m_t, V_t)`` for every step, in float64.
+
+        A backward information filter gives ``p(x_{t:T} | z_t) ~ exp(-z^T J_t z / 2 + h_t^T z)``
+        (``J, h = 0`` from the first padded step on); with prior covariance ``P`` (``P_0`` at
+        ``t = 0``, else ``Q``) the precision is ``L_t = P^{-1} + J_t``, so ``V_t = L_t^{-1}``,
+        ``G_t = V_t P^{-1} A`` and ``m_t = V_t h_t``. Passing ``J`` through the transition uses
+        ``(J^{-1} + Q)^{-1} = J^{1/2} (I + J^{1/2} Q J^{1/2})^{-1} J^{1/2}``, well conditioned however
+        near-deterministic the dynamics. Returns ``(G [B, T, Dz, Dz], m [B, T, Dz], cholesky(V) [B, T, Dz, Dz])``
+        in ``x``'s dtype.
+        """
+        mask = torch.ones(x.shape[:2], dtype=torch.bool, device=x.device) if mask is None else mask
+        A, C, Q_tril, R_tril = (m.double() for m in (self.A, self.C, self.Q_tril, self.R_tril))
+        Q = Q_tril @ Q_tril.T
+        eye = torch.eye(self.latent_dim, dtype=A.dtype, device=A.device)
+        whitened = torch.linalg.solve_triangular(R_tril, C, upper=False)  # R^{-1/2} C
+        obs_info = whitened.T @ whitened  # C^T R^{-1} C
+        obs_h = whitened.T @ torch.linalg.solve_triangular(R_tril, x.double().unsqueeze(-1),
+                                                           upper=False)  # C^T R^{-1} x_t: [B, T, Dz, 1]
+        precisions = [torch.cholesky_inverse(tril) for tril in (torch.linalg.cholesky(self.init_cov.double()), Q_tril)]
+        J = A.new_zeros(x.shape[0], self.latent_dim, self.latent_dim)
+        h = A.new_zeros(x.shape[0], self.latent_dim, 1)
+        out = []
+        for t in range(x.shape[1] - 1, -1, -1):
+            if t < x.shape[1] - 1:  # the future's information about z_{t+1}, passed back through the transition
+                values, vectors = torch.linalg.eigh(J)
+                root = vectors @ (values.clamp(min=0).sqrt().unsqueeze(-1) * vectors.transpose(-1, -2))
+                inner = torch.linalg.cholesky(eye + root @ Q @ root)
+                J = A.T @ root @ torch.cholesky_solve(root, inner) @ A
+                h = A.T @ (h - root @ torch.cholesky_solve(root @ Q @ h, inner))
+            valid = mask[:, t, None, None]
+            J, h = J + valid * obs_info, h + valid * obs_h[:, t]
+            J = (J + J.transpose(-1, -2)) / 2
+            precision = precisions[t > 0] + J
+            factor = torch.linalg.cholesky(precision)
+            transition = torch.cholesky_solve(precisions[t > 0] @ A, factor)
+            offset = torch.cholesky_solve(h, factor).squeeze(-1)
+            out.append((transition, offset, _covariance_tril(precision)))
+        return tuple(torch.stack(parts[::-1], 1).to(x.dtype) for parts in zip(*out))
 
     def prior(self, z_prev, t, context):
         if z_prev is None:
@@ -188,6 +252,10 @@ class LinearGaussianSSM(MarkovStateSpace):
     def proposal(self, z_prev, t, x_t, context):
         if self.proposal_kind == "bootstrap":
             return None
+        if self.proposal_kind == "exact":
+            transition, offset, tril = (part[:, t] for part in context["exact"])
+            loc = offset if z_prev is None else (transition @ z_prev.unsqueeze(-1)).squeeze(-1) + offset
+            return MultivariateNormal(loc, scale_tril=tril)
         i = 0 if z_prev is None else 1
         loc = x_t @ self.G[i].T + self.b[i]
         if z_prev is not None:
@@ -334,14 +402,21 @@ class TwoStageKalmanFilter(LinearGaussianSSM):
     innovations form, so the LGSSM's latent has ``state_dim + obs_dim`` entries. The exact
     likelihood can then refine every parameter by gradient.
 
+    Its guide is by default the exact posterior of the current parameters (``proposal="exact"``),
+    so an SVI loss (ELBO) is minus the exact log-likelihood and follows the model as it trains: the
+    two-stage start has near-deterministic dynamics (noise covariances of ``1e-4`` of the data's
+    variance), under which a learned guide that lags the model makes the ELBO explode.
+
     Args:
-        obs_dim: ``Dx``; state_dim: ``S``; horizon: ``k``; ridge: per-example ridge penalty.
+        obs_dim: ``Dx``; state_dim: ``S``; horizon: ``k``; ridge: per-example ridge penalty;
+        proposal: the guide and particle proposal, as :class:`LinearGaussianSSM`'s.
     """
 
     description = ("Kalman filter started by linear two-stage regression (the PSRNN paper's KF baseline), "
                    "exact likelihood")
 
-    def __init__(self, obs_dim: int, *, state_dim: int = 20, horizon: int = 10, ridge: float = 1e-4):
+    def __init__(self, obs_dim: int, *, state_dim: int = 20, horizon: int = 10, ridge: float = 1e-4,
+                 proposal: str = "exact"):  # fmt: skip
         for name, value in (("obs_dim", obs_dim), ("state_dim", state_dim), ("horizon", horizon)):
             check_positive_int(value, name=name)
         if state_dim > horizon * obs_dim:
@@ -349,7 +424,8 @@ class TwoStageKalmanFilter(LinearGaussianSSM):
         if isinstance(ridge, bool) or not isinstance(ridge, (int, float)) or ridge < 0:
             raise ValueError(f"ridge must be a number >= 0, got {ridge!r}")
         eye_z, eye_x = torch.eye(state_dim + obs_dim), torch.eye(obs_dim)
-        super().__init__(0.5 * eye_z, torch.zeros(obs_dim, state_dim + obs_dim), eye_z, eye_x, eye_z)
+        super().__init__(0.5 * eye_z, torch.zeros(obs_dim, state_dim + obs_dim), eye_z, eye_x, eye_z,
+                         proposal=proposal)  # fmt: skip
         self.state_dim, self.horizon, self.ridge = state_dim, horizon, float(ridge)
 
     @torch.no_grad()

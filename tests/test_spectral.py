@@ -1,9 +1,12 @@
 """Method-of-moments pieces of the PSRNN held to exact answers: the Gaussian kernel, a discrete
 HMM's forward filter, known low-rank tensors and a known linear-Gaussian system."""
 
+import pyro
 import pytest
 import torch
+from pyro.infer import SVI, Trace_ELBO
 
+from inference.objectives import IWAE
 from ppl_models import LinearGaussianSSM, TwoStageKalmanFilter
 from ppl_models.psrnn import PSRNNCell, normalize
 from ppl_models.spectral import (
@@ -190,6 +193,44 @@ def test_two_stage_kalman_filter_initializes_from_data_and_is_an_lgssm():
     assert torch.isfinite(kf.log_likelihood(train)).all()
     predictive = kf.predictive_distribution(train)
     assert predictive.batch_shape == (100, 30) and predictive.event_shape == (3,)
+
+
+def test_exact_proposal_makes_every_elbo_and_iwae_draw_the_kalman_log_likelihood():
+    generator = torch.Generator().manual_seed(0)
+    truth = LinearGaussianSSM.random(3, 2, generator=generator)
+    x, _ = truth.sample(4, 12, generator=generator)
+    mask = torch.ones(4, 12, dtype=torch.bool)
+    mask[1, 8:], mask[3, 5:] = False, False
+    model = LinearGaussianSSM(truth.A.detach(), truth.C.detach(), truth.Q.detach(), truth.R.detach(),
+                              truth.init_cov, proposal="exact").double()  # fmt: skip
+    x = x.double()
+    exact = model.log_likelihood(x, mask).detach()
+    for _ in range(3):  # log p(x, z) - log q(z) = log p(x) whatever z the guide draws
+        pyro.clear_param_store()
+        assert Trace_ELBO().loss(model.model, model.guide, x, mask) == pytest.approx(-exact.sum().item(), rel=1e-10)
+        torch.testing.assert_close(IWAE(model, 5)(x, mask).bound.detach(), exact)
+
+
+def test_two_stage_kalman_filter_svi_loss_is_minus_its_exact_log_likelihood_at_lr_1e_2():
+    generator = torch.Generator().manual_seed(5)
+    truth = LinearGaussianSSM.random(2, 3, generator=generator)
+    x, _ = truth.sample(20, 40, generator=generator)
+    losses = {}
+    for proposal in ("learned", "exact"):
+        pyro.set_rng_seed(0)
+        pyro.clear_param_store()
+        kf = TwoStageKalmanFilter(3, state_dim=2, horizon=3, proposal=proposal).initialize(x)
+        svi = SVI(kf.model, kf.guide, pyro.optim.Adam({"lr": 1e-2}), Trace_ELBO())
+        losses[proposal] = []
+        for _ in range(3):
+            minus_exact = -kf.log_likelihood(x).sum().item()
+            losses[proposal].append(svi.step(x))
+            if proposal == "exact":  # the loss is evaluated at the parameters before the step
+                assert losses[proposal][-1] == pytest.approx(minus_exact, rel=1e-4)
+    # the exact likelihood improves step after step ...
+    assert losses["exact"][2] < losses["exact"][1] < losses["exact"][0]
+    # ... while the learned guide, set for the start's near-deterministic dynamics, lags them: its loss explodes
+    assert losses["learned"][1] > 10 * losses["learned"][0]
 
 
 @pytest.mark.parametrize(
