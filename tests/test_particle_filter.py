@@ -237,6 +237,9 @@ def test_bad_input_raises_value_error_naming_argument():
     with pytest.raises(ValueError, match="ess_threshold"):
         ParticleFilter(10, ess_threshold=1.5)
     pf = ParticleFilter(10)
+    for bad_model in (None, object()):
+        with pytest.raises(TypeError, match="model must be a particle model with start"):
+            pf.run(bad_model, x)
     with pytest.raises(ValueError, match=r"x must have shape \[B, T, D\]"):
         pf.run(model, x[0])
     with pytest.raises(ValueError, match="empty batch"):

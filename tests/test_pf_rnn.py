@@ -347,7 +347,14 @@ def test_bad_input_errors():
         PFGRU(3, 4, alpha=0.0)
     with pytest.raises(ValueError, match="NaN"):
         rnn(torch.full((2, 5, 3), float("nan")))
+    for layer in (rnn, PFGRU(3, 4, num_particles=2)):  # nn.LSTM's float64 mistake: one TypeError naming input
+        with pytest.raises(TypeError, match=r"input must have the dtype .* torch.float32, got torch.float64"):
+            layer(torch.randn(2, 5, 3, dtype=torch.float64))
+        with pytest.raises(TypeError, match="input must have the dtype"):
+            layer.filter(torch.randn(2, 5, 3, dtype=torch.float64))
     predictor = PFRNNPredictor(3, 2, cell="pf-lstm", hidden_size=4, num_particles=2, task="classification")
+    with pytest.raises(TypeError, match=r"x must have the dtype .* torch.float32, got torch.float64"):
+        predictor(torch.randn(2, 5, 3, dtype=torch.float64))
     objective = DiscriminativeLoss(predictor, target="last")
     with pytest.raises(ValueError, match="class indices"):
         objective(torch.randn(2, 5, 3), None, torch.tensor([0, 5]))

@@ -6,6 +6,7 @@ Classes without programs (the PF-RNN layers and predictor) refuse each of these 
 Every class: two instances side by side, and parameters saved and loaded.
 """
 
+import math
 import warnings
 
 import matplotlib
@@ -22,7 +23,9 @@ import ppl_models
 from inference import UNCONDITION, SequenceModel, Unsupported, posterior_predictive
 from inference.arviz_compat import ARVIZ_1, az, group_names, loo_summary
 from inference.calibration import posterior_inference_data, stack_sequence_sites, to_inference_data
+from inference.objectives import ELBO, IWAE
 from inference.traces import latent_sites
+from ppl_models import PFRNNProgram
 
 matplotlib.use("Agg")
 
@@ -115,6 +118,21 @@ def test_posterior_predictive_replicates_go_to_arviz(cls):
     assert result.samples.shape == (4, *observed.shape) and result.uncondition == cls.uncondition
     idata = to_inference_data(result.samples, observed, mask=MASK, var_name="y" if model.conditional else "x")
     assert {"posterior_predictive", "observed_data"} <= group_names(idata)
+
+
+def test_the_pf_rnn_program_declares_that_the_density_bounds_cannot_score_it():
+    """Its programs are model(x, y, mask): score(x) and the shared ELBO / IWAE (model(x, mask)) refuse it."""
+    program, args = _model_and_args(PFRNNProgram)
+    assert not program.supports("latent")
+    reason = PFRNNProgram.limitations["latent"]
+    for use in (lambda: program.score(args[0], None, "elbo"), lambda: program.score(args[0], None, "iwae"),
+                lambda: ELBO(program), lambda: IWAE(program, 4)):  # fmt: skip
+        with pytest.raises(Unsupported, match="conditional model") as error:
+            use()
+        assert reason in str(error.value)
+    with pytest.raises(Unsupported, match="declares no way to score x"):
+        program.score(args[0])
+    assert math.isfinite(Trace_ELBO().loss(program.model, program.guide, *args))  # what scores it
 
 
 @pytest.mark.parametrize("cls", LAYERS, ids=lambda c: c.__name__)
