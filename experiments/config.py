@@ -60,7 +60,8 @@ class EvaluateConfig:
             means on the validation split (:meth:`ppl_models.OneStepPredictor.calibrate`): a
             shape ``"auto"`` (Student-t or empirical, by held-out likelihood), ``"student-t"``,
             ``"empirical"`` or ``"normal"``, with ``"+state"`` for a log-scale linear in the
-            state (``"auto+state"``, the default, ...), or ``"none"`` (the trained scale).
+            state (``"auto+state"``, the default, ...), or ``"none"`` (the trained scale). The refit
+            is kept only if it beats the trained scale on held-out validation steps (two-fold).
     """
 
     estimators: list[str] = field(default_factory=lambda: list(ESTIMATORS))
