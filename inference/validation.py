@@ -60,10 +60,13 @@ def check_sequences(
             has one (e.g. binary entries for a Bernoulli emission).
 
     Returns:
-        ``x`` and ``mask`` as a bool tensor ``[B, T]`` on ``x``'s device. Where a mask is given,
-        ``x`` is a new tensor with the padding set to 0 (the caller's is left as it is), so that
-        nothing the padding holds (NaN, inf, 1e30) reaches a network, a distribution's checks or
-        a product with the mask; the valid steps, and gradients through them, are unchanged.
+        ``x`` and ``mask`` as a bool tensor ``[B, T]`` on ``x``'s device. Where the padding holds
+        anything but 0 (NaN, inf, 1e30), ``x`` is a new tensor with the padding set to 0 (the
+        caller's is left as it is), so that nothing there reaches a network, a distribution's
+        checks or a product with the mask; the valid steps, and gradients through them, are
+        unchanged. Otherwise ``x`` itself comes back, so that a model's programs called with the
+        returned tensor recognise it (``MarkovStateSpace.sharing_context``). This reads values:
+        with the value checks off the padding is left as it is.
     """
     if not isinstance(x, torch.Tensor):
         raise InputTypeError(f"{name} must be a torch.Tensor of shape [B, T, D], got {type(x).__name__}")
@@ -82,8 +85,7 @@ def check_sequences(
         raise ValueError(f"{name} has no time steps: expected T >= 1, got shape {tuple(x.shape)}")
     if feature_size is not None and features != feature_size:
         raise ValueError(f"{name} must have {feature_size} features (last dim), got {features}")
-    given = mask is not None
-    if not given:
+    if mask is None:
         mask = torch.ones(batch, steps, dtype=torch.bool, device=x.device)
     else:
         if not isinstance(mask, torch.Tensor):
@@ -99,11 +101,12 @@ def check_sequences(
                 "mask must mark a prefix of each sequence (valid steps first, padding after); "
                 "got a True after a False"
             )
-    if given:  # the padding is never read: make it harmless (no device sync, so also inside a graph capture)
-        x = torch.where(mask.unsqueeze(-1), x, x.new_zeros(()))
     if value_checks_enabled():
-        if not bool(torch.isfinite(x.detach()).all()):
+        values, valid = x.detach(), mask.unsqueeze(-1)
+        if bool((valid & ~torch.isfinite(values)).any()):
             raise ValueError(f"{name} contains NaN or inf at valid (unmasked) steps")
+        if bool((~valid & (values != 0)).any()):  # the padding is never read: make it harmless
+            x = torch.where(valid, x, x.new_zeros(()))
         check_values = getattr(model, "check_values", None)
         if callable(check_values):
             check_values(x, mask, name=name)
