@@ -15,6 +15,7 @@ from inference import ESTIMATORS, ParticleFilter, Unsupported
 from inference.particle_filter import Step
 from inference.resampling import _draw_ancestors, effective_sample_size, normalize_with_total, resample
 from inference.saturation import saturate, saturated_sum
+from inference.validation import check_sequences
 from ppl_models import (
     PFGRU,
     PFLSTM,
@@ -149,6 +150,8 @@ def test_nan_weights_never_give_a_negative_index(scheme):
 # --- the shared mechanism (inference.saturation), against hand-computed values -------------------------------------
 
 LOWEST32 = torch.finfo(torch.float32).min
+#: fills of the padding; 0 is the reference
+PADDING = (1e30, -1e30, math.nan, math.inf, -math.inf)
 
 
 def _recorded(compute):
@@ -185,11 +188,19 @@ def test_saturated_sum_holds_a_sum_that_overflows_from_finite_steps():
     assert "1 valid sequence of x, the first at sequence 0 (x[0])" in messages[0], messages
 
 
+def test_check_sequences_copies_x_only_where_its_padding_holds_something():
+    mask = torch.tensor([[True, True, False], [True, False, False]])
+    x = torch.ones(2, 3, 1).masked_fill(~mask.unsqueeze(-1), 0.0)
+    assert check_sequences(x, mask)[0] is x  # programs given the returned tensor recognise it
+    for fill in PADDING:
+        padded = x.masked_fill(~mask.unsqueeze(-1), fill)
+        checked, _ = check_sequences(padded, mask)
+        assert torch.equal(checked, x)
+        untouched = padded[~mask].isnan() if math.isnan(fill) else padded[~mask] == fill
+        assert untouched.all() and torch.equal(padded[mask], x[mask])  # the caller's tensor is untouched
+
+
 # --- every model of the collection -----------------------------------------------------------------------------------
-
-#: fills of the padding; 0 is the reference
-PADDING = (1e30, -1e30, math.nan, math.inf, -math.inf)
-
 
 def _seeded(compute):
     """``compute(generator)`` from fixed random numbers (Pyro's and torch's global ones, and a generator)."""
