@@ -146,6 +146,12 @@ def test_classes_without_programs_refuse_every_pyro_use_with_their_reason(cls):
         assert reason in str(error.value)
 
 
+def _same(values, expected) -> bool:
+    """Every tensor equal to its expected one, NaN matching NaN (what this test checks is where values go)."""
+    return all(torch.equal(value.isnan(), expected[name].isnan()) and torch.equal(value.nan_to_num(),
+               expected[name].nan_to_num()) for name, value in values)  # fmt: skip
+
+
 @pytest.mark.parametrize("cls", list(FACTORIES), ids=lambda c: c.__name__)
 def test_two_instances_keep_apart_and_each_reloads_its_own_parameters(cls, tmp_path):
     """Changing the second leaves the first as it was; each file restores its own instance into a third."""
@@ -155,20 +161,20 @@ def test_two_instances_keep_apart_and_each_reloads_its_own_parameters(cls, tmp_p
     saved = {name: value.clone() for name, value in first.state_dict().items()}
     if cls in PROGRAMS:  # trained by SVI in one store, side by side
         _, args = _model_and_args(cls)
-        svi = SVI(second.model, second.guide, pyro.optim.Adam({"lr": 0.1}), Trace_ELBO(max_plate_nesting=2))
+        svi = SVI(second.model, second.guide, pyro.optim.Adam({"lr": 0.05}), Trace_ELBO(max_plate_nesting=2))
         svi.step(*args)
     else:
         with torch.no_grad():
             for parameter in second.parameters():
                 parameter.add_(1.0)
-    assert all(torch.equal(value, saved[name]) for name, value in first.state_dict().items())
+    assert _same(first.state_dict().items(), saved)
     third = FACTORIES[cls]()[0].load_params(tmp_path / "first.pt")
-    assert all(torch.equal(value, saved[name]) for name, value in third.state_dict().items())
+    assert _same(third.state_dict().items(), saved)
     pyro.clear_param_store()
     pyro.module(second.pyro_name, second)
     pyro.get_param_store().save(tmp_path / "store.pt")
     fourth = FACTORIES[cls]()[0].load_params(tmp_path / "store.pt")
-    assert all(torch.equal(value, dict(second.named_parameters())[name]) for name, value in fourth.named_parameters())
+    assert _same(fourth.named_parameters(), dict(second.named_parameters()))
 
 
 @pytest.mark.parametrize("cls", PROGRAMS, ids=lambda c: c.__name__)
