@@ -35,7 +35,15 @@ from torch import nn
 
 from inference import ParticleFilter, calibration
 from inference.arviz_compat import loo_summary, waic_summary
-from inference.io import append_jsonl, read_jsonl, remove_stale_temporaries, staged_folder, write_json, write_text
+from inference.io import (
+    append_jsonl,
+    read_jsonl,
+    recover_staged,
+    remove_stale_temporaries,
+    staged_folder,
+    write_json,
+    write_text,
+)
 from inference.objectives import ELBO, IWAE
 from inference.protocol import ESTIMATORS, particle_predictive
 from inference.training import (
@@ -58,8 +66,8 @@ from .truth_gap import gap_to_truth
 
 __all__ = ["resolve_device", "train", "evaluate", "evaluate_model", "format_table", "run_epochs", "timestamped"]
 
-#: what a resumption may change without changing the run: where it runs and whether it prints progress
-RUNTIME_KEYS = ("device", "train.progress")
+#: what a resumption may change without changing the run: where and how fast it runs, whether it prints progress
+RUNTIME_KEYS = ("device", "train.progress", "train.cuda_graph")
 
 
 def resolve_device(name: str) -> torch.device:
@@ -84,7 +92,7 @@ def prepare_run_dir(run_dir: str | Path, config: dict, *, resume: bool = False, 
     """Check ``run_dir`` against ``resume``, write ``config.json`` (a new run) or ``resume.jsonl`` (a resumed one).
 
     A fresh run refuses a folder that already holds checkpoints. A resumed one never rewrites the
-    saved ``config.json``: ``config`` must equal it except for :data:`RUNTIME_KEYS` and, with
+    saved ``config.json``: ``config`` must equal it except for :data:`RUNTIME_KEYS` (recorded) and, with
     ``change_epochs``, ``train.epochs`` (the run's current number, :func:`run_epochs`, otherwise);
     the checkpoint's saved experiment must match too, so a run cannot silently go on with other
     data, another model, objective or evaluation. Each resumption appends its record to
@@ -99,8 +107,9 @@ def prepare_run_dir(run_dir: str | Path, config: dict, *, resume: bool = False, 
         write_json(saved_path, config)
         return run_dir
     epochs = run_epochs(run_dir)
-    if saved_path.is_file():
-        _check_unchanged(read_config_json(saved_path), given, saved_path)
+    saved = read_config_json(saved_path) if saved_path.is_file() else None
+    if saved is not None:
+        _check_unchanged(saved, given, saved_path)
     start = load_checkpoint(last) if last.is_file() else {}  # the checkpoint is the truth, even without config.json
     check_experiment(start.get("experiment"), _fixed_part(given), last)
     wanted = given["train"]["epochs"]
@@ -117,6 +126,9 @@ def prepare_run_dir(run_dir: str | Path, config: dict, *, resume: bool = False, 
               "device": given.get("device")}  # fmt: skip
     if epochs is not None and wanted != epochs:
         record["changed"] = {"train.epochs": [epochs, wanted]}
+    runtime = {key: list(pair) for key, pair in _differences(saved or {}, given).items() if key in RUNTIME_KEYS}
+    if saved and runtime:
+        record["runtime"] = runtime  # differs from config.json, for this resumption only
     append_jsonl(run_dir / "resume.jsonl", record)
     return run_dir
 
@@ -248,6 +260,7 @@ def evaluate(run_dir: str | Path, overrides: dict | None = None, device: str | N
     config = check_config(config)
     evaluate_config = EvaluateConfig.from_dict({**config["evaluate"], **(overrides or {})})
     out = Path(out) if out is not None else run_dir / "evaluations" / timestamped("evaluate").name
+    recover_staged(out)  # an evaluation killed in its last step leaves out whole again
     _check_evaluation_folder(out, run_dir, force)
     device = resolve_device(device or config["device"])
     data, model, objective = _setup(config)

@@ -20,7 +20,8 @@ from typing import Any
 import torch
 
 __all__ = ["atomic_write", "write_text", "write_json", "save_torch", "append_jsonl", "read_jsonl",
-           "remove_stale_temporaries", "naming", "staged_folder"]
+           "remove_stale_temporaries", "naming", "staged_folder",
+           "recover_staged"]
 
 
 def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> Path:
@@ -70,7 +71,7 @@ def staged_folder(target: str | os.PathLike, *, replace: bool = False) -> Iterat
     """
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
-    _recover(target)
+    recover_staged(target)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.partial-{os.getpid()}-", dir=target.parent))
     try:
         yield staging
@@ -99,8 +100,12 @@ def _publish(staging: Path, target: Path, replace: bool) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def _recover(target: Path) -> None:
-    """Undo what a killed :func:`staged_folder` of ``target`` left behind (its process gone)."""
+def recover_staged(target: str | os.PathLike) -> None:
+    """Undo what a killed :func:`staged_folder` of ``target`` left behind (its process gone): call it before
+    looking at ``target``."""
+    target = Path(target)
+    if not target.parent.is_dir():
+        return
     for kind in ("replaced", "partial"):
         prefix = f".{target.name}.{kind}-"
         for path in sorted(p for p in target.parent.iterdir() if p.name.startswith(prefix)):

@@ -1,20 +1,28 @@
 """Bad input, tried as a new user would: every case one line on stderr, exit status 2, run folders untouched.
 
-The CLI is driven in-process (``experiments.cli.main``) on one small finished run; the public API
-through a table of calls that must raise a named ``ValueError``/``TypeError``, and NaN in the
+The CLI is driven in-process (``experiments.cli.main``) on one small finished run; malformed data
+files are tiny synthetic copies in a data folder of the test's own (``PPL_MODELS_DATA``); the public
+API through a table of calls that must raise a named ``ValueError``/``TypeError``, and NaN in the
 padding must give the same numbers as zeros there.
 """
 
+import errno
 import hashlib
+import io
 import json
 import os
 import shutil
+import warnings
 
+import numpy as np
 import pytest
+import scipy.io
 import torch
 
+import inference.io
 from experiments import cli, registry, runner
 from experiments.config import load_config
+from experiments.data import EXTREME_ABSOLUTE, DataWarning, SequenceData, check_values
 from inference import ParticleFilter
 from inference.objectives import ELBO, IWAE, ExactLikelihood
 from inference.training import Trainer
@@ -48,14 +56,21 @@ predictive_samples = 8
 """
 
 
+#: the same data, another model: its config.json and best.pt belong to another run
+OTHER_MODEL = SMALL.replace('[model]\nname = "lgssm"\n', '[model]\nname = "recurrent"\ncell = "gru"\nstate_dim = 2\n'
+                            'encoder_dim = 2\n').replace('name = "smc"\nnum_particles = 4\n', 'name = "exact"\n')
+
+
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory):
-    """``(config file, finished run folder)`` of a one-epoch LGSSM run."""
+    """``(config file, finished run folder)`` of a one-epoch LGSSM run; beside it, ``other``: a GRU run."""
     root = tmp_path_factory.mktemp("bad-inputs")
     path = root / "tiny.toml"
     path.write_text(SMALL)
     run = root / "run"
     runner.train(load_config(path), run)
+    (root / "other.toml").write_text(OTHER_MODEL)
+    runner.train(load_config(root / "other.toml"), root / "other")
     return path, run
 
 
@@ -77,6 +92,15 @@ def _copy(run, tmp_path):
     copy = tmp_path / "copy"
     shutil.copytree(run, copy)
     return copy
+
+
+def _from_other_run(name):
+    """A copy of the run whose file ``name`` is the GRU run's (copied from another model's run)."""
+    def apply(run, tmp_path):
+        copy = _copy(run, tmp_path)
+        shutil.copyfile(run.parent / "other" / name, copy / name)
+        return copy
+    return apply
 
 
 def _corrupt(name, content):
@@ -118,6 +142,9 @@ TRAIN_CASES = [
     ("supervised-lr-inf", ["train", "pfrnn-demo", "--set", "train.lr=inf"], "TrainConfig.lr must be a finite"),
     ("supervised-bad-model-value", ["train", "pfrnn-demo", "--set", "model.num_particles=0"], "num_particles"),
     ("supervised-bad-data-value", ["train", "pfrnn-demo", "--set", "data.maze_size=11"], "maze_size"),
+    ("epochs-without-resume", ["train", "{config}", "--epochs", "3"], "--epochs changes a resumed run's length"),
+    ("posterior-draws-beyond-memory", ["train", "{config}", "--set", "evaluate.posterior_draws=1000000000000"],
+     "evaluate.posterior_draws=1000000000000 needs at least"),
 ]
 
 
@@ -196,6 +223,18 @@ EVALUATE_CASES = [
     ("config-json-list", _corrupt("config.json", b"[1, 2]"), [], "config.json is not a run configuration"),
     ("no-config-json", _corrupt("config.json", None), [], "has no config.json"),
     ("supervised-run", _corrupt("config.json", b'{"kind": "supervised"}'), [], "is a supervised run"),
+    ("config-json-of-another-model", _from_other_run("config.json"), [],
+     "best.pt is for model 'lgssm' but {run}/config.json expects model 'recurrent' (cell='gru'"),
+    ("best-pt-of-another-model", _from_other_run("checkpoints/best.pt"), [],
+     "best.pt is for model 'recurrent' (cell='gru', state_dim=2, encoder_dim=2) but {run}/config.json expects "
+     "model 'lgssm'"),
+    ("posterior-draws-beyond-memory", None, ["--set", "posterior_draws=1000000000000"],
+     "evaluate.posterior_draws=1000000000000 needs at least"),
+    ("predictive-samples-beyond-memory", None, ["--set", "predictive_samples=1000000000000"],
+     "evaluate.predictive_samples=1000000000000 needs at least"),
+    ("out-is-the-run", None, ["--out", "{run}", "--force"], "is (or holds) a run folder"),
+    ("out-holds-the-run", None, ["--out", "{run}/..", "--force"], "is (or holds) a run folder"),
+    ("out-holds-other-files", None, ["--out", "{tmp}"], "holds other files, not an evaluation"),
 ]
 
 
@@ -209,7 +248,7 @@ def test_evaluate_user_errors_are_one_line_and_leave_the_run_untouched(finished,
     before = _snapshot(run)
     status, err = _cli(["evaluate", run, *_format(extra, "", run, tmp_path)], capsys)
     assert status == 2 and err.count("\n") == 1 and "Traceback" not in err, err
-    assert expected in err, err
+    assert expected.format(run=run) in err, err
     assert _snapshot(run) == before
 
 
@@ -252,6 +291,210 @@ def test_resume_without_config_json_refuses_other_data(finished, tmp_path, capsy
     assert _snapshot(run) == before
 
 
+# (id, arguments after ``train {config} --run-dir {run copy} --resume``, what the one line must say)
+RESUME_CASES = [
+    ("set-epochs", ["--set", "train.epochs=10"], "train.epochs=10 differs from the run's 1"),
+    ("set-evaluate", ["--set", "evaluate.num_particles=5"], "(in ['evaluate']): evaluate.num_particles: 16 -> 5"),
+    ("set-data", ["--set", "data.num_train=9"], "(in ['data']): data.num_train: 8 -> 9"),
+    ("epochs-twice", ["--epochs", "3", "--set", "train.epochs=3"], "give the number of epochs of a resumed run once"),
+    ("epochs-zero", ["--epochs", "0"], "argument --epochs: must be an integer >= 1"),
+    ("another-models-experiment", ["--set", 'model={name="recurrent", cell="gru"}'], "(in ['model'])"),
+]
+
+
+@pytest.mark.parametrize(("extra", "expected"), [c[1:] for c in RESUME_CASES], ids=[c[0] for c in RESUME_CASES])
+def test_resume_refuses_any_change_of_the_saved_configuration(finished, tmp_path, capsys, extra, expected):
+    config, run = finished
+    run = _copy(run, tmp_path)
+    before = _snapshot(run)
+    status, err = _cli(["train", config, "--run-dir", run, "--resume", *extra], capsys)
+    assert status == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert expected in err, err
+    assert _snapshot(run) == before  # config.json untouched, no resume.jsonl
+
+
+def _mat(**arrays) -> bytes:
+    buffer = io.BytesIO()
+    scipy.io.savemat(buffer, arrays)
+    return buffer.getvalue()
+
+
+def _trajs(n=4, steps=10, columns=11, seed=0):
+    return np.random.default_rng(seed).normal(size=(n, steps, columns))
+
+
+def _swimmer(trajs=None, **arrays) -> dict:
+    """The three Swimmer files a default run reads, the training one (mix 1.0) holding ``arrays``."""
+    files = {f"swimmer/swimmers_trajs_{mix}.mat": _mat(trajs=_trajs(seed=i)) for i, mix in enumerate(("0.5", "0.8"))}
+    files["swimmer/swimmers_trajs_1.0.mat"] = _mat(**({"trajs": trajs} if trajs is not None else arrays))
+    return files
+
+
+def _nan_at(array, index):
+    array = array.copy()
+    array[index] = np.nan
+    return array
+
+
+def _rolls(*shapes):
+    cells = np.empty((1, len(shapes)), dtype=object)
+    for i, shape in enumerate(shapes):
+        cells[0, i] = (np.random.default_rng(i).random(shape) < 0.1).astype(np.uint8)
+    return cells
+
+
+COVID_HEADER = ("UID,iso2,iso3,code3,FIPS,Admin2,Province_State,Country_Region,Lat,Long_,Combined_Key,Population,"
+                + ",".join(f"{m}/{d}/20" for m, days in ((1, range(22, 32)), (2, range(1, 30)), (3, range(1, 32)),
+                                                          (4, range(1, 31)), (5, range(1, 23))) for d in days))
+COVID_ROW = '1,US,USA,840,1001,Autauga,Alabama,US,32.5,-86.6,"Autauga, Alabama, US",55869,' + ",".join(["0"] * 122)
+AIR_HEADER = ("Date;Time;CO(GT);PT08.S1(CO);NMHC(GT);C6H6(GT);PT08.S2(NMHC);NOx(GT);PT08.S3(NOx);NO2(GT);"
+              "PT08.S4(NO2);PT08.S5(O3);T;RH;AH;;")
+AIR_ROW = "10/03/2004;18.00.00;2,6;1360;150;11,9;1046;166;1056;113;1692;1268;13,6;48,9;0,7578;;"
+
+
+def _air(*rows) -> dict:
+    return {"air_quality/AirQualityUCI.csv": "\r\n".join((AIR_HEADER, *rows)).encode() + b"\r\n"}
+
+
+def _covid(text: str) -> dict:
+    return {"covid/time_series_covid19_deaths_US.csv": text.encode()}
+
+
+# (id, experiment and overrides, the data folder's files, what the one line must say)
+DATA_CASES = [
+    ("mat-without-its-array", ["recurrent-swimmer"], _swimmer(positions=_trajs()),
+     "swimmers_trajs_1.0.mat has no array 'trajs' (it holds ['positions'])"),
+    ("mat-of-the-wrong-shape", ["recurrent-swimmer"], _swimmer(_trajs()[0]),
+     "swimmer/swimmers_trajs_1.0.mat: array 'trajs' must have 3 dimensions of sizes [>= 1, >= 2, >= 11], got shape "
+     "[10, 11]"),
+    ("mat-too-few-columns", ["recurrent-swimmer"], _swimmer(_trajs(columns=5)),
+     "array 'trajs' must have 3 dimensions of sizes [>= 1, >= 2, >= 11], got shape [4, 10, 5]"),
+    ("mat-paper-split-too-short", ["recurrent-swimmer", "--set", "data.paper_split=true"], _swimmer(_trajs()),
+     "got shape [4, 10, 11]"),
+    ("mat-with-nan", ["recurrent-swimmer"], _swimmer(_nan_at(_trajs(), (2, 3, 8))),
+     "swimmer/swimmers_trajs_1.0.mat: array 'trajs', column 'trajs[..., 8]', index (2, 3): nan is not a finite "
+     "float32 number"),
+    ("mat-beyond-float32", ["recurrent-swimmer"], _swimmer(np.where(np.arange(11) == 0, 1e39, _trajs())),
+     "1e+39 is not a finite float32 number"),
+    ("rolls-without-test-split", ["gru-jsb"],
+     {"polyphonic/JSB_Chorales.mat": _mat(traindata=_rolls((5, 88)), validdata=_rolls((5, 88)))},
+     "JSB_Chorales.mat has no array 'testdata'"),
+    ("rolls-of-87-keys", ["gru-jsb"], {"polyphonic/JSB_Chorales.mat": _mat(
+        traindata=_rolls((5, 88), (4, 87)), validdata=_rolls((5, 88)), testdata=_rolls((5, 88)))},
+     "polyphonic/JSB_Chorales.mat: array 'traindata', sequence 1 must be a [T, 88] piano roll of 0s and 1s, got "
+     "shape [4, 87]"),
+    ("csv-empty", ["mcdropout-covid"], _covid(""), "covid/time_series_covid19_deaths_US.csv is empty"),
+    ("csv-header-only", ["mcdropout-covid"], _covid(COVID_HEADER + "\n"),
+     "covid/time_series_covid19_deaths_US.csv holds a header but no data rows"),
+    ("csv-truncated", ["mcdropout-covid"], _covid("\n".join((COVID_HEADER, COVID_ROW, COVID_ROW[:60]))),
+     "covid/time_series_covid19_deaths_US.csv line 3: 11 cells where the header has 134 (a truncated"),
+    ("csv-not-a-number", ["mcdropout-covid"], _covid("\n".join((COVID_HEADER, COVID_ROW.replace(",0,0", ",0,x", 1)))),
+     "covid/time_series_covid19_deaths_US.csv line 2, column '1/23/20': 'x' is not a number"),
+    ("csv-no-such-column", ["mcdropout-covid"], _covid("\n".join((COVID_HEADER.replace("Population", "Pop"),
+                                                                   COVID_ROW))),
+     "covid/time_series_covid19_deaths_US.csv has no column 'Population'"),
+    ("air-truncated", ["recurrent-swimmer", "--set", 'data.name="air-quality"'], _air(AIR_ROW, AIR_ROW, AIR_ROW[:30]),
+     "air_quality/AirQualityUCI.csv line 4: 5 cells where the header has 17"),
+    ("air-empty-cell", ["recurrent-swimmer", "--set", 'data.name="air-quality"'],
+     _air(AIR_ROW, AIR_ROW.replace(";1360;", ";;")),
+     "air_quality/AirQualityUCI.csv line 3, column 'PT08.S1(CO)': '' is not a number"),
+    ("air-only-empty-rows", ["recurrent-swimmer", "--set", 'data.name="air-quality"'], _air(";" * 16),
+     "air_quality/AirQualityUCI.csv has no data rows"),
+    ("air-regression-truncated", ["pfrnn-air"], _air(AIR_ROW, AIR_ROW[:30]),
+     "air_quality/AirQualityUCI.csv line 3: 5 cells where the header has 17"),
+    ("sha256sums-bad-line", ["recurrent-swimmer"], {**_swimmer(_trajs()), "SHA256SUMS": b"not a checksum line\n"},
+     "SHA256SUMS line 1: expected a SHA-256 digest (64 hex digits), spaces and a file name"),
+]
+
+
+def _data_folder(root, files: dict) -> None:
+    """Write ``files`` (relative name: bytes) and their ``SHA256SUMS`` (unless ``files`` gives one ahead of it)."""
+    data = {name: content for name, content in files.items() if name != "SHA256SUMS"}
+    lines = [f"{hashlib.sha256(content).hexdigest()}  ./{name}\n" for name, content in data.items()]
+    (root / "SHA256SUMS").write_bytes(files.get("SHA256SUMS", b"") + "".join(lines).encode())
+    for name, content in data.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(content)
+
+
+@pytest.mark.parametrize(("argv", "files", "expected"), [c[1:] for c in DATA_CASES], ids=[c[0] for c in DATA_CASES])
+def test_malformed_data_files_are_one_line_naming_file_and_place(tmp_path, capsys, monkeypatch, argv, files,
+                                                                 expected):
+    _data_folder(tmp_path, files)
+    monkeypatch.setenv("PPL_MODELS_DATA", str(tmp_path))
+    before = _snapshot(tmp_path)
+    status, err = _cli(["train", *argv, "--run-dir", tmp_path / "run"], capsys)
+    assert status == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert expected in err, err
+    assert _snapshot(tmp_path) == before  # no run folder, the data untouched
+
+
+def test_an_extreme_value_in_a_data_file_trains_with_one_warning_naming_file_and_column(tmp_path, capsys,
+                                                                                        monkeypatch):
+    trajs = _trajs()
+    trajs[1, 3, 8] = 1e30
+    _data_folder(tmp_path, _swimmer(trajs))
+    monkeypatch.setenv("PPL_MODELS_DATA", str(tmp_path))
+    tiny = ["model.state_dim=2", "model.encoder_dim=2", "train.epochs=1", "evaluate.predictive_samples=4",
+            'evaluate.noise_refit="none"', "device='cpu'"]
+    status, err = _cli(["train", "recurrent-swimmer", "--run-dir", tmp_path / "run",
+                        *[arg for item in tiny for arg in ("--set", item)]], capsys)  # fmt: skip
+    assert status == 0, err
+    (warning,) = [line for line in err.splitlines() if "warning" in line]
+    assert warning.startswith("ppl-models: warning: swimmer/swimmers_trajs_1.0.mat: array 'trajs': extreme values")
+    assert "column 'trajs[..., 8]' (1, first 1e+30 at index (1, 3))" in warning
+
+
+def test_extreme_values_are_far_beyond_the_robust_spread_or_absolutely_huge():
+    column = np.random.default_rng(0).normal(size=(1000, 1))  # median ~0, robust spread ~1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        check_values(np.concatenate([column, [[1e5]]]), "f", ["a"])  # 1e5 spreads: kept without a word
+        check_values(np.array([[1.0], [np.nan], [2.0]]), "f", ["a"], allow_nan=True)  # NaN: a missing value
+    with pytest.warns(DataWarning, match=r"f: extreme values .* in column 'a' \(1, first 1e\+07 at line 9\)"):
+        check_values(np.concatenate([column[:6], [[1e7]]]), "f", ["a"], lines=range(3, 10))
+    constant = np.full((10, 1), 2 * EXTREME_ABSOLUTE)  # no spread at all: only the absolute rule speaks
+    with pytest.warns(DataWarning, match=r"column 'b' \(10, first 2e\+15"):
+        check_values(constant, "f", ["b"])
+    with pytest.raises(ValueError, match=r"f, column 'a', line 4: inf is not a finite float32 number \(1 such"):
+        check_values(np.array([[1.0], [np.inf]]), "f", ["a"], lines=[3, 4], allow_nan=True)
+
+
+def test_a_full_disk_is_one_line_naming_the_file(finished, tmp_path, capsys, monkeypatch):
+    _, run = finished
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(inference.io.os, "fsync", full)
+    status, err = _cli(["evaluate", run, "--out", tmp_path / "eval"], capsys)
+    assert status == 2 and err.count("\n") == 1, err
+    assert err.endswith("metrics.json: No space left on device (errno 28)\n"), err
+    assert list(tmp_path.iterdir()) == []  # neither the evaluation nor its hidden staging folder
+
+
+@pytest.fixture(scope="module")
+def smct_run(tmp_path_factory):
+    """A one-epoch SMC Transformer run: a model with per-sequence EM."""
+    config = load_config(registry.experiment_config("smct-demo"), [
+        "data.num_samples=10", "train.epochs=1", "model.d_model=4", "model.window=4", "objective.num_particles=2",
+        "evaluate.predictive_samples=2", "evaluate.num_particles=2", "device='cpu'"])  # fmt: skip
+    run = tmp_path_factory.mktemp("smct") / "run"
+    runner.train(config, run)
+    return run
+
+
+@pytest.mark.parametrize(("sites", "expected"), [
+    ("q,bogus", "run 'A' (model 'smc-transformer') has no covariances ['bogus']; its valid sites are q, k, v, z, x, "
+                "x_first"),
+    ("q,,k", "has no covariances ['']"),
+])
+def test_unknown_em_sites_are_refused_naming_the_valid_ones(smct_run, tmp_path, capsys, sites, expected):
+    status, err = _cli(["forecast", f"A={smct_run}", "--out", tmp_path / "f", "--observed", "5", "--samples", "2",
+                        "--em-iterations", "1", "--em-sites", sites], capsys)  # fmt: skip
+    assert status == 2 and err.count("\n") == 1 and expected in err, err
+    assert not (tmp_path / "f").exists()
+
+
 OTHER_CASES = [
     ("compare-feature-99", ["compare", "A={run}", "--out", "{tmp}/cmp", "--feature", "99"],
      "--feature must be in [0, "),
@@ -263,6 +506,18 @@ OTHER_CASES = [
     ("train-device-tpu", ["train", "{config}", "--device", "tpu"], "--device"),
     ("evaluate-device-tpu", ["evaluate", "{run}", "--device", "tpu"], "--device"),
     ("forecast-samples-0", ["forecast", "A={run}", "--out", "{tmp}/f", "--samples", "0"], "--samples"),
+    ("forecast-samples-1", ["forecast", "A={run}", "--out", "{tmp}/f", "--samples", "1"],
+     "argument --samples: must be an integer >= 2, got 1"),
+    ("forecast-samples-beyond-memory", ["forecast", "A={run}", "--out", "{tmp}/f", "--observed", "4", "--samples",
+                                        "1000000000000"], "num_samples=1000000000000 needs at least"),
+    ("forecast-em-sites-without-em", ["forecast", "A={run}", "--out", "{tmp}/f", "--observed", "4", "--em-sites",
+                                      "bogus"], "em_sites needs em_iterations > 0"),
+    ("forecast-em-on-a-model-without-em", ["forecast", "A={run}", "--out", "{tmp}/f", "--observed", "4",
+                                           "--em-iterations", "2", "--em-sites", "bogus"],
+     "no run has per-sequence EM (models ['lgssm']"),
+    ("compare-label-twice", ["compare", "A={run}", "A={tmp}", "--out", "{tmp}/cmp"],
+     "label 'A' is given twice ({run} and {tmp})"),
+    ("forecast-label-twice", ["forecast", "A={run}", "A={run}", "--out", "{tmp}/f"], "label 'A' is given twice"),
     ("unknown-command", ["fly"], "invalid choice"),
     ("unknown-suite", ["suite", "nope"], "suite must be one of"),
     ("unknown-experiment", ["train", "no-such-experiment"], "no-such-experiment"),
@@ -277,9 +532,9 @@ def test_other_commands_user_errors_are_one_line(finished, tmp_path, capsys, arg
     before = _snapshot(run)
     status, err = _cli(_format(argv, config, run, tmp_path), capsys)
     assert status == 2 and err.count("\n") == 1 and "Traceback" not in err, err
-    assert expected.format(tmp=tmp_path) in err, err
+    assert expected.format(tmp=tmp_path, run=run) in err, err
     assert _snapshot(run) == before
-    assert not (tmp_path / "cmp").exists()
+    assert not (tmp_path / "cmp").exists() and not (tmp_path / "f").exists()
 
 
 @pytest.mark.parametrize("device", ["cuda", "cuda:0"])
@@ -359,7 +614,17 @@ API_CASES = [
      ValueError, "x must be binary"),
     ("gru-score-not-binary", lambda: GRUBaseline(1, rnn_dim=3, hidden_dim=4).score(_x()), ValueError,
      "x must be binary"),
+    ("runner-nan-data", lambda: runner.check_finite(_data_with_nan()), ValueError,
+     r"data 'nan': the valid split holds 1 NaN or inf values at valid steps, the first at sequence 2, step 1, "
+     "feature 0"),
 ]
+
+
+def _data_with_nan():
+    x, mask = _padded_with(float("nan"))  # NaN in the padding only: accepted
+    valid = x.clone()
+    valid[2, 1, 0] = float("nan")
+    return SequenceData((x, mask), (valid, mask), (x, mask), description="nan")
 
 
 @pytest.mark.parametrize(("call", "error", "message"), [c[1:] for c in API_CASES], ids=[c[0] for c in API_CASES])

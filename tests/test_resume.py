@@ -1,12 +1,19 @@
-"""Run folders that cannot lie: writes killed between checkpoints, stale temporaries, divergence, saved experiments."""
+"""Run folders that cannot lie: writes killed between checkpoints, stale temporaries, divergence, saved experiments,
+resumptions that never rewrite config.json, evaluations written whole under names of their own."""
 
+import itertools
+import json
 import math
+import subprocess
+import sys
 
 import pytest
 import torch
 
 import inference.training as training
+from experiments import cli, runner
 from inference import ParticleFilter
+from inference.io import read_jsonl
 from inference.objectives import ExactLikelihood, SMCBound
 from inference.training import TrainConfig, Trainer, TrainingDiverged, load_checkpoint
 from ppl_models.lgssm import LinearGaussianSSM
@@ -154,3 +161,120 @@ def test_a_learning_rate_that_blows_up_the_parameters_is_a_divergence_not_a_mode
                                                r"from .* \(start of fit\) to .*lr=1e\+06"):
         _fit(data, tmp_path, objective=loss, config=config)
     assert not (tmp_path / "checkpoints" / "last.pt").exists()
+
+
+# --- the command line: a resumption never rewrites config.json; evaluations are never lost ------------------
+TINY = """
+name = "tiny"
+seed = 0
+device = "cpu"
+[data]
+name = "lgssm-synthetic"
+num_train = 8
+num_valid = 4
+num_test = 4
+num_steps = 6
+[model]
+name = "lgssm"
+[objective]
+name = "exact"
+[train]
+epochs = 1
+batch_size = 8
+progress = false
+[evaluate]
+estimators = ["exact"]
+predictive_samples = 4
+"""
+
+
+@pytest.fixture
+def tiny_run(tmp_path):
+    """``(config file, run folder)`` of a finished one-epoch run trained by the command line."""
+    config = tmp_path / "tiny.toml"
+    config.write_text(TINY)
+    run = tmp_path / "run"
+    assert cli.main(["train", str(config), "--run-dir", str(run)]) == 0
+    return config, run
+
+
+def test_resume_never_rewrites_config_json_and_records_each_resumption(tiny_run, capsys):
+    config, run = tiny_run
+    saved = (run / "config.json").read_bytes()
+    resume = ["train", str(config), "--run-dir", str(run), "--resume"]
+    assert cli.main([*resume, "--epochs", "3"]) == 0  # the run's length changes by --epochs only
+    assert [r["epoch"] for r in read_jsonl(run / "metrics.jsonl")] == [1, 2, 3]
+    assert cli.main(resume) == 0  # resumes to the run's own 3 epochs, not the experiment's 1
+    assert [r["epoch"] for r in read_jsonl(run / "metrics.jsonl")] == [1, 2, 3]
+    # the run's own number is no change; how it runs (device, cuda_graph, progress) may differ, and is recorded
+    assert cli.main([*resume, "--set", "train.epochs=3", "--set", "train.cuda_graph=true"]) == 0
+    capsys.readouterr()
+    assert cli.main([*resume, "--set", "train.epochs=2"]) == 2  # a --set that would change it is refused
+    assert "train.epochs=2 differs from the run's 3" in capsys.readouterr().err
+    assert (run / "config.json").read_bytes() == saved
+    records = read_jsonl(run / "resume.jsonl")
+    assert [(r["from_epoch"], r["epochs"], r.get("changed")) for r in records] == [
+        (1, 3, {"train.epochs": [1, 3]}), (3, 3, None), (3, 3, None)]
+    assert [r.get("runtime") for r in records] == [None, None, {"train.cuda_graph": [False, True]}]
+    assert runner.run_epochs(run) == 3
+
+
+def _snapshot(folder):
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_an_interrupted_evaluate_force_leaves_the_old_evaluation_whole(tiny_run, monkeypatch):
+    _, run = tiny_run
+    out = run.parent / "eval"
+    assert cli.main(["evaluate", str(run), "--out", str(out)]) == 0
+    before = _snapshot(out)
+    written = []
+
+    def dies_after_metrics_json(path, text):  # metrics.json is written, metrics.md is not: then the process dies
+        written.append(path.name)
+        raise Killed
+    monkeypatch.setattr(runner, "write_text", dies_after_metrics_json)
+    with pytest.raises(Killed):
+        cli.main(["evaluate", str(run), "--out", str(out), "--force", "--set", "predictive_samples=6"])
+    monkeypatch.undo()
+    assert written == ["metrics.md"]
+    assert _snapshot(out) == before  # the old evaluation, whole: its metrics.json beside its own config.json
+    assert sorted(p.name for p in out.parent.iterdir()) == ["eval", "run", "tiny.toml"]  # no staging folder left
+    assert cli.main(["evaluate", str(run), "--out", str(out), "--force", "--set", "predictive_samples=6"]) == 0
+    assert json.loads((out / "config.json").read_text())["evaluate"]["predictive_samples"] == 6
+
+
+def _dead_pid() -> int:
+    process = subprocess.Popen([sys.executable, "-c", "pass"])
+    process.wait()
+    return process.pid
+
+
+def test_a_kill_between_the_renames_of_evaluate_force_is_undone_by_the_next_evaluate(tiny_run, capsys):
+    _, run = tiny_run
+    out = run.parent / "eval"
+    assert cli.main(["evaluate", str(run), "--out", str(out)]) == 0
+    before = _snapshot(out)
+    pid = _dead_pid()
+    out.rename(run.parent / f".eval.replaced-{pid}-x1")  # the old evaluation moved aside, the new one not yet in
+    (run.parent / f".eval.partial-{pid}-x2").mkdir()  # and a half-written one of a killed process
+    capsys.readouterr()
+    assert cli.main(["evaluate", str(run), "--out", str(out)]) == 2  # restored, then refused without --force
+    assert "already holds an evaluation" in capsys.readouterr().err
+    assert _snapshot(out) == before
+    assert sorted(p.name for p in out.parent.iterdir()) == ["eval", "run", "tiny.toml"]
+
+
+def test_evaluations_started_in_the_same_second_each_keep_their_result(tiny_run, monkeypatch):
+    _, run = tiny_run
+    monkeypatch.setattr(runner.time, "strftime", lambda *args: "20250101-120000")
+    for pid in (101, 102, 103):  # three processes, one second: each its own folder
+        monkeypatch.setattr(runner.os, "getpid", lambda pid=pid: pid)
+        monkeypatch.setattr(runner, "_NAMES", itertools.count())
+        assert cli.main(["evaluate", str(run)]) == 0
+    for _ in range(2):  # and two calls in one process
+        assert cli.main(["evaluate", str(run)]) == 0
+    folders = sorted(p.name for p in (run / "evaluations").iterdir())
+    assert folders == ["evaluate-20250101-120000-101", "evaluate-20250101-120000-102", "evaluate-20250101-120000-103",
+                       "evaluate-20250101-120000-103-1", "evaluate-20250101-120000-103-2"]
+    assert all((run / "evaluations" / name / "metrics.json").is_file() for name in folders)

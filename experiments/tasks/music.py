@@ -22,7 +22,7 @@ from matplotlib.figure import Figure
 from inference.io import atomic_write
 from inference.validation import check_positive_int
 
-from ..data import SequenceData, load_mat, mat_array, pad_sequences
+from ..data import SequenceData, load_mat, pad_sequences
 
 __all__ = ["NUM_KEYS", "LOWEST_PITCH", "POLYPHONIC", "polyphonic", "plot_piano_roll", "write_midi", "read_midi_roll"]
 
@@ -297,9 +297,14 @@ def _piano_rolls(cells, where: str) -> list[np.ndarray]:
     if not rolls:
         raise ValueError(f"{where} holds no sequences")
     for i, roll in enumerate(rolls):
-        roll = mat_array(roll, f"{where}, sequence {i}", ndim=2, min_shape=(1, 88))
-        if roll.shape[1] != 88 or not np.isin(roll, (0.0, 1.0)).all():
+        try:
+            roll = np.asarray(roll, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise ValueError(f"{where}, sequence {i} must be a [T, 88] piano roll of 0s and 1s, got entries that "
+                             "are not numbers") from None  # fmt: skip
+        if roll.ndim != 2 or roll.shape[0] < 1 or roll.shape[1] != 88 or not np.isin(roll, (0.0, 1.0)).all():
+            values = "" if roll.ndim != 2 or roll.shape[1] != 88 else " holding other values than 0 and 1"
             raise ValueError(f"{where}, sequence {i} must be a [T, 88] piano roll of 0s and 1s, got shape "
-                             f"{list(roll.shape)} with values {np.unique(roll)[:5].tolist()}...")  # fmt: skip
+                             f"{list(roll.shape)}{values}")  # fmt: skip
         rolls[i] = roll
     return rolls
