@@ -141,8 +141,8 @@ def _read_sums(path: Path) -> dict[str, str]:
             continue
         parts = line.split(maxsplit=1)
         if len(parts) != 2 or not re.fullmatch(r"[0-9a-fA-F]{64}", parts[0]):
-            raise ValueError(f"{path} line {number}: expected '<64 hex digits>  <file>' (sha256sum's format), "
-                             f"got {line.strip()[:80]!r}")  # fmt: skip
+            raise ValueError(f"{path} line {number}: expected a SHA-256 digest (64 hex digits), spaces and a file "
+                             f"name, as sha256sum writes them; got {line.strip()[:80]!r}")  # fmt: skip
         sums[parts[1].strip().lstrip("*").lstrip("./")] = parts[0].lower()
     return sums
 
