@@ -198,8 +198,10 @@ def build_windows(measured: np.ndarray, measured_names: Sequence[str], target: n
         raise ValueError(f"measured must have shape [H, M] = {(hours, len(measured_names))}, got {measured.shape}")
     if len(times) != hours:
         raise ValueError(f"times must hold H = {hours} timestamps, got {len(times)}")
-    if any(b - a != timedelta(hours=1) for a, b in zip(times[:-1], times[1:])):
-        raise ValueError("times must be consecutive hours")
+    gaps = [i for i, (a, b) in enumerate(zip(times[:-1], times[1:])) if b - a != timedelta(hours=1)]
+    if gaps:
+        raise ValueError(f"{name + ': ' if name else ''}times must be consecutive hours, but times[{gaps[0] + 1}] = "
+                         f"{times[gaps[0] + 1]} follows {times[gaps[0]]}")  # fmt: skip
     if categorical is None:
         categorical = np.zeros((hours, 0))
     categorical = np.asarray(categorical, dtype=float)
