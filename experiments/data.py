@@ -61,6 +61,11 @@ class SequenceData:
     binary: bool = False  # every value is 0 or 1 (piano rolls): judged by Brier score and reliability
     #: ``(samples [S, N, T, D], x [N, T, D]) -> {name: value}``: figures of a predictive against the true law
     truth_metrics: Callable[[torch.Tensor, torch.Tensor], dict] | None = None
+    #: a user's file (:mod:`inference.datasets`): the training split's standardisation, under which the
+    #: tensors above are held; evaluations, forecasts and plots map back to the data's units through it
+    standardizer: object = None
+    #: a user's file: what went where (series ids, step counts), how it was cut, and the standardisation
+    split_record: dict | None = None
 
     @property
     def obs_dim(self) -> int:

@@ -1,5 +1,6 @@
 """Shared inference engines: resampling, particle filtering, objectives, training, calibration."""
 
+from .evaluation import Evaluation, evaluate
 from .forecast import forecast
 from .particle_filter import GRADIENT_MODES, FilterResult, ParticleFilter, ParticleModel, Step
 from .pointwise import PosteriorPredictive, posterior_predictive
@@ -19,6 +20,8 @@ from .resampling import SCHEMES, effective_sample_size, gather_particles, normal
 from .state_space import SEQUENCE_PLATE, MarkovStateSpace
 
 __all__ = [
+    "evaluate",
+    "Evaluation",
     "CAPABILITIES",
     "ESTIMATORS",
     "UNCONDITION",

@@ -1,0 +1,78 @@
+"""inference.evaluate: one call gives every figure, in the data's own units when a standardisation is given."""
+
+import math
+
+import pytest
+import torch
+
+from inference import evaluate
+from inference.datasets import Standardizer
+from ppl_models import GRUBaseline, LinearGaussianSSM
+
+
+def lgssm(generator_seed=0):
+    return LinearGaussianSSM.random(2, 3, generator=torch.Generator().manual_seed(generator_seed))
+
+
+def test_exact_estimate_equals_the_kalman_likelihood_per_step_and_per_sequence():
+    model = lgssm()
+    x, _ = model.sample(num_sequences=6, num_steps=15, generator=torch.Generator().manual_seed(1))
+    mask = torch.arange(15) < torch.tensor([15, 12, 15, 9, 15, 4]).unsqueeze(1)
+    result = evaluate(model, x, mask, estimators=["exact"], predictive_samples=50, seed=0)
+    exact = model.log_likelihood(x, mask).detach().double()
+    assert result["loglik"]["exact"]["per_step"] == pytest.approx(float(exact.sum()) / int(mask.sum()), rel=1e-6)
+    assert result["loglik"]["exact"]["per_sequence"] == pytest.approx(float(exact.mean()), rel=1e-6)
+    assert result["test_steps"] == int(mask.sum()) and result["test_sequences"] == 6
+    assert 0 <= result["calibration"]["coverage_0.5"] <= 1
+    assert result.predictive.shape == (50, 6, 15, 3)
+    assert "exact" in result.table() and "| exact |" in result.table(markdown=True)
+    idata = result.to_inference_data()
+    assert "posterior_predictive" in idata.groups() and "observed_data" in idata.groups()
+
+
+def test_figures_come_back_in_the_data_units_by_the_change_of_variables():
+    """A model of z = x / s is the model of x with C / s and R / s^2: the same law, log-densities shifted by log s."""
+    model = lgssm()
+    x, _ = model.sample(num_sequences=5, num_steps=12, generator=torch.Generator().manual_seed(2))
+    scale = torch.tensor([2.0, 0.5, 4.0])
+    with torch.no_grad():
+        scaled = LinearGaussianSSM(model.A, model.C / scale[:, None], model.Q,
+                                   model.R / scale[:, None] / scale[None, :], model.init_cov)  # fmt: skip
+    standardizer = Standardizer([0.0, 0.0, 0.0], scale.tolist(), ["a", "b", "c"])
+    z = x / scale
+    in_units = evaluate(scaled, z, estimators=["exact"], predictive_samples=400, seed=0, standardizer=standardizer)
+    direct = evaluate(model, x, estimators=["exact"], predictive_samples=400, seed=0)
+    truth = float(model.log_likelihood(x).double().sum()) / (5 * 12)
+    assert in_units["loglik"]["exact"]["per_step"] == pytest.approx(truth, rel=1e-5)
+    assert in_units["mse"] == pytest.approx(direct["mse"], rel=1e-4)  # the exact predictive mean, in x's units
+    assert torch.allclose(in_units.x, x, atol=1e-5)
+    assert in_units["calibration"]["crps"] == pytest.approx(direct["calibration"]["crps"], rel=0.1)
+    assert in_units["units"].startswith("the data's own units")
+
+
+def test_binary_data_gets_brier_and_reliability_and_skipped_estimators_say_why():
+    torch.manual_seed(0)
+    model = GRUBaseline(4, emission="bernoulli", rnn_dim=8, hidden_dim=8)
+    x = (torch.rand(5, 10, 4) < 0.3).float()
+    result = evaluate(model, x, estimators=["exact", "smc"], seed=0)
+    assert set(result["calibration"]) >= {"brier", "ece"} and result.probabilities.shape == (5, 10, 4)
+    assert "smc" in result["skipped_estimators"]
+    exact = float(model.log_likelihood(x).double().sum())
+    assert result["loglik"]["exact"]["per_sequence"] == pytest.approx(exact / 5, rel=1e-6)
+    # Brier score by hand: mean squared gap between the probabilities and the notes
+    assert result["calibration"]["brier"] == pytest.approx(float(((result.probabilities - x) ** 2).mean()), rel=1e-5)
+
+
+def test_gap_to_a_known_truth_and_bad_arguments():
+    model = lgssm()
+    x, _ = model.sample(num_sequences=4, num_steps=10, generator=torch.Generator().manual_seed(3))
+    result = evaluate(model, x, estimators=["exact"], truth=model, predictive_samples=0)
+    gap = result["gap_to_truth"]["exact"]
+    assert gap["gap_per_step"] == pytest.approx(0.0, abs=1e-6) and not gap["above_truth"]
+    assert not math.isnan(gap["standard_error_per_step"])
+    with pytest.raises(ValueError, match="estimators"):
+        evaluate(model, x, estimators=["bogus"])
+    with pytest.raises(ValueError, match="num_particles"):
+        evaluate(model, x, num_particles=0)
+    with pytest.raises(ValueError, match="standardizer: 2 features"):
+        evaluate(model, x, standardizer=Standardizer([0.0, 0.0], [1.0, 2.0], ["a", "b"]))
