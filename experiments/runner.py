@@ -112,6 +112,9 @@ def prepare_run_dir(run_dir: str | Path, config: dict, *, resume: bool = False, 
         _check_unchanged(saved, given, saved_path)
     start = load_checkpoint(last) if last.is_file() else {}  # the checkpoint is the truth, even without config.json
     check_experiment(start.get("experiment"), _fixed_part(given), last)
+    best = run_dir / "checkpoints" / "best.pt"
+    if best.is_file():  # e.g. copied from another run
+        check_experiment(load_checkpoint(best).get("experiment"), _fixed_part(given), best)
     wanted = given["train"]["epochs"]
     if epochs is not None and wanted != epochs:
         if not change_epochs:
@@ -236,9 +239,8 @@ def train(config: dict, run_dir: str | Path, *, resume: bool = False, change_epo
     trainer = Trainer(objective, data.train, data.valid, TrainConfig.from_dict(config["train"]), run_dir, device,
                       monitor=monitor, experiment=_fixed_part(config))  # fmt: skip
     trainer.fit(resume=resume)
-    best = run_dir / "checkpoints" / "best.pt"
-    if best.exists():
-        load_best(run_dir, objective)
+    if (run_dir / "checkpoints" / "best.pt").exists():
+        load_run_checkpoint(run_dir, objective, config)
     return evaluate_model(model, data, EvaluateConfig.from_dict(config["evaluate"]), run_dir, config["seed"])
 
 

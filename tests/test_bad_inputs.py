@@ -291,25 +291,31 @@ def test_resume_without_config_json_refuses_other_data(finished, tmp_path, capsy
     assert _snapshot(run) == before
 
 
-# (id, arguments after ``train {config} --run-dir {run copy} --resume``, what the one line must say)
+# (id, how the run's copy is prepared, arguments after ``train {config} --run-dir {copy} --resume``, the one line)
 RESUME_CASES = [
-    ("set-epochs", ["--set", "train.epochs=10"], "train.epochs=10 differs from the run's 1"),
-    ("set-evaluate", ["--set", "evaluate.num_particles=5"], "(in ['evaluate']): evaluate.num_particles: 16 -> 5"),
-    ("set-data", ["--set", "data.num_train=9"], "(in ['data']): data.num_train: 8 -> 9"),
-    ("epochs-twice", ["--epochs", "3", "--set", "train.epochs=3"], "give the number of epochs of a resumed run once"),
-    ("epochs-zero", ["--epochs", "0"], "argument --epochs: must be an integer >= 1"),
-    ("another-models-experiment", ["--set", 'model={name="recurrent", cell="gru"}'], "(in ['model'])"),
+    ("set-epochs", _copy, ["--set", "train.epochs=10"], "train.epochs=10 differs from the run's 1"),
+    ("set-evaluate", _copy, ["--set", "evaluate.num_particles=5"],
+     "(in ['evaluate']): evaluate.num_particles: 16 -> 5"),
+    ("set-data", _copy, ["--set", "data.num_train=9"], "(in ['data']): data.num_train: 8 -> 9"),
+    ("epochs-twice", _copy, ["--epochs", "3", "--set", "train.epochs=3"],
+     "give the number of epochs of a resumed run once"),
+    ("epochs-zero", _copy, ["--epochs", "0"], "argument --epochs: must be an integer >= 1"),
+    ("another-models-experiment", _copy, ["--set", 'model={name="recurrent", cell="gru"}'], "(in ['model'])"),
+    ("config-json-of-another-model", _from_other_run("config.json"), [], "(in ['model', 'objective'])"),
+    ("best-pt-of-another-model", _from_other_run("checkpoints/best.pt"), [],
+     "experiment differs from the one saved in {run}/checkpoints/best.pt (in ['model', 'objective'])"),
 ]
 
 
-@pytest.mark.parametrize(("extra", "expected"), [c[1:] for c in RESUME_CASES], ids=[c[0] for c in RESUME_CASES])
-def test_resume_refuses_any_change_of_the_saved_configuration(finished, tmp_path, capsys, extra, expected):
+@pytest.mark.parametrize(("prepare", "extra", "expected"), [c[1:] for c in RESUME_CASES],
+                         ids=[c[0] for c in RESUME_CASES])
+def test_resume_refuses_any_change_of_the_saved_configuration(finished, tmp_path, capsys, prepare, extra, expected):
     config, run = finished
-    run = _copy(run, tmp_path)
+    run = prepare(run, tmp_path)
     before = _snapshot(run)
     status, err = _cli(["train", config, "--run-dir", run, "--resume", *extra], capsys)
     assert status == 2 and err.count("\n") == 1 and "Traceback" not in err, err
-    assert expected in err, err
+    assert expected.format(run=run) in err, err
     assert _snapshot(run) == before  # config.json untouched, no resume.jsonl
 
 
