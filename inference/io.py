@@ -96,7 +96,11 @@ def _publish(staging: Path, target: Path, replace: bool) -> None:
                               str(target))  # fmt: skip
     old = Path(tempfile.mkdtemp(prefix=f".{target.name}.replaced-{os.getpid()}-", dir=target.parent))
     os.rename(target, old)  # onto the empty placeholder
-    os.rename(staging, target)
+    try:
+        os.rename(staging, target)
+    except BaseException:
+        os.rename(old, target)
+        raise
     shutil.rmtree(old, ignore_errors=True)
 
 
@@ -126,7 +130,7 @@ def _alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except (PermissionError, OSError, AttributeError):
+    except OSError:  # EPERM: it runs, as another user
         return True
     return True
 

@@ -13,7 +13,7 @@ import torch
 import inference.training as training
 from experiments import cli, runner
 from inference import ParticleFilter
-from inference.io import read_jsonl
+from inference.io import read_jsonl, staged_folder
 from inference.objectives import ExactLikelihood, SMCBound
 from inference.training import TrainConfig, Trainer, TrainingDiverged, load_checkpoint
 from ppl_models.lgssm import LinearGaussianSSM
@@ -278,3 +278,19 @@ def test_evaluations_started_in_the_same_second_each_keep_their_result(tiny_run,
     assert folders == ["evaluate-20250101-120000-101", "evaluate-20250101-120000-102", "evaluate-20250101-120000-103",
                        "evaluate-20250101-120000-103-1", "evaluate-20250101-120000-103-2"]
     assert all((run / "evaluations" / name / "metrics.json").is_file() for name in folders)
+
+
+def test_a_staged_folder_never_overwrites_what_another_writer_put_in_place(tmp_path):
+    target = tmp_path / "out"
+    with pytest.raises(FileExistsError, match="another writer filled it meanwhile; these results are in") as caught:
+        with staged_folder(target) as staging:
+            (staging / "mine.txt").write_text("mine")
+            target.mkdir()
+            (target / "theirs.txt").write_text("theirs")  # another process finished first
+    (kept,) = [p for p in tmp_path.iterdir() if p.name.startswith("out-")]
+    assert str(kept) in str(caught.value)
+    assert (target / "theirs.txt").read_text() == "theirs" and (kept / "mine.txt").read_text() == "mine"
+    with staged_folder(target, replace=True) as staging:  # replace: the new folder takes the place whole
+        (staging / "mine.txt").write_text("again")
+    assert sorted(p.name for p in target.iterdir()) == ["mine.txt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["out", kept.name])
