@@ -89,6 +89,10 @@ def compare_forecasts(runs: dict[str, str | Path], out: str | Path, *, observed:
     paper's section 4.2); the report says which runs were. With ``recalibrate`` (``"scale"`` or
     ``"conformal"``), a correction fitted on the validation split's forecasts (pooled over the
     steps ahead, or per step with ``recalibrate_per_step``) gives each run a second row. Returns ``{label: metrics}``.
+
+    Every run is loaded and checked before any forecast: ``num_samples >= 2``, ``em_sites`` (which
+    needs ``em_iterations > 0``) among the covariances of each run's model that has EM, and the
+    ``S x B x H x D`` float32 forecasts within the available memory.
     """
     if not runs:
         raise ValueError("runs must name at least one run folder")
