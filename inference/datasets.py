@@ -14,7 +14,8 @@ ids, feature names and (for a conditional model) targets ``[T_i, O]``. It is bui
 :meth:`~SequenceDataset.split` cuts it into train / validation / test (by series or by time,
 by fractions and a seed or by a split column) as :class:`DataSplits`, whose
 :class:`Standardizer` is fit on the training split (real-valued data; binary data is left as
-it is) and maps predictions back to the data's own units. :meth:`~SequenceDataset.windows`
+it is) and maps predictions back to the data's own units; targets, kept apart from the features,
+get their own (``target_standardizer``). :meth:`~SequenceDataset.windows`
 cuts long series into training windows. Every refusal is one ``ValueError`` naming the file,
 the column and the row.
 """
@@ -270,11 +271,16 @@ class SequenceDataset:
             x = torch.where(mask.unsqueeze(-1), standardizer.transform(x), torch.zeros((), dtype=dtype))
         return x, mask
 
-    def padded_targets(self, *, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-        """The targets ``y [N, max T, O]`` (zeros after each end); refused when there are none."""
+    def padded_targets(self, standardizer: Standardizer | None = None, *,
+                       dtype: torch.dtype = torch.float32) -> torch.Tensor:  # fmt: skip
+        """The targets ``y [N, max T, O]`` (zeros after each end), in standard units if a ``standardizer``
+        (e.g. :attr:`DataSplits.target_standardizer`) is given; refused when there are none."""
         if not self.targets:
             raise ValueError(f"{self.source}: no targets: name the target columns with targets=")
-        return _pad(self.targets, dtype)[0]
+        y, mask = _pad(self.targets, dtype)
+        if standardizer is not None:
+            y = torch.where(mask.unsqueeze(-1), standardizer.transform(y), torch.zeros((), dtype=dtype))
+        return y
 
     # --- reshaping ------------------------------------------------------------------------
     def windows(self, window: int, stride: int | None = None, *, cover: bool = False) -> SequenceDataset:
@@ -337,8 +343,9 @@ class SequenceDataset:
                                               features=self.features, targets=[t for _, _, t in part] if self.targets
                                               else None, target_names=self.target_names, source=self.source)
                               for part in parts)  # fmt: skip
-        return DataSplits(train, valid, test, how, Standardizer.fit(train.sequences, self.features,
-                                                                    binary=self.binary))  # fmt: skip
+        targets = Standardizer.fit(train.targets, self.target_names, binary=False) if self.targets else None
+        return DataSplits(train, valid, test, how, Standardizer.fit(train.sequences, self.features, binary=self.binary),
+                          targets)  # fmt: skip
 
     def _parts(self, i: int, cut: slice, name: str):
         return self.sequences[i][cut], name, self.targets[i][cut] if self.targets else None
@@ -415,13 +422,14 @@ class SequenceDataset:
 @dataclass
 class DataSplits:
     """Train / validation / test :class:`SequenceDataset`, how they were cut, and the training split's
-    :class:`Standardizer`."""
+    :class:`Standardizer` of the features and (where there are targets, always real-valued) of the targets."""
 
     train: SequenceDataset
     valid: SequenceDataset
     test: SequenceDataset
     how: dict
     standardizer: Standardizer
+    target_standardizer: Standardizer | None = None
 
     def __iter__(self):
         return iter((self.train, self.valid, self.test))
@@ -431,7 +439,8 @@ class DataSplits:
         windows that count each step once (:meth:`SequenceDataset.windows`). No window spans two splits."""
         return DataSplits(self.train.windows(window, stride), self.valid.windows(window, cover=True),
                           self.test.windows(window, cover=True),
-                          {**self.how, "window": window, "stride": stride or window}, self.standardizer)  # fmt: skip
+                          {**self.how, "window": window, "stride": stride or window}, self.standardizer,
+                          self.target_standardizer)  # fmt: skip
 
     def tensors(self, *, standardize: bool = True, dtype: torch.dtype = torch.float32):
         """``[(x, mask)]`` of train, validation and test, in standard units unless ``standardize=False``."""
@@ -440,8 +449,10 @@ class DataSplits:
 
     def to_dict(self) -> dict:
         """What went where (series ids and step counts), how, and the standardisation: for the run folder."""
-        return {"how": self.how, "standardizer": self.standardizer.to_dict(),
-                **{name: {"ids": part.ids, "steps": part.lengths} for name, part in zip(SPLITS, self)}}  # fmt: skip
+        record = {"how": self.how, "standardizer": self.standardizer.to_dict()}
+        if self.target_standardizer is not None:
+            record["target_standardizer"] = self.target_standardizer.to_dict()
+        return {**record, **{name: {"ids": part.ids, "steps": part.lengths} for name, part in zip(SPLITS, self)}}
 
 
 # --- readers ------------------------------------------------------------------------------

@@ -69,6 +69,24 @@ def test_standardising_then_inverting_gives_the_original_units():
     assert torch.allclose(same.inverse_scale(torch.ones(2)), torch.tensor(splits.standardizer.scale).float())
 
 
+def test_targets_get_their_own_training_standardisation_kept_through_windows():
+    frame = long_frame(lengths=(12, 9, 15, 10, 11, 8))
+    frame["y"] = np.random.default_rng(5).choice([0.0, 1.0], size=len(frame)) * 50 + 1000  # binary-looking, shifted
+    splits = SequenceDataset.from_dataframe(frame, series="id", time="step", targets=["y"]).split(seed=2)
+    raw = np.concatenate(splits.train.targets)[:, 0]  # by hand: mean and sd (ddof 0) of the training targets
+    assert splits.target_standardizer.features == ["y"] and splits.standardizer.features == ["f0", "f1"]
+    assert np.allclose(splits.target_standardizer.mean, [raw.mean()]) and np.allclose(
+        splits.target_standardizer.scale, [raw.std()])
+    _, mask = splits.test.padded()
+    y = splits.test.padded_targets(splits.target_standardizer)
+    expected = (splits.test.padded_targets().double() - raw.mean()) / raw.std()
+    assert torch.allclose(y[mask].double(), expected[mask], atol=1e-5) and (y[~mask] == 0).all()
+    windowed = splits.windows(4)
+    assert windowed.target_standardizer == splits.target_standardizer
+    assert windowed.to_dict()["target_standardizer"]["mean"] == [raw.mean()]
+    assert SequenceDataset.from_dataframe(frame, series="id", time="step").split().target_standardizer is None
+
+
 def test_binary_data_is_left_in_its_units_and_asks_for_bernoulli():
     rolls = [(np.random.default_rng(i).random((12, 5)) < 0.3).astype(float) for i in range(6)]
     dataset = SequenceDataset.from_sequences(rolls)
