@@ -187,6 +187,9 @@ class SequenceDataset:
                 raise ValueError(f"{source}: no numeric value columns besides {sorted(reserved)}; name them with "
                                  "features=")  # fmt: skip
         features, targets = list(features), list(targets or [])
+        both = [c for c in features if c in targets]
+        if both:
+            raise ValueError(f"{source}: column {both[0]!r} is named both as a feature and as a target")
         values = _numeric(frame, features + targets, source, row_offset)
         ids = frame[series].astype(str).to_numpy() if series is not None else np.full(len(frame), "0", dtype=object)
         order = _time_order(frame, ids, time, source, row_offset)

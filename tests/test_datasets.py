@@ -160,6 +160,8 @@ BAD_FILES = [  # (file name, its text or None for absent, options, words the one
     ("trunc.csv", "id,t,v\na,0,1\na,1,2\na,2", {"series": "id", "time": "t"}, ["trunc.csv", "'v'", "row 4"]),
     ("split.csv", "id,t,v,s\na,0,1,train\na,1,2,tset\n", {"series": "id", "split": "s"},
      ["split.csv", "'s'", "row 3", "'tset'"]),
+    ("both.csv", "id,v,y\na,0,1\na,1,2\n", {"series": "id", "features": ["v", "y"], "targets": ["y"]},
+     ["both.csv", "'y'", "both as a feature and as a target"]),
     ("bad.npz", "not a zip", {}, ["bad.npz", "not a readable .npz"]),
 ]
 
