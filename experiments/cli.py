@@ -26,6 +26,7 @@ from pathlib import Path
 import torch
 
 import ppl_models
+from inference.evaluation import format_table
 from inference.recalibration import RECALIBRATION_METHODS
 from inference.training import TrainingDiverged
 from inference.validation import InputTypeError
@@ -58,7 +59,7 @@ def _list(args) -> int:
 
 
 def _finish(metrics: dict, run_dir) -> int:
-    print(runner.format_table(metrics))
+    print(format_table(metrics))
     print(f"\nrun folder: {run_dir}")
     return 0
 

@@ -31,10 +31,9 @@ from pathlib import Path
 
 import pyro
 import torch
-from torch import nn
 
-from inference import ParticleFilter, calibration
-from inference.arviz_compat import loo_summary, waic_summary
+from inference import ParticleFilter, calibration, evaluation
+from inference.evaluation import format_table
 from inference.io import (
     append_jsonl,
     read_jsonl,
@@ -44,8 +43,6 @@ from inference.io import (
     write_json,
     write_text,
 )
-from inference.objectives import ELBO, IWAE
-from inference.protocol import ESTIMATORS, particle_predictive
 from inference.training import (
     RESUMABLE_CHANGES,
     TrainConfig,
@@ -56,13 +53,11 @@ from inference.training import (
     load_checkpoint,
     trim_padding,
 )
-from ppl_models.predictors import OneStepPredictor
 
 from . import plots
 from .config import EvaluateConfig, check_config
 from .memory import check_memory, evaluation_memory
 from .registry import DATASETS, MODELS, build, build_objective
-from .truth_gap import gap_to_truth
 
 __all__ = ["resolve_device", "train", "evaluate", "evaluate_model", "format_table", "run_epochs", "timestamped"]
 
@@ -342,19 +337,22 @@ def _held_out_mse(model, data):
     @torch.no_grad()
     def monitor() -> dict:
         model.eval()
-        return {f"{name}_mse": one_step_mse(model, *split)
+        return {f"{name}_mse": one_step_mse(model, *split, standardizer=data.standardizer)
                 for name, split in (("valid", data.valid), ("test", data.test))}  # fmt: skip
 
     return monitor
 
 
 @torch.no_grad()
-def one_step_mse(model, x: torch.Tensor, mask: torch.Tensor, *, batch_size: int = 256) -> float:
-    """Mean squared error of ``E[x_t | x_<t]`` over valid steps and features (exact predictive)."""
+def one_step_mse(model, x: torch.Tensor, mask: torch.Tensor, *, batch_size: int = 256, standardizer=None) -> float:
+    """Mean squared error of ``E[x_t | x_<t]`` over valid steps and features (exact predictive), in the data's
+    units under a ``standardizer`` (:class:`~inference.datasets.Standardizer`)."""
     device = next(model.parameters()).device
     total = 0.0
     for _, xb, mb in _batches(x, mask, batch_size, device):
         error = model.predictive(xb, mb, 0).mean - xb
+        if standardizer is not None:
+            error = standardizer.inverse_scale(error)
         total += float((error[mb] ** 2).sum())
     return total / (float(mask.sum()) * x.shape[-1])
 
@@ -364,7 +362,8 @@ def _first_test_prediction(model, data) -> list:
     x, mask = data.test
     device = next(model.parameters()).device
     first = x[:1][:, mask[0]].to(device)
-    return model.predictive(first, None, 0).mean[0].cpu().tolist()
+    mean = model.predictive(first, None, 0).mean[0].cpu()
+    return (mean if data.standardizer is None else data.standardizer.inverse(mean)).tolist()
 
 
 def _batches(x, mask, size, device):
@@ -374,195 +373,45 @@ def _batches(x, mask, size, device):
         yield index, xb.to(device), mb.to(device)
 
 
-def _in_test_order(pieces: list[torch.Tensor], indices: list[torch.Tensor], steps: int, batch_dim: int = 0):
-    """Per-batch outputs with time at ``batch_dim + 1``, padded back to ``steps`` and put in test-set order."""
-    padded = [nn.functional.pad(p, (0, 0) * (p.dim() - batch_dim - 2) + (0, steps - p.shape[batch_dim + 1]))
-              for p in pieces]
-    order = torch.cat(indices).argsort()
-    return torch.cat(padded, batch_dim).index_select(batch_dim, order)
-
-
 @torch.no_grad()
 def evaluate_model(model, data, config: EvaluateConfig, run_dir: str | Path | None = None, seed: int = 0, *,
                    records_from: str | Path | None = None) -> dict:
-    """Every requested log-likelihood estimate on the test split, plus calibration; writes the run folder.
+    """:func:`inference.evaluate` of ``model`` on ``data``'s test split with the ``[evaluate]`` settings; writes the
+    run folder.
 
-    An estimator is computed where the model declares the capability it needs
-    (:data:`inference.protocol.ESTIMATORS`); the others requested are listed with the model's
-    reasons under ``skipped_estimators``. The one-step-ahead predictive comes from the SMC
-    filter when ``smc`` is requested of a particle model, else from the model's own
-    ``predictive`` (exact, Monte Carlo passes, or its default filter). Real-valued data is
-    judged by its draws (coverage, CRPS, PIT), its per-step log density and the one-step MSE of
-    its mean; binary data (piano rolls) by its mean, the probabilities ``E[x_t | x_{<t}]``
-    (Brier score and reliability). When the data has a known source, its log-likelihood is
-    reported as ``exact (true parameters)``, each estimate's mean gap to it with its standard
-    error under ``gap_to_truth`` (:func:`experiments.truth_gap.gap_to_truth`), and the data set's
-    ``truth_metrics`` where it defines them (the SMC Transformer paper's synthetic models).
-
-    The outputs go to ``run_dir``; the training records (``metrics.jsonl``, ``predictions.json``)
-    are read from ``records_from`` (default ``run_dir``).
-
-    Returns ``{"loglik": {estimator: {"per_step", "per_sequence"}}, "calibration": {...}}``.
+    The noise of a one-step predictor is first refit on the validation split (``noise_refit``,
+    kept only where it improves held-out NLPD); a user's file is judged in its own units. The
+    outputs go to ``run_dir``; the training records (``metrics.jsonl``, ``predictions.json``) are
+    read from ``records_from`` (default ``run_dir``). Returns the metrics (``metrics.json``).
     """
-    pyro.set_rng_seed(seed)
-    device = next(model.parameters()).device
-    noise_refit = refit_noise(model, data, config.noise_refit)
-    x_all, mask_all = data.test
-    steps = mask_all.sum()
-    totals: dict[str, float] = {}
-    predictive, log_density, probabilities, squared_errors, indices = [], [], [], [], []
-    samples = 0 if data.binary else config.predictive_samples
-    wanted = {name for name in config.estimators if model.supports(ESTIMATORS[name])}
-    skipped = {name: model.limitations.get(ESTIMATORS[name], f"no {ESTIMATORS[name]}")
-               for name in config.estimators if name not in wanted}  # fmt: skip
-    by_filter = "smc" in wanted
-    if not by_filter and not model.supports("predictive"):
-        raise ValueError(f"model {type(model).__name__} has neither a particle form (for smc) nor a predictive")
-    source = None
-    per_sequence: dict[str, list[torch.Tensor]] = {}  # for the gap to a known source's truth
-
-    def add(name, bound):
-        totals[name] = totals.get(name, 0.0) + float(bound.sum())
-        per_sequence.setdefault(name, []).append(bound.detach().double().cpu())
-
-    for index, x, mask in _batches(x_all, mask_all, config.batch_size, device):
-        indices.append(index)
-        if "exact" in wanted:
-            add("exact", model.log_likelihood(x, mask))
-        if data.truth is not None:
-            add("exact (true parameters)", data.truth.to(device).log_likelihood(x, mask))
-        if "elbo" in wanted:
-            add("elbo", ELBO(model, mean_field=True)(x, mask).bound)
-        if "iwae" in wanted:
-            iwae = IWAE(model, config.iwae_particles, particle_chunk=config.particle_chunk)
-            add(f"iwae-{config.iwae_particles}", iwae(x, mask).bound)
-        if by_filter:
-            step = particle_predictive(model, x, mask, samples, num_particles=config.num_particles)
-            add(f"smc-{config.num_particles}", step.log_density.sum(1))  # the filter's log-evidence [B]
-        else:
-            step = model.predictive(x, mask, samples)
-        source = step.source
-        if data.binary:
-            probabilities.append(step.mean.cpu())
-            continue
-        if step.log_density is not None:
-            log_density.append(step.log_density.cpu())
-        squared_errors.append(float(((step.mean - x)[mask] ** 2).sum()))
-        if samples:
-            predictive.append(step.samples.cpu())
-
-    metrics = {
-        "data": data.description,
-        "test_sequences": int(x_all.shape[0]),
-        "test_steps": int(steps),
-        "num_parameters": sum(p.numel() for p in model.parameters()),
-        "loglik": {k: {"per_step": v / float(steps), "per_sequence": v / x_all.shape[0]} for k, v in totals.items()},
-    }
-    if noise_refit:
-        metrics["noise_refit"] = noise_refit
-    if data.truth is not None:
-        estimates = {name: torch.cat(pieces) for name, pieces in per_sequence.items()}
-        truth = estimates.pop("exact (true parameters)")
-        metrics["gap_to_truth"] = gap_to_truth(estimates, truth, int(steps))
-    if skipped:
-        metrics["skipped_estimators"] = skipped  # requested, but the model declares it cannot: its reasons
-    if squared_errors:
-        metrics["mse"] = sum(squared_errors) / (float(steps) * x_all.shape[-1])
-    if predictive:
-        predictive = _in_test_order(predictive, indices, x_all.shape[1], batch_dim=1)
-        log_density = _in_test_order(log_density, indices, x_all.shape[1]) if log_density else None
-        metrics["calibration"] = calibration.calibration_summary(predictive, x_all, mask_all, log_density)
-        metrics["calibration_source"] = (
-            f"one-step-ahead predictive of {source}, {samples} samples per step; "
-            "nlpd from its per-step log density"
-        )
-        if data.truth_metrics is not None:
-            metrics["truth_metrics"] = data.truth_metrics(predictive, x_all)
-    posterior = _posterior_data(model, x_all, mask_all, config.posterior_draws, device)
-    if posterior is not None:
-        metrics["loo"] = loo_metrics(posterior, int(steps))
-    if probabilities:
-        probabilities = _in_test_order(probabilities, indices, x_all.shape[1])
-        metrics["calibration"] = binary_calibration(probabilities, x_all, mask_all)
-        metrics["calibration_source"] = f"one-step-ahead note probabilities E[x_t | x_<t] from {source}"
+    x, mask = data.test
+    result = evaluation.evaluate(
+        model, x, mask, estimators=config.estimators, num_particles=config.num_particles,
+        iwae_particles=config.iwae_particles, predictive_samples=config.predictive_samples,
+        posterior_draws=config.posterior_draws, batch_size=config.batch_size, particle_chunk=config.particle_chunk,
+        noise_refit=config.noise_refit, valid=data.valid, binary=data.binary, truth=data.truth,
+        truth_metrics=data.truth_metrics, description=data.description, seed=seed, standardizer=data.standardizer)
     if run_dir is not None:
-        _write_outputs(Path(run_dir), model, data, config, metrics, predictive, log_density, probabilities, seed,
-                       Path(records_from or run_dir))
-        if posterior is not None:
-            calibration.save_inference_data(posterior, Path(run_dir) / "posterior.nc")
-    return metrics
+        _write_outputs(Path(run_dir), model, data, config, result, seed, Path(records_from or run_dir))
+    return result.metrics
 
 
-def refit_noise(model, data, refit: str) -> dict | None:
-    """Refit a one-step predictor's noise on the validation split, in eval mode (:meth:`OneStepPredictor.calibrate`).
-
-    The refit is checked first (``check=True``): kept only if its two-fold held-out NLPD on the
-    validation split (fit on one half, scored on the other) beats the trained noise's. Returns the
-    verdict (``kept``, ``nlpd_refit``, ``nlpd_unrefit`` in nats per step) and the noise in use
-    after it (the scale's bias, state weights and log-scale range, the degrees of freedom), or
-    ``None`` for ``refit="none"`` and models that are not one-step predictors.
-    """
-    if refit == "none" or not isinstance(model, OneStepPredictor):
-        return None
-    device = next(model.parameters()).device
-    x, mask = data.valid
-    model.eval()
-    model.calibrate(x.to(device), mask.to(device), refit, check=True)
-    return {**model.refit_check, "split": "valid", "check": "two-fold on the validation split",
-            "log_scale": model.log_noise_scale.tolist(), "state_weight": model.noise_weight.tolist(),
-            "log_scale_range": model.noise_log_scale_range.tolist(), "df": model.noise_df.tolist()}
-
-
-def _posterior_data(model, x, mask, draws: int, device):
-    """The test split's posterior draws as ``InferenceData`` (``evaluate.posterior_draws``), or ``None``."""
-    if not draws or not model.supports("programs") or model.conditional:
-        return None
-    return calibration.posterior_inference_data(model, x.to(device), mask.to(device), draws)
-
-
-def loo_metrics(idata, steps: int) -> dict:
-    """PSIS-LOO (and WAIC on ArviZ 0.x) of ``idata``, elpd in nats per step, with the largest Pareto ``k``."""
-    loo, waic = loo_summary(idata), waic_summary(idata)
-    metrics = {"elpd_loo_per_step": loo["elpd"] / steps, "p_loo": loo["p"], "max_pareto_k": loo["max_pareto_k"]}
-    if waic is not None:
-        metrics["elpd_waic_per_step"] = waic["elpd"] / steps
-    metrics["source"] = ("PSIS-LOO and WAIC over the guide's draws of the latent sites (posterior.nc); the unit is "
-                         "one entry x_{t,d}, whose chain-rule factors sum to the step's log-likelihood")
-    return metrics
-
-
-def binary_calibration(probabilities: torch.Tensor, observed: torch.Tensor, mask: torch.Tensor, bins: int = 10) -> dict:
-    """Brier score and expected calibration error of predicted probabilities of 1s.
-
-    ``ece`` is the count-weighted mean, over ``bins`` equal-width bins, of the gap between
-    the frequency of 1s and the mean predicted probability in the bin.
-    """
-    curve = calibration.reliability_curve(probabilities, observed, mask, bins=bins)
-    prob = probabilities[mask].flatten().double()
-    index = (prob * bins).long().clamp(max=bins - 1)
-    prob_sums = torch.bincount(index, weights=prob, minlength=bins).numpy()
-    valid = curve.counts > 0
-    gaps = abs(curve.observed_frequency[valid] - prob_sums[valid] / curve.counts[valid])
-    return {
-        "brier": calibration.brier_score(probabilities, observed, mask),
-        "ece": float((curve.counts[valid] * gaps).sum() / curve.counts.sum()),
-        "mean_probability": float(prob.mean()),
-        "frequency_of_ones": float(observed[mask].mean()),
-    }
-
-
-def _write_outputs(run_dir, model, data, config, metrics, predictive, log_density, probabilities, seed, records):
+def _write_outputs(run_dir, model, data, config, result, seed, records):
+    metrics, predictive, probabilities = result.metrics, result.predictive, result.probabilities
     write_json(run_dir / "metrics.json", metrics)
+    if result.posterior is not None:
+        calibration.save_inference_data(result.posterior, run_dir / "posterior.nc")
+    if data.split_record is not None:
+        write_json(run_dir / "data_split.json", data.split_record)
     if (records / "predictions.json").is_file() and model.supports("exact"):
         record = json.loads((records / "predictions.json").read_text())
-        x, mask = data.test
-        record.update(observed=x[0][mask[0]].tolist(), final=_first_test_prediction(model, data),
+        record.update(observed=result.x[0][result.mask[0]].tolist(), final=_first_test_prediction(model, data),
                       final_mse=metrics["mse"])  # fmt: skip
         write_json(run_dir / "predictions.json", record)
     write_text(run_dir / "metrics.md", format_table(metrics, markdown=True))
     figures = run_dir / "plots"
     plots.learning_curve(records / "metrics.jsonl", figures / "learning_curve.png")
-    x, mask = data.test
+    x, mask = result.x, result.mask  # in the data's own units
     if isinstance(predictive, torch.Tensor):
         idata = calibration.to_inference_data(predictive, x, mask=mask)
         calibration.save_inference_data(idata, run_dir / "predictive.nc")
@@ -576,7 +425,7 @@ def _write_outputs(run_dir, model, data, config, metrics, predictive, log_densit
         plots.piano_roll_outputs(model, x[0][mask[0]], probabilities[0][mask[0]], run_dir, seed=seed)
     if "smc" in config.estimators and model.supports("particles") and not data.binary:
         device = next(model.parameters()).device
-        first = x[:1].to(device), mask[:1].to(device)
+        first = data.test[0][:1].to(device), mask[:1].to(device)
         result = ParticleFilter(min(config.num_particles, 500)).run(model, *first, keep_ancestry=True)
         plots.particle_cloud(result, first[0], figures / "particles.png")
 
@@ -584,40 +433,6 @@ def _write_outputs(run_dir, model, data, config, metrics, predictive, log_densit
 def metrics_coverage(summary: dict) -> dict[float, float]:
     """``{level: empirical coverage}`` from a calibration summary's ``coverage_<level>`` entries."""
     return {float(k.split("_", 1)[1]): v for k, v in summary.items() if k.startswith("coverage_")}
-
-
-def format_table(metrics: dict, *, markdown: bool = False) -> str:
-    """The metrics as a text (or Markdown) table: estimators in nats, then calibration."""
-    rows = [("estimator", "nats / step", "nats / sequence")]
-    rows += [(k, f"{v['per_step']:.4f}", f"{v['per_sequence']:.2f}") for k, v in metrics["loglik"].items()]
-    cal = [("one-step mse", f"{metrics['mse']:.5f}")] if "mse" in metrics else []
-    source = metrics.get("calibration_source", "the one-step predictive mean")
-    cal += [(k, f"{v:.4f}") for k, v in metrics.get("calibration", {}).items()]
-    cal += [(f"truth: {k}", f"{v:.4f}") for k, v in metrics.get("truth_metrics", {}).items()]
-    head = f"{metrics['data']}: {metrics['test_sequences']} test sequences, {metrics['test_steps']} steps"
-    skipped = [f"not estimated: {name} ({reason})" for name, reason in metrics.get("skipped_estimators", {}).items()]
-    gaps = [(k, f"{v['gap_per_step']:+.4f}", f"{v['standard_error_per_step']:.4f}{' above' * v['above_truth']}")
-            for k, v in metrics.get("gap_to_truth", {}).items()]  # fmt: skip
-    gap_title = "Gap to the truth: estimate minus exact (true parameters), nats per step, with its standard error"
-    if markdown:
-        lines = [f"# Results\n\n{head}\n", "| " + " | ".join(rows[0]) + " |", "|---|---:|---:|"]
-        lines += ["| " + " | ".join(r) + " |" for r in rows[1:]]
-        lines += ["", *skipped] if skipped else []
-        if gaps:
-            lines += ["", f"{gap_title}.", "", "| estimator | gap / step | standard error |", "|---|---:|---:|"]
-            lines += ["| " + " | ".join(r) + " |" for r in gaps]
-        if cal:
-            lines += ["", f"Calibration: {source}.", "", "| metric | value |", "|---|---:|"]
-            lines += [f"| {k} | {v} |" for k, v in cal]
-        return "\n".join(lines) + "\n"
-    width = max(len(r[0]) for r in rows + cal) + 2
-    lines = [head] + [f"{r[0]:<{width}}{r[1]:>16}{r[2]:>18}" for r in rows] + skipped
-    if gaps:
-        lines += ["", gap_title.lower()] + [f"{k:<{width}}{g:>16}{'± ' + e:>18}" for k, g, e in gaps]
-    if cal:
-        lines += ["", f"calibration: {source}"]
-        lines += [f"{k:<{width}}{v:>16}" for k, v in cal]
-    return "\n".join(lines)
 
 
 _NAMES = itertools.count()

@@ -33,7 +33,7 @@ __all__ = ["split_gaps", "main"]
 def split_gaps(run_dir: str | Path, sequences: int = 100) -> dict:
     """``{"train": gaps, "test": gaps, "truth_per_step": {"train", "test"}}`` of a finished run.
 
-    ``gaps`` is :func:`experiments.truth_gap.gap_to_truth`'s dictionary for each estimator of
+    ``gaps`` is :func:`inference.evaluation.gap_to_truth`'s dictionary for each estimator of
     the run's ``[evaluate]`` table, on the first ``sequences`` sequences of the split (all of
     the split if it has fewer); the best checkpoint is scored in evaluation mode (no dropout).
     """

@@ -27,7 +27,8 @@ from .protocol import ESTIMATORS, particle_predictive
 from .training import length_batches, trim_padding
 from .validation import check_positive_int, check_sequences
 
-__all__ = ["evaluate", "Evaluation", "gap_to_truth", "binary_calibration", "format_table", "EXCESS_STANDARD_ERRORS"]
+__all__ = ["evaluate", "Evaluation", "refit_noise", "gap_to_truth", "binary_calibration", "format_table",
+           "EXCESS_STANDARD_ERRORS"]
 
 #: an estimate is flagged ``above_truth`` when its mean gap exceeds this many standard errors
 EXCESS_STANDARD_ERRORS = 2.0
@@ -77,7 +78,8 @@ def evaluate(model, x: torch.Tensor, mask: torch.Tensor | None = None, *,
              estimators=tuple(ESTIMATORS), num_particles: int = 1000, iwae_particles: int = 100,
              predictive_samples: int = 200, posterior_draws: int = 0, batch_size: int = 64,
              particle_chunk: int | None = 25, binary: bool | None = None, truth=None, truth_metrics=None,
-             description: str = "data", seed: int | None = None, standardizer=None) -> Evaluation:  # fmt: skip
+             description: str = "data", seed: int | None = None, standardizer=None, noise_refit: str = "none",
+             valid: tuple[torch.Tensor, torch.Tensor] | None = None) -> Evaluation:  # fmt: skip
     """Judge ``model`` on ``x [N, T, D]`` (``mask [N, T]``, valid steps first), as the model sees it.
 
     Args:
@@ -95,6 +97,9 @@ def evaluate(model, x: torch.Tensor, mask: torch.Tensor | None = None, *,
         standardizer: the :class:`~inference.datasets.Standardizer` under which ``x`` is held: every
             figure is then reported in the data's own units (log densities by the change of
             variables, ``- sum_d log scale_d`` per step; draws, means, MSE and CRPS mapped back).
+        noise_refit: for a one-step predictor (:class:`~ppl_models.predictors.OneStepPredictor`), first
+            refit its noise on ``valid = (x, mask)`` (:func:`refit_noise`; this changes the model), kept
+            only where it improves held-out NLPD; ``"none"`` (the default) keeps the trained noise.
 
     The one-step predictive comes from the SMC filter when ``smc`` is requested of a particle
     model, else from the model's own ``predictive``. Returns an :class:`Evaluation`.
@@ -106,6 +111,9 @@ def evaluate(model, x: torch.Tensor, mask: torch.Tensor | None = None, *,
         check_positive_int(value, name=name)
     if seed is not None:
         pyro.set_rng_seed(seed)
+    refit = refit_noise(model, *valid, noise_refit) if valid is not None else None
+    if refit is None and noise_refit != "none" and _one_step_predictor(model):
+        raise ValueError(f"noise_refit={noise_refit!r} needs the validation split: pass valid=(x, mask)")
     if binary is None:
         binary = bool(((x[mask] == 0) | (x[mask] == 1)).all())
     device = next(model.parameters()).device
@@ -162,6 +170,8 @@ def evaluate(model, x: torch.Tensor, mask: torch.Tensor | None = None, *,
         "loglik": {k: {"per_step": float(v.sum()) / steps, "per_sequence": float(v.sum()) / x.shape[0]}
                    for k, v in estimates.items()},  # fmt: skip
     }
+    if refit:
+        metrics["noise_refit"] = refit
     if truth is not None:
         true = estimates.pop("exact (true parameters)")
         metrics["gap_to_truth"] = gap_to_truth(estimates, true, steps)
@@ -209,6 +219,35 @@ class _Units:
             return log_density
         steps = steps.to(log_density) if isinstance(steps, torch.Tensor) else steps
         return log_density + self.log_jacobian * steps
+
+
+def _one_step_predictor(model) -> bool:
+    from ppl_models.predictors import OneStepPredictor
+
+    return isinstance(model, OneStepPredictor)
+
+
+def refit_noise(model, x: torch.Tensor, mask: torch.Tensor | None, refit: str) -> dict | None:
+    """Refit a one-step predictor's noise on validation data ``x [N, T, D]`` (:meth:`OneStepPredictor.calibrate`).
+
+    The refit is checked first: kept only if its two-fold held-out NLPD on ``x`` (fit on one half
+    of the steps, scored on the other) beats the trained noise's. Returns the verdict (``kept``,
+    ``nlpd_refit``, ``nlpd_unrefit`` in nats per step) and the noise in use after it, or ``None``
+    for ``refit="none"`` and models that are not one-step predictors. Fewer than 4 valid steps
+    cannot judge a refit: the trained noise is kept and the reason recorded.
+    """
+    if refit == "none" or not _one_step_predictor(model):
+        return None
+    device = next(model.parameters()).device
+    x, mask = check_sequences(x, mask, name="valid", model=model)
+    model.eval()
+    if int(mask.sum()) < 4:
+        return {"refit": refit, "kept": False, "reason": f"{int(mask.sum())} validation steps: at least 4 are needed "
+                "to check a refit on held-out steps; the trained noise is kept"}  # fmt: skip
+    model.calibrate(x.to(device), mask.to(device), refit, check=True)
+    return {**model.refit_check, "split": "valid", "check": "two-fold on the validation split",
+            "log_scale": model.log_noise_scale.tolist(), "state_weight": model.noise_weight.tolist(),
+            "log_scale_range": model.noise_log_scale_range.tolist(), "df": model.noise_df.tolist()}
 
 
 def _check_estimators(estimators) -> list[str]:

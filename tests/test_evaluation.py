@@ -42,7 +42,7 @@ def test_figures_come_back_in_the_data_units_by_the_change_of_variables():
     z = x / scale
     in_units = evaluate(scaled, z, estimators=["exact"], predictive_samples=400, seed=0, standardizer=standardizer)
     direct = evaluate(model, x, estimators=["exact"], predictive_samples=400, seed=0)
-    truth = float(model.log_likelihood(x).double().sum()) / (5 * 12)
+    truth = float(model.log_likelihood(x).detach().double().sum()) / (5 * 12)
     assert in_units["loglik"]["exact"]["per_step"] == pytest.approx(truth, rel=1e-5)
     assert in_units["mse"] == pytest.approx(direct["mse"], rel=1e-4)  # the exact predictive mean, in x's units
     assert torch.allclose(in_units.x, x, atol=1e-5)
@@ -57,7 +57,7 @@ def test_binary_data_gets_brier_and_reliability_and_skipped_estimators_say_why()
     result = evaluate(model, x, estimators=["exact", "smc"], seed=0)
     assert set(result["calibration"]) >= {"brier", "ece"} and result.probabilities.shape == (5, 10, 4)
     assert "smc" in result["skipped_estimators"]
-    exact = float(model.log_likelihood(x).double().sum())
+    exact = float(model.log_likelihood(x).detach().double().sum())
     assert result["loglik"]["exact"]["per_sequence"] == pytest.approx(exact / 5, rel=1e-6)
     # Brier score by hand: mean squared gap between the probabilities and the notes
     assert result["calibration"]["brier"] == pytest.approx(float(((result.probabilities - x) ** 2).mean()), rel=1e-5)
@@ -76,3 +76,24 @@ def test_gap_to_a_known_truth_and_bad_arguments():
         evaluate(model, x, num_particles=0)
     with pytest.raises(ValueError, match="standardizer: 2 features"):
         evaluate(model, x, standardizer=Standardizer([0.0, 0.0], [1.0, 2.0], ["a", "b"]))
+
+
+def test_evaluate_from_python_equals_the_metrics_json_of_a_cli_run(tmp_path):
+    import json
+
+    from experiments import registry, runner
+    from experiments.config import load_config
+
+    config = load_config(registry.experiment_config("lgssm-demo"),
+                         ["train.epochs=2", "data.num_train=8", "data.num_valid=4", "data.num_test=6",
+                          "data.num_steps=20", "evaluate.num_particles=50", "evaluate.iwae_particles=5",
+                          "evaluate.predictive_samples=20", "train.progress=false"])  # fmt: skip
+    runner.train(config, tmp_path / "run")
+    on_disk = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    data = registry.build(config["data"], registry.DATASETS, "data")
+    model = registry.build(config["model"], registry.MODELS, "model", obs_dim=data.obs_dim)
+    model.load_params(tmp_path / "run" / "checkpoints" / "best.pt")
+    settings = dict(config["evaluate"])
+    result = evaluate(model, *data.test, valid=data.valid, truth=data.truth, description=data.description,
+                      seed=config["seed"], **settings)  # fmt: skip
+    assert json.loads(json.dumps(result.metrics)) == on_disk

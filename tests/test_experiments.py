@@ -6,13 +6,14 @@ import json
 import pytest
 import torch
 
-from experiments import cli, compare, registry, runner, supervised
+from experiments import cli, compare, registry, supervised
 from experiments.config import EvaluateConfig, apply_overrides, check_config, load_config
 from experiments.data import SequenceData, pad_sequences, verified_path
 from experiments.runner import evaluate_model
 from experiments.tasks.air_quality import air_quality
 from experiments.tasks.music import polyphonic
 from experiments.tasks.swimmer import swimmer
+from inference.evaluation import format_table
 from inference.io import read_jsonl
 from ppl_models.rnn_baseline import GRUBaseline
 
@@ -304,4 +305,4 @@ def test_estimators_a_model_cannot_serve_are_reported_with_its_reason():
     assert metrics["skipped_estimators"] == {name: GRUBaseline.limitations[capability]
                                              for name, capability in (("elbo", "latent"), ("iwae", "latent"),
                                                                       ("smc", "particles"))}  # fmt: skip
-    assert "not estimated: smc (no latent state to filter" in runner.format_table(metrics)
+    assert "not estimated: smc (no latent state to filter" in format_table(metrics)

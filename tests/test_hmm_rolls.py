@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from experiments.tasks.hmm_rolls import RollHMM, hmm_rolls
-from experiments.truth_gap import gap_to_truth
+from inference.evaluation import gap_to_truth
 
 
 def _enumerated_log_likelihood(source: RollHMM, x: list[list[float]]) -> float:
@@ -145,7 +145,7 @@ def test_truth_fit_scores_the_training_split_against_the_forward_algorithm(tmp_p
 
 
 def test_metrics_table_shows_each_gap_to_the_truth():
-    from experiments.runner import format_table
+    from inference.evaluation import format_table
 
     metrics = {"data": "HMM rolls", "test_sequences": 2, "test_steps": 10,
                "loglik": {"smc-100": {"per_step": -3.5, "per_sequence": -17.5},

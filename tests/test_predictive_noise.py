@@ -13,7 +13,7 @@ import torch
 from experiments.config import EvaluateConfig
 from experiments.data import SequenceData
 from experiments.psrnn_calibration import calibration_from_pit, pit
-from experiments.runner import refit_noise
+from inference.evaluation import refit_noise
 from inference.squared_error import SquaredError
 from ppl_models import RecurrentPredictor, TwoStageKalmanFilter
 from ppl_models.predictive_noise import SHAPE_POINTS, check_refit, choose_shape, fit_noise, noise_distribution
@@ -127,14 +127,14 @@ def test_runner_refits_one_step_predictors_on_the_validation_split_only():
     split = lambda scale: (scale * torch.randn(4, 20, 2, generator=generator), torch.ones(4, 20, dtype=torch.bool))  # noqa: E731
     data = SequenceData(split(1.0), split(3.0), split(100.0), "test data")
     model = _fixed_decoder_model()
-    fitted = refit_noise(model, data, "normal")
+    fitted = refit_noise(model, *data.valid, "normal")
     expected = (data.valid[0] - torch.tensor([1.0, -1.0])).pow(2).mean((0, 1)).sqrt()
     torch.testing.assert_close(model.log_noise_scale.exp(), expected)
     assert fitted["refit"] == "normal" and fitted["split"] == "valid"
     # the trained scale (1) is a third of the validation errors': the check keeps the refit
     assert fitted["kept"] and fitted["nlpd_refit"] < fitted["nlpd_unrefit"]
-    assert refit_noise(model, data, "none") is None
-    assert refit_noise(TwoStageKalmanFilter(2, state_dim=2, horizon=2), data, "student-t+state") is None
+    assert refit_noise(model, *data.valid, "none") is None
+    assert refit_noise(TwoStageKalmanFilter(2, state_dim=2, horizon=2), *data.valid, "student-t+state") is None
 
 
 def test_squared_error_objective_is_the_mse_by_hand():
