@@ -32,7 +32,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-__all__ = ["SequenceDataset", "DataSplits", "Standardizer", "FILE_SUFFIXES", "MISSING", "EXTREME"]
+__all__ = ["SequenceDataset", "DataSplits", "Standardizer", "DataWarning", "check_values", "FILE_SUFFIXES", "MISSING",
+           "EXTREME_ABSOLUTE", "EXTREME_SPREADS"]
 
 #: the file formats :meth:`SequenceDataset.from_file` reads, by suffix
 FILE_SUFFIXES = {".csv": "long-format table", ".parquet": "long-format table",
@@ -40,9 +41,18 @@ FILE_SUFFIXES = {".csv": "long-format table", ".parquet": "long-format table",
                  "folder of .mid": "piano rolls [T_i, 88] (needs the midi extra: pretty_midi)"}  # fmt: skip
 #: what to do with a NaN or infinite value inside a series
 MISSING = ("error", "drop-series")
-#: a finite value this many robust spreads (median absolute deviation) from its column's median is
-#: reported as extreme; data errors such as 1e30 sentinels are then named before any training
-EXTREME = 1e6
+#: a value whose magnitude exceeds this is extreme, whatever its column holds (float32 keeps ~7 digits: such a
+#: value swamps every sum and standardisation it enters)
+EXTREME_ABSOLUTE = 1e15
+#: a value further than this many robust spreads (1.4826 times the median absolute deviation) from its column's
+#: median is extreme; columns whose median absolute deviation is 0 (mostly constant) get the absolute rule only
+EXTREME_SPREADS = 1e6
+
+
+class DataWarning(UserWarning):
+    """A data file holds extreme values (:func:`check_values`); the run goes on, but the file is likely wrong."""
+
+
 SPLITS = ("train", "valid", "test")
 _SPLIT_NAMES = {"train": "train", "training": "train", "valid": "valid", "validation": "valid", "val": "valid",
                 "test": "test", "testing": "test"}  # fmt: skip
@@ -419,7 +429,8 @@ class SequenceDataset:
             for attribute in ("sequences", "ids", "targets", "split_labels"):
                 if getattr(self, attribute) is not None:
                     setattr(self, attribute, [getattr(self, attribute)[i] for i in keep])
-        _warn_extreme(self.sequences, self.features, self.source)
+        lines = np.concatenate([rows[i] for i in keep]) if rows is not None else None
+        check_values(np.concatenate(self.sequences), self.source, self.features, lines=lines)
 
 
 @dataclass
@@ -587,18 +598,51 @@ def _time_order(frame, ids: np.ndarray, time: str | None, source: str, row_offse
     return keyed.sort_values(["series_rank", "time"], kind="stable")["row"].to_numpy()
 
 
-def _warn_extreme(sequences: list[np.ndarray], features: list[str], source: str) -> None:
-    """One warning naming each column holding a value :data:`EXTREME` robust spreads from its median."""
-    values = np.concatenate(sequences)
-    median = np.median(values, 0)
-    spread = np.median(np.abs(values - median), 0)
-    spread = np.where(spread > 0, spread, np.abs(values - median).mean(0))
-    far = np.abs(values - median) > EXTREME * np.maximum(spread, 1e-12 * (1 + np.abs(median)))
-    for col in np.flatnonzero(far.any(0)):
-        worst = values[np.argmax(np.abs(values[:, col] - median[col])), col]
-        warnings.warn(f"{source}: column {features[col]!r} holds {int(far[:, col].sum())} extreme value(s), e.g. "
-                      f"{worst:.3g}, over {EXTREME:.0e} robust spreads from its median {median[col]:.3g}: "
-                      "a data error? It will dominate the standardisation and the fit", stacklevel=4)  # fmt: skip
+def check_values(values: np.ndarray, where: str, columns: Sequence[str], *, lines: Sequence[int] | None = None,
+                 allow_nan: bool = False) -> None:
+    """Refuse non-finite values and warn once about extreme ones of ``values [..., C]`` read from a file.
+
+    ``where`` names the file (and array), ``columns`` the ``C`` columns, ``lines`` the file's
+    line of each row of a 2-D table (else a value's place is its index). A NaN, an inf or a value
+    beyond float32's range is a ``ValueError`` naming the first one's column and place
+    (``allow_nan``: NaN marks a missing value and is skipped; the others are still refused). A
+    finite value is extreme if ``|x| >`` :data:`EXTREME_ABSOLUTE` or ``|x - median| >``
+    :data:`EXTREME_SPREADS` robust spreads of its column; the file then gets one
+    :class:`DataWarning` naming each such column, its count and its first such value.
+    """
+    values = np.asarray(values, dtype=np.float64)
+    flat = values.reshape(-1, values.shape[-1])
+
+    def place(row: int) -> str:
+        if lines is not None:
+            return f"line {lines[row]}"
+        return f"index {tuple(int(i) for i in np.unravel_index(row, values.shape[:-1]))}"
+
+    with np.errstate(invalid="ignore"):
+        bad = ~(np.abs(flat) <= np.finfo(np.float32).max)  # the models compute in float32
+    if allow_nan:
+        bad &= ~np.isnan(flat)
+    if bad.any():
+        row, column = map(int, np.argwhere(bad)[0])
+        raise ValueError(f"{where}, column {columns[column]!r}, {place(row)}: {flat[row, column]:g} is not a finite "
+                         f"float32 number ({int(bad.sum())} such values in the file)")  # fmt: skip
+    found = []
+    for column in range(flat.shape[1]):
+        finite = flat[:, column][np.isfinite(flat[:, column])]
+        if finite.size == 0:
+            continue
+        median = np.median(finite)
+        spread = 1.4826 * np.median(np.abs(finite - median))
+        extreme = np.abs(flat[:, column]) > EXTREME_ABSOLUTE
+        if spread > 0:
+            extreme |= np.abs(flat[:, column] - median) > EXTREME_SPREADS * spread
+        if extreme.any():
+            row = int(np.argmax(extreme))
+            found.append(f"column {columns[column]!r} ({int(extreme.sum())}, first {flat[row, column]:.3g} at "
+                         f"{place(row)})")  # fmt: skip
+    if found:
+        warnings.warn(f"{where}: extreme values (|x| > {EXTREME_ABSOLUTE:g}, or > {EXTREME_SPREADS:g} robust spreads "
+                      f"from the column's median) in {'; '.join(found)}: check the file", DataWarning, stacklevel=2)
 
 
 def _as_2d(array, name: str) -> np.ndarray:

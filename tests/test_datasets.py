@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 import torch
 
-from inference.datasets import SequenceDataset, Standardizer
+from inference.datasets import DataWarning, SequenceDataset, Standardizer
 
 
 def long_frame(lengths=(7, 5, 9, 6), features=2, seed=0) -> pd.DataFrame:
@@ -200,8 +200,9 @@ def test_missing_drop_series_drops_with_a_warning_and_windows_longer_than_a_seri
 def test_an_extreme_value_is_named_in_a_warning(tmp_path):
     values = "\n".join(f"a,{t},{1e30 if t == 5 else float(t % 3)}" for t in range(20))
     path = _write(tmp_path, "outlier.csv", "id,t,v\n" + values + "\n")
-    with pytest.warns(UserWarning, match="outlier.csv: column 'v' holds 1 extreme value"):
+    with pytest.warns(DataWarning, match="outlier.csv: extreme values") as record:
         SequenceDataset.from_file(path, series="id", time="t")
+    assert "column 'v' (1, first 1e+30 at line 7)" in str(record[0].message)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         SequenceDataset.from_dataframe(long_frame(), series="id", time="step")  # ordinary data: no warning
