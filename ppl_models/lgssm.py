@@ -28,7 +28,7 @@ from torch.distributions import constraints, transform_to
 from inference.protocol import Generation, OneStepPredictive, check_num_samples, exact_predictive
 from inference.saturation import saturated_sum
 from inference.state_space import MarkovStateSpace
-from inference.validation import check_choice, check_positive_int, check_sequences
+from inference.validation import check_choice, check_positive_int, check_sequences, value_checks_enabled
 
 from .distributions import MultivariateNormal, times_transpose
 from .spectral import linear_two_stage_regression
@@ -75,15 +75,24 @@ def _square(name, value, size=None):
     return value
 
 
-def _covariance_tril(precision: torch.Tensor) -> torch.Tensor:
-    """Lower-triangular ``S [..., n, n]`` with ``S S^T = precision^{-1}``, without forming the inverse.
+def _upper_factor(precision: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Upper-triangular ``U [..., n, n]`` with ``U U^T = precision`` and ``cholesky_ex``'s ``info [...]``.
 
-    With ``flip(precision) = F F^T`` (flip: both indices reversed), ``precision = U U^T`` for the upper
-    triangular ``U = flip(F)``, so ``S = U^{-T}`` (as ``torch.distributions`` does for a precision matrix).
+    With ``flip(precision) = F F^T`` (flip: both indices reversed), ``U = flip(F)``; then ``U^{-T}`` is a
+    lower-triangular factor of ``precision^{-1}`` (as ``torch.distributions`` does for a precision matrix).
     """
-    upper = torch.linalg.cholesky(precision.flip(-2, -1)).flip(-2, -1)
-    eye = torch.eye(precision.shape[-1], dtype=precision.dtype, device=precision.device)
-    return torch.linalg.solve_triangular(upper.transpose(-1, -2), eye, upper=False)
+    factor, info = torch.linalg.cholesky_ex(precision.flip(-2, -1))
+    return factor.flip(-2, -1), info
+
+
+def _precision_solve(upper: torch.Tensor, rhs: torch.Tensor) -> torch.Tensor:
+    """``(U U^T)^{-1} rhs`` for an upper-triangular ``U`` of :func:`_upper_factor`."""
+    half = torch.linalg.solve_triangular(upper, rhs, upper=True)
+    return torch.linalg.solve_triangular(upper.transpose(-1, -2), half, upper=False)
+
+
+def _symmetric(matrix: torch.Tensor) -> torch.Tensor:
+    return (matrix + matrix.transpose(-1, -2)) / 2
 
 
 def _covariance(name, value, size):
@@ -91,6 +100,16 @@ def _covariance(name, value, size):
     if not torch.allclose(value, value.T, atol=1e-6) or torch.linalg.cholesky_ex(value).info != 0:
         raise ValueError(f"{name} must be symmetric positive definite")
     return value
+
+
+#: the learned guide's parameters, which only ``proposal="learned"`` has
+_LEARNED_GUIDE = ("F", "G", "b", "S_raw")
+
+
+def _without_learned_guide(module, state_dict, prefix, *args) -> None:
+    """Load checkpoints written when every proposal kept the learned guide's (unused) parameters."""
+    for name in _LEARNED_GUIDE:
+        state_dict.pop(prefix + name, None)
 
 
 class LinearGaussianSSM(MarkovStateSpace):
@@ -132,12 +151,16 @@ class LinearGaussianSSM(MarkovStateSpace):
         self.Q_raw = nn.Parameter(_to_tril.inv(torch.linalg.cholesky(Q)).detach().clone())
         self.R_raw = nn.Parameter(_to_tril.inv(torch.linalg.cholesky(R)).detach().clone())
         self.register_buffer("init_cov", init_cov.detach().clone())
-        # guide / proposal: q(z_t | z_{t-1}, x_t) = N(F z_{t-1} + G x_t + b, S S^T); index 0 is t = 0
-        self.F = nn.Parameter(torch.zeros(latent, latent, dtype=A.dtype))
-        self.G = nn.Parameter(torch.zeros(2, latent, obs, dtype=A.dtype))
-        self.b = nn.Parameter(torch.zeros(2, latent, dtype=A.dtype))
-        self.S_raw = nn.Parameter(torch.zeros(2, latent, latent, dtype=A.dtype))
-        self.reset_proposal()
+        # the learned guide q(z_t | z_{t-1}, x_t) = N(F z_{t-1} + G x_t + b, S S^T), index 0 for t = 0; the
+        # other proposals have no parameters of their own, so Pyro registers none for them
+        if self.proposal_kind == "learned":
+            self.F = nn.Parameter(torch.zeros(latent, latent, dtype=A.dtype))
+            self.G = nn.Parameter(torch.zeros(2, latent, obs, dtype=A.dtype))
+            self.b = nn.Parameter(torch.zeros(2, latent, dtype=A.dtype))
+            self.S_raw = nn.Parameter(torch.zeros(2, latent, latent, dtype=A.dtype))
+            self.reset_proposal()
+        else:
+            self.register_load_state_dict_pre_hook(_without_learned_guide)
 
     @classmethod
     def random(
@@ -179,7 +202,12 @@ class LinearGaussianSSM(MarkovStateSpace):
 
     @torch.no_grad()
     def reset_proposal(self) -> None:
-        """Set the guide to the locally optimal proposal ``p(z_t | z_{t-1}, x_t)`` of the current parameters."""
+        """Set the learned guide to the locally optimal proposal ``p(z_t | z_{t-1}, x_t)`` of the current parameters.
+
+        The other proposals have no parameters of their own (``"exact"`` follows the model by construction).
+        """
+        if self.proposal_kind != "learned":
+            return
         C, R_inv = self.C, torch.linalg.inv(self.R)
         for i, prior_cov in enumerate((self.init_cov, self.Q)):
             cov = torch.linalg.inv(torch.linalg.inv(prior_cov) + C.T @ R_inv @ C)
@@ -191,12 +219,16 @@ class LinearGaussianSSM(MarkovStateSpace):
 
     # --- the mathematics ------------------------------------------------------------
     def context(self, x, mask):
-        """The noise factors, computed once per pass instead of at every step (no device read: graph-safe)."""
+        """The noise factors (and the exact proposal's moments), computed once per pass instead of at every step.
+
+        The exact proposal's one factorisation check reads the device only while value checks are enabled
+        (graph-safe).
+        """
         init_tril = torch.linalg.cholesky_ex(self.init_cov).L  # positive definite: checked at construction
         context = {"init_tril": init_tril, "Q_tril": self.Q_tril, "R_tril": self.R_tril}
         if self.proposal_kind == "exact":
             context["exact"] = self._exact_proposals(x, mask)
-        else:
+        elif self.proposal_kind == "learned":
             context["S_tril"] = _to_tril(self.S_raw)
         return context
 
@@ -206,39 +238,57 @@ class LinearGaussianSSM(MarkovStateSpace):
         A backward information filter gives ``p(x_{t:T} | z_t) ~ exp(-z^T J_t z / 2 + h_t^T z)``
         (``J, h = 0`` from the first padded step on); with prior covariance ``P`` (``P_0`` at
         ``t = 0``, else ``Q``) the precision is ``L_t = P^{-1} + J_t``, so ``V_t = L_t^{-1}``,
-        ``G_t = V_t P^{-1} A`` and ``m_t = V_t h_t``. Passing ``J`` through the transition uses
-        ``(J^{-1} + Q)^{-1} = J^{1/2} (I + J^{1/2} Q J^{1/2})^{-1} J^{1/2}``, well conditioned however
-        near-deterministic the dynamics. Returns ``(G [B, T, Dz, Dz], m [B, T, Dz], cholesky(V) [B, T, Dz, Dz])``
-        in ``x``'s dtype.
+        ``G_t = V_t P^{-1} A`` (0 at ``t = 0``) and ``m_t = V_t h_t``. Passing ``J`` through the
+        transition uses Woodbury's identity with ``Q = L L^T``:
+        ``(J^{-1} + Q)^{-1} = J - J L (I + L^T J L)^{-1} L^T J``, which needs neither ``J^{-1}`` (``J``
+        is singular with fewer observations than states) nor ``Q^{-1}`` (near-deterministic dynamics),
+        factorises only matrices ``>= I`` and ``L_t``, and has finite gradients everywhere (an
+        eigendecomposition of ``J`` has none where eigenvalues repeat, e.g. ``J = 0``). Returns
+        ``(G [B, T, Dz, Dz], m [B, T, Dz], cholesky(V) [B, T, Dz, Dz])`` in ``x``'s dtype.
         """
         mask = torch.ones(x.shape[:2], dtype=torch.bool, device=x.device) if mask is None else mask
         A, C, Q_tril, R_tril = (m.double() for m in (self.A, self.C, self.Q_tril, self.R_tril))
-        Q = Q_tril @ Q_tril.T
         eye = torch.eye(self.latent_dim, dtype=A.dtype, device=A.device)
         whitened = torch.linalg.solve_triangular(R_tril, C, upper=False)  # R^{-1/2} C
         obs_info = whitened.T @ whitened  # C^T R^{-1} C
         obs_h = whitened.T @ torch.linalg.solve_triangular(R_tril, x.double().unsqueeze(-1),
                                                            upper=False)  # C^T R^{-1} x_t: [B, T, Dz, 1]
-        precisions = [torch.cholesky_inverse(tril) for tril in (torch.linalg.cholesky(self.init_cov.double()), Q_tril)]
+        init_tril = torch.linalg.cholesky_ex(self.init_cov.double()).L  # positive definite: checked at construction
+        prior_precisions = [torch.cholesky_inverse(tril) for tril in (init_tril, Q_tril)]
         J = A.new_zeros(x.shape[0], self.latent_dim, self.latent_dim)
         h = A.new_zeros(x.shape[0], self.latent_dim, 1)
-        out = []
+        out, failed = [], []
         for t in range(x.shape[1] - 1, -1, -1):
             if t < x.shape[1] - 1:  # the future's information about z_{t+1}, passed back through the transition
-                values, vectors = torch.linalg.eigh(J)
-                root = vectors @ (values.clamp(min=0).sqrt().unsqueeze(-1) * vectors.transpose(-1, -2))
-                inner = torch.linalg.cholesky(eye + root @ Q @ root)
-                J = A.T @ root @ torch.cholesky_solve(root, inner) @ A
-                h = A.T @ (h - root @ torch.cholesky_solve(root @ Q @ h, inner))
+                inner, info = torch.linalg.cholesky_ex(_symmetric(eye + Q_tril.T @ J @ Q_tril))  # K K^T = I + L^T J L
+                gain = torch.linalg.solve_triangular(inner, Q_tril.T @ J, upper=False)  # K^{-1} L^T J
+                h = A.T @ (h - gain.transpose(-1, -2) @ torch.linalg.solve_triangular(inner, Q_tril.T @ h, upper=False))
+                J = A.T @ (J - gain.transpose(-1, -2) @ gain) @ A
+                failed.append(info)
             valid = mask[:, t, None, None]
-            J, h = J + valid * obs_info, h + valid * obs_h[:, t]
-            J = (J + J.transpose(-1, -2)) / 2
-            precision = precisions[t > 0] + J
-            factor = torch.linalg.cholesky(precision)
-            transition = torch.cholesky_solve(precisions[t > 0] @ A, factor)
-            offset = torch.cholesky_solve(h, factor).squeeze(-1)
-            out.append((transition, offset, _covariance_tril(precision)))
-        return tuple(torch.stack(parts[::-1], 1).to(x.dtype) for parts in zip(*out))
+            J, h = _symmetric(J + valid * obs_info), h + valid * obs_h[:, t]
+            prior_precision = prior_precisions[t > 0]
+            upper, info = _upper_factor(prior_precision + J)  # L_t = U U^T, V_t = U^{-T} U^{-1}
+            failed.append(info)
+            tril = torch.linalg.solve_triangular(upper.transpose(-1, -2), eye, upper=False)  # U^{-T}
+            transition = _precision_solve(upper, prior_precision @ A) if t > 0 else torch.zeros_like(J)
+            out.append((transition, _precision_solve(upper, h).squeeze(-1), tril))
+        moments = tuple(torch.stack(parts[::-1], 1).to(x.dtype) for parts in zip(*out))
+        if value_checks_enabled():  # one device read: a factorisation failed, or a moment is NaN or inf
+            finite = torch.stack([torch.isfinite(part).all() for part in moments])
+            if bool(torch.stack(failed).ne(0).any() | ~finite.all()):
+                self._refuse_exact_proposal()
+        return moments
+
+    def _refuse_exact_proposal(self):
+        """One-line ``ValueError``: the exact posterior of the current parameters is out of reach."""
+        if not all(bool(torch.isfinite(p).all()) for p in (self.A, self.C, self.Q_raw, self.R_raw)):
+            cause = "A, C, Q or R holds NaN or inf (diverged training: lower the learning rate)"
+        else:
+            cause = ("the parameters are too ill-conditioned for floating point (Q, R or init_cov near singular "
+                     'against the others): rescale the data or use proposal="learned"')  # fmt: skip
+        raise ValueError(f"{type(self).__name__} proposal='exact': the posterior precision does not factorise or "
+                         f"its moments are not finite; {cause}")
 
     def prior(self, z_prev, t, context):
         if z_prev is None:

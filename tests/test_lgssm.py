@@ -5,7 +5,7 @@ import pytest
 import torch
 from pyro.infer import SVI, Predictive, Trace_ELBO
 
-from ppl_models import LinearGaussianSSM
+from ppl_models import LinearGaussianSSM, TwoStageKalmanFilter
 
 pytestmark = pytest.mark.usefixtures("float64")
 
@@ -101,6 +101,72 @@ def test_model_and_guide_work_with_pyro_svi_and_predictive():
     assert not torch.equal(before, model.A.detach())
     samples = Predictive(pyro.poutine.uncondition(model.model), guide=model.guide, num_samples=5)(x)
     assert samples["x_3"].shape == (5, 4, 1) and samples["z_0"].shape == (5, 4, 1)
+
+
+def _three_states_one_feature(noise_q, noise_r):
+    """A 3-state model seen through 1 feature (information matrices singular), its data and a padded mask."""
+    base = _model(3, 1, seed=3)
+    model = LinearGaussianSSM(base.A.detach(), base.C.detach(), noise_q * torch.eye(3), noise_r * torch.eye(1),
+                              torch.eye(3), proposal="exact")  # fmt: skip
+    x, _ = base.sample(3, 8, generator=torch.Generator().manual_seed(5))
+    return model, x, torch.arange(8).expand(3, 8) < torch.tensor([[8], [5], [1]])
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: _three_states_one_feature(1.0, 1.0),
+        lambda: _three_states_one_feature(1e-6, 1e-2),  # near-deterministic dynamics, as a two-stage start's
+        # its raw start before initialize: C = 0, so no step carries information (J = 0 throughout)
+        lambda: (TwoStageKalmanFilter(1, state_dim=2, horizon=2), _model(1, 1).sample(3, 8)[0], None),
+    ],
+    ids=["unit-noise", "near-deterministic", "two-stage-raw-start"],
+)
+def test_exact_proposal_elbo_and_its_gradient_are_the_kalman_likelihoods(build):
+    """Padded steps (zero information, where an eigendecomposition's gradient is NaN) and singular information."""
+    model, x, mask = build()
+    loss = Trace_ELBO().differentiable_loss(model.model, model.guide, x, mask)
+    exact = model.log_likelihood(x, mask).sum()
+    assert loss.item() == pytest.approx(-exact.item(), rel=1e-10)
+    by_elbo = torch.autograd.grad(loss, list(model.parameters()))
+    by_kalman = torch.autograd.grad(-exact, list(model.parameters()))
+    for (name, _), elbo_grad, kalman_grad in zip(model.named_parameters(), by_elbo, by_kalman, strict=True):
+        assert torch.isfinite(elbo_grad).all(), name
+        torch.testing.assert_close(elbo_grad, kalman_grad, rtol=1e-6, atol=1e-8, msg=name)
+
+
+@pytest.mark.parametrize(("proposal", "own"), [("learned", {"F", "G", "b", "S_raw"}), ("bootstrap", set()),
+                                               ("exact", set())])  # fmt: skip
+def test_only_the_learned_proposal_has_parameters_of_its_own(proposal, own):
+    model = LinearGaussianSSM.random(2, 1, generator=torch.Generator().manual_seed(0), proposal=proposal)
+    x, _ = model.sample(2, 5, generator=torch.Generator().manual_seed(1))
+    SVI(model.model, model.guide, pyro.optim.Adam({"lr": 0.01}), Trace_ELBO()).step(x)
+    names = {"A", "C", "Q_raw", "R_raw"} | own
+    assert set(pyro.get_param_store().keys()) == {f"{model.pyro_name}$$${name}" for name in names}
+    assert {name for name, _ in model.named_parameters()} == names
+    # a checkpoint written with the learned guide's parameters loads (strictly) into every proposal
+    learned = LinearGaussianSSM.random(2, 1, generator=torch.Generator().manual_seed(2))
+    model.load_state_dict(learned.state_dict())
+    assert torch.equal(model.A, learned.A) and torch.equal(model.R_raw, learned.R_raw)
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "match"),
+    [
+        ("A", float("nan"), "A, C, Q or R holds NaN or inf"),
+        ("C", float("inf"), "A, C, Q or R holds NaN or inf"),
+        # Q's variance e^-800: its inverse overflows
+        ("Q_raw", -400.0, "the parameters are too ill-conditioned for floating point"),
+    ],
+)
+def test_exact_proposal_refuses_parameters_it_cannot_factorise_in_one_line(name, value, match):
+    model = LinearGaussianSSM.random(2, 1, generator=torch.Generator().manual_seed(0), proposal="exact")
+    x, _ = model.sample(2, 5, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        getattr(model, name)[0, 0] = value
+    with pytest.raises(ValueError, match=f"'exact': the posterior precision does not factorise or its moments are not "
+                       f"finite; {match}"):  # fmt: skip
+        model.guide(x)
 
 
 def test_bad_parameters_raise_value_error_naming_them():

@@ -144,7 +144,7 @@ def _exact_gradient(model, x):
 
 @pytest.mark.parametrize("lag", [None, 5])
 def test_fisher_identity_gradient_matches_exact_score(lag):
-    model = _model(1, 1, seed=3)
+    model = _model(1, 1, seed=3, proposal="learned")
     x = _data(model, 4, 15)
     exact = _exact_gradient(model, x)
     pf = ParticleFilter(3000, gradient="stop_weights", fisher_lag=lag, generator=torch.Generator().manual_seed(9))
