@@ -185,17 +185,18 @@ def evaluate(model, x: torch.Tensor, mask: torch.Tensor | None = None, *,
     if draws:
         result.predictive = _in_order(draws, indices, x.shape[1], batch_dim=1)
         result.log_density = _in_order(log_density, indices, x.shape[1]) if log_density else None
-        metrics["calibration"] = calibration.calibration_summary(result.predictive, x, mask, result.log_density)
+        metrics["calibration"] = calibration.calibration_summary(result.predictive, result.x, mask,
+                                                                 result.log_density)  # fmt: skip
         metrics["calibration_source"] = (f"one-step-ahead predictive of {source}, {samples} samples per step; "
                                          "nlpd from its per-step log density")  # fmt: skip
         if truth_metrics is not None:
-            metrics["truth_metrics"] = truth_metrics(result.predictive, x)
+            metrics["truth_metrics"] = truth_metrics(result.predictive, result.x)
     if posterior_draws and model.supports("programs") and not model.conditional:
         result.posterior = calibration.posterior_inference_data(model, x.to(device), mask.to(device), posterior_draws)
         metrics["loo"] = _loo_metrics(result.posterior, steps)
     if probabilities:
         result.probabilities = _in_order(probabilities, indices, x.shape[1])
-        metrics["calibration"] = binary_calibration(result.probabilities, x, mask)
+        metrics["calibration"] = binary_calibration(result.probabilities, result.x, mask)
         metrics["calibration_source"] = f"one-step-ahead note probabilities E[x_t | x_<t] from {source}"
     return result
 
