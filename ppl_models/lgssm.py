@@ -10,7 +10,8 @@ is exact, so every SMC, ELBO and IWAE estimate can be held against it.
 The guide (also the particle filter's proposal) is a learnable linear-Gaussian
 filtering distribution ``q(z_t | z_{t-1}, x_t) = N(F z_{t-1} + G x_t + b, S S^T)``,
 initialised to the locally optimal proposal ``p(z_t | z_{t-1}, x_t)`` of the
-initial parameters. ``proposal="bootstrap"`` uses the transition instead, and
+initial parameters (its ``F, G, b, S`` exist only with this proposal, the default).
+``proposal="bootstrap"`` uses the transition instead, and
 ``proposal="exact"`` the exact posterior ``p(z_t | z_{t-1}, x_{t:T})`` of the current
 parameters (a backward information filter), with which every draw's
 ``log p(x, z) - log q(z)`` is ``log p(x)``: Pyro's ELBO is then the exact log-likelihood.
