@@ -31,11 +31,16 @@ from inference.recalibration import RECALIBRATION_METHODS
 from inference.training import TrainingDiverged
 from inference.validation import InputTypeError
 
-from . import compare, forecasting, registry, runner, supervised
+from . import compare, forecasting, leaderboard, own_data, registry, runner, supervised
 from .config import apply_overrides, load_config, read_toml
 from .data import DataWarning
 
 __all__ = ["main", "USER_ERRORS"]
+
+DATA_HELP = ("your own file: .csv / .parquet in long format (one row per series and step; name the columns with "
+             "--set data.series=\"id\", data.time=, data.features=[...]), .npz (x [N, T, D], mask) or a folder of "
+             ".mid files; split by --set data.split_by=\"series\"|\"time\", data.fractions=[...], or data.split "
+             "(a column); data.window=, data.stride= cut training windows")
 
 #: what a user's input or environment causes (bad settings, files, folders, a diverging run; a TypeError
 #: only from the input checks of inference.validation): one line,
@@ -48,6 +53,8 @@ def _list(args) -> int:
     for cls in ppl_models.COLLECTION:
         print(f"  {cls.__name__:<24} {cls.description}")
         print(f"  {'':<24}   can: {', '.join(sorted(cls.capabilities)) or 'none (a layer)'}")
+    print("models for your own data (ppl-models train MODEL --data PATH, ppl-models leaderboard --data PATH):")
+    print("  " + ", ".join(own_data.MODEL_NAMES) + " (pf-lstm, pf-gru: --set data.targets=[...] columns as y)")
     sections = (("models (config name)", registry.MODELS), ("data sets", registry.DATASETS),
                 ("objectives", registry.OBJECTIVES), ("experiments", registry.EXPERIMENTS),
                 ("suites", registry.SUITES))  # fmt: skip
@@ -67,14 +74,21 @@ def _finish(metrics: dict, run_dir) -> int:
 def _train(args) -> int:
     overrides = list(args.set) + ([f"device={args.device!r}".replace("'", '"')] if args.device else [])
     overrides += _epochs_on_resume(args)
-    path = registry.experiment_config(args.experiment)
-    read_toml(path)  # a missing or malformed file is named before anything else reads it
     options = {"resume": args.resume, "change_epochs": args.epochs is not None}
-    if supervised.is_supervised(path):
-        config = supervised.load_supervised_config(path, overrides)
-        return _train_supervised(config, args.run_dir or runner.timestamped(config["name"]), **options)
-    config = load_config(path, overrides)
+    if own_data.is_model_name(args.experiment) and args.experiment not in registry.EXPERIMENTS:
+        if args.data is None:
+            raise ValueError(f"train {args.experiment}: a model name needs --data PATH (your file); or name an "
+                             "experiment (see ppl-models list)")  # fmt: skip
+        config = own_data.model_config(args.experiment, args.data, overrides)
+    else:
+        path = registry.experiment_config(args.experiment)
+        read_toml(path)  # a missing or malformed file is named before anything else reads it
+        overrides = ([own_data.data_override(args.data)] if args.data is not None else []) + overrides
+        config = (supervised.load_supervised_config(path, overrides) if supervised.is_supervised(path)
+                  else load_config(path, overrides))  # fmt: skip
     run_dir = args.run_dir or runner.timestamped(config["name"])
+    if config.get("kind") == "supervised":
+        return _train_supervised(config, run_dir, **options)
     return _finish(runner.train(config, run_dir, **options), run_dir)
 
 
@@ -128,11 +142,20 @@ def _demo(args) -> int:
     return 0
 
 
+def _leaderboard(args) -> int:
+    models = [m.strip() for m in args.models.split(",") if m.strip()] if args.models is not None else None
+    leaderboard.run_leaderboard(args.data, args.out, models, args.set, args.device)
+    print((Path(args.out) / "leaderboard.md").read_text())
+    print(f"leaderboard folder: {args.out} (calibration.png, fan_chart.png, runs/)")
+    return 0
+
+
 def _suite(args) -> int:
     if args.suite not in registry.SUITES:
         raise ValueError(f"suite must be one of {sorted(registry.SUITES)}, got {args.suite!r}")
     root = args.run_dir or runner.timestamped(args.suite)
-    summary = compare.run_suite(registry.SUITES[args.suite].members, root, args.set, args.device, args.only)
+    overrides = ([own_data.data_override(args.data)] if args.data is not None else []) + list(args.set)
+    summary = compare.run_suite(registry.SUITES[args.suite].members, root, overrides, args.device, args.only)
     print((Path(root) / "comparison.md").read_text())
     print(f"suite folder: {root} ({len(summary)} runs)")
     return 0
@@ -167,7 +190,7 @@ def _forecast(args) -> int:
                                   em_sites=[site.strip() for site in args.em_sites.split(",")]
                                   if args.em_sites is not None else None,
                                   recalibrate=args.recalibrate, recalibrate_per_step=args.recalibrate_per_step,
-                                  device=device)  # fmt: skip
+                                  device=device, data_path=args.data)  # fmt: skip
     print((Path(args.out) / "forecast.md").read_text())
     return 0
 
@@ -207,10 +230,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     commands.add_parser("list", help="list models, data sets, objectives and experiments").set_defaults(func=_list)
 
-    train = commands.add_parser("train", help="train a model from an experiment name or a TOML file")
-    train.add_argument("experiment", help="registered experiment name (see list) or path to a .toml file")
+    train = commands.add_parser("train", help="train a model (by name, with --data) or an experiment (name or TOML)")
+    train.add_argument("experiment", help="a model name with --data (its default recipe: "
+                       + ", ".join(own_data.MODEL_NAMES) + "), a registered experiment (see list) or a .toml file")
     train.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                        help="override a config value (TOML literal), repeatable")  # fmt: skip
+    train.add_argument("--data", metavar="PATH", help=DATA_HELP)
     train.add_argument("--run-dir", help="run folder (default runs/<name>-<time>)")
     train.add_argument("--resume", action="store_true",
                        help="continue the run in --run-dir from its last checkpoint, with its saved settings")
@@ -236,11 +261,24 @@ def build_parser() -> argparse.ArgumentParser:
     suite.add_argument("--run-dir", help="suite folder (default runs/<suite>-<time>); rerun to resume")
     suite.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                        help="override a config value of every member, repeatable")  # fmt: skip
+    suite.add_argument("--data", metavar="PATH", help="train every member on your file instead (see train --data)")
     suite.add_argument("--device", type=_device, help="cpu, cuda, cuda:N or auto")
     suite.add_argument("--only", action="append", metavar="LABEL",
                        help="train only this member (repeatable), e.g. to split a suite over processes sharing "
                             "--run-dir; the table then covers the members finished so far")  # fmt: skip
     suite.set_defaults(func=_suite)
+
+    board = commands.add_parser("leaderboard", help="train every model on your file and rank them (held-out fit, "
+                                                     "calibration, time)")
+    board.add_argument("--data", required=True, metavar="PATH", help=DATA_HELP)
+    board.add_argument("--models", metavar="A,B,...", help="comma-separated model names (default: "
+                                                            + ",".join(leaderboard.DEFAULT_MODELS) + ")")
+    board.add_argument("--out", required=True, help="folder of the board and its runs; rerun to resume")
+    board.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                       help="override a config value of every model (e.g. data.series=\"id\"), or of one "
+                            "model (MODEL:section.key=value), repeatable")
+    board.add_argument("--device", type=_device, help="cpu, cuda, cuda:N or auto")
+    board.set_defaults(func=_leaderboard)
 
     comparison = commands.add_parser("compare", help="compare finished run folders (MSE vs epoch, predictions)")
     comparison.add_argument("runs", nargs="+", metavar="LABEL=RUN_FOLDER", help="run folders and their labels")
@@ -266,6 +304,8 @@ def build_parser() -> argparse.ArgumentParser:
     ahead.add_argument("--recalibrate-per-step", action="store_true",
                        help="fit one recalibration per step ahead (default: one for all steps; per step needs "
                             "many validation sequences)")
+    ahead.add_argument("--data", metavar="PATH", help="forecast the test split of your file instead of the runs' data "
+                                                     "(a run trained on a file keeps its columns and standardisation)")
     ahead.add_argument("--device", type=_device, help="cpu, cuda, cuda:N")
     ahead.set_defaults(func=_forecast)
 

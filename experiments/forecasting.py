@@ -38,12 +38,21 @@ from .runner import _setup, check_run_folder, load_run_checkpoint, read_config_j
 __all__ = ["compare_forecasts"]
 
 
-def _load(label: str, folder, device: str):
-    """``(config, data, model)`` of the run ``label`` in ``folder``, its best checkpoint loaded on ``device``."""
+def _load(label: str, folder, device: str, data_path: str | Path | None = None):
+    """``(config, data, model)`` of the run ``label`` in ``folder``, its best checkpoint loaded on ``device``.
+
+    ``data_path``: forecast this file instead of the run's data (a run trained on a file keeps its
+    column options and its standardisation, from ``data_split.json``).
+    """
     folder = check_run_folder(folder, name=f"run {label!r}:")
     config = read_config_json(folder / "config.json")
     if config.get("kind") == "supervised":
         raise ValueError(f"run {label!r}: {folder} is a supervised run; forecasts need a likelihood run")
+    if data_path is not None:
+        options = config["data"] if config["data"].get("name") == "file" else {"name": "file"}
+        config["data"] = {**options, "path": str(data_path)}
+        if (folder / "data_split.json").is_file():
+            config["data"]["standardizer"] = read_config_json(folder / "data_split.json")["standardizer"]
     config = check_config(config)
     data, model, objective = _setup(config)
     load_run_checkpoint(folder, objective, config)
@@ -79,14 +88,15 @@ def compare_forecasts(runs: dict[str, str | Path], out: str | Path, *, observed:
                       horizon: int | None = None, num_samples: int = 1000, num_particles: int = 30,
                       em_iterations: int = 0, em_sites=None, recalibrate: str | None = None,
                       recalibrate_per_step: bool = False, shown: int = 3, seed: int = 0,
-                      device: str = "cpu") -> dict:  # fmt: skip
+                      device: str = "cpu", data_path: str | Path | None = None) -> dict:  # fmt: skip
     """Forecast the test split of every run in ``runs`` (``{label: run folder}``); write the report to ``out``.
 
     ``observed`` defaults to the data's ``observed_days`` (COVID: 40) and ``horizon`` to the
     rest of the sequence. All runs must use the same data set. With ``em_iterations > 0``,
     models with ``fine_tuned`` (the SMC Transformer) first fit each test sequence's own
     covariances (``em_sites``, default all) by that many EM steps on its observed steps (the
-    paper's section 4.2); the report says which runs were. With ``recalibrate`` (``"scale"`` or
+    paper's section 4.2); the report says which runs were. ``data_path``: forecast the test split
+    of this file instead (``--data``), in the data's own units. With ``recalibrate`` (``"scale"`` or
     ``"conformal"``), a correction fitted on the validation split's forecasts (pooled over the
     steps ahead, or per step with ``recalibrate_per_step``) gives each run a second row. Returns ``{label: metrics}``.
 
@@ -105,7 +115,7 @@ def compare_forecasts(runs: dict[str, str | Path], out: str | Path, *, observed:
     if isinstance(em_sites, str):
         em_sites = [em_sites]
     out = Path(out)
-    loaded = {label: _load(label, folder, device) for label, folder in runs.items()}
+    loaded = {label: _load(label, folder, device, data_path) for label, folder in runs.items()}
     _check_em(loaded, em_iterations, em_sites)
     windows = _windows(loaded, observed, horizon, num_samples)  # every run checked before any forecast
     results, bands, truth_shown = {}, {}, None
@@ -115,7 +125,6 @@ def compare_forecasts(runs: dict[str, str | Path], out: str | Path, *, observed:
         generator = torch.Generator(device=device).manual_seed(seed)
         torch.manual_seed(seed)
         tuned = em_iterations > 0 and isinstance(model, SMCTransformer)  # per-sequence EM is SMC-T's alone
-        untransform = getattr(data, "untransform", None)  # data sets that model transformed values have one
         em = {"iterations": em_iterations, "sites": em_sites} if tuned else None
 
         options = {"num_samples": num_samples, "num_particles": num_particles, "em": em, "generator": generator}
@@ -130,7 +139,7 @@ def compare_forecasts(runs: dict[str, str | Path], out: str | Path, *, observed:
                                   "recalibration": _recalibration_name(method, recalibrate_per_step),
                                   **_scores(row_samples, target)}  # fmt: skip
             bands[row_label] = (row_samples.mean(0), row_samples.std(0))
-        truth_shown = (x if untransform is None else untransform(x, "test"), start, steps)
+        truth_shown = (_in_units(data, x, "test"), start, steps)
     data_description = next(iter(loaded.values()))[1].description
     report = {"data": data_description, "observed": truth_shown[1], "horizon": truth_shown[2],
               "samples": num_samples, "runs": {k: str(v) for k, v in runs.items()}, "metrics": results}  # fmt: skip
@@ -183,10 +192,15 @@ def _forecast_split(model, data, split: str, start: int, steps: int, *, num_samp
                                  generator=generator)  # fmt: skip
     samples = model.forecast(prefix, None, steps, num_samples, num_particles=num_particles, generator=generator).cpu()
     target = values[:, start : start + steps]
-    untransform = getattr(data, "untransform", None)
-    if untransform is not None:
-        samples, target = untransform(samples, split), untransform(target, split)
-    return samples, target
+    return _in_units(data, samples, split), _in_units(data, target, split)
+
+
+def _in_units(data, values: torch.Tensor, split: str) -> torch.Tensor:
+    """``values [..., D]`` of ``split`` in the data's own units: by the data set's ``untransform`` (COVID) or by
+    the standardisation of a user's file."""
+    if getattr(data, "untransform", None) is not None:
+        return data.untransform(values, split)
+    return values if data.standardizer is None else data.standardizer.inverse(values)
 
 
 def _recalibration_name(method: str | None, per_step: bool) -> str:

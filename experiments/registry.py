@@ -39,6 +39,7 @@ from .tasks.air_quality import air_quality
 from .tasks.hmm_rolls import hmm_rolls
 from .tasks.lgssm_synthetic import lgssm_synthetic
 from .tasks.music import POLYPHONIC, polyphonic
+from .tasks.own_file import file_data
 from .tasks.ring_hmm import ring_hmm
 from .tasks.swimmer import swimmer
 from .tasks.switching_lg import switching_lg
@@ -92,6 +93,9 @@ MODELS = {
     "transformer-forecaster": Entry(TransformerForecaster, TransformerForecaster.description),
 }
 DATASETS = {
+    "file": Entry(file_data, "your own file (--data PATH): long-format .csv / .parquet (series=, time=, features=), "
+                  ".npz, or a folder of .mid; split by series or time (split_by=, fractions=) or a split= column; "
+                  "window=, stride=; real values standardised on the training split"),
     "lgssm-synthetic": Entry(lgssm_synthetic, "sequences from a random stable LGSSM (true parameters known)"),
     **{f"polyphonic-{name}": _polyphonic(name) for name in POLYPHONIC},
     "swimmer": Entry(swimmer, "Swimmer robot trajectories, 5 observation columns, standardised (real-valued)"),

@@ -7,7 +7,9 @@ A run folder holds:
 * ``metrics.json`` and ``metrics.md``: the final table, each log-likelihood estimate
   named (``exact``, ``elbo``, ``iwae-K``, ``smc-K``) per time step and per sequence, in
   nats, beside the calibration metrics of the one-step-ahead predictive distribution;
-* ``predictive.nc``: ArviZ ``InferenceData`` with observations and predictive samples;
+* ``predictive.nc``: ArviZ ``InferenceData`` with observations and predictive samples, and
+  ``pit.pt``, the probability integral transform of every valid test entry (real-valued data);
+* ``data_split.json`` (a user's file): what went where, how it was cut, and the standardisation;
 * ``predictions.json`` (real-valued data, models with an exact predictive distribution):
   the first test sequence with its one-step predictions before and after training, and the
   held-out MSE before training; the training log then carries the held-out MSE per epoch;
@@ -39,6 +41,7 @@ from inference.io import (
     read_jsonl,
     recover_staged,
     remove_stale_temporaries,
+    save_torch,
     staged_folder,
     write_json,
     write_text,
@@ -53,6 +56,7 @@ from inference.training import (
     load_checkpoint,
     trim_padding,
 )
+from inference.validation import check_sequences
 
 from . import plots
 from .config import EvaluateConfig, check_config
@@ -220,6 +224,7 @@ def train(config: dict, run_dir: str | Path, *, resume: bool = False, change_epo
     device = resolve_device(config["device"])
     data, model, objective = _setup(config)  # bad settings and data files fail before the folder is touched
     check_finite(data)
+    check_model_takes(model, data, config)
     check_memory(evaluation_memory(model, data, EvaluateConfig.from_dict(config["evaluate"])))
     run_dir = prepare_run_dir(run_dir, config, resume=resume, change_epochs=change_epochs)
     fresh = not (run_dir / "checkpoints" / "last.pt").exists()
@@ -315,6 +320,17 @@ def _describe(section: dict, other: dict) -> str:
     """``'name'`` of a config section, with the settings where it differs from ``other`` in brackets."""
     differ = [f"{k}={section[k]!r}" for k in section if k != "name" and other.get(k, object()) != section[k]]
     return repr(section.get("name")) + (f" ({', '.join(differ[:4])})" if differ else "")
+
+
+def check_model_takes(model, data, config: dict) -> None:
+    """One ``ValueError`` before any run folder is written if ``model`` cannot read ``data`` (its feature size,
+    or values its emission cannot take: non-binary data for a Bernoulli model)."""
+    for split in ("train", "valid", "test"):
+        try:
+            check_sequences(*getattr(data, split), model=model, name=f"the {split} split")
+        except (ValueError, TypeError) as error:
+            raise ValueError(f"model {config['model'].get('name')!r} cannot take data {data.description!r}: "
+                             f"{error}") from None
 
 
 def check_finite(data) -> None:
@@ -415,8 +431,9 @@ def _write_outputs(run_dir, model, data, config, result, seed, records):
     if isinstance(predictive, torch.Tensor):
         idata = calibration.to_inference_data(predictive, x, mask=mask)
         calibration.save_inference_data(idata, run_dir / "predictive.nc")
-        pit_values = calibration.pit(predictive, x, mask)
-        calibration.plot_pit_ecdf(pit_values[mask], figures / "pit_ecdf.png")
+        pit_values = calibration.pit(predictive, x, mask)[mask]
+        save_torch(run_dir / "pit.pt", pit_values)  # every valid entry's PIT, for comparisons (leaderboard)
+        calibration.plot_pit_ecdf(pit_values, figures / "pit_ecdf.png")
         calibration.plot_coverage(metrics_coverage(metrics["calibration"]), figures / "coverage.png")
         calibration.plot_predictive_bands(predictive, x, mask=mask, path=figures / "predictive_bands.png")
     if isinstance(probabilities, torch.Tensor):

@@ -425,7 +425,7 @@ class SequenceDataset:
             if not keep:
                 raise ValueError(f"{self.source}: every series holds a NaN or infinite value")
             warnings.warn(f"{self.source}: dropped {len(dropped)} series holding NaN or infinite values "
-                          f"({dropped[:5]}{'...' if len(dropped) > 5 else ''})", stacklevel=3)  # fmt: skip
+                          f"({dropped[:5]}{'...' if len(dropped) > 5 else ''})", DataWarning, stacklevel=3)  # fmt: skip
             for attribute in ("sequences", "ids", "targets", "split_labels"):
                 if getattr(self, attribute) is not None:
                     setattr(self, attribute, [getattr(self, attribute)[i] for i in keep])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from inference.datasets import SequenceDataset
+from inference.datasets import SequenceDataset, Standardizer
 
 from ..data import SequenceData
 
@@ -14,7 +14,8 @@ __all__ = ["file_data"]
 def file_data(path: str, series: str | None = None, time: str | None = None, features: list[str] | None = None,
               targets: list[str] | None = None, split: str | None = None, split_by: str = "series",
               fractions: list[float] | None = None, split_seed: int = 0, window: int | None = None,
-              stride: int | None = None, missing: str = "error", sep: str = ",", fs: float = 4.0) -> SequenceData:
+              stride: int | None = None, missing: str = "error", sep: str = ",", fs: float = 4.0,
+              standardizer: dict | None = None) -> SequenceData:
     """Read ``path`` (``.csv``, ``.parquet``, ``.npz`` or a folder of ``.mid`` files), split it and standardise it.
 
     ``series`` / ``time`` / ``features`` / ``targets`` / ``split`` name the columns of a long-format
@@ -22,7 +23,8 @@ def file_data(path: str, series: str | None = None, time: str | None = None, fea
     or ``"time"``, with ``fractions`` (train, valid, test; default 0.7, 0.15, 0.15) and
     ``split_seed``, unless a ``split`` column decides; ``window`` / ``stride`` cut training windows
     (held-out splits into consecutive windows). Real-valued features are standardised on the
-    training split; the tensors are in those standard units.
+    training split (or by ``standardizer``, a :meth:`~inference.datasets.Standardizer.to_dict` record: a
+    trained model's own, to judge or forecast new data in its units); the tensors are in those units.
     """
     table = {"series": series, "time": time, "features": features, "targets": targets, "split": split,
              "missing": missing, "sep": sep}
@@ -32,8 +34,21 @@ def file_data(path: str, series: str | None = None, time: str | None = None, fea
     splits = dataset.split(by=split_by, fractions=fractions or (0.7, 0.15, 0.15), seed=split_seed)
     if window is not None:
         splits = splits.windows(window, stride)
+    if standardizer is not None:
+        splits.standardizer = _recorded(standardizer, dataset.features, path)
     train, valid, test = splits.tensors()
     kind = "binary" if dataset.binary else "real-valued, standardised on the training split"
     return SequenceData(train, valid, test, f"{path} ({len(dataset)} series, {dataset.obs_dim} features, {kind})",
                         binary=dataset.binary, standardizer=splits.standardizer,
                         split_record=splits.to_dict())  # fmt: skip
+
+
+def _recorded(record: dict, features: list[str], path) -> Standardizer:
+    """A run's recorded standardisation, checked against the features of the file at ``path``."""
+    try:
+        standardizer = Standardizer.from_dict(record)
+    except (KeyError, TypeError) as error:
+        raise ValueError(f"data.standardizer: expected features, mean and scale, got {record!r}") from error
+    if standardizer.features != list(features):
+        raise ValueError(f"{path}: features {list(features)} differ from the trained model's {standardizer.features}")
+    return standardizer
