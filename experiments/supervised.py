@@ -12,7 +12,9 @@ Figure 6; for the regression tasks ``air``
 and ``pm25`` of :mod:`experiments.tasks.uci_regression`, the PIT ECDF and predictive bands; for the
 classification task ``vowels`` of :mod:`experiments.tasks.uea_classification`, a reliability diagram;
 the synthetic ``regime-switching`` task of :mod:`experiments.tasks.regime_switching` is scored
-exactly against its known predictive law).
+exactly against its known predictive law; a user's own table, ``file`` of
+:mod:`experiments.tasks.file_regression` (``data.path`` and ``data.targets``), is judged in its
+targets' units with the PIT ECDF and predictive bands, and its split recorded in ``data_split.json``).
 
 One config serves a PF cell and its baseline: with ``model.cell = "lstm"`` or ``"gru"`` the
 particle-only model options (:data:`PF_ONLY_OPTIONS`) are dropped, and ``config.json`` records
@@ -34,6 +36,7 @@ from ppl_models.pf_rnn import PFRNNPredictor
 
 from . import plots
 from .config import apply_overrides, check_common
+from .tasks.file_regression import FileRegressionData, evaluate_file_regression, file_regression
 from .tasks.localization import belief_figure, evaluate_localization, localization_data, plot_belief_over_time
 from .tasks.localization_paper import evaluate_localization_paper, localization_paper_data, paper_belief_figure
 from .tasks.regime_switching import RegimeSwitchingData, evaluate_regime_switching, regime_switching
@@ -46,7 +49,7 @@ SECTIONS = ("data", "model", "loss", "train")
 TOP_LEVEL = {"kind": "supervised", "name": "experiment", "seed": 0, "device": "auto"}
 TASKS = {"localization": localization_data, "localization-paper": localization_paper_data,
          "air": air_quality_regression, "pm25": pm25_regression, "vowels": japanese_vowels,
-         "regime-switching": regime_switching}  # fmt: skip
+         "regime-switching": regime_switching, "file": file_regression}  # fmt: skip
 #: model options that only the particle cells take
 PF_ONLY_OPTIONS = ("num_particles", "resampling", "alpha", "stochastic", "activation", "norm_steps",
                    "eval_randomness", "eval_seed")
@@ -117,6 +120,10 @@ def train(config: dict, run_dir: str | Path, *, resume: bool = False, change_epo
     if isinstance(context, RegressionData):
         metrics = evaluate_regression(predictor, context, "test", device=device, seed=config["seed"],
                                       plots_dir=run_dir / "plots")  # fmt: skip
+    elif isinstance(context, FileRegressionData):
+        metrics = evaluate_file_regression(predictor, context, "test", device=device, seed=config["seed"],
+                                           plots_dir=run_dir / "plots")  # fmt: skip
+        write_json(run_dir / "data_split.json", context.split_record)
     elif isinstance(context, RegimeSwitchingData):
         metrics = evaluate_regime_switching(predictor, context, "test", device=device, seed=config["seed"])
     elif isinstance(context, ClassificationData):
@@ -131,7 +138,7 @@ def train(config: dict, run_dir: str | Path, *, resume: bool = False, change_epo
                    num_particles=predictor.num_particles, cell=predictor.cell_name)  # fmt: skip
     write_json(run_dir / "metrics.json", metrics)
     plots.learning_curve(run_dir / "metrics.jsonl", run_dir / "plots" / "learning_curve.png")
-    if not isinstance(context, (RegressionData, RegimeSwitchingData, ClassificationData)):
+    if not isinstance(context, (RegressionData, FileRegressionData, RegimeSwitchingData, ClassificationData)):
         plot_belief_over_time(metrics["position_mse_by_step"], metrics.get("particle_spread_by_step"),
                               run_dir / "plots" / "belief_over_time.png")  # fmt: skip
         if predictor.num_particles > 1:
