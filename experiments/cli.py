@@ -31,7 +31,7 @@ from inference.recalibration import RECALIBRATION_METHODS
 from inference.training import TrainingDiverged
 from inference.validation import InputTypeError
 
-from . import compare, forecasting, leaderboard, own_data, registry, runner, supervised
+from . import compare, demo, forecasting, leaderboard, own_data, registry, runner, supervised
 from .config import apply_overrides, load_config, read_toml
 from .data import DataWarning
 
@@ -122,24 +122,7 @@ def _evaluate(args) -> int:
 def _demo(args) -> int:
     names = registry.DEMOS if args.only is None else (args.only,)
     root = args.run_dir or runner.timestamped("demo")
-    quick = ["train.epochs=3", "evaluate.num_particles=200", "evaluate.iwae_particles=20"]
-    if args.device:
-        runner.resolve_device(args.device)  # an unavailable device is refused before any demo starts
-    for name in names:
-        path = registry.experiment_config(name)
-        if supervised.is_supervised(path):
-            config = supervised.load_supervised_config(path, ["train.epochs=1"] if args.quick else [])
-            if args.device:
-                config["device"] = args.device
-            print(f"\nDemo {name}: {registry.EXPERIMENTS[name].description}")
-            _train_supervised(config, Path(root) / name)
-            continue
-        config = load_config(path, quick if args.quick else [])
-        if args.device:
-            config["device"] = args.device
-        print(f"\nDemo {name}: {registry.EXPERIMENTS[name].description}")
-        _finish(runner.train(config, Path(root) / name), Path(root) / name)
-    return 0
+    return demo.run_demos(names, root, jobs=args.jobs or demo.default_jobs(), device=args.device, quick=args.quick)
 
 
 def _leaderboard(args) -> int:
@@ -309,12 +292,14 @@ def build_parser() -> argparse.ArgumentParser:
     ahead.add_argument("--device", type=_device, help="cpu, cuda, cuda:N")
     ahead.set_defaults(func=_forecast)
 
-    demo = commands.add_parser("demo", help="the quick demos: " + ", ".join(registry.DEMOS))
-    demo.add_argument("--run-dir", help="run folder (default runs/demo-<time>)")
-    demo.add_argument("--device", type=_device, help="cpu, cuda, cuda:N or auto")
-    demo.add_argument("--quick", action="store_true", help="a few epochs only (a smoke test)")
-    demo.add_argument("--only", choices=registry.DEMOS, help="run one of the demos only")
-    demo.set_defaults(func=_demo)
+    demos = commands.add_parser("demo", help="the quick demos: " + ", ".join(registry.DEMOS))
+    demos.add_argument("--run-dir", help="run folder (default runs/demo-<time>)")
+    demos.add_argument("--device", type=_device, help="cpu, cuda, cuda:N or auto")
+    demos.add_argument("--quick", action="store_true", help="a few epochs only (a smoke test)")
+    demos.add_argument("--only", choices=registry.DEMOS, help="run one of the demos only")
+    demos.add_argument("--jobs", type=_count(1), help="demos run at once, each in its own process (default: one per "
+                                                     "core, at most 2)")
+    demos.set_defaults(func=_demo)
     for command in commands.choices.values():  # --debug also after the command's name
         command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks")
     return parser
