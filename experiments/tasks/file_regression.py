@@ -74,6 +74,9 @@ def file_regression(path: str | os.PathLike, targets: list[str] | None = None, s
     """
     if targets is None or (isinstance(targets, (list, tuple)) and not targets):
         raise ValueError(MISSING_TARGETS)
+    if isinstance(targets, str) and targets.startswith("["):  # the shell ate the quotes of --set data.targets=["y"]
+        raise ValueError(f"data.targets: got the text {targets!r}, not a list: quote it for the shell, "
+                         "--set 'data.targets=[\"y\"]'")  # fmt: skip
     targets = [targets] if isinstance(targets, str) else targets
     if not isinstance(targets, (list, tuple)) or not all(isinstance(t, str) for t in targets):
         raise TypeError(f"data.targets: expected a list of column names, got {targets!r}")
