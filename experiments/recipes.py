@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import copy
 
-__all__ = ["RECIPES", "EMISSION_MODELS", "GAUSSIAN_ONLY", "recipe"]
+__all__ = ["RECIPES", "EMISSION_MODELS", "GAUSSIAN_ONLY", "SUPERVISED_MODELS", "recipe", "supervised_recipe"]
 
 _TRAIN = {"epochs": 200, "patience": 10, "batch_size": 16, "lr": 0.003, "clip_norm": 10.0, "progress": False}
 _EVALUATE = {"num_particles": 100, "iwae_particles": 50, "predictive_samples": 100, "batch_size": 32}

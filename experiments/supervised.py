@@ -64,7 +64,11 @@ def is_supervised(path: str | Path) -> bool:
 def load_supervised_config(path: str | Path, overrides: list[str] = ()) -> dict:
     """Read a supervised experiment, apply ``section.key=value`` overrides, check sections and fill defaults."""
     with open(path, "rb") as handle:
-        config = apply_overrides(tomllib.load(handle), list(overrides))
+        return check_supervised_config(apply_overrides(tomllib.load(handle), list(overrides)))
+
+
+def check_supervised_config(config: dict) -> dict:
+    """Check a supervised configuration's sections and fill its defaults."""
     unknown = sorted(set(config) - set(TOP_LEVEL) - set(SECTIONS))
     if unknown:
         raise ValueError(f"unknown top-level keys {unknown}; known: {sorted(set(TOP_LEVEL) | set(SECTIONS))}")
