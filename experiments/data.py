@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from inference.datasets import EXTREME_ABSOLUTE, EXTREME_SPREADS, DataWarning, check_values
+from inference.data_files import EXTREME_ABSOLUTE, EXTREME_SPREADS, DataWarning, check_values
 
 __all__ = ["SequenceData", "pad_sequences", "resolve_data_dir", "verified_path", "load_mat", "mat_array",
            "CsvTable", "read_csv", "check_values", "DataWarning", "EXTREME_ABSOLUTE", "EXTREME_SPREADS"]

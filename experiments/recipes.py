@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import copy
 
-__all__ = ["RECIPES", "EMISSION_MODELS", "GAUSSIAN_ONLY", "SUPERVISED_MODELS", "recipe", "supervised_recipe"]
+__all__ = ["RECIPES", "EMISSION_MODELS", "SUPERVISED_MODELS", "recipe", "supervised_recipe"]
 
 _TRAIN = {"epochs": 200, "patience": 10, "batch_size": 16, "lr": 0.003, "clip_norm": 10.0, "progress": False}
 _EVALUATE = {"num_particles": 100, "iwae_particles": 50, "predictive_samples": 100, "batch_size": 32}
@@ -43,9 +43,6 @@ RECIPES = {
 }  # fmt: skip
 #: models whose ``emission`` the data decides (Bernoulli for binary data, else Gaussian)
 EMISSION_MODELS = ("gru", "vrnn", "srnn")
-#: models with a Gaussian emission only: they take any real-valued data, binary data as real values
-GAUSSIAN_ONLY = ("lgssm", "recurrent", "psrnn", "kf", "mc-dropout-lstm", "transformer-forecaster",
-                 "smc-transformer")  # fmt: skip
 
 
 def recipe(model: str, *, binary: bool, seed: int = 0) -> dict:
