@@ -87,7 +87,8 @@ def _setup(config: dict):
     return data, model, build_objective(config["objective"], model)
 
 
-def prepare_run_dir(run_dir: str | Path, config: dict, *, resume: bool = False, change_epochs: bool = False) -> Path:
+def prepare_run_dir(run_dir: str | Path, config: dict, *, resume: bool = False, change_epochs: bool = False,
+                    experiment: dict | None = None) -> Path:  # fmt: skip
     """Check ``run_dir`` against ``resume``, write ``config.json`` (a new run) or ``resume.jsonl`` (a resumed one).
 
     A fresh run refuses a folder that already holds checkpoints. A resumed one never rewrites the
@@ -110,10 +111,11 @@ def prepare_run_dir(run_dir: str | Path, config: dict, *, resume: bool = False, 
     if saved is not None:
         _check_unchanged(saved, given, saved_path)
     start = load_checkpoint(last) if last.is_file() else {}  # the checkpoint is the truth, even without config.json
-    check_experiment(start.get("experiment"), _fixed_part(given), last)
+    experiment = _fixed_part(given) if experiment is None else experiment  # what the checkpoints must hold
+    check_experiment(start.get("experiment"), experiment, last)
     best = run_dir / "checkpoints" / "best.pt"
     if best.is_file():  # e.g. copied from another run
-        check_experiment(load_checkpoint(best).get("experiment"), _fixed_part(given), best)
+        check_experiment(load_checkpoint(best).get("experiment"), experiment, best)
     wanted = given["train"]["epochs"]
     if epochs is not None and wanted != epochs:
         if not change_epochs:
@@ -207,6 +209,15 @@ def read_config_json(path: Path) -> dict:
     return config
 
 
+def _experiment(config: dict, data) -> dict:
+    """What a run's checkpoints record and a resumption must match: :func:`_fixed_part` of ``config`` and, for a
+    user's file, the standardisation of its training split (a changed file is refused on resume)."""
+    experiment = _fixed_part(config)
+    if data.split_record is not None:
+        experiment["data_standardizer"] = data.split_record["standardizer"]
+    return experiment
+
+
 def _fixed_part(config: dict) -> dict:
     """``config`` without what a resumption may change: device, ``[evaluate]``, ``train.epochs``, ``train.progress``."""
     train = {k: v for k, v in config.get("train", {}).items() if k not in RESUMABLE_CHANGES}
@@ -226,7 +237,8 @@ def train(config: dict, run_dir: str | Path, *, resume: bool = False, change_epo
     check_finite(data)
     check_model_takes(model, data, config)
     check_memory(evaluation_memory(model, data, EvaluateConfig.from_dict(config["evaluate"])))
-    run_dir = prepare_run_dir(run_dir, config, resume=resume, change_epochs=change_epochs)
+    experiment = _experiment(config, data)
+    run_dir = prepare_run_dir(run_dir, config, resume=resume, change_epochs=change_epochs, experiment=experiment)
     fresh = not (run_dir / "checkpoints" / "last.pt").exists()
     if fresh:
         model.initialize(*data.train)
@@ -237,7 +249,7 @@ def train(config: dict, run_dir: str | Path, *, resume: bool = False, change_epo
             write_json(run_dir / "predictions.json", {"initial": _first_test_prediction(model, data),
                                                       "initial_mse": monitor()})  # fmt: skip
     trainer = Trainer(objective, data.train, data.valid, TrainConfig.from_dict(config["train"]), run_dir, device,
-                      monitor=monitor, experiment=_fixed_part(config))  # fmt: skip
+                      monitor=monitor, experiment=experiment)  # fmt: skip
     trainer.fit(resume=resume)
     if (run_dir / "checkpoints" / "best.pt").exists():
         load_run_checkpoint(run_dir, objective, config)

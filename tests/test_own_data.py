@@ -120,6 +120,23 @@ def test_a_bad_file_is_one_line_exit_2_and_nothing_written(tmp_path, capsys, nam
     assert not run.exists()
 
 
+def test_the_standardisation_is_kept_in_the_checkpoint_and_a_changed_file_is_not_resumed(tmp_path, capsys):
+    from inference.training import load_checkpoint
+
+    data, run = station_file(tmp_path / "stations.csv"), tmp_path / "run"
+    assert main(["train", "gru", "--data", str(data), "--run-dir", str(run), *columns(*TINY)]) == 0
+    split = json.loads((run / "data_split.json").read_text())
+    for name in ("best.pt", "last.pt"):
+        assert load_checkpoint(run / "checkpoints" / name)["experiment"]["data_standardizer"] == split["standardizer"]
+    again = [*columns(*(item for item in TINY if not item.startswith("train.epochs")))]
+    assert main(["train", "gru", "--data", str(data), "--run-dir", str(run), "--resume", "--epochs", "2", *again]) == 0
+    frame = pd.read_csv(data)
+    frame["temp"] = frame["temp"] * 10  # the same layout, other values: another standardisation
+    frame.to_csv(data, index=False)
+    assert main(["train", "gru", "--data", str(data), "--run-dir", str(run), "--resume", "--epochs", "3", *again]) == 2
+    assert "data_standardizer" in capsys.readouterr().err
+
+
 def test_a_model_name_without_data_is_refused(capsys):
     assert main(["train", "srnn"]) == 2
     assert "needs --data PATH" in capsys.readouterr().err
