@@ -114,11 +114,11 @@ def test_quick_benchmark_a_trained_srnn_approaches_a_tiny_hmm_without_passing_it
 
 
 def test_truth_fit_scores_the_training_split_against_the_forward_algorithm(tmp_path):
-    """experiments.truth_fit on a GRU checkpoint: each split's gap equals the gap computed here by hand."""
+    """experiments.studies.truth_fit on a GRU checkpoint: each split's gap equals the gap computed here by hand."""
     from experiments.config import load_config
     from experiments.registry import EXPERIMENTS
     from experiments.runner import _setup
-    from experiments.truth_fit import main, split_gaps
+    from experiments.studies.truth_fit import main, split_gaps
     from inference.io import write_json
 
     config = load_config(EXPERIMENTS["srnn-hmm"].build, [

@@ -165,7 +165,7 @@ def test_paper_protocol_runs_from_the_command_line(tmp_path):
 
 
 def test_valid_curves_read_the_monitor_records_from_a_first_epoch(tmp_path):
-    from experiments import pfrnn_curves
+    from experiments.studies import pfrnn_curves
 
     records = [{"epoch": 1}, {"epoch": 2, "monitor": {"valid_last_step_mse": 4.0}},
                {"epoch": 3, "monitor": {}}, {"epoch": 4, "monitor": {"valid_last_step_mse": 2.5}}]  # fmt: skip

@@ -3,7 +3,7 @@
 import pyro
 import torch
 
-from experiments.music_protocol import normalisations, split_summary
+from experiments.studies.music_protocol import normalisations, split_summary
 from ppl_models import SRNN
 
 

@@ -12,7 +12,7 @@ import torch
 
 from experiments.config import EvaluateConfig
 from experiments.data import SequenceData
-from experiments.psrnn_calibration import calibration_from_pit, pit
+from experiments.studies.psrnn_calibration import calibration_from_pit, pit
 from inference.evaluation import refit_noise
 from inference.squared_error import SquaredError
 from ppl_models import RecurrentPredictor, TwoStageKalmanFilter

@@ -79,7 +79,7 @@ def test_bad_options_are_named(options, name):
 
 def test_trained_run_scores_and_reevaluates_with_other_evaluation_settings(tmp_path):
     from experiments import supervised
-    from experiments.pfrnn_eval_variants import main, reevaluate
+    from experiments.studies.pfrnn_eval_variants import main, reevaluate
 
     config = supervised.load_supervised_config("experiments/configs/pfrnn_regimes.toml", [
         "data.num_train=8", "data.num_valid=4", "data.num_test=4", "data.steps=5", "train.epochs=1",

@@ -1,6 +1,6 @@
 """Why a PF-RNN localization checkpoint scores worse in evaluation mode than in training mode.
 
-``python -m experiments.pfrnn_norm_check RUN_DIR [--checkpoint best.pt ...] [--sequences 300] [--out FILE]``
+``python -m experiments.studies.pfrnn_norm_check RUN_DIR [--checkpoint best.pt ...] [--sequences 300] [--out FILE]``
 scores the first validation trajectories of a ``localization-paper`` run (the paper's last-step
 (x, y) MSE in cells, the same noise seed for every row) with the batch norms' statistics taken
 five ways, one cause at a time:
@@ -28,7 +28,7 @@ import torch
 from inference.io import write_json
 from inference.training import load_checkpoint, refresh_norm_statistics
 
-from .supervised import _setup
+from ..supervised import _setup
 
 REFRESH_BATCHES, EMA_BATCHES, BATCH = 8, 30, 128
 
@@ -81,7 +81,8 @@ def check(run_dir: Path, checkpoint: str = "best.pt", sequences: int = 300) -> d
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m experiments.pfrnn_norm_check", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m experiments.studies.pfrnn_norm_check",
+                                     description=__doc__.split("\n")[0])
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("--checkpoint", nargs="+", default=["best.pt"])
     parser.add_argument("--sequences", type=int, default=300)
@@ -96,8 +97,8 @@ def main(argv: list[str] | None = None) -> None:
             print(f"  {name:<22} {value:8.3f}")
         results.append(result)
     if args.out:
-        write_json(args.out, {"command": "python -m experiments.pfrnn_norm_check " + " ".join(argv or sys.argv[1:]),
-                              "results": results})
+        command = "python -m experiments.studies.pfrnn_norm_check " + " ".join(argv or sys.argv[1:])
+        write_json(args.out, {"command": command, "results": results})
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ scale; the test split is never used to fit).
 
 Usage::
 
-    python -m experiments.psrnn_calibration RNN=runs/x/rnn PSRNN=runs/x/psrnn --refit none \\
+    python -m experiments.studies.psrnn_calibration RNN=runs/x/rnn PSRNN=runs/x/psrnn --refit none \\
         --refit student-t+state --out cal.json
 """
 
@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{refit:>16} {label:>12}  mse {row['mse']:.4f}  " + "  ".join(
                 f"{k} {row[k]:.3f}" for k in row if k.startswith(("coverage", "pit"))))  # fmt: skip
     if args.out:
-        write_json(args.out, {"command": "python -m experiments.psrnn_calibration " + " ".join(sys.argv[1:]),
+        write_json(args.out, {"command": "python -m experiments.studies.psrnn_calibration " + " ".join(sys.argv[1:]),
                               "split": args.split, "results": results})  # fmt: skip
     return 0
 

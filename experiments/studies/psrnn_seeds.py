@@ -7,7 +7,7 @@ with ``--epochs N``, the same read from the log at a budget of ``N`` epochs.
 
 Usage::
 
-    python -m experiments.psrnn_seeds runs/psrnn5/ablation --out docs/results/psrnn_ablation_swimmer.json
+    python -m experiments.studies.psrnn_seeds runs/psrnn5/ablation --out docs/results/psrnn_ablation_swimmer.json
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         epochs = [run["best_epoch"] for run in row["runs"]]
         print(f"{label:>16}  n={len(row['runs'])}  test MSE {row['mean_test_mse']:.4f} +- {sd}  best epochs {epochs}")
     if args.out:
-        write_json(args.out, {"command": "python -m experiments.psrnn_seeds " + " ".join(sys.argv[1:]),
+        write_json(args.out, {"command": "python -m experiments.studies.psrnn_seeds " + " ".join(sys.argv[1:]),
                               "results": summary})  # fmt: skip
     return 0
 

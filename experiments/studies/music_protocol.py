@@ -1,6 +1,6 @@
 """Protocol check of a polyphonic music set and of a trained run's test figure.
 
-``python -m experiments.music_protocol RUN_DIR OUT.json`` writes, for the run's data set:
+``python -m experiments.studies.music_protocol RUN_DIR OUT.json`` writes, for the run's data set:
 
 * per split: sequences, steps, length range and the MIDI keys that ever sound;
 * for the run's best checkpoint, from one guide draw per test piece (seeded): the test ELBO per
@@ -23,9 +23,9 @@ from inference.io import write_json
 from inference.objectives import ELBO
 from inference.training import load_best
 
-from .config import check_config
-from .runner import _batches, _setup, check_run_folder, read_config_json
-from .tasks.music import LOWEST_PITCH
+from ..config import check_config
+from ..runner import _batches, _setup, check_run_folder, read_config_json
+from ..tasks.music import LOWEST_PITCH
 
 __all__ = ["split_summary", "normalisations", "main"]
 
@@ -64,7 +64,8 @@ def normalisations(model, x_all: torch.Tensor, mask_all: torch.Tensor, silent_ke
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(prog="python -m experiments.music_protocol", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m experiments.studies.music_protocol",
+                                     description=__doc__.split("\n")[0])
     parser.add_argument("run_dir", help="a finished run folder of a polyphonic music experiment")
     parser.add_argument("out", help="JSON file to write")
     parser.add_argument("--seed", type=int, default=0)
@@ -78,7 +79,7 @@ def main(argv: list[str] | None = None) -> dict:
     pyro.set_rng_seed(args.seed)
     silent = data.train[0][data.train[1]].sum(0) == 0
     result = {
-        "command": "python -m experiments.music_protocol " + " ".join(sys.argv[1:] if argv is None else argv),
+        "command": "python -m experiments.studies.music_protocol " + " ".join(sys.argv[1:] if argv is None else argv),
         "run_dir": str(run_dir), "seed": args.seed, "data": data.description,
         "splits": {name: split_summary(*split) for name, split in
                    (("train", data.train), ("valid", data.valid), ("test", data.test))},

@@ -9,7 +9,7 @@ both has not fit (capacity, optimisation or the training objective's bias).
 
 Usage::
 
-    python -m experiments.truth_fit runs/hmm-gap/srnn-smooth-res_q-elbo-seed-0 [RUN ...] [--out FILE.json]
+    python -m experiments.studies.truth_fit runs/hmm-gap/srnn-smooth-res_q-elbo-seed-0 [RUN ...] [--out FILE.json]
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from inference.io import write_json
 from inference.training import load_best
 from inference.validation import check_positive_int
 
-from .config import EvaluateConfig, check_config
-from .runner import _setup, check_run_folder, evaluate_model, read_config_json
+from ..config import EvaluateConfig, check_config
+from ..runner import _setup, check_run_folder, evaluate_model, read_config_json
 
 __all__ = ["split_gaps", "main"]
 
@@ -59,7 +59,8 @@ def split_gaps(run_dir: str | Path, sequences: int = 100) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m experiments.truth_fit", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m experiments.studies.truth_fit",
+                                     description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", nargs="+", help="finished run folders on a known-truth source")
     parser.add_argument("--sequences", type=int, default=100, help="sequences scored per split (default 100)")
     parser.add_argument("--out", help="also write the results to this JSON file")

@@ -3,7 +3,7 @@
 The particle count and the evaluation randomness do not change a PF layer's parameters, so the
 best checkpoint of a run can be scored again with, e.g., more particles or no noise at test time:
 
-    python -m experiments.pfrnn_eval_variants RUN_DIR --set model.num_particles=100 \
+    python -m experiments.studies.pfrnn_eval_variants RUN_DIR --set model.num_particles=100 \
         --set 'model.eval_randomness="off"'
 
 prints the test metrics (the run's own ``metrics.json`` is left untouched) as JSON. Only
@@ -19,10 +19,10 @@ from pathlib import Path
 
 from inference.training import load_best
 
-from .config import apply_overrides
-from .supervised import _setup
-from .tasks.regime_switching import RegimeSwitchingData, evaluate_regime_switching
-from .tasks.uci_regression import RegressionData, evaluate_regression
+from ..config import apply_overrides
+from ..supervised import _setup
+from ..tasks.regime_switching import RegimeSwitchingData, evaluate_regime_switching
+from ..tasks.uci_regression import RegressionData, evaluate_regression
 
 __all__ = ["EVALUATION_OPTIONS", "reevaluate"]
 
