@@ -23,8 +23,8 @@ from pyro.distributions.util import scale_and_mask
 from torch import nn
 from torch.distributions import kl_divergence
 
+from .declarations import DeclaredModel
 from .particle_filter import ParticleFilter
-from .protocol import SequenceModel
 from .saturation import saturate
 from .traces import (
     PARTICLE_PLATE,
@@ -90,8 +90,8 @@ class Objective(nn.Module):
 
 
 def _sharing_context(model):
-    """The :meth:`~inference.protocol.SequenceModel.sharing_context` of a collection model (others share nothing)."""
-    return model.sharing_context() if isinstance(model, SequenceModel) else nullcontext()
+    """The :meth:`~inference.declarations.DeclaredModel.sharing_context` of a collection model (others: none)."""
+    return model.sharing_context() if isinstance(model, DeclaredModel) else nullcontext()
 
 
 def _require_density(model) -> None:
@@ -99,7 +99,7 @@ def _require_density(model) -> None:
 
     Raises :class:`~inference.protocol.Unsupported` with the model's reason otherwise.
     """
-    if isinstance(model, SequenceModel) and model.conditional:
+    if isinstance(model, DeclaredModel) and model.conditional:
         model.require("latent")
 
 

@@ -43,16 +43,16 @@ from __future__ import annotations
 
 import itertools
 from collections import defaultdict
-from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, NamedTuple
 
 import torch
 from pyro.params import param_with_module_name
-from torch import nn
 
+from .declarations import DeclaredModel
 from .forecast import forecast as _forecast_particles
+from .objectives import ELBO, IWAE
 from .params import load_params as _load_params
 from .params import save_params as _save_params
 from .particle_filter import ParticleFilter
@@ -136,7 +136,7 @@ def check_num_samples(num_samples, *, allow_zero: bool = True) -> int:
 _INSTANCES: defaultdict[str, itertools.count] = defaultdict(itertools.count)
 
 
-class SequenceModel(nn.Module):
+class SequenceModel(DeclaredModel):
     """Base class of the collection's models: declared capabilities and the protocol's methods.
 
     A subclass sets ``capabilities`` (names of :data:`CAPABILITIES`), ``limitations``
@@ -156,8 +156,6 @@ class SequenceModel(nn.Module):
     capabilities: ClassVar[frozenset[str]] = frozenset()
     limitations: ClassVar[dict[str, str]] = {}
     description: ClassVar[str] = ""
-    #: inputs ``x`` predict targets ``y`` (``predictive`` draws targets), instead of a density of ``x``
-    conditional: ClassVar[bool] = False
     #: start of the instances' names in Pyro's parameter store (``None``: the class name, lower case)
     pyro_prefix: ClassVar[str | None] = None
     #: what ``model`` draws under ``poutine.uncondition`` (a key of :data:`UNCONDITION`; ``None``: no programs)
@@ -241,8 +239,6 @@ class SequenceModel(nn.Module):
         ``RuntimeWarning``; a model whose network overflows on such a value (NaN) raises one
         ``ValueError`` naming the step (:mod:`inference.saturation`).
         """
-        from .objectives import ELBO, IWAE  # the objectives import this module
-
         if estimator is None:
             estimator = next((name for name in ("exact", "smc", "iwae") if self.supports(ESTIMATORS[name])), None)
             if estimator is None:
@@ -294,10 +290,6 @@ class SequenceModel(nn.Module):
     def initialize(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> SequenceModel:
         """A data-driven start from training data (two-stage regression, say); by default none."""
         return self
-
-    def sharing_context(self):
-        """Context entered by the shared objectives around one evaluation (see ``MarkovStateSpace``)."""
-        return nullcontext(self)
 
 
 def exact_predictive(distribution, x: torch.Tensor, mask: torch.Tensor, samples: torch.Tensor | None,

@@ -35,11 +35,10 @@ from .forecast import pick_particles
 from .particle_filter import ParticleFilter, Step
 from .protocol import Generation, SequenceModel
 from .resampling import gather_particles
+from .traces import SEQUENCE_PLATE
 from .validation import check_positive_int, check_sequences
 
 __all__ = ["MarkovStateSpace", "SEQUENCE_PLATE"]
-
-SEQUENCE_PLATE = "sequences"
 
 
 class MarkovStateSpace(SequenceModel):

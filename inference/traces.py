@@ -17,9 +17,8 @@ from pyro.poutine.messenger import Messenger
 from pyro.poutine.trace_struct import Trace
 from pyro.poutine.util import site_is_subsample
 
-from .state_space import SEQUENCE_PLATE
-
 __all__ = [
+    "SEQUENCE_PLATE",
     "PARTICLE_PLATE",
     "site_per_sequence",
     "trace_log_prob",
@@ -31,6 +30,9 @@ __all__ = [
     "DetachLatents",
 ]
 
+#: the plate over the sequences of a batch (``dim=-1`` in :class:`~inference.state_space.MarkovStateSpace`)
+SEQUENCE_PLATE = "sequences"
+#: the vectorised plate over particles (IWAE's importance samples, the PF-RNN program's particles)
 PARTICLE_PLATE = "particles"
 
 
