@@ -425,7 +425,7 @@ def test_stacking_names_the_sites_it_needs():
 
 def test_pit_band_is_a_simultaneous_band_for_uniform_pit_values():
     """About 94% of ECDFs of fresh uniform samples lie wholly inside the band; a too-narrow predictive leaves it."""
-    from inference.calibration import _uniform_ecdf_band
+    from inference.calibration.plots import _uniform_ecdf_band
 
     grid = np.linspace(0, 1, 101)
     size, trials = 60, 2000
