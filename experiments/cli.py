@@ -13,6 +13,9 @@ Examples::
     ppl-models suite pfrnn-mazes --run-dir runs/mazes --only "PF-GRU / maze 18"
     ppl-models compare GRU=runs/a PSRNN=runs/b --out runs/gru-vs-psrnn
     ppl-models forecast SMC-T=runs/smct-covid LSTM=runs/lstm-covid --out runs/covid-forecasts
+    ppl-models reproduce --list
+    ppl-models reproduce psrnn-swimmer-300 --seeds 3 --run-dir runs/reproduce-psrnn
+    ppl-models reproduce --render && ppl-models reproduce --check
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from inference.recalibration import RECALIBRATION_METHODS
 from inference.training import TrainingDiverged
 from inference.validation import InputTypeError
 
-from . import compare, demo, forecasting, leaderboard, own_data, registry, runner, supervised
+from . import compare, demo, forecasting, leaderboard, own_data, registry, reproductions, runner, supervised
 from .config import apply_overrides, load_config, read_toml
 from .data import DataWarning
 
@@ -178,6 +181,29 @@ def _forecast(args) -> int:
     return 0
 
 
+def _reproduce(args) -> int:
+    modes = [flag for flag, on in (("--list", args.list), ("--render", args.render), ("--check", args.check)) if on]
+    if len(modes) + (args.claim is not None) != 1:
+        raise ValueError("reproduce needs exactly one of NAME, --list, --render, --check, got "
+                         f"{modes + ([args.claim] if args.claim is not None else []) or 'none'}")
+    if (args.seeds is not None or args.run_dir is not None) and args.claim is None:
+        raise ValueError("--seeds and --run-dir go with a claim NAME")
+    if args.list:
+        print(reproductions.listing())
+        return 0
+    if args.render:
+        print(f"wrote {reproductions.write_page()}")
+        return 0
+    if args.check:
+        problems = reproductions.check()
+        for problem in problems:
+            print(problem)
+        return 1 if problems else 0
+    path = reproductions.reproduce(args.claim, args.seeds, args.run_dir, device=args.device)
+    print(f"wrote {path}; ppl-models reproduce --render updates docs/reproductions.md")
+    return 0
+
+
 class _Parser(argparse.ArgumentParser):
     """An argument parser whose usage errors are one line (``ppl-models CMD: error: ...``), exit status 2."""
 
@@ -300,6 +326,18 @@ def build_parser() -> argparse.ArgumentParser:
     demos.add_argument("--jobs", type=_count(1), help="demos run at once, each in its own process (default: one per "
                                                      "core, at most 2)")
     demos.set_defaults(func=_demo)
+    again = commands.add_parser("reproduce", help="the papers' claims: list, rerun one for its seeds, render or "
+                                                   "check docs/reproductions.md")
+    again.add_argument("claim", nargs="?", metavar="NAME", help="a claim to rerun (see --list); writes its results "
+                                                                "file under docs/results/")
+    again.add_argument("--seeds", type=_count(1), metavar="N", help="with NAME: seeds 0..N-1 (default the claim's)")
+    again.add_argument("--run-dir", help="with NAME: folder of the runs (default runs/reproduce-NAME); rerun to resume")
+    again.add_argument("--device", type=_device, help="cpu, cuda, cuda:N or auto")
+    again.add_argument("--list", action="store_true", help="list the claims")
+    again.add_argument("--render", action="store_true", help="write docs/reproductions.md from the results files")
+    again.add_argument("--check", action="store_true", help="exit 1, one line per problem, when docs/"
+                       "reproductions.md is out of date or a results file lacks its command or seeds")
+    again.set_defaults(func=_reproduce)
     for command in commands.choices.values():  # --debug also after the command's name
         command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks")
     return parser

@@ -159,6 +159,8 @@ EXPERIMENTS = {
                        "quality, RMSE and calibration (the PF-RNN paper's AIR; PF-GRU, LSTM, GRU by --set)"),
     "pfrnn-pm25": Entry(CONFIG_DIR / "pfrnn_pm25.toml", "PF-LSTM (K=20, H=50) predicting hourly Beijing PM2.5, "
                         "RMSE and calibration (the PF-RNN paper's PM; PF-GRU, LSTM, GRU by --set)"),
+    "pfrnn-regimes": Entry(CONFIG_DIR / "pfrnn_regimes.toml", "PF-LSTM on a regime-switching source with a known "
+                           "law: exact NLPD and CRPS of the one-step predictive (LSTM-43, GRU-46 by --set)"),
     "pfrnn-vowels": Entry(CONFIG_DIR / "pfrnn_vowels.toml", "PF-LSTM (K=20, H=50) classifying the speaker of "
                           "JapaneseVowels utterances (needs sktime; PF-GRU, LSTM, GRU by --set)"),
     "gru-jsb": Entry(CONFIG_DIR / "gru_jsb.toml", "deterministic GRU baseline on JSB (the SRNN paper's RNN row; "

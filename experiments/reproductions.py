@@ -1,0 +1,223 @@
+"""``ppl-models reproduce``: run a claim of :data:`experiments.claims.CLAIMS` for its seeds, render
+``docs/reproductions.md`` from the results files, and check the page and the files' provenance.
+
+:func:`reproduce` trains the claim's members for each seed into ``<run_dir>/seed-<N>/<label>`` through
+:func:`experiments.compare.run_suite` (finished runs are kept, interrupted ones resume) and writes
+``docs/results/reproduce_<claim>.json`` (:func:`reproduction_file`) in the ``reproduce/1`` shape:
+``commands``, ``seeds``, ``commit``, ``machine``, ``wall_seconds`` and, per label, one record per seed
+(the run's test metrics, ``best_epoch``, ``epochs``, ``seconds``). Once it exists it is the claim's
+evidence in place of the earlier studies' files, which other pages quote and which are never overwritten.
+:func:`render` is the one renderer of the page; :func:`check` compares it with the committed page.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import time
+from pathlib import Path
+
+import torch
+
+from inference.io import read_jsonl, write_json, write_text
+
+from . import compare
+from .claims import CLAIMS, PAPERS, REPRODUCE_FORMAT, Claim, Reading, provenance_problems
+
+__all__ = ["RESULTS_DIR", "PAGE", "reproduction_file", "reproduce", "load_results", "row", "render", "write_page",
+           "check", "listing"]
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+RESULTS_DIR = REPO_ROOT / "docs" / "results"
+PAGE = REPO_ROOT / "docs" / "reproductions.md"
+
+
+def reproduction_file(name: str) -> str:
+    """The file name under ``docs/results/`` of claim ``name``'s reproduction."""
+    return f"reproduce_{name.replace('-', '_')}.json"
+
+
+def _claim(name: str) -> Claim:
+    if name not in CLAIMS:
+        raise ValueError(f"claim must be one of {sorted(CLAIMS)}, got {name!r}")
+    return CLAIMS[name]
+
+
+def reproduce(name: str, seeds: int | None = None, run_dir: str | Path | None = None,
+              results_dir: str | Path = RESULTS_DIR, device: str | None = None) -> Path:  # fmt: skip
+    """Train claim ``name``'s members for its first ``seeds`` seeds (default all) and write its results file."""
+    claim = _claim(name)
+    if claim.not_run:
+        raise ValueError(f"claim {name!r} is not run here: {claim.not_run}")
+    if claim.manual:
+        raise ValueError(f"claim {name!r} is not rerun by reproduce: {claim.manual}")
+    members = claim.members
+    chosen = tuple(range(seeds)) if seeds is not None else claim.seeds
+    root = Path(run_dir or f"runs/reproduce-{name}")
+    start = time.perf_counter()
+    results: dict[str, dict] = {label: {"runs": []} for label, _, _ in members}
+    commands = []
+    for seed in chosen:
+        seeded = tuple((label, experiment, (*overrides, f"seed={seed}", f"train.seed={seed}"))
+                       for label, experiment, overrides in members)  # fmt: skip
+        folder = root / f"seed-{seed}"
+        commands += [_command(experiment, overrides, compare.member_folder(folder, label))
+                     for label, experiment, overrides in seeded]  # fmt: skip
+        summary = compare.run_suite(seeded, folder, device=device)
+        for label, _, _ in members:
+            results[label]["runs"].append({"seed": seed, **_run_record(compare.member_folder(folder, label),
+                                                                       summary[label])})
+    record = {"format": REPRODUCE_FORMAT, "claim": name, "commands": commands, "seeds": list(chosen),
+              "commit": _commit(), "machine": _machine(device), "wall_seconds": time.perf_counter() - start,
+              "results": results}  # fmt: skip
+    path = Path(results_dir) / reproduction_file(name)
+    write_json(path, record)
+    return path
+
+
+def _command(experiment: str, overrides: tuple, folder: Path) -> str:
+    sets = " ".join(f"--set '{override}'" for override in overrides)
+    return f"ppl-models train {experiment} --run-dir {folder} {sets}".strip()
+
+
+def _run_record(folder: Path, row: dict) -> dict:
+    """A finished run's test metrics (its comparison row and ``metrics.json``'s numbers) and its budget."""
+    metrics = json.loads((folder / "metrics.json").read_text())
+    record = {k: v for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    record.update({k: v for k, v in row.items() if v is not None})
+    epochs = [r for r in read_jsonl(folder / "metrics.jsonl")] if (folder / "metrics.jsonl").is_file() else []
+    validated = [r for r in epochs if r.get("valid_bound_per_step") is not None]
+    if validated:
+        record["best_epoch"] = max(validated, key=lambda r: r["valid_bound_per_step"])["epoch"]
+    if epochs:
+        record["epochs"] = epochs[-1]["epoch"]
+        record["seconds"] = sum(r.get("seconds", 0.0) for r in epochs)
+    return record
+
+
+def _commit() -> str:
+    try:
+        done = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=REPO_ROOT, check=False)
+    except OSError:
+        return "unknown"
+    return done.stdout.strip() if done.returncode == 0 and done.stdout.strip() else "unknown"
+
+
+def _machine(device: str | None) -> dict:
+    return {"platform": platform.platform(), "cpu_count": os.cpu_count(), "torch": torch.__version__,
+            "device": device or ("cuda" if torch.cuda.is_available() else "cpu")}  # fmt: skip
+
+
+def load_results(results_dir: str | Path = RESULTS_DIR) -> dict[str, dict]:
+    """Every results file a claim names, and every reproduction, that exists: ``{file name: data}``."""
+    names = {name for claim in CLAIMS.values() for name in claim.results} | set(map(reproduction_file, CLAIMS))
+    return {name: json.loads((Path(results_dir) / name).read_text()) for name in sorted(names)
+            if (Path(results_dir) / name).is_file()}  # fmt: skip
+
+
+def _stat(stat) -> str:
+    sd = "" if stat.sd is None else f" ± {stat.sd:.2g}"
+    return f"{stat.mean:.4g}{sd} (n={len(stat.values)})"
+
+
+def _budget(budget) -> str:
+    parts = []
+    if budget.epochs:
+        parts.append(f"epochs {_ints(budget.epochs)}")
+    parts.append(f"best epoch {_ints(budget.best_epochs)}" if budget.best_epochs else "best epoch not recorded")
+    parts.append(f"{budget.trials} tuning trial{'s' if budget.trials != 1 else ''}" if budget.trials is not None
+                 else "tuning trials not recorded")  # fmt: skip
+    if budget.wall_s is not None:
+        parts.append(f"{budget.wall_s:,.0f} s of training in all")
+    return f"{budget.model}: " + ", ".join(parts)
+
+
+def _ints(values) -> str:
+    return ", ".join(str(v) for v in values)
+
+
+def _cell(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def row(name: str, claim: Claim, files: dict[str, dict]) -> tuple[str, str, str, str]:
+    """The rendered ours, budgets, rule and verdict of one claim (``files``: loaded results files)."""
+    if claim.not_run:
+        return "not run", "-", claim.rule.text, f"not run: {claim.not_run}"
+    used = _evidence(name, claim, files)
+    missing = [f for f in used if f not in files]
+    if not used or missing:
+        why = claim.incomplete or f"no results file ({', '.join(missing)})"
+        return "no file", "-", claim.rule.text, f"evidence incomplete: {why}"
+    reading: Reading = claim.read({f: files[f] for f in used})
+    ours = "<br>".join(f"{model}: {_stat(stat)}" for model, stat in reading.figures.items())
+    budgets = "<br>".join(_budget(b) for b in reading.budgets) or "-"
+    problems = [p for f in used for p in provenance_problems(f, files[f])]
+    verdict = ("evidence incomplete: " + "; ".join(problems)) if problems else claim.rule.decide(reading)
+    return ours, budgets, claim.rule.text, verdict
+
+
+def _evidence(name: str, claim: Claim, files: dict) -> tuple[str, ...]:
+    """The files a claim's row reads: its reproduction once there is one, else its earlier studies' files."""
+    return (reproduction_file(name),) if reproduction_file(name) in files else claim.results
+
+
+def render(results_dir: str | Path = RESULTS_DIR) -> str:
+    """The text of ``docs/reproductions.md``: one table per paper, every figure read from its results file."""
+    files = load_results(results_dir)
+    lines = ["# Reproductions", "",
+             "Each paper's headline claims, what tests them here, our figures read from their results files under "
+             "`docs/results/` and the verdict of each claim's rule. This page is generated by "
+             "`ppl-models reproduce --render` (never edited by hand); `ppl-models reproduce --check` fails when it "
+             "is out of date. Rerun a claim with `ppl-models reproduce NAME [--seeds N] [--run-dir DIR]`; "
+             "`ppl-models reproduce --list` lists them.", "",
+             "Ours: mean ± sample sd over n seeds (over folds where the metric says so). A comparison is met "
+             "only when the lead exceeds the seeds' spread, on at least 3 seeds, with every compared model's best "
+             "epoch before its last.", ""]
+    for paper, title in PAPERS.items():
+        lines += [f"## {title}", "", "| claim | paper's figure | our metric | tested by | ours | budgets | rule | "
+                  "verdict |", "|---|---|---|---|---|---|---|---|"]
+        for name, claim in CLAIMS.items():
+            if claim.paper != paper:
+                continue
+            ours, budgets, rule, verdict = row(name, claim, files)
+            files_text = ", ".join(f"[{f}](results/{f})" for f in _evidence(name, claim, files) if f in files)
+            tested = ", ".join(f"`{t}`" for t in claim.tests) or "-"
+            cells = [f"**{name}**: {claim.claim}", claim.paper_figure, claim.metric,
+                     tested + (f"; {files_text}" if files_text else ""), ours, budgets, rule, verdict]
+            lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def check(results_dir: str | Path = RESULTS_DIR, page: str | Path = PAGE) -> list[str]:
+    """Problems, one line each: the page differs from a fresh render, or a results file lacks command or seeds."""
+    problems = []
+    page = Path(page)
+    if not page.is_file():
+        problems.append(f"{page.name} is missing: run ppl-models reproduce --render")
+    elif page.read_text() != render(results_dir):
+        problems.append(f"{page.name} differs from a fresh render: run ppl-models reproduce --render")
+    files = load_results(results_dir)
+    used = {f for name, claim in CLAIMS.items() if not claim.not_run for f in _evidence(name, claim, files)}
+    for name in sorted(used & set(files)):
+        problems += provenance_problems(name, files[name])
+    return problems
+
+
+def listing() -> str:
+    """One line per claim: name, paper, claim, and what runs it (or why it is not run)."""
+    lines = []
+    for name, claim in CLAIMS.items():
+        how = (f"not run: {claim.not_run}" if claim.not_run else f"rerun by hand: {claim.manual}" if claim.manual
+               else "runs " + ", ".join(sorted({e for _, e, _ in claim.members})) + f"; seeds {_ints(claim.seeds)}")
+        lines.append(f"{name:<28} [{claim.paper}] {claim.claim} ({how})")
+    return "\n".join(lines)
+
+
+def write_page(results_dir: str | Path = RESULTS_DIR, page: str | Path = PAGE) -> Path:
+    """Render the page into ``page``."""
+    write_text(Path(page), render(results_dir))
+    return Path(page)

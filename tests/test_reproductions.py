@@ -1,0 +1,165 @@
+"""The claims registry and ``ppl-models reproduce``: the page is current, every row traces to its file."""
+
+import json
+import shutil
+import statistics
+from pathlib import Path
+
+import pytest
+
+from experiments import claims, reproductions
+from experiments.claims import CLAIMS, Beats, Budget, Claim, Reading, Stat, Within
+from experiments.cli import main
+from experiments.registry import EXPERIMENTS, SUITES
+
+RESULTS = Path(__file__).resolve().parent.parent / "docs" / "results"
+
+
+def _json(name):
+    return json.loads((RESULTS / name).read_text())
+
+
+def test_committed_page_is_current_and_files_have_provenance(capsys):
+    assert main(["reproduce", "--check"]) == 0, capsys.readouterr().out
+
+
+def test_every_claim_names_its_evidence_or_why_not():
+    for name, claim in CLAIMS.items():
+        assert claim.paper in claims.PAPERS, name
+        assert all(t in EXPERIMENTS or t in SUITES for t in claim.tests), (name, claim.tests)
+        assert all(experiment in EXPERIMENTS for _, experiment, _ in claim.members), name
+        if claim.not_run:
+            continue
+        if not claim.manual:  # reproduce can rerun it, and its rule reads the labels the rerun writes
+            assert set(claim.rule.models) <= {label for label, _, _ in claim.members}, name
+        if not claim.results:
+            assert claim.incomplete, f"{name}: neither a results file nor a reason"
+        for file in claim.results:
+            assert (RESULTS / file).is_file(), f"{name}: docs/results/{file} does not exist"
+    assert {claim.paper for claim in CLAIMS.values()} == set(claims.PAPERS)
+
+
+def _psrnn(name, labels, key="test_mse"):
+    data = _json(name)["results"]
+    return {shown: [run[key] for run in data[label]["runs"]] for label, shown in labels.items()}
+
+
+PSRNN = {"psrnn": "PSRNN", "rnn": "RNN", "gru": "GRU", "lstm": "LSTM"}
+LSTM_FULL = "input per step + recurrent per sequence + output (new 'full') | Model 1"
+#: each claim's figures read straight from its JSON file, independently of the claim's reader
+EXPECTED = {
+    "srnn-jsb": lambda: {"SRNN": [_json("srnn_jsb_issue21.json")["runs"][f"base-s{s}"]["runner_test_per_step"]["elbo"]
+                                  for s in range(3)]},
+    "smct-coverage": lambda: {
+        "SMC-T M=10": [_json("smct_synthetic_coverage.json")["results"]["Model I"]["share_in_true_80"]],
+        "LSTM d=64 dropout 0.5": [f["share_in_80"] for f in
+                                  _json("smct_mcdropout_full.json")["results"][LSTM_FULL]["per_fold"].values()]},
+    "smct-dropout-mse": lambda: {
+        "LSTM d=64 dropout 0.5": [f["predictive_mse"] for f in
+                                  _json("smct_mcdropout_full.json")["results"][LSTM_FULL]["per_fold"].values()],
+        "SMC-T M=10": [_json("smct_synthetic_coverage.json")["results"]["Model I"]["predictive_mse"]]},
+    "smct-covid": lambda: {"SMC-T M=10": [
+        row["per_seed"][str(s)]["coverage_0.8"] for row in _json("smct_covid_calibration.json")["rows"]
+        if (row["transform"], row["em_iterations"], row["recalibration"]) == ("none", 0, "none")
+        for s in row["training_seeds"]]},
+    "pfrnn-maze10": lambda: {name: [_json("pfrnn_paper_maze10_cpu.json")["runs"][name]["test_at_epoch_30"]
+                                    ["last_step_mse"]] for name in ("PF-LSTM-P30", "LSTM-80", "GRU-86")},
+    "pflstm-multimodal": lambda: {
+        shown: [_json("pfrnn_regimes.json")["runs"][f"{key}_s{s}"]["metrics"]["nlpd"] for s in range(3)]
+        for key, shown in (("pflstm", "PF-LSTM"), ("lstm43", "LSTM-43"), ("gru46", "GRU-46"))},
+    "psrnn-swimmer-150": lambda: _psrnn("psrnn_ablation_swimmer.json", PSRNN, "last_epoch_test_mse"),
+    "psrnn-swimmer-300": lambda: _psrnn("psrnn_swimmer_300_epochs_seeds.json", PSRNN),
+    "psrnn-swimmer-paper-split": lambda: _psrnn("psrnn_paper_protocol_seeds.json", PSRNN),
+    "psrnn-layers": lambda: {**_psrnn("psrnn_layers_rank_seeds.json", {"layers2": "2 layers"}),
+                             **_psrnn("psrnn_ablation_swimmer.json", {"psrnn": "1 layer"})},
+    "psrnn-rank": lambda: {**_psrnn("psrnn_layers_rank_seeds.json", {f"rank{r}": f"rank {r}" for r in (5, 10, 20, 40)}),
+                           **_psrnn("psrnn_ablation_swimmer.json", {"psrnn": "PSRNN"})},
+    "psrnn-ring": lambda: _psrnn("psrnn_ring_seeds.json", {f"{m}-n20": shown for m, shown in PSRNN.items()}),
+}
+
+
+def test_rendered_rows_equal_the_files():
+    claims_with_files = {name for name, claim in CLAIMS.items() if claim.results and not claim.not_run}
+    assert claims_with_files == set(EXPECTED)
+    page = (RESULTS.parent / "reproductions.md").read_text()
+    rows = {line.split("**")[1]: line for line in page.splitlines() if line.startswith("| **")}
+    assert set(rows) == set(CLAIMS)
+    for name, expected in EXPECTED.items():
+        for model, values in expected().items():
+            mean = statistics.fmean(values)
+            sd = f" ± {statistics.stdev(values):.2g}" if len(values) > 1 else ""
+            assert f"{model}: {mean:.4g}{sd} (n={len(values)})" in rows[name], (name, model)
+    for name, claim in CLAIMS.items():
+        if claim.not_run:
+            assert f"not run: {' '.join(claim.not_run.split())}" in rows[name]
+        elif name not in EXPECTED:
+            assert "evidence incomplete" in rows[name], name
+
+
+def test_beats_decides_by_the_seeds_spread_and_the_budget():
+    rule = Beats("A", ("B",))  # lower is better
+    done = (Budget("A", (10,) * 3, (5,) * 3), Budget("B", (10,) * 3, (6,) * 3))
+    # A: mean 1, sd 0.1; B: mean 1.5 (lead 0.5 > sd) / 1.05 (lead 0.05 within sd) / 2 seeds only
+    assert rule.decide(Reading({"A": Stat((0.9, 1.0, 1.1)), "B": Stat((1.4, 1.5, 1.6))}, done)) == "met"
+    assert rule.decide(Reading({"A": Stat((0.9, 1.0, 1.1)), "B": Stat((0.95, 1.05, 1.15))}, done)) == "tie with B"
+    assert rule.decide(Reading({"A": Stat((1.4, 1.5, 1.6)), "B": Stat((0.9, 1.0, 1.1))}, done)).startswith("not met")
+    assert "fewer than 3 seeds" in rule.decide(Reading({"A": Stat((1.0, 1.1)), "B": Stat((2.0, 2.1, 2.2))}, done))
+    improving = (done[0], Budget("B", (10,) * 3, (6, 10, 7)))
+    assert "B still improving" in rule.decide(Reading({"A": Stat((0.9, 1.0, 1.1)), "B": Stat((1.4, 1.5, 1.6))},
+                                                      improving))
+    assert Stat((0.9, 1.0, 1.1)).sd == pytest.approx(0.1)
+
+
+def test_within_compares_with_the_papers_figure():
+    rule = Within("A", -4.74, 0.1)  # higher is better
+    assert rule.decide(Reading({"A": Stat((-4.8, -4.7))})) == "met"  # mean -4.75
+    assert rule.decide(Reading({"A": Stat((-6.9,))})) == "missed by 2.16"
+
+
+def test_check_reports_a_stale_page_and_missing_seeds(tmp_path):
+    for name in reproductions.load_results():
+        shutil.copy(RESULTS / name, tmp_path / name)
+    page = tmp_path / "reproductions.md"
+    reproductions.write_page(tmp_path, page)
+    assert reproductions.check(tmp_path, page) == []
+    data = json.loads((tmp_path / "psrnn_ring_seeds.json").read_text())
+    del data["seeds"]
+    (tmp_path / "psrnn_ring_seeds.json").write_text(json.dumps(data))
+    problems = reproductions.check(tmp_path, page)
+    assert problems == ["reproductions.md differs from a fresh render: run ppl-models reproduce --render",
+                        "docs/results/psrnn_ring_seeds.json: no 'seeds' (or 'seed') field"]
+    assert "evidence incomplete" in reproductions.render(tmp_path).split("**psrnn-ring**")[1].splitlines()[0]
+
+
+def test_reproduce_runs_each_seed_resumably_and_records_provenance(tmp_path, monkeypatch):
+    tiny = Claim("psrnn", "a tiny LGSSM run", "-", "test MSE", ("lgssm-demo",), (0, 1), Within("LGSSM", 0.0, 1.0),
+                 members=(("LGSSM", "lgssm-demo", ("train.epochs=1", "data.num_train=8", "data.num_steps=10",
+                                                   "evaluate.num_particles=10", "evaluate.iwae_particles=5",
+                                                   "evaluate.predictive_samples=10")),),
+                 incomplete="not run yet")  # fmt: skip
+    monkeypatch.setitem(CLAIMS, "tiny", tiny)
+    runs, out = tmp_path / "runs", tmp_path / "results"
+    reproductions.reproduce("tiny", 1, runs, results_dir=out)
+    first = json.loads((runs / "seed-0" / "lgssm" / "metrics.json").read_text())
+    path = reproductions.reproduce("tiny", 2, runs, results_dir=out)  # seed 0 is kept, seed 1 trained
+    assert json.loads((runs / "seed-0" / "lgssm" / "metrics.json").read_text()) == first
+    record = json.loads(path.read_text())
+    assert record["seeds"] == [0, 1] and len(record["commands"]) == 2
+    assert "--set 'seed=1' --set 'train.seed=1'" in record["commands"][1]
+    assert set(record["machine"]) == {"platform", "cpu_count", "torch", "device"} and record["commit"]
+    assert record["wall_seconds"] > 0
+    runs_read = record["results"]["LGSSM"]["runs"]
+    assert [r["seed"] for r in runs_read] == [0, 1] and runs_read[0]["test_mse"] == first["mse"]
+    assert path.name == "reproduce_tiny.json"
+    assert tiny.read({path.name: record}).figures["LGSSM"].values == (first["mse"], runs_read[1]["test_mse"])
+    ours, _, _, verdict = reproductions.row("tiny", tiny, {path.name: record})
+    assert "LGSSM: " in ours and "n=2" in ours and verdict == "met"
+    assert [r["epochs"] for r in runs_read] == [1, 1] and [r["best_epoch"] for r in runs_read] == [1, 1]
+
+
+def test_reproduce_refuses_bad_input_in_one_line(capsys):
+    assert main(["reproduce", "srnn-speech"]) == 2
+    assert main(["reproduce", "no-such-claim"]) == 2
+    assert main(["reproduce", "--list", "--render"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 3 and "not run here" in err[0] and "claim must be one of" in err[1]
