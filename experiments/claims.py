@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from .registry import SUITES
 
@@ -77,22 +78,20 @@ class Reading:
     budgets: tuple[Budget, ...] = ()
 
 
-class Rule:
-    """Decides a verdict from a :class:`Reading`; ``text`` says the rule in words."""
-
-    text: str
+class Rule(Protocol):
+    """Decides a verdict from a :class:`Reading`: ``text`` says the rule in words, ``models`` the labels it reads."""
 
     @property
-    def models(self) -> tuple[str, ...]:
-        """The models the rule reads (labels of the claim's members)."""
-        raise NotImplementedError
+    def text(self) -> str: ...
 
-    def decide(self, reading: Reading) -> str:
-        raise NotImplementedError
+    @property
+    def models(self) -> tuple[str, ...]: ...
+
+    def decide(self, reading: Reading) -> str: ...
 
 
 @dataclass(frozen=True)
-class Within(Rule):
+class Within:
     """Ours (``model``'s mean) within ``tolerance`` of the paper's ``paper`` figure, or better than it."""
 
     model: str
@@ -118,7 +117,7 @@ class Within(Rule):
 
 
 @dataclass(frozen=True)
-class Beats(Rule):
+class Beats:
     """``model`` better than each of ``others`` by more than the seeds' spread (the larger sd); within it, a tie.
 
     Fewer than ``min_seeds`` seeds, or a compared model whose best epoch is its last, leave it undecided.
@@ -325,6 +324,7 @@ def _two_files(first: str, first_labels: dict, second: str, second_labels: dict,
 
 
 def _only(name: str, labels: dict, epochs: int | None = None, last_key: str | None = None):
+    """A :func:`seed_runs` reader of the one file ``name`` (test MSE, or ``last_key``)."""
     reader = seed_runs("test_mse", labels, epochs, last_key)
     return lambda files: reader(files[name])
 
