@@ -2,7 +2,7 @@
 
 from .evaluation import Evaluation, evaluate
 from .forecast import forecast
-from .particle_filter import GRADIENT_MODES, FilterResult, ParticleFilter, ParticleModel, Step
+from .particle_filter import GRADIENT_MODES, FilterFailed, FilterResult, ParticleFilter, ParticleModel, Step
 from .pointwise import PosteriorPredictive, posterior_predictive
 from .protocol import (
     CAPABILITIES,
@@ -37,6 +37,7 @@ __all__ = [
     "posterior_predictive",
     "GRADIENT_MODES",
     "FilterResult",
+    "FilterFailed",
     "ParticleFilter",
     "ParticleModel",
     "Step",

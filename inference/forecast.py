@@ -12,7 +12,7 @@ from __future__ import annotations
 import pyro
 import torch
 
-from .particle_filter import FilterResult
+from .particle_filter import FilterResult, particle_option
 from .resampling import gather_particles
 from .validation import check_positive_int
 
@@ -38,7 +38,7 @@ def forecast(
     """Sample ``[S, B, H, D]`` continuations of the sequences the filter has seen.
 
     Args:
-        model: the particle model the filter ran (it must have ``simulate``).
+        model: the particle model the filter ran (it must declare ``simulate`` in its ``particle_options``).
         result: the :class:`FilterResult` of that run.
         horizon: ``H``, steps to forecast.
         num_samples: ``S``, forecast paths per sequence.
@@ -50,8 +50,7 @@ def forecast(
     """
     check_positive_int(horizon, name="horizon")
     check_positive_int(num_samples, name="num_samples")
-    if not hasattr(model, "simulate"):  # optional in the particle-model interface: only forecasts need it
-        raise ValueError("forecast needs a model with a simulate(state, t, context) method")
+    simulate = particle_option(model, "simulate", needed_for="forecast")
     if not isinstance(result, FilterResult):  # its context may be None: a model's context is optional
         raise ValueError("result must be the FilterResult of ParticleFilter.run on this model")
     picks = pick_particles(result, num_samples, generator)  # [S, B]
@@ -59,6 +58,6 @@ def forecast(
     draws = []
     with pyro.validation_enabled(False):  # as in the filter: zero noise scales (deterministic limits) are allowed
         for h in range(horizon):
-            state, x_t = model.simulate(state, result.num_steps_total + h, result.context)
+            state, x_t = simulate(state, result.num_steps_total + h, result.context)
             draws.append(x_t)
     return torch.stack(draws, dim=2)

@@ -13,15 +13,22 @@ A *particle model* is any object with two methods (see :class:`ParticleModel`):
   sampled without a gradient path (``sample`` rather than ``rsample``) and
   ``log_joint`` is required; otherwise ``log_joint`` may be ``None``.
 
-and optionally ``simulate(state, t, context) -> (state, x_t)``, a draw from the
-model one step ahead, used for predictive samples and forecasts, and
+and optionally (:data:`PARTICLE_OPTIONS`) ``simulate(state, t, context) -> (state, x_t)``,
+a draw from the model one step ahead, used for predictive samples and forecasts, and
 ``predict_mean(state, t, context) -> [K, B, D]``, the mean of ``x_t`` given each
-particle, used for one-step predictive means (note probabilities, for instance).
+particle, used for one-step predictive means (note probabilities, for instance). A model
+declares the optional methods it defines in its class attribute ``particle_options``
+(``frozenset({"simulate", "predict_mean"})``; none when absent); the filter and forecasts
+read that declaration (:func:`particle_option`).
 
 Models written as distribution-returning modules get these methods from
 :class:`inference.state_space.MarkovStateSpace`; Pyro ``init``/``step``
 programs in the style of ``pyro.infer.SMCFilter`` get them from
 :class:`inference.pyro_programs.PyroProgramModel`.
+
+A run that fails (a NaN or ``+inf`` incremental log-weight at a valid step) raises
+:class:`FilterFailed`, a ``ValueError`` naming the step and the sequence, as Pyro's
+``SMCFailed`` is one for ``SMCFilter``.
 
 The filter resamples (adaptively, per sequence) *before* each propagation, so the
 final particle set stays weighted. It accumulates the log-evidence estimate
@@ -67,9 +74,24 @@ from .validation import (
     value_checks_enabled,
 )
 
-__all__ = ["Step", "ParticleModel", "ParticleFilter", "FilterResult", "GRADIENT_MODES"]
+__all__ = ["Step", "ParticleModel", "ParticleFilter", "FilterResult", "FilterFailed", "GRADIENT_MODES",
+           "PARTICLE_OPTIONS", "particle_option"]  # fmt: skip
 
 GRADIENT_MODES = ("reparam", "soft", "stop_weights")
+#: the optional methods of the particle-model interface -> their signature; a model lists those it defines
+#: in ``particle_options``
+PARTICLE_OPTIONS = {
+    "simulate": "simulate(state, t, context) -> (state, x_t)",
+    "predict_mean": "predict_mean(state, t, context) -> [K, B, D]",
+}
+
+
+class FilterFailed(ValueError):
+    """A particle-filter run failed: a NaN or ``+inf`` incremental log-weight at a valid step.
+
+    The message names the first failed step and sequence (``x[b, t]``) and the likely cause. A
+    ``ValueError``, as Pyro's ``SMCFailed`` is, so code that catches bad values catches it too.
+    """
 
 
 class Step(NamedTuple):
@@ -86,11 +108,43 @@ class Step(NamedTuple):
 class ParticleModel(Protocol):
     """The interface the filter drives; see the module docstring."""
 
+    #: the optional methods it defines (keys of :data:`PARTICLE_OPTIONS`); a model without the attribute has none
+    particle_options: frozenset[str] = frozenset()
+
     def start(self, x: torch.Tensor, mask: torch.Tensor, num_particles: int) -> tuple[dict, Any]: ...
 
     def step(
         self, state: dict, t: int, x_t: torch.Tensor, context: Any, *, reparameterize: bool = True
     ) -> Step: ...
+
+
+def particle_option(model, name: str, *, needed_for: str | None = None):
+    """The optional method ``name`` (a key of :data:`PARTICLE_OPTIONS`) of a particle model that declares it.
+
+    Raises ``ValueError`` naming the model and the method when its ``particle_options`` do not
+    declare ``name`` (``needed_for``: what asked for it, for the message), and ``TypeError`` when
+    they declare it but the model defines no such method.
+    """
+    declared = _declared_options(model)
+    if name not in declared:
+        asker = f"{needed_for} needs" if needed_for else "this call needs"
+        raise ValueError(f"{asker} {PARTICLE_OPTIONS[name]}, which {type(model).__name__} does not declare in "
+                         f"its particle_options ({sorted(declared)})")
+    return getattr(model, name)
+
+
+def _declared_options(model) -> frozenset[str]:
+    """``model.particle_options``, checked: known names, each a method the model defines."""
+    declared = getattr(model, "particle_options", frozenset())
+    name = type(model).__name__
+    if not isinstance(declared, (set, frozenset)) or not declared <= PARTICLE_OPTIONS.keys():
+        raise TypeError(f"{name}.particle_options must be a frozenset of {sorted(PARTICLE_OPTIONS)}, "
+                        f"got {declared!r}")
+    for option in sorted(declared):
+        if not callable(getattr(model, option, None)):
+            raise TypeError(f"{name} declares {option!r} in its particle_options but defines no method "
+                            f"{PARTICLE_OPTIONS[option]}")
+    return declared
 
 
 @dataclass
@@ -272,12 +326,16 @@ class ParticleFilter:
                 every step (memory ``O(T B state)``, with their gradient path), for
                 :attr:`FilterResult.means` and :meth:`FilterResult.filtered_mean`.
             predictive_samples: ``S > 0`` draws ``S`` one-step-ahead predictive
-                samples of ``x_t`` per step; needs ``model.simulate``.
+                samples of ``x_t`` per step; needs ``simulate`` in ``model.particle_options``.
             predictive_mean: record ``E[x_t | x_{<t}]``, the weighted mean over particles of
-                ``model.predict_mean`` before step ``t``'s observation is weighed in.
+                ``model.predict_mean`` (declared in ``model.particle_options``) before step ``t``'s
+                observation is weighed in.
             initial_log_weights: ``[K, B]`` weights of the state ``model.start`` returns, to
                 continue a filter from its final particle set (truncated BPTT). The set is
                 then resampled before the first step, as before any other; default uniform.
+
+        Raises:
+            FilterFailed: a NaN or ``+inf`` incremental log-weight at a valid step (the first is named).
         """
         if not (callable(getattr(model, "start", None)) and callable(getattr(model, "step", None))):
             raise InputTypeError("model must be a particle model with start(x, mask, num_particles) and "
@@ -285,12 +343,12 @@ class ParticleFilter:
                                  f"got {type(model).__name__}")  # fmt: skip
         all_valid = mask is None
         x, mask = check_sequences(x, mask, model=model)
+        _declared_options(model)
         if predictive_samples:
             check_positive_int(predictive_samples, name="predictive_samples")
-            if not hasattr(model, "simulate"):  # optional in the particle-model interface (see module docstring)
-                raise ValueError("predictive_samples > 0 needs a model with a simulate(state, t, context) method")
-        if predictive_mean and not hasattr(model, "predict_mean"):  # optional, as simulate
-            raise ValueError("predictive_mean=True needs a model with a predict_mean(state, t, context) method")
+            particle_option(model, "simulate", needed_for="predictive_samples > 0")
+        if predictive_mean:
+            particle_option(model, "predict_mean", needed_for="predictive_mean=True")
         num_particles = self.num_particles
         batch, steps, _ = x.shape
         stop = self.gradient == "stop_weights"
@@ -421,9 +479,9 @@ def _report_failures(increments: torch.Tensor, lowest: float) -> None:
     ``increments [B, T]`` are the per-step log-evidence increments (0 at padding): NaN or +inf
     where some incremental weight was, ``lowest`` (log K is below its round-off) where every
     one was held there. Checked once after the loop, so the hot loop reads nothing per step;
-    reported as every engine reports them (:mod:`inference.saturation`).
+    reported as every engine reports them (:mod:`inference.saturation`), a failure as :class:`FilterFailed`.
     """
-    raise_failures(~torch.isfinite(increments), what="the model's incremental log-weight",
+    raise_failures(~torch.isfinite(increments), what="the model's incremental log-weight", error=FilterFailed,
                    cause="a model or proposal that cannot score this observation, or whose network overflowed on "
                          "it or on an earlier value of the sequence; rescale the data or use float64")  # fmt: skip
     warn_saturated(increments == lowest, dtype=increments.dtype, what="every particle's log-weight",

@@ -42,6 +42,8 @@ class PyroProgramModel:
         max_plate_nesting: number of plates inside the programs (1: the sequence plate).
     """
 
+    particle_options = frozenset({"simulate", "predict_mean"})
+
     def __init__(self, model: Any, guide: Any = None, *, max_plate_nesting: int = 1):
         for role, obj in (("model", model), ("guide", guide)):
             if obj is not None and not (callable(getattr(obj, "init", None)) and callable(getattr(obj, "step", None))):
@@ -132,6 +134,7 @@ class ParticlePrograms:
     """
 
     guide_proposes: bool = True
+    particle_options = frozenset({"simulate", "predict_mean"})
 
     @property
     def programs(self) -> SimpleNamespace:

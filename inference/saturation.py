@@ -6,7 +6,8 @@ and model treats it the same way. The value is held at the dtype's lowest finite
 (``torch.finfo(dtype).min``), so the result stays finite (an upper bound there), and one
 ``RuntimeWarning`` names the argument, how many valid values fell below the range and where the
 first is. A NaN or ``+inf`` is a failure, not an extreme (a model that cannot score the value, or
-a network that overflowed on it or on an earlier one) and raises one ``ValueError`` naming the first.
+a network that overflowed on it or on an earlier one) and raises one ``ValueError`` naming the first
+(the particle filter's is its subclass :class:`~inference.particle_filter.FilterFailed`).
 
 The particle filter holds its incremental log-weights inside its loop and reports with
 :func:`raise_failures` and :func:`warn_saturated`; exact likelihoods sum their per-step
@@ -43,11 +44,15 @@ def _where(index: tuple[int, ...], name: str) -> str:
 
 
 def raise_failures(failed: torch.Tensor, *, name: str = "x", what: str = "the log-density",
-                   cause: str = _FAILURE) -> None:  # fmt: skip
-    """Raise one ``ValueError`` naming the first true entry of ``failed`` (``[B, T]`` or ``[B]``), if any."""
+                   cause: str = _FAILURE, error: type[ValueError] = ValueError) -> None:  # fmt: skip
+    """Raise one ``error`` naming the first true entry of ``failed`` (``[B, T]`` or ``[B]``), if any.
+
+    ``error``: ``ValueError`` or a subclass (the particle filter's
+    :class:`~inference.particle_filter.FilterFailed`).
+    """
     if bool(failed.any()):
         first = tuple(int(i) for i in failed.nonzero()[0])
-        raise ValueError(f"{what} is NaN or +inf at {_where(first, name)}: {cause}")
+        raise error(f"{what} is NaN or +inf at {_where(first, name)}: {cause}")
 
 
 def warn_saturated(saturated: torch.Tensor, *, dtype: torch.dtype, name: str = "x",

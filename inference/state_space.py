@@ -51,6 +51,7 @@ class MarkovStateSpace(SequenceModel):
 
     uncondition = "free"
     capabilities = frozenset({"programs", "latent", "particles", "predictive", "forecast"})
+    particle_options = frozenset({"simulate", "predict_mean"})
     limitations = {"exact": "the latent states make log p(x) intractable in general: it is scored by ELBO, "
                             "IWAE-K or SMC-K",
                    "generate": "not declared: MarkovStateSpace.generate is right only when context(x, mask) does "

@@ -7,7 +7,8 @@ import pyro.distributions as dist
 import pytest
 import torch
 
-from inference import FilterResult, ParticleFilter, forecast
+from inference import FilterFailed, FilterResult, ParticleFilter, forecast
+from inference.particle_filter import Step
 from inference.pyro_programs import PyroProgramModel
 from ppl_models import LinearGaussianSSM
 
@@ -273,3 +274,55 @@ def test_forecasts_match_the_kalman_predictive_h_steps_ahead():
             torch.testing.assert_close(paths[:, b, h, 0].var(), (C @ cov @ C.T + R)[0, 0], atol=0.08, rtol=0.06)
     with pytest.raises(ValueError, match="horizon"):
         forecast(model, result, horizon=0)
+
+
+class _Walk:
+    """A one-dimensional particle model, unit weights; ``fail_at = (t, b)`` makes that weight NaN."""
+
+    def __init__(self, fail_at=None):
+        self.fail_at = fail_at
+
+    def start(self, x, mask, num_particles):
+        return {"z": x.new_zeros(num_particles, x.shape[0])}, None
+
+    def step(self, state, t, x_t, context, *, reparameterize=True):
+        log_w = torch.zeros_like(state["z"])
+        if self.fail_at is not None and t == self.fail_at[0]:
+            log_w[:, self.fail_at[1]] = math.nan
+        return Step(state, log_w, log_w)
+
+
+class _DeclaresSimulateOnly(_Walk):
+    particle_options = frozenset({"simulate"})
+
+    def simulate(self, state, t, context):
+        return state, state["z"].unsqueeze(-1)
+
+
+class _DeclaresWithoutDefining(_Walk):
+    particle_options = frozenset({"predict_mean"})
+
+
+def test_a_failed_run_raises_filter_failed_naming_the_step_and_sequence():
+    x = torch.zeros(3, 6, 1)
+    with pytest.raises(FilterFailed, match=r"NaN or \+inf at step 4 of sequence 2 \(x\[2, 4\]\)"):
+        ParticleFilter(5).run(_Walk(fail_at=(4, 2)), x)
+    assert issubclass(FilterFailed, ValueError)  # callers catching bad values catch it too
+    mask = torch.arange(6) < torch.tensor([[6], [6], [4]])  # the failure falls on padding: no failure
+    assert ParticleFilter(5).run(_Walk(fail_at=(4, 2)), x, mask).log_evidence.tolist() == [0.0, 0.0, 0.0]
+
+
+def test_optional_methods_are_read_from_the_declared_particle_options():
+    x = torch.zeros(2, 3, 1)
+    result = ParticleFilter(4).run(_DeclaresSimulateOnly(), x, predictive_samples=2)
+    assert torch.equal(result.predictive, torch.zeros(2, 2, 3, 1))  # every particle is 0
+    with pytest.raises(ValueError, match=r"predictive_mean=True needs predict_mean\(state, t, context\).*"
+                                         r"_DeclaresSimulateOnly does not declare"):
+        ParticleFilter(4).run(_DeclaresSimulateOnly(), x, predictive_mean=True)
+    with pytest.raises(ValueError, match=r"predictive_samples > 0 needs simulate.*_Walk does not declare"):
+        ParticleFilter(4).run(_Walk(), x, predictive_samples=2)
+    with pytest.raises(ValueError, match=r"forecast needs simulate.*_Walk does not declare"):
+        forecast(_Walk(), ParticleFilter(4).run(_Walk(), x), horizon=1)
+    with pytest.raises(TypeError, match="_DeclaresWithoutDefining declares 'predict_mean' in its particle_options "
+                                        "but defines no method predict_mean"):
+        ParticleFilter(4).run(_DeclaresWithoutDefining(), x)
