@@ -251,8 +251,8 @@ def provenance_problems(name: str, data: dict) -> list[str]:
 # ---- readers of the earlier studies' files --------------------------------------------------------------------
 
 def _jsb(files: dict) -> Reading:
-    """srnn_jsb_issue21.json: the three seeds of srnn-jsb (runs base-s0..2), test ELBO per step of best.pt."""
-    runs = [files["srnn_jsb_issue21.json"]["runs"][f"base-s{seed}"] for seed in (0, 1, 2)]
+    """srnn_jsb_seeds.json: the three seeds of srnn-jsb (runs base-s0..2), test ELBO per step of best.pt."""
+    runs = [files["srnn_jsb_seeds.json"]["runs"][f"base-s{seed}"] for seed in (0, 1, 2)]
     budget = Budget("SRNN", epochs=tuple(r["epochs"] for r in runs), best_epochs=tuple(r["best_epoch"] for r in runs),
                     trials=1, wall_s=float(sum(r["train_seconds"] for r in runs)))  # fmt: skip
     return Reading({"SRNN": Stat(tuple(r["runner_test_per_step"]["elbo"] for r in runs))}, (budget,))
@@ -351,7 +351,7 @@ CLAIMS: dict[str, Claim] = {
         "Table 2: ELBO >= -4.74 nats per time step on the JSB test set",
         "test ELBO per step of the best-validation checkpoint (1 sample), as the paper's; ours adds dropout 0.5 "
         "on d_t and weight decay 1e-3", ("srnn-jsb",), _SEEDS3, Within("SRNN", -4.74, 0.1),
-        members=(("SRNN", "srnn-jsb", ()),), results=("srnn_jsb_issue21.json",), reader=_jsb,
+        members=(("SRNN", "srnn-jsb", ()),), results=("srnn_jsb_seeds.json",), reader=_jsb,
         metric_key="elbo_per_step"),
     **{f"srnn-{key}": Claim(
         "srnn", f"SRNN (smooth + Res_q) reaches a test ELBO of {figure} nats per step on {title}",
