@@ -26,12 +26,22 @@ from inference.io import read_jsonl, write_json, write_text
 from . import compare
 from .claims import CLAIMS, PAPERS, REPRODUCE_FORMAT, Claim, Reading, provenance_problems
 
-__all__ = ["RESULTS_DIR", "PAGE", "reproduction_file", "reproduce", "load_results", "row", "render", "write_page",
+__all__ = ["project_root", "reproduction_file", "reproduce", "load_results", "row", "render", "write_page",
            "check", "listing"]
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-RESULTS_DIR = REPO_ROOT / "docs" / "results"
-PAGE = REPO_ROOT / "docs" / "reproductions.md"
+
+
+def project_root() -> Path:
+    """The project folder whose ``docs/results`` the claims read: the working directory where it holds one (the
+    package may be installed elsewhere), else the source tree around this module."""
+    for candidate in (Path.cwd(), Path(__file__).resolve().parent.parent):
+        if (candidate / "docs" / "results").is_dir():
+            return candidate
+    raise ValueError(f"no docs/results folder in {Path.cwd()}: run ppl-models reproduce from the project's root")
+
+
+def _results(results_dir: str | Path | None) -> Path:
+    return Path(results_dir) if results_dir is not None else project_root() / "docs" / "results"
 
 
 def reproduction_file(name: str) -> str:
@@ -46,7 +56,7 @@ def _claim(name: str) -> Claim:
 
 
 def reproduce(name: str, seeds: int | None = None, run_dir: str | Path | None = None,
-              results_dir: str | Path = RESULTS_DIR, device: str | None = None) -> Path:  # fmt: skip
+              results_dir: str | Path | None = None, device: str | None = None) -> Path:  # fmt: skip
     """Train claim ``name``'s members for its first ``seeds`` seeds (default all) and write its results file."""
     claim = _claim(name)
     if claim.not_run:
@@ -72,7 +82,7 @@ def reproduce(name: str, seeds: int | None = None, run_dir: str | Path | None = 
     record = {"format": REPRODUCE_FORMAT, "claim": name, "commands": commands, "seeds": list(chosen),
               "commit": _commit(), "machine": _machine(device), "wall_seconds": time.perf_counter() - start,
               "results": results}  # fmt: skip
-    path = Path(results_dir) / reproduction_file(name)
+    path = _results(results_dir) / reproduction_file(name)
     write_json(path, record)
     return path
 
@@ -99,7 +109,8 @@ def _run_record(folder: Path, row: dict) -> dict:
 
 def _commit() -> str:
     try:
-        done = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=REPO_ROOT, check=False)
+        done = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=project_root(),
+                              check=False)  # fmt: skip
     except OSError:
         return "unknown"
     return done.stdout.strip() if done.returncode == 0 and done.stdout.strip() else "unknown"
@@ -110,8 +121,9 @@ def _machine(device: str | None) -> dict:
             "device": device or ("cuda" if torch.cuda.is_available() else "cpu")}  # fmt: skip
 
 
-def load_results(results_dir: str | Path = RESULTS_DIR) -> dict[str, dict]:
+def load_results(results_dir: str | Path | None = None) -> dict[str, dict]:
     """Every results file a claim names, and every reproduction, that exists: ``{file name: data}``."""
+    results_dir = _results(results_dir)
     names = {name for claim in CLAIMS.values() for name in claim.results} | set(map(reproduction_file, CLAIMS))
     return {name: json.loads((Path(results_dir) / name).read_text()) for name in sorted(names)
             if (Path(results_dir) / name).is_file()}  # fmt: skip
@@ -164,7 +176,7 @@ def _evidence(name: str, claim: Claim, files: dict) -> tuple[str, ...]:
     return (reproduction_file(name),) if reproduction_file(name) in files else claim.results
 
 
-def render(results_dir: str | Path = RESULTS_DIR) -> str:
+def render(results_dir: str | Path | None = None) -> str:
     """The text of ``docs/reproductions.md``: one table per paper, every figure read from its results file."""
     files = load_results(results_dir)
     lines = ["# Reproductions", "",
@@ -192,10 +204,10 @@ def render(results_dir: str | Path = RESULTS_DIR) -> str:
     return "\n".join(lines)
 
 
-def check(results_dir: str | Path = RESULTS_DIR, page: str | Path = PAGE) -> list[str]:
+def check(results_dir: str | Path | None = None, page: str | Path | None = None) -> list[str]:
     """Problems, one line each: the page differs from a fresh render, or a results file lacks command or seeds."""
     problems = []
-    page = Path(page)
+    page = Path(page) if page is not None else project_root() / "docs" / "reproductions.md"
     if not page.is_file():
         problems.append(f"{page.name} is missing: run ppl-models reproduce --render")
     elif page.read_text() != render(results_dir):
@@ -217,7 +229,8 @@ def listing() -> str:
     return "\n".join(lines)
 
 
-def write_page(results_dir: str | Path = RESULTS_DIR, page: str | Path = PAGE) -> Path:
-    """Render the page into ``page``."""
-    write_text(Path(page), render(results_dir))
-    return Path(page)
+def write_page(results_dir: str | Path | None = None, page: str | Path | None = None) -> Path:
+    """Render the page into ``page`` (default the project's ``docs/reproductions.md``)."""
+    page = Path(page) if page is not None else project_root() / "docs" / "reproductions.md"
+    write_text(page, render(results_dir))
+    return page
