@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -189,19 +190,47 @@ def render(results_dir: str | Path | None = None) -> str:
              "only when the lead exceeds the seeds' spread, on at least 3 seeds, with every compared model's best "
              "epoch before its last.", ""]
     for paper, title in PAPERS.items():
-        lines += [f"## {title}", "", "| claim | paper's figure | our metric | tested by | ours | budgets | rule | "
-                  "verdict |", "|---|---|---|---|---|---|---|---|"]
-        for name, claim in CLAIMS.items():
-            if claim.paper != paper:
-                continue
-            ours, budgets, rule, verdict = row(name, claim, files)
-            files_text = ", ".join(f"[{f}](results/{f})" for f in _evidence(name, claim, files) if f in files)
-            tested = ", ".join(f"`{t}`" for t in claim.tests) or "-"
-            cells = [f"**{name}**: {claim.claim}", claim.paper_figure, claim.metric,
-                     tested + (f"; {files_text}" if files_text else ""), ours, budgets, rule, verdict]
-            lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
-        lines.append("")
+        lines += [f"## {title}", "", *_paper_table(paper, files), ""]
     return "\n".join(lines)
+
+
+def _paper_table(paper: str, files: dict) -> list[str]:
+    """The Markdown table of one paper's claims (the rows of :func:`render`)."""
+    lines = ["| claim | paper's figure | our metric | tested by | ours | budgets | rule | verdict |",
+             "|---|---|---|---|---|---|---|---|"]
+    for name, claim in CLAIMS.items():
+        if claim.paper != paper:
+            continue
+        ours, budgets, rule, verdict = row(name, claim, files)
+        files_text = ", ".join(f"[{f}](results/{f})" for f in _evidence(name, claim, files) if f in files)
+        tested = ", ".join(f"`{t}`" for t in claim.tests) or "-"
+        cells = [f"**{name}**: {claim.claim}", claim.paper_figure, claim.metric,
+                 tested + (f"; {files_text}" if files_text else ""), ours, budgets, rule, verdict]
+        lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    return lines
+
+
+#: a block of a docs page that the renderer fills with one paper's rows:
+#: ``<!-- claims:PAPER -->`` ... ``<!-- /claims -->``
+CLAIMS_BLOCK = re.compile(r"(<!-- claims:(?P<paper>[\w-]+) -->\n)(?P<body>.*?)(<!-- /claims -->)", re.S)
+
+
+def fill_blocks(text: str, files: dict, where: str = "page") -> str:
+    """``text`` with each :data:`CLAIMS_BLOCK` holding its paper's rendered rows (a model page shows the rows of
+    ``docs/reproductions.md``, never hand-copied numbers)."""
+
+    def fill(match: re.Match) -> str:
+        paper = match.group("paper")
+        if paper not in PAPERS:
+            raise ValueError(f"{where}: <!-- claims:{paper} --> names no paper; expected one of {list(PAPERS)}")
+        return match.group(1) + "\n".join(_paper_table(paper, files)) + "\n" + match.group(4)
+
+    return CLAIMS_BLOCK.sub(fill, text)
+
+
+def _pages_with_blocks(page: Path) -> list[Path]:
+    """The docs pages beside ``page`` that hold a claims block."""
+    return sorted(p for p in page.parent.glob("*.md") if p != page and "<!-- claims:" in p.read_text())
 
 
 def check(results_dir: str | Path | None = None, page: str | Path | None = None) -> list[str]:
@@ -213,6 +242,10 @@ def check(results_dir: str | Path | None = None, page: str | Path | None = None)
     elif page.read_text() != render(results_dir):
         problems.append(f"{page.name} differs from a fresh render: run ppl-models reproduce --render")
     files = load_results(results_dir)
+    for other in _pages_with_blocks(page):
+        if other.read_text() != fill_blocks(other.read_text(), files, other.name):
+            problems.append(f"{other.name}: its claims rows differ from a fresh render: run ppl-models reproduce "
+                            "--render")  # fmt: skip
     used = {f for name, claim in CLAIMS.items() if not claim.not_run for f in _evidence(name, claim, files)}
     for name in sorted(used & set(files)):
         problems += provenance_problems(name, files[name])
@@ -230,7 +263,13 @@ def listing() -> str:
 
 
 def write_page(results_dir: str | Path | None = None, page: str | Path | None = None) -> Path:
-    """Render the page into ``page`` (default the project's ``docs/reproductions.md``)."""
+    """Render the page into ``page`` (default the project's ``docs/reproductions.md``) and the claims blocks of
+    the pages beside it."""
     page = Path(page) if page is not None else project_root() / "docs" / "reproductions.md"
     write_text(page, render(results_dir))
+    files = load_results(results_dir)
+    for other in _pages_with_blocks(page):
+        text = other.read_text()
+        if fill_blocks(text, files, other.name) != text:
+            write_text(other, fill_blocks(text, files, other.name))
     return page

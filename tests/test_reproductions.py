@@ -163,3 +163,22 @@ def test_reproduce_refuses_bad_input_in_one_line(capsys):
     assert main(["reproduce", "--list", "--render"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 3 and "not run here" in err[0] and "claim must be one of" in err[1]
+
+
+def test_claims_blocks_of_other_pages_are_rendered_and_checked(tmp_path):
+    for name in reproductions.load_results():
+        shutil.copy(RESULTS / name, tmp_path / name)
+    page, model = tmp_path / "reproductions.md", tmp_path / "model.md"
+    model.write_text("# A model\n\n<!-- claims:psrnn -->\nold rows\n<!-- /claims -->\n\nmore text\n")
+    reproductions.write_page(tmp_path, page)
+    text = model.read_text()
+    rows = [line for line in text.splitlines() if line.startswith("| **psrnn")]
+    assert rows and all(line in page.read_text() for line in rows)  # the same rows as the reproductions page
+    assert "old rows" not in text and text.endswith("<!-- /claims -->\n\nmore text\n")
+    assert reproductions.check(tmp_path, page) == []
+    model.write_text(text.replace(rows[0], "| **psrnn-typed**: a hand-copied row |"))
+    assert reproductions.check(tmp_path, page) == ["model.md: its claims rows differ from a fresh render: run "
+                                                   "ppl-models reproduce --render"]  # fmt: skip
+    model.write_text("<!-- claims:nope -->\n<!-- /claims -->\n")
+    with pytest.raises(ValueError, match="names no paper"):
+        reproductions.write_page(tmp_path, page)
