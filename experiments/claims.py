@@ -358,7 +358,7 @@ CLAIMS: dict[str, Claim] = {
         f"Table 2: ELBO >= {figure} nats per time step on the {title} test set", "test ELBO per step of best.pt",
         (f"srnn-{key}",), _SEEDS3, Within("SRNN", figure, 0.1), members=(("SRNN", f"srnn-{key}", ()),),
         metric_key="elbo_per_step",
-        incomplete=f"the {title} figures quoted on the SRNN page have no results file with their command and "
+        incomplete=f"the {title} figures in the SRNN development notes have no results file with their command and "
                    f"seeds; rerun with ppl-models reproduce srnn-{key} ({hours} CPU hours per seed)")
        for key, title, figure, hours in (("nottingham", "Nottingham", -2.94, "about 2"),
                                          ("musedata", "MuseData", -6.28, "about 4"),
@@ -370,7 +370,7 @@ CLAIMS: dict[str, Claim] = {
         Beats("SRNN smooth + Res_q", ("SRNN filter",), lower_is_better=False),
         members=tuple((label, "srnn-jsb", overrides) for label, _, overrides in SUITES["srnn-jsb-ablation"].members),
         metric_key="elbo_per_step",
-        incomplete="the JSB ablation table quoted on the SRNN page has no results file; rerun with ppl-models "
+        incomplete="the JSB ablation table in the SRNN development notes has no results file; rerun with ppl-models "
                    "reproduce srnn-ablation (4 members, about 1 CPU hour each per seed)"),
     "srnn-speech": Claim(
         "srnn", "SRNN improves the state of the art on Blizzard and TIMIT by a large margin",
@@ -407,7 +407,7 @@ CLAIMS: dict[str, Claim] = {
         Beats("SMC-T M=30", ("Transformer",)),
         members=(("SMC-T M=30", "smct-ar1", ("objective.num_particles=30", "evaluate.num_particles=30")),
                  ("Transformer", "transformer-ar1", ())),
-        incomplete="the five-fold table quoted on the SMC Transformer page has no results file; rerun with "
+        incomplete="the five-fold table in the SMC Transformer development notes has no results file; rerun with "
                    "ppl-models suite smct-ar1-folds (20 members, about 6 CPU hours)"),
     "smct-covid": Claim(
         "smc-transformer", "on COVID-19 daily deaths the SMC Transformer's 20-day intervals cover the truth",
@@ -438,14 +438,14 @@ CLAIMS: dict[str, Claim] = {
         "last-step MSE of (x, y)", ("pfrnn-paper-ablation", "pfrnn-maze10-ablation"), _SEEDS3,
         Beats("PF-LSTM-P30", ("PF-LSTM-P1",)),
         not_run="11 members at 26 to 78 CPU hours per PF run on the paper's protocol; the own-maze variant's "
-                "figures on the PF-RNN page have no results file"),
+                "figures in the PF-RNN development notes have no results file"),
     **{f"pfrnn-{key}": Claim(
         "pf-rnn", f"PF-LSTM beats an LSTM of the same size on {title}",
         f"Table 3: RMSE {paper}", f"test RMSE of hourly {target} (our split: chronological 70/10/20, the paper's is "
         "not stated)", (f"pfrnn-{key}",), _SEEDS3, Beats("PF-LSTM", ("LSTM-66",)),
         members=(("PF-LSTM", f"pfrnn-{key}", ()),
                  ("LSTM-66", f"pfrnn-{key}", ('model.cell="lstm"', "model.hidden_size=66"))), metric_key="rmse",
-        incomplete=f"the {title} figures quoted on the PF-RNN page have no results file; rerun with ppl-models "
+        incomplete=f"the {title} figures in the PF-RNN development notes have no results file; rerun with ppl-models "
                    f"reproduce pfrnn-{key}")
        for key, title, paper, target in (("air", "air quality (AIR)", "13.12 (PF-LSTM) vs 18.34 (LSTM)", "NO2"),
                                          ("pm25", "Beijing PM2.5 (PM)", "21.23 (PF-LSTM) vs 26.14 (LSTM)",
@@ -482,11 +482,12 @@ CLAIMS: dict[str, Claim] = {
         ("psrnn-swimmer",), _SEEDS3, Beats("PSRNN", ("RNN", "GRU", "LSTM")), members=_psrnn_members("train.epochs=300"),
         results=("psrnn_swimmer_300_epochs_seeds.json",),
         reader=_only("psrnn_swimmer_300_epochs_seeds.json", _PSRNN_MODELS, 300)),
-    "psrnn-swimmer-paper-split": Claim(
-        "psrnn", "PSRNN predicts Swimmer better than RNN, GRU and LSTM on the paper's split",
-        "Figure 4 (Swimmer)", "one-step test MSE, the paper's 20/5 split of one policy file, 150 epochs, best "
-        "validation checkpoint", ("psrnn-swimmer",), _SEEDS3, Beats("PSRNN", ("RNN", "GRU", "LSTM")),
-        members=_psrnn_members("train.epochs=150", "data.paper_split=true"),
+    "psrnn-swimmer-paper-protocol": Claim(
+        "psrnn", "PSRNN predicts Swimmer better than RNN, GRU and LSTM under the paper's training protocol",
+        "Figure 4 (Swimmer)", "one-step test MSE on our split, trained as the paper states (MSE loss, plain SGD at "
+        "learning rate 1, 150 epochs), best validation checkpoint", ("psrnn-swimmer",), _SEEDS3,
+        Beats("PSRNN", ("RNN", "GRU", "LSTM")),
+        members=_psrnn_members("train.epochs=150", "objective.name=mse", 'train.optimizer="sgd"', "train.lr=1.0"),
         results=("psrnn_paper_protocol_seeds.json",),
         reader=_only("psrnn_paper_protocol_seeds.json", _PSRNN_MODELS, 150)),
     "psrnn-layers": Claim(
@@ -522,8 +523,8 @@ CLAIMS: dict[str, Claim] = {
         ("psrnn-swimmer",), _SEEDS3, Beats("PSRNN", ("PSRNN random init",)),
         members=(("PSRNN", "psrnn-swimmer", ("train.epochs=150",)),
                  ("PSRNN random init", "psrnn-swimmer", ('model.init="random"', "train.epochs=150"))),
-        incomplete="the 2SR speed-up and random-start figures on the PSRNN page have no results file; rerun with "
-                   "ppl-models reproduce psrnn-2sr-start"),
+        incomplete="the 2SR speed-up and random-start figures in the PSRNN development notes have no results file; "
+                   "rerun with ppl-models reproduce psrnn-2sr-start"),
     "psrnn-mocap-handwriting-ptb": Claim(
         "psrnn", "PSRNNs outperform the alternatives on Mocap, Handwriting and PTB",
         "Figures 3a and 4: perplexity (PTB) and MSE (Mocap, Handwriting)", "-", (), _SEEDS3,

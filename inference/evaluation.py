@@ -104,6 +104,10 @@ def evaluate(model, x: torch.Tensor, mask: torch.Tensor | None = None, *,
     The one-step predictive comes from the SMC filter when ``smc`` is requested of a particle
     model, else from the model's own ``predictive``. Returns an :class:`Evaluation`.
     """
+    if getattr(model, "conditional", False):
+        raise ValueError(f"model {type(model).__name__} is conditional (it predicts targets y from inputs x); "
+                         "evaluate() judges models of x: score its predictive of y with "
+                         "inference.calibration.calibration_summary")  # fmt: skip
     x, mask = check_sequences(x, mask, model=model)
     estimators = _check_estimators(estimators)
     for name, value in (("num_particles", num_particles), ("iwae_particles", iwae_particles),

@@ -75,6 +75,10 @@ def test_gap_to_a_known_truth_and_bad_arguments():
         evaluate(model, x, estimators=["bogus"])
     with pytest.raises(ValueError, match="num_particles"):
         evaluate(model, x, num_particles=0)
+    from ppl_models import PFRNNPredictor
+
+    with pytest.raises(ValueError, match="PFRNNPredictor is conditional"):
+        evaluate(PFRNNPredictor(3, 1, hidden_size=4, num_particles=2), x)
     with pytest.raises(ValueError, match="standardizer: 2 features"):
         evaluate(model, x, standardizer=Standardizer([0.0, 0.0], [1.0, 2.0], ["a", "b"]))
 

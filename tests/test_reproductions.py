@@ -69,7 +69,7 @@ EXPECTED = {
         for key, shown in (("pflstm", "PF-LSTM"), ("lstm43", "LSTM-43"), ("gru46", "GRU-46"))},
     "psrnn-swimmer-150": lambda: _psrnn("psrnn_ablation_swimmer.json", PSRNN, "last_epoch_test_mse"),
     "psrnn-swimmer-300": lambda: _psrnn("psrnn_swimmer_300_epochs_seeds.json", PSRNN),
-    "psrnn-swimmer-paper-split": lambda: _psrnn("psrnn_paper_protocol_seeds.json", PSRNN),
+    "psrnn-swimmer-paper-protocol": lambda: _psrnn("psrnn_paper_protocol_seeds.json", PSRNN),
     "psrnn-layers": lambda: {**_psrnn("psrnn_layers_rank_seeds.json", {"layers2": "2 layers"}),
                              **_psrnn("psrnn_ablation_swimmer.json", {"psrnn": "1 layer"})},
     "psrnn-rank": lambda: {**_psrnn("psrnn_layers_rank_seeds.json", {f"rank{r}": f"rank {r}" for r in (5, 10, 20, 40)}),
