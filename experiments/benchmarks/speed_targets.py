@@ -1,4 +1,4 @@
-"""Every speed ratio of issue 23 in one run, each beside its target.
+"""Every speed ratio the benchmarks target, in one run, each beside its target.
 
 * PF-LSTM (PF-GRU) layer, one forward and backward pass at ``B = 128``, ``K = 30``, ``T = 80``,
   ``H = 64``, against the ``nn.LSTMCell`` (``nn.GRUCell``) loop at batch ``B K`` and the fused

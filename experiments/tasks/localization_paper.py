@@ -1,6 +1,6 @@
 """The PF-RNN paper's own robot localization protocol (task ``localization-paper``).
 
-Built from the facts of the paper and its public code (issue 20), unlike our variant
+Built from the facts of the paper and its public code, unlike our variant
 :mod:`experiments.tasks.localization` (relative odometry, Gaussian noise, random maze):
 
 * **Maze**: fixed ``N x N`` layouts of unit cells (:data:`LAYOUTS`, top row first): ``1`` a wall
