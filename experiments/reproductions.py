@@ -26,10 +26,13 @@ from inference.io import read_jsonl, write_json, write_text
 
 from . import compare
 from .claims import CLAIMS, PAPERS, REPRODUCE_FORMAT, Claim, Reading, provenance_problems
+from .transfers import TRANSFERS, run_transfer, table, transfer_file
 
-__all__ = ["project_root", "reproduction_file", "reproduce", "load_results", "row", "render", "write_page",
-           "check", "listing"]
+__all__ = ["project_root", "reproduction_file", "reproduce", "member_command", "load_results", "row", "render",
+           "write_page", "check", "listing", "TRANSFER_PREFIX"]
 
+#: a name ``transfer-RECIPE`` given to ``reproduce`` runs :data:`experiments.transfers.TRANSFERS` ``[RECIPE]``
+TRANSFER_PREFIX = "transfer-"
 
 
 def project_root() -> Path:
@@ -52,13 +55,21 @@ def reproduction_file(name: str) -> str:
 
 def _claim(name: str) -> Claim:
     if name not in CLAIMS:
-        raise ValueError(f"claim must be one of {sorted(CLAIMS)}, got {name!r}")
+        raise ValueError(f"claim must be one of {sorted(CLAIMS) + [TRANSFER_PREFIX + t for t in TRANSFERS]}, "
+                         f"got {name!r}")
     return CLAIMS[name]
 
 
 def reproduce(name: str, seeds: int | None = None, run_dir: str | Path | None = None,
               results_dir: str | Path | None = None, device: str | None = None) -> Path:  # fmt: skip
-    """Train claim ``name``'s members for its first ``seeds`` seeds (default all) and write its results file."""
+    """Train claim ``name``'s members for its first ``seeds`` seeds (default all) and write its results file.
+
+    ``transfer-RECIPE`` runs a recipe's check on unseen sources instead (:func:`experiments.transfers.run_transfer`).
+    """
+    if name.startswith(TRANSFER_PREFIX) and name[len(TRANSFER_PREFIX):] in TRANSFERS:
+        recipe = name[len(TRANSFER_PREFIX):]
+        return run_transfer(recipe, seeds, run_dir or f"runs/reproduce-{name}", _results(results_dir), _commit(),
+                            _machine(device), device)  # fmt: skip
     claim = _claim(name)
     if claim.not_run:
         raise ValueError(f"claim {name!r} is not run here: {claim.not_run}")
@@ -74,7 +85,7 @@ def reproduce(name: str, seeds: int | None = None, run_dir: str | Path | None = 
         seeded = tuple((label, experiment, (*overrides, f"seed={seed}", f"train.seed={seed}"))
                        for label, experiment, overrides in members)  # fmt: skip
         folder = root / f"seed-{seed}"
-        commands += [_command(experiment, overrides, compare.member_folder(folder, label))
+        commands += [member_command(experiment, overrides, compare.member_folder(folder, label))
                      for label, experiment, overrides in seeded]  # fmt: skip
         summary = compare.run_suite(seeded, folder, device=device)
         for label, _, _ in members:
@@ -88,7 +99,8 @@ def reproduce(name: str, seeds: int | None = None, run_dir: str | Path | None = 
     return path
 
 
-def _command(experiment: str, overrides: tuple, folder: Path) -> str:
+def member_command(experiment: str, overrides: tuple, folder: Path) -> str:
+    """The ``ppl-models train`` command line of one member's run (as the results files record it)."""
     sets = " ".join(f"--set '{override}'" for override in overrides)
     return f"ppl-models train {experiment} --run-dir {folder} {sets}".strip()
 
@@ -125,7 +137,8 @@ def _machine(device: str | None) -> dict:
 def load_results(results_dir: str | Path | None = None) -> dict[str, dict]:
     """Every results file a claim names, and every reproduction, that exists: ``{file name: data}``."""
     results_dir = _results(results_dir)
-    names = {name for claim in CLAIMS.values() for name in claim.results} | set(map(reproduction_file, CLAIMS))
+    names = ({name for claim in CLAIMS.values() for name in claim.results} | set(map(reproduction_file, CLAIMS))
+             | set(map(transfer_file, TRANSFERS)))
     return {name: json.loads((Path(results_dir) / name).read_text()) for name in sorted(names)
             if (Path(results_dir) / name).is_file()}  # fmt: skip
 
@@ -191,7 +204,21 @@ def render(results_dir: str | Path | None = None) -> str:
              "epoch before its last.", ""]
     for paper, title in PAPERS.items():
         lines += [f"## {title}", "", *_paper_table(paper, files), ""]
+    lines += ["## Recommended recipes on sources they were not tuned on", "",
+              "Each recipe trained unchanged on sources with a known exact log-likelihood that it was not tuned on; "
+              "the held-out gap split into fit (the gap on the training sequences), generalisation (held-out minus "
+              "training), evaluation (a cheaper estimate of the same model) and the training bound's own gap.", ""]
+    for recipe in TRANSFERS:
+        lines += [f"### {recipe}", "", *_transfer_table(recipe, files), ""]
     return "\n".join(lines)
+
+
+def _transfer_table(recipe: str, files: dict) -> list[str]:
+    """The rendered table of one recipe's transfer file, or why there is none yet."""
+    name = transfer_file(recipe)
+    if name not in files:
+        return [f"Not run yet: `ppl-models reproduce {TRANSFER_PREFIX}{recipe}` writes docs/results/{name}."]
+    return [*table(files[name]), "", f"File: [{name}](results/{name})."]
 
 
 def _paper_table(paper: str, files: dict) -> list[str]:
@@ -210,9 +237,10 @@ def _paper_table(paper: str, files: dict) -> list[str]:
     return lines
 
 
-#: a block of a docs page that the renderer fills with one paper's rows:
-#: ``<!-- claims:PAPER -->`` ... ``<!-- /claims -->``
-CLAIMS_BLOCK = re.compile(r"(<!-- claims:(?P<paper>[\w-]+) -->\n)(?P<body>.*?)(<!-- /claims -->)", re.S)
+#: a block of a docs page that the renderer fills with one paper's rows (``<!-- claims:PAPER -->`` ...
+#: ``<!-- /claims -->``) or one recipe's transfer table (``<!-- transfer:RECIPE -->`` ... ``<!-- /transfer -->``)
+CLAIMS_BLOCK = re.compile(r"(<!-- (?P<kind>claims|transfer):(?P<key>[\w-]+) -->\n)(?P<body>.*?)(<!-- /(?P=kind) -->)",
+                          re.S)
 
 
 def fill_blocks(text: str, files: dict, where: str = "page") -> str:
@@ -220,17 +248,21 @@ def fill_blocks(text: str, files: dict, where: str = "page") -> str:
     ``docs/reproductions.md``, never hand-copied numbers)."""
 
     def fill(match: re.Match) -> str:
-        paper = match.group("paper")
-        if paper not in PAPERS:
-            raise ValueError(f"{where}: <!-- claims:{paper} --> names no paper; expected one of {list(PAPERS)}")
-        return match.group(1) + "\n".join(_paper_table(paper, files)) + "\n" + match.group(4)
+        kind, key = match.group("kind"), match.group("key")
+        known = PAPERS if kind == "claims" else TRANSFERS
+        if key not in known:
+            what = "paper" if kind == "claims" else "recipe"
+            raise ValueError(f"{where}: <!-- {kind}:{key} --> names no {what}; expected one of {list(known)}")
+        rows = _paper_table(key, files) if kind == "claims" else _transfer_table(key, files)
+        return match.group(1) + "\n".join(rows) + "\n" + match.group(5)
 
     return CLAIMS_BLOCK.sub(fill, text)
 
 
 def _pages_with_blocks(page: Path) -> list[Path]:
     """The docs pages beside ``page`` that hold a claims block."""
-    return sorted(p for p in page.parent.glob("*.md") if p != page and "<!-- claims:" in p.read_text())
+    return sorted(p for p in page.parent.glob("*.md")
+                  if p != page and ("<!-- claims:" in p.read_text() or "<!-- transfer:" in p.read_text()))
 
 
 def check(results_dir: str | Path | None = None, page: str | Path | None = None) -> list[str]:
@@ -247,6 +279,7 @@ def check(results_dir: str | Path | None = None, page: str | Path | None = None)
             problems.append(f"{other.name}: its claims rows differ from a fresh render: run ppl-models reproduce "
                             "--render")  # fmt: skip
     used = {f for name, claim in CLAIMS.items() if not claim.not_run for f in _evidence(name, claim, files)}
+    used |= set(map(transfer_file, TRANSFERS))
     for name in sorted(used & set(files)):
         problems += provenance_problems(name, files[name])
     return problems
@@ -259,6 +292,10 @@ def listing() -> str:
         how = (f"not run: {claim.not_run}" if claim.not_run else f"rerun by hand: {claim.manual}" if claim.manual
                else "runs " + ", ".join(sorted({e for _, e, _ in claim.members})) + f"; seeds {_ints(claim.seeds)}")
         lines.append(f"{name:<28} [{claim.paper}] {claim.claim} ({how})")
+    for recipe, transfer in TRANSFERS.items():
+        sources = "; ".join(label for label, _ in transfer.sources)
+        lines.append(f"{TRANSFER_PREFIX + recipe:<28} [recipe] {recipe} on sources it was not tuned on: {sources} "
+                     f"(seeds {_ints(transfer.seeds)})")
     return "\n".join(lines)
 
 

@@ -30,15 +30,20 @@ from ..runner import _setup, check_run_folder, evaluate_model, read_config_json
 __all__ = ["split_gaps", "main"]
 
 
-def split_gaps(run_dir: str | Path, sequences: int = 100) -> dict:
+def split_gaps(run_dir: str | Path, sequences: int = 100, splits: tuple[str, ...] = ("train", "test"),
+               evaluate: dict | None = None) -> dict:  # fmt: skip
     """``{"train": gaps, "test": gaps, "truth_per_step": {"train", "test"}}`` of a finished run.
 
     ``gaps`` is :func:`inference.evaluation.gap_to_truth`'s dictionary for each estimator of
-    the run's ``[evaluate]`` table, on the first ``sequences`` sequences of the split (all of
-    the split if it has fewer); the best checkpoint is scored in evaluation mode (no dropout).
+    the run's ``[evaluate]`` table (with ``evaluate``'s settings in place of its own, e.g.
+    ``{"num_particles": 100}``), on the first ``sequences`` sequences of each of ``splits`` (all
+    of a split if it has fewer); the best checkpoint is scored in evaluation mode (no dropout).
     """
     run_dir = check_run_folder(Path(run_dir))
     check_positive_int(sequences, name="sequences")
+    unknown = sorted(set(splits) - {"train", "valid", "test"})
+    if unknown or not splits:
+        raise ValueError(f"splits must name some of train, valid, test, got {list(splits)}")
     config = check_config(read_config_json(run_dir / "config.json"))
     data, model, objective = _setup(config)
     if data.truth is None:
@@ -46,9 +51,10 @@ def split_gaps(run_dir: str | Path, sequences: int = 100) -> dict:
                          "(use a hmm-rolls or switching-lg run)")  # fmt: skip
     load_best(run_dir, objective)
     model.eval()
-    evaluate = EvaluateConfig.from_dict({**config["evaluate"], "predictive_samples": 0, "posterior_draws": 0})
+    evaluate = EvaluateConfig.from_dict({**config["evaluate"], **(evaluate or {}), "predictive_samples": 0,
+                                         "posterior_draws": 0})  # fmt: skip
     out = {"run": str(run_dir), "sequences": {}, "truth_per_step": {}}
-    for split in ("train", "test"):
+    for split in splits:
         x, mask = getattr(data, split)
         scored = dataclasses.replace(data, test=(x[:sequences], mask[:sequences]))
         metrics = evaluate_model(model, scored, evaluate, None, config["seed"])
