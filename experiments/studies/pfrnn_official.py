@@ -1,0 +1,359 @@
+"""The PF-RNN paper's official code and our PF-LSTM, side by side on the same maze data.
+
+``python -m experiments.studies.pfrnn_official --official-git-dir GIT_DIR --out FILE [--epochs E --seeds N
+--train-trajectories M --valid-trajectories V --test-trajectories T --work-dir DIR]``
+
+* Data: our ``localization-paper`` task (10 x 10 maze, data seed 0) made once; the official code reads the same
+  trajectories from its own pickle format (:func:`official_dataset`).
+* Official: the snapshot in ``GIT_DIR`` (a clone of the authors' repository) is extracted into
+  ``DIR/official-s<seed>``, given the small run-time edits of :data:`EDITS` (recorded in the results file) and
+  trained with ``main.py`` and its maze-10 settings (``configs/train.conf`` passed as flags) for ``E`` epochs; its
+  per-epoch validation figures come from its own logger calls. Its final and best models are then scored on the
+  test split by a small driver (:data:`TEST_DRIVER`) that calls the official ``Localizer.step``.
+* Ours: ``ppl-models train pfrnn-paper-maze10`` with the same data sizes, epochs and seeds, validating every epoch.
+
+Each finished seed run leaves ``result.json`` in its folder and is skipped when the study runs again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import io
+import json
+import os
+import pickle
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from inference.io import write_json
+from inference.training import load_checkpoint
+
+from ..tasks.localization_paper import evaluate_localization_paper, layout_grid, localization_paper_data
+
+__all__ = ["EDITS", "official_dataset", "from_official", "apply_edits", "official_curve", "mean_sd", "main"]
+
+MAZE, STEPS, DATA_SEED = 10, 80, 0
+#: the official maze-10 settings: configs/train.conf plus the argument defaults it relies on
+OFFICIAL_FLAGS = {"batch_size": 128, "lr": 5e-4, "clip": 3, "bp_length": 10, "h": 64, "emb_map": 64, "emb_act": 32,
+                  "emb_obs": 32, "dropout": 0.5, "optim": "RMSProp", "num_particles": 30, "resamp_alpha": 0.5,
+                  "sl": STEPS, "model": "PFLSTM", "map_size": MAZE, "bpdecay": 0.1, "h_weight": 0.1,
+                  "l2_weight": 1.0, "l1_weight": 0.0, "elbo_weight": 1.0, "obs_num": 5}  # fmt: skip
+#: the run-time edits to the extracted official copy: (file, old text, new text, why); each old text occurs once
+EDITS = [
+    ("arguments.py", "import configargparse", "import argparse as configargparse",
+     "configargparse is not installed; every value of configs/train.conf is passed as a flag instead"),
+    ("arguments.py", "configargparse.ArgumentParser(default_config_files=[])", "configargparse.ArgumentParser()",
+     "argparse has no default_config_files"),
+    ("arguments.py", "parser.add('-c', '--config', required=True, default='./configs/train.conf',\n"
+     "               is_config_file=True, help='load the config file')",
+     "parser.add_argument('-c', '--config', default='./configs/train.conf', help='load the config file')",
+     "argparse has no add(..., is_config_file=True); the flag is kept and ignored"),
+    ("main.py", "from torch.utils.tensorboard import SummaryWriter",
+     "import json, time, random\n"
+     "class SummaryWriter:  # stand-in: tensorboard is not installed; scalars go to scalars.jsonl\n"
+     "    def __init__(self, path):\n"
+     "        os.makedirs(path, exist_ok=True)\n"
+     "        self.path = os.path.join(path, 'scalars.jsonl')\n"
+     "        self.add_scalar('start', 0.0, 0)\n"
+     "    def add_scalar(self, tag, value, step):\n"
+     "        with open(self.path, 'a') as out:\n"
+     "            out.write(json.dumps({'tag': tag, 'value': float(value), 'step': step, 'time': time.time()})"
+     " + '\\n')",
+     "tensorboard is not installed; the same scalars are written as JSON lines with a wall-clock time"),
+    ("main.py", "num_workers=8, pin_memory=True, shuffle=True", "num_workers=0, pin_memory=False, shuffle=True",
+     "one process on a shared 2-core machine (training batches unchanged)"),
+    ("main.py", "num_workers=8, pin_memory=True, shuffle=False", "num_workers=0, pin_memory=False, shuffle=False",
+     "one process on a shared 2-core machine (validation batches unchanged)"),
+    ("main.py", "    args = parse_args()\n",
+     "    args = parse_args()\n"
+     "    _seed = int(os.environ['PFRNN_SEED']); random.seed(_seed); np.random.seed(_seed); torch.manual_seed(_seed)\n",
+     "the official script sets no seed; the study seeds Python, NumPy and torch from PFRNN_SEED"),
+]
+
+#: scores a trained official model on the test pickle: last-step (x, y) MSE in cells from the official Localizer.step
+TEST_DRIVER = """\
+import json, os, pickle, torch
+from torch.utils.data import DataLoader
+from arguments import parse_args
+from dataset import LocalizationDataset
+from model import Localizer
+
+args = parse_args()
+results = {}
+for name in ('model_final', 'model_best'):
+    model = Localizer(args)
+    model.load_state_dict(torch.load(os.path.join(os.environ['SIDE_MODELS'], name), map_location='cpu'))
+    model.eval()
+    torch.manual_seed(int(os.environ['PFRNN_SEED']))
+    with open(os.environ['SIDE_TEST'], 'rb') as handle:
+        loader = DataLoader(LocalizationDataset(pickle.load(handle)), batch_size=args.batch_size, shuffle=False)
+    total, count = 0.0, 0
+    with torch.no_grad():
+        for env_map, obs, pos, action in loader:
+            _, loss_last, _ = model.step(env_map, obs, action, pos, args)
+            total, count = total + loss_last.item() * len(obs), count + len(obs)
+    results[name] = {'last_step_mse': total / count, 'test_sequences': count}
+with open(os.environ['SIDE_OUT'], 'w') as out:
+    json.dump(results, out)
+"""
+
+
+def official_dataset(x: torch.Tensor, y: torch.Tensor, maze_size: int) -> dict:
+    """Our trajectories in the official pickle format: ``{"trajs": [[T, 11] arrays], "map": [N, N] layout}``.
+
+    ``x`` ``[n, T, 8]`` (action dx, dy, dheading; 5 beacon distances), ``y`` ``[n, T, 3]`` (x / N, y / N,
+    heading / 2 pi). Each row is ``(x, y, heading in degrees, action 3, distances 5)`` in cells, as the official
+    ``dataset.py`` reads it; the map is the layout, top row first (the official ``maze.csv``).
+    """
+    if x.ndim != 3 or x.shape[-1] != 8 or y.shape != (*x.shape[:2], 3):
+        raise ValueError(f"x must be [n, T, 8] and y [n, T, 3], got {tuple(x.shape)} and {tuple(y.shape)}")
+    pose = y.double().numpy() * np.array([maze_size, maze_size, 360.0])
+    rows = np.concatenate([pose, x.double().numpy()], -1)
+    return {"trajs": list(rows), "map": layout_grid(maze_size).astype(float)}
+
+
+def from_official(data: dict, maze_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The inverse of :func:`official_dataset`: ``(x [n, T, 8], y [n, T, 3])`` as float32 tensors."""
+    rows = np.stack(data["trajs"])
+    y = rows[..., :3] / np.array([maze_size, maze_size, 360.0])
+    return torch.from_numpy(rows[..., 3:]).float(), torch.from_numpy(y).float()
+
+
+def apply_edits(root: Path, edits: list[tuple[str, str, str, str]]) -> None:
+    """Apply each ``(file, old, new, why)`` under ``root``; each ``old`` must occur exactly once in its file."""
+    for name, old, new, _ in edits:
+        path = root / name
+        text = path.read_text()
+        if text.count(old) != 1:
+            raise ValueError(f"{path}: expected the text to edit once, found it {text.count(old)} times: {old!r}")
+        path.write_text(text.replace(old, new))
+
+
+def official_curve(records: list[dict]) -> list[dict]:
+    """Per-epoch ``{epoch, valid_last_step_mse, valid_loss, seconds}`` from the official logger's scalar records.
+
+    ``records``: ``{"tag", "value", "step", "time"}`` in write order, starting with the writer's ``start``; each epoch
+    logs ``eval/loss_last`` then ``eval/loss``; ``seconds`` is the wall time since the previous epoch's (or the start).
+    """
+    last = records[0]["time"]
+    last_steps = [r for r in records if r["tag"] == "eval/loss_last"]
+    totals = [r for r in records if r["tag"] == "eval/loss"]
+    curve = []
+    for epoch, (mse, total) in enumerate(zip(last_steps, totals, strict=True), start=1):
+        curve.append({"epoch": epoch, "valid_last_step_mse": mse["value"], "valid_loss": total["value"],
+                      "seconds": total["time"] - last})  # fmt: skip
+        last = total["time"]
+    return curve
+
+
+def mean_sd(values: list[float]) -> dict:
+    """``{"mean", "sd", "n"}`` (sample sd; 0.0 for one value)."""
+    return {"mean": statistics.fmean(values), "sd": statistics.stdev(values) if len(values) > 1 else 0.0,
+            "n": len(values)}  # fmt: skip
+
+
+def _environment() -> dict:
+    return {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+def _run(command: list[str], cwd: Path, log: Path, env: dict) -> float:
+    start = time.perf_counter()
+    with open(log, "w") as out:
+        done = subprocess.run(command, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
+    if done.returncode:
+        raise RuntimeError(f"{' '.join(command)} failed in {cwd} (exit {done.returncode}); see {log}")
+    return time.perf_counter() - start
+
+
+def official_command(epochs: int, num_train: int) -> list[str]:
+    flags = {**OFFICIAL_FLAGS, "epochs": epochs, "num_trajs": num_train}
+    return ["python", "main.py", "-c", "./configs/train.conf"] + [f"--{k}={v}" for k, v in flags.items()]
+
+
+def run_official(git_dir: Path, folder: Path, splits: dict, seed: int, epochs: int) -> dict:
+    """Train and test the official code for one seed in ``folder`` (made afresh); returns its result record."""
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    archive = subprocess.run(["git", f"--git-dir={git_dir}", "archive", "--format=tar", "HEAD"],
+                             check=True, capture_output=True).stdout  # fmt: skip
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(folder, filter="data")
+    apply_edits(folder, EDITS)
+    num_train = len(splits["train"][0])
+    (folder / "data").mkdir()
+    for split, name in (("train", f"train_data_trajs{num_train}_sl{STEPS}.pkl"),
+                        ("valid", f"eval_data_trajs{num_train}_sl{STEPS}.pkl"), ("test", "test_data.pkl")):  # fmt: skip
+        with open(folder / "data" / name, "wb") as out:
+            pickle.dump(official_dataset(splits[split][0], splits[split][2], MAZE), out, pickle.HIGHEST_PROTOCOL)
+    command = official_command(epochs, num_train)
+    env = {**_environment(), "PFRNN_SEED": str(seed)}
+    wall = _run([sys.executable, *command[1:]], folder, folder / "train.log", env)
+    scalars = (folder / "logs" / "0" / "tflogs" / "scalars.jsonl").read_text()
+    records = [json.loads(line) for line in scalars.splitlines()]
+    (folder / "side_test.py").write_text(TEST_DRIVER)
+    test_env = {**env, "SIDE_MODELS": str(folder / "logs" / "0" / "models"),
+                "SIDE_TEST": str(folder / "data" / "test_data.pkl"), "SIDE_OUT": str(folder / "test.json")}
+    _run([sys.executable, "side_test.py", *command[2:]], folder, folder / "test.log", test_env)
+    test = json.loads((folder / "test.json").read_text())
+    result = {"command": " ".join(command), "seed": seed, "train_wall_seconds": wall, "curve": official_curve(records),
+              "test_final": test["model_final"], "test_best_valid": test["model_best"]}  # fmt: skip
+    write_json(folder / "result.json", result)
+    return result
+
+
+def our_command(epochs: int, sizes: dict, seed: int, run_dir: Path) -> list[str]:
+    sets = {"seed": seed, "train.epochs": epochs, "train.valid_every": 1, "data.seed": DATA_SEED,
+            **{f"data.{k}": v for k, v in sizes.items()}}  # fmt: skip
+    return (["ppl-models", "train", "pfrnn-paper-maze10", "--device", "cpu", "--run-dir", str(run_dir)]
+            + [a for k, v in sets.items() for a in ("--set", f"{k}={v}")])  # fmt: skip
+
+
+def run_ours(folder: Path, splits: dict, sizes: dict, seed: int, epochs: int) -> dict:
+    """Train and test our PF-LSTM for one seed in ``folder/run``; returns its result record."""
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    run_dir = folder / "run"
+    command = our_command(epochs, sizes, seed, run_dir)
+    wall = _run([sys.executable, "-m", "experiments.cli", *command[1:]], Path.cwd(), folder / "train.log",
+                _environment())  # fmt: skip
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    curve = [{"epoch": r["epoch"], "valid_last_step_mse": r["monitor"]["valid_last_step_mse"],
+              "valid_loss": -r["valid_bound_per_step"], "seconds": r["seconds"]} for r in records]  # fmt: skip
+    best = json.loads((run_dir / "metrics.json").read_text())
+    result = {"command": " ".join(command), "seed": seed, "train_wall_seconds": wall, "curve": curve,
+              "test_final": _score_last(run_dir, splits["test"], seed),
+              "test_best_valid": {"last_step_mse": best["last_step_mse"], "test_sequences": best["test_sequences"]}}
+    write_json(folder / "result.json", result)
+    return result
+
+
+def _score_last(run_dir: Path, test, seed: int) -> dict:
+    """Our test metric of the run's final weights (``checkpoints/last.pt``)."""
+    from ..supervised import _setup
+
+    config = json.loads((run_dir / "config.json").read_text())
+    config["data"] = {**config["data"], "num_train": 1, "num_valid": 1, "num_test": 1}  # the model only
+    maze, _, predictor, objective = _setup(config)
+    load_checkpoint(run_dir / "checkpoints" / "last.pt", objective)
+    metrics = evaluate_localization_paper(predictor, maze, test, device=torch.device("cpu"), seed=seed)
+    return {"last_step_mse": metrics["last_step_mse"], "test_sequences": metrics["test_sequences"]}
+
+
+def _digest(splits: dict) -> str:
+    hasher = hashlib.sha256()
+    for name in ("train", "valid", "test"):
+        x, _, y = splits[name]
+        hasher.update(x.numpy().tobytes())
+        hasher.update(y.numpy().tobytes())
+    return hasher.hexdigest()
+
+
+def _summary(results: list[dict]) -> dict:
+    epochs = min(len(r["curve"]) for r in results)
+    return {
+        "valid_last_step_mse_by_epoch": [mean_sd([r["curve"][e]["valid_last_step_mse"] for r in results])
+                                         for e in range(epochs)],  # fmt: skip
+        "test_final": mean_sd([r["test_final"]["last_step_mse"] for r in results]),
+        "test_best_valid": mean_sd([r["test_best_valid"]["last_step_mse"] for r in results]),
+        "seconds_per_epoch": mean_sd([c["seconds"] for r in results for c in r["curve"]]),
+        "train_wall_seconds": mean_sd([r["train_wall_seconds"] for r in results]),
+    }
+
+
+def _git_commit(args: list[str]) -> str:
+    done = subprocess.run(["git", *args, "rev-parse", "HEAD"], capture_output=True, text=True, check=True)
+    return done.stdout.strip()
+
+
+NOTES = {
+    "valid_last_step_mse": "both codes: mean over the validation trajectories of the last-step squared error of "
+    "(x, y) in cells, averaged over the two coordinates (the paper's metric); official: its eval/loss_last, a mean "
+    "of per-batch means (equal to the overall mean when the split is a multiple of the batch, 128), model in eval "
+    "mode; ours: the monitor valid_last_step_mse, after re-estimating the per-step batch-norm statistics "
+    "(train.norm_refresh_batches = 8)",
+    "valid_loss": "each code's own training objective on the validation split; not comparable: the official loss "
+    "sums the time-weighted squared error over the batch and the steps (weights exp(0.1 t) normalised to sum 1 "
+    "over the sequence) for (x/N, y/N) plus 0.1 x heading/2pi, and adds the mean over the batch, steps and "
+    "coordinates of -log mean_k exp(-weighted squared error) of the particles (x, y plus 0.1 x heading); ours is "
+    "the negated valid_bound_per_step of DiscriminativeLoss (L_pred + L_ELBO with the same step weights and "
+    "output weights (1, 1, 0.1)), per step",
+    "test_final": "the same last-step (x, y) MSE in cells on the test split, of the weights after the last epoch",
+    "test_best_valid": "the same on the test split, of each code's own best checkpoint: official model_best (lowest "
+    "validation eval/loss_last), ours best.pt (highest validation bound per step, i.e. lowest valid_loss)",
+    "seconds": "official: wall time of one epoch (training pass and one validation pass); ours: the Trainer's "
+    "epoch seconds (training pass, norm refresh and the validation loss pass; the monitor's second validation "
+    "pass for the MSE is not counted)",
+    "train_wall_seconds": "wall time of a run's training command (ours: with its own test evaluation and plots)",
+    "inputs": "both codes read the same numbers: our localization-paper trajectories (action leading to pose t in "
+    "the world frame with the heading change in radians, and the 5 sorted noisy beacon distances at t); the "
+    "official generator would instead give the move made after step t with the heading change in degrees",
+}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m experiments.studies.pfrnn_official", description=__doc__)
+    parser.add_argument("--official-git-dir", type=Path, required=True,
+                        help="git directory of a clone of the official PF-RNN repository (Yusufma03/pfrnns)")
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--work-dir", type=Path, default=Path("runs/pfrnn_official"))
+    parser.add_argument("--epochs", type=int, default=5)
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--train-trajectories", type=int, default=2000)
+    parser.add_argument("--valid-trajectories", type=int, default=512)
+    parser.add_argument("--test-trajectories", type=int, default=1000)
+    args = parser.parse_args(argv)
+    for name in ("epochs", "seeds", "train_trajectories", "valid_trajectories", "test_trajectories"):
+        if getattr(args, name) < 1:
+            parser.exit(2, f"--{name.replace('_', '-')} must be a positive integer, got {getattr(args, name)}\n")
+    if not (args.official_git_dir / "HEAD").is_file():
+        parser.exit(2, f"--official-git-dir {args.official_git_dir}: not a git directory (no HEAD file)\n")
+    start = time.perf_counter()
+    sizes = {"num_train": args.train_trajectories, "num_valid": args.valid_trajectories,
+             "num_test": args.test_trajectories}  # fmt: skip
+    _, splits = localization_paper_data(MAZE, STEPS, seed=DATA_SEED, **sizes)
+    results: dict[str, list[dict]] = {"official": [], "ours": []}
+    for seed in range(args.seeds):
+        for code in ("official", "ours"):
+            folder = args.work_dir.resolve() / f"{code}-s{seed}"
+            done = folder / "result.json"
+            record = json.loads(done.read_text()) if done.is_file() else None
+            if record is None or len(record["curve"]) != args.epochs:
+                print(f"training {code}, seed {seed}", flush=True)
+                record = (run_official(args.official_git_dir.resolve(), folder, splits, seed, args.epochs)
+                          if code == "official" else run_ours(folder, splits, sizes, seed, args.epochs))  # fmt: skip
+            results[code].append(record)
+    write_json(args.out, {
+        "study": "PF-RNN official code (Ma et al. 2020) against ours on the same localization-paper maze-10 data",
+        "commands": {"study": "python -m experiments.studies.pfrnn_official " + " ".join(sys.argv[1:] if argv is None
+                                                                                           else argv),
+                     "official_train": official_command(args.epochs, args.train_trajectories),
+                     "ours_train_seed0": our_command(args.epochs, sizes, 0, Path("RUN_DIR"))},
+        "seeds": list(range(args.seeds)), "data_seed": DATA_SEED,
+        "commit": _git_commit([]), "official_commit": _git_commit([f"--git-dir={args.official_git_dir}"]),
+        "official_repository": "Yusufma03/pfrnns",
+        "machine": {"platform": platform.platform(), "processor": platform.machine(), "threads": 1,
+                    "torch": torch.__version__, "python": platform.python_version()},
+        "wall_seconds": time.perf_counter() - start,
+        "runs_wall_seconds": sum(r["train_wall_seconds"] for runs in results.values() for r in runs),
+        "budget": {"epochs": args.epochs, **sizes, "maze_size": MAZE, "steps": STEPS,
+                   "paper_epochs": 800, "paper_train_trajectories": 10_000},
+        "data_sha256": _digest(splits), "official_settings": OFFICIAL_FLAGS,
+        "official_edits": [{"file": f, "old": old, "new": new, "why": why} for f, old, new, why in EDITS],
+        "metrics": NOTES,
+        "summary": {code: _summary(runs) for code, runs in results.items()},
+        "runs": results,
+    })
+
+
+if __name__ == "__main__":
+    main()
