@@ -19,8 +19,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from .registry import SUITES
-
 __all__ = ["Stat", "Budget", "Reading", "Rule", "Within", "Beats", "Claim", "CLAIMS", "PAPERS", "REPRODUCE_FORMAT",
            "seed_runs", "provenance_problems"]
 
@@ -337,9 +335,12 @@ _SWIMMER_MSE = ("one-step test MSE on Swimmer (standardised observations); the p
                 "epochs. Ours: test file of another policy mix than training (0.8 vs 0.5)")
 
 
-#: training to convergence for the PF-RNN regression comparisons: early stopping on the validation loss with
-#: patience 10 epochs within a cap of 100
-_PF_CONVERGE = ("train.epochs=100", "train.patience=10")
+#: training to convergence for srnn-hmm: its recipe (weight decay 1e-3) with early stopping, patience 20 within 200
+#: epochs (a patience of 10 stopped on the one-sample validation ELBO's noise)
+_HMM_CONVERGE = ("train.epochs=200", "train.patience=20")
+#: training to convergence for the PF-RNN regressions and the SMC Transformer's comparison: early stopping on the
+#: validation loss or bound with patience 10 epochs within a cap of 100
+_PATIENCE_10 = ("train.epochs=100", "train.patience=10")
 #: training to convergence for the PSRNN comparisons: early stopping on the validation likelihood (or loss) with
 #: patience 100 epochs within a cap of 3000 (Swimmer's 25 training sequences make an epoch 5 small steps)
 _SWIMMER_CONVERGE = ("train.epochs=3000", "train.patience=100")
@@ -373,13 +374,16 @@ CLAIMS: dict[str, Claim] = {
                                          ("piano", "Piano-midi.de", -8.20, "about 1"))},  # fmt: skip
     "srnn-ablation": Claim(
         "srnn", "the smoothing guide with Res_q gives the best bound (smooth + Res_q > smooth > filter)",
-        "Table 1 (Blizzard, TIMIT): ELBO of filter / smooth, with and without Res_q", "test ELBO per step on JSB "
-        "(the speech sets are not available offline)", ("srnn-jsb-ablation",), _SEEDS3,
-        Beats("SRNN smooth + Res_q", ("SRNN filter",), lower_is_better=False),
-        members=tuple((label, "srnn-jsb", overrides) for label, _, overrides in SUITES["srnn-jsb-ablation"].members),
+        "Table 1 (Blizzard, TIMIT): ELBO of filter / smooth, with and without Res_q",
+        "test ELBO per step on HMM rolls of a known source (srnn-hmm, trained with its recipe and early stopping); "
+        "the speech sets are not available offline and the same four guides on JSB cost about 1 CPU hour per run "
+        "(12 runs for 3 seeds)", ("srnn-hmm", "hmm-gap"), _SEEDS3,
+        Beats("SRNN smooth + Res_q", ("SRNN smooth", "SRNN filter + Res_q", "SRNN filter"), lower_is_better=False),
+        members=tuple((f"SRNN {guide}{' + Res_q' if residual else ''}", "srnn-hmm",
+                       (f'model.inference="{guide}"', f"model.residual={str(residual).lower()}", *_HMM_CONVERGE))
+                      for guide in ("smooth", "filter") for residual in (True, False)),
         metric_key="elbo_per_step",
-        incomplete="the JSB ablation table in the SRNN development notes has no results file; rerun with ppl-models "
-                   "reproduce srnn-ablation (4 members, about 1 CPU hour each per seed)"),
+        incomplete="no results file yet; rerun with ppl-models reproduce srnn-ablation (12 runs of a few minutes)"),
     "srnn-speech": Claim(
         "srnn", "SRNN improves the state of the art on Blizzard and TIMIT by a large margin",
         "Table 1: average log-likelihood >= 11991 per half-second (Blizzard), >= 60550 per sequence (TIMIT)", "-",
@@ -413,10 +417,12 @@ CLAIMS: dict[str, Claim] = {
         "Tables 1-2: losses and predictive MSE, mean (sd) over 5 folds", "one-step test MSE on fold 0 over 3 "
         "training seeds (the paper's sd is over folds)", ("smct-ar1-folds", "smct-ar2-folds"), _SEEDS3,
         Beats("SMC-T M=30", ("Transformer",)),
-        members=(("SMC-T M=30", "smct-ar1", ("objective.num_particles=30", "evaluate.num_particles=30")),
-                 ("Transformer", "transformer-ar1", ())),
+        members=(("SMC-T M=30", "smct-ar1", ("objective.num_particles=30", "evaluate.num_particles=30",
+                                             *_PATIENCE_10)),
+                 ("Transformer", "transformer-ar1", _PATIENCE_10)),
         incomplete="the five-fold table in the SMC Transformer development notes has no results file; rerun with "
-                   "ppl-models suite smct-ar1-folds (20 members, about 6 CPU hours)"),
+                   "ppl-models reproduce smct-folds (fold 0, 3 seeds; the five folds are ppl-models suite "
+                   "smct-ar1-folds, 20 members)"),
     "smct-covid": Claim(
         "smc-transformer", "on COVID-19 daily deaths the SMC Transformer's 20-day intervals cover the truth",
         "Figure 6 (qualitative): 20-day forecast intervals of 2 cities", "80 % coverage of 20-day forecasts on 13 "
@@ -451,8 +457,8 @@ CLAIMS: dict[str, Claim] = {
         "pf-rnn", f"PF-LSTM beats an LSTM of the same size on {title}",
         f"Table 3: RMSE {paper}", f"test RMSE of hourly {target} (our split: chronological 70/10/20, the paper's is "
         "not stated)", (f"pfrnn-{key}",), _SEEDS3, Beats("PF-LSTM", ("LSTM-66",)),
-        members=(("PF-LSTM", f"pfrnn-{key}", _PF_CONVERGE),
-                 ("LSTM-66", f"pfrnn-{key}", ('model.cell="lstm"', "model.hidden_size=66", *_PF_CONVERGE))),
+        members=(("PF-LSTM", f"pfrnn-{key}", _PATIENCE_10),
+                 ("LSTM-66", f"pfrnn-{key}", ('model.cell="lstm"', "model.hidden_size=66", *_PATIENCE_10))),
         metric_key="rmse",
         incomplete=f"the {title} figures in the PF-RNN development notes have no results file; rerun with ppl-models "
                    f"reproduce pfrnn-{key}")
@@ -470,9 +476,9 @@ CLAIMS: dict[str, Claim] = {
         "section 1 (argument; the paper's tests are R52, MR and visual odometry)",
         "exact NLPD (nats/step) of the one-step predictive on our regime-switching source (known law); the "
         "paper has no such figure", ("pfrnn-regimes",), _SEEDS3, Beats("PF-LSTM", ("LSTM-43", "GRU-46")),
-        members=(("PF-LSTM", "pfrnn-regimes", _PF_CONVERGE),
-                 ("LSTM-43", "pfrnn-regimes", ('model.cell="lstm"', "model.hidden_size=43", *_PF_CONVERGE)),
-                 ("GRU-46", "pfrnn-regimes", ('model.cell="gru"', "model.hidden_size=46", *_PF_CONVERGE))),
+        members=(("PF-LSTM", "pfrnn-regimes", _PATIENCE_10),
+                 ("LSTM-43", "pfrnn-regimes", ('model.cell="lstm"', "model.hidden_size=43", *_PATIENCE_10)),
+                 ("GRU-46", "pfrnn-regimes", ('model.cell="gru"', "model.hidden_size=46", *_PATIENCE_10))),
         results=("pfrnn_regimes.json",), reader=_regimes, metric_key="nlpd"),
     "pflstm-text-vo": Claim(
         "pf-lstm-workshop", "PF-LSTM beats LSTM and KimCNN on R52 and MR text classification and LSTM on visual "

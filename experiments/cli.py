@@ -14,7 +14,7 @@ Examples::
     ppl-models compare GRU=runs/a PSRNN=runs/b --out runs/gru-vs-psrnn
     ppl-models forecast SMC-T=runs/smct-covid LSTM=runs/lstm-covid --out runs/covid-forecasts
     ppl-models reproduce --list
-    ppl-models reproduce psrnn-swimmer-300 --seeds 3 --run-dir runs/reproduce-psrnn
+    ppl-models reproduce psrnn-swimmer --seeds 3 --run-dir runs/reproduce-psrnn
     ppl-models reproduce --render && ppl-models reproduce --check
 """
 
