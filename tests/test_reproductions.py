@@ -67,8 +67,7 @@ EXPECTED = {
     "pflstm-multimodal": lambda: {
         shown: [_json("pfrnn_regimes.json")["runs"][f"{key}_s{s}"]["metrics"]["nlpd"] for s in range(3)]
         for key, shown in (("pflstm", "PF-LSTM"), ("lstm43", "LSTM-43"), ("gru46", "GRU-46"))},
-    "psrnn-swimmer-150": lambda: _psrnn("psrnn_ablation_swimmer.json", PSRNN, "last_epoch_test_mse"),
-    "psrnn-swimmer-300": lambda: _psrnn("psrnn_swimmer_300_epochs_seeds.json", PSRNN),
+    "psrnn-swimmer": lambda: _psrnn("psrnn_swimmer_300_epochs_seeds.json", PSRNN),
     "psrnn-swimmer-paper-protocol": lambda: _psrnn("psrnn_paper_protocol_seeds.json", PSRNN),
     "psrnn-layers": lambda: {**_psrnn("psrnn_layers_rank_seeds.json", {"layers2": "2 layers"}),
                              **_psrnn("psrnn_ablation_swimmer.json", {"psrnn": "1 layer"})},
@@ -78,13 +77,22 @@ EXPECTED = {
 }
 
 
+def _reproduced(name):
+    """A claim's figures read straight from its ``reproduce_*.json`` file: per label, its metric per seed."""
+    data = _json(reproductions.reproduction_file(name))
+    key = CLAIMS[name].metric_key
+    return {label: [run[key] for run in result["runs"]] for label, result in data["results"].items()}
+
+
 def test_rendered_rows_equal_the_files():
+    reproduced = {name for name in CLAIMS if (RESULTS / reproductions.reproduction_file(name)).is_file()}
     claims_with_files = {name for name, claim in CLAIMS.items() if claim.results and not claim.not_run}
     assert claims_with_files == set(EXPECTED)
     page = (RESULTS.parent / "reproductions.md").read_text()
     rows = {line.split("**")[1]: line for line in page.splitlines() if line.startswith("| **")}
     assert set(rows) == set(CLAIMS)
-    for name, expected in EXPECTED.items():
+    expected_rows = {**EXPECTED, **{name: (lambda name=name: _reproduced(name)) for name in reproduced}}
+    for name, expected in expected_rows.items():
         for model, values in expected().items():
             mean = statistics.fmean(values)
             sd = f" ± {statistics.stdev(values):.2g}" if len(values) > 1 else ""
@@ -92,7 +100,7 @@ def test_rendered_rows_equal_the_files():
     for name, claim in CLAIMS.items():
         if claim.not_run:
             assert f"not run: {' '.join(claim.not_run.split())}" in rows[name]
-        elif name not in EXPECTED:
+        elif name not in expected_rows:
             assert "evidence incomplete" in rows[name], name
 
 
@@ -122,13 +130,17 @@ def test_check_reports_a_stale_page_and_missing_seeds(tmp_path):
     page = tmp_path / "reproductions.md"
     reproductions.write_page(tmp_path, page)
     assert reproductions.check(tmp_path, page) == []
-    data = json.loads((tmp_path / "psrnn_ring_seeds.json").read_text())
-    del data["seeds"]
-    (tmp_path / "psrnn_ring_seeds.json").write_text(json.dumps(data))
+    data = json.loads((tmp_path / "srnn_jsb_seeds.json").read_text())  # srnn-jsb's evidence (no reproduction)
+    del data["seeds"], data["seed"]
+    (tmp_path / "srnn_jsb_seeds.json").write_text(json.dumps(data))
     problems = reproductions.check(tmp_path, page)
     assert problems == ["reproductions.md differs from a fresh render: run ppl-models reproduce --render",
-                        "docs/results/psrnn_ring_seeds.json: no 'seeds' (or 'seed') field"]
-    assert "evidence incomplete" in reproductions.render(tmp_path).split("**psrnn-ring**")[1].splitlines()[0]
+                        "docs/results/srnn_jsb_seeds.json: no 'seeds' (or 'seed') field"]
+    assert "evidence incomplete" in reproductions.render(tmp_path).split("**srnn-jsb**")[1].splitlines()[0]
+    record = json.loads((tmp_path / "reproduce_psrnn_ring.json").read_text())  # a reproduction lacking its seeds
+    del record["seeds"]
+    (tmp_path / "reproduce_psrnn_ring.json").write_text(json.dumps(record))
+    assert "docs/results/reproduce_psrnn_ring.json: no 'seeds' (or 'seed') field" in reproductions.check(tmp_path, page)
 
 
 def test_reproduce_runs_each_seed_resumably_and_records_provenance(tmp_path, monkeypatch):
