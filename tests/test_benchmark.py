@@ -105,3 +105,24 @@ def test_quick_speed_targets_report_every_ratio_of_the_issue(tmp_path, capsys):
         "median_s"]  # fmt: skip
     assert ratios["srnn step / hand-written torch"] == results["srnn_step"]["methods"]["ours"]["ratio_to_torch"]
     assert set(results["targets"]) <= set(ratios) and "target <= 1.5" in capsys.readouterr().out
+
+
+def test_manifest_lists_engine_files_that_differ_from_the_commit(tmp_path, monkeypatch):
+    """Without git history the engine files are checked against ``git ls-files -s`` blob hashes (git's own
+    ``sha1("blob <size>\\0" + bytes)``, computed here by hand for a two-file tree)."""
+    import hashlib
+
+    from experiments.benchmarks import timing
+
+    (tmp_path / "inference").mkdir()
+    (tmp_path / "ppl_models").mkdir()
+    (tmp_path / "inference" / "a.py").write_bytes(b"x = 1\n")
+    (tmp_path / "ppl_models" / "b.py").write_bytes(b"y = 2\n")
+    blob = hashlib.sha1(b"blob 6\0x = 1\n").hexdigest()
+    manifest = tmp_path / "manifest.txt"
+    manifest.write_text(f"commit abc123\n100644 {blob} 0\tinference/a.py\n100644 {'0' * 40} 0\tppl_models/b.py\n"
+                        f"100644 {blob} 0\tppl_models/gone.py\n")
+    monkeypatch.setattr(timing, "REPO_ROOT", tmp_path)
+    state = timing._manifest_state(manifest)
+    assert state["git_commit"] == "abc123"
+    assert state["git_uncommitted_engine_files"] == [" M ppl_models/b.py", " D ppl_models/gone.py"]

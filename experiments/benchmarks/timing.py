@@ -148,7 +148,13 @@ def load_average() -> list[float] | None:
 
 
 def _git_state() -> dict:
-    """The commit measured and any uncommitted change to the engine or the models (None without git)."""
+    """The commit measured and any uncommitted change to the engine or the models.
+
+    Without git's history (a copy of the tree sent to another machine), the environment variable
+    ``PPL_MODELS_MANIFEST`` may name a file of ``git ls-files -s inference ppl_models`` output
+    taken from the commit in its first line (``commit <sha>``): every engine file is then checked
+    against its blob hash there, so a changed, added or missing file is listed. Neither: ``None``.
+    """
 
     def git(*cmd):
         done = subprocess.run(["git", *cmd], capture_output=True, text=True, cwd=str(REPO_ROOT), check=False)
@@ -159,7 +165,36 @@ def _git_state() -> dict:
         dirty = git("status", "--porcelain", "--", "inference", "ppl_models") if commit else None
     except OSError:
         commit = dirty = None
+    if commit is None and os.environ.get("PPL_MODELS_MANIFEST"):
+        return _manifest_state(Path(os.environ["PPL_MODELS_MANIFEST"]))
     return {
         "git_commit": commit,
         "git_uncommitted_engine_files": None if commit is None else (dirty.splitlines() if dirty else []),
     }
+
+
+def _manifest_state(manifest: Path) -> dict:
+    """:func:`_git_state` from a manifest (see there): the commit and the engine files that differ from it."""
+    import hashlib
+
+    lines = manifest.read_text().splitlines()
+    if not lines or not lines[0].startswith("commit "):
+        raise ValueError(f"PPL_MODELS_MANIFEST {manifest}: expected 'commit <sha>' on the first line")
+    expected = {}
+    for line in lines[1:]:
+        meta, _, path = line.partition("\t")
+        expected[path] = meta.split()[1]
+    present = {str(p.relative_to(REPO_ROOT)) for folder in ("inference", "ppl_models")
+               for p in (REPO_ROOT / folder).rglob("*") if p.is_file() and "__pycache__" not in p.parts}  # fmt: skip
+    changed = []
+    for path in sorted(present | set(expected)):
+        if path not in expected:
+            changed.append(f"?? {path}")
+        elif path not in present:
+            changed.append(f" D {path}")
+        else:
+            data = (REPO_ROOT / path).read_bytes()
+            if hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest() != expected[path]:
+                changed.append(f" M {path}")
+    return {"git_commit": lines[0].split()[1], "git_uncommitted_engine_files": changed,
+            "git_checked_by": "blob hashes against the commit's manifest (no git history on this machine)"}
