@@ -150,23 +150,23 @@ def load_average() -> list[float] | None:
 def _git_state() -> dict:
     """The commit measured and any uncommitted change to the engine or the models.
 
-    Without git's history (a copy of the tree sent to another machine), the environment variable
-    ``PPL_MODELS_MANIFEST`` may name a file of ``git ls-files -s inference ppl_models`` output
+    On a copy of the tree sent to another machine (no git history there, or a stale one), the
+    environment variable ``PPL_MODELS_MANIFEST`` names a file of ``git ls-files -s inference ppl_models`` output
     taken from the commit in its first line (``commit <sha>``): every engine file is then checked
-    against its blob hash there, so a changed, added or missing file is listed. Neither: ``None``.
+    against its blob hash there, so a changed, added or missing file is listed. Without either: ``None``.
     """
 
     def git(*cmd):
         done = subprocess.run(["git", *cmd], capture_output=True, text=True, cwd=str(REPO_ROOT), check=False)
         return done.stdout.strip() if done.returncode == 0 else None
 
+    if os.environ.get("PPL_MODELS_MANIFEST"):
+        return _manifest_state(Path(os.environ["PPL_MODELS_MANIFEST"]))
     try:
         commit = git("rev-parse", "HEAD")
         dirty = git("status", "--porcelain", "--", "inference", "ppl_models") if commit else None
     except OSError:
         commit = dirty = None
-    if commit is None and os.environ.get("PPL_MODELS_MANIFEST"):
-        return _manifest_state(Path(os.environ["PPL_MODELS_MANIFEST"]))
     return {
         "git_commit": commit,
         "git_uncommitted_engine_files": None if commit is None else (dirty.splitlines() if dirty else []),
