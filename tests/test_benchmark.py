@@ -46,6 +46,8 @@ def test_quick_psrnn_benchmark_runs_and_writes_its_results(tmp_path):
     assert results["two_stage_regression"]["median_s"] > 0
     assert set(results["training_step"]["models"]) == {"psrnn", "psrnn rank 20", "gru"}
     assert all(row["sequence_steps_per_s"] > 0 for row in results["training_step"]["models"].values())
+    assert results["commands"] == [f"python -m experiments.benchmarks.psrnn --quick --out {out}"]
+    assert results["seeds"] == [0]
 
 
 def test_quick_pf_rnn_benchmark_runs_and_writes_its_results(tmp_path):

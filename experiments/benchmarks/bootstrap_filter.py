@@ -61,6 +61,7 @@ from experiments.benchmarks.timing import (
     load_average,
     machine_info,
     package_version,
+    provenance,
     stats,
     sync,
     time_repeats,
@@ -505,7 +506,7 @@ def main(argv: list[str] | None = None) -> dict | None:
         f"at end {res['load_average_end']}"
     )
     if args.out is not None:
-        write_json(args.out, res)
+        write_json(args.out, {**res, **provenance("experiments.benchmarks.bootstrap_filter", argv, (args.seed,))})
         print(f"wrote {args.out}")
     return res
 

@@ -30,7 +30,7 @@ from pathlib import Path
 import torch
 
 from experiments.benchmarks.bootstrap_filter import ESS_THRESHOLD, make_data, make_model
-from experiments.benchmarks.timing import machine_info, stats, time_repeats
+from experiments.benchmarks.timing import machine_info, provenance, stats, time_repeats
 from inference import ParticleFilter
 from inference.discriminative import DiscriminativeLoss
 from inference.graphs import GraphedCall
@@ -157,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, text in errors.items():
         print(f"{name} failed:\n{text}", file=sys.stderr)
     if args.out is not None:
-        write_json(args.out, results)
+        write_json(args.out, {**results, **provenance("experiments.benchmarks.cuda_graphs", argv, (0,))})
     return 1 if errors else 0
 
 

@@ -42,7 +42,7 @@ import torch
 from torch import nn
 
 from experiments.benchmarks.cuda_graphs import PAPER_EPOCH, training_setup
-from experiments.benchmarks.timing import fit_scaling, load_average, machine_info, stats, time_repeats
+from experiments.benchmarks.timing import fit_scaling, load_average, machine_info, provenance, stats, time_repeats
 from inference.graphs import GraphedCall
 from inference.io import write_json
 from ppl_models.pf_rnn import PFGRU, PFLSTM
@@ -178,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     results["load_average_end"] = load_average()
     print_report(results)
     if args.out is not None:
-        write_json(args.out, results)
+        write_json(args.out, {**results, **provenance("experiments.benchmarks.pf_rnn", argv, (0,))})
     return 0
 
 

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import torch
 
-from experiments.benchmarks.timing import load_average, machine_info, stats, time_repeats  # noqa: I001
+from experiments.benchmarks.timing import load_average, machine_info, provenance, stats, time_repeats  # noqa: I001
 from inference.io import write_json
 from inference.objectives import ExactLikelihood
 from ppl_models import PSRNN, RecurrentPredictor
@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, row in results["training_step"]["models"].items():
         print(f"  {name:<16}{row['parameters']:>9}{row['median_s']:>11.4f}{row['sequence_steps_per_s']:>16.0f}")
     if args.out is not None:
-        write_json(args.out, results)
+        write_json(args.out, {**results, **provenance("experiments.benchmarks.psrnn", argv, (0,))})
     return 0
 
 

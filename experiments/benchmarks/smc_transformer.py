@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from experiments.benchmarks.timing import fit_scaling, load_average, machine_info, stats, time_repeats
+from experiments.benchmarks.timing import fit_scaling, load_average, machine_info, provenance, stats, time_repeats
 from inference import ParticleFilter
 from inference.io import write_json
 from inference.objectives import SMCBound
@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  cost vs M {ms}: slope {fits['fit_particles']['loglog_slope']:.2f}; "
           f"vs T {ts}: slope {fits['fit_steps']['loglog_slope']:.2f}")
     if args.out is not None:
-        write_json(args.out, results)
+        write_json(args.out, {**results, **provenance("experiments.benchmarks.smc_transformer", argv, (0,))})
     return 0
 
 

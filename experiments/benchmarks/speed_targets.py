@@ -32,7 +32,7 @@ from pathlib import Path
 import torch
 
 from experiments.benchmarks import bootstrap_filter, pf_rnn, srnn_step
-from experiments.benchmarks.timing import load_average, machine_info
+from experiments.benchmarks.timing import load_average, machine_info, provenance
 from inference.io import write_json
 
 __all__ = ["TARGETS", "main"]
@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
                           for name, (bound, kind) in TARGETS.items()}  # fmt: skip
     print_report(results)
     if args.out is not None:
-        write_json(args.out, results)
+        write_json(args.out, {**results, **provenance("experiments.benchmarks.speed_targets", argv, (args.seed,))})
     return 0
 
 

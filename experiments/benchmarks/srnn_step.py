@@ -35,7 +35,7 @@ import torch
 from pyro.infer import SVI, TraceMeanField_ELBO
 from torch.nn import functional as F
 
-from experiments.benchmarks.timing import load_average, machine_info, stats, time_repeats  # noqa: I001
+from experiments.benchmarks.timing import load_average, machine_info, provenance, stats, time_repeats  # noqa: I001
 from inference.graphs import GraphedCall
 from inference.io import write_json
 from inference.objectives import ELBO
@@ -151,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     print_report(results)
     if args.out is not None:
-        write_json(args.out, results)
+        write_json(args.out, {**results, **provenance("experiments.benchmarks.srnn_step", argv, (0,))})
     return 0
 
 

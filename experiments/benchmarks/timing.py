@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import platform
 import resource
+import shlex
 import statistics
 import subprocess
 import sys
@@ -23,7 +24,7 @@ import numpy as np
 import torch
 
 __all__ = ["time_repeats", "sync", "stats", "fit_scaling", "machine_info", "load_average", "reset_peak_rss",
-           "current_and_peak_rss", "package_version", "REPO_ROOT"]  # fmt: skip
+           "current_and_peak_rss", "package_version", "provenance", "REPO_ROOT"]  # fmt: skip
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -198,3 +199,10 @@ def _manifest_state(manifest: Path) -> dict:
                 changed.append(f" M {path}")
     return {"git_commit": lines[0].split()[1], "git_uncommitted_engine_files": changed,
             "git_checked_by": "blob hashes against the commit's manifest (no git history on this machine)"}
+
+
+def provenance(module: str, argv: list[str] | None, seeds: tuple[int, ...] = (0,)) -> dict:
+    """The ``commands`` and ``seeds`` fields of a benchmark's results file: ``python -m module ARGS`` as run
+    (``argv``; ``None``: the process's own arguments) and the seeds its data and draws used."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    return {"commands": [" ".join(["python -m", module, *map(shlex.quote, args)])], "seeds": list(seeds)}
