@@ -182,6 +182,8 @@ def row(name: str, claim: Claim, files: dict[str, dict]) -> tuple[str, str, str,
     budgets = "<br>".join(_budget(b) for b in reading.budgets) or "-"
     problems = [p for f in used for p in provenance_problems(f, files[f])]
     verdict = ("evidence incomplete: " + "; ".join(problems)) if problems else claim.rule.decide(reading)
+    if verdict.startswith("undecided") and claim.rerun_cost:
+        verdict += f" ({claim.rerun_cost})"
     return ours, budgets, claim.rule.text, verdict
 
 

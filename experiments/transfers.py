@@ -79,7 +79,9 @@ TRANSFERS: dict[str, Transfer] = {
           ("data.num_states=5", "data.num_keys=14", "data.persistence=0.7", "data.sharpness=2.0")),
          ("switching LG: 3 regimes, 2-d observations, 6 steps",
           ('data={name="switching-lg", num_regimes=3, num_steps=6}', _SWITCHING))),
-        estimator="smc-100", bound="elbo"),
+        estimator="smc-100", bound="elbo",
+        probes=(("200 epochs, patience 20", ("train.epochs=200", "train.patience=20")),
+                ("SMC-8 objective", ('objective={name="smc", num_particles=8}', "train.kl_start=1.0")))),
     "smct-demo": Transfer(
         "smct-demo", "the SMC Transformer paper's Model I (AR(1), alpha 0.8, sigma^2 0.5), 300 sequences",
         (("Model II (two-component AR mixture)", ('data={name="ar-model-2", num_samples=300}',)),
