@@ -118,6 +118,15 @@ def test_beats_decides_by_the_seeds_spread_and_the_budget():
     assert Stat((0.9, 1.0, 1.1)).sd == pytest.approx(0.1)
 
 
+def test_an_undecided_row_says_what_settling_it_costs():
+    claim = Claim("psrnn", "A beats B", "-", "MSE", (), (0, 1, 2), Beats("A", ("B",)),
+                  results=("f.json",), reader=lambda files: Reading({"A": Stat((1.0,)), "B": Stat((2.0,))}),
+                  rerun_cost="3 seeds take 9 GPU hours")  # fmt: skip
+    files = {"f.json": {"commands": ["x"], "seeds": [0]}}
+    assert reproductions.row("c", claim, files)[3] == ("undecided: A, B on fewer than 3 seeds (3 seeds take 9 GPU "
+                                                       "hours)")  # fmt: skip
+
+
 def test_within_compares_with_the_papers_figure():
     rule = Within("A", -4.74, 0.1)  # higher is better
     assert rule.decide(Reading({"A": Stat((-4.8, -4.7))})) == "met"  # mean -4.75
