@@ -268,7 +268,8 @@ def _pages_with_blocks(page: Path) -> list[Path]:
 
 
 def check(results_dir: str | Path | None = None, page: str | Path | None = None) -> list[str]:
-    """Problems, one line each: the page differs from a fresh render, or a results file lacks command or seeds."""
+    """Problems, one line each: the page or a claims block differs from a fresh render, or a results file under
+    ``docs/results/`` (any, not only those a claim reads) lacks its command or seeds."""
     problems = []
     page = Path(page) if page is not None else project_root() / "docs" / "reproductions.md"
     if not page.is_file():
@@ -280,10 +281,13 @@ def check(results_dir: str | Path | None = None, page: str | Path | None = None)
         if other.read_text() != fill_blocks(other.read_text(), files, other.name):
             problems.append(f"{other.name}: its claims rows differ from a fresh render: run ppl-models reproduce "
                             "--render")  # fmt: skip
-    used = {f for name, claim in CLAIMS.items() if not claim.not_run for f in _evidence(name, claim, files)}
-    used |= set(map(transfer_file, TRANSFERS))
-    for name in sorted(used & set(files)):
-        problems += provenance_problems(name, files[name])
+    for path in sorted(_results(results_dir).glob("*.json")):  # every results file, quoted by a claim or not
+        try:
+            data = json.loads(path.read_text())
+        except json.JSONDecodeError as error:
+            problems.append(f"docs/results/{path.name}: not valid JSON ({error})")
+            continue
+        problems += provenance_problems(path.name, data if isinstance(data, dict) else {})
     return problems
 
 

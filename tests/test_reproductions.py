@@ -150,6 +150,8 @@ def test_check_reports_a_stale_page_and_missing_seeds(tmp_path):
     del record["seeds"]
     (tmp_path / "reproduce_psrnn_ring.json").write_text(json.dumps(record))
     assert "docs/results/reproduce_psrnn_ring.json: no 'seeds' (or 'seed') field" in reproductions.check(tmp_path, page)
+    (tmp_path / "a_benchmark.json").write_text(json.dumps({"seeds": [0]}))  # quoted by no claim: checked all the same
+    assert "docs/results/a_benchmark.json: no 'commands' (or 'command') field" in reproductions.check(tmp_path, page)
 
 
 def test_reproduce_runs_each_seed_resumably_and_records_provenance(tmp_path, monkeypatch):
