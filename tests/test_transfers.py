@@ -86,6 +86,8 @@ def test_table_and_page_render_each_member_with_where_the_nats_go(tiny_run, tmp_
     gap = record["results"]["source 4 / recipe"]["runs"][0]["test"]["smc-10"]["gap_per_step"]
     assert rows[2].startswith(f"| source 4 / recipe | {gap:.3f} |")
     assert all(("fit" in row and "generalisation" in row) or "within 0.05" in row for row in rows)
+    gaps = [record["results"][f"source {k} / recipe"]["runs"][0]["test"]["smc-10"]["gap_per_step"] for k in (3, 4)]
+    assert lines[-1].startswith(f"Trained as recommended, the recipe ends {-max(gaps):.3f} to {-min(gaps):.3f} nats")
     page = tmp_path / "page.md"
     page.write_text("<!-- transfer:nope -->\n<!-- /transfer -->\n")
     with pytest.raises(ValueError, match="names no recipe"):
