@@ -87,7 +87,8 @@ TRANSFERS: dict[str, Transfer] = {
         "smct-demo", "the SMC Transformer paper's Model I (AR(1), alpha 0.8, sigma^2 0.5), 300 sequences",
         (("Model II (two-component AR mixture)", ('data={name="ar-model-2", num_samples=300}',)),
          ("switching LG: 2 regimes, 2-d observations, 8 steps", ('data={name="switching-lg"}',))),
-        estimator="smc-10", more_particles=100, probes=(("4x epochs (32)", ("train.epochs=32",)),)),
+        estimator="smc-10", more_particles=100,
+        probes=(("4x epochs (32)", ("train.epochs=32",)), ("diagonal covariances", ('model.covariance="diagonal"',)))),
 }
 
 
