@@ -141,6 +141,9 @@ def test_truth_fit_scores_the_training_split_against_the_forward_algorithm(tmp_p
     assert split_gaps(run, sequences=100)["sequences"]["test"] == 6  # the whole split when it is shorter
     with pytest.raises(ValueError, match="sequences"):
         split_gaps(run, sequences=0)
+    with pytest.raises(ValueError, match="splits must name some of train, valid, test"):
+        split_gaps(run, splits=("training",))
+    assert set(split_gaps(run, sequences=5, splits=("valid",))["sequences"]) == {"valid"}
     assert main([str(tmp_path / "missing")]) == 2
 
 
