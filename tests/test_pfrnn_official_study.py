@@ -5,7 +5,14 @@ import pickle
 import pytest
 import torch
 
-from experiments.studies.pfrnn_official import apply_edits, from_official, mean_sd, official_curve, official_dataset
+from experiments.studies.pfrnn_official import (
+    apply_edits,
+    constant_last_step_mse,
+    from_official,
+    mean_sd,
+    official_curve,
+    official_dataset,
+)
 
 
 def _tiny():
@@ -73,3 +80,10 @@ def test_official_curve_pairs_each_epochs_validation_scalars():
 def test_mean_sd_is_the_sample_mean_and_sd():
     assert mean_sd([1.0, 2.0, 3.0]) == {"mean": 2.0, "sd": 1.0, "n": 3}
     assert mean_sd([4.0]) == {"mean": 4.0, "sd": 0.0, "n": 1}
+
+
+def test_constant_predictor_error_by_hand():
+    train_y = torch.tensor([[[0.0, 0.0, 0.0], [0.1, 0.2, 0.0]], [[0.0, 0.0, 0.0], [0.3, 0.4, 0.0]]])
+    y = torch.tensor([[[0.9, 0.9, 0.5], [0.4, 0.3, 0.5]]])
+    # training mean last position (2, 3) cells; truth (4, 3): squared errors 4 and 0, mean 2
+    assert constant_last_step_mse(train_y, y, 10) == pytest.approx(2.0)

@@ -40,7 +40,8 @@ from inference.training import load_checkpoint
 
 from ..tasks.localization_paper import evaluate_localization_paper, layout_grid, localization_paper_data
 
-__all__ = ["EDITS", "official_dataset", "from_official", "apply_edits", "official_curve", "mean_sd", "main"]
+__all__ = ["EDITS", "official_dataset", "from_official", "apply_edits", "official_curve", "mean_sd",
+           "constant_last_step_mse", "main"]
 
 MAZE, STEPS, DATA_SEED = 10, 80, 0
 #: the official maze-10 settings: configs/train.conf plus the argument defaults it relies on
@@ -160,6 +161,15 @@ def mean_sd(values: list[float]) -> dict:
     """``{"mean", "sd", "n"}`` (sample sd; 0.0 for one value)."""
     return {"mean": statistics.fmean(values), "sd": statistics.stdev(values) if len(values) > 1 else 0.0,
             "n": len(values)}  # fmt: skip
+
+
+def constant_last_step_mse(train_y: torch.Tensor, y: torch.Tensor, maze_size: int) -> float:
+    """Last-step (x, y) MSE in cells of always predicting the training split's mean last-step position.
+
+    ``train_y``, ``y``: normalised poses ``[n, T, 3]``.
+    """
+    mean = train_y[:, -1, :2].double().mean(0)
+    return ((y[:, -1, :2].double() - mean) * maze_size).square().mean().item()
 
 
 def _environment() -> dict:
@@ -293,6 +303,10 @@ NOTES = {
     "seconds": "official: wall time of one epoch (training pass and one validation pass); ours: the Trainer's "
     "epoch seconds (training pass, norm refresh and the validation loss pass; the monitor's second validation "
     "pass for the MSE is not counted)",
+    "constant_predictor": "the same last-step (x, y) MSE of predicting the training split's mean last-step "
+    "position for every trajectory: the level a model that has not localized sits at",
+    "wall_seconds": "this invocation of the study; finished seed runs are read back from the work folder, not "
+    "retrained (runs_wall_seconds sums the runs' training commands, whichever invocation ran them)",
     "train_wall_seconds": "wall time of a run's training command (ours: with its own test evaluation and plots)",
     "inputs": "both codes read the same numbers: our localization-paper trajectories (action leading to pose t in "
     "the world frame with the heading change in radians, and the 5 sorted noisy beacon distances at t); the "
@@ -351,6 +365,8 @@ def main(argv: list[str] | None = None) -> None:
         "official_edits": [{"file": f, "old": old, "new": new, "why": why} for f, old, new, why in EDITS],
         "metrics": NOTES,
         "summary": {code: _summary(runs) for code, runs in results.items()},
+        "constant_predictor": {name: constant_last_step_mse(splits["train"][2], splits[name][2], MAZE)
+                               for name in ("valid", "test")},  # fmt: skip
         "runs": results,
     })
 
