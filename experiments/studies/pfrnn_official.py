@@ -228,12 +228,31 @@ def our_command(epochs: int, sizes: dict, seed: int, run_dir: Path) -> list[str]
             + [a for k, v in sets.items() for a in ("--set", f"{k}={v}")])  # fmt: skip
 
 
+def _relative(path: Path) -> Path:
+    """``path`` relative to the working directory where it lies under it (results files name no machine's paths)."""
+    try:
+        return path.resolve().relative_to(Path.cwd().resolve())
+    except ValueError:
+        return path
+
+
+def _portable(argv: list[str]) -> list[str]:
+    """The study's arguments with the official snapshot's folder (a path of this machine) as ``OFFICIAL_GIT_DIR``."""
+    out = list(argv)
+    for i, arg in enumerate(out):
+        if arg == "--official-git-dir" and i + 1 < len(out):
+            out[i + 1] = "OFFICIAL_GIT_DIR"
+        elif arg.startswith("--official-git-dir="):
+            out[i] = "--official-git-dir=OFFICIAL_GIT_DIR"
+    return out
+
+
 def run_ours(folder: Path, splits: dict, sizes: dict, seed: int, epochs: int) -> dict:
     """Train and test our PF-LSTM for one seed in ``folder/run``; returns its result record."""
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     run_dir = folder / "run"
-    command = our_command(epochs, sizes, seed, run_dir)
+    command = our_command(epochs, sizes, seed, _relative(run_dir))
     wall = _run([sys.executable, "-m", "experiments.cli", *command[1:]], Path.cwd(), folder / "train.log",
                 _environment())  # fmt: skip
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
@@ -348,13 +367,15 @@ def main(argv: list[str] | None = None) -> None:
             results[code].append(record)
     write_json(args.out, {
         "study": "PF-RNN official code (Ma et al. 2020) against ours on the same localization-paper maze-10 data",
-        "commands": {"study": "python -m experiments.studies.pfrnn_official " + " ".join(sys.argv[1:] if argv is None
-                                                                                           else argv),
+        "commands": {"study": "python -m experiments.studies.pfrnn_official " + " ".join(_portable(sys.argv[1:] if argv
+                                                                                                    is None else argv)),
                      "official_train": official_command(args.epochs, args.train_trajectories),
                      "ours_train_seed0": our_command(args.epochs, sizes, 0, Path("RUN_DIR"))},
         "seeds": list(range(args.seeds)), "data_seed": DATA_SEED,
         "commit": _git_commit([]), "official_commit": _git_commit([f"--git-dir={args.official_git_dir}"]),
         "official_repository": "Yusufma03/pfrnns",
+        "official_git_dir": "OFFICIAL_GIT_DIR in the commands: the git folder of a snapshot of github:Yusufma03/pfrnns "
+                            "at official_commit",
         "machine": {"platform": platform.platform(), "processor": platform.machine(), "threads": 1,
                     "torch": torch.__version__, "python": platform.python_version()},
         "wall_seconds": time.perf_counter() - start,
