@@ -19,8 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-__all__ = ["Stat", "Budget", "Reading", "Rule", "Within", "Beats", "Claim", "CLAIMS", "PAPERS", "REPRODUCE_FORMAT",
-           "seed_runs", "provenance_problems"]
+__all__ = ["Stat", "Budget", "Reading", "Rule", "Within", "Beats", "Matches", "Claim", "CLAIMS", "PAPERS",
+           "REPRODUCE_FORMAT", "seed_runs", "provenance_problems"]
 
 #: the ``format`` field of a results file written by ``ppl-models reproduce``
 REPRODUCE_FORMAT = "reproduce/1"
@@ -163,6 +163,41 @@ class Beats:
 
 
 @dataclass(frozen=True)
+class Matches:
+    """``model`` learns as ``reference`` does: their means differ by no more than the seeds' spread (the larger sd).
+
+    For an implementation against its paper's official code at an equal budget; fewer than ``min_seeds`` seeds
+    leave it undecided. The budget need not reach convergence: equal curves are the point.
+    """
+
+    model: str
+    reference: str
+    lower_is_better: bool = True
+    min_seeds: int = 3
+
+    @property
+    def models(self) -> tuple[str, ...]:
+        return (self.model, self.reference)
+
+    @property
+    def text(self) -> str:
+        return (f"met when {self.model} and {self.reference} differ by no more than the larger sd over >= "
+                f"{self.min_seeds} seeds at the same budget")
+
+    def decide(self, reading: Reading) -> str:
+        ours, theirs = reading.figures[self.model], reading.figures[self.reference]
+        few = [name for name, stat in ((self.model, ours), (self.reference, theirs))
+               if len(stat.values) < self.min_seeds]  # fmt: skip
+        if few:
+            return f"undecided: {', '.join(few)} on fewer than {self.min_seeds} seeds"
+        difference = ours.mean - theirs.mean
+        if abs(difference) <= max(ours.sd or 0.0, theirs.sd or 0.0):
+            return "met"
+        better = (difference < 0) == self.lower_is_better
+        return f"not met: {self.model} {'better' if better else 'worse'} by {abs(difference):.3g}"
+
+
+@dataclass(frozen=True)
 class Claim:
     """One headline claim of a paper and how it is tested here.
 
@@ -267,6 +302,18 @@ def _maze10(files: dict) -> Reading:
                            best_epochs=(int(runs[name]["best_epoch"]),) if "best_epoch" in runs[name] else ())
                     for name in figures)  # fmt: skip
     return Reading(figures, budgets)
+
+
+def _official(files: dict) -> Reading:
+    """pfrnn_official_side_by_side.json: test last-step MSE after the last epoch, per seed, of each code."""
+    data = files["pfrnn_official_side_by_side.json"]
+    figures, budgets = {}, []
+    for code, name in (("ours", "ours"), ("official", "official code")):
+        runs = data["runs"][code]
+        figures[name] = Stat(tuple(run["test_final"]["last_step_mse"] for run in runs))
+        budgets.append(Budget(name, epochs=(data["budget"]["epochs"],) * len(runs), trials=1,
+                              wall_s=float(sum(run["train_wall_seconds"] for run in runs))))
+    return Reading(figures, tuple(budgets))
 
 
 def _smct_share(files: dict) -> Reading:
@@ -446,6 +493,15 @@ CLAIMS: dict[str, Claim] = {
         rerun_cost="3 seeds trained to convergence are not affordable here: at epoch 30 of the paper's 800 the LSTM "
                    "and GRU were still improving; a paper-budget PF-LSTM run takes about 38 minutes on an H100 with "
                    "CUDA graphs (cuda_graphs_pf_rnn_h100.json) and days on these CPUs"),
+    "pfrnn-official": Claim(
+        "pf-rnn", "our PF-LSTM learns as the paper's official code does (the anchor of our implementation)",
+        "the official code (github Yusufma03/pfrnns, commit 0a76d52) trained here on the same data",
+        "test last-step MSE of (x, y) in cells^2 after 8 epochs on 1,024 maze-10 trajectories (the paper: 800 "
+        "epochs on 10,000), same data, epochs and seeds; the official network also encodes the map and uses dropout "
+        "0.5; always predicting the mean position scores 9.69", ("pfrnn-paper-maze10",), _SEEDS3,
+        Matches("ours", "official code"), results=("pfrnn_official_side_by_side.json",), reader=_official,
+        manual="python -m experiments.studies.pfrnn_official with the command in "
+               "docs/results/pfrnn_official_side_by_side.json (it runs the official code from a snapshot)"),
     "pfrnn-mazes-18-27": Claim(
         "pf-rnn", "PF-RNNs beat LSTM and GRU on the 18 x 18 and 27 x 27 mazes",
         "Figure 5: last-step loss 0.51 (maze 18), 2.862 (maze 27) for PF-LSTM-P30", "last-step MSE of (x, y)",

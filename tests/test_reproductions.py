@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from experiments import claims, reproductions
-from experiments.claims import CLAIMS, Beats, Budget, Claim, Reading, Stat, Within
+from experiments.claims import CLAIMS, Beats, Budget, Claim, Matches, Reading, Stat, Within
 from experiments.cli import main
 from experiments.registry import EXPERIMENTS, SUITES
 
@@ -64,6 +64,9 @@ EXPECTED = {
         for s in row["training_seeds"]]},
     "pfrnn-maze10": lambda: {name: [_json("pfrnn_paper_maze10_cpu.json")["runs"][name]["test_at_epoch_30"]
                                     ["last_step_mse"]] for name in ("PF-LSTM-P30", "LSTM-80", "GRU-86")},
+    "pfrnn-official": lambda: {
+        shown: [run["test_final"]["last_step_mse"] for run in _json("pfrnn_official_side_by_side.json")["runs"][code]]
+        for code, shown in (("ours", "ours"), ("official", "official code"))},
     "pflstm-multimodal": lambda: {
         shown: [_json("pfrnn_regimes.json")["runs"][f"{key}_s{s}"]["metrics"]["nlpd"] for s in range(3)]
         for key, shown in (("pflstm", "PF-LSTM"), ("lstm43", "LSTM-43"), ("gru46", "GRU-46"))},
@@ -125,6 +128,15 @@ def test_an_undecided_row_says_what_settling_it_costs():
     files = {"f.json": {"commands": ["x"], "seeds": [0]}}
     assert reproductions.row("c", claim, files)[3] == ("undecided: A, B on fewer than 3 seeds (3 seeds take 9 GPU "
                                                        "hours)")  # fmt: skip
+
+
+def test_matches_asks_for_a_difference_within_the_seeds_spread():
+    rule = Matches("ours", "official")  # lower is better
+    official = Stat((9.0, 9.3, 9.6))  # sd 0.3
+    assert rule.decide(Reading({"ours": Stat((8.9, 9.1, 9.3)), "official": official})) == "met"  # 0.2 apart
+    assert rule.decide(Reading({"ours": Stat((8.4, 8.5, 8.6)), "official": official})) == "not met: ours better by 0.8"
+    assert rule.decide(Reading({"ours": Stat((10.1, 10.2, 10.3)), "official": official})).endswith("worse by 0.9")
+    assert "fewer than 3 seeds" in rule.decide(Reading({"ours": Stat((9.0,)), "official": official}))
 
 
 def test_within_compares_with_the_papers_figure():
