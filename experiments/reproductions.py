@@ -16,7 +16,6 @@ import json
 import os
 import platform
 import re
-import subprocess
 import time
 from pathlib import Path
 
@@ -25,6 +24,7 @@ import torch
 from inference.io import read_jsonl, write_json, write_text
 
 from . import compare
+from .benchmarks.timing import git_state
 from .claims import CLAIMS, PAPERS, REPRODUCE_FORMAT, Claim, Reading, provenance_problems
 from .transfers import TRANSFERS, run_transfer, table, transfer_file
 
@@ -121,12 +121,12 @@ def _run_record(folder: Path, row: dict) -> dict:
 
 
 def _commit() -> str:
-    try:
-        done = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=project_root(),
-                              check=False)  # fmt: skip
-    except OSError:
+    """The commit the runs were made from (:func:`experiments.benchmarks.timing.git_state`: git, or the manifest
+    named by ``PPL_MODELS_MANIFEST`` on a copied tree), with ``+changes`` when an engine file differs from it."""
+    state = git_state()
+    if state["git_commit"] is None:
         return "unknown"
-    return done.stdout.strip() if done.returncode == 0 and done.stdout.strip() else "unknown"
+    return state["git_commit"] + ("+changes" if state["git_uncommitted_engine_files"] else "")
 
 
 def _machine(device: str | None) -> dict:

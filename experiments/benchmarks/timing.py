@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 __all__ = ["time_repeats", "sync", "stats", "fit_scaling", "machine_info", "load_average", "reset_peak_rss",
-           "current_and_peak_rss", "package_version", "provenance", "REPO_ROOT"]  # fmt: skip
+           "current_and_peak_rss", "package_version", "provenance", "git_state", "REPO_ROOT"]  # fmt: skip
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -136,7 +136,7 @@ def machine_info(device: str) -> dict:
     if device.startswith("cuda"):
         info["gpu"] = torch.cuda.get_device_name(device)
         info["cuda"] = torch.version.cuda
-    info.update(_git_state())
+    info.update(git_state())
     return info
 
 
@@ -148,7 +148,7 @@ def load_average() -> list[float] | None:
         return None
 
 
-def _git_state() -> dict:
+def git_state() -> dict:
     """The commit measured and any uncommitted change to the engine or the models.
 
     On a copy of the tree sent to another machine (no git history there, or a stale one), the
@@ -175,7 +175,7 @@ def _git_state() -> dict:
 
 
 def _manifest_state(manifest: Path) -> dict:
-    """:func:`_git_state` from a manifest (see there): the commit and the engine files that differ from it."""
+    """:func:`git_state` from a manifest (see there): the commit and the engine files that differ from it."""
     import hashlib
 
     lines = manifest.read_text().splitlines()
