@@ -147,7 +147,7 @@ def fit_noise(residuals: torch.Tensor, features: torch.Tensor | None = None, *, 
     floor = math.log(SCALE_FLOOR)
     if features is None:
         log_scale = log_scale.clamp(min=floor)
-        bounds = torch.tensor([-math.inf, math.inf], dtype=r.dtype)[:, None].repeat(1, r.shape[1])
+        bounds = torch.tensor([-math.inf, math.inf], dtype=r.dtype, device=r.device)[:, None].repeat(1, r.shape[1])
         feature_range = r.new_zeros(2, 0)
     else:
         fitted = log_scale + f @ weight
@@ -239,7 +239,7 @@ def _fit_scale(r, f, *, student_t: bool, ridge: float, max_iter: int):
 
 def _smoothed_quantiles(z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """:data:`SHAPE_POINTS` quantiles ``[D, Q]`` of each column of ``z [N, D]`` and Silverman's bandwidth ``[D]``."""
-    levels = (torch.arange(SHAPE_POINTS, dtype=z.dtype) + 0.5) / SHAPE_POINTS
+    levels = (torch.arange(SHAPE_POINTS, dtype=z.dtype, device=z.device) + 0.5) / SHAPE_POINTS
     points = torch.quantile(z, levels, dim=0).T
     iqr = torch.quantile(z, 0.75, dim=0) - torch.quantile(z, 0.25, dim=0)
     spread = torch.minimum(z.std(0), iqr / 1.349)
