@@ -143,6 +143,10 @@ def test_within_compares_with_the_papers_figure():
     rule = Within("A", -4.74, 0.1)  # higher is better
     assert rule.decide(Reading({"A": Stat((-4.8, -4.7))})) == "met"  # mean -4.75
     assert rule.decide(Reading({"A": Stat((-6.9,))})) == "missed by 2.16"
+    coverage = Within("A", 0.8, 0.1, two_sided=True)  # too wide is missed as much as too narrow
+    assert coverage.decide(Reading({"A": Stat((0.85, 0.87))})) == "met"
+    assert coverage.decide(Reading({"A": Stat((0.93,))})) == "missed by 0.03 (above)"
+    assert coverage.decide(Reading({"A": Stat((0.6,))})) == "missed by 0.1 (below)"
 
 
 def test_check_reports_a_stale_page_and_missing_seeds(tmp_path):
