@@ -328,8 +328,8 @@ def build_parser() -> argparse.ArgumentParser:
     demos.set_defaults(func=_demo)
     again = commands.add_parser("reproduce", help="the papers' claims: list, rerun one for its seeds, render or "
                                                    "check docs/reproductions.md")
-    again.add_argument("claim", nargs="?", metavar="NAME", help="a claim to rerun (see --list); writes its results "
-                                                                "file under docs/results/")
+    again.add_argument("claim", nargs="?", metavar="NAME", help="a claim to rerun, or transfer-RECIPE (see --list); "
+                                                                "writes its results file under docs/results/")
     again.add_argument("--seeds", type=_count(1), metavar="N", help="with NAME: seeds 0..N-1 (default the claim's)")
     again.add_argument("--run-dir", help="with NAME: folder of the runs (default runs/reproduce-NAME); rerun to resume")
     again.add_argument("--device", type=_device, help="cpu, cuda, cuda:N or auto")
