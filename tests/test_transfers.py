@@ -99,3 +99,17 @@ def test_table_and_page_render_each_member_with_where_the_nats_go(tiny_run, tmp_
 def test_unknown_transfer_is_refused_in_one_line(capsys):
     assert main(["reproduce", "transfer-nope"]) == 2
     assert "claim must be one of" in capsys.readouterr().err
+
+
+def test_recipe_overrides_set_the_own_data_recipe_exactly():
+    """The ``--set`` tables of an own-data transfer give back the recipe's sections, parsed by the CLI's own rules."""
+    from experiments.config import apply_overrides
+    from experiments.recipes import recipe
+
+    for model, binary in (("srnn", True), ("srnn", False), ("lgssm", False), ("smc-transformer", False)):
+        overrides = list(transfers.recipe_overrides(model, binary=binary))
+        config = apply_overrides({"data": {"name": "hmm-rolls"}}, overrides)
+        expected = recipe(model, binary=binary)
+        sections = ("model", "objective", "train", "evaluate")
+        assert {k: config[k] for k in sections} == {k: expected[k] for k in sections}
+        assert config["data"] == {"name": "hmm-rolls"}  # the source stays the experiment's
