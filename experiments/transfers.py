@@ -91,7 +91,7 @@ def recipe_overrides(model: str, *, binary: bool) -> tuple[str, ...]:
 
 
 _SWITCHING = 'model.emission="gaussian"'
-_OWN_DATA = "the own-data recipe (ppl-models train {} --data FILE), tuned on no source"
+_OWN_DATA = "the own-data recipe of ppl-models train {} --data FILE, tuned on no source"
 TRANSFERS: dict[str, Transfer] = {
     "srnn-hmm": Transfer(
         "srnn-hmm", "HMM rolls with 4 states, 8 keys, persistence 0.9, sharpness 2 (200 training sequences)",
@@ -229,8 +229,9 @@ def table(data: dict) -> list[str]:
     estimator = data["estimator"]
     more = f"{estimator} minus {data['more_particles']} particles" if data.get("more_particles") else "-"
     bound = f"{data['bound']} minus {estimator}" if data.get("bound") else "-"
-    recipe = data["recipe"] if data["transfer"] == data["recipe"] else f"{data['transfer']}` (through `{data['recipe']}"
-    lines = [f"Recipe `{recipe}`, tuned on {data['tuned_on']}. Nats per step against the exact "
+    head = (f"Recipe `{data['recipe']}`, tuned on {data['tuned_on']}." if data["transfer"] == data["recipe"] else
+            f"Recipe `{data['transfer']}` (run through experiment `{data['recipe']}`): {data['tuned_on']}.")
+    lines = [f"{head} Nats per step against the exact "
              f"log-likelihood (negative: below the truth), mean ± sd over seeds {', '.join(map(str, data['seeds']))}; "
              f"estimator {estimator}; fit: the gap on {data['train_sequences']} training sequences.", "",
              f"| source / training | gap on test | fit | generalisation | evaluation ({more}) | bound ({bound}) | "
