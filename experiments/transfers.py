@@ -115,7 +115,7 @@ TRANSFERS: dict[str, Transfer] = {
         (("HMM rolls: 4 states, 8 keys, persistence 0.9, sharpness 2", recipe_overrides("srnn", binary=True)),
          ("switching LG: 3 regimes, 2-d observations, 6 steps",
           (*recipe_overrides("srnn", binary=False), 'data={name="switching-lg", num_regimes=3, num_steps=6}'))),
-        estimator="smc-100", bound="elbo"),
+        estimator="smc-100", bound="elbo", probes=(("weight decay 1e-3", ("train.weight_decay=0.001",)),)),
     "lgssm-own-data": Transfer(
         "lgssm-demo", _OWN_DATA.format("lgssm"),
         (("a random LGSSM: 3 latent, 2 observed dimensions", (*recipe_overrides("lgssm", binary=False),
