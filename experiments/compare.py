@@ -30,7 +30,7 @@ from . import runner, supervised
 from .config import load_config
 from .plots import save_png
 
-__all__ = ["run_suite", "compare", "member_folder", "fold_means"]
+__all__ = ["run_suite", "compare", "member_folder", "member_command", "run_budget", "fold_means"]
 
 #: a member labelled ``"<group> / fold <k>"`` or ``"<group> / seed <k>"`` is one repetition of ``<group>``
 REPETITION = re.compile(r" / (?:fold|seed) \d+$")
@@ -39,6 +39,25 @@ REPETITION = re.compile(r" / (?:fold|seed) \d+$")
 def member_folder(root: str | Path, label: str) -> Path:
     """``<root>/<label>`` with the label made a safe folder name."""
     return Path(root) / re.sub(r"[^A-Za-z0-9._-]+", "-", label).strip("-").lower()
+
+
+def member_command(experiment: str, overrides: tuple, folder: Path) -> str:
+    """The ``ppl-models train`` command line of one member's run (as the results files record it)."""
+    sets = " ".join(f"--set '{override}'" for override in overrides)
+    return f"ppl-models train {experiment} --run-dir {folder} {sets}".strip()
+
+
+def run_budget(folder: Path) -> dict:
+    """A finished run's budget from its ``metrics.jsonl``: ``epochs`` run, training ``seconds`` and ``best_epoch``
+    (the epoch of the highest validation bound; absent without validation); ``{}`` without the file."""
+    epochs = read_jsonl(folder / "metrics.jsonl") if (folder / "metrics.jsonl").is_file() else []
+    if not epochs:
+        return {}
+    budget = {"epochs": epochs[-1]["epoch"], "seconds": sum(r.get("seconds", 0.0) for r in epochs)}
+    validated = [r for r in epochs if r.get("valid_bound_per_step") is not None]
+    if validated:
+        budget["best_epoch"] = max(validated, key=lambda r: r["valid_bound_per_step"])["epoch"]
+    return budget
 
 
 def run_suite(members, root: str | Path, overrides: list[str] = (), device: str | None = None,

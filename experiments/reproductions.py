@@ -21,15 +21,15 @@ from pathlib import Path
 
 import torch
 
-from inference.io import read_jsonl, write_json, write_text
+from inference.io import write_json, write_text
 
 from . import compare
 from .benchmarks.timing import git_state
 from .claims import CLAIMS, PAPERS, REPRODUCE_FORMAT, Claim, Reading, provenance_problems
 from .transfers import TRANSFERS, run_transfer, table, transfer_file
 
-__all__ = ["project_root", "reproduction_file", "reproduce", "member_command", "load_results", "row", "render",
-           "write_page", "check", "listing", "TRANSFER_PREFIX"]
+__all__ = ["project_root", "reproduction_file", "reproduce", "load_results", "row", "render", "write_page", "check",
+           "listing", "TRANSFER_PREFIX"]
 
 #: a name ``transfer-RECIPE`` given to ``reproduce`` runs :data:`experiments.transfers.TRANSFERS` ``[RECIPE]``
 TRANSFER_PREFIX = "transfer-"
@@ -85,7 +85,7 @@ def reproduce(name: str, seeds: int | None = None, run_dir: str | Path | None = 
         seeded = tuple((label, experiment, (*overrides, f"seed={seed}", f"train.seed={seed}"))
                        for label, experiment, overrides in members)  # fmt: skip
         folder = root / f"seed-{seed}"
-        commands += [member_command(experiment, overrides, compare.member_folder(folder, label))
+        commands += [compare.member_command(experiment, overrides, compare.member_folder(folder, label))
                      for label, experiment, overrides in seeded]  # fmt: skip
         summary = compare.run_suite(seeded, folder, device=device)
         for label, _, _ in members:
@@ -99,25 +99,12 @@ def reproduce(name: str, seeds: int | None = None, run_dir: str | Path | None = 
     return path
 
 
-def member_command(experiment: str, overrides: tuple, folder: Path) -> str:
-    """The ``ppl-models train`` command line of one member's run (as the results files record it)."""
-    sets = " ".join(f"--set '{override}'" for override in overrides)
-    return f"ppl-models train {experiment} --run-dir {folder} {sets}".strip()
-
-
 def _run_record(folder: Path, row: dict) -> dict:
     """A finished run's test metrics (its comparison row and ``metrics.json``'s numbers) and its budget."""
     metrics = json.loads((folder / "metrics.json").read_text())
     record = {k: v for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
     record.update({k: v for k, v in row.items() if v is not None})
-    epochs = [r for r in read_jsonl(folder / "metrics.jsonl")] if (folder / "metrics.jsonl").is_file() else []
-    validated = [r for r in epochs if r.get("valid_bound_per_step") is not None]
-    if validated:
-        record["best_epoch"] = max(validated, key=lambda r: r["valid_bound_per_step"])["epoch"]
-    if epochs:
-        record["epochs"] = epochs[-1]["epoch"]
-        record["seconds"] = sum(r.get("seconds", 0.0) for r in epochs)
-    return record
+    return {**record, **compare.run_budget(folder)}
 
 
 def _commit() -> str:

@@ -26,9 +26,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from inference.io import read_jsonl, write_json
+from inference.io import write_json
 
 from . import compare
+from .studies.truth_fit import split_gaps
 
 __all__ = ["Transfer", "TRANSFERS", "TRANSFER_FORMAT", "transfer_file", "run_transfer", "table", "shares",
            "shares_mean"]
@@ -134,9 +135,6 @@ def transfer_file(name: str) -> str:
 def run_transfer(name: str, seeds: int | None, run_dir: str | Path, results_dir: Path, commit: str,
                  machine: dict, device: str | None = None) -> Path:  # fmt: skip
     """Train transfer ``name``'s members for its first ``seeds`` seeds (default all), split each gap, write the file."""
-    from .reproductions import member_command  # the one command format of the reproductions' files
-    from .studies.truth_fit import split_gaps
-
     transfer = TRANSFERS[name]
     chosen = tuple(range(seeds)) if seeds is not None else transfer.seeds
     start = time.perf_counter()
@@ -146,12 +144,11 @@ def run_transfer(name: str, seeds: int | None, run_dir: str | Path, results_dir:
         folder = Path(run_dir) / f"seed-{seed}"
         seeded = tuple((label, experiment, (*sets, f"seed={seed}", f"train.seed={seed}"))
                        for label, experiment, sets in transfer.members())  # fmt: skip
-        commands += [member_command(experiment, sets, compare.member_folder(folder, label))
+        commands += [compare.member_command(experiment, sets, compare.member_folder(folder, label))
                      for label, experiment, sets in seeded]  # fmt: skip
         compare.run_suite(seeded, folder, device=device)
         for label, _, _ in seeded:
-            results[label]["runs"].append({"seed": seed, **_split(compare.member_folder(folder, label), transfer,
-                                                                  split_gaps)})
+            results[label]["runs"].append({"seed": seed, **_split(compare.member_folder(folder, label), transfer)})
     record = {"format": TRANSFER_FORMAT, "transfer": name, "recipe": transfer.recipe, "tuned_on": transfer.tuned_on,
               "estimator": transfer.estimator, "bound": transfer.bound, "more_particles": transfer.more_particles,
               "train_sequences": transfer.train_sequences, "commands": commands, "seeds": list(chosen),
@@ -162,17 +159,12 @@ def run_transfer(name: str, seeds: int | None, run_dir: str | Path, results_dir:
     return path
 
 
-def _split(folder: Path, transfer: Transfer, split_gaps) -> dict:
+def _split(folder: Path, transfer: Transfer) -> dict:
     """One finished run's gaps: held-out (all test sequences), on training sequences, with more particles."""
     metrics = json.loads((folder / "metrics.json").read_text())
-    epochs = read_jsonl(folder / "metrics.jsonl")
-    validated = [r for r in epochs if r.get("valid_bound_per_step") is not None]
     record = {"test": _gaps(metrics["gap_to_truth"]),
               "train": _gaps(split_gaps(folder, transfer.train_sequences, ("train",))["train"]),
-              "truth_per_step": metrics["loglik"]["exact (true parameters)"]["per_step"],
-              "epochs": epochs[-1]["epoch"], "seconds": sum(r.get("seconds", 0.0) for r in epochs)}  # fmt: skip
-    if validated:
-        record["best_epoch"] = max(validated, key=lambda r: r["valid_bound_per_step"])["epoch"]
+              "truth_per_step": metrics["loglik"]["exact (true parameters)"]["per_step"], **compare.run_budget(folder)}
     if transfer.more_particles:
         more = split_gaps(folder, 10**9, ("test",), {"num_particles": transfer.more_particles})["test"]
         record["test_more_particles"] = _gaps(more)
