@@ -29,6 +29,7 @@ from pathlib import Path
 from inference.io import write_json
 
 from . import compare
+from .claims import Stat
 from .studies.truth_fit import split_gaps
 
 __all__ = ["Transfer", "TRANSFERS", "TRANSFER_FORMAT", "transfer_file", "run_transfer", "table", "shares",
@@ -192,11 +193,8 @@ def shares(run: dict, transfer_data: dict) -> dict[str, float | None]:
 
 
 def _mean_sd(values: list[float]) -> str:
-    mean = sum(values) / len(values)
-    if len(values) < 2:
-        return f"{mean:.3f}"
-    sd = (sum((v - mean) ** 2 for v in values) / (len(values) - 1)) ** 0.5
-    return f"{mean:.3f} ± {sd:.3f}"
+    stat = Stat(tuple(values))
+    return f"{stat.mean:.3f}" if stat.sd is None else f"{stat.mean:.3f} ± {stat.sd:.3f}"
 
 
 def _where(split: dict[str, list[float]]) -> str:
