@@ -13,7 +13,12 @@ from __future__ import annotations
 
 import copy
 
-__all__ = ["RECIPES", "EMISSION_MODELS", "SUPERVISED_MODELS", "recipe", "supervised_recipe"]
+__all__ = ["RECIPES", "EMISSION_MODELS", "SUPERVISED_MODELS", "DataNotRepresentable", "recipe", "supervised_recipe"]
+
+
+class DataNotRepresentable(ValueError):
+    """A model cannot represent a user's data (Gaussian-only models on binary rolls, say): refused before training,
+    with the reason; a leaderboard over its default models leaves such a model out and says why."""
 
 _TRAIN = {"epochs": 200, "patience": 10, "batch_size": 16, "lr": 0.003, "clip_norm": 10.0, "progress": False}
 _EVALUATE = {"num_particles": 100, "iwae_particles": 50, "predictive_samples": 100, "batch_size": 32}
