@@ -130,7 +130,7 @@ def _demo(args) -> int:
 
 def _leaderboard(args) -> int:
     models = [m.strip() for m in args.models.split(",") if m.strip()] if args.models is not None else None
-    leaderboard.run_leaderboard(args.data, args.out, models, args.set, args.device)
+    leaderboard.run_leaderboard(args.data, args.out, models, args.set, args.device, retrain=args.retrain)
     print((Path(args.out) / "leaderboard.md").read_text())
     print(f"leaderboard folder: {args.out} (calibration.png, fan_chart.png, runs/)")
     return 0
@@ -200,7 +200,9 @@ def _reproduce(args) -> int:
             print(problem)
         return 1 if problems else 0
     path = reproductions.reproduce(args.claim, args.seeds, args.run_dir, device=args.device)
-    print(f"wrote {path}; ppl-models reproduce --render updates docs/reproductions.md")
+    published = path.parent.resolve() == (reproductions.project_root() / "docs" / "results").resolve()
+    print(f"wrote {path}" + ("; ppl-models reproduce --render updates docs/reproductions.md" if published
+                             else " (docs/results is left as it was)"))
     return 0
 
 
@@ -287,6 +289,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="override a config value of every model (e.g. data.series=\"id\"), or of one "
                             "model (MODEL:section.key=value), repeatable")
     board.add_argument("--device", type=_device, help="cpu, cuda, cuda:N or auto")
+    board.add_argument("--retrain", action="store_true",
+                       help="train again the runs in --out made on other data or with other settings (their old "
+                            "results are deleted); without it such runs are refused by name")  # fmt: skip
     board.set_defaults(func=_leaderboard)
 
     comparison = commands.add_parser("compare", help="compare finished run folders (MSE vs epoch, predictions)")
@@ -362,10 +367,17 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         if args.debug:
             raise
-        print("ppl-models: interrupted (a training run continues with --resume)", file=sys.stderr)
+        print(f"ppl-models: interrupted{_CONTINUE.get(args.command, '')}", file=sys.stderr)
         return 130
     print(f"ppl-models: error: {message}", file=sys.stderr)
     return 2
+
+
+#: how each command that can be interrupted goes on, as the Ctrl-C line says it
+_CONTINUE = {"train": " (a training run continues with --resume)",
+             "leaderboard": " (run the same command again: finished runs are kept, an interrupted one resumes)",
+             "suite": " (run the same command again: finished members are kept, an interrupted one resumes)",
+             "reproduce": " (run the same command again: finished runs are kept, an interrupted one resumes)"}
 
 
 def _one_line(error: BaseException) -> str:

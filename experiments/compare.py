@@ -65,37 +65,65 @@ def run_suite(members, root: str | Path, overrides: list[str] = (), device: str 
     """Train every member (skipping finished ones, resuming interrupted ones), then :func:`compare`.
 
     Members may be likelihood experiments (:mod:`experiments.runner`) or supervised ones
-    (:mod:`experiments.supervised`). ``only``: train just these labels (so that one suite can be
-    split over processes or machines sharing ``root``); the comparison then covers every member
-    finished so far.
+    (:mod:`experiments.supervised`). ``overrides`` apply to every member after its own; members they
+    make the same run (e.g. folds or data sizes, once ``--data`` replaces the data) are refused before
+    any training. ``only``: train just these labels (so that one suite can be split over processes or
+    machines sharing ``root``); the comparison then covers every member finished so far.
     """
-    from .registry import experiment_config
-
     labels = [label for label, _, _ in members]
     unknown = sorted(set(only or ()) - set(labels))
     if unknown:
         raise ValueError(f"only must name members of the suite {labels}, got {unknown}")
-    folders = {}
-    for label, experiment, member_overrides in members:
-        folder = member_folder(root, label)
-        folders[label] = folder
-        if only is not None and label not in only:
-            continue
-        if (folder / "metrics.json").is_file():
+    chosen = [member for member in members if only is None or member[0] in only]
+    configs = {label: _member_config(experiment, (*sets, *overrides)) for label, experiment, sets in chosen}
+    _check_distinct(chosen, configs, overrides)
+    folders = {label: member_folder(root, label) for label in labels}
+    for label, experiment, member_overrides in chosen:
+        folder = folders[label]
+        if runner.is_finished(folder):
             print(f"{label}: finished earlier, kept ({folder})")
             continue
-        path, member_overrides = experiment_config(experiment), [*member_overrides, *overrides]
-        is_supervised = supervised.is_supervised(path)
-        config = (supervised.load_supervised_config if is_supervised else load_config)(path, member_overrides)
+        config, is_supervised = configs[label]
         config["name"] = label
         if device:
             config["device"] = device
-        print(f"{label}: training ({experiment} {' '.join(member_overrides)})")
+        print(f"{label}: training ({experiment} {' '.join((*member_overrides, *overrides))})")
         train = supervised.train if is_supervised else runner.train
-        train(config, folder, resume=(folder / "checkpoints" / "last.pt").exists())
+        train(config, folder, resume=True)  # a folder without a complete last.pt starts afresh
     if only is not None:
-        folders = {label: folder for label, folder in folders.items() if (folder / "metrics.json").is_file()}
+        folders = {label: folder for label, folder in folders.items() if runner.is_finished(folder)}
     return compare(folders, root)
+
+
+def _member_config(experiment: str, overrides) -> tuple[dict, bool]:
+    """The checked configuration of a registered ``experiment`` with ``overrides``, and whether it is supervised."""
+    from .registry import experiment_config
+
+    path = experiment_config(experiment)
+    is_supervised = supervised.is_supervised(path)
+    return (supervised.load_supervised_config if is_supervised else load_config)(path, list(overrides)), is_supervised
+
+
+def _check_distinct(members, configs: dict, overrides) -> None:
+    """Refuse ``members`` of which two are the same run under ``overrides`` (``configs``: ``{label: (config, _)}``),
+    naming the settings of theirs that the overrides replace."""
+    seen, same = {}, []
+    for label, _, _ in members:
+        key = json.dumps({k: v for k, v in configs[label][0].items() if k != "name"}, sort_keys=True)
+        if key in seen:
+            same.append((seen[key], label))
+        seen.setdefault(key, label)
+    if not same:
+        return
+    first, second = same[0]
+    own = {label: _member_config(experiment, sets)[0] for label, experiment, sets in members if label in same[0]}
+    replaced = sorted(key for key in runner.config_differences(own[first], own[second]) if key != "name")
+    why = (f"they differ only in {', '.join(replaced)}, which the overrides replace" if replaced
+           else "they have the same settings")
+    more = f" (and {len(same) - 1} more such pairs)" if len(same) > 1 else ""
+    raise ValueError(f"suite members {first!r} and {second!r} become the same run under the overrides "
+                     f"{list(overrides)}{more}: {why}; drop the override (e.g. --data) or train distinct members "
+                     "only (--only LABEL)")  # fmt: skip
 
 
 #: the test metrics a supervised member's row shows, where its task reports them

@@ -88,6 +88,9 @@ class EvaluateConfig:
                 continue
             if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
                 raise ValueError(f"evaluate.{name} must be an int >= {minimum}, got {value!r}")
+        for name in ("predictive_samples", "posterior_draws"):  # a spread needs two draws
+            if getattr(self, name) == 1:
+                raise ValueError(f"evaluate.{name} must be 0 (none) or an int >= 2, got 1")
 
     @classmethod
     def from_dict(cls, values: dict) -> EvaluateConfig:

@@ -27,6 +27,7 @@ from matplotlib.figure import Figure
 from inference import calibration
 from inference.io import write_json, write_text
 from inference.recalibration import RECALIBRATION_METHODS, coverage_by_step, fit_recalibration
+from inference.training import load_checkpoint
 from inference.validation import check_positive_int
 from ppl_models import SMCTransformer
 
@@ -42,22 +43,38 @@ def _load(label: str, folder, device: str, data_path: str | Path | None = None):
     """``(config, data, model)`` of the run ``label`` in ``folder``, its best checkpoint loaded on ``device``.
 
     ``data_path``: forecast this file instead of the run's data (a run trained on a file keeps its
-    column options and its standardisation, from ``data_split.json``).
+    column options and the standardisation its checkpoint records). The checkpoint is checked against the
+    run's own ``config.json``, the returned ``config`` is the one the forecast reads its data by.
     """
     folder = check_run_folder(folder, name=f"run {label!r}:")
     config = read_config_json(folder / "config.json")
     if config.get("kind") == "supervised":
         raise ValueError(f"run {label!r}: {folder} is a supervised run; forecasts need a likelihood run")
-    if data_path is not None:
-        options = config["data"] if config["data"].get("name") == "file" else {"name": "file"}
-        config["data"] = {**options, "path": str(data_path)}
-        if (folder / "data_split.json").is_file():
-            config["data"]["standardizer"] = read_config_json(folder / "data_split.json")["standardizer"]
     config = check_config(config)
-    data, model, objective = _setup(config)
+    forecast = config if data_path is None else {**config, "data": _file_data(folder, config, data_path)}
+    data, model, objective = _setup(forecast)
     load_run_checkpoint(folder, objective, config)
     model.to(device).eval()
-    return config, data, model
+    return forecast, data, model
+
+
+def _file_data(folder: Path, config: dict, path: str | Path) -> dict:
+    """The ``[data]`` section that reads the file at ``path`` as the run in ``folder`` read its data: a run on a
+    file keeps its column options; the standardisation is the one its checkpoint records (else ``data_split.json``)."""
+    options = config["data"] if config["data"].get("name") == "file" else {"name": "file"}
+    data = {**options, "path": str(path)}
+    standardizer = _recorded_standardizer(folder)
+    return data if standardizer is None else {**data, "standardizer": standardizer}
+
+
+def _recorded_standardizer(folder: Path) -> dict | None:
+    """The standardisation a run was trained in: its ``best.pt``'s experiment, else ``data_split.json``; ``None``
+    for a run on data that is not standardised."""
+    best = folder / "checkpoints" / "best.pt"
+    recorded = (load_checkpoint(best).get("experiment") or {}).get("data_standardizer") if best.is_file() else None
+    if recorded is None and (folder / "data_split.json").is_file():
+        recorded = read_config_json(folder / "data_split.json").get("standardizer")
+    return recorded
 
 
 def _em_sites(model) -> tuple[str, ...]:
@@ -200,7 +217,7 @@ def _in_units(data, values: torch.Tensor, split: str) -> torch.Tensor:
     the standardisation of a user's file."""
     if getattr(data, "untransform", None) is not None:
         return data.untransform(values, split)
-    return values if data.standardizer is None else data.standardizer.inverse(values)
+    return values if data.standardizer is None else data.standardizer.inverse(values, dtype=torch.float64)
 
 
 def _recalibration_name(method: str | None, per_step: bool) -> str:

@@ -1,8 +1,9 @@
 """``ppl-models leaderboard --data PATH``: which model suits my data, and are its uncertainties right?
 
 Every model trains at its default recipe (:mod:`experiments.recipes`) on the same splits of the
-file, each in ``OUT/runs/<model>`` (a finished run is kept, an interrupted one resumes), and the
-board is written from their ``metrics.json``:
+file, each in ``OUT/runs/<model>`` (a finished run made on the same data with the same settings is
+kept, an interrupted one resumes; see :func:`run_leaderboard`), and the board is written from their
+``metrics.json``:
 
 * ``leaderboard.json`` / ``leaderboard.md``: per model, the held-out log-likelihood in nats per
   step with the estimator named (the exact one where the model has it, else its tightest bound),
@@ -11,35 +12,75 @@ board is written from their ``metrics.json``:
 * ``calibration.png``: coverage against nominal level and the PIT ECDF of every model side by side;
 * ``fan_chart.png``: a forecast of one test series per model (median, 50 % and 90 % bands), in the
   data's units.
+
+Of the default models, those that cannot represent the data are listed under the board with the
+reason (``not run: MODEL: reason``; ``not_run`` in ``leaderboard.json``).
 """
 
 from __future__ import annotations
 
 import json
+import shutil
+import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from inference.io import read_jsonl, write_json, write_text
+from inference.io import folder_lock, read_jsonl, remove_stale_temporaries, write_json, write_text
+from inference.training import load_checkpoint
 
 from . import board_figures, own_data, runner
-from .recipes import RECIPES
+from .recipes import RECIPES, DataNotRepresentable
 
-__all__ = ["DEFAULT_MODELS", "run_leaderboard", "leaderboard_rows"]
+__all__ = ["DEFAULT_MODELS", "BOARD_FILES", "run_leaderboard", "leaderboard_rows"]
 
 #: the models a board compares when ``--models`` is not given: every density model of the registry
 DEFAULT_MODELS = tuple(RECIPES)
 
+#: what a board writes into ``out`` besides its ``runs/`` folder
+BOARD_FILES = ("leaderboard.json", "leaderboard.md", "calibration.png", "fan_chart.png")
+
 
 def run_leaderboard(path: str | Path, out: str | Path, models: list[str] | None = None, overrides: list[str] = (),
-                    device: str | None = None) -> list[dict]:  # fmt: skip
+                    device: str | None = None, *, retrain: bool = False) -> list[dict]:  # fmt: skip
     """Train each of ``models`` (default :data:`DEFAULT_MODELS`) on the file at ``path``; write the board to ``out``.
 
     ``overrides`` (``section.key=value``) apply to every model after its recipe (``data.series=...``
     name the file's columns); ``MODEL:section.key=value`` applies to that model only. Every
-    configuration is built, and so checked, before any training.
-    Returns the rows of ``leaderboard.json``.
+    configuration is built, and so checked, before any training; of the default models, those that
+    cannot represent the data are left out and listed with the reason. ``out`` is locked while the
+    board runs. A rerun into the same ``out`` keeps each finished run, resumes an interrupted one
+    and starts again one that has not trained an epoch; a run made on other data (the file's content
+    hash) or with other settings is refused by name before anything trains, or, with ``retrain``,
+    trained again. Returns the rows of ``leaderboard.json``.
     """
-    models = list(models or DEFAULT_MODELS)
+    configs, not_run = _configs(path, models, overrides, device)
+    _check_board_folder(Path(out))
+    out = runner.check_writable(out, "out")
+    with folder_lock(out, "out"):
+        remove_stale_temporaries(out)
+        folders = {model: out / "runs" / model for model in configs}
+        plans = _plans(folders, configs, retrain)
+        for model, config in configs.items():
+            _bring_up_to_date(model, folders[model], config, plans[model])
+        rows = leaderboard_rows(folders)
+        write_json(out / "leaderboard.json", {"data": str(path), "overrides": list(overrides), "rows": rows,
+                                              "not_run": not_run})  # fmt: skip
+        write_text(out / "leaderboard.md", _markdown(rows, path, not_run))
+        board_figures.calibration_figure(folders, out / "calibration.png")
+        board_figures.fan_chart(folders, out / "fan_chart.png", device or "cpu")
+    return rows
+
+
+def _configs(path, models: list[str] | None, overrides, device) -> tuple[dict[str, dict], dict[str, str]]:
+    """``({model: its checked configuration}, {model: why it is not run})``; ``models`` ``None`` is the default list,
+    whose models that cannot represent the data are left out (a model named in ``models`` raises instead)."""
+    named = models is not None
+    models = list(DEFAULT_MODELS if models is None else models)
+    if not models:
+        raise ValueError(f"models: expected at least one model name, got none (leave --models out to compare all of "
+                         f"{list(DEFAULT_MODELS)})")  # fmt: skip
     unknown = [m for m in models if m not in RECIPES]
     if unknown:
         raise ValueError(f"models: {unknown} are not density models of the collection; expected names from "
@@ -51,38 +92,123 @@ def run_leaderboard(path: str | Path, out: str | Path, models: list[str] | None 
     if unknown:
         raise ValueError(f"--set {unknown[0]}:...: {unknown[0]!r} is not among the models {models}")
     shared = [item for item in overrides if item.split(":", 1)[0] not in RECIPES]
-    configs = {}
+    configs, not_run = {}, {}
     for model in models:
-        config = own_data.model_config(model, path, [*shared, *(item for name, item in own if name == model)])
+        try:
+            config = own_data.model_config(model, path, [*shared, *(item for name, item in own if name == model)])
+        except DataNotRepresentable as error:
+            if named:
+                raise
+            not_run[model] = " ".join(str(error).split())
+            print(f"not run: {not_run[model]}")  # the reason starts with the model's name
+            continue
         config["name"] = f"{model} (leaderboard)"
         if device:
             config["device"] = device
         configs[model] = config
-    out = runner.check_writable(out, "out")
-    for model, config in configs.items():
-        folder = out / "runs" / model
-        if (folder / "metrics.json").is_file():
-            print(f"{model}: finished earlier, kept ({folder})")
-            continue
-        print(f"{model}: training ({folder})")
-        started, clock = time.perf_counter(), folder / "wall_time.json"
-        earlier = json.loads(clock.read_text())["seconds"] if clock.is_file() else 0.0  # before an interruption
-        runner.train(config, folder, resume=(folder / "checkpoints" / "last.pt").exists())
-        seconds = earlier + time.perf_counter() - started
-        write_json(clock, {"seconds": seconds, "what": "wall time of training and evaluation, all sessions"})
-        print(f"{model}: done in {seconds:.0f} s")
-    rows = leaderboard_rows({model: out / "runs" / model for model in models})
-    write_json(out / "leaderboard.json", {"data": str(path), "overrides": list(overrides), "rows": rows})
-    write_text(out / "leaderboard.md", _markdown(rows, path))
-    board_figures.calibration_figure({model: out / "runs" / model for model in models}, out / "calibration.png")
-    board_figures.fan_chart({model: out / "runs" / model for model in models}, out / "fan_chart.png", device or "cpu")
-    return rows
+    if not configs:
+        raise ValueError(f"data {path}: none of the models can represent it ({next(iter(not_run.values()))})")
+    return configs, not_run
+
+
+def _check_board_folder(out: Path) -> None:
+    """Refuse an ``out`` that holds anything but a board's files (a run folder of ``train``, an evaluation, ...)."""
+    if not out.is_dir():
+        return  # missing (made anew) or a file (refused by runner.check_writable)
+    other = sorted(p.name for p in out.iterdir() if p.name not in ("runs", *BOARD_FILES) and p.name[0] != ".")
+    if other:
+        shown = ", ".join(other[:3]) + (f" and {len(other) - 3} more" if len(other) > 3 else "")
+        raise ValueError(f"out {out} is not a leaderboard folder (it holds {shown}; a run or evaluation folder?): "
+                         "pick a new or empty --out")  # fmt: skip
+
+
+def _plans(folders: dict[str, Path], configs: dict[str, dict], retrain: bool) -> dict[str, str]:
+    """``{model: "kept" | "resume" | "start" | "retrain"}`` for the run folders; a run made on other data or with
+    other settings is one ``ValueError`` naming its folder and what differs, unless ``retrain``."""
+    plans, refused = {}, {}
+    for model, folder in folders.items():
+        checkpoint = _last_checkpoint(folder)
+        differences = [] if checkpoint is None else runner.run_differences(folder, configs[model],
+                                                                          checkpoint.get("experiment"))
+        if differences:
+            refused[model] = differences
+        plans[model] = ("start" if checkpoint is None else "retrain" if differences else
+                        "kept" if runner.is_finished(folder) else "resume")  # fmt: skip
+    if refused and not retrain:
+        model, differences = next(iter(refused.items()))
+        others = [folders[m].name for m in refused if m != model]
+        also = f" (and {', '.join(others)} likewise)" if others else ""
+        raise ValueError(f"{folders[model]} holds a run made on other data or with other settings "
+                         f"({'; '.join(differences[:3])}){also}: pick another --out, or pass --retrain to train "
+                         f"{'them' if others else 'it'} again (the old results are deleted)")  # fmt: skip
+    return plans
+
+
+def _last_checkpoint(folder: Path) -> dict | None:
+    """The run's ``checkpoints/last.pt``, or ``None`` where there is no complete one (it has not trained an epoch)."""
+    path = folder / "checkpoints" / "last.pt"
+    try:
+        return load_checkpoint(path) if path.is_file() else None
+    except ValueError:  # cut short (a full disk, a lost write): as good as none
+        return None
+
+
+def _bring_up_to_date(model: str, folder: Path, config: dict, plan: str) -> None:
+    """Carry out ``plan`` (:func:`_plans`) for ``model``'s run folder: keep it, resume it, or train it from scratch."""
+    if plan == "kept":
+        print(f"{model}: finished earlier, kept ({folder})")
+        return
+    if plan == "retrain":
+        shutil.rmtree(folder)
+    if plan == "start":  # no complete last.pt: what a new run would refuse or trip over goes, the wall time stays
+        shutil.rmtree(folder / "checkpoints", ignore_errors=True)
+        for name in ("config.json", "resume.jsonl", runner.FINISHED):
+            (folder / name).unlink(missing_ok=True)
+    if plan == "resume" and (folder / "config.json").is_file():  # the run's own settings (the same, defaults aside)
+        config = {**runner.read_config_json(folder / "config.json"), "device": config["device"]}
+    print(f"{model}: {'resuming' if plan == 'resume' else 'training'} ({folder})")
+    with _wall_clock(folder / "wall_time.json") as seconds:
+        runner.train(config, folder, resume=plan == "resume")
+    print(f"{model}: done in {seconds():.0f} s")
+
+
+@contextmanager
+def _wall_clock(path: Path, every: float = 1.0) -> Iterator[Callable[[], float]]:
+    """Count the block's wall time into ``path`` (``seconds``, all sessions together), rewritten every ``every``
+    seconds while the block runs and at its end, so that a session killed on the way counts too (all but the
+    last ``every`` seconds). Yields a function that gives the seconds so far."""
+    earlier = json.loads(path.read_text())["seconds"] if path.is_file() else 0.0
+    started, stop = time.perf_counter(), threading.Event()
+
+    def seconds() -> float:
+        return earlier + time.perf_counter() - started
+
+    def record() -> None:
+        if path.parent.is_dir():  # written by the run's own start
+            write_json(path, {"seconds": seconds(), "what": "wall time of training and evaluation, all sessions"})
+
+    def beat() -> None:
+        while not stop.wait(every):
+            with suppress(OSError):  # a full disk, a temporary file swept by the run's start: the next beat writes
+                record()
+
+    thread = threading.Thread(target=beat, name=f"wall clock of {path.parent.name}", daemon=True)
+    thread.start()
+    try:
+        yield seconds
+    finally:
+        stop.set()
+        thread.join()
+        record()
 
 
 def leaderboard_rows(folders: dict[str, Path]) -> list[dict]:
-    """One row per finished run folder, from its ``metrics.json`` and training log, best held-out fit first."""
+    """One row per finished run folder, from its ``metrics.json`` and training log, best held-out fit first; a
+    folder without ``finished.json`` (its outputs incomplete) is a ``ValueError``."""
     rows = []
     for model, folder in folders.items():
+        if not runner.is_finished(folder):
+            raise ValueError(f"run {folder} is not finished (no {runner.FINISHED}): rerun the leaderboard to finish it")
         metrics = json.loads((folder / "metrics.json").read_text())
         estimator, loglik = _held_out(metrics["loglik"])
         calibration = metrics.get("calibration", {})
@@ -117,7 +243,7 @@ def _held_out(loglik: dict) -> tuple[str, float]:
     return name, bounds[name]
 
 
-def _markdown(rows: list[dict], path) -> str:
+def _markdown(rows: list[dict], path, not_run: dict[str, str]) -> str:
     binary = all(row["crps"] is None for row in rows)
     spread = ("Brier", "ECE") if binary else ("CRPS", "cov. 50%", "cov. 80%", "cov. 95%", "PIT KS")
     keys = ("brier", "ece") if binary else ("crps", "coverage_0.5", "coverage_0.8", "coverage_0.95", "pit_ks")
@@ -136,6 +262,9 @@ def _markdown(rows: list[dict], path) -> str:
         cells = (row["model"], f"{row['nats_per_step']:.4f}", row["estimator"], *(_number(row[k]) for k in keys),
                  _number(row["mse"]), f"{row['train_seconds']:.0f}", epochs, f"{row['num_parameters']:,}")
         lines.append("| " + " | ".join(cells) + " |")
+    if not_run:
+        lines += ["", "Models that cannot represent the data:", "",
+                  *(f"- not run: {reason}" for reason in not_run.values())]
     return "\n".join(lines) + "\n"
 
 

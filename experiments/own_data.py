@@ -6,6 +6,10 @@ experiment's model and training and replaces its data. Either way the ``[data]``
 ``{name = "file", path = FILE}``, and ``--set data.series=...`` (``time``, ``features``,
 ``targets``, ``split``, ``split_by``, ``fractions``, ``window``, ``stride``, ``missing``, ...)
 name the columns and the split (:func:`experiments.tasks.own_file.file_data`).
+
+A model that cannot take the file is refused before anything is written, in one line with the reason
+(:class:`~experiments.recipes.DataNotRepresentable`): a model without a Bernoulli emission on binary (0/1) data
+(a PF-RNN on binary targets), or data too short for the model's settings (:func:`experiments.recipes.recipe`).
 """
 
 from __future__ import annotations
@@ -14,8 +18,17 @@ from pathlib import Path
 
 from . import supervised
 from .config import apply_overrides, check_config
-from .recipes import RECIPES, SUPERVISED_MODELS, recipe, supervised_recipe
+from .recipes import (
+    RECIPES,
+    SUPERVISED_MODELS,
+    DataNotRepresentable,
+    binary_refusal,
+    check_data,
+    recipe,
+    supervised_recipe,
+)
 from .registry import DATASETS, MODELS, build, build_objective
+from .tasks.file_regression import TABLES, FileRegressionData
 
 __all__ = ["MODEL_NAMES", "data_override", "is_model_name", "model_config"]
 
@@ -37,17 +50,41 @@ def is_model_name(name: str) -> bool:
 def model_config(model: str, path: str | Path, overrides: list[str] = (), *, seed: int = 0) -> dict:
     """The checked configuration that trains registry model ``model`` at its recipe on the file at ``path``.
 
-    The file is read once here to choose the emission (Bernoulli for binary data, else Gaussian);
-    ``overrides`` (``section.key=value``) apply after the recipe.
+    The file is read here to choose the emission (Bernoulli for binary data, else Gaussian) and fit the recipe
+    to its sequences' lengths; ``overrides`` (``section.key=value``) apply after the recipe. A model the data
+    does not suit is refused: :class:`~experiments.recipes.DataNotRepresentable`, one line with the reason.
     """
     if model not in MODEL_NAMES:
         raise ValueError(f"model: expected one of {list(MODEL_NAMES)}, got {model!r}")
     overrides = [data_override(path), *overrides]
     if model in SUPERVISED_MODELS:
-        config = apply_overrides(supervised_recipe(model, seed=seed), overrides)
-        return supervised.check_supervised_config(config)
+        config = supervised.check_supervised_config(apply_overrides(supervised_recipe(model, seed=seed), overrides))
+        if _predicts_binary(config):
+            raise DataNotRepresentable(binary_refusal(model))
+        return config
     data_table = apply_overrides({}, overrides).get("data", {})
     data = build(data_table, DATASETS, "data")  # the file's errors come first, before any model setting
-    config = check_config(apply_overrides(recipe(model, binary=data.binary, seed=seed), overrides))
+    config = check_config(apply_overrides(recipe(model, binary=data.binary, seed=seed, data=data), overrides))
     build_objective(config["objective"], build(config["model"], MODELS, "model", obs_dim=data.obs_dim))  # checked
+    check_data(config, data)
     return config
+
+
+def _predicts_binary(config: dict) -> bool:
+    """Whether what a PF-RNN of supervised ``config`` would predict is binary (0/1): every value of a file without
+    columns to name as targets (``.npz``, a MIDI folder), else the ``targets`` of the table. The loader's own
+    errors come first. It holds the targets standardised (``splits[s] = (x, mask, y [N, T, O])``): undone, they
+    match 0 or 1 up to float32 rounding."""
+    table = config["data"]
+    if table.get("name") == "file" and Path(table["path"]).suffix.lower() not in TABLES:
+        return build(table, DATASETS, "data").binary
+    data, splits, _, _ = supervised._setup(config)
+    return isinstance(data, FileRegressionData) and all(
+        _zeros_and_ones(data.target_standardizer.inverse(y.double()), mask) for _, mask, y in splits.values())
+
+
+def _zeros_and_ones(values, mask) -> bool:
+    """Whether the valid entries of ``values [N, T, O]`` (``mask [N, T]`` or ``None``: all) are 0 or 1."""
+    values = values if mask is None else values[mask]
+    nearest = values.round()
+    return bool((((nearest == 0) | (nearest == 1)) & ((values - nearest).abs() < 1e-4)).all())

@@ -7,13 +7,22 @@ training to convergence by early stopping on the validation bound (patience 10 w
 200 epochs, so the best epoch is well before the end on most data; the run records its best
 epoch). The emission of the models that offer one follows the data: Bernoulli for binary data,
 Gaussian otherwise. ``--set`` changes any of it.
+
+What each model can represent is :data:`EMISSIONS`: a model without a Bernoulli emission is refused on
+binary data before training (:class:`DataNotRepresentable`). Given the data, a recipe also fits the settings
+that depend on the sequences' lengths (:data:`_FITS`): the two-stage-regression horizon of ``psrnn`` and
+``kf``, the SMC Transformer's attention window and the Transformer forecaster's table of learned positions;
+:func:`check_data` refuses, before training, the user's settings that the data cannot meet.
 """
 
 from __future__ import annotations
 
 import copy
 
-__all__ = ["RECIPES", "EMISSION_MODELS", "SUPERVISED_MODELS", "DataNotRepresentable", "recipe", "supervised_recipe"]
+from ppl_models.spectral import window_count
+
+__all__ = ["RECIPES", "EMISSIONS", "EMISSION_MODELS", "SUPERVISED_MODELS", "DataNotRepresentable", "recipe",
+           "check_data", "binary_refusal", "supervised_recipe"]
 
 
 class DataNotRepresentable(ValueError):
@@ -40,20 +49,49 @@ RECIPES = {
                                       "ess_threshold": 1.0, "gradient": "stop_weights"},
                         "train": {**_TRAIN, "lr": 0.003, "epochs": 100},
                         "evaluate": {**_EVALUATE, "estimators": ["smc"], "num_particles": 30}},
-    "psrnn": {"model": {"state_dim": 20, "num_features": 1000, "horizon": 10, "init": "2sr"}, **_EXACT,
+    "psrnn": {"model": {"state_dim": 20, "obs_features": 20, "num_features": 1000, "horizon": 10, "init": "2sr"},
+              **_EXACT,
               "train": {**_TRAIN, "lr": 0.001}},
     "kf": {"model": {"state_dim": 10, "horizon": 10}, **_EXACT, "train": {**_TRAIN, "lr": 0.001}},
     "mc-dropout-lstm": {"model": {"hidden_size": 64, "dropout": 0.2, "where": "output"}, **_EXACT},
-    "transformer-forecaster": {"model": {"d_model": 16, "num_layers": 1, "feedforward_dim": 64}, **_EXACT},
+    "transformer-forecaster": {"model": {"d_model": 16, "num_layers": 1, "feedforward_dim": 64, "max_len": 512},
+                               **_EXACT},
+}  # fmt: skip
+
+#: what each model of the collection (:data:`RECIPES` and :data:`SUPERVISED_MODELS`) can represent: the emissions
+#: it offers. Binary (0/1) data needs a Bernoulli one: a Gaussian density on 0/1 values grows without bound as its
+#: variance shrinks, and it gives no probabilities of 1s to judge.
+EMISSIONS = {
+    "lgssm": ("gaussian",), "gru": ("gaussian", "bernoulli"), "recurrent": ("gaussian",),
+    "vrnn": ("gaussian", "bernoulli"), "srnn": ("gaussian", "bernoulli"), "smc-transformer": ("gaussian",),
+    "psrnn": ("gaussian",), "kf": ("gaussian",), "mc-dropout-lstm": ("gaussian",),
+    "transformer-forecaster": ("gaussian",), "pf-lstm": ("gaussian",), "pf-gru": ("gaussian",),
 }  # fmt: skip
 #: models whose ``emission`` the data decides (Bernoulli for binary data, else Gaussian)
-EMISSION_MODELS = ("gru", "vrnn", "srnn")
+EMISSION_MODELS = tuple(model for model, emissions in EMISSIONS.items() if "bernoulli" in emissions)
 
 
-def recipe(model: str, *, binary: bool, seed: int = 0) -> dict:
-    """The configuration (without ``[data]``) that trains registry model ``model`` on data of this kind."""
+def binary_refusal(model: str, emission: str = "gaussian") -> str:
+    """The one line that refuses ``model`` (its ``emission``) on binary data."""
+    why = "(a Gaussian density on 0/1 values has no bound and gives no probabilities of 1s)"
+    if "bernoulli" in EMISSIONS[model]:
+        return (f"{model}: the data is binary (0/1) and model.emission is {emission!r}, which cannot represent it "
+                f"{why}: set model.emission=\"bernoulli\" (the recipe's for binary data)")
+    return (f"{model}: the data is binary (0/1) and the model's emission is Gaussian-only, which cannot represent "
+            f"it {why}; the models that take binary data, with a Bernoulli emission: {', '.join(EMISSION_MODELS)}")
+
+
+def recipe(model: str, *, binary: bool, seed: int = 0, data=None) -> dict:
+    """The configuration (without ``[data]``) that trains registry model ``model`` on data of this kind.
+
+    ``binary`` data is refused (:class:`DataNotRepresentable`) unless the model has a Bernoulli emission.
+    ``data`` (:class:`~experiments.data.SequenceData`, optional): fit the settings that depend on its
+    sequences' lengths (:data:`_FITS`), or refuse it with the reason.
+    """
     if model not in RECIPES:
         raise ValueError(f"model: expected one of {sorted(RECIPES)}, got {model!r}")
+    if binary and model not in EMISSION_MODELS:
+        raise DataNotRepresentable(binary_refusal(model))
     sections = copy.deepcopy(RECIPES[model])
     config = {"name": f"{model}-own-data", "seed": seed, "device": "auto",
               "model": {"name": model, **sections["model"]}, "objective": sections["objective"],
@@ -61,7 +99,78 @@ def recipe(model: str, *, binary: bool, seed: int = 0) -> dict:
               "evaluate": sections["evaluate"]}  # fmt: skip
     if model in EMISSION_MODELS:
         config["model"]["emission"] = "bernoulli" if binary else "gaussian"
+    if data is not None and model in _FITS:
+        _FITS[model](model, config["model"], data)
     return config
+
+
+def check_data(config: dict, data) -> None:
+    """Refuse, before training, a checked configuration of a recipe model (after the user's settings) that
+    cannot fit ``data`` (:class:`~experiments.data.SequenceData`): an emission other than Bernoulli on binary
+    data (:class:`DataNotRepresentable`), too few two-stage-regression windows for ``psrnn`` / ``kf``."""
+    section = config["model"]
+    model = section["name"]
+    if data.binary and section.get("emission") != "bernoulli":
+        raise DataNotRepresentable(binary_refusal(model, section.get("emission", "gaussian")))
+    problem = _two_stage_shortfall(model, section, data.train[1]) if model in ("psrnn", "kf") else None
+    if problem:
+        raise ValueError(f"model.horizon={section['horizon']}: {problem}; use a smaller horizon or state size")
+
+
+def _two_stage_shortfall(model: str, section: dict, mask) -> str | None:
+    """Why two-stage regression (``psrnn`` from ``init="2sr"``, ``kf``) cannot start from the training split
+    ``mask [N, T]`` at ``section``'s horizon, or ``None``: it needs at least one window of ``2 horizon + 1`` steps
+    and as many windows as each size it keeps (``state_dim``, and ``obs_features`` for ``psrnn``)."""
+    if model == "psrnn" and section["init"] != "2sr":
+        return None
+    sizes = {"state_dim": section["state_dim"], **({"obs_features": section["obs_features"]} if model == "psrnn"
+                                                   else {})}  # fmt: skip
+    horizon, lengths = section["horizon"], mask.sum(1)
+    windows, need = window_count(mask, horizon), max(1, *sizes.values())
+    if windows >= need:
+        return None
+    kept = ", ".join(f"{name} {value}" for name, value in sizes.items())
+    return (f"{model}'s two-stage regression with horizon {horizon} needs at least {need} windows of 2 * {horizon} + "
+            f"1 = {2 * horizon + 1} steps ({kept}), and the training split gives {windows} ({len(lengths)} sequences "
+            f"of {int(lengths.min())} to {int(lengths.max())} steps)")
+
+
+def _fit_horizon(model: str, section: dict, data) -> None:
+    """``psrnn`` / ``kf``: the largest horizon, up to the recipe's, whose windows (``2 horizon + 1`` steps) fit in
+    the shortest training sequence (at least 1) and number at least the sizes two-stage regression keeps; ``kf``'s
+    state then within ``horizon * D``. None: :class:`DataNotRepresentable` with the reason."""
+    mask = data.train[1]
+    start = max(1, min(section["horizon"], (int(mask.sum(1).min()) - 1) // 2))
+    for horizon in range(start, 0, -1):
+        trial = {**section, "horizon": horizon}
+        if model == "kf":
+            trial["state_dim"] = min(section["state_dim"], horizon * data.obs_dim)
+        problem = _two_stage_shortfall(model, trial, mask)
+        if problem is None:
+            section.update(trial)
+            return
+    raise DataNotRepresentable(f"{problem}: give more or longer training sequences")
+
+
+def _longest(data) -> int:
+    """The longest sequence of any split of ``data``, in steps."""
+    return max(int(getattr(data, split)[1].sum(1).max()) for split in ("train", "valid", "test"))
+
+
+def _fit_window(model: str, section: dict, data) -> None:
+    """The SMC Transformer's attention window: no longer than the longest sequence's past, to which a longer
+    window attends all the same (it only holds empty slots)."""
+    section["window"] = min(section["window"], max(1, _longest(data) - 1))
+
+
+def _fit_positions(model: str, section: dict, data) -> None:
+    """The Transformer forecaster's learned positions: one for each step of the longest sequence of any split."""
+    section["max_len"] = max(section["max_len"], _longest(data))
+
+
+#: recipe model -> ``fit(model, model_section, data)``: its settings that depend on the sequences' lengths
+_FITS = {"psrnn": _fit_horizon, "kf": _fit_horizon, "smc-transformer": _fit_window,
+         "transformer-forecaster": _fit_positions}  # fmt: skip
 
 
 #: the supervised models a user's table trains: PF-RNN cells predicting its ``targets`` columns from its features

@@ -25,7 +25,16 @@ from inference.io import write_json, write_text
 
 from . import compare
 from .benchmarks.timing import git_state
-from .claims import CLAIMS, PAPERS, REPRODUCE_FORMAT, Claim, Reading, provenance_problems
+from .claims import (
+    CLAIMS,
+    PAPERS,
+    REPRODUCE_FORMAT,
+    Claim,
+    Reading,
+    provenance_problems,
+    read_results_file,
+    results_destination,
+)
 from .transfers import TRANSFERS, run_transfer, table, transfer_file
 
 __all__ = ["project_root", "reproduction_file", "reproduce", "load_results", "row", "render", "write_page", "check",
@@ -78,6 +87,7 @@ def reproduce(name: str, seeds: int | None = None, run_dir: str | Path | None = 
     members = claim.members
     chosen = tuple(range(seeds)) if seeds is not None else claim.seeds
     root = Path(run_dir or f"runs/reproduce-{name}")
+    path = results_destination(_results(results_dir) / reproduction_file(name), chosen, root / reproduction_file(name))
     start = time.perf_counter()
     results: dict[str, dict] = {label: {"runs": []} for label, _, _ in members}
     commands = []
@@ -94,7 +104,6 @@ def reproduce(name: str, seeds: int | None = None, run_dir: str | Path | None = 
     record = {"format": REPRODUCE_FORMAT, "claim": name, "commands": commands, "seeds": list(chosen),
               "commit": _commit(), "machine": _machine(device), "wall_seconds": time.perf_counter() - start,
               "results": results}  # fmt: skip
-    path = _results(results_dir) / reproduction_file(name)
     write_json(path, record)
     return path
 
@@ -126,8 +135,7 @@ def load_results(results_dir: str | Path | None = None) -> dict[str, dict]:
     results_dir = _results(results_dir)
     names = ({name for claim in CLAIMS.values() for name in claim.results} | set(map(reproduction_file, CLAIMS))
              | set(map(transfer_file, TRANSFERS)))
-    return {name: json.loads((Path(results_dir) / name).read_text()) for name in sorted(names)
-            if (Path(results_dir) / name).is_file()}  # fmt: skip
+    return {name: read_results_file(results_dir / name) for name in sorted(names) if (results_dir / name).is_file()}
 
 
 def _stat(stat) -> str:
@@ -269,11 +277,7 @@ def check(results_dir: str | Path | None = None, page: str | Path | None = None)
             problems.append(f"{other.name}: its claims rows differ from a fresh render: run ppl-models reproduce "
                             "--render")  # fmt: skip
     for path in sorted(_results(results_dir).glob("*.json")):  # every results file, quoted by a claim or not
-        try:
-            data = json.loads(path.read_text())
-        except json.JSONDecodeError as error:
-            problems.append(f"docs/results/{path.name}: not valid JSON ({error})")
-            continue
+        data = read_results_file(path)
         problems += provenance_problems(path.name, data if isinstance(data, dict) else {})
     return problems
 

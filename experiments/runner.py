@@ -17,6 +17,10 @@ A run folder holds:
 * ``resume.jsonl``: one line per ``--resume`` (its time, the epoch it resumed from, the number of
   epochs it trains to, the device, and any change of ``train.epochs``); ``config.json`` keeps the
   first run's settings and is never rewritten;
+* ``finished.json``: written last, once every output above is in place (its time and the data's
+  content hash); a run folder without it is unfinished, whatever else it holds;
+* ``.lock``: locked (:func:`inference.io.folder_lock`) while a process trains or evaluates the run, so
+  that a second process on the same folder is refused instead of writing beside the first;
 * ``evaluations/evaluate-<time>-<pid>/``: each later ``evaluate`` of the run, with its own
   ``config.json`` (the run's, with the ``[evaluate]`` settings used), metrics, ``predictive.nc``
   and plots, written to a hidden folder beside it and renamed into place whole; the run's own
@@ -25,6 +29,8 @@ A run folder holds:
 
 from __future__ import annotations
 
+import hashlib
+import inspect
 import itertools
 import json
 import os
@@ -38,6 +44,7 @@ from inference import ParticleFilter, calibration, evaluation
 from inference.evaluation import format_table
 from inference.io import (
     append_jsonl,
+    folder_lock,
     read_jsonl,
     recover_staged,
     remove_stale_temporaries,
@@ -58,15 +65,19 @@ from inference.training import (
 )
 from inference.validation import check_sequences
 
-from . import plots
+from . import board_figures, plots, recipes
 from .config import EvaluateConfig, check_config
 from .memory import check_memory, evaluation_memory
-from .registry import DATASETS, MODELS, build, build_objective
+from .registry import DATASETS, MODELS, OBJECTIVES, build, build_objective
 
-__all__ = ["resolve_device", "train", "evaluate", "evaluate_model", "format_table", "run_epochs", "timestamped"]
+__all__ = ["resolve_device", "train", "evaluate", "evaluate_model", "format_table", "run_epochs", "timestamped",
+           "data_fingerprint", "run_differences", "config_differences", "is_finished", "FINISHED"]
 
 #: what a resumption may change without changing the run: where and how fast it runs, whether it prints progress
 RUNTIME_KEYS = ("device", "train.progress", "train.cuda_graph")
+
+#: the file a run folder gets last, once every output is in place
+FINISHED = "finished.json"
 
 
 def resolve_device(name: str) -> torch.device:
@@ -95,10 +106,13 @@ def prepare_run_dir(run_dir: str | Path, config: dict, *, resume: bool = False, 
     saved ``config.json``: ``config`` must equal it except for :data:`RUNTIME_KEYS` (recorded) and, with
     ``change_epochs``, ``train.epochs`` (the run's current number, :func:`run_epochs`, otherwise);
     the checkpoint's saved experiment must match too, so a run cannot silently go on with other
-    data, another model, objective or evaluation. Each resumption appends its record to
-    ``resume.jsonl``.
+    data (a user's file whose content hash, :func:`data_fingerprint`, changed is refused naming
+    it), another model, objective or evaluation. Each resumption appends its record to
+    ``resume.jsonl``. Stale temporary files of a killed writer are removed first: call it where
+    no other process writes to ``run_dir`` (:func:`train` holds the folder's lock).
     """
     run_dir = check_writable(run_dir, "run_dir")
+    remove_stale_temporaries(run_dir)
     if not resume and (run_dir / "checkpoints").exists():
         raise ValueError(f"run_dir {run_dir} already holds a run: pass --resume to continue it or pick a new folder")
     saved_path, last = run_dir / "config.json", run_dir / "checkpoints" / "last.pt"
@@ -112,6 +126,9 @@ def prepare_run_dir(run_dir: str | Path, config: dict, *, resume: bool = False, 
         _check_unchanged(saved, given, saved_path)
     start = load_checkpoint(last) if last.is_file() else {}  # the checkpoint is the truth, even without config.json
     experiment = _fixed_part(given) if experiment is None else experiment  # what the checkpoints must hold
+    changed = _data_change(start.get("experiment"), experiment, given, last)
+    if changed:
+        raise ValueError(f"resume: {changed}; train a new run on it (another --run-dir)")
     check_experiment(start.get("experiment"), experiment, last)
     best = run_dir / "checkpoints" / "best.pt"
     if best.is_file():  # e.g. copied from another run
@@ -130,7 +147,7 @@ def prepare_run_dir(run_dir: str | Path, config: dict, *, resume: bool = False, 
               "device": given.get("device")}  # fmt: skip
     if epochs is not None and wanted != epochs:
         record["changed"] = {"train.epochs": [epochs, wanted]}
-    runtime = {key: list(pair) for key, pair in _differences(saved or {}, given).items() if key in RUNTIME_KEYS}
+    runtime = {key: list(pair) for key, pair in config_differences(saved or {}, given).items() if key in RUNTIME_KEYS}
     if saved and runtime:
         record["runtime"] = runtime  # differs from config.json, for this resumption only
     append_jsonl(run_dir / "resume.jsonl", record)
@@ -153,7 +170,7 @@ def run_epochs(run_dir: str | Path) -> int | None:
 def _check_unchanged(saved: dict, given: dict, path: Path) -> None:
     """Raise ``ValueError`` naming each setting of ``given`` that differs from ``saved`` (:data:`RUNTIME_KEYS` and
     ``train.epochs`` aside)."""
-    changed = {key: values for key, values in _differences(saved, given).items()
+    changed = {key: values for key, values in config_differences(saved, given).items()
                if key not in (*RUNTIME_KEYS, "train.epochs")}  # fmt: skip
     if changed:
         sections = sorted({key.split(".")[0] for key in changed})
@@ -163,13 +180,88 @@ def _check_unchanged(saved: dict, given: dict, path: Path) -> None:
                          "rewritten; only --device and --epochs may change)")  # fmt: skip
 
 
-def _differences(saved, given, prefix: str = "") -> dict[str, tuple]:
+def run_differences(run_dir: str | Path, config: dict, experiment: dict | None) -> list[str]:
+    """What differs between the run in ``run_dir`` and a run of ``config`` on its data as it is now, one line each.
+
+    ``experiment`` is the one saved in the run's checkpoint. Each setting of ``config.json`` (or of
+    the checkpoint's experiment, without ``config.json``) that differs gives ``'key: old -> new'``
+    (:data:`RUNTIME_KEYS` aside); a user's file whose content is not the one the run was trained on
+    (:func:`data_fingerprint`) gives a line naming it. Empty where the run is ``config``'s.
+    """
+    run_dir, given = Path(run_dir), _with_defaults(config)
+    if (run_dir / "config.json").is_file():
+        changes = config_differences(_with_defaults(read_config_json(run_dir / "config.json")), given)
+    else:
+        recorded = {k: v for k, v in (experiment or {}).items() if not k.startswith("data_")}
+        changes = config_differences(_with_defaults(recorded), _fixed_part(given))
+    found = [f"{key}: {a!r} -> {b!r}" for key, (a, b) in sorted(changes.items()) if key not in RUNTIME_KEYS]
+    data = None if any(line.startswith("data.") for line in found) else _data_change(
+        experiment, {"data_fingerprint": data_fingerprint(config)}, given, run_dir / "checkpoints" / "last.pt")
+    return found + ([data] if data else [])
+
+
+def _with_defaults(config: dict) -> dict:
+    """A copy of ``config`` whose ``data``, ``model`` and ``objective`` sections hold their builders' defaults too (a
+    setting given at its default is then no change)."""
+    config = json.loads(json.dumps(config))
+    for section, registry in (("data", DATASETS), ("model", MODELS), ("objective", OBJECTIVES)):
+        table = config.get(section)
+        entry = registry.get(table.get("name")) if isinstance(table, dict) else None
+        if entry is None:
+            continue
+        for key, parameter in inspect.signature(entry.build).parameters.items():
+            if parameter.default is not inspect.Parameter.empty and key not in table:
+                table[key] = json.loads(json.dumps(parameter.default, default=str))
+    return config
+
+
+def _data_change(saved: dict | None, given: dict, config: dict, checkpoint: Path) -> str | None:
+    """Why the data of ``config`` (its experiment's ``data_*`` records ``given``) is not the data of the experiment
+    ``saved`` in ``checkpoint``; ``None`` where it is, or where either records no content hash (a registered data
+    set, an old checkpoint)."""
+    fingerprint = given.get("data_fingerprint")
+    if fingerprint is None or saved is None or saved.get("data_fingerprint") == fingerprint:
+        return None
+    path = config["data"]["path"]
+    if "data_fingerprint" not in saved:
+        return (f"{checkpoint} holds no record of its data's content (an earlier version wrote it), so the data "
+                f"{path} cannot be checked against it")
+    also = sorted(k for k in given if k.startswith("data_") and k != "data_fingerprint" and saved.get(k) != given[k])
+    return (f"the data {path} is not the data the run was trained on (its content changed"
+            f"{'; so did ' + ', '.join(also) if also else ''})")
+
+
+def data_fingerprint(config: dict) -> str | None:
+    """``'sha256:<hex>'`` of a user's data (``data.name = "file"``): the file's bytes, or the names and bytes of
+    every file of a folder (MIDI), in name order; ``None`` for a registered data set."""
+    data = config.get("data", {})
+    if data.get("name") != "file":
+        return None
+    path = Path(data["path"])
+    files = sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith(".")) if path.is_dir() \
+        else [path]  # fmt: skip
+    digest = hashlib.sha256()
+    for file in files:
+        if file != path:
+            digest.update(f"{file.name}\0{file.stat().st_size}\0".encode())
+        with open(file, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    return f"sha256:{digest.hexdigest()}"
+
+
+def is_finished(run_dir: str | Path) -> bool:
+    """Whether the run in ``run_dir`` wrote every output (its :data:`FINISHED` file is written last)."""
+    return (Path(run_dir) / FINISHED).is_file()
+
+
+def config_differences(saved, given, prefix: str = "") -> dict[str, tuple]:
     """``{dotted key: (saved value, given value)}`` of the leaves where two nested dicts differ."""
     if not (isinstance(saved, dict) and isinstance(given, dict)):
         return {} if saved == given else {prefix: (saved, given)}
     found = {}
     for key in {*saved, *given}:
-        found.update(_differences(saved.get(key), given.get(key), f"{prefix}.{key}" if prefix else key))
+        found.update(config_differences(saved.get(key), given.get(key), f"{prefix}.{key}" if prefix else key))
     return found
 
 
@@ -181,10 +273,9 @@ def check_writable(folder: str | Path, name: str) -> Path:
     try:
         folder.mkdir(parents=True, exist_ok=True)
         write_text(folder / ".write-test", "")
-        (folder / ".write-test").unlink()
+        (folder / ".write-test").unlink(missing_ok=True)  # another process may test the same folder
     except OSError as error:
         raise ValueError(f"{name} {folder} cannot be written to ({error.strerror or error})") from None
-    remove_stale_temporaries(folder)
     return folder
 
 
@@ -211,10 +302,14 @@ def read_config_json(path: Path) -> dict:
 
 def _experiment(config: dict, data) -> dict:
     """What a run's checkpoints record and a resumption must match: :func:`_fixed_part` of ``config`` and, for a
-    user's file, the standardisation of its training split (a changed file is refused on resume)."""
+    user's file, the standardisation of its training split and :func:`data_fingerprint` (a file changed in any
+    split is refused on resume)."""
     experiment = _fixed_part(config)
     if data.split_record is not None:
         experiment["data_standardizer"] = data.split_record["standardizer"]
+    fingerprint = data_fingerprint(config)
+    if fingerprint is not None:
+        experiment["data_fingerprint"] = fingerprint
     return experiment
 
 
@@ -228,8 +323,9 @@ def train(config: dict, run_dir: str | Path, *, resume: bool = False, change_epo
     """Train the configured model, then evaluate its best checkpoint on the test split.
 
     ``resume`` continues the run in ``run_dir`` (see :func:`prepare_run_dir`; ``change_epochs``
-    lets ``config``'s ``train.epochs`` differ from the run's). Returns the final metrics table
-    (also written to the run folder).
+    lets ``config``'s ``train.epochs`` differ from the run's). The folder is locked for the whole
+    session (:func:`inference.io.folder_lock`: a second process on it is refused) and gets
+    :data:`FINISHED` last. Returns the final metrics table (also written to the run folder).
     """
     pyro.set_rng_seed(config["seed"])
     device = resolve_device(config["device"])
@@ -238,7 +334,17 @@ def train(config: dict, run_dir: str | Path, *, resume: bool = False, change_epo
     check_model_takes(model, data, config)
     check_memory(evaluation_memory(model, data, EvaluateConfig.from_dict(config["evaluate"])))
     experiment = _experiment(config, data)
-    run_dir = prepare_run_dir(run_dir, config, resume=resume, change_epochs=change_epochs, experiment=experiment)
+    with folder_lock(check_writable(run_dir, "run_dir"), "run_dir"):
+        run_dir = prepare_run_dir(run_dir, config, resume=resume, change_epochs=change_epochs, experiment=experiment)
+        (run_dir / FINISHED).unlink(missing_ok=True)  # unfinished again until this session's outputs are all written
+        metrics = _fit_and_evaluate(config, run_dir, data, model, objective, device, resume, experiment)
+        write_json(run_dir / FINISHED, {"time": time.strftime("%Y-%m-%dT%H:%M:%S"),
+                                        "data_fingerprint": experiment.get("data_fingerprint")})  # fmt: skip
+    return metrics
+
+
+def _fit_and_evaluate(config, run_dir, data, model, objective, device, resume, experiment) -> dict:
+    """The training loop of :func:`train` in the prepared ``run_dir``, then the evaluation of its best checkpoint."""
     fresh = not (run_dir / "checkpoints" / "last.pt").exists()
     if fresh:
         model.initialize(*data.train)
@@ -336,7 +442,10 @@ def _describe(section: dict, other: dict) -> str:
 
 def check_model_takes(model, data, config: dict) -> None:
     """One ``ValueError`` before any run folder is written if ``model`` cannot read ``data`` (its feature size,
-    or values its emission cannot take: non-binary data for a Bernoulli model)."""
+    or values its emission cannot take: non-binary data for a Bernoulli model, binary data for a Gaussian one)."""
+    name = config["model"].get("name")
+    if data.binary and name in recipes.EMISSIONS and getattr(model, "emission_kind", "gaussian") != "bernoulli":
+        raise recipes.DataNotRepresentable(recipes.binary_refusal(name, getattr(model, "emission_kind", "gaussian")))
     for split in ("train", "valid", "test"):
         try:
             check_sequences(*getattr(data, split), model=model, name=f"the {split} split")
@@ -391,7 +500,7 @@ def _first_test_prediction(model, data) -> list:
     device = next(model.parameters()).device
     first = x[:1][:, mask[0]].to(device)
     mean = model.predictive(first, None, 0).mean[0].cpu()
-    return (mean if data.standardizer is None else data.standardizer.inverse(mean)).tolist()
+    return (mean if data.standardizer is None else data.standardizer.inverse(mean, dtype=torch.float64)).tolist()
 
 
 def _batches(x, mask, size, device):
@@ -450,6 +559,7 @@ def _write_outputs(run_dir, model, data, config, result, seed, records):
         calibration.plot_predictive_bands(predictive, x, mask=mask, path=figures / "predictive_bands.png")
     if isinstance(probabilities, torch.Tensor):
         curve = calibration.reliability_curve(probabilities, x, mask)
+        board_figures.write_reliability(curve, run_dir)  # the leaderboard's reliability curves
         calibration.plot_reliability(curve, figures / "reliability.png")
         plots.piano_roll_outputs(model, x[0][mask[0]], probabilities[0][mask[0]], run_dir, seed=seed)
     if "smc" in config.estimators and model.supports("particles") and not data.binary:

@@ -24,6 +24,8 @@ the options actually used.
 from __future__ import annotations
 
 import inspect
+import re
+import time
 from pathlib import Path
 
 import tomllib
@@ -43,7 +45,8 @@ from .tasks.regime_switching import RegimeSwitchingData, evaluate_regime_switchi
 from .tasks.uci_regression import RegressionData, air_quality_regression, evaluate_regression, pm25_regression
 from .tasks.uea_classification import ClassificationData, evaluate_classification, japanese_vowels
 
-__all__ = ["TASKS", "PF_ONLY_OPTIONS", "is_supervised", "load_supervised_config", "train", "format_table"]
+__all__ = ["TASKS", "PF_ONLY_OPTIONS", "METRIC_LABELS", "is_supervised", "load_supervised_config", "train",
+           "describe_metric", "format_table"]
 
 SECTIONS = ("data", "model", "loss", "train")
 TOP_LEVEL = {"kind": "supervised", "name": "experiment", "seed": 0, "device": "auto"}
@@ -103,7 +106,7 @@ def train(config: dict, run_dir: str | Path, *, resume: bool = False, change_epo
 
     ``resume`` and ``change_epochs``: as for :func:`experiments.runner.prepare_run_dir`.
     """
-    from .runner import prepare_run_dir, resolve_device
+    from .runner import FINISHED, prepare_run_dir, resolve_device
 
     torch.manual_seed(config["seed"])
     context, splits, predictor, objective = _setup(config)  # data, model and loss checked before any write
@@ -148,11 +151,76 @@ def train(config: dict, run_dir: str | Path, *, resume: bool = False, change_epo
         if predictor.num_particles > 1:
             figure = paper_belief_figure if paper_task else belief_figure
             figure(predictor, context, splits["test"], run_dir / "plots" / "belief.png", device)
+    write_json(run_dir / FINISHED, {"time": time.strftime("%Y-%m-%dT%H:%M:%S")})  # last: every output is written
     return metrics
 
 
+#: what each figure of a supervised run's table is: ``(pattern of its name, description)``, the first that matches
+#: the whole name wins; ``{0}``, ``{1}`` are the pattern's groups
+METRIC_LABELS = (
+    (r"rmse", "RMSE of the predictive mean, in the target's units"),
+    (r"rmse_normalized", "RMSE over the target's training standard deviation"),
+    (r"mae", "mean absolute error of the predictive mean, in the target's units"),
+    (r"mse", "mean squared error of the prediction over all test steps"),
+    (r"mean_rmse", "RMSE of predicting the training mean (reference)"),
+    (r"persistence_rmse", "RMSE of repeating the last observed value (reference)"),
+    (r"coverage_(.+)", "share of outcomes inside the central {0} predictive interval (ideal: {0})"),
+    (r"width_(.+)", "mean width of the central {0} predictive interval, in the target's units"),
+    (r"crps", "continuous ranked probability score, in the target's units (lower is better)"),
+    (r"crps_normalized", "CRPS over the target's training standard deviation"),
+    (r"nlpd", "negative log predictive density, nats per step and target"),
+    (r"pit_ks", "Kolmogorov-Smirnov distance of the PIT values from uniform (0: calibrated)"),
+    (r"sigma", "learned noise scale of the predictive, in the target's units"),
+    (r"sigma\.(.+)", "learned noise scale of target {0}, in its units"),
+    (r"mean_ess", "mean effective sample size of the particle weights, per step"),
+    (r"particle_sd", "mean weighted standard deviation of the particles' predictions"),
+    (r"prob_error", "mean absolute error of P(target > 0) against the true law"),
+    (r"predictive_samples", "predictive draws per step behind the interval and PIT figures"),
+    (r"(train|valid|test)_(sequences|steps|windows|hours)", "{1} scored in the {0} split"),
+    (r"target", "the predicted column"),
+    (r"units", "the target's units"),
+    (r"target_std", "the target's standard deviation on the training split"),
+    (r"last_step_mse", "squared error of the prediction at the last step (the paper's metric)"),
+    (r"last_step_position_mse", "squared error of the position (x, y) at the last step"),
+    (r"last_step_heading_mse", "squared error of the heading at the last step, radians squared"),
+    (r"last_step_mirror_share", "share of sequences whose last position is nearer a mirror image of the truth"),
+    (r"position_mse_by_step", "squared error of the position per step"),
+    (r"particle_spread_by_step", "weighted RMS distance of the particles from the prediction, per step"),
+    (r"accuracy", "share of test sequences classified right (from the mean particle)"),
+    (r"mixture_accuracy", "share of test sequences classified right by the particles' mixture"),
+    (r"nll", "negative log probability of the true class, nats per sequence"),
+    (r"brier", "Brier score of the class probabilities"),
+    (r"experiment", "the experiment's name"),
+    (r"epochs", "epochs trained"),
+    (r"seconds", "seconds of training"),
+    (r"num_parameters", "trainable parameters"),
+    (r"num_particles", "particles of the belief (1: a plain recurrent cell)"),
+    (r"cell", "the recurrent cell"),
+)
+#: nested tables whose figures are those of :data:`METRIC_LABELS` for another predictive: prefix and what it adds
+METRIC_GROUPS = (
+    (r"by_target\.(.+?)\.", "of target {0} alone"),
+    (r"truth\.", "of the true predictive law (reference)"),
+    (r"best_gaussian\.", "of the best single Gaussian predictive (reference)"),
+)
+
+
+def describe_metric(name: str) -> str:
+    """What the figure ``name`` (a dotted name of a supervised run's ``metrics.json``) is, in words."""
+    for pattern, text in METRIC_GROUPS:
+        group = re.match(pattern, name)
+        inner = describe_metric(name[group.end():]) if group else ""
+        if inner:
+            return f"{inner}, {text.format(*group.groups())}"
+    for pattern, text in METRIC_LABELS:
+        match = re.fullmatch(pattern, name)
+        if match:
+            return text.format(*match.groups())
+    return ""
+
+
 def format_table(metrics: dict) -> str:
-    """A run's ``metrics.json`` as a two-column text table.
+    """A run's ``metrics.json`` as a text table: each figure's name, value and what it is (:func:`describe_metric`).
 
     Nested tables are flattened to dotted names; a per-step list ``*_by_step`` shows its first
     and last values (``t = 0 -> t = T-1``); other lists are left out.
@@ -166,12 +234,12 @@ def format_table(metrics: dict) -> str:
                 add(f"{name}.", value)
             elif isinstance(value, list):
                 if key.endswith("_by_step") and value:
-                    rows.append((f"{name} (t=0 -> t={len(value) - 1})", f"{value[0]:.4g} -> {value[-1]:.4g}"))
-            elif isinstance(value, float):
-                rows.append((name, f"{value:.4g}"))
+                    rows.append((f"{name} (t=0 -> t={len(value) - 1})", f"{value[0]:.4g} -> {value[-1]:.4g}",
+                                 describe_metric(name)))  # fmt: skip
             else:
-                rows.append((name, str(value)))
+                rows.append((name, f"{value:.4g}" if isinstance(value, float) else str(value), describe_metric(name)))
 
     add("", metrics)
-    width = max(len(name) for name, _ in rows) + 2
-    return "\n".join([f"{'metric':<{width}}value"] + [f"{name:<{width}}{value}" for name, value in rows])
+    rows.insert(0, ("metric", "value", "what it is"))
+    name_width, value_width = (max(len(row[i]) for row in rows) + 2 for i in (0, 1))
+    return "\n".join(f"{name:<{name_width}}{value:<{value_width}}{what}".rstrip() for name, value, what in rows)

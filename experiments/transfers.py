@@ -29,7 +29,7 @@ from pathlib import Path
 from inference.io import write_json
 
 from . import compare
-from .claims import Stat
+from .claims import Stat, results_destination
 from .studies.truth_fit import split_gaps
 
 __all__ = ["Transfer", "TRANSFERS", "TRANSFER_FORMAT", "transfer_file", "run_transfer", "table", "shares",
@@ -138,6 +138,7 @@ def run_transfer(name: str, seeds: int | None, run_dir: str | Path, results_dir:
     """Train transfer ``name``'s members for its first ``seeds`` seeds (default all), split each gap, write the file."""
     transfer = TRANSFERS[name]
     chosen = tuple(range(seeds)) if seeds is not None else transfer.seeds
+    path = results_destination(results_dir / transfer_file(name), chosen, Path(run_dir) / transfer_file(name))
     start = time.perf_counter()
     results: dict[str, dict] = {label: {"runs": []} for label, _, _ in transfer.members()}
     commands = []
@@ -155,7 +156,6 @@ def run_transfer(name: str, seeds: int | None, run_dir: str | Path, results_dir:
               "train_sequences": transfer.train_sequences, "commands": commands, "seeds": list(chosen),
               "commit": commit, "machine": machine, "wall_seconds": time.perf_counter() - start,
               "results": results}  # fmt: skip
-    path = results_dir / transfer_file(name)
     write_json(path, record)
     return path
 

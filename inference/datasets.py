@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import math
 import os
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,18 +35,22 @@ from .data_files import (
     EXTREME_ABSOLUTE,
     EXTREME_SPREADS,
     FILE_SUFFIXES,
+    TIME_ORDERS,
     DataWarning,
     check_values,
-    mostly_numeric,
     numeric_columns,
     read_midi_folder,
     read_npz,
     read_table,
-    time_order,
+    row_order,
+    series_ids,
+    unique_columns,
+    value_columns,
+    warn_once,
 )
 
 __all__ = ["SequenceDataset", "DataSplits", "Standardizer", "DataWarning", "check_values", "FILE_SUFFIXES", "MISSING",
-           "EXTREME_ABSOLUTE", "EXTREME_SPREADS"]
+           "TIME_ORDERS", "EXTREME_ABSOLUTE", "EXTREME_SPREADS"]
 
 #: what to do with a NaN or infinite value inside a series
 MISSING = ("error", "drop-series")
@@ -60,7 +63,10 @@ _SPLIT_NAMES = {"train": "train", "training": "train", "valid": "valid", "valida
 class Standardizer:
     """Per-feature ``(x - mean) / scale``, fit on a training split; identity for binary data.
 
-    ``mean`` and ``scale`` are ``[D]`` lists (``scale`` positive), in the data's own units.
+    ``mean`` and ``scale`` are ``[D]`` lists of float64 numbers (``scale`` positive), in the data's
+    own units. Every map computes in float64 and returns its input's dtype unless given another: a
+    float32 value keeps only ~7 digits, so values in the data's units (``1e9 + x``) need
+    ``dtype=torch.float64`` to keep ``x``.
     """
 
     mean: list[float]
@@ -68,44 +74,56 @@ class Standardizer:
     features: list[str]
 
     @classmethod
-    def fit(cls, sequences: Sequence[np.ndarray], features: list[str], *, binary: bool) -> Standardizer:
-        """Fit on ``sequences`` ``[T_i, D]``: every valid step of every sequence weighs the same."""
+    def fit(cls, sequences: Sequence[np.ndarray], features: list[str], *, binary: bool,
+            source: str = "data", what: str = "feature") -> Standardizer:  # fmt: skip
+        """Fit on ``sequences`` ``[T_i, D]``: every valid step of every sequence weighs the same.
+
+        Each ``what`` is scaled by its own standard deviation, however small, unless it is constant
+        (no spread beyond float64 rounding of its values): then it is only centred, and a
+        :class:`DataWarning` names it (``source`` names the file).
+        """
         dim = len(features)
         if binary:
             return cls([0.0] * dim, [1.0] * dim, list(features))
         values = np.concatenate([np.asarray(s, dtype=np.float64) for s in sequences])
-        mean, scale = values.mean(0), values.std(0)
-        scale = np.where(scale > 1e-12 * (1 + np.abs(mean)), scale, 1.0)  # a constant feature is only centred
-        return cls(mean.tolist(), scale.tolist(), list(features))
+        shift = values[0]  # about the first value: exact differences, so no digits are lost to a large offset
+        mean, scale = shift + (values - shift).mean(0), (values - shift).std(0)
+        constant = ~(scale > 4 * np.finfo(np.float64).eps * np.abs(values).max(0))
+        warn_once(source, "constant on the training split, so centred but not scaled:",
+                  [f"{what} {features[d]!r} (every value {mean[d]:.6g})" for d in np.flatnonzero(constant)],
+                  "check the file, or leave the column out")  # fmt: skip
+        return cls(mean.tolist(), np.where(constant, 1.0, scale).tolist(), list(features))
 
     @property
     def identity(self) -> bool:
         return all(m == 0 for m in self.mean) and all(s == 1 for s in self.scale)
 
     def _stats(self, like: torch.Tensor):
-        return (torch.tensor(self.mean, dtype=like.dtype, device=like.device),
-                torch.tensor(self.scale, dtype=like.dtype, device=like.device))  # fmt: skip
+        return (torch.tensor(self.mean, dtype=torch.float64, device=like.device),
+                torch.tensor(self.scale, dtype=torch.float64, device=like.device))  # fmt: skip
 
     def transform(self, x: torch.Tensor) -> torch.Tensor:
-        """Data units to standard units, ``x [..., D]``."""
+        """Data units to standard units, ``x [..., D]`` (computed in float64, returned in ``x``'s dtype)."""
         mean, scale = self._stats(x)
-        return (x - mean) / scale
+        return ((x.double() - mean) / scale).to(x.dtype)
 
-    def inverse(self, z: torch.Tensor) -> torch.Tensor:
-        """Standard units back to the data's units, ``z [..., D]`` (draws, means, forecasts)."""
+    def inverse(self, z: torch.Tensor, *, dtype: torch.dtype | None = None) -> torch.Tensor:
+        """Standard units back to the data's units, ``z [..., D]`` (draws, means, forecasts), in ``dtype``
+        (default ``z``'s; ``torch.float64`` keeps the digits of a large mean)."""
         mean, scale = self._stats(z)
-        return z * scale + mean
+        return (z.double() * scale + mean).to(dtype or z.dtype)
 
-    def inverse_scale(self, s: torch.Tensor) -> torch.Tensor:
-        """A spread (standard deviation, interval width) ``[..., D]`` back to the data's units."""
-        return s * self._stats(s)[1]
+    def inverse_scale(self, s: torch.Tensor, *, dtype: torch.dtype | None = None) -> torch.Tensor:
+        """A spread (standard deviation, interval width) ``[..., D]`` back to the data's units, in ``dtype``
+        (default ``s``'s)."""
+        return (s.double() * self._stats(s)[1]).to(dtype or s.dtype)
 
     def to_dict(self) -> dict:
         return {"features": list(self.features), "mean": list(self.mean), "scale": list(self.scale)}
 
     @classmethod
     def from_dict(cls, record: dict) -> Standardizer:
-        return cls(list(record["mean"]), list(record["scale"]), list(record["features"]))
+        return cls([float(m) for m in record["mean"]], [float(s) for s in record["scale"]], list(record["features"]))
 
 
 class SequenceDataset:
@@ -141,6 +159,8 @@ class SequenceDataset:
         if len(dims) != 1:
             raise ValueError(f"{source}: sequences must share their feature size D, got {sorted(dims)}")
         dim = dims.pop()
+        if dim == 0:
+            raise ValueError(f"{source}: the sequences have no features (shape [T_i, 0]); expected D >= 1")
         ids = [str(i) for i in (ids if ids is not None else range(len(arrays)))]
         features = [str(f) for f in (features if features is not None else [f"x{d}" for d in range(dim)])]
         if len(ids) != len(arrays) or len(features) != dim:
@@ -160,17 +180,21 @@ class SequenceDataset:
     @classmethod
     def from_dataframe(cls, frame, *, series: str | None = None, time: str | None = None,
                        features: Sequence[str] | None = None, targets: Sequence[str] | None = None,
-                       split: str | None = None, missing: str = "error", source: str = "data frame",
-                       row_offset: int = 1) -> SequenceDataset:  # fmt: skip
+                       split: str | None = None, missing: str = "error", time_order: str = "values",
+                       source: str = "data frame", row_offset: int = 1) -> SequenceDataset:  # fmt: skip
         """A data set from a long-format ``pandas.DataFrame``: one row per series and time step.
 
         ``series``: the id column (``None``: one series); ``time``: the ordering column (``None``:
-        the frame's order); ``features``: the value columns (``None``: every other numeric
-        column); ``targets``: columns a conditional model predicts (kept apart from the
-        features); ``split``: a column of ``train`` / ``valid`` / ``test`` labels;
-        ``missing``: ``"error"`` or ``"drop-series"`` (drop, with a warning, each series holding
-        a NaN or infinite value). Messages give rows counted from ``row_offset`` (the line of the
-        first data row in a CSV file is 2).
+        the frame's order), read as numbers, dates (with their year) or numbered labels
+        (``t0 .. t11``, ordered by the number; :func:`~inference.data_files.time_keys`), a cell
+        that reads otherwise refused; ``time_order="file"`` keeps the frame's order instead (the
+        time column then only checked for duplicates); ``features``: the value columns (``None``:
+        every other numeric column, numbers with thousands separators included; a text column
+        with digits in it that is left out is named in a warning); ``targets``: columns a
+        conditional model predicts (kept apart from the features); ``split``: a column of
+        ``train`` / ``valid`` / ``test`` labels; ``missing``: ``"error"`` or ``"drop-series"``
+        (drop, with a warning, each series holding a NaN or infinite value). Messages give rows
+        counted from ``row_offset`` (the line of the first data row in a CSV file is 2).
         """
         import pandas as pd
 
@@ -178,10 +202,12 @@ class SequenceDataset:
             raise TypeError(f"frame: expected a pandas.DataFrame, got {type(frame).__name__}")
         if missing not in MISSING:
             raise ValueError(f"missing: expected one of {list(MISSING)}, got {missing!r}")
+        if time_order not in TIME_ORDERS:
+            raise ValueError(f"time_order: expected one of {list(TIME_ORDERS)}, got {time_order!r}")
         if len(frame) == 0:
             raise ValueError(f"{source}: no data rows")
         frame = frame.reset_index(drop=True)
-        columns = [str(c) for c in frame.columns]
+        columns = unique_columns(frame.columns, source)
         frame.columns = columns
         named = {"series": series, "time": time, "split": split}
         for option, column in [*named.items(), *(("features", c) for c in features or ()),
@@ -190,7 +216,7 @@ class SequenceDataset:
                 raise ValueError(f"{source}: column {column!r} (given as {option}) not found; columns: {columns}")
         reserved = {c for c in named.values() if c is not None} | set(targets or ())
         if features is None:
-            features = [c for c in columns if c not in reserved and mostly_numeric(frame[c])]
+            features = value_columns(frame, reserved, source)
             if not features:
                 raise ValueError(f"{source}: no numeric value columns besides {sorted(reserved)}; name them with "
                                  "features=")  # fmt: skip
@@ -199,8 +225,8 @@ class SequenceDataset:
         if both:
             raise ValueError(f"{source}: column {both[0]!r} is named both as a feature and as a target")
         values = numeric_columns(frame, features + targets, source, row_offset)
-        ids = frame[series].astype(str).to_numpy() if series is not None else np.full(len(frame), "0", dtype=object)
-        order = time_order(frame, ids, time, source, row_offset)
+        ids = series_ids(frame, series, source, row_offset)
+        order = row_order(frame, ids, time, source, row_offset, time_order)
         labels = None
         if split is not None:
             raw = frame[split].astype(str).str.strip().str.lower()
@@ -210,25 +236,22 @@ class SequenceDataset:
                 raise ValueError(f"{source}: column {split!r}, row {row + row_offset}: {frame[split].iloc[row]!r} is "
                                  f"not a split name (expected one of {sorted(_SPLIT_NAMES)})")  # fmt: skip
             labels = raw.map(_SPLIT_NAMES).to_numpy()
-        sequences, target_arrays, label_arrays, names, rows = [], [], [], [], []
-        for name in dict.fromkeys(ids[order]):  # series in order of first appearance
-            index = order[ids[order] == name]
-            sequences.append(values[index, : len(features)])
-            target_arrays.append(values[index, len(features):])
-            label_arrays.append(labels[index] if labels is not None else None)
-            names.append(str(name))
-            rows.append(index + row_offset)
-        dataset = cls(sequences, ids=names, features=features, targets=target_arrays if targets else None,
-                      target_names=targets, split_labels=label_arrays if labels is not None else None,
+        ordered = ids[order]  # grouped by series, in order of first appearance: one cut where the id changes
+        groups = np.split(order, np.flatnonzero(ordered[1:] != ordered[:-1]) + 1)
+        target_arrays = [values[index, len(features):] for index in groups] if targets else None
+        label_arrays = [labels[index] for index in groups] if labels is not None else None
+        dataset = cls([values[index, : len(features)] for index in groups], ids=[str(ids[g[0]]) for g in groups],
+                      features=features, targets=target_arrays, target_names=targets, split_labels=label_arrays,
                       source=source)  # fmt: skip
-        dataset._check_values(missing, rows)
+        dataset._check_values(missing, [index + row_offset for index in groups])
         return dataset
 
     @classmethod
     def from_file(cls, path: str | os.PathLike, **options) -> SequenceDataset:
         """A data set read from ``path``, by suffix (see :data:`FILE_SUFFIXES`).
 
-        ``.csv`` / ``.parquet`` take :meth:`from_dataframe`'s options (and ``sep`` for CSV);
+        ``.csv`` / ``.parquet`` take :meth:`from_dataframe`'s options (``time_order`` among them; and ``sep``
+        for CSV);
         ``.npz`` takes ``features``; a folder of ``.mid`` files takes ``fs`` (frames per second,
         default 4).
         """
@@ -280,10 +303,7 @@ class SequenceDataset:
                dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
         """``(x [N, max T, D], mask [N, max T])``, zeros after each sequence's end, in standard units
         if a ``standardizer`` is given."""
-        x, mask = _pad(self.sequences, dtype)
-        if standardizer is not None:
-            x = torch.where(mask.unsqueeze(-1), standardizer.transform(x), torch.zeros((), dtype=dtype))
-        return x, mask
+        return _pad(self.sequences, dtype, standardizer)
 
     def padded_targets(self, standardizer: Standardizer | None = None, *,
                        dtype: torch.dtype = torch.float32) -> torch.Tensor:  # fmt: skip
@@ -291,10 +311,7 @@ class SequenceDataset:
         (e.g. :attr:`DataSplits.target_standardizer`) is given; refused when there are none."""
         if not self.targets:
             raise ValueError(f"{self.source}: no targets: name the target columns with targets=")
-        y, mask = _pad(self.targets, dtype)
-        if standardizer is not None:
-            y = torch.where(mask.unsqueeze(-1), standardizer.transform(y), torch.zeros((), dtype=dtype))
-        return y
+        return _pad(self.targets, dtype, standardizer)[0]
 
     # --- reshaping ------------------------------------------------------------------------
     def windows(self, window: int, stride: int | None = None, *, cover: bool = False) -> SequenceDataset:
@@ -340,6 +357,7 @@ class SequenceDataset:
         """
         if by not in ("series", "time"):
             raise ValueError(f"by: expected 'series' or 'time', got {by!r}")
+        seed = _positive_int(seed, "seed", minimum=0)
         use_column = self.split_labels is not None if column is None else bool(column)
         if use_column:
             if self.split_labels is None:
@@ -348,7 +366,7 @@ class SequenceDataset:
         else:
             fractions = _fractions(fractions)
             parts = self._split_by_series(fractions, seed) if by == "series" else self._split_by_time(fractions)
-            how = {"by": by, "fractions": list(fractions), "seed": int(seed)}
+            how = {"by": by, "fractions": list(fractions), "seed": seed}
         for name, part in zip(SPLITS, parts):
             if not part:
                 raise ValueError(f"{self.source}: the {name} split is empty ({len(self)} series, {how}); "
@@ -357,9 +375,10 @@ class SequenceDataset:
                                               features=self.features, targets=[t for _, _, t in part] if self.targets
                                               else None, target_names=self.target_names, source=self.source)
                               for part in parts)  # fmt: skip
-        targets = Standardizer.fit(train.targets, self.target_names, binary=False) if self.targets else None
-        return DataSplits(train, valid, test, how, Standardizer.fit(train.sequences, self.features, binary=self.binary),
-                          targets)  # fmt: skip
+        targets = (Standardizer.fit(train.targets, self.target_names, binary=False, source=self.source, what="target")
+                   if self.targets else None)  # fmt: skip
+        features = Standardizer.fit(train.sequences, self.features, binary=self.binary, source=self.source)
+        return DataSplits(train, valid, test, how, features, targets)
 
     def _parts(self, i: int, cut: slice, name: str):
         return self.sequences[i][cut], name, self.targets[i][cut] if self.targets else None
@@ -422,11 +441,11 @@ class SequenceDataset:
                                  "at least 2 steps")  # fmt: skip
             keep.append(i)
         if len(keep) < len(self):
-            dropped = [self.ids[i] for i in range(len(self)) if i not in set(keep)]
+            dropped = [self.ids[i] for i in sorted(set(range(len(self))) - set(keep))]
             if not keep:
                 raise ValueError(f"{self.source}: every series holds a NaN or infinite value")
-            warnings.warn(f"{self.source}: dropped {len(dropped)} series holding NaN or infinite values "
-                          f"({dropped[:5]}{'...' if len(dropped) > 5 else ''})", DataWarning, stacklevel=3)  # fmt: skip
+            warn_once(self.source, f"dropped {len(dropped)} series holding NaN or infinite values",
+                      [f"({dropped[:5]}{'...' if len(dropped) > 5 else ''})"], "the others are kept")  # fmt: skip
             for attribute in ("sequences", "ids", "targets", "split_labels"):
                 if getattr(self, attribute) is not None:
                     setattr(self, attribute, [getattr(self, attribute)[i] for i in keep])
@@ -485,12 +504,19 @@ def _as_2d(array, name: str) -> np.ndarray:
     return array
 
 
-def _pad(sequences: list[np.ndarray], dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+def _pad(sequences: list[np.ndarray], dtype: torch.dtype,
+         standardizer: Standardizer | None = None) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+    """``(x [N, max T, D] in dtype, mask [N, max T])``, zeros after each end; standardised (in float64, before the
+    cast to ``dtype``) by ``standardizer`` if given."""
     lengths = torch.tensor([len(s) for s in sequences])
-    x = torch.zeros(len(sequences), int(lengths.max()), sequences[0].shape[1], dtype=dtype)
+    wide = torch.float64 if standardizer is not None else dtype
+    x = torch.zeros(len(sequences), int(lengths.max()), sequences[0].shape[1], dtype=wide)
     for i, s in enumerate(sequences):
-        x[i, : len(s)] = torch.as_tensor(s, dtype=dtype)
-    return x, torch.arange(x.shape[1]) < lengths.unsqueeze(1)
+        x[i, : len(s)] = torch.as_tensor(s, dtype=wide)
+    mask = torch.arange(x.shape[1]) < lengths.unsqueeze(1)
+    if standardizer is not None:
+        x = torch.where(mask.unsqueeze(-1), standardizer.transform(x), torch.zeros((), dtype=wide))
+    return x.to(dtype), mask
 
 
 def _positive_int(value, name: str, minimum: int = 1) -> int:

@@ -13,6 +13,8 @@ printable :meth:`~Evaluation.table` and :meth:`~Evaluation.to_inference_data` fo
 from __future__ import annotations
 
 import math
+import numbers
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,13 +24,15 @@ from torch import nn
 
 from . import calibration
 from .arviz_compat import loo_summary, waic_summary
+from .datasets import Standardizer
 from .objectives import ELBO, IWAE
 from .protocol import ESTIMATORS, particle_predictive
+from .saturation import each_warning_once
 from .training import length_batches, trim_padding
-from .validation import check_positive_int, check_sequences
+from .validation import InputTypeError, check_draw_count, check_memory, check_positive_int, check_seed, check_sequences
 
-__all__ = ["evaluate", "Evaluation", "refit_noise", "gap_to_truth", "binary_calibration", "format_table",
-           "EXCESS_STANDARD_ERRORS"]
+__all__ = ["evaluate", "Evaluation", "evaluation_memory", "refit_noise", "gap_to_truth", "binary_calibration",
+           "format_table", "EXCESS_STANDARD_ERRORS"]
 
 #: an estimate is flagged ``above_truth`` when its mean gap exceeds this many standard errors
 EXCESS_STANDARD_ERRORS = 2.0
@@ -86,40 +90,57 @@ def evaluate(model, x: torch.Tensor, mask: torch.Tensor | None = None, *,
         estimators: which of ``exact``, ``elbo``, ``iwae``, ``smc`` to compute; those the model
             cannot give are listed under ``skipped_estimators`` with its reasons.
         num_particles: ``K`` of the SMC estimate (and of its predictive draws).
-        iwae_particles: ``K`` of the IWAE bound; ``particle_chunk`` IWAE particles per pass.
-        predictive_samples: one-step-ahead draws per step for calibration (real-valued data; 0: none).
-        posterior_draws: draws of the guide for PSIS-LOO / WAIC (0: none).
+        iwae_particles: ``K`` of the IWAE bound; ``particle_chunk`` IWAE particles per pass (``None``: all).
+        predictive_samples: one-step-ahead draws per step for calibration (real-valued data; 0: none,
+            else at least 2: coverage and interval widths need a spread).
+        posterior_draws: draws of the guide for PSIS-LOO / WAIC (0: none, else at least 2).
         batch_size: sequences per batch (taken in order of length, each batch cut to its longest).
         binary: judge as binary data (Brier score, reliability); default: every valid value is 0 or 1.
         truth: the data's source, a model with an exact ``log_likelihood``: adds ``exact (true
             parameters)`` and ``gap_to_truth``. ``truth_metrics``: ``(draws, x) -> {name: value}``.
         description: names the data in the table. ``seed``: Pyro's seed, for repeatable draws.
-        standardizer: the :class:`~inference.datasets.Standardizer` under which ``x`` is held: every
-            figure is then reported in the data's own units (log densities by the change of
-            variables, ``- sum_d log scale_d`` per step; draws, means, MSE and CRPS mapped back).
+        standardizer: the :class:`~inference.datasets.Standardizer` under which ``x`` is held (or
+            its ``to_dict()``): every figure is then reported in the data's own units (log
+            densities by the change of variables, ``- sum_d log scale_d`` per step; draws, means,
+            MSE and CRPS mapped back).
         noise_refit: for a one-step predictor (:class:`~ppl_models.predictors.OneStepPredictor`), first
             refit its noise on ``valid = (x, mask)`` (:func:`refit_noise`; this changes the model), kept
             only where it improves held-out NLPD; ``"none"`` (the default) keeps the trained noise.
 
     The one-step predictive comes from the SMC filter when ``smc`` is requested of a particle
-    model, else from the model's own ``predictive``. Returns an :class:`Evaluation`.
+    model, else from the model's own ``predictive``. Settings whose draws cannot fit in the memory
+    available are refused by name before anything is drawn (:func:`evaluation_memory`). Returns an
+    :class:`Evaluation`.
     """
     if getattr(model, "conditional", False):
         raise ValueError(f"model {type(model).__name__} is conditional (it predicts targets y from inputs x); "
                          "evaluate() judges models of x: score its predictive of y with "
                          "inference.calibration.calibration_summary")  # fmt: skip
     x, mask = check_sequences(x, mask, model=model)
+    if not bool(mask.any()):
+        raise ValueError("mask has no valid step: evaluate() needs at least one True entry")
     estimators = _check_estimators(estimators)
-    for name, value in (("num_particles", num_particles), ("iwae_particles", iwae_particles),
-                        ("batch_size", batch_size)):  # fmt: skip
-        check_positive_int(value, name=name)
+    num_particles = check_positive_int(num_particles, name="num_particles")
+    iwae_particles = check_positive_int(iwae_particles, name="iwae_particles")
+    predictive_samples = check_draw_count(predictive_samples, name="predictive_samples")
+    posterior_draws = check_draw_count(posterior_draws, name="posterior_draws")
+    batch_size = check_positive_int(batch_size, name="batch_size")
+    if particle_chunk is not None:
+        particle_chunk = check_positive_int(particle_chunk, name="particle_chunk")
+    seed = check_seed(seed)
+    _check_options(binary, description, valid)
+    units = _Units(standardizer, x)
+    if binary is None:
+        binary = bool(((x[mask] == 0) | (x[mask] == 1)).all())
+    check_memory(evaluation_memory(model, x, binary=binary, estimators=estimators, num_particles=num_particles,
+                                   iwae_particles=iwae_particles, predictive_samples=predictive_samples,
+                                   posterior_draws=posterior_draws, batch_size=batch_size,
+                                   particle_chunk=particle_chunk))  # fmt: skip
     if seed is not None:
         pyro.set_rng_seed(seed)
     refit = refit_noise(model, *valid, noise_refit) if valid is not None else None
     if refit is None and noise_refit != "none" and _one_step_predictor(model):
         raise ValueError(f"noise_refit={noise_refit!r} needs the validation split: pass valid=(x, mask)")
-    if binary is None:
-        binary = bool(((x[mask] == 0) | (x[mask] == 1)).all())
     device = next(model.parameters()).device
     steps = int(mask.sum())
     wanted = [name for name in estimators if model.supports(ESTIMATORS[name])]
@@ -129,41 +150,41 @@ def evaluate(model, x: torch.Tensor, mask: torch.Tensor | None = None, *,
     if not by_filter and not model.supports("predictive"):
         raise ValueError(f"model {type(model).__name__} has neither a particle form (for smc) nor a predictive")
     samples = 0 if binary else predictive_samples
-    units = _Units(standardizer, x)
     per_sequence: dict[str, list[torch.Tensor]] = {}
     draws, log_density, probabilities, squared_errors, indices = [], [], [], [], []
     source = None
     model.eval()
-    for index in length_batches(mask, batch_size):
-        xb, mb = (t.to(device) for t in trim_padding(x[index], mask[index]))
-        indices.append(index)
-        lengths = mb.sum(1).cpu()
+    with each_warning_once():  # the estimators score the same steps: one warning, not one per estimator
+        for index in length_batches(mask, batch_size):
+            xb, mb = (t.to(device) for t in trim_padding(x[index], mask[index]))
+            indices.append(index)
+            lengths = mb.sum(1).cpu()
 
-        def add(name, bound, lengths=lengths):
-            per_sequence.setdefault(name, []).append(units.log_density(bound.detach().double().cpu(), lengths))
+            def add(name, bound, lengths=lengths):
+                per_sequence.setdefault(name, []).append(units.log_density(bound.detach().double().cpu(), lengths))
 
-        if "exact" in wanted:
-            add("exact", model.log_likelihood(xb, mb))
-        if truth is not None:
-            add("exact (true parameters)", truth.to(device).log_likelihood(xb, mb))
-        if "elbo" in wanted:
-            add("elbo", ELBO(model, mean_field=True)(xb, mb).bound)
-        if "iwae" in wanted:
-            add(f"iwae-{iwae_particles}", IWAE(model, iwae_particles, particle_chunk=particle_chunk)(xb, mb).bound)
-        if by_filter:
-            step = particle_predictive(model, xb, mb, samples, num_particles=num_particles)
-            add(f"smc-{num_particles}", step.log_density.sum(1))  # the filter's log-evidence [B]
-        else:
-            step = model.predictive(xb, mb, samples)
-        source = step.source
-        if binary:
-            probabilities.append(step.mean.cpu())
-            continue
-        if step.log_density is not None:
-            log_density.append(units.log_density(step.log_density.cpu(), 1))
-        squared_errors.append(float(((units.values(step.mean) - units.values(xb))[mb].double() ** 2).sum()))
-        if samples:
-            draws.append(units.values(step.samples).cpu())
+            if "exact" in wanted:
+                add("exact", model.log_likelihood(xb, mb))
+            if truth is not None:
+                add("exact (true parameters)", truth.to(device).log_likelihood(xb, mb))
+            if "elbo" in wanted:
+                add("elbo", ELBO(model, mean_field=True)(xb, mb).bound)
+            if "iwae" in wanted:
+                add(f"iwae-{iwae_particles}", IWAE(model, iwae_particles, particle_chunk=particle_chunk)(xb, mb).bound)
+            if by_filter:
+                step = particle_predictive(model, xb, mb, samples, num_particles=num_particles)
+                add(f"smc-{num_particles}", step.log_density.sum(1))  # the filter's log-evidence [B]
+            else:
+                step = model.predictive(xb, mb, samples)
+            source = step.source
+            if binary:
+                probabilities.append(step.mean.cpu())
+                continue
+            if step.log_density is not None:
+                log_density.append(units.log_density(step.log_density.cpu(), 1))
+            squared_errors.append(float(((units.values(step.mean) - units.values(xb))[mb].double() ** 2).sum()))
+            if samples:
+                draws.append(units.values(step.samples).cpu())
 
     estimates = {name: _in_order(pieces, indices, 1) for name, pieces in per_sequence.items()}
     metrics = {
@@ -205,18 +226,94 @@ def evaluate(model, x: torch.Tensor, mask: torch.Tensor | None = None, *,
     return result
 
 
+def evaluation_memory(model, x: torch.Tensor, *, binary: bool, estimators, predictive_samples: int,
+                      posterior_draws: int, num_particles: int, iwae_particles: int, batch_size: int,
+                      particle_chunk: int | None) -> dict[str, tuple[int, int, str]]:  # fmt: skip
+    """Lower bounds of the memory that :func:`evaluate`'s sample counts make it hold on ``x [N, T, D]``.
+
+    Returns ``{setting: (value, bytes, how)}`` (for :func:`~inference.validation.check_memory`) for
+    each setting that applies to ``model``, the bytes counting only the tensors that grow with the
+    setting, of ``x``'s element size ``e`` (``b``: sequences a batch):
+
+    * ``predictive_samples`` ``S``: the one-step draws, gathered then put in order, ``2 S N T D e``;
+    * ``posterior_draws`` ``S``: replicates and pointwise log-likelihoods, ``2 S N T D e``;
+    * ``num_particles`` ``K`` (``smc``): one step's particle predictions of a batch, ``K b D e``;
+    * ``iwae_particles`` ``K`` (``iwae``): one log-density per step of ``min(K, particle_chunk)``
+      particles, ``K b T e``.
+    """
+    n, steps, features = (int(size) for size in x.shape)
+    size, batch = x.element_size(), min(batch_size, n)
+    wanted = {name for name in estimators if model.supports(ESTIMATORS[name])}
+    slice_ = f"{steps} steps x {features} features x {size} bytes"
+    needs = {}
+    if not binary and predictive_samples:
+        needs["predictive_samples"] = (predictive_samples, 2 * predictive_samples * n * steps * features * size,
+                                       f"{predictive_samples} draws x 2 copies x {n} test sequences x {slice_}")
+    if posterior_draws and model.supports("programs") and not getattr(model, "conditional", False):
+        needs["posterior_draws"] = (posterior_draws, 2 * posterior_draws * n * steps * features * size,
+                                    f"{posterior_draws} draws x 2 (replicates, log-likelihoods) x {n} test sequences "
+                                    f"x {slice_}")  # fmt: skip
+    if "smc" in wanted:
+        needs["num_particles"] = (num_particles, num_particles * batch * features * size,
+                                  f"{num_particles} particles x {batch} sequences x {features} features x {size} bytes")
+    if "iwae" in wanted:
+        chunk = min(iwae_particles, particle_chunk or iwae_particles)
+        needs["iwae_particles"] = (iwae_particles, chunk * batch * steps * size,
+                                   f"{chunk} particles a pass x {batch} sequences x {steps} steps x {size} bytes")
+    return needs
+
+
+def _check_options(binary, description, valid) -> None:
+    """Raise ``TypeError`` unless ``binary`` is ``None`` or a bool, ``description`` a str and ``valid`` a pair."""
+    if binary is not None and not isinstance(binary, bool):
+        raise InputTypeError(f"binary must be None, True or False, got {type(binary).__name__} {binary!r}")
+    if not isinstance(description, str):
+        raise InputTypeError(f"description must be a str, got {type(description).__name__}")
+    if valid is not None and (not isinstance(valid, (tuple, list)) or len(valid) != 2):
+        raise InputTypeError(f"valid must be None or a pair (x [N, T, D], mask [N, T]), got {type(valid).__name__}")
+
+
+def _check_standardizer(standardizer, features: int) -> Standardizer | None:
+    """``standardizer`` (a :class:`Standardizer`, its ``to_dict()`` or ``None``) checked against ``features``."""
+    if isinstance(standardizer, Mapping):
+        if not {"mean", "scale", "features"} <= set(standardizer):
+            raise ValueError("standardizer must have the keys 'mean', 'scale' and 'features' of "
+                             f"Standardizer.to_dict(), got {sorted(map(str, standardizer))}")  # fmt: skip
+        try:
+            standardizer = Standardizer.from_dict(standardizer)
+        except TypeError:
+            raise ValueError("standardizer's 'mean', 'scale' and 'features' must be lists, got "
+                             f"{ {k: type(v).__name__ for k, v in standardizer.items()} }") from None
+    if standardizer is None:
+        return None
+    if not isinstance(standardizer, Standardizer):
+        raise InputTypeError("standardizer must be a Standardizer or its to_dict() (inference.datasets), got "
+                             f"{type(standardizer).__name__}")  # fmt: skip
+    for name in ("mean", "scale"):
+        if len(getattr(standardizer, name)) != features:
+            raise ValueError(f"standardizer: {len(getattr(standardizer, name))} features for data of {features} "
+                             f"(in its {name})")  # fmt: skip
+    if not all(_finite(m) for m in standardizer.mean):
+        raise ValueError(f"standardizer.mean must be finite numbers, got {standardizer.mean}")
+    if not all(_finite(s) and s > 0 for s in standardizer.scale):
+        raise ValueError(f"standardizer.scale must be finite and positive, got {standardizer.scale}")
+    return None if standardizer.identity else standardizer
+
+
+def _finite(value) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+
+
 class _Units:
     """The way from the model's (standardised) units back to the data's: values and log densities."""
 
     def __init__(self, standardizer, like: torch.Tensor):
-        self.standardizer = None if standardizer is None or standardizer.identity else standardizer
-        if self.standardizer is not None and len(self.standardizer.scale) != like.shape[-1]:
-            raise ValueError(f"standardizer: {len(self.standardizer.scale)} features for data of {like.shape[-1]}")
+        self.standardizer = _check_standardizer(standardizer, like.shape[-1])
         scale = torch.tensor(self.standardizer.scale if self.standardizer else [1.0], dtype=torch.float64)
         self.log_jacobian = -float(scale.log().sum())  # log |d z / d x| per step
 
     def values(self, z: torch.Tensor) -> torch.Tensor:
-        return z if self.standardizer is None else self.standardizer.inverse(z)
+        return z if self.standardizer is None else self.standardizer.inverse(z, dtype=torch.float64)
 
     def log_density(self, log_density: torch.Tensor, steps) -> torch.Tensor:
         """Log densities of ``steps`` steps (``[B]`` counts or a number) in the data's units."""

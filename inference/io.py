@@ -3,6 +3,7 @@
 Each writer writes to a temporary file in the target's folder, flushes it to disk,
 then renames it over the target (``os.replace`` is atomic on POSIX and Windows). A failed
 write (a full disk, a lost permission) is an ``OSError`` whose ``filename`` is the target.
+:func:`folder_lock` keeps a folder to one writing process at a time.
 """
 
 from __future__ import annotations
@@ -19,9 +20,16 @@ from typing import Any
 
 import torch
 
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None
+
 __all__ = ["atomic_write", "write_text", "write_json", "save_torch", "append_jsonl", "read_jsonl",
-           "remove_stale_temporaries", "naming", "staged_folder",
-           "recover_staged"]
+           "remove_stale_temporaries", "naming", "staged_folder", "recover_staged", "folder_lock", "LOCK_FILE"]
+
+#: the file in a folder that :func:`folder_lock` locks
+LOCK_FILE = ".lock"
 
 
 def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> Path:
@@ -133,6 +141,34 @@ def _alive(pid: int) -> bool:
     except OSError:  # EPERM: it runs, as another user
         return True
     return True
+
+
+@contextmanager
+def folder_lock(folder: str | os.PathLike, name: str = "folder") -> Iterator[Path]:
+    """Hold an exclusive OS lock on the existing ``folder`` (on its :data:`LOCK_FILE`) while the block runs.
+
+    The OS releases the lock when the process ends, however it ends (``kill -9`` too), so a lock
+    is never stale. A folder another process holds is a ``ValueError`` naming ``name`` and
+    ``folder``. Where the OS has no ``fcntl`` (Windows), the block runs without a lock.
+    """
+    folder = Path(folder)
+    if fcntl is None:
+        yield folder
+        return
+    path = folder / LOCK_FILE
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError as error:
+        raise naming(error, path) from error
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ValueError(f"{name} {folder} is in use by another process writing to it: wait until it ends, or "
+                             "pick another folder") from None
+        yield folder
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def remove_stale_temporaries(folder: str | os.PathLike) -> list[Path]:

@@ -30,7 +30,7 @@ from pyro import poutine
 from pyro.distributions.torch_distribution import ExpandedDistribution, MaskedDistribution
 
 from .traces import latent_sites, observed_sites, sample_sites, trace_log_prob
-from .validation import check_positive_int, check_sequences
+from .validation import check_flag, check_memory, check_positive_int, check_sequences
 
 __all__ = ["DRAWS_PLATE", "PosteriorDraws", "posterior_draws", "PosteriorPredictive", "posterior_predictive",
            "entry_log_prob"]
@@ -82,9 +82,13 @@ def posterior_draws(model, x: torch.Tensor, mask: torch.Tensor | None = None, nu
             traces the programs ``S`` times, for programs that cannot take an outer plate.
         max_plate_nesting: plates inside the programs; the draws plate sits outside them.
         generator: source of the resampling indices.
+
+    A ``num_draws`` whose log-likelihoods and replicates cannot fit in the memory available is
+    refused by name before anything is drawn.
     """
-    num_draws = check_positive_int(num_draws, name="num_draws")
+    num_draws = _check_draws("num_draws", num_draws, resample, parallel)
     x, mask, args = _program_args(model, x, mask, targets, max_plate_nesting)
+    _check_draw_memory("num_draws", num_draws, x, targets, "log-likelihoods, replicates")
     shape = (x.shape[0], x.shape[1])
     if parallel:
         draws = [_trace_draws(model, args, shape, num_draws, -(max_plate_nesting + 1))]
@@ -151,9 +155,13 @@ def posterior_predictive(model, x: torch.Tensor, mask: torch.Tensor | None = Non
         parallel: all ``S`` draws in one vectorised pass (``False``: ``S`` passes).
         max_plate_nesting: plates inside the programs; the draws plate sits outside them.
         generator: source of the resampling indices.
+
+    A ``num_samples`` whose replicates cannot fit in the memory available is refused by name
+    before anything is drawn.
     """
-    num_samples = check_positive_int(num_samples, name="num_samples")
+    num_samples = _check_draws("num_samples", num_samples, resample, parallel)
     x, mask, args = _program_args(model, x, mask, targets, max_plate_nesting)
+    _check_draw_memory("num_samples", num_samples, x, targets, "replicates drawn, then stacked in time")
     shape = (x.shape[0], x.shape[1])
     if parallel:
         passes = [_replicate_pass(model, args, shape, num_samples, -(max_plate_nesting + 1), resample)]
@@ -221,6 +229,27 @@ def _trace_draws(model, args, shape, size, dim):
     log_lik, replicates = _observed_steps(model_trace, count, shape)
     latents = _latent_steps(guide_trace, count, shape)
     return log_lik, replicates, latents, log_w
+
+
+def _check_draws(name: str, count, resample, parallel) -> int:
+    """The checked number of draws ``count`` (named ``name``), with the flags ``resample`` and ``parallel``."""
+    check_flag(resample, name="resample")
+    check_flag(parallel, name="parallel")
+    return check_positive_int(count, name=name)
+
+
+def _check_draw_memory(name: str, count: int, x: torch.Tensor, targets, what: str) -> None:
+    """Refuse by ``name`` ``count`` draws whose two ``[S, B, T, D]`` tensors (``what``) cannot fit in memory.
+
+    ``D`` is that of the modelled variable: ``x [B, T, D]``, or the targets ``[B, T, O]`` (class indices: 1).
+    """
+    batch, steps, features = x.shape
+    if isinstance(targets, torch.Tensor):
+        features = targets.shape[-1] if targets.dim() == 3 else 1
+    size = x.element_size()
+    check_memory({name: (count, 2 * count * batch * steps * features * size,
+                         f"{count} draws x 2 ({what}) x {batch} sequences x {steps} steps x {features} features x "
+                         f"{size} bytes")})  # fmt: skip
 
 
 def _program_args(model, x, mask, targets, max_plate_nesting):

@@ -20,12 +20,17 @@ The reports read tensor values, so they run only while
 from __future__ import annotations
 
 import warnings
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 import torch
 
 from .validation import value_checks_enabled
 
-__all__ = ["saturate", "saturated_sum", "warn_saturated", "raise_failures"]
+__all__ = ["saturate", "saturated_sum", "warn_saturated", "raise_failures", "each_warning_once"]
+
+#: the messages :func:`warn_saturated` has shown inside :func:`each_warning_once` (``None`` outside it)
+_SHOWN: ContextVar[set | None] = ContextVar("shown_saturation_warnings", default=None)
 
 #: why a value falls below the range, and what to do
 _ADVICE = ("an observation outside the model's support or so far out that its log-density overflows; "
@@ -64,8 +69,13 @@ def warn_saturated(saturated: torch.Tensor, *, dtype: torch.dtype, name: str = "
         first = tuple(int(i) for i in saturated.nonzero()[0])
         unit = "step" if saturated.dim() == 2 else "sequence"
         values = f"{count} valid {unit}{'s' if count > 1 else ''} of {name}"
-        warnings.warn(f"{what} fell below the {dtype} range (-inf) at {values}, the first at {_where(first, name)}: "
-                      + _ADVICE.format(consequence=consequence), RuntimeWarning, stacklevel=stacklevel)
+        message = (f"{what} fell below the {dtype} range (-inf) at {values}, the first at {_where(first, name)}: "
+                   + _ADVICE.format(consequence=consequence))
+        shown = _SHOWN.get()
+        if shown is None or message not in shown:
+            warnings.warn(message, RuntimeWarning, stacklevel=stacklevel)
+        if shown is not None:
+            shown.add(message)
 
 
 def saturate(log_density: torch.Tensor, mask: torch.Tensor | None = None, *, name: str = "x",
@@ -106,3 +116,15 @@ def saturated_sum(log_density: torch.Tensor, mask: torch.Tensor | None = None, *
         warn_saturated(overflowed, dtype=total.dtype, name=name, what=f"the sum over the steps of {what}",
                        stacklevel=4)  # fmt: skip
     return total.clamp(min=lowest)
+
+
+
+@contextmanager
+def each_warning_once():
+    """Within the block, :func:`warn_saturated` gives each message once (several estimators reading the same
+    saturated steps warn once, not once each)."""
+    token = _SHOWN.set(set())
+    try:
+        yield
+    finally:
+        _SHOWN.reset(token)

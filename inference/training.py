@@ -36,7 +36,7 @@ from tqdm.auto import tqdm
 
 from .graphs import GraphedCall
 from .io import append_jsonl, remove_stale_temporaries, save_torch, write_text
-from .validation import check_choice, check_sequences
+from .validation import check_choice, check_flag, check_sequences
 
 __all__ = ["OPTIMIZERS", "LR_SCHEDULES", "RESUMABLE_CHANGES", "TrainConfig", "Trainer", "TrainingDiverged",
            "epoch_batches", "refresh_norm_statistics",
@@ -350,6 +350,11 @@ def _set_rng_state(state: dict) -> None:
         torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda"]])
 
 
+def _copy_state(module: nn.Module) -> dict[str, torch.Tensor]:
+    """A copy of ``module``'s state dict (parameters and buffers), on their devices."""
+    return {name: value.detach().clone() for name, value in module.state_dict().items()}
+
+
 def _write_metrics(path: Path, history: list[dict]) -> None:
     """Atomically rewrite ``metrics.jsonl`` with ``history`` (the format of :func:`~inference.io.append_jsonl`)."""
     write_text(path, "".join(json.dumps(record, sort_keys=True) + "\n" for record in history))
@@ -407,7 +412,7 @@ class Trainer:
     Under ``torch.distributed`` every rank must build its Trainer with the same arguments.
     After :meth:`fit`, ``history``, ``epoch`` (epochs done), ``step`` (optimizer steps),
     ``best_metric`` (best validation bound per step), ``bad_validations`` and ``stopped_early``
-    describe the run.
+    describe the run, and the objective holds the parameters of the best validation epoch.
     """
 
     def __init__(self, objective: nn.Module, train_data, valid_data=None, config: TrainConfig | None = None,
@@ -445,16 +450,24 @@ class Trainer:
         self.best_metric: float | None = None
         self.bad_validations = 0
         self.stopped_early = False
+        self._best_state: dict | None = None  # the objective's state at the best validation of this session
+        self._last_state: dict | None = None  # the state the best one replaced at the end of fit, to continue from
 
     # --- public ---------------------------------------------------------------------------
-    def fit(self, resume: bool = False) -> list[dict]:
+    def fit(self, resume: bool = False, *, restore_best: bool = True) -> list[dict]:
         """Train until ``config.epochs`` epochs are done or early stopping; return the history.
+
+        The objective ends with the parameters (and buffers) of the epoch with the best validation
+        bound, those of ``best.pt``, where there was validation; ``restore_best=False`` leaves those
+        of the last epoch (``last.pt``). A later ``fit`` of the same Trainer continues from the last
+        epoch either way.
 
         Args:
             resume: continue from ``run_dir/checkpoints/last.pt`` (parameters, optimizer, schedule,
                 counters, history and RNG states), or start afresh if there is none yet. A fresh
                 start seeds the RNGs from ``config.seed``, empties ``metrics.jsonl`` and deletes
                 the folder's old checkpoints.
+            restore_best: end with the best validation epoch's parameters rather than the last's.
 
         Returns:
             One dict per epoch (all epochs of the run, those before a resume too): ``epoch``
@@ -462,6 +475,7 @@ class Trainer:
             ``valid_bound_per_step`` (``None`` when not validated), ``bound_kind``, ``lr``,
             ``kl_factor`` (at the epoch's last step), ``seconds`` and, with a ``monitor``, ``monitor``.
         """
+        check_flag(restore_best, name="restore_best")
         if resume and self.run_dir is None:
             raise ValueError("resume=True needs a run_dir to read checkpoints/last.pt from")
         if self.run_dir is not None and self.rank == 0:
@@ -470,6 +484,9 @@ class Trainer:
             self._restore(load_checkpoint(self._checkpoint_path("last")))
         elif self.step == 0:
             self._begin()
+        elif self._last_state is not None:  # a previous fit ended on the best epoch: go on from the last
+            self.objective.load_state_dict(self._last_state)
+        self._last_state = None
         self._start_norm = self._parameter_norm()
         per_epoch = _batches_per_epoch(len(self.train_data[0]), self.config.batch_size, self.world_size)
         show = self.config.progress and self.rank == 0
@@ -480,7 +497,20 @@ class Trainer:
         self.objective.kl_factor = 1.0
         if _distributed():
             dist.barrier()  # every rank returns once rank 0 has written the run folder
+        if restore_best:
+            self._restore_best()
         return self.history
+
+    def _restore_best(self) -> None:
+        """Load the best validation epoch's state (this session's copy, else ``best.pt``), keeping the last one."""
+        best = self._best_state
+        path = None if self.run_dir is None else self._checkpoint_path("best")
+        if best is None and self.best_metric is not None and path is not None and path.exists():
+            best = load_checkpoint(path)["objective"]  # the best epoch came before a resume
+        if best is None:
+            return
+        self._last_state = _copy_state(self.objective)
+        self.objective.load_state_dict(best)
 
     # --- one epoch --------------------------------------------------------------------------
     def _run_epoch(self, bar: tqdm) -> None:
@@ -511,6 +541,8 @@ class Trainer:
         self.history.append(record)
         if valid_bound is not None:
             bar.set_postfix(loss=f"{train_loss:.4g}", valid=f"{valid_bound:.4g}")
+        if improved:
+            self._best_state = _copy_state(self.objective)
         if self.run_dir is not None:
             self._save(improved)
 
@@ -694,6 +726,7 @@ class Trainer:
         _check_resumable(checkpoint["config"], self.config)
         check_experiment(checkpoint.get("experiment"), self.experiment, self._checkpoint_path("last"))
         self.objective.load_state_dict(checkpoint["objective"])
+        self._best_state = None  # best.pt holds the best epoch before this resumption
         self.optimizer.load_state_dict(checkpoint["optimizer"])
         self.scheduler.load_state_dict(checkpoint["scheduler"])
         self.epoch, self.step = checkpoint["epoch"], checkpoint["step"]

@@ -8,17 +8,25 @@ Checks that read tensor *values* (a NaN, a mask's order, a class index) wait for
 inside a CUDA-graph capture (:mod:`inference.graphs`) that is forbidden, so
 :func:`value_checks` turns them off there, and the graph's caller checks each new input
 outside the capture instead. Shape, dtype and type checks always run.
+
+Settings whose tensors grow with a sample count are estimated before they are allocated
+(:func:`check_memory`): on Linux an allocation larger than the free memory often succeeds (the
+kernel overcommits) and the process is killed later, while the pages are filled, with no message.
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import numbers
+import os
+from pathlib import Path
 
 import torch
 
-__all__ = ["InputTypeError", "check_sequences", "check_choice", "check_positive_int", "check_probability",
-           "value_checks", "value_checks_enabled"]  # fmt: skip
+__all__ = ["InputTypeError", "check_sequences", "check_choice", "check_positive_int", "check_draw_count",
+           "check_seed", "check_flag", "check_probability", "value_checks", "value_checks_enabled",
+           "available_memory", "check_memory"]  # fmt: skip
 
 _VALUE_CHECKS = contextvars.ContextVar("value_checks", default=True)
 
@@ -140,6 +148,32 @@ def check_positive_int(value, *, name: str) -> int:
     return value
 
 
+def check_draw_count(value, *, name: str) -> int:
+    """Raise unless ``value`` is 0 (no draws) or an ``int`` >= 2: one draw has no spread to judge."""
+    expected = "0 (none) or an int >= 2"
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise InputTypeError(f"{name} must be {expected}, got {type(value).__name__} {value!r}")
+    if value < 0 or value == 1:
+        raise ValueError(f"{name} must be {expected}, got {value}")
+    return int(value)
+
+
+def check_seed(value, *, name: str = "seed") -> int | None:
+    """Raise unless ``value`` is ``None`` or an ``int`` in ``[0, 2**32)`` (a seed of torch, numpy and ``random``)."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Integral)):
+        raise InputTypeError(f"{name} must be None or an int in [0, 2**32), got {type(value).__name__} {value!r}")
+    if value is not None and not 0 <= value < 2**32:
+        raise ValueError(f"{name} must be None or an int in [0, 2**32), got {value}")
+    return value if value is None else int(value)
+
+
+def check_flag(value, *, name: str) -> bool:
+    """Raise unless ``value`` is ``True`` or ``False``."""
+    if not isinstance(value, bool):
+        raise InputTypeError(f"{name} must be True or False, got {type(value).__name__} {value!r}")
+    return value
+
+
 def check_probability(value, *, name: str, open_left: bool = False) -> float:
     """Raise unless ``value`` is a number in [0, 1] (or (0, 1] with ``open_left``)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -157,3 +191,47 @@ def check_dropout(value, *, name: str = "dropout") -> float:
     if rate == 1.0:
         raise ValueError(f"{name} must be in [0, 1): a rate of 1 drops every unit")
     return rate
+
+
+def available_memory() -> int | None:
+    """Bytes this process may still allocate: ``MemAvailable`` of ``/proc/meminfo`` (else free pages by
+    ``os.sysconf``), capped by a cgroup v2 limit (``memory.max - memory.current``); ``None`` if unknown."""
+    candidates = []
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                candidates.append(int(line.split()[1]) * 1024)
+    except (OSError, ValueError, IndexError):
+        pass
+    if not candidates:
+        try:
+            candidates.append(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+        except (AttributeError, ValueError, OSError):
+            pass
+    try:
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        if limit != "max":
+            used = int(Path("/sys/fs/cgroup/memory.current").read_text())
+            candidates.append(max(int(limit) - used, 0))
+    except (OSError, ValueError):
+        pass
+    return min(candidates) if candidates else None
+
+
+def check_memory(needs: dict[str, tuple[int, int, str]], available: int | None = None) -> None:
+    """Raise one ``ValueError`` naming the largest setting if the memory ``needs`` (``{setting: (value, bytes,
+    how)}``), held together, exceed ``available`` bytes (default :func:`available_memory`; unknown: no check)."""
+    available = available_memory() if available is None else available
+    if available is None or not needs:
+        return
+    total = sum(size for _, size, _ in needs.values())
+    if total <= available:
+        return
+    name, (value, size, how) = max(needs.items(), key=lambda item: item[1][1])
+    others = f"; {_gib(total)} with the other settings" if total > 1.01 * size else ""
+    raise ValueError(f"{name}={value} needs at least {_gib(size)} of memory ({how}{others}), but {_gib(available)} "
+                     f"are available: lower {name}")  # fmt: skip
+
+
+def _gib(size: int) -> str:
+    return f"{size / 2**30:.3g} GiB"

@@ -45,7 +45,8 @@ def test_figures_come_back_in_the_data_units_by_the_change_of_variables():
     truth = float(model.log_likelihood(x).detach().double().sum()) / (5 * 12)
     assert in_units["loglik"]["exact"]["per_step"] == pytest.approx(truth, rel=1e-5)
     assert in_units["mse"] == pytest.approx(direct["mse"], rel=1e-4)  # the exact predictive mean, in x's units
-    assert torch.allclose(in_units.x, x, atol=1e-5)
+    assert in_units.x.dtype == torch.float64  # data units in double precision
+    assert torch.allclose(in_units.x, x.double(), atol=1e-5)
     for name in ("crps", "nlpd", "coverage_0.8", "pit_ks"):  # the same law judged in the same units
         assert in_units["calibration"][name] == pytest.approx(direct["calibration"][name], rel=0.05, abs=0.03), name
     assert in_units["units"].startswith("the data's own units")

@@ -62,10 +62,10 @@ def file_regression(path: str | os.PathLike, targets: list[str] | None = None, s
                     time: str | None = None, features: list[str] | None = None, split: str | None = None,
                     split_by: str = "series", fractions: list[float] | None = None, split_seed: int = 0,
                     window: int | None = None, stride: int | None = None, missing: str = "error",
-                    sep: str = ",") -> tuple[FileRegressionData, dict]:  # fmt: skip
+                    sep: str = ",", time_order: str = "values") -> tuple[FileRegressionData, dict]:  # fmt: skip
     """The ``targets`` columns of the table at ``path`` predicted from its feature columns: ``(data, splits)``.
 
-    ``series`` / ``time`` / ``features`` / ``split`` / ``missing`` / ``sep``: as
+    ``series`` / ``time`` / ``features`` / ``split`` / ``missing`` / ``sep`` / ``time_order``: as
     :meth:`~inference.datasets.SequenceDataset.from_file`; ``split_by`` (``"series"`` or
     ``"time"``), ``fractions`` (train, valid, test; default 0.7, 0.15, 0.15) and ``split_seed``
     as :meth:`~inference.datasets.SequenceDataset.split`; ``window`` / ``stride`` cut training
@@ -84,7 +84,8 @@ def file_regression(path: str | os.PathLike, targets: list[str] | None = None, s
         raise ValueError(f"{path}: targets are columns of a table: expected a {' or '.join(TABLES)} file")
     if stride is not None and window is None:
         raise ValueError("data.stride: needs data.window (training windows of window steps every stride)")
-    options = {"series": series, "time": time, "features": features, "split": split, "missing": missing, "sep": sep}
+    options = {"series": series, "time": time, "features": features, "split": split, "missing": missing, "sep": sep,
+               "time_order": time_order}
     dataset = SequenceDataset.from_file(path, targets=list(targets), **{k: v for k, v in options.items()
                                                                         if v is not None})  # fmt: skip
     parts = dataset.split(by=split_by, fractions=fractions or (0.7, 0.15, 0.15), seed=split_seed)

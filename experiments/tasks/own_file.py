@@ -14,12 +14,13 @@ __all__ = ["file_data"]
 def file_data(path: str, series: str | None = None, time: str | None = None, features: list[str] | None = None,
               targets: list[str] | None = None, split: str | None = None, split_by: str = "series",
               fractions: list[float] | None = None, split_seed: int = 0, window: int | None = None,
-              stride: int | None = None, missing: str = "error", sep: str = ",", fs: float = 4.0,
-              standardizer: dict | None = None) -> SequenceData:
+              stride: int | None = None, missing: str = "error", time_order: str = "values", sep: str = ",",
+              fs: float = 4.0, standardizer: dict | None = None) -> SequenceData:
     """Read ``path`` (``.csv``, ``.parquet``, ``.npz`` or a folder of ``.mid`` files), split it and standardise it.
 
     ``series`` / ``time`` / ``features`` / ``targets`` / ``split`` name the columns of a long-format
-    table (:meth:`~inference.datasets.SequenceDataset.from_dataframe`); ``split_by`` is ``"series"``
+    table (:meth:`~inference.datasets.SequenceDataset.from_dataframe`), whose ``time_order`` is ``"values"`` (by
+    the time column's numbers, dates or numbered labels) or ``"file"`` (the file's order); ``split_by`` is ``"series"``
     or ``"time"``, with ``fractions`` (train, valid, test; default 0.7, 0.15, 0.15) and
     ``split_seed``, unless a ``split`` column decides; ``window`` / ``stride`` cut training windows
     (held-out splits into consecutive windows). Real-valued features are standardised on the
@@ -27,7 +28,7 @@ def file_data(path: str, series: str | None = None, time: str | None = None, fea
     trained model's own, to judge or forecast new data in its units); the tensors are in those units.
     """
     table = {"series": series, "time": time, "features": features, "targets": targets, "split": split,
-             "missing": missing, "sep": sep}
+             "missing": missing, "time_order": time_order, "sep": sep}
     suffix = Path(path).suffix.lower()
     options = {"fs": fs} if Path(path).is_dir() else {"features": features} if suffix == ".npz" else table
     dataset = SequenceDataset.from_file(path, **{k: v for k, v in options.items() if v is not None})

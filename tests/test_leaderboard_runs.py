@@ -1,0 +1,355 @@
+"""A leaderboard's run folders: kept only when made on the same data with the same settings, restarted or
+re-evaluated after a kill, locked against a second process, and every second of training counted."""
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from experiments import board_figures, leaderboard, own_data, runner
+from experiments.cli import build_parser, main
+from experiments.recipes import DataNotRepresentable
+from inference.io import folder_lock, write_json
+from inference.training import load_checkpoint
+
+TINY = ['data.series="site"', 'data.time="when"', "train.epochs=1", "train.batch_size=8",
+        "evaluate.predictive_samples=10", "evaluate.batch_size=8"]  # fmt: skip
+RUN = os.path.join("out", "runs", "lgssm")
+
+
+def stations(path, *, seed=0, series=10, steps=20):
+    """A long-format CSV: ``series`` sites of ``steps`` hours, two real-valued features."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for s in range(series):
+        level = rng.normal()
+        for t in range(steps):
+            level = 0.8 * level + 0.3 * rng.normal()
+            rows.append({"site": f"s{s}", "when": t, "temp": 15 + 4 * level, "load": 100 + 20 * level + rng.normal()})
+    pd.DataFrame(rows).to_csv(path, index=False)
+    return path
+
+
+def board_args(*extra, data="a.csv", models="lgssm", out="out"):
+    sets = [arg for item in TINY for arg in ("--set", item)]
+    return ["leaderboard", "--data", data, *(["--models", models] if models is not None else []), "--out", out, *sets,
+            *extra]
+
+
+def _no_figures(monkeypatch):
+    """The board's figures are another module's: left out here, they cost seconds per board."""
+    monkeypatch.setattr(board_figures, "calibration_figure", lambda *args, **kwargs: None)
+    monkeypatch.setattr(board_figures, "fan_chart", lambda *args, **kwargs: None)
+
+
+@pytest.fixture(scope="module")
+def finished_board(tmp_path_factory):
+    """A folder holding ``a.csv`` and ``out/``, the finished one-model board on it (paths relative to the folder)."""
+    root = tmp_path_factory.mktemp("board")
+    stations(root / "a.csv")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(root)
+        _no_figures(patch)
+        assert main(board_args()) == 0
+    return root
+
+
+@pytest.fixture
+def board(finished_board, tmp_path, monkeypatch, capsys):
+    """A copy of the finished board in ``tmp_path``, the working directory."""
+    shutil.copytree(finished_board, tmp_path, dirs_exist_ok=True)
+    monkeypatch.chdir(tmp_path)
+    _no_figures(monkeypatch)
+    capsys.readouterr()
+    return tmp_path
+
+
+def _one_line_error(capsys) -> str:
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("ppl-models: error:") and "Traceback" not in err, err
+    return err
+
+
+def _files(folder):
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def _epochs(run):
+    return [json.loads(line)["epoch"] for line in open(os.path.join(run, "metrics.jsonl"))]
+
+
+# --- item 2: a kept run is checked against the data and every setting -----------------------------------------
+
+
+def test_a_rerun_on_another_file_is_refused_by_name_and_trained_again_with_retrain(board, capsys):
+    stations(board / "b.csv", seed=1)
+    before = _files(board / "out")
+    assert main(board_args(data="b.csv")) == 2
+    out, err = capsys.readouterr()
+    assert "kept" not in out and err.count("\n") == 1, err
+    assert RUN in err and "data.path: 'a.csv' -> 'b.csv'" in err and "--retrain" in err, err
+    assert _files(board / "out") == before
+    assert main(board_args("--retrain", data="b.csv")) == 0
+    assert json.loads((board / RUN / "config.json").read_text())["data"]["path"] == "b.csv"
+    assert (board / "out" / "leaderboard.md").read_text().startswith("# Leaderboard: b.csv\n")
+    assert _epochs(board / RUN) == [1]
+
+
+@pytest.mark.parametrize("change, words", [
+    ("content", ["a.csv", "content changed"]),
+    ('--set=data.split_by="time"', ["data.split_by: 'series' -> 'time'"]),
+    ("--set=data.fractions=[0.6, 0.2, 0.2]", ["data.fractions"]),
+    ("--set=train.lr=0.5", ["train.lr: 0.01 -> 0.5"]),
+    ("--set=evaluate.predictive_samples=12", ["evaluate.predictive_samples: 10 -> 12"]),
+])  # fmt: skip
+def test_a_rerun_on_changed_data_or_settings_is_refused_naming_the_run_and_what_differs(board, capsys, change, words):
+    if change == "content":  # the same file, one value of it changed
+        frame = pd.read_csv(board / "a.csv")
+        frame.loc[frame.index[-1], "load"] += 1.0
+        frame.to_csv(board / "a.csv", index=False)
+    before = _files(board / "out")
+    assert main(board_args(*([] if change == "content" else [change]))) == 2
+    err = _one_line_error(capsys)
+    for word in [RUN, *words]:
+        assert word in err, (word, err)
+    assert _files(board / "out") == before
+
+
+def test_a_setting_given_at_its_default_is_no_change(board, capsys):
+    assert main(board_args('--set=data.split_by="series"', "--set=model.name=\"lgssm\"")) == 0
+    assert "lgssm: finished earlier, kept" in capsys.readouterr().out
+
+
+# --- item 3: a run killed in its first checkpoint starts again ----------------------------------------------------
+
+
+def _killed_in_first_checkpoint(run, how):
+    """Leave ``run`` as a kill (or a full disk) in epoch 1's checkpoint writes leaves it."""
+    checkpoints = run / "checkpoints"
+    for name in ("metrics.json", "metrics.md", "predictive.nc", "pit.pt", "data_split.json", "finished.json"):
+        (run / name).unlink()
+    shutil.rmtree(run / "plots")
+    if how == "best.pt half written":  # kill -9 inside the first save_torch
+        (checkpoints / "last.pt").unlink()
+        (checkpoints / ".best.pt.x1y2z3.tmp").write_bytes((checkpoints / "best.pt").read_bytes()[:100])
+        (checkpoints / "best.pt").unlink()
+    elif how == "disk full writing last.pt":  # best.pt written, last.pt's temporary file removed by the failure
+        (checkpoints / "last.pt").unlink()
+    else:  # a last.pt cut short (a file system that lost the end of it)
+        (checkpoints / "last.pt").write_bytes((checkpoints / "last.pt").read_bytes()[:100])
+
+
+@pytest.mark.parametrize("how", ["best.pt half written", "disk full writing last.pt", "last.pt cut short"])
+def test_a_run_killed_in_its_first_checkpoint_is_started_again(board, capsys, how):
+    _killed_in_first_checkpoint(board / RUN, how)
+    assert main(board_args()) == 0, capsys.readouterr().err
+    assert "lgssm: training" in capsys.readouterr().out
+    assert _epochs(board / RUN) == [1]  # one epoch, not the lost one twice
+    assert load_checkpoint(board / RUN / "checkpoints" / "last.pt")["epoch"] == 1
+    assert not list((board / RUN / "checkpoints").glob(".*.tmp"))
+    assert (board / RUN / "predictive.nc").is_file() and (board / RUN / "finished.json").is_file()
+
+
+def _options(command):
+    parser = build_parser()
+    (commands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return {option for action in commands.choices[command]._actions for option in action.option_strings}
+
+
+def test_ctrl_c_in_a_leaderboard_names_no_option_the_command_does_not_have(monkeypatch, capsys):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(leaderboard, "run_leaderboard", interrupted)
+    assert main(board_args()) == 130
+    err = capsys.readouterr().err
+    assert err.startswith("ppl-models: interrupted") and err.count("\n") == 1, err
+    assert set(re.findall(r"--[a-z][a-z-]*", err)) <= _options("leaderboard"), err
+
+
+# --- item 4: a run is finished only once every output is written ---------------------------------------------------
+
+
+def test_a_run_killed_after_metrics_json_is_evaluated_again_not_retrained(board, capsys):
+    run = board / RUN
+    for name in ("predictive.nc", "pit.pt", "data_split.json", "finished.json", "metrics.md"):
+        (run / name).unlink()
+    shutil.rmtree(run / "plots")
+    best = (run / "checkpoints" / "best.pt").read_bytes()
+    assert main(board_args()) == 0
+    assert "kept" not in capsys.readouterr().out
+    for name in ("predictive.nc", "pit.pt", "data_split.json", "finished.json", "metrics.md", "plots/pit_ecdf.png"):
+        assert (run / name).is_file(), name
+    assert (run / "checkpoints" / "best.pt").read_bytes() == best  # evaluated from it, not trained again
+    assert _epochs(run) == [1]
+
+
+# --- item 5: one process at a time on a folder ----------------------------------------------------------------------
+
+
+def test_a_second_board_on_the_same_out_is_refused_while_the_first_holds_it(board, capsys):
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, os, sys, time\n"
+                               "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)\n"
+                               "fcntl.flock(fd, fcntl.LOCK_EX)\nprint('held', flush=True)\ntime.sleep(60)",
+                               str(board / "out" / ".lock")], stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert holder.stdout.readline() == "held\n"
+        before = _files(board / "out")
+        assert main(board_args("--retrain")) == 2
+        assert "out out is in use by another process" in _one_line_error(capsys)
+        assert _files(board / "out") == before
+    finally:
+        holder.send_signal(signal.SIGKILL)  # a crash: the OS releases its lock
+        holder.wait()
+    assert main(board_args()) == 0
+    assert "lgssm: finished earlier, kept" in capsys.readouterr().out
+
+
+def test_train_refuses_a_run_folder_another_process_holds(board):
+    config = json.loads((board / RUN / "config.json").read_text())
+    before = _files(board / RUN)
+    with folder_lock(board / RUN):
+        with pytest.raises(ValueError, match="run_dir out/runs/lgssm is in use by another process"):
+            runner.train(config, RUN, resume=True)
+    assert _files(board / RUN) == before
+
+
+# --- item 6: a resumption refuses any change of the data --------------------------------------------------------
+
+
+@pytest.mark.parametrize("split", ["valid", "test"])
+def test_resume_refuses_a_file_whose_held_out_series_changed(board, split):
+    config = json.loads((board / RUN / "config.json").read_text())
+    ids = json.loads((board / RUN / "data_split.json").read_text())[split]["ids"]
+    frame = pd.read_csv(board / "a.csv")
+    frame.loc[frame["site"].isin(ids), "temp"] += 3.0  # the training split, so its standardisation, unchanged
+    frame.to_csv(board / "a.csv", index=False)
+    with pytest.raises(ValueError, match=r"resume: the data a\.csv is not the data the run was trained on"):
+        runner.train(config, RUN, resume=True)
+    assert _epochs(board / RUN) == [1]
+
+
+def test_the_data_fingerprint_is_the_files_content_hash(tmp_path):
+    path = stations(tmp_path / "a.csv")
+    config = {"data": {"name": "file", "path": str(path)}}
+    assert runner.data_fingerprint(config) == "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+    assert runner.data_fingerprint({"data": {"name": "jsb"}}) is None  # a registered data set
+    folder = tmp_path / "midi"
+    folder.mkdir()
+    (folder / "one.mid").write_bytes(b"MThd one")
+    (folder / "two.mid").write_bytes(b"MThd two")
+    config = {"data": {"name": "file", "path": str(folder)}}
+    first = runner.data_fingerprint(config)
+    (folder / ".DS_Store").write_bytes(b"finder")  # hidden files are not data
+    assert runner.data_fingerprint(config) == first
+    (folder / "two.mid").write_bytes(b"MThd 2wo")
+    assert runner.data_fingerprint(config) != first
+    (folder / "two.mid").write_bytes(b"MThd two")
+    assert runner.data_fingerprint(config) == first
+    (folder / "three.mid").write_bytes(b"MThd three")
+    assert runner.data_fingerprint(config) != first
+
+
+# --- item 15: the wall time of a killed session counts ----------------------------------------------------------
+
+
+def test_the_wall_clock_is_on_disk_while_the_session_runs(tmp_path):
+    path = tmp_path / "wall_time.json"
+    write_json(path, {"seconds": 5.0})  # an earlier session's
+    with leaderboard._wall_clock(path, every=0.1):
+        time.sleep(0.6)
+        during = json.loads(path.read_text())["seconds"]  # what a kill -9 now would leave
+    assert 5.3 <= during <= 5.9, during
+    assert json.loads(path.read_text())["seconds"] >= 5.6
+
+
+@pytest.mark.slow
+def test_a_board_killed_while_training_counts_the_time_before_the_kill(board, capsys):
+    shutil.rmtree(board / "out")
+    script = ("import sys, time\nfrom experiments import cli, runner\n"
+              "def stuck(config, folder, **kwargs):\n"
+              "    folder.mkdir(parents=True, exist_ok=True)\n"
+              "    print('stuck', flush=True)\n"
+              "    time.sleep(60)\n"
+              "runner.train = stuck\ncli.main(sys.argv[1:])\n")  # fmt: skip
+    process = subprocess.Popen([sys.executable, "-c", script, *board_args()], stdout=subprocess.PIPE, text=True,
+                               env={**os.environ, "OMP_NUM_THREADS": "1"})  # fmt: skip
+    while "stuck" not in process.stdout.readline():
+        pass
+    started = time.perf_counter()
+    time.sleep(4.0)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    lost = time.perf_counter() - started
+    recorded = json.loads((board / RUN / "wall_time.json").read_text())["seconds"]
+    assert recorded >= lost - 1.2, (recorded, lost)  # all but the last beat of the wall clock
+    assert main(board_args()) == 0
+    row = json.loads((board / "out" / "leaderboard.json").read_text())["rows"][0]
+    assert row["train_seconds"] > recorded  # the killed session and the one that finished
+
+
+# --- item 23, 13: what --out and --models must be ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("out, words", [
+    (RUN, ["not a leaderboard folder", "checkpoints", "config.json"]),  # a train run folder
+    ("evaluation", ["not a leaderboard folder", "config.json", "metrics.json"]),
+    (".", ["not a leaderboard folder", "a.csv"]),  # the folder of the user's own files
+])  # fmt: skip
+def test_an_out_of_another_kind_is_refused(board, capsys, out, words):
+    (board / "evaluation").mkdir()
+    for name in ("config.json", "metrics.json", "metrics.md"):  # what ppl-models evaluate writes
+        shutil.copy(board / RUN / name, board / "evaluation" / name)
+    before = _files(board)
+    assert main(board_args(out=out)) == 2
+    err = _one_line_error(capsys)
+    for word in words:
+        assert word in err, (word, err)
+    assert _files(board) == before
+
+
+@pytest.mark.parametrize("models", ["", " ", " , "])
+def test_an_empty_models_list_is_refused(tmp_path, monkeypatch, capsys, models):
+    monkeypatch.chdir(tmp_path)
+    stations(tmp_path / "a.csv")
+
+    def train(*args, **kwargs):
+        raise AssertionError("nothing may train")
+    monkeypatch.setattr(runner, "train", train)
+    assert main(board_args(models=models)) == 2
+    assert "models: expected at least one model name" in _one_line_error(capsys)
+    assert not (tmp_path / "out").exists()
+
+
+# --- item 17: models that cannot represent the data ------------------------------------------------------------------
+
+
+def test_default_models_that_cannot_represent_the_data_are_listed_and_named_ones_refused(board, monkeypatch, capsys):
+    build = own_data.model_config
+
+    def model_config(model, *args, **kwargs):
+        if model == "gru":
+            raise DataNotRepresentable("gru: its Gaussian emission cannot represent binary data")
+        return build(model, *args, **kwargs)
+    monkeypatch.setattr(own_data, "model_config", model_config)
+    monkeypatch.setattr(leaderboard, "DEFAULT_MODELS", ("lgssm", "gru"))
+    assert main(board_args(models=None)) == 0
+    out = capsys.readouterr().out
+    assert "not run: gru: its Gaussian emission cannot represent binary data\n" in out
+    saved = json.loads((board / "out" / "leaderboard.json").read_text())
+    assert [row["model"] for row in saved["rows"]] == ["lgssm"]
+    assert saved["not_run"] == {"gru": "gru: its Gaussian emission cannot represent binary data"}
+    assert "not run: gru: its Gaussian emission cannot represent binary data" in \
+        (board / "out" / "leaderboard.md").read_text()  # fmt: skip
+    assert main(board_args(models="lgssm,gru")) == 2
+    assert "its Gaussian emission cannot represent binary data" in _one_line_error(capsys)
+
