@@ -18,9 +18,8 @@ from pathlib import Path
 import numpy as np
 import torch
 from matplotlib.figure import Figure
-
-from inference.calibration import ReliabilityCurve
-from inference.io import write_json
+from ppl_models.inference.calibration import ReliabilityCurve
+from ppl_models.inference.io import write_json
 
 from .plots import save_png
 
@@ -44,7 +43,7 @@ def pit_ecdf(values) -> tuple[np.ndarray, np.ndarray]:
 
 
 def write_reliability(curve: ReliabilityCurve, run_dir: str | Path) -> None:
-    """Write a :class:`~inference.calibration.ReliabilityCurve` into run folder ``run_dir`` as
+    """Write a :class:`~ppl_models.inference.calibration.ReliabilityCurve` into run folder ``run_dir`` as
     :data:`RELIABILITY_FILE` (atomically; an empty bin's frequency ``null``)."""
     write_json(Path(run_dir) / RELIABILITY_FILE, {
         "bin_centers": [float(c) for c in curve.bin_centers],

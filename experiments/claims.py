@@ -1,7 +1,8 @@
 """The registry of the papers' headline claims and how each is tested here (``ppl-models reproduce``).
 
 A :class:`Claim` names the paper's figure and metric, the registered experiments or suites that test it
-(:data:`experiments.registry.EXPERIMENTS`, :data:`~experiments.registry.SUITES`), the seeds, the results file
+(:data:`ppl_models.experiments.registry.EXPERIMENTS`, :data:`~ppl_models.experiments.registry.SUITES`), the seeds,
+the results file
 under ``docs/results/`` holding our figures, how to read them (:class:`Reading`: mean, sd and each compared
 model's budget) and the :class:`Rule` that turns them into a verdict. A claim not run says why (``not_run``);
 one whose figures have no file with their command and seeds is marked ``evidence incomplete``.
@@ -540,7 +541,7 @@ CLAIMS: dict[str, Claim] = {
         "epochs on 10,000), same data, epochs and seeds; the official network also encodes the map and uses dropout "
         "0.5; always predicting the mean position scores 9.69", ("pfrnn-paper-maze10",), _SEEDS3,
         Matches("ours", "official code"), results=("pfrnn_official_side_by_side.json",), reader=_official,
-        manual="python -m experiments.studies.pfrnn_official with the command in "
+        manual="python -m ppl_models.experiments.studies.pfrnn_official with the command in "
                "docs/results/pfrnn_official_side_by_side.json (it runs the official code from a snapshot)"),
     "pfrnn-mazes-18-27": Claim(
         "pf-rnn", "PF-RNNs beat LSTM and GRU on the 18 x 18 and 27 x 27 mazes",

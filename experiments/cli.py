@@ -27,12 +27,12 @@ import warnings
 from pathlib import Path
 
 import torch
+from ppl_models.inference.evaluation import format_table
+from ppl_models.inference.recalibration import RECALIBRATION_METHODS
+from ppl_models.inference.training import TrainingDiverged
+from ppl_models.inference.validation import InputTypeError
 
 import ppl_models
-from inference.evaluation import format_table
-from inference.recalibration import RECALIBRATION_METHODS
-from inference.training import TrainingDiverged
-from inference.validation import InputTypeError
 
 from . import compare, demo, forecasting, leaderboard, own_data, registry, reproductions, runner, supervised
 from .config import apply_overrides, load_config, read_toml
@@ -46,7 +46,7 @@ DATA_HELP = ("your own file: .csv / .parquet in long format (one row per series 
              "(a column); data.window=, data.stride= cut training windows")
 
 #: what a user's input or environment causes (bad settings, files, folders, a diverging run; a TypeError
-#: only from the input checks of inference.validation): one line,
+#: only from the input checks of ppl_models.inference.validation): one line,
 #: exit status 2; anything else is a bug and keeps its traceback (``--debug`` keeps it for these too)
 USER_ERRORS = (ValueError, InputTypeError, OSError, TrainingDiverged)
 
@@ -314,7 +314,8 @@ def build_parser() -> argparse.ArgumentParser:
     ahead.add_argument("--em-sites", help="comma-separated covariances the EM steps fit (default all; an SMC "
                                           "Transformer's are q, k, v, z and, for Gaussian data, x, x_first)")
     ahead.add_argument("--recalibrate", choices=RECALIBRATION_METHODS,
-                       help="also report forecasts recalibrated on the validation split (see inference.recalibration)")
+                       help="also report forecasts recalibrated on the validation split "
+                            "(see ppl_models.inference.recalibration)")
     ahead.add_argument("--recalibrate-per-step", action="store_true",
                        help="fit one recalibration per step ahead (default: one for all steps; per step needs "
                             "many validation sequences)")
@@ -388,7 +389,7 @@ def _one_line(error: BaseException) -> str:
 
 
 def _data_warnings_on_one_line(show):
-    """A ``warnings.showwarning`` that prints a :class:`~experiments.data.DataWarning` as one line
+    """A ``warnings.showwarning`` that prints a :class:`~ppl_models.experiments.data.DataWarning` as one line
     (``ppl-models: warning: ...``) and leaves the others to ``show``."""
 
     def show_warning(message, category, filename, lineno, file=None, line=None):

@@ -1,7 +1,7 @@
 """Suites of runs compared side by side: held-out MSE against epochs, predictions before and after
 training, and one table (the PSRNN paper's Figures 3 and 4).
 
-A suite is a list of ``(label, experiment, overrides)`` members (:data:`experiments.registry.SUITES`).
+A suite is a list of ``(label, experiment, overrides)`` members (:data:`ppl_models.experiments.registry.SUITES`).
 :func:`run_suite` trains each member into ``<root>/<label>`` (a finished member is kept, an
 interrupted one resumes), then :func:`compare` writes into ``<root>``:
 
@@ -23,8 +23,7 @@ import re
 from pathlib import Path
 
 from matplotlib.figure import Figure
-
-from inference.io import read_jsonl, write_json, write_text
+from ppl_models.inference.io import read_jsonl, write_json, write_text
 
 from . import runner, supervised
 from .config import load_config
@@ -64,8 +63,8 @@ def run_suite(members, root: str | Path, overrides: list[str] = (), device: str 
               only: list[str] | None = None) -> dict:  # fmt: skip
     """Train every member (skipping finished ones, resuming interrupted ones), then :func:`compare`.
 
-    Members may be likelihood experiments (:mod:`experiments.runner`) or supervised ones
-    (:mod:`experiments.supervised`). ``overrides`` apply to every member after its own; members they
+    Members may be likelihood experiments (:mod:`ppl_models.experiments.runner`) or supervised ones
+    (:mod:`ppl_models.experiments.supervised`). ``overrides`` apply to every member after its own; members they
     make the same run (e.g. folds or data sizes, once ``--data`` replaces the data) are refused before
     any training. ``only``: train just these labels (so that one suite can be split over processes or
     machines sharing ``root``); the comparison then covers every member finished so far.

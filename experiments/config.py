@@ -5,7 +5,7 @@ A configuration has top-level ``name``, ``seed`` and ``device`` and five section
 * ``[data]``: ``name`` (see ``ppl-models list``) and that data set's parameters;
 * ``[model]``: ``name`` and the model's parameters;
 * ``[objective]``: ``name`` (``exact``, ``mse``, ``elbo``, ``iwae``, ``smc``) and its parameters;
-* ``[train]``: the fields of :class:`inference.training.TrainConfig`;
+* ``[train]``: the fields of :class:`ppl_models.inference.training.TrainConfig`;
 * ``[evaluate]``: the fields of :class:`EvaluateConfig`.
 
 Overrides are ``section.key=value`` strings whose value is parsed as a TOML literal
@@ -43,13 +43,13 @@ class EvaluateConfig:
 
     Attributes:
         estimators: which of ``exact``, ``elbo``, ``iwae``, ``smc`` to report (those the
-            model declares it supports, :data:`inference.protocol.ESTIMATORS`; the others are
+            model declares it supports, :data:`ppl_models.inference.protocol.ESTIMATORS`; the others are
             listed in the metrics under ``skipped_estimators`` with the model's reasons).
         num_particles: ``K`` of the SMC estimate and of its predictive samples.
         iwae_particles: ``K`` of the IWAE bound.
         predictive_samples: one-step-ahead predictive draws per step, for calibration (0: none).
         posterior_draws: draws of a model's guide for ``posterior.nc`` and the PSIS-LOO / WAIC
-            metrics (:func:`inference.calibration.posterior_inference_data`; 0: none). Memory
+            metrics (:func:`ppl_models.inference.calibration.posterior_inference_data`; 0: none). Memory
             grows with ``posterior_draws *`` the test set's size.
         batch_size: sequences per evaluation batch (taken in order of length, so each batch
             holds sequences of similar lengths and is cut to its longest).
@@ -146,9 +146,9 @@ def check_config(config: dict) -> dict:
     """Reject unknown top-level keys and sections, fill defaults, and check the typed sections.
 
     Model, data and objective parameters are checked against their builders' signatures
-    when they are built (:mod:`experiments.registry`).
+    when they are built (:mod:`ppl_models.experiments.registry`).
     """
-    from inference.training import TrainConfig
+    from ppl_models.inference.training import TrainConfig
 
     unknown = sorted(set(config) - set(TOP_LEVEL) - set(SECTIONS))
     if unknown:
@@ -180,7 +180,7 @@ def check_arguments(builder, params: dict, where: str) -> None:
     """Raise ``ValueError`` for a value of ``params`` that does not fit ``builder``'s annotation.
 
     Settings come from TOML or ``--set`` (``model.latent_dim=abc``, ``objective.num_particles=1.5``),
-    so they are checked as :class:`~inference.training.TrainConfig` checks its own: ``int`` takes
+    so they are checked as :class:`~ppl_models.inference.training.TrainConfig` checks its own: ``int`` takes
     integers (not ``true``), ``float`` finite numbers, ``str`` strings, ``bool`` ``true``/``false``;
     ``X | None`` also ``None``; other annotations are left to the builder.
     """

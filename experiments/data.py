@@ -2,7 +2,7 @@
 
 Every data set comes as a :class:`SequenceData`: three splits of ``(x [N, T, D],
 mask [N, T])`` pairs, padded at the end, ready for the training loop. The loaders and
-generators of the data sets themselves live with their tasks, in :mod:`experiments.tasks`.
+generators of the data sets themselves live with their tasks, in :mod:`ppl_models.experiments.tasks`.
 
 Real data is read in place from a data folder, never downloaded and never copied
 into the project: ``data_dir`` argument, else the ``PPL_MODELS_DATA`` environment
@@ -29,8 +29,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-
-from inference.data_files import EXTREME_ABSOLUTE, EXTREME_SPREADS, DataWarning, check_values
+from ppl_models.inference.data_files import EXTREME_ABSOLUTE, EXTREME_SPREADS, DataWarning, check_values
 
 __all__ = ["SequenceData", "pad_sequences", "resolve_data_dir", "verified_path", "load_mat", "mat_array",
            "CsvTable", "read_csv", "check_values", "DataWarning", "EXTREME_ABSOLUTE", "EXTREME_SPREADS"]
@@ -50,7 +49,7 @@ class SequenceData:
     binary: bool = False  # every value is 0 or 1 (piano rolls): judged by Brier score and reliability
     #: ``(samples [S, N, T, D], x [N, T, D]) -> {name: value}``: figures of a predictive against the true law
     truth_metrics: Callable[[torch.Tensor, torch.Tensor], dict] | None = None
-    #: a user's file (:mod:`inference.datasets`): the training split's standardisation, under which the
+    #: a user's file (:mod:`ppl_models.inference.datasets`): the training split's standardisation, under which the
     #: tensors above are held; evaluations, forecasts and plots map back to the data's units through it
     standardizer: object = None
     #: a user's file: what went where (series ids, step counts), how it was cut, and the standardisation

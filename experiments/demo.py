@@ -1,4 +1,5 @@
-"""``ppl-models demo``: the quick demos (:data:`~experiments.registry.DEMOS`), side by side on the machine's cores.
+"""``ppl-models demo``: the quick demos (:data:`~ppl_models.experiments.registry.DEMOS`), side by side on the
+machine's cores.
 
 Each demo is an experiment trained into ``ROOT/<name>``. With ``jobs > 1`` the demos run as
 separate processes, ``jobs`` at a time, the longest first, each with ``cores // jobs`` threads
@@ -14,7 +15,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from inference.evaluation import format_table
+from ppl_models.inference.evaluation import format_table
 
 from . import registry, runner, supervised
 from .config import load_config
@@ -73,7 +74,8 @@ def _run_one(name: str, root: Path, device: str | None, quick: bool) -> None:
 
 def _run_process(name: str, root: Path, log: Path, device: str | None, quick: bool, threads: int) -> int:
     """One demo in a child process (``ppl-models demo --only NAME --jobs 1``); prints its output when it ends."""
-    command = [sys.executable, "-c", "import sys; from experiments.cli import main; sys.exit(main(sys.argv[1:]))",
+    command = [sys.executable, "-c",
+               "import sys; from ppl_models.experiments.cli import main; sys.exit(main(sys.argv[1:]))",
                "demo", "--only", name, "--jobs", "1", "--run-dir", str(root), *(["--device", device] if device else []),
                *(["--quick"] if quick else [])]  # fmt: skip
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}

@@ -2,7 +2,7 @@
 
 Each test sequence's first ``observed`` steps are given; the model then forecasts the next
 ``horizon`` steps with ``S`` sampled paths, each path feeding its own draws back, by its
-protocol method ``forecast`` (:class:`inference.protocol.SequenceModel`): particle models
+protocol method ``forecast`` (:class:`ppl_models.inference.protocol.SequenceModel`): particle models
 through the shared filter on the prefix, one-step predictors (MC-dropout LSTMs with one
 stochastic pass per path and step) by extending each path one step at a time.
 
@@ -11,7 +11,7 @@ stochastic pass per path and step) by extending each path one step at a time.
 and ``forecast.png`` (Figure 3: observed days, truth, and mean +/- one standard deviation of
 each run's paths for a few test sequences). Coverage is reported pooled over all steps ahead
 and per step ahead (``coverage_by_step``). With ``recalibrate``, each run also forecasts the
-validation split the same way, fits :func:`inference.recalibration.fit_recalibration` on it
+validation split the same way, fits :func:`ppl_models.inference.recalibration.fit_recalibration` on it
 and reports its corrected test forecasts as a second row (``<label> + <method>``). Data sets
 that model transformed values (the COVID task's ``transform``) map forecasts and outcomes
 back by their ``untransform(values, split)`` before any metric.
@@ -23,12 +23,12 @@ from pathlib import Path
 
 import torch
 from matplotlib.figure import Figure
+from ppl_models.inference import calibration
+from ppl_models.inference.io import write_json, write_text
+from ppl_models.inference.recalibration import RECALIBRATION_METHODS, coverage_by_step, fit_recalibration
+from ppl_models.inference.training import load_checkpoint
+from ppl_models.inference.validation import check_positive_int
 
-from inference import calibration
-from inference.io import write_json, write_text
-from inference.recalibration import RECALIBRATION_METHODS, coverage_by_step, fit_recalibration
-from inference.training import load_checkpoint
-from inference.validation import check_positive_int
 from ppl_models import SMCTransformer
 
 from .config import check_config

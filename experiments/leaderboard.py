@@ -1,6 +1,6 @@
 """``ppl-models leaderboard --data PATH``: which model suits my data, and are its uncertainties right?
 
-Every model trains at its default recipe (:mod:`experiments.recipes`) on the same splits of the
+Every model trains at its default recipe (:mod:`ppl_models.experiments.recipes`) on the same splits of the
 file, each in ``OUT/runs/<model>`` (a finished run made on the same data with the same settings is
 kept, an interrupted one resumes; see :func:`run_leaderboard`), and the board is written from their
 ``metrics.json``:
@@ -27,8 +27,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from inference.io import folder_lock, read_jsonl, remove_stale_temporaries, write_json, write_text
-from inference.training import load_checkpoint
+from ppl_models.inference.io import folder_lock, read_jsonl, remove_stale_temporaries, write_json, write_text
+from ppl_models.inference.training import load_checkpoint
 
 from . import board_figures, own_data, runner
 from .recipes import RECIPES, DataNotRepresentable

@@ -4,13 +4,13 @@ On Linux an allocation larger than the free memory often succeeds (the kernel ov
 and the process is killed later, while the pages are filled, with no message. So the
 evaluation settings whose tensors grow with a sample count are estimated first
 (:func:`evaluation_memory`) and compared with :func:`available_memory`. The estimate and the
-check are the engine's (:func:`inference.evaluation.evaluation_memory`,
-:func:`inference.validation.check_memory`), which ``inference.evaluate`` runs as well.
+check are the engine's (:func:`ppl_models.inference.evaluation.evaluation_memory`,
+:func:`ppl_models.inference.validation.check_memory`), which ``ppl_models.inference.evaluate`` runs as well.
 """
 
 from __future__ import annotations
 
-from inference.validation import available_memory, check_memory
+from ppl_models.inference.validation import available_memory, check_memory
 
 __all__ = ["available_memory", "evaluation_memory", "check_memory"]
 
@@ -19,9 +19,10 @@ FLOAT32 = 4
 
 def evaluation_memory(model, data, config) -> dict[str, tuple[int, int, str]]:
     """Lower bounds of the memory the sample counts of ``config`` (an ``EvaluateConfig``) make an evaluation of
-    ``model`` on ``data``'s test split hold: :func:`inference.evaluation.evaluation_memory`, each setting named
+    ``model`` on ``data``'s test split hold: :func:`ppl_models.inference.evaluation.evaluation_memory`, each setting
+    named
     ``evaluate.<setting>``."""
-    from inference.evaluation import evaluation_memory as needs_of
+    from ppl_models.inference.evaluation import evaluation_memory as needs_of
 
     x, _ = data.test
     needs = needs_of(model, x, binary=data.binary, estimators=config.estimators, num_particles=config.num_particles,

@@ -1,15 +1,17 @@
 """``--data PATH``: the configurations that point a model, an experiment or a suite at a user's file.
 
 ``ppl-models train MODEL --data FILE`` trains registry model ``MODEL`` at its default recipe
-(:mod:`experiments.recipes`) on the file; ``ppl-models train EXPERIMENT --data FILE`` keeps the
+(:mod:`ppl_models.experiments.recipes`) on the file; ``ppl-models train EXPERIMENT --data FILE`` keeps the
 experiment's model and training and replaces its data. Either way the ``[data]`` section is
 ``{name = "file", path = FILE}``, and ``--set data.series=...`` (``time``, ``features``,
 ``targets``, ``split``, ``split_by``, ``fractions``, ``window``, ``stride``, ``missing``, ...)
-name the columns and the split (:func:`experiments.tasks.own_file.file_data`).
+name the columns and the split (:func:`ppl_models.experiments.tasks.own_file.file_data`).
 
 A model that cannot take the file is refused before anything is written, in one line with the reason
-(:class:`~experiments.recipes.DataNotRepresentable`): a model without a Bernoulli emission on binary (0/1) data
-(a PF-RNN on binary targets), or data too short for the model's settings (:func:`experiments.recipes.recipe`).
+(:class:`~ppl_models.experiments.recipes.DataNotRepresentable`): a model without a Bernoulli emission on binary (0/1)
+data
+(a PF-RNN on binary targets), or data too short for the model's settings
+(:func:`ppl_models.experiments.recipes.recipe`).
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ def model_config(model: str, path: str | Path, overrides: list[str] = (), *, see
 
     The file is read here to choose the emission (Bernoulli for binary data, else Gaussian) and fit the recipe
     to its sequences' lengths; ``overrides`` (``section.key=value``) apply after the recipe. A model the data
-    does not suit is refused: :class:`~experiments.recipes.DataNotRepresentable`, one line with the reason.
+    does not suit is refused: :class:`~ppl_models.experiments.recipes.DataNotRepresentable`, one line with the reason.
     """
     if model not in MODEL_NAMES:
         raise ValueError(f"model: expected one of {list(MODEL_NAMES)}, got {model!r}")

@@ -85,7 +85,7 @@ def recipe(model: str, *, binary: bool, seed: int = 0, data=None) -> dict:
     """The configuration (without ``[data]``) that trains registry model ``model`` on data of this kind.
 
     ``binary`` data is refused (:class:`DataNotRepresentable`) unless the model has a Bernoulli emission.
-    ``data`` (:class:`~experiments.data.SequenceData`, optional): fit the settings that depend on its
+    ``data`` (:class:`~ppl_models.experiments.data.SequenceData`, optional): fit the settings that depend on its
     sequences' lengths (:data:`_FITS`), or refuse it with the reason.
     """
     if model not in RECIPES:
@@ -106,7 +106,7 @@ def recipe(model: str, *, binary: bool, seed: int = 0, data=None) -> dict:
 
 def check_data(config: dict, data) -> None:
     """Refuse, before training, a checked configuration of a recipe model (after the user's settings) that
-    cannot fit ``data`` (:class:`~experiments.data.SequenceData`): an emission other than Bernoulli on binary
+    cannot fit ``data`` (:class:`~ppl_models.experiments.data.SequenceData`): an emission other than Bernoulli on binary
     data (:class:`DataNotRepresentable`), too few two-stage-regression windows for ``psrnn`` / ``kf``."""
     section = config["model"]
     model = section["name"]
@@ -178,10 +178,11 @@ SUPERVISED_MODELS = ("pf-lstm", "pf-gru")
 
 
 def supervised_recipe(cell: str, seed: int = 0) -> dict:
-    """The supervised configuration (:mod:`experiments.supervised`) that trains PF-RNN ``cell`` on a user's table.
+    """The supervised configuration (:mod:`ppl_models.experiments.supervised`) that trains PF-RNN ``cell`` on a
+    user's table.
 
     ``data`` is ``{"name": "file"}``: the caller adds ``path``, ``targets`` and the column options
-    of :func:`experiments.tasks.file_regression.file_regression`. The model is moderate (hidden
+    of :func:`ppl_models.experiments.tasks.file_regression.file_regression`. The model is moderate (hidden
     and encoder size 32, 20 particles, a learned Gaussian scale, so the particle mixture is judged
     for calibration), the loss the paper's ``L_pred + L_ELBO``, training as the other recipes
     (early stopping, patience 10 within 200 epochs) with gradient clipping at 5, Adam 3e-3 and

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from ppl_models.inference import ParticleFilter
+from ppl_models.inference.objectives import ELBO, IWAE, ExactLikelihood, Objective, SMCBound
+from ppl_models.inference.protocol import SequenceModel
+from ppl_models.inference.squared_error import SquaredError
 
-from inference import ParticleFilter
-from inference.objectives import ELBO, IWAE, ExactLikelihood, Objective, SMCBound
-from inference.protocol import SequenceModel
-from inference.squared_error import SquaredError
 from ppl_models import (
     PSRNN,
     SRNN,
@@ -439,7 +439,8 @@ DEMOS = ("lgssm-demo", "srnn-demo", "psrnn-demo", "pfrnn-demo", "smct-demo")
 def build(table: dict, registry: dict, kind: str, **fixed):
     """Call the builder named by ``table["name"]`` with the table's other keys plus ``fixed``.
 
-    A ``[model]`` name may also be ``"package.module:ClassName"``, a :class:`~inference.protocol.SequenceModel`
+    A ``[model]`` name may also be ``"package.module:ClassName"``, a
+    :class:`~ppl_models.inference.protocol.SequenceModel`
     of the user's own, built as ``ClassName(obs_dim=..., **keys)``.
     """
     name = table.get("name")
@@ -459,7 +460,7 @@ def build(table: dict, registry: dict, kind: str, **fixed):
 
 
 def _user_model(path: str) -> type:
-    """The :class:`~inference.protocol.SequenceModel` subclass named by ``"package.module:ClassName"``."""
+    """The :class:`~ppl_models.inference.protocol.SequenceModel` subclass named by ``"package.module:ClassName"``."""
     module_name, _, class_name = path.partition(":")
     try:
         cls = getattr(importlib.import_module(module_name), class_name)

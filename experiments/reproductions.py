@@ -1,8 +1,8 @@
-"""``ppl-models reproduce``: run a claim of :data:`experiments.claims.CLAIMS` for its seeds, render
+"""``ppl-models reproduce``: run a claim of :data:`ppl_models.experiments.claims.CLAIMS` for its seeds, render
 ``docs/reproductions.md`` from the results files, and check the page and the files' provenance.
 
 :func:`reproduce` trains the claim's members for each seed into ``<run_dir>/seed-<N>/<label>`` through
-:func:`experiments.compare.run_suite` (finished runs are kept, interrupted ones resume) and writes
+:func:`ppl_models.experiments.compare.run_suite` (finished runs are kept, interrupted ones resume) and writes
 ``docs/results/reproduce_<claim>.json`` (:func:`reproduction_file`) in the ``reproduce/1`` shape:
 ``commands``, ``seeds``, ``commit``, ``machine``, ``wall_seconds`` and, per label, one record per seed
 (the run's test metrics, ``best_epoch``, ``epochs``, ``seconds``). Once it exists it is the claim's
@@ -20,8 +20,7 @@ import time
 from pathlib import Path
 
 import torch
-
-from inference.io import write_json, write_text
+from ppl_models.inference.io import write_json, write_text
 
 from . import compare
 from .benchmarks.timing import git_state
@@ -40,7 +39,8 @@ from .transfers import TRANSFERS, run_transfer, table, transfer_file
 __all__ = ["project_root", "reproduction_file", "reproduce", "load_results", "row", "render", "write_page", "check",
            "listing", "TRANSFER_PREFIX"]
 
-#: a name ``transfer-RECIPE`` given to ``reproduce`` runs :data:`experiments.transfers.TRANSFERS` ``[RECIPE]``
+#: a name ``transfer-RECIPE`` given to ``reproduce`` runs :data:`ppl_models.experiments.transfers.TRANSFERS`
+# ``[RECIPE]``
 TRANSFER_PREFIX = "transfer-"
 
 
@@ -73,7 +73,8 @@ def reproduce(name: str, seeds: int | None = None, run_dir: str | Path | None = 
               results_dir: str | Path | None = None, device: str | None = None) -> Path:  # fmt: skip
     """Train claim ``name``'s members for its first ``seeds`` seeds (default all) and write its results file.
 
-    ``transfer-RECIPE`` runs a recipe's check on unseen sources instead (:func:`experiments.transfers.run_transfer`).
+    ``transfer-RECIPE`` runs a recipe's check on unseen sources instead
+    (:func:`ppl_models.experiments.transfers.run_transfer`).
     """
     if name.startswith(TRANSFER_PREFIX) and name[len(TRANSFER_PREFIX):] in TRANSFERS:
         recipe = name[len(TRANSFER_PREFIX):]
@@ -117,7 +118,8 @@ def _run_record(folder: Path, row: dict) -> dict:
 
 
 def _commit() -> str:
-    """The commit the runs were made from (:func:`experiments.benchmarks.timing.git_state`: git, or the manifest
+    """The commit the runs were made from (:func:`ppl_models.experiments.benchmarks.timing.git_state`: git, or the
+    manifest
     named by ``PPL_MODELS_MANIFEST`` on a copied tree), with ``+changes`` when an engine file differs from it."""
     state = git_state()
     if state["git_commit"] is None:

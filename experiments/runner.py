@@ -19,7 +19,7 @@ A run folder holds:
   first run's settings and is never rewritten;
 * ``finished.json``: written last, once every output above is in place (its time and the data's
   content hash); a run folder without it is unfinished, whatever else it holds;
-* ``.lock``: locked (:func:`inference.io.folder_lock`) while a process trains or evaluates the run, so
+* ``.lock``: locked (:func:`ppl_models.inference.io.folder_lock`) while a process trains or evaluates the run, so
   that a second process on the same folder is refused instead of writing beside the first;
 * ``evaluations/evaluate-<time>-<pid>/``: each later ``evaluate`` of the run, with its own
   ``config.json`` (the run's, with the ``[evaluate]`` settings used), metrics, ``predictive.nc``
@@ -39,10 +39,9 @@ from pathlib import Path
 
 import pyro
 import torch
-
-from inference import ParticleFilter, calibration, evaluation
-from inference.evaluation import format_table
-from inference.io import (
+from ppl_models.inference import ParticleFilter, calibration, evaluation
+from ppl_models.inference.evaluation import format_table
+from ppl_models.inference.io import (
     append_jsonl,
     folder_lock,
     read_jsonl,
@@ -53,7 +52,7 @@ from inference.io import (
     write_json,
     write_text,
 )
-from inference.training import (
+from ppl_models.inference.training import (
     RESUMABLE_CHANGES,
     TrainConfig,
     Trainer,
@@ -63,7 +62,7 @@ from inference.training import (
     load_checkpoint,
     trim_padding,
 )
-from inference.validation import check_sequences
+from ppl_models.inference.validation import check_sequences
 
 from . import board_figures, plots, recipes
 from .config import EvaluateConfig, check_config
@@ -324,7 +323,7 @@ def train(config: dict, run_dir: str | Path, *, resume: bool = False, change_epo
 
     ``resume`` continues the run in ``run_dir`` (see :func:`prepare_run_dir`; ``change_epochs``
     lets ``config``'s ``train.epochs`` differ from the run's). The folder is locked for the whole
-    session (:func:`inference.io.folder_lock`: a second process on it is refused) and gets
+    session (:func:`ppl_models.inference.io.folder_lock`: a second process on it is refused) and gets
     :data:`FINISHED` last. Returns the final metrics table (also written to the run folder).
     """
     pyro.set_rng_seed(config["seed"])
@@ -368,7 +367,7 @@ def evaluate(run_dir: str | Path, overrides: dict | None = None, device: str | N
 
     The outputs go to ``out`` (default ``run_dir/evaluations/evaluate-<time>-<pid>``), with a
     ``config.json`` holding the settings used. They are written to a hidden folder beside ``out``
-    and renamed into place whole (:func:`inference.io.staged_folder`), so a failed or interrupted
+    and renamed into place whole (:func:`ppl_models.inference.io.staged_folder`), so a failed or interrupted
     evaluation leaves ``out`` as it was; a folder that already holds an evaluation is refused
     unless ``force`` (then replaced whole), and so is a run folder or one holding other files.
     """
@@ -413,7 +412,7 @@ def _check_evaluation_folder(out: Path, run_dir: Path, force: bool) -> None:
 
 
 def load_run_checkpoint(run_dir: Path, objective, config: dict) -> dict:
-    """:func:`~inference.training.load_best` of a run for the experiment ``config``; a ``best.pt`` of another
+    """:func:`~ppl_models.inference.training.load_best` of a run for the experiment ``config``; a ``best.pt`` of another
     experiment (another model, other data: a file copied from another run) is a ``ValueError`` naming both."""
     path = Path(run_dir) / "checkpoints" / "best.pt"
     if not path.exists():
@@ -483,7 +482,7 @@ def _held_out_mse(model, data):
 @torch.no_grad()
 def one_step_mse(model, x: torch.Tensor, mask: torch.Tensor, *, batch_size: int = 256, standardizer=None) -> float:
     """Mean squared error of ``E[x_t | x_<t]`` over valid steps and features (exact predictive), in the data's
-    units under a ``standardizer`` (:class:`~inference.datasets.Standardizer`)."""
+    units under a ``standardizer`` (:class:`~ppl_models.inference.datasets.Standardizer`)."""
     device = next(model.parameters()).device
     total = 0.0
     for _, xb, mb in _batches(x, mask, batch_size, device):
@@ -513,7 +512,8 @@ def _batches(x, mask, size, device):
 @torch.no_grad()
 def evaluate_model(model, data, config: EvaluateConfig, run_dir: str | Path | None = None, seed: int = 0, *,
                    records_from: str | Path | None = None) -> dict:
-    """:func:`inference.evaluate` of ``model`` on ``data``'s test split with the ``[evaluate]`` settings; writes the
+    """:func:`ppl_models.inference.evaluate` of ``model`` on ``data``'s test split with the ``[evaluate]`` settings;
+    writes the
     run folder.
 
     The noise of a one-step predictor is first refit on the validation split (``noise_refit``,

@@ -2,18 +2,18 @@
 
 A TOML experiment with ``kind = "supervised"`` has the sections ``[data]`` (a task of
 :data:`TASKS` and its options), ``[model]`` (:class:`~ppl_models.pf_rnn.PFRNNPredictor`
-options), ``[loss]`` (:class:`~inference.discriminative.DiscriminativeLoss` options) and
-``[train]`` (:class:`~inference.training.TrainConfig`). ``ppl-models train`` runs it and writes a
+options), ``[loss]`` (:class:`~ppl_models.inference.discriminative.DiscriminativeLoss` options) and
+``[train]`` (:class:`~ppl_models.inference.training.TrainConfig`). ``ppl-models train`` runs it and writes a
 run folder: ``config.json``, ``metrics.jsonl`` and ``checkpoints/`` (resumable), ``metrics.json``
 (test metrics of the best checkpoint) and ``plots/`` (learning curve; on the localization tasks,
 ``localization`` (ours) and ``localization-paper`` (the paper's protocol), the position error and
 particle spread against time and, for a particle model, the belief over time, the paper's
 Figure 6; for the regression tasks ``air``
-and ``pm25`` of :mod:`experiments.tasks.uci_regression`, the PIT ECDF and predictive bands; for the
-classification task ``vowels`` of :mod:`experiments.tasks.uea_classification`, a reliability diagram;
-the synthetic ``regime-switching`` task of :mod:`experiments.tasks.regime_switching` is scored
+and ``pm25`` of :mod:`ppl_models.experiments.tasks.uci_regression`, the PIT ECDF and predictive bands; for the
+classification task ``vowels`` of :mod:`ppl_models.experiments.tasks.uea_classification`, a reliability diagram;
+the synthetic ``regime-switching`` task of :mod:`ppl_models.experiments.tasks.regime_switching` is scored
 exactly against its known predictive law; a user's own table, ``file`` of
-:mod:`experiments.tasks.file_regression` (``data.path`` and ``data.targets``), is judged in its
+:mod:`ppl_models.experiments.tasks.file_regression` (``data.path`` and ``data.targets``), is judged in its
 targets' units with the PIT ECDF and predictive bands, and its split recorded in ``data_split.json``).
 
 One config serves a PF cell and its baseline: with ``model.cell = "lstm"`` or ``"gru"`` the
@@ -30,10 +30,10 @@ from pathlib import Path
 
 import tomllib
 import torch
+from ppl_models.inference.discriminative import DiscriminativeLoss
+from ppl_models.inference.io import write_json
+from ppl_models.inference.training import TrainConfig, Trainer, load_best
 
-from inference.discriminative import DiscriminativeLoss
-from inference.io import write_json
-from inference.training import TrainConfig, Trainer, load_best
 from ppl_models.pf_rnn import PFRNNPredictor
 
 from . import plots
@@ -104,7 +104,7 @@ def _setup(config: dict):
 def train(config: dict, run_dir: str | Path, *, resume: bool = False, change_epochs: bool = False) -> dict:
     """Train, then evaluate the best checkpoint on the test split; returns (and writes) ``metrics.json``.
 
-    ``resume`` and ``change_epochs``: as for :func:`experiments.runner.prepare_run_dir`.
+    ``resume`` and ``change_epochs``: as for :func:`ppl_models.experiments.runner.prepare_run_dir`.
     """
     from .runner import FINISHED, prepare_run_dir, resolve_device
 

@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from inference.io import write_json
+from ppl_models.inference.io import write_json
 
 from . import compare
 from .claims import Stat, results_destination
@@ -85,7 +85,7 @@ def _toml(value) -> str:
 
 def recipe_overrides(model: str, *, binary: bool) -> tuple[str, ...]:
     """``--set`` overrides that replace an experiment's model, objective, training and evaluation by the own-data
-    recipe of registry model ``model`` (:func:`experiments.recipes.recipe`), keeping its data."""
+    recipe of registry model ``model`` (:func:`ppl_models.experiments.recipes.recipe`), keeping its data."""
     from .recipes import recipe
 
     config = recipe(model, binary=binary)

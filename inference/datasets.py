@@ -186,7 +186,7 @@ class SequenceDataset:
 
         ``series``: the id column (``None``: one series); ``time``: the ordering column (``None``:
         the frame's order), read as numbers, dates (with their year) or numbered labels
-        (``t0 .. t11``, ordered by the number; :func:`~inference.data_files.time_keys`), a cell
+        (``t0 .. t11``, ordered by the number; :func:`~ppl_models.inference.data_files.time_keys`), a cell
         that reads otherwise refused; ``time_order="file"`` keeps the frame's order instead (the
         time column then only checked for duplicates); ``features``: the value columns (``None``:
         every other numeric column, numbers with thousands separators included; a text column

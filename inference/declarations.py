@@ -1,8 +1,8 @@
 """What the shared objectives read of a model: :class:`DeclaredModel`, the base of every collection model.
 
-:class:`~inference.protocol.SequenceModel` subclasses it. The objectives
-(:mod:`inference.objectives`) recognise a collection model by this base rather than by the
-protocol's class, so that the protocol, whose :meth:`~inference.protocol.SequenceModel.score`
+:class:`~ppl_models.inference.protocol.SequenceModel` subclasses it. The objectives
+(:mod:`ppl_models.inference.objectives`) recognise a collection model by this base rather than by the
+protocol's class, so that the protocol, whose :meth:`~ppl_models.inference.protocol.SequenceModel.score`
 runs the objectives, imports them and not the reverse.
 """
 
@@ -17,7 +17,7 @@ __all__ = ["DeclaredModel"]
 
 
 class DeclaredModel(nn.Module):
-    """A model that declares what it can do (:class:`~inference.protocol.SequenceModel` declares it in full).
+    """A model that declares what it can do (:class:`~ppl_models.inference.protocol.SequenceModel` declares it in full).
 
     The objectives enter :meth:`sharing_context` around each evaluation, and the ELBO and IWAE
     ask a ``conditional`` model to :meth:`require` ``"latent"`` before they run ``model(x, mask)``.
@@ -27,7 +27,8 @@ class DeclaredModel(nn.Module):
     conditional: ClassVar[bool] = False
 
     def require(self, capability: str) -> None:
-        """Raise :class:`~inference.protocol.Unsupported` with the model's reason unless it declares ``capability``."""
+        """Raise :class:`~ppl_models.inference.protocol.Unsupported` with the model's reason unless it declares
+        ``capability``."""
         raise NotImplementedError(f"{type(self).__name__} defines no require")
 
     def sharing_context(self):

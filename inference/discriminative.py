@@ -12,7 +12,7 @@ particle filter records them). The losses, each ``[B]`` (summed over a sequence'
 * :func:`belief_loss`, the workshop paper's ``sum_t sum_i w_t^i loss(y_t, h_t^i)``.
 
 :class:`DiscriminativeLoss` combines them (``L_pred + beta L_ELBO``, plus an optional belief
-term) for the shared :class:`~inference.training.Trainer`, which passes it supervised
+term) for the shared :class:`~ppl_models.inference.training.Trainer`, which passes it supervised
 batches ``(x, mask, y)``.
 """
 
@@ -146,7 +146,7 @@ class DiscriminativeLoss(nn.Module):
             (prediction and belief terms) are multiplied by it, and the ELBO's Gaussian has
             precision ``w_o`` times the model's (the same weighted squared error inside it).
 
-    ``forward(x, mask, y)`` returns an :class:`~inference.objectives.ObjectiveOutput` whose
+    ``forward(x, mask, y)`` returns an :class:`~ppl_models.inference.objectives.ObjectiveOutput` whose
     ``loss`` is the combination divided by the number of targets, whose ``bound`` is minus the
     combination per sequence (so that the Trainer's "higher is better" validation works), and
     ``num_steps`` the targets per sequence. ``kind`` is ``"-loss"``.

@@ -1,7 +1,7 @@
 """One call to judge a trained sequence model on held-out data: :func:`evaluate`.
 
 It computes every log-likelihood estimate the model declares it can give (``exact``, ``elbo``,
-``iwae-K``, ``smc-K``; :data:`inference.protocol.ESTIMATORS`), per time step and per sequence,
+``iwae-K``, ``smc-K``; :data:`ppl_models.inference.protocol.ESTIMATORS`), per time step and per sequence,
 in nats; the calibration of its one-step-ahead predictive (coverage, CRPS, PIT, NLPD for
 real-valued data; Brier score and reliability for binary data); PSIS-LOO / WAIC over the guide's
 draws; and, where the data's source is known, each estimate's gap to the exact log-likelihood
@@ -99,7 +99,7 @@ def evaluate(model, x: torch.Tensor, mask: torch.Tensor | None = None, *,
         truth: the data's source, a model with an exact ``log_likelihood``: adds ``exact (true
             parameters)`` and ``gap_to_truth``. ``truth_metrics``: ``(draws, x) -> {name: value}``.
         description: names the data in the table. ``seed``: Pyro's seed, for repeatable draws.
-        standardizer: the :class:`~inference.datasets.Standardizer` under which ``x`` is held (or
+        standardizer: the :class:`~ppl_models.inference.datasets.Standardizer` under which ``x`` is held (or
             its ``to_dict()``): every figure is then reported in the data's own units (log
             densities by the change of variables, ``- sum_d log scale_d`` per step; draws, means,
             MSE and CRPS mapped back).
@@ -115,7 +115,7 @@ def evaluate(model, x: torch.Tensor, mask: torch.Tensor | None = None, *,
     if getattr(model, "conditional", False):
         raise ValueError(f"model {type(model).__name__} is conditional (it predicts targets y from inputs x); "
                          "evaluate() judges models of x: score its predictive of y with "
-                         "inference.calibration.calibration_summary")  # fmt: skip
+                         "ppl_models.inference.calibration.calibration_summary")  # fmt: skip
     x, mask = check_sequences(x, mask, model=model)
     if not bool(mask.any()):
         raise ValueError("mask has no valid step: evaluate() needs at least one True entry")
@@ -231,7 +231,7 @@ def evaluation_memory(model, x: torch.Tensor, *, binary: bool, estimators, predi
                       particle_chunk: int | None) -> dict[str, tuple[int, int, str]]:  # fmt: skip
     """Lower bounds of the memory that :func:`evaluate`'s sample counts make it hold on ``x [N, T, D]``.
 
-    Returns ``{setting: (value, bytes, how)}`` (for :func:`~inference.validation.check_memory`) for
+    Returns ``{setting: (value, bytes, how)}`` (for :func:`~ppl_models.inference.validation.check_memory`) for
     each setting that applies to ``model``, the bytes counting only the tensors that grow with the
     setting, of ``x``'s element size ``e`` (``b``: sequences a batch):
 
@@ -287,7 +287,8 @@ def _check_standardizer(standardizer, features: int) -> Standardizer | None:
     if standardizer is None:
         return None
     if not isinstance(standardizer, Standardizer):
-        raise InputTypeError("standardizer must be a Standardizer or its to_dict() (inference.datasets), got "
+        raise InputTypeError("standardizer must be a Standardizer or its to_dict() (ppl_models.inference.datasets), "
+                             "got "
                              f"{type(standardizer).__name__}")  # fmt: skip
     for name in ("mean", "scale"):
         if len(getattr(standardizer, name)) != features:

@@ -6,7 +6,7 @@ whatever ``K``. Recorded as a CUDA graph, a whole filter run, or a whole trainin
 (forward, backward and optimizer update), replays its kernels without the host in the loop.
 
 :class:`GraphedCall` wraps any ``fn(*tensors)``; :meth:`GraphedCall.filter` records a
-:meth:`~inference.particle_filter.ParticleFilter.run` and :meth:`GraphedCall.training_step`
+:meth:`~ppl_models.inference.particle_filter.ParticleFilter.run` and :meth:`GraphedCall.training_step`
 one optimisation step. On a CPU (or with ``enabled=False``) the wrapper calls ``fn``
 directly: the same results, no graph. Rules of a recorded call:
 
@@ -16,7 +16,7 @@ directly: the same results, no graph. Rules of a recorded call:
 * random draws come from the default CUDA generator or from the ``generators`` registered at
   capture; each replay draws afresh;
 * checks that read tensor values are off inside the capture
-  (:func:`inference.validation.value_checks`, and Pyro's and torch's distribution checks);
+  (:func:`ppl_models.inference.validation.value_checks`, and Pyro's and torch's distribution checks);
   ``check`` runs on every call's inputs instead, outside the graph;
 * the warm-up runs (``warmup``) execute ``fn`` for real: for a training step they are
   optimisation steps on the example batch.
@@ -107,7 +107,7 @@ class GraphedCall:
         """A recorded ``particle_filter.run(model, x, mask, **run_options)`` under ``torch.no_grad``.
 
         Call the result with new ``x`` (and ``mask``, if one was given) of the same shapes; it
-        returns a :class:`~inference.particle_filter.FilterResult`. The filter resamples
+        returns a :class:`~ppl_models.inference.particle_filter.FilterResult`. The filter resamples
         every sequence whose ESS fell below the threshold, as the eager filter does on a GPU.
         """
         generators = [particle_filter.generator] if particle_filter.generator is not None else []
@@ -130,7 +130,7 @@ class GraphedCall:
         """One recorded step ``zero_grad; loss_fn(*inputs).backward(); clip; optimizer.step()``.
 
         ``loss_fn`` returns a scalar loss tensor, or an object with a ``loss`` attribute (an
-        :class:`~inference.objectives.ObjectiveOutput`); the call returns it detached. For a graph the
+        :class:`~ppl_models.inference.objectives.ObjectiveOutput`); the call returns it detached. For a graph the
         optimizer must be built with ``capturable=True`` (Adam, AdamW, RMSprop, SGD...), and
         ``parameters`` (default: the optimizer's) are the ones ``clip_norm`` clips. The warm-up
         steps train on ``example_inputs``.

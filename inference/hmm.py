@@ -7,8 +7,8 @@ With ``N`` hidden states, an initial distribution ``pi [N]``, a transition matri
     b_1 = pi,   log p(x_t | x_<t) = logsumexp_j [log b_t(j) + log p(x_t | j)],
     b_{t+1} = normalise(b_t * p(x_t | .)) @ P,
 
-and ``log p(x) = sum_t log p(x_t | x_<t)``. Known-truth sources (:mod:`experiments.tasks.ring_hmm`,
-:mod:`experiments.tasks.hmm_rolls`) score their data with it.
+and ``log p(x) = sum_t log p(x_t | x_<t)``. Known-truth sources (:mod:`ppl_models.experiments.tasks.ring_hmm`,
+:mod:`ppl_models.experiments.tasks.hmm_rolls`) score their data with it.
 """
 
 from __future__ import annotations

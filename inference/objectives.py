@@ -5,7 +5,7 @@ a scalar ``loss`` to minimise (minus the bound summed over sequences, divided by
 number of valid time steps, so learning rates do not depend on sequence length) and
 the per-sequence ``bound`` in nats, which callers divide by ``num_steps`` to report
 per-time-step figures; a bound below the dtype's range (an extreme outlier) is held at
-its lowest value, with a warning (:mod:`inference.saturation`). Objectives are modules so
+its lowest value, with a warning (:mod:`ppl_models.inference.saturation`). Objectives are modules so
 that ``DistributedDataParallel`` can wrap them; ``kl_factor`` is the annealing temperature
 that the training loop sets.
 """
@@ -90,14 +90,15 @@ class Objective(nn.Module):
 
 
 def _sharing_context(model):
-    """The :meth:`~inference.declarations.DeclaredModel.sharing_context` of a collection model (others: none)."""
+    """The :meth:`~ppl_models.inference.declarations.DeclaredModel.sharing_context` of a collection model (others:
+    none)."""
     return model.sharing_context() if isinstance(model, DeclaredModel) else nullcontext()
 
 
 def _require_density(model) -> None:
     """ELBO and IWAE run ``model(x, mask)``: a conditional model (programs ``model(x, y, mask)``) must declare them.
 
-    Raises :class:`~inference.protocol.Unsupported` with the model's reason otherwise.
+    Raises :class:`~ppl_models.inference.protocol.Unsupported` with the model's reason otherwise.
     """
     if isinstance(model, DeclaredModel) and model.conditional:
         model.require("latent")
@@ -120,7 +121,7 @@ class ELBO(Objective):
     is always at ``kl_factor = 1``. ``mean_field=True`` replaces the latent term by
     ``-KL(q || p)`` computed analytically site by site where PyTorch knows it, as
     Pyro's ``TraceMeanField_ELBO`` does; summed over sequences, both equal Pyro's
-    ``Trace_ELBO`` / ``TraceMeanField_ELBO`` losses on :func:`inference.traces.annealed`
+    ``Trace_ELBO`` / ``TraceMeanField_ELBO`` losses on :func:`ppl_models.inference.traces.annealed`
     programs with the same random draws (see the tests).
 
     Args:
@@ -219,11 +220,11 @@ class SMCBound(Objective):
     Fisher-identity score (SMC Transformer), otherwise the bound itself
     (reparameterised, resampling indices constant). In training mode, a model with an
     ``em_update(result)`` method (covariances fitted by EM, as in the SMC Transformer)
-    gets each batch's :class:`~inference.particle_filter.FilterResult` after the run.
+    gets each batch's :class:`~ppl_models.inference.particle_filter.FilterResult` after the run.
 
     Args:
-        model: a particle model (see :mod:`inference.particle_filter`).
-        particle_filter: the :class:`~inference.particle_filter.ParticleFilter` to run.
+        model: a particle model (see :mod:`ppl_models.inference.particle_filter`).
+        particle_filter: the :class:`~ppl_models.inference.particle_filter.ParticleFilter` to run.
     """
 
     def __init__(self, model: nn.Module, particle_filter: ParticleFilter):

@@ -1,7 +1,7 @@
 """Save and load a model's parameters by names relative to the model, whatever its Pyro name.
 
 Pyro's parameter store names a module's parameters ``<pyro_name>$$$<parameter>``, and each
-:class:`~inference.protocol.SequenceModel` instance gets a ``pyro_name`` of its own in order of
+:class:`~ppl_models.inference.protocol.SequenceModel` instance gets a ``pyro_name`` of its own in order of
 creation (``vrnn``, ``vrnn_1``, ...). A store file written in one process therefore need not
 match the names of the same model made in another, and ``pyro.module(name, model,
 update_module_params=True)`` then restores nothing, without a word. :func:`save_params` and
@@ -10,7 +10,7 @@ update_module_params=True)`` then restores nothing, without a word. :func:`save_
 * :func:`save_params` writes the model's ``state_dict`` (parameters and buffers, names relative
   to the model) atomically;
 * :func:`load_params` reads that file, a plain ``state_dict`` checkpoint
-  (``torch.save(model.state_dict(), path)``), a :class:`~inference.training.Trainer` checkpoint,
+  (``torch.save(model.state_dict(), path)``), a :class:`~ppl_models.inference.training.Trainer` checkpoint,
   or a Pyro parameter-store file (``pyro.get_param_store().save(path)``), whose entries it
   matches by the relative names, and refuses a file that does not hold every parameter of the
   model, with a ``ValueError`` naming the file and what is missing.

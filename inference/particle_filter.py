@@ -22,9 +22,9 @@ declares the optional methods it defines in its class attribute ``particle_optio
 read that declaration (:func:`particle_option`).
 
 Models written as distribution-returning modules get these methods from
-:class:`inference.state_space.MarkovStateSpace`; Pyro ``init``/``step``
+:class:`ppl_models.inference.state_space.MarkovStateSpace`; Pyro ``init``/``step``
 programs in the style of ``pyro.infer.SMCFilter`` get them from
-:class:`inference.pyro_programs.PyroProgramModel`.
+:class:`ppl_models.inference.pyro_programs.PyroProgramModel`.
 
 A run that fails (a NaN or ``+inf`` incremental log-weight at a valid step) raises
 :class:`FilterFailed`, a ``ValueError`` naming the step and the sequence, as Pyro's
@@ -479,7 +479,7 @@ def _report_failures(increments: torch.Tensor, lowest: float) -> None:
     ``increments [B, T]`` are the per-step log-evidence increments (0 at padding): NaN or +inf
     where some incremental weight was, ``lowest`` (log K is below its round-off) where every
     one was held there. Checked once after the loop, so the hot loop reads nothing per step;
-    reported as every engine reports them (:mod:`inference.saturation`), a failure as :class:`FilterFailed`.
+    reported as every engine reports them (:mod:`ppl_models.inference.saturation`), a failure as :class:`FilterFailed`.
     """
     raise_failures(~torch.isfinite(increments), what="the model's incremental log-weight", error=FilterFailed,
                    cause="a model or proposal that cannot score this observation, or whose network overflowed on "

@@ -69,7 +69,7 @@ def posterior_draws(model, x: torch.Tensor, mask: torch.Tensor | None = None, nu
     """Draws of ``model``'s latent sites from its guide, with pointwise log-likelihoods and replicates.
 
     Args:
-        model: a :class:`~inference.protocol.SequenceModel` declaring ``programs``.
+        model: a :class:`~ppl_models.inference.protocol.SequenceModel` declaring ``programs``.
         x: ``[B, T, D]`` data (the inputs of a conditional model).
         mask: optional bool ``[B, T]``.
         num_draws: ``S``.
@@ -114,7 +114,7 @@ class PosteriorPredictive:
         samples: ``[S, B, T, D]`` replicates of the modelled variable (``x``, or the targets ``y``
             of a conditional model; class indices as ``D = 1``); NaN at padded steps.
         latents: ``{site name: [S, B, T, ...]}`` the per-step latent sites each replicate was drawn given.
-        uncondition: what a replicate is, the model's :attr:`~inference.protocol.SequenceModel.uncondition`:
+        uncondition: what a replicate is, the model's :attr:`~ppl_models.inference.protocol.SequenceModel.uncondition`:
             ``"teacher-forced"`` (each step drawn given the observed past and the draw) or ``"free"``
             (the whole sequence simulated given the draw, each drawn step read by the next).
         source: where the draws come from, in words.
@@ -145,7 +145,7 @@ def posterior_predictive(model, x: torch.Tensor, mask: torch.Tensor | None = Non
     whole sequence given the draw, each drawn ``x_t`` feeding its state.
 
     Args:
-        model: a :class:`~inference.protocol.SequenceModel` declaring ``programs``.
+        model: a :class:`~ppl_models.inference.protocol.SequenceModel` declaring ``programs``.
         x: ``[B, T, D]`` data (the inputs of a conditional model); mask: optional bool ``[B, T]``.
         num_samples: ``S``.
         targets: ``y [B, T, O]`` (or class indices ``[B, T]``) of a conditional model, whose

@@ -15,7 +15,7 @@ capability      what the model then provides
 ``exact``       ``log_likelihood(x, mask) -> [B]``, exact ``log p(x_{1:T_b})``: objective ``exact``
 ``latent``      the guide samples latent sites, so ``ELBO`` and ``IWAE-K`` are bounds below ``log p(x)``
 ``particles``   ``start`` / ``step`` / ``simulate`` / ``predict_mean`` for
-                :class:`~inference.particle_filter.ParticleFilter`: the ``SMC-K`` bound
+                :class:`~ppl_models.inference.particle_filter.ParticleFilter`: the ``SMC-K`` bound
 ``predictive``  ``predictive(x, mask, num_samples) -> OneStepPredictive``: draws of ``x_t`` given
                 ``x_{<t}`` ``[S, B, T, D]``, their mean and, where it exists, the per-step log density
 ``generate``    ``generate(num_steps, num_sequences=1, prefix=None) -> Generation``
@@ -188,7 +188,7 @@ class SequenceModel(DeclaredModel):
         Whatever ``pyro_name`` the model had when saved: a Pyro parameter-store file is matched by
         the relative names (``name``: the Pyro name to read, when the file holds several models
         with these parameters). A file lacking any of the model's parameters raises ``ValueError``.
-        Returns the model (see :func:`inference.params.load_params`).
+        Returns the model (see :func:`ppl_models.inference.params.load_params`).
         """
         return _load_params(self, path, name=name)
 
@@ -208,7 +208,7 @@ class SequenceModel(DeclaredModel):
     def check_values(self, x: torch.Tensor, mask: torch.Tensor, *, name: str = "x") -> None:
         """Raise ``ValueError`` for valid entries of ``x [B, T, D]`` that the likelihood cannot score.
 
-        Called by :func:`inference.validation.check_sequences` (after the shape, dtype and
+        Called by :func:`ppl_models.inference.validation.check_sequences` (after the shape, dtype and
         finiteness checks) at every entry point, so a bad value is refused before any Pyro
         program runs. The default accepts every finite value.
         """
@@ -237,7 +237,7 @@ class SequenceModel(DeclaredModel):
         else IWAE. ``num_particles``: ``K`` of IWAE-K and SMC-K. A log-density below the dtype's
         range (a float32 outlier of 1e30) is held at the dtype's lowest value, with one
         ``RuntimeWarning``; a model whose network overflows on such a value (NaN) raises one
-        ``ValueError`` naming the step (:mod:`inference.saturation`).
+        ``ValueError`` naming the step (:mod:`ppl_models.inference.saturation`).
         """
         if estimator is None:
             estimator = next((name for name in ("exact", "smc", "iwae") if self.supports(ESTIMATORS[name])), None)
@@ -297,7 +297,7 @@ def exact_predictive(distribution, x: torch.Tensor, mask: torch.Tensor, samples:
     """The one-step predictive of an exact ``p(x_t | x_{<t})`` (batch ``[B, T]``, event ``[D]``) and its ``samples``.
 
     A log density below the dtype's range is held at its lowest value, with a warning, as the
-    filter's increments are (:func:`inference.saturation.saturate`).
+    filter's increments are (:func:`ppl_models.inference.saturation.saturate`).
     """
     log_density = saturate(distribution.log_prob(x), mask, what="the one-step log-density")
     return OneStepPredictive(samples, distribution.mean, log_density, source)

@@ -148,7 +148,7 @@ class ParticlePrograms:
 
     @property
     def program_model(self) -> PyroProgramModel:
-        """The programs adapted to the particle-model interface of :class:`~inference.ParticleFilter`."""
+        """The programs adapted to the particle-model interface of :class:`~ppl_models.inference.ParticleFilter`."""
         return PyroProgramModel(self.programs, self.guide_programs if self.guide_proposes else None)
 
     def start(self, x: torch.Tensor, mask: torch.Tensor | None, num_particles: int):

@@ -3,7 +3,7 @@
 A forecaster's samples ``[S, B, H, D]`` (``S`` paths, ``B`` sequences, ``H`` steps ahead) can
 be too wide or too narrow. :func:`fit_recalibration` learns a correction from forecasts of
 validation sequences whose outcomes are known; :meth:`Recalibration.apply` corrects the
-samples of other sequences, so every metric of :mod:`inference.calibration` applies to the
+samples of other sequences, so every metric of :mod:`ppl_models.inference.calibration` applies to the
 result unchanged. Two methods:
 
 * ``"scale"`` (variance scaling): the samples are stretched about their per-step median,
@@ -132,7 +132,7 @@ def coverage_by_step(samples: torch.Tensor, observed: torch.Tensor, levels=DEFAU
 
     Returns ``{level: [H rates]}``: entry ``h`` is the share of the outcomes ``observed [B, H, D]``
     at step ``h + 1`` ahead (pooled over sequences and features) inside the samples' central
-    interval of that level (:func:`inference.calibration.coverage` on that step alone).
+    interval of that level (:func:`ppl_models.inference.calibration.coverage` on that step alone).
     """
     samples = _check_samples(samples, name="samples")
     by_step = [coverage(samples[:, :, h : h + 1], observed[:, h : h + 1], levels) for h in range(samples.shape[2])]

@@ -25,7 +25,7 @@ __all__ = ["LatentRollout"]
 
 
 class LatentRollout:
-    """Mixin of :class:`~inference.protocol.SequenceModel` subclasses with the three rollout hooks.
+    """Mixin of :class:`~ppl_models.inference.protocol.SequenceModel` subclasses with the three rollout hooks.
 
     It declares what such a model answers: Pyro programs with a latent guide, the particle form
     (whose filter gives the one-step predictive), generation and forecasts.
@@ -48,7 +48,7 @@ class LatentRollout:
             generator: source of every random draw.
 
         Returns:
-            :class:`~inference.protocol.Generation` with ``x [B, P + num_steps, D]`` (the prefix
+            :class:`~ppl_models.inference.protocol.Generation` with ``x [B, P + num_steps, D]`` (the prefix
             first) and the emission means of the generated steps (the prefix's values in its place).
         """
         check_positive_int(num_steps, name="num_steps")

@@ -7,14 +7,14 @@ and model treats it the same way. The value is held at the dtype's lowest finite
 ``RuntimeWarning`` names the argument, how many valid values fell below the range and where the
 first is. A NaN or ``+inf`` is a failure, not an extreme (a model that cannot score the value, or
 a network that overflowed on it or on an earlier one) and raises one ``ValueError`` naming the first
-(the particle filter's is its subclass :class:`~inference.particle_filter.FilterFailed`).
+(the particle filter's is its subclass :class:`~ppl_models.inference.particle_filter.FilterFailed`).
 
 The particle filter holds its incremental log-weights inside its loop and reports with
 :func:`raise_failures` and :func:`warn_saturated`; exact likelihoods sum their per-step
 log-densities with :func:`saturated_sum`, the exact one-step predictive holds them with
 :func:`saturate`, and the objectives hold their per-sequence bounds with :func:`saturate`.
 The reports read tensor values, so they run only while
-:func:`~inference.validation.value_checks_enabled` (not inside a CUDA-graph capture).
+:func:`~ppl_models.inference.validation.value_checks_enabled` (not inside a CUDA-graph capture).
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def raise_failures(failed: torch.Tensor, *, name: str = "x", what: str = "the lo
     """Raise one ``error`` naming the first true entry of ``failed`` (``[B, T]`` or ``[B]``), if any.
 
     ``error``: ``ValueError`` or a subclass (the particle filter's
-    :class:`~inference.particle_filter.FilterFailed`).
+    :class:`~ppl_models.inference.particle_filter.FilterFailed`).
     """
     if bool(failed.any()):
         first = tuple(int(i) for i in failed.nonzero()[0])

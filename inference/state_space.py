@@ -17,9 +17,9 @@ From these the class derives, with no second copy of the mathematics:
 * the Pyro programs :meth:`model` and :meth:`guide` (``pyro.plate`` named
   :data:`SEQUENCE_PLATE` over the batch at ``dim=-1``, ``pyro.markov`` over time,
   sites ``z_t`` and ``x_t``), for ``SVI``, ``Predictive`` and the objectives of
-  :mod:`inference.objectives`;
+  :mod:`ppl_models.inference.objectives`;
 * the particle-model methods :meth:`start`, :meth:`step` and :meth:`simulate`
-  driven by :class:`inference.particle_filter.ParticleFilter`.
+  driven by :class:`ppl_models.inference.particle_filter.ParticleFilter`.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ __all__ = ["MarkovStateSpace", "SEQUENCE_PLATE"]
 class MarkovStateSpace(SequenceModel):
     """Base class; subclasses set ``latent_dim`` and ``obs_dim`` and define the methods above.
 
-    As a :class:`~inference.protocol.SequenceModel` it declares the Pyro programs, latent
+    As a :class:`~ppl_models.inference.protocol.SequenceModel` it declares the Pyro programs, latent
     sites and the particle interface; its one-step ``predictive`` and ``forecast`` come from
     the shared filter. Subclasses add what else they can do.
     """
@@ -80,7 +80,7 @@ class MarkovStateSpace(SequenceModel):
 
         The guide and the replayed model of one bound evaluation then share the
         deterministic features (an RNN over the whole sequence, say) instead of
-        computing them twice. The objectives of :mod:`inference.objectives` use it.
+        computing them twice. The objectives of :mod:`ppl_models.inference.objectives` use it.
         """
         outer = self.__dict__.get("_shared_contexts")
         self.__dict__["_shared_contexts"] = []

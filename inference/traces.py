@@ -30,7 +30,7 @@ __all__ = [
     "DetachLatents",
 ]
 
-#: the plate over the sequences of a batch (``dim=-1`` in :class:`~inference.state_space.MarkovStateSpace`)
+#: the plate over the sequences of a batch (``dim=-1`` in :class:`~ppl_models.inference.state_space.MarkovStateSpace`)
 SEQUENCE_PLATE = "sequences"
 #: the vectorised plate over particles (IWAE's importance samples, the PF-RNN program's particles)
 PARTICLE_PLATE = "particles"

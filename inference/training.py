@@ -1,4 +1,5 @@
-"""The training loop shared by every model: a :class:`Trainer` minimising an :class:`~inference.objectives.Objective`.
+"""The training loop shared by every model: a :class:`Trainer` minimising an
+:class:`~ppl_models.inference.objectives.Objective`.
 
 One epoch shuffles the training sequences (the order depends only on the seed and the epoch),
 takes minibatches (each cut to its longest sequence), steps the optimizer (with optional
@@ -104,7 +105,7 @@ class TrainConfig:
         progress: show a progress bar (rank 0 only).
         cuda_graph: on a CUDA device, record each training step (forward, backward, clipping,
             optimizer update) as a CUDA graph per batch shape and replay it
-            (:meth:`inference.graphs.GraphedCall.training_step`): the objective must then read no
+            (:meth:`ppl_models.inference.graphs.GraphedCall.training_step`): the objective must then read no
             tensor values on the host. Its warm-up makes the first batch of each shape three
             extra optimizer steps. Needs a constant learning rate and no KL annealing (both are
             recorded into the graph). Elsewhere (CPU, or under ``torchrun``) steps run eagerly.
@@ -356,7 +357,8 @@ def _copy_state(module: nn.Module) -> dict[str, torch.Tensor]:
 
 
 def _write_metrics(path: Path, history: list[dict]) -> None:
-    """Atomically rewrite ``metrics.jsonl`` with ``history`` (the format of :func:`~inference.io.append_jsonl`)."""
+    """Atomically rewrite ``metrics.jsonl`` with ``history`` (the format of
+    :func:`~ppl_models.inference.io.append_jsonl`)."""
     write_text(path, "".join(json.dumps(record, sort_keys=True) + "\n" for record in history))
 
 
@@ -390,7 +392,7 @@ class Trainer:
     """Fits an objective by minibatch gradient descent, alone or under ``torchrun``.
 
     Args:
-        objective: the :class:`~inference.objectives.Objective` to minimise (an ``nn.Module``
+        objective: the :class:`~ppl_models.inference.objectives.Objective` to minimise (an ``nn.Module``
             whose ``forward(x [B, T, D], mask [B, T])`` returns ``loss``, ``bound [B]`` and
             ``num_steps [B]``, with a ``kl_factor`` attribute).
         train_data: ``(x [N, T, D], mask [N, T])``, padded, valid steps first (``mask`` may be

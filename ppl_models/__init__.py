@@ -1,13 +1,23 @@
 """The architectures of the collection: each a Pyro model and guide built from modules
-that return distributions, usable by the shared engines of :mod:`inference`.
+that return distributions, usable by the shared engines of :mod:`ppl_models.inference`.
 
-Every class is an :class:`inference.protocol.SequenceModel`: it declares its capabilities
+Every class is an :class:`ppl_models.inference.protocol.SequenceModel`: it declares its capabilities
 (Pyro programs, exact likelihood, latent guide, particle form, one-step predictive,
 generation, forecasts) and states why it lacks the others. :data:`COLLECTION` lists them all;
 :func:`catalog` gives each its one-line description (``ppl-models list`` prints it).
 """
 
-from inference.protocol import Generation, OneStepPredictive, SequenceModel
+from pathlib import Path as _Path
+
+# The installed package holds inference/ and experiments/ as its subpackages. In a source checkout they are folders
+# beside this one (pyproject.toml maps them with package-dir), so the checkout's root joins the package's search
+# path: ``ppl_models.inference`` is then the checkout's inference/ whether it is installed, editable or only on
+# sys.path (``python -m ppl_models.experiments...`` from the checkout's root).
+_checkout = _Path(__file__).resolve().parent.parent
+if (_checkout / "pyproject.toml").is_file() and (_checkout / "inference" / "__init__.py").is_file():
+    __path__.append(str(_checkout))
+
+from ppl_models.inference.protocol import Generation, OneStepPredictive, SequenceModel
 
 from .lgssm import KalmanResult, LinearGaussianSSM, TwoStageKalmanFilter
 from .mc_dropout import MCDropoutLSTM

@@ -26,10 +26,10 @@ import torch
 from torch import nn
 from torch.distributions import constraints, transform_to
 
-from inference.protocol import Generation, OneStepPredictive, check_num_samples, exact_predictive
-from inference.saturation import saturated_sum
-from inference.state_space import MarkovStateSpace
-from inference.validation import check_choice, check_positive_int, check_sequences, value_checks_enabled
+from ppl_models.inference.protocol import Generation, OneStepPredictive, check_num_samples, exact_predictive
+from ppl_models.inference.saturation import saturated_sum
+from ppl_models.inference.state_space import MarkovStateSpace
+from ppl_models.inference.validation import check_choice, check_positive_int, check_sequences, value_checks_enabled
 
 from .distributions import MultivariateNormal, times_transpose
 from .spectral import linear_two_stage_regression
@@ -359,7 +359,7 @@ class LinearGaussianSSM(MarkovStateSpace):
         """Exact ``log p(x_{1:T_b})`` per sequence, ``[B]`` (differentiable in the parameters).
 
         A step below the dtype's range is held at its lowest value, with a warning
-        (:func:`inference.saturation.saturated_sum`).
+        (:func:`ppl_models.inference.saturation.saturated_sum`).
         """
         steps = self.kalman_filter(x, mask).log_likelihood_steps  # 0 at padding
         return saturated_sum(steps, what=f"{type(self).__name__}'s log-density")

@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from inference.validation import check_choice, check_dropout, check_positive_int, check_sequences
+from ppl_models.inference.validation import check_choice, check_dropout, check_positive_int, check_sequences
 
 from .predictors import OneStepPredictor
 

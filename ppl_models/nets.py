@@ -13,7 +13,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from inference.validation import check_choice, check_positive_int, value_checks_enabled
+from ppl_models.inference.validation import check_choice, check_positive_int, value_checks_enabled
 
 __all__ = ["EMISSIONS", "SplitInputMLP", "clipped_leaky_relu", "diagonal_normal", "emission_distribution",
            "emission_params", "reverse_padded", "shifted_inputs", "check_binary",
@@ -101,7 +101,7 @@ def reverse_padded(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 class EmissionChecks:
     """Mixin for models with an ``emission_kind`` of :data:`EMISSIONS`.
 
-    Its ``check_values`` (the :class:`~inference.protocol.SequenceModel` hook that every entry
+    Its ``check_values`` (the :class:`~ppl_models.inference.protocol.SequenceModel` hook that every entry
     point calls) refuses data the emission cannot score: non-binary entries for ``"bernoulli"``.
     """
 

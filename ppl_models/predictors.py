@@ -33,10 +33,16 @@ import pyro
 import torch
 from torch import nn
 
-from inference.protocol import Generation, OneStepPredictive, SequenceModel, check_num_samples, exact_predictive
-from inference.saturation import saturated_sum
-from inference.state_space import SEQUENCE_PLATE
-from inference.validation import check_choice, check_positive_int, check_sequences
+from ppl_models.inference.protocol import (
+    Generation,
+    OneStepPredictive,
+    SequenceModel,
+    check_num_samples,
+    exact_predictive,
+)
+from ppl_models.inference.saturation import saturated_sum
+from ppl_models.inference.state_space import SEQUENCE_PLATE
+from ppl_models.inference.validation import check_choice, check_positive_int, check_sequences
 
 from .predictive_noise import bounded_log_scale, check_refit, fit_noise, noise_distribution, parse_refit
 
@@ -68,7 +74,7 @@ class ExactPredictiveModel(SequenceModel):
         """Exact ``log p(x_{1:T_b})`` per sequence, ``[B]``.
 
         A step whose log-density falls below the dtype's range is held at its lowest value, with a
-        warning; a NaN raises (:func:`inference.saturation.saturated_sum`).
+        warning; a NaN raises (:func:`ppl_models.inference.saturation.saturated_sum`).
         """
         x, mask = check_sequences(x, mask, model=self)
         with pyro.validation_enabled(False):  # x is checked; a parameter a network overflowed to NaN raises below

@@ -22,7 +22,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from inference.validation import check_choice, check_positive_int, check_sequences
+from ppl_models.inference.validation import check_choice, check_positive_int, check_sequences
 
 from .predictors import OneStepPredictor
 from .spectral import (

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from torch import nn
 
-from inference.validation import check_choice, check_positive_int, check_sequences
+from ppl_models.inference.validation import check_choice, check_positive_int, check_sequences
 
 from .nets import EMISSIONS, EmissionChecks, SplitInputMLP, emission_distribution, emission_params, shifted_inputs
 from .predictors import ExactPredictiveModel

@@ -19,10 +19,10 @@ not by gradient.
 The model is written once, as Pyro programs in the style of ``pyro.infer.SMCFilter``:
 :meth:`init_program` and :meth:`step_program` (noises as sample sites ``q, k, v, z`` in the
 ``particles`` x ``sequences`` plates, the observation as the observed site ``x``). The
-shared :class:`~inference.particle_filter.ParticleFilter` runs them with the bootstrap
+shared :class:`~ppl_models.inference.particle_filter.ParticleFilter` runs them with the bootstrap
 proposal (the module's ``start``/``step``/``simulate``/``predict_mean`` come from
-:class:`~inference.pyro_programs.ParticlePrograms`); training uses its
-``stop_weights`` mode (Fisher's identity) inside :class:`~inference.objectives.SMCBound`,
+:class:`~ppl_models.inference.pyro_programs.ParticlePrograms`); training uses its
+``stop_weights`` mode (Fisher's identity) inside :class:`~ppl_models.inference.objectives.SMCBound`,
 which calls :meth:`em_update` after each training batch. :attr:`programs` and
 :attr:`guide_programs` run under ``pyro.infer.SMCFilter`` itself, and :meth:`model` is the
 whole-sequence program for ``pyro.infer.Predictive``.
@@ -41,12 +41,12 @@ from pyro.contrib.autoname import scope
 from pyro.poutine.runtime import get_plates
 from torch import nn
 
-from inference.particle_filter import FilterResult, ParticleFilter
-from inference.protocol import Generation, SequenceModel, particle_forecast
-from inference.pyro_programs import ParticlePrograms
-from inference.state_space import SEQUENCE_PLATE
-from inference.traces import PARTICLE_PLATE
-from inference.validation import check_choice, check_positive_int, check_sequences
+from ppl_models.inference.particle_filter import FilterResult, ParticleFilter
+from ppl_models.inference.protocol import Generation, SequenceModel, particle_forecast
+from ppl_models.inference.pyro_programs import ParticlePrograms
+from ppl_models.inference.state_space import SEQUENCE_PLATE
+from ppl_models.inference.traces import PARTICLE_PLATE
+from ppl_models.inference.validation import check_choice, check_positive_int, check_sequences
 
 __all__ = ["SMCTransformer", "LATENT_SITES"]
 
@@ -231,7 +231,7 @@ class SMCTransformer(ParticlePrograms, SequenceModel):
                  num_particles: int = 100, generator: torch.Generator | None = None) -> Generation:  # fmt: skip
         """``num_steps`` steps simulated by :meth:`model` (unconditioned), or after ``prefix [B, P, D]``.
 
-        A prefix is continued by :func:`~inference.protocol.particle_forecast` (one path per
+        A prefix is continued by :func:`~ppl_models.inference.protocol.particle_forecast` (one path per
         sequence from the filter's posterior, ``num_particles``). ``mean`` is ``None``: the
         simulator gives draws only. Draws use Pyro's random numbers (``generator`` serves the filter).
         """

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from inference.validation import check_positive_int, check_sequences
+from ppl_models.inference.validation import check_positive_int, check_sequences
 
 __all__ = ["RandomFourierFeatures", "median_distance", "time_windows", "window_count", "check_window_count",
            "RidgeSolver", "ridge_regression",

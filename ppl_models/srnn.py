@@ -21,13 +21,13 @@ Without it (the default) both read raw ``x``.
 ``input_dropout > 0`` units of ``u_t``, in training mode only: regularisers for small data
 sets such as JSB chorales.
 
-The class is a :class:`~inference.state_space.MarkovStateSpace`, so it has the Pyro
+The class is a :class:`~ppl_models.inference.state_space.MarkovStateSpace`, so it has the Pyro
 programs ``model(x, mask)`` / ``guide(x, mask)`` (sites ``z_t``, ``x_t`` in the plate
 ``sequences``, ``pyro.markov`` over time) for ``SVI`` with any Pyro ELBO and for
 ``Predictive``, and the particle-model methods the shared filter drives, with the
 guide as the proposal. The deterministic states and every first-layer product with
 them run once per sequence (:class:`SRNNContext`), not inside the time loop. Generation
-and forecasts come from :class:`~inference.rollout.LatentRollout` (the GRU runs on past
+and forecasts come from :class:`~ppl_models.inference.rollout.LatentRollout` (the GRU runs on past
 the data); the one-step predictive from the shared filter.
 """
 
@@ -36,11 +36,11 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from inference.protocol import Generation
-from inference.resampling import gather_particles
-from inference.rollout import LatentRollout
-from inference.state_space import MarkovStateSpace
-from inference.validation import check_choice, check_dropout, check_positive_int
+from ppl_models.inference.protocol import Generation
+from ppl_models.inference.resampling import gather_particles
+from ppl_models.inference.rollout import LatentRollout
+from ppl_models.inference.state_space import MarkovStateSpace
+from ppl_models.inference.validation import check_choice, check_dropout, check_positive_int
 
 from .nets import (
     EMISSIONS,
@@ -54,7 +54,7 @@ from .nets import (
     shifted_inputs,
 )
 
-__all__ = ["SRNN", "SRNNContext", "Generation", "INFERENCE_KINDS"]  # Generation: from inference.protocol
+__all__ = ["SRNN", "SRNNContext", "Generation", "INFERENCE_KINDS"]  # Generation: from ppl_models.inference.protocol
 
 INFERENCE_KINDS = ("smooth", "filter")
 
@@ -221,7 +221,7 @@ class SRNN(EmissionChecks, LatentRollout, MarkovStateSpace):
             mean = mean + context.prior_moments(z_prev, t)[0]
         return diagonal_normal(mean, log_var)
 
-    # --- generation and forecasts (inference.rollout.LatentRollout) ------------------------------
+    # --- generation and forecasts (ppl_models.inference.rollout.LatentRollout) ------------------------------
     def rollout_start(self, num_sequences: int) -> dict:
         """GRU state ``d [N, rnn_dim]``, ``z_0 = 0`` and ``u_1 = 0`` before the first step."""
         parameter = next(self.parameters())

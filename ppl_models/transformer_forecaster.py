@@ -15,7 +15,7 @@ import math
 import torch
 from torch import nn
 
-from inference.validation import check_choice, check_dropout, check_positive_int
+from ppl_models.inference.validation import check_choice, check_dropout, check_positive_int
 
 from .predictors import OneStepPredictor
 

@@ -16,13 +16,13 @@ all broadcasting over leading dims (``[B]`` or ``[K, B]``). Two kinds of Pyro pr
 
 * ``model(x, mask)`` / ``guide(x, mask)``: whole sequences, sites ``z_t`` and ``x_t`` in the
   plate ``sequences`` with ``pyro.markov`` over time, for ``SVI`` with any Pyro ELBO,
-  ``Predictive``, and the shared :class:`~inference.objectives.ELBO` and
-  :class:`~inference.objectives.IWAE`;
+  ``Predictive``, and the shared :class:`~ppl_models.inference.objectives.ELBO` and
+  :class:`~ppl_models.inference.objectives.IWAE`;
 * :attr:`VRNN.programs` / :attr:`VRNN.guide_programs`: ``init(state, x)`` / ``step(state, x_t)``
   programs in the style of ``pyro.infer.SMCFilter`` (sites ``z``, ``x``; state ``h`` and ``z``
-  ``[K, B, ...]``), which the shared :class:`~inference.particle_filter.ParticleFilter` runs
+  ``[K, B, ...]``), which the shared :class:`~ppl_models.inference.particle_filter.ParticleFilter` runs
   with the guide as proposal (the module's ``start``/``step``/``simulate``/``predict_mean``
-  come from :class:`~inference.pyro_programs.ParticlePrograms`).
+  come from :class:`~ppl_models.inference.pyro_programs.ParticlePrograms`).
 
 Both kinds share one step of each program (``_model_step``, ``_propose``). Inside an objective
 (:meth:`VRNN.sharing_context`) the replayed model reuses the ``h_t`` its guide computed from the
@@ -32,8 +32,8 @@ In the filter's ``stop_weights`` mode (Fisher's identity) the sampled ``z_t`` ar
 ``h_t`` keeps its gradient path, so the surrogate's gradient is ``∇ log p(x, z)`` at the filter's
 latent paths; it trains the generative nets only (the guide is then just the proposal).
 
-Generation and forecasts come from :class:`~inference.rollout.LatentRollout`, the one-step
-predictive from the shared filter (:class:`~inference.protocol.SequenceModel`).
+Generation and forecasts come from :class:`~ppl_models.inference.rollout.LatentRollout`, the one-step
+predictive from the shared filter (:class:`~ppl_models.inference.protocol.SequenceModel`).
 """
 
 from __future__ import annotations
@@ -46,12 +46,12 @@ import torch
 from pyro import poutine
 from torch import nn
 
-from inference.protocol import SequenceModel
-from inference.pyro_programs import ParticlePrograms
-from inference.resampling import gather_particles
-from inference.rollout import LatentRollout
-from inference.state_space import SEQUENCE_PLATE
-from inference.validation import check_choice, check_positive_int, check_sequences
+from ppl_models.inference.protocol import SequenceModel
+from ppl_models.inference.pyro_programs import ParticlePrograms
+from ppl_models.inference.resampling import gather_particles
+from ppl_models.inference.rollout import LatentRollout
+from ppl_models.inference.state_space import SEQUENCE_PLATE
+from ppl_models.inference.validation import check_choice, check_positive_int, check_sequences
 
 from .nets import (
     EMISSIONS,
@@ -207,7 +207,7 @@ class VRNN(EmissionChecks, LatentRollout, ParticlePrograms, SequenceModel):
         """Inside this block, the model replaying a guide run on the same ``(x, mask)`` reuses its ``h_t``.
 
         The guide computes every ``h_t`` from its draws; the replayed model would compute the
-        same values again. The objectives of :mod:`inference.objectives` enter this block;
+        same values again. The objectives of :mod:`ppl_models.inference.objectives` enter this block;
         outside it (``SVI``, ``Predictive``) each program computes its own.
         """
         outer = self.__dict__.get("_guide_records")
@@ -257,7 +257,7 @@ class VRNN(EmissionChecks, LatentRollout, ParticlePrograms, SequenceModel):
         with pyro.plate(SEQUENCE_PLATE, x_t.shape[-2], dim=-1):
             self._propose(state["h"], self.proposal_input(self.x_features(x_t)))
 
-    # --- generation and forecasts (inference.rollout.LatentRollout) ------------------------------
+    # --- generation and forecasts (ppl_models.inference.rollout.LatentRollout) ------------------------------
     def rollout_start(self, num_sequences: int) -> dict:
         """``h_0 = 0`` ``[N, rnn_dim]``."""
         return {"h": next(self.parameters()).new_zeros(num_sequences, self.rnn_dim)}

@@ -1,15 +1,15 @@
 """The Python API refuses what it cannot judge, by the argument's name, before it allocates; ``Trainer.fit`` ends
 with the parameters of the best validation epoch."""
 
+import ppl_models.inference.validation as validation
 import pytest
 import torch
+from ppl_models.inference import evaluate, posterior_predictive
+from ppl_models.inference.datasets import Standardizer
+from ppl_models.inference.objectives import ExactLikelihood
+from ppl_models.inference.pointwise import posterior_draws
+from ppl_models.inference.training import TrainConfig, Trainer, load_checkpoint
 
-import inference.validation as validation
-from inference import evaluate, posterior_predictive
-from inference.datasets import Standardizer
-from inference.objectives import ExactLikelihood
-from inference.pointwise import posterior_draws
-from inference.training import TrainConfig, Trainer, load_checkpoint
 from ppl_models import LinearGaussianSSM
 
 

@@ -1,4 +1,4 @@
-"""inference.arviz_compat on the installed ArviZ (0.x InferenceData or 1.x DataTree).
+"""ppl_models.inference.arviz_compat on the installed ArviZ (0.x InferenceData or 1.x DataTree).
 
 Loaded from its file, without the ``inference`` package (and so without torch), so that this
 module also runs under ArviZ 1.x on Python 3.12+: ``python -m pytest tests/test_arviz_compat.py``

@@ -1,6 +1,6 @@
 """Bad input, tried as a new user would: every case one line on stderr, exit status 2, run folders untouched.
 
-The CLI is driven in-process (``experiments.cli.main``) on one small finished run; malformed data
+The CLI is driven in-process (``ppl_models.experiments.cli.main``) on one small finished run; malformed data
 files are tiny synthetic copies in a data folder of the test's own (``PPL_MODELS_DATA``); the public
 API through a table of calls that must raise a named ``ValueError``/``TypeError``, and NaN in the
 padding must give the same numbers as zeros there.
@@ -15,18 +15,18 @@ import shutil
 import warnings
 
 import numpy as np
+import ppl_models.inference.io
 import pytest
 import scipy.io
 import torch
+from ppl_models.experiments import cli, registry, runner
+from ppl_models.experiments.config import load_config
+from ppl_models.experiments.data import EXTREME_ABSOLUTE, DataWarning, SequenceData, check_values
+from ppl_models.inference import ParticleFilter
+from ppl_models.inference.objectives import ELBO, IWAE, ExactLikelihood
+from ppl_models.inference.training import Trainer
+from ppl_models.inference.validation import InputTypeError
 
-import inference.io
-from experiments import cli, registry, runner
-from experiments.config import load_config
-from experiments.data import EXTREME_ABSOLUTE, DataWarning, SequenceData, check_values
-from inference import ParticleFilter
-from inference.objectives import ELBO, IWAE, ExactLikelihood
-from inference.training import Trainer
-from inference.validation import InputTypeError
 from ppl_models import SRNN, VRNN, GRUBaseline, LinearGaussianSSM
 from ppl_models.psrnn import PSRNN
 
@@ -471,7 +471,7 @@ def test_a_full_disk_is_one_line_naming_the_file(finished, tmp_path, capsys, mon
 
     def full(fd):
         raise OSError(errno.ENOSPC, "No space left on device")
-    monkeypatch.setattr(inference.io.os, "fsync", full)
+    monkeypatch.setattr(ppl_models.inference.io.os, "fsync", full)
     status, err = _cli(["evaluate", run, "--out", tmp_path / "eval"], capsys)
     assert status == 2 and err.count("\n") == 1, err
     assert err.endswith("metrics.json: No space left on device (errno 28)\n"), err

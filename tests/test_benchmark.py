@@ -2,7 +2,7 @@
 
 import json
 
-from experiments.benchmarks import bootstrap_filter
+from ppl_models.experiments.benchmarks import bootstrap_filter
 
 
 def test_quick_benchmark_runs_and_reports_errors_against_the_kalman_value(tmp_path, capsys):
@@ -19,9 +19,9 @@ def test_quick_benchmark_runs_and_reports_errors_against_the_kalman_value(tmp_pa
 def test_quick_srnn_step_benchmark_runs_and_its_torch_elbo_matches_ours(tmp_path):
     import pyro
     import torch
+    from ppl_models.experiments.benchmarks import srnn_step
+    from ppl_models.inference.objectives import ELBO
 
-    from experiments.benchmarks import srnn_step
-    from inference.objectives import ELBO
     from ppl_models import SRNN
 
     out = tmp_path / "srnn.json"
@@ -38,7 +38,7 @@ def test_quick_srnn_step_benchmark_runs_and_its_torch_elbo_matches_ours(tmp_path
 
 
 def test_quick_psrnn_benchmark_runs_and_writes_its_results(tmp_path):
-    from experiments.benchmarks import psrnn
+    from ppl_models.experiments.benchmarks import psrnn
 
     out = tmp_path / "psrnn.json"
     assert psrnn.main(["--quick", "--out", str(out)]) == 0
@@ -46,12 +46,12 @@ def test_quick_psrnn_benchmark_runs_and_writes_its_results(tmp_path):
     assert results["two_stage_regression"]["median_s"] > 0
     assert set(results["training_step"]["models"]) == {"psrnn", "psrnn rank 20", "gru"}
     assert all(row["sequence_steps_per_s"] > 0 for row in results["training_step"]["models"].values())
-    assert results["commands"] == [f"python -m experiments.benchmarks.psrnn --quick --out {out}"]
+    assert results["commands"] == [f"python -m ppl_models.experiments.benchmarks.psrnn --quick --out {out}"]
     assert results["seeds"] == [0]
 
 
 def test_quick_pf_rnn_benchmark_runs_and_writes_its_results(tmp_path):
-    from experiments.benchmarks import pf_rnn
+    from ppl_models.experiments.benchmarks import pf_rnn
 
     out = tmp_path / "pf_rnn.json"
     assert pf_rnn.main(["--quick", "--out", str(out)]) == 0
@@ -68,7 +68,7 @@ def test_quick_pf_rnn_benchmark_runs_and_writes_its_results(tmp_path):
 
 
 def test_quick_smc_transformer_benchmark_runs_and_writes_its_results(tmp_path):
-    from experiments.benchmarks import smc_transformer
+    from ppl_models.experiments.benchmarks import smc_transformer
 
     out = tmp_path / "smct.json"
     assert smc_transformer.main(["--quick", "--out", str(out)]) == 0
@@ -82,8 +82,7 @@ def test_cuda_graph_benchmark_needs_a_gpu_and_its_filter_rows_run_on_cpu(capsys)
     """Without CUDA the command stops with exit status 2; its filter rows run eagerly (the graph's fallback)."""
     import pytest
     import torch
-
-    from experiments.benchmarks import cuda_graphs
+    from ppl_models.experiments.benchmarks import cuda_graphs
 
     if not torch.cuda.is_available():
         with pytest.raises(SystemExit) as stop:
@@ -95,7 +94,7 @@ def test_cuda_graph_benchmark_needs_a_gpu_and_its_filter_rows_run_on_cpu(capsys)
 
 
 def test_quick_speed_targets_report_every_ratio_of_the_issue(tmp_path, capsys):
-    from experiments.benchmarks import speed_targets
+    from ppl_models.experiments.benchmarks import speed_targets
 
     out = tmp_path / "targets.json"
     assert speed_targets.main(["--quick", "--out", str(out)]) == 0
@@ -114,7 +113,7 @@ def test_manifest_lists_engine_files_that_differ_from_the_commit(tmp_path, monke
     ``sha1("blob <size>\\0" + bytes)``, computed here by hand for a two-file tree)."""
     import hashlib
 
-    from experiments.benchmarks import timing
+    from ppl_models.experiments.benchmarks import timing
 
     (tmp_path / "inference").mkdir()
     (tmp_path / "ppl_models").mkdir()

@@ -7,10 +7,9 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-
-from experiments import board_figures, plots
-from experiments.cli import main
-from inference.calibration import reliability_curve
+from ppl_models.experiments import board_figures, plots
+from ppl_models.experiments.cli import main
+from ppl_models.inference.calibration import reliability_curve
 
 TINY = ["train.epochs=1", "train.batch_size=8", "evaluate.predictive_samples=10", "model.rnn_dim=8",
         "model.hidden_dim=8"]  # fmt: skip

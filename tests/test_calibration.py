@@ -7,10 +7,8 @@ import pytest
 import scipy.stats
 import torch
 from matplotlib.figure import Figure
-from pyro.infer import Predictive
-
-from inference.arviz_compat import az, group_names
-from inference.calibration import (
+from ppl_models.inference.arviz_compat import az, group_names
+from ppl_models.inference.calibration import (
     ReliabilityCurve,
     brier_score,
     calibration_summary,
@@ -28,6 +26,8 @@ from inference.calibration import (
     stack_sequence_sites,
     to_inference_data,
 )
+from pyro.infer import Predictive
+
 from ppl_models import SRNN, GRUBaseline, SMCTransformer
 
 LEVELS = (0.5, 0.8, 0.9, 0.95)
@@ -425,7 +425,7 @@ def test_stacking_names_the_sites_it_needs():
 
 def test_pit_band_is_a_simultaneous_band_for_uniform_pit_values():
     """About 94% of ECDFs of fresh uniform samples lie wholly inside the band; a too-narrow predictive leaves it."""
-    from inference.calibration.plots import _uniform_ecdf_band
+    from ppl_models.inference.calibration.plots import _uniform_ecdf_band
 
     grid = np.linspace(0, 1, 101)
     size, trials = 60, 2000

@@ -7,11 +7,10 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-
-from experiments.cli import main
-from experiments.own_data import MODEL_NAMES, model_config
-from experiments.recipes import EMISSION_MODELS, EMISSIONS, RECIPES, DataNotRepresentable
-from experiments.registry import MODELS, build
+from ppl_models.experiments.cli import main
+from ppl_models.experiments.own_data import MODEL_NAMES, model_config
+from ppl_models.experiments.recipes import EMISSION_MODELS, EMISSIONS, RECIPES, DataNotRepresentable
+from ppl_models.experiments.registry import MODELS, build
 
 #: the models of the collection with a Bernoulli emission (the first test checks it against their constructors)
 BERNOULLI = ("gru", "vrnn", "srnn")

@@ -7,9 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-
-from experiments.tasks.own_file import file_data
-from inference.datasets import DataWarning, SequenceDataset
+from ppl_models.experiments.tasks.own_file import file_data
+from ppl_models.inference.datasets import DataWarning, SequenceDataset
 
 
 def _write(tmp_path, name, text):

@@ -13,7 +13,7 @@ def test_docs_build_strictly_with_the_api_reference(tmp_path):
                           cwd=ROOT, capture_output=True, text=True, timeout=300)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     protocol = (site / "api" / "protocol" / "index.html").read_text()
-    assert 'id="inference.protocol.SequenceModel"' in protocol  # rendered from the docstrings
+    assert 'id="ppl_models.inference.protocol.SequenceModel"' in protocol  # rendered from the docstrings
     assert ":class:" not in protocol  # Sphinx roles shown as code (docs/hooks/sphinx_roles.py)
     models = (site / "api" / "models" / "index.html").read_text()
     import ppl_models

@@ -1,12 +1,13 @@
-"""inference.evaluate: one call gives every figure, in the data's own units when a standardisation is given."""
+"""ppl_models.inference.evaluate: one call gives every figure, in the data's own units when a standardisation is
+given."""
 
 import math
 
 import pytest
 import torch
+from ppl_models.inference import evaluate
+from ppl_models.inference.datasets import Standardizer
 
-from inference import evaluate
-from inference.datasets import Standardizer
 from ppl_models import GRUBaseline, LinearGaussianSSM
 
 
@@ -87,8 +88,8 @@ def test_gap_to_a_known_truth_and_bad_arguments():
 def test_evaluate_from_python_equals_the_metrics_json_of_a_cli_run(tmp_path):
     import json
 
-    from experiments import registry, runner
-    from experiments.config import load_config
+    from ppl_models.experiments import registry, runner
+    from ppl_models.experiments.config import load_config
 
     config = load_config(registry.experiment_config("lgssm-demo"),
                          ["train.epochs=2", "data.num_train=8", "data.num_valid=4", "data.num_test=6",

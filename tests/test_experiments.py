@@ -5,16 +5,16 @@ import json
 
 import pytest
 import torch
+from ppl_models.experiments import cli, compare, registry, supervised
+from ppl_models.experiments.config import EvaluateConfig, apply_overrides, check_config, load_config
+from ppl_models.experiments.data import SequenceData, pad_sequences, verified_path
+from ppl_models.experiments.runner import evaluate_model
+from ppl_models.experiments.tasks.air_quality import air_quality
+from ppl_models.experiments.tasks.music import polyphonic
+from ppl_models.experiments.tasks.swimmer import swimmer
+from ppl_models.inference.evaluation import format_table
+from ppl_models.inference.io import read_jsonl
 
-from experiments import cli, compare, registry, supervised
-from experiments.config import EvaluateConfig, apply_overrides, check_config, load_config
-from experiments.data import SequenceData, pad_sequences, verified_path
-from experiments.runner import evaluate_model
-from experiments.tasks.air_quality import air_quality
-from experiments.tasks.music import polyphonic
-from experiments.tasks.swimmer import swimmer
-from inference.evaluation import format_table
-from inference.io import read_jsonl
 from ppl_models.rnn_baseline import GRUBaseline
 
 DEMO = registry.EXPERIMENTS["lgssm-demo"].build

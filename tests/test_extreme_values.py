@@ -8,14 +8,14 @@ import warnings
 import pyro
 import pytest
 import torch
+from ppl_models.inference import ESTIMATORS, ParticleFilter, Unsupported
+from ppl_models.inference.particle_filter import Step
+from ppl_models.inference.resampling import _draw_ancestors, effective_sample_size, normalize_with_total, resample
+from ppl_models.inference.saturation import saturate, saturated_sum
+from ppl_models.inference.validation import check_sequences
 from pyro.infer import Trace_ELBO
 from test_protocol import FACTORIES, MASK, VARIANTS
 
-from inference import ESTIMATORS, ParticleFilter, Unsupported
-from inference.particle_filter import Step
-from inference.resampling import _draw_ancestors, effective_sample_size, normalize_with_total, resample
-from inference.saturation import saturate, saturated_sum
-from inference.validation import check_sequences
 from ppl_models import (
     PFGRU,
     PFLSTM,
@@ -147,7 +147,7 @@ def test_nan_weights_never_give_a_negative_index(scheme):
     assert ((ancestors >= 0) & (ancestors < 2)).all(), ancestors
 
 
-# --- the shared mechanism (inference.saturation), against hand-computed values -------------------------------------
+# --- the shared mechanism (ppl_models.inference.saturation), against hand-computed values ----------------------------
 
 LOWEST32 = torch.finfo(torch.float32).min
 #: fills of the padding; 0 is the reference

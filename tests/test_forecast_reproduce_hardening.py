@@ -8,11 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-
-from experiments import claims, compare, forecasting, reproductions, runner, transfers
-from experiments.claims import CLAIMS, Claim, Within
-from experiments.cli import main
-from experiments.transfers import TRANSFERS, Transfer
+from ppl_models.experiments import claims, compare, forecasting, reproductions, runner, transfers
+from ppl_models.experiments.claims import CLAIMS, Claim, Within
+from ppl_models.experiments.cli import main
+from ppl_models.experiments.transfers import TRANSFERS, Transfer
 
 RESULTS = Path(__file__).resolve().parent.parent / "docs" / "results"
 
@@ -169,7 +168,7 @@ def test_a_suite_whose_members_differ_only_in_data_settings_refuses_data_in_one_
 
 
 def test_suite_members_the_overrides_make_identical_are_refused_and_distinct_ones_trained(tmp_path, monkeypatch):
-    from experiments.own_data import data_override
+    from ppl_models.experiments.own_data import data_override
 
     trained = []
     monkeypatch.setattr(runner, "train", lambda config, folder, resume: trained.append(config["name"]))
@@ -213,7 +212,7 @@ def test_every_figure_a_pf_lstm_run_on_a_file_prints_says_what_it_is(tmp_path, c
 
 
 def test_figures_of_nested_tables_say_whose_they_are():
-    from experiments.supervised import describe_metric
+    from ppl_models.experiments.supervised import describe_metric
 
     assert describe_metric("by_target.y.mean_rmse") == ("RMSE of predicting the training mean (reference), "
                                                         "of target y alone")

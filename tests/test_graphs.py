@@ -1,4 +1,4 @@
-"""CUDA-graph wrappers (inference.graphs): the CPU fallback and the rules a recorded call keeps.
+"""CUDA-graph wrappers (ppl_models.inference.graphs): the CPU fallback and the rules a recorded call keeps.
 
 The graphs themselves need a GPU (the CI has none): their figures, and a log-evidence check
 against the Kalman value, are in docs/benchmarks.md (experiments/benchmarks/cuda_graphs.py).
@@ -8,11 +8,11 @@ turns value checks off inside a capture.
 
 import pytest
 import torch
+from ppl_models.inference import ParticleFilter
+from ppl_models.inference.discriminative import DiscriminativeLoss
+from ppl_models.inference.graphs import GraphedCall
+from ppl_models.inference.validation import check_sequences, value_checks, value_checks_enabled
 
-from inference import ParticleFilter
-from inference.discriminative import DiscriminativeLoss
-from inference.graphs import GraphedCall
-from inference.validation import check_sequences, value_checks, value_checks_enabled
 from ppl_models import LinearGaussianSSM
 from ppl_models.pf_rnn import PFRNNPredictor
 

@@ -5,9 +5,8 @@ import math
 
 import pytest
 import torch
-
-from experiments.tasks.hmm_rolls import RollHMM, hmm_rolls
-from inference.evaluation import gap_to_truth
+from ppl_models.experiments.tasks.hmm_rolls import RollHMM, hmm_rolls
+from ppl_models.inference.evaluation import gap_to_truth
 
 
 def _enumerated_log_likelihood(source: RollHMM, x: list[list[float]]) -> float:
@@ -86,10 +85,11 @@ def test_gap_to_truth_by_hand():
 
 def test_quick_benchmark_a_trained_srnn_approaches_a_tiny_hmm_without_passing_it():
     """The benchmark in small: SRNN trained by SMC-4 on a 2-state HMM, every estimate held to the forward algorithm."""
-    from experiments.config import EvaluateConfig
-    from experiments.runner import evaluate_model
-    from inference import ParticleFilter
-    from inference.objectives import SMCBound
+    from ppl_models.experiments.config import EvaluateConfig
+    from ppl_models.experiments.runner import evaluate_model
+    from ppl_models.inference import ParticleFilter
+    from ppl_models.inference.objectives import SMCBound
+
     from ppl_models import SRNN
 
     torch.manual_seed(0)
@@ -114,12 +114,13 @@ def test_quick_benchmark_a_trained_srnn_approaches_a_tiny_hmm_without_passing_it
 
 
 def test_truth_fit_scores_the_training_split_against_the_forward_algorithm(tmp_path):
-    """experiments.studies.truth_fit on a GRU checkpoint: each split's gap equals the gap computed here by hand."""
-    from experiments.config import load_config
-    from experiments.registry import EXPERIMENTS
-    from experiments.runner import _setup
-    from experiments.studies.truth_fit import main, split_gaps
-    from inference.io import write_json
+    """ppl_models.experiments.studies.truth_fit on a GRU checkpoint: each split's gap equals the gap computed here by
+    hand."""
+    from ppl_models.experiments.config import load_config
+    from ppl_models.experiments.registry import EXPERIMENTS
+    from ppl_models.experiments.runner import _setup
+    from ppl_models.experiments.studies.truth_fit import main, split_gaps
+    from ppl_models.inference.io import write_json
 
     config = load_config(EXPERIMENTS["srnn-hmm"].build, [
         'data={name="hmm-rolls", num_states=2, num_keys=4, num_train=12, num_valid=4, num_test=6, num_steps=5}',
@@ -148,7 +149,7 @@ def test_truth_fit_scores_the_training_split_against_the_forward_algorithm(tmp_p
 
 
 def test_metrics_table_shows_each_gap_to_the_truth():
-    from inference.evaluation import format_table
+    from ppl_models.inference.evaluation import format_table
 
     metrics = {"data": "HMM rolls", "test_sequences": 2, "test_steps": 10,
                "loglik": {"smc-100": {"per_step": -3.5, "per_sequence": -17.5},
@@ -163,8 +164,8 @@ def test_metrics_table_shows_each_gap_to_the_truth():
 
 def test_srnn_hmm_trains_with_the_recipe_and_the_hmm_suites_keep_the_earlier_training():
     """srnn-hmm: weight decay 1e-3, 60 epochs, no early stopping; the suites reproduce docs/known_truth.md's tables."""
-    from experiments.config import load_config
-    from experiments.registry import EXPERIMENTS, SUITES
+    from ppl_models.experiments.config import load_config
+    from ppl_models.experiments.registry import EXPERIMENTS, SUITES
 
     path = EXPERIMENTS["srnn-hmm"].build
     train = load_config(path)["train"]

@@ -15,12 +15,11 @@ import time
 import numpy as np
 import pandas as pd
 import pytest
-
-from experiments import board_figures, leaderboard, own_data, runner
-from experiments.cli import build_parser, main
-from experiments.recipes import DataNotRepresentable
-from inference.io import folder_lock, write_json
-from inference.training import load_checkpoint
+from ppl_models.experiments import board_figures, leaderboard, own_data, runner
+from ppl_models.experiments.cli import build_parser, main
+from ppl_models.experiments.recipes import DataNotRepresentable
+from ppl_models.inference.io import folder_lock, write_json
+from ppl_models.inference.training import load_checkpoint
 
 TINY = ['data.series="site"', 'data.time="when"', "train.epochs=1", "train.batch_size=8",
         "evaluate.predictive_samples=10", "evaluate.batch_size=8"]  # fmt: skip
@@ -275,7 +274,7 @@ def test_the_wall_clock_is_on_disk_while_the_session_runs(tmp_path):
 @pytest.mark.slow
 def test_a_board_killed_while_training_counts_the_time_before_the_kill(board, capsys):
     shutil.rmtree(board / "out")
-    script = ("import sys, time\nfrom experiments import cli, runner\n"
+    script = ("import sys, time\nfrom ppl_models.experiments import cli, runner\n"
               "def stuck(config, folder, **kwargs):\n"
               "    folder.mkdir(parents=True, exist_ok=True)\n"
               "    print('stuck', flush=True)\n"

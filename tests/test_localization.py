@@ -6,15 +6,15 @@ import math
 import numpy as np
 import pytest
 import torch
-
-from experiments import cli
-from experiments.tasks.localization import (
+from ppl_models.experiments import cli
+from ppl_models.experiments.tasks.localization import (
     OBSERVATION_NOISE,
     evaluate_localization,
     localization_data,
     simulate,
     symmetric_maze,
 )
+
 from ppl_models.pf_rnn import PFRNNPredictor
 
 

@@ -6,9 +6,8 @@ import math
 import numpy as np
 import pytest
 import torch
-
-from experiments import cli
-from experiments.tasks.localization_paper import (
+from ppl_models.experiments import cli
+from ppl_models.experiments.tasks.localization_paper import (
     LAYOUTS,
     evaluate_localization_paper,
     layout_grid,
@@ -16,7 +15,8 @@ from experiments.tasks.localization_paper import (
     paper_maze,
     simulate_paper,
 )
-from inference.discriminative import DiscriminativeLoss
+from ppl_models.inference.discriminative import DiscriminativeLoss
+
 from ppl_models.pf_rnn import ParticleBelief, PFRNNPredictor
 
 
@@ -165,7 +165,7 @@ def test_paper_protocol_runs_from_the_command_line(tmp_path):
 
 
 def test_valid_curves_read_the_monitor_records_from_a_first_epoch(tmp_path):
-    from experiments.studies import pfrnn_curves
+    from ppl_models.experiments.studies import pfrnn_curves
 
     records = [{"epoch": 1}, {"epoch": 2, "monitor": {"valid_last_step_mse": 4.0}},
                {"epoch": 3, "monitor": {}}, {"epoch": 4, "monitor": {"valid_last_step_mse": 2.5}}]  # fmt: skip

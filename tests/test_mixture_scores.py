@@ -4,8 +4,7 @@ import math
 
 import pytest
 import torch
-
-from inference.mixture_scores import gaussian_mixture_crps, gaussian_mixture_log_density
+from ppl_models.inference.mixture_scores import gaussian_mixture_crps, gaussian_mixture_log_density
 
 
 def _one(values):

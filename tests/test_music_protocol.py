@@ -2,8 +2,8 @@
 
 import pyro
 import torch
+from ppl_models.experiments.studies.music_protocol import normalisations, split_summary
 
-from experiments.studies.music_protocol import normalisations, split_summary
 from ppl_models import SRNN
 
 

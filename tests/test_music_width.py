@@ -2,11 +2,11 @@
 
 import numpy as np
 import torch
+from ppl_models.experiments.config import EvaluateConfig
+from ppl_models.experiments.data import SequenceData
+from ppl_models.experiments.runner import evaluate_model
+from ppl_models.experiments.tasks.music import plot_piano_roll
 
-from experiments.config import EvaluateConfig
-from experiments.data import SequenceData
-from experiments.runner import evaluate_model
-from experiments.tasks.music import plot_piano_roll
 from ppl_models import SRNN
 
 KEYS = 12

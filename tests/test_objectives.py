@@ -3,11 +3,11 @@
 import pyro
 import pytest
 import torch
+from ppl_models.inference import ParticleFilter
+from ppl_models.inference.objectives import ELBO, IWAE, ExactLikelihood, SMCBound
+from ppl_models.inference.traces import annealed
 from pyro.infer import Trace_ELBO, TraceMeanField_ELBO
 
-from inference import ParticleFilter
-from inference.objectives import ELBO, IWAE, ExactLikelihood, SMCBound
-from inference.traces import annealed
 from ppl_models import LinearGaussianSSM
 
 pytestmark = pytest.mark.usefixtures("float64")

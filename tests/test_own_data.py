@@ -11,10 +11,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-
-from experiments.cli import main
-from experiments.own_data import MODEL_NAMES
-from experiments.recipes import RECIPES
+from ppl_models.experiments.cli import main
+from ppl_models.experiments.own_data import MODEL_NAMES
+from ppl_models.experiments.recipes import RECIPES
 
 ROOT = Path(__file__).resolve().parents[1]
 TRAIN = ["train.epochs=1", "train.batch_size=8"]
@@ -121,7 +120,7 @@ def test_a_bad_file_is_one_line_exit_2_and_nothing_written(tmp_path, capsys, nam
 
 
 def test_the_standardisation_is_kept_in_the_checkpoint_and_a_changed_file_is_not_resumed(tmp_path, capsys):
-    from inference.training import load_checkpoint
+    from ppl_models.inference.training import load_checkpoint
 
     data, run = station_file(tmp_path / "stations.csv"), tmp_path / "run"
     assert main(["train", "gru", "--data", str(data), "--run-dir", str(run), *columns(*TINY)]) == 0

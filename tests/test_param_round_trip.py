@@ -15,9 +15,8 @@ from pathlib import Path
 import pyro
 import pytest
 import torch
+from ppl_models.inference.params import PARAMS_FORMAT
 from test_protocol import FACTORIES
-
-from inference.params import PARAMS_FORMAT
 
 TESTS = Path(__file__).parent
 CHILD = """

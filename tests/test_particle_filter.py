@@ -6,10 +6,10 @@ import pyro
 import pyro.distributions as dist
 import pytest
 import torch
+from ppl_models.inference import FilterFailed, FilterResult, ParticleFilter, forecast
+from ppl_models.inference.particle_filter import Step
+from ppl_models.inference.pyro_programs import PyroProgramModel
 
-from inference import FilterFailed, FilterResult, ParticleFilter, forecast
-from inference.particle_filter import Step
-from inference.pyro_programs import PyroProgramModel
 from ppl_models import LinearGaussianSSM
 
 pytestmark = pytest.mark.usefixtures("float64")

@@ -1,11 +1,10 @@
-"""The pure helpers of experiments.studies.pfrnn_official (the official code itself is not run here)."""
+"""The pure helpers of ppl_models.experiments.studies.pfrnn_official (the official code itself is not run here)."""
 
 import pickle
 
 import pytest
 import torch
-
-from experiments.studies.pfrnn_official import (
+from ppl_models.experiments.studies.pfrnn_official import (
     apply_edits,
     constant_last_step_mse,
     from_official,

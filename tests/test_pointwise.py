@@ -1,4 +1,4 @@
-"""Posterior draws and pointwise log-likelihoods (inference.pointwise) against independent truth."""
+"""Posterior draws and pointwise log-likelihoods (ppl_models.inference.pointwise) against independent truth."""
 
 import math
 import warnings
@@ -8,12 +8,12 @@ import pyro
 import pyro.distributions as dist
 import pytest
 import torch
+from ppl_models.inference import Unsupported
+from ppl_models.inference.arviz_compat import ARVIZ_1, az, loo_summary
+from ppl_models.inference.calibration import posterior_inference_data
+from ppl_models.inference.objectives import IWAE
+from ppl_models.inference.pointwise import entry_log_prob, posterior_draws
 
-from inference import Unsupported
-from inference.arviz_compat import ARVIZ_1, az, loo_summary
-from inference.calibration import posterior_inference_data
-from inference.objectives import IWAE
-from inference.pointwise import entry_log_prob, posterior_draws
 from ppl_models import PFLSTM, SRNN, GRUBaseline, LinearGaussianSSM, PFRNNPredictor, PFRNNProgram
 
 

@@ -12,12 +12,12 @@ import matplotlib
 import pyro
 import pytest
 import torch
+from ppl_models.inference import posterior_predictive
+from ppl_models.inference.arviz_compat import az
+from ppl_models.inference.calibration import stack_sequence_sites, to_inference_data
 from pyro.infer import Predictive
 from test_protocol import FACTORIES, MASK
 
-from inference import posterior_predictive
-from inference.arviz_compat import az
-from inference.calibration import stack_sequence_sites, to_inference_data
 from ppl_models import (
     PSRNN,
     SRNN,

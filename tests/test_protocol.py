@@ -5,11 +5,11 @@ import math
 import pyro
 import pytest
 import torch
+from ppl_models.inference import CAPABILITIES, ESTIMATORS, ParticleFilter, Unsupported
+from ppl_models.inference.objectives import ELBO, IWAE
 from pyro.infer import SVI, Trace_ELBO
 
 import ppl_models
-from inference import CAPABILITIES, ESTIMATORS, ParticleFilter, Unsupported
-from inference.objectives import ELBO, IWAE
 from ppl_models import (
     PFGRU,
     PFLSTM,

@@ -1,9 +1,8 @@
-"""The closed-form calibration of experiments.studies.psrnn_calibration, against hand counts."""
+"""The closed-form calibration of ppl_models.experiments.studies.psrnn_calibration, against hand counts."""
 
 import pytest
 import torch
-
-from experiments.studies.psrnn_calibration import calibration_from_pit, main, pit
+from ppl_models.experiments.studies.psrnn_calibration import calibration_from_pit, main, pit
 
 
 def test_coverage_pit_ks_and_mse_by_hand():
@@ -45,7 +44,7 @@ def _fake_run(folder, mse, valid_bounds, test_curve):
 
 
 def test_seed_summary_by_hand(tmp_path):
-    from experiments.studies.psrnn_seeds import summarize
+    from ppl_models.experiments.studies.psrnn_seeds import summarize
 
     _fake_run(tmp_path / "a-s0", 1.0, [0.1, 0.3, 0.2], [0.9, 0.5, 0.7])
     _fake_run(tmp_path / "a-s1", 3.0, [0.5, 0.1, 0.0], [0.4, 0.6, 0.8])
@@ -59,7 +58,7 @@ def test_seed_summary_by_hand(tmp_path):
 
 
 def test_seed_summary_at_a_shorter_budget_reads_the_logs_by_hand(tmp_path):
-    from experiments.studies.psrnn_seeds import run_summary, summarize
+    from ppl_models.experiments.studies.psrnn_seeds import run_summary, summarize
 
     _fake_run(tmp_path / "a-s0", 1.0, [0.1, 0.3, 0.2], [0.9, 0.5, 0.7])
     _fake_run(tmp_path / "a-s1", 3.0, [0.5, 0.1, 0.6], [0.4, 0.6, 0.8])

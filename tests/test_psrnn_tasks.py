@@ -4,9 +4,8 @@ import numpy as np
 import pytest
 import scipy.io
 import torch
-
-from experiments.data import verified_path
-from experiments.tasks.swimmer import swimmer
+from ppl_models.experiments.data import verified_path
+from ppl_models.experiments.tasks.swimmer import swimmer
 
 
 def test_swimmer_paper_split_is_20_5_of_one_file_standardised_by_the_20():

@@ -14,17 +14,17 @@ import numpy as np
 import pyro
 import pytest
 import torch
+from ppl_models.inference import UNCONDITION, SequenceModel, Unsupported, posterior_predictive
+from ppl_models.inference.arviz_compat import ARVIZ_1, az, group_names, loo_summary
+from ppl_models.inference.calibration import posterior_inference_data, stack_sequence_sites, to_inference_data
+from ppl_models.inference.objectives import ELBO, IWAE
+from ppl_models.inference.traces import latent_sites
 from pyro import poutine
 from pyro.infer import SVI, JitTrace_ELBO, Predictive, Trace_ELBO, TraceMeanField_ELBO
 from pyro.infer.autoguide import AutoNormal
 from test_protocol import FACTORIES, MASK
 
 import ppl_models
-from inference import UNCONDITION, SequenceModel, Unsupported, posterior_predictive
-from inference.arviz_compat import ARVIZ_1, az, group_names, loo_summary
-from inference.calibration import posterior_inference_data, stack_sequence_sites, to_inference_data
-from inference.objectives import ELBO, IWAE
-from inference.traces import latent_sites
 from ppl_models import PFRNNProgram
 
 matplotlib.use("Agg")

@@ -4,9 +4,8 @@ import math
 
 import pytest
 import torch
-
-from inference import calibration
-from inference.recalibration import fit_recalibration
+from ppl_models.inference import calibration
+from ppl_models.inference.recalibration import fit_recalibration
 
 
 def _gaussian_forecasts(num_sequences, generator, *, horizon=3, num_samples=400):

@@ -5,8 +5,12 @@ import math
 
 import pytest
 import torch
+from ppl_models.experiments.tasks.regime_switching import (
+    RegimeSwitchingLaw,
+    evaluate_regime_switching,
+    regime_switching,
+)
 
-from experiments.tasks.regime_switching import RegimeSwitchingLaw, evaluate_regime_switching, regime_switching
 from ppl_models.pf_rnn import PFRNNPredictor
 
 
@@ -39,7 +43,7 @@ def test_exact_and_moment_matched_predictive_by_hand():
     law = RegimeSwitchingLaw()  # targets N(-2, 0.5^2) in state 0, N(2, 0.5^2) in state 1
     posterior = torch.tensor([0.25], dtype=torch.float64)
     loc, scale, log_weights = law.mixture(posterior)
-    from inference.mixture_scores import gaussian_mixture_log_density
+    from ppl_models.inference.mixture_scores import gaussian_mixture_log_density
 
     density = 0.75 * _normal(1.0, -2.0, 0.5) + 0.25 * _normal(1.0, 2.0, 0.5)
     value = gaussian_mixture_log_density(torch.tensor([1.0], dtype=torch.float64), loc, scale, log_weights)
@@ -78,8 +82,8 @@ def test_bad_options_are_named(options, name):
 
 
 def test_trained_run_scores_and_reevaluates_with_other_evaluation_settings(tmp_path):
-    from experiments import supervised
-    from experiments.studies.pfrnn_eval_variants import main, reevaluate
+    from ppl_models.experiments import supervised
+    from ppl_models.experiments.studies.pfrnn_eval_variants import main, reevaluate
 
     config = supervised.load_supervised_config("experiments/configs/pfrnn_regimes.toml", [
         "data.num_train=8", "data.num_valid=4", "data.num_test=4", "data.steps=5", "train.epochs=1",

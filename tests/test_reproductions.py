@@ -6,11 +6,10 @@ import statistics
 from pathlib import Path
 
 import pytest
-
-from experiments import claims, reproductions
-from experiments.claims import CLAIMS, Beats, Budget, Claim, Matches, Reading, Stat, Within
-from experiments.cli import main
-from experiments.registry import EXPERIMENTS, SUITES
+from ppl_models.experiments import claims, reproductions
+from ppl_models.experiments.claims import CLAIMS, Beats, Budget, Claim, Matches, Reading, Stat, Within
+from ppl_models.experiments.cli import main
+from ppl_models.experiments.registry import EXPERIMENTS, SUITES
 
 RESULTS = Path(__file__).resolve().parent.parent / "docs" / "results"
 

@@ -5,8 +5,13 @@ import math
 import numpy as np
 import pytest
 import torch
-
-from inference.resampling import SCHEMES, effective_sample_size, gather_particles, resample, resample_adaptive
+from ppl_models.inference.resampling import (
+    SCHEMES,
+    effective_sample_size,
+    gather_particles,
+    resample,
+    resample_adaptive,
+)
 
 K, B = 6, 3
 
@@ -56,7 +61,7 @@ def test_ordered_schemes_agree_with_inverse_cdf_by_search(scheme):
 @pytest.mark.parametrize("scheme", ["stratified", "systematic"])
 def test_accelerator_search_path_matches_the_scan_path(scheme):
     """The searchsorted construction used on accelerators gives the same ancestors from the same uniforms."""
-    from inference.resampling import _draw_ancestors, _search_ancestors
+    from ppl_models.inference.resampling import _draw_ancestors, _search_ancestors
 
     for k, b in [(5, 3), (100, 16), (1000, 4)]:
         weights = torch.softmax(3 * torch.randn(k, b, generator=torch.Generator().manual_seed(k)), 0)

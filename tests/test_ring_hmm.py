@@ -5,8 +5,7 @@ import math
 
 import pytest
 import torch
-
-from experiments.tasks.ring_hmm import RingHMM, ring_hmm
+from ppl_models.experiments.tasks.ring_hmm import RingHMM, ring_hmm
 
 
 def _enumerated_log_likelihood(source, x):

@@ -1,9 +1,8 @@
 """Long runs, skipped by default (``pytest -m slow``): the full demo experiment."""
 
 import pytest
-
-from experiments import registry, runner
-from experiments.config import load_config
+from ppl_models.experiments import registry, runner
+from ppl_models.experiments.config import load_config
 
 pytestmark = pytest.mark.slow
 

@@ -3,12 +3,12 @@
 import pyro
 import pytest
 import torch
+from ppl_models.inference import ParticleFilter
+from ppl_models.inference.objectives import ELBO, IWAE, SMCBound
+from ppl_models.inference.training import TrainConfig, Trainer
 from pyro.infer import TraceMeanField_ELBO
 from torch.nn import functional as F
 
-from inference import ParticleFilter
-from inference.objectives import ELBO, IWAE, SMCBound
-from inference.training import TrainConfig, Trainer
 from ppl_models import SRNN, LinearGaussianSSM
 
 KEYS, FEATURES = 6, 5

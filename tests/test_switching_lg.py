@@ -4,8 +4,8 @@ import math
 
 import pytest
 import torch
+from ppl_models.experiments.tasks.switching_lg import SwitchingLGSSM, switching_lg
 
-from experiments.tasks.switching_lg import SwitchingLGSSM, switching_lg
 from ppl_models import LinearGaussianSSM
 
 

@@ -7,11 +7,10 @@ import pytest
 import scipy.optimize
 import scipy.stats
 import torch
-
-from experiments.data import resolve_data_dir
-from experiments.registry import DATASETS, build
-from experiments.tasks.covid import covid_deaths
-from experiments.tasks.synthetic_ar import (
+from ppl_models.experiments.data import resolve_data_dir
+from ppl_models.experiments.registry import DATASETS, build
+from ppl_models.experiments.tasks.covid import covid_deaths
+from ppl_models.experiments.tasks.synthetic_ar import (
     ARModel,
     ar_data,
     ar_model_two_data,

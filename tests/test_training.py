@@ -9,10 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-
-from inference.io import read_jsonl
-from inference.objectives import ExactLikelihood
-from inference.training import (
+from ppl_models.inference.io import read_jsonl
+from ppl_models.inference.objectives import ExactLikelihood
+from ppl_models.inference.training import (
     TrainConfig,
     Trainer,
     epoch_batches,
@@ -21,6 +20,7 @@ from inference.training import (
     load_checkpoint,
     trim_padding,
 )
+
 from ppl_models.lgssm import LinearGaussianSSM
 
 

@@ -4,11 +4,10 @@ import json
 
 import pytest
 import torch
-
-from experiments import reproductions, transfers
-from experiments.cli import main
-from experiments.registry import EXPERIMENTS
-from experiments.transfers import TRANSFERS, Transfer, shares
+from ppl_models.experiments import reproductions, transfers
+from ppl_models.experiments.cli import main
+from ppl_models.experiments.registry import EXPERIMENTS
+from ppl_models.experiments.transfers import TRANSFERS, Transfer, shares
 
 TINY = ("train.epochs=2", "data.num_train=8", "data.num_valid=4", "data.num_test=6", "data.num_steps=10",
         "evaluate.num_particles=10", "evaluate.iwae_particles=5", "evaluate.predictive_samples=10")  # fmt: skip
@@ -52,9 +51,9 @@ def test_transfer_records_provenance_and_every_member(tiny_run):
 
 def test_training_gap_is_the_models_exact_likelihood_against_the_truth_on_training_sequences(tiny_run):
     """The fit share's exact gap equals log p_model(x) - log p_true(x) over the first 5 training sequences."""
-    from experiments.config import check_config
-    from experiments.runner import _setup, read_config_json
-    from inference.training import load_best
+    from ppl_models.experiments.config import check_config
+    from ppl_models.experiments.runner import _setup, read_config_json
+    from ppl_models.inference.training import load_best
 
     root, _, record = tiny_run
     folder = root / "runs" / "seed-0" / "source-4-recipe"
@@ -103,8 +102,8 @@ def test_unknown_transfer_is_refused_in_one_line(capsys):
 
 def test_recipe_overrides_set_the_own_data_recipe_exactly():
     """The ``--set`` tables of an own-data transfer give back the recipe's sections, parsed by the CLI's own rules."""
-    from experiments.config import apply_overrides
-    from experiments.recipes import recipe
+    from ppl_models.experiments.config import apply_overrides
+    from ppl_models.experiments.recipes import recipe
 
     for model, binary in (("srnn", True), ("srnn", False), ("lgssm", False), ("smc-transformer", False)):
         overrides = list(transfers.recipe_overrides(model, binary=binary))

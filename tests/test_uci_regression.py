@@ -1,7 +1,7 @@
 """The AIR and PM regression tasks of the PF-RNN paper: loaders on the real files, evaluation, runner.
 
 Every expected value is recomputed here with pandas / numpy / scipy from the raw CSV files or
-by hand, independently of :mod:`experiments.tasks.uci_regression`.
+by hand, independently of :mod:`ppl_models.experiments.tasks.uci_regression`.
 """
 
 import json
@@ -12,12 +12,11 @@ import pandas as pd
 import pytest
 import scipy.stats
 import torch
-
-from experiments import cli
-from experiments.data import resolve_data_dir
-from experiments.registry import experiment_config
-from experiments.supervised import load_supervised_config
-from experiments.tasks.uci_regression import (
+from ppl_models.experiments import cli
+from ppl_models.experiments.data import resolve_data_dir
+from ppl_models.experiments.registry import experiment_config
+from ppl_models.experiments.supervised import load_supervised_config
+from ppl_models.experiments.tasks.uci_regression import (
     AIR_INPUTS,
     PM25_INPUTS,
     air_quality_regression,
@@ -26,7 +25,8 @@ from experiments.tasks.uci_regression import (
     pm25_regression,
     predictive_samples,
 )
-from inference.discriminative import DiscriminativeLoss
+from ppl_models.inference.discriminative import DiscriminativeLoss
+
 from ppl_models.pf_rnn import ParticleBelief, PFRNNPredictor
 
 try:
@@ -309,7 +309,7 @@ def test_bad_data_folder_and_config_keys(tmp_path, capsys):
 
 def test_japanese_vowels_task_against_sktimes_own_data(tmp_path):
     datasets = pytest.importorskip("sktime.datasets")
-    from experiments.tasks.uea_classification import japanese_vowels
+    from ppl_models.experiments.tasks.uea_classification import japanese_vowels
 
     raw_train, labels_train = datasets.load_japanese_vowels(split="train", return_X_y=True)
     raw_test, labels_test = datasets.load_japanese_vowels(split="test", return_X_y=True)

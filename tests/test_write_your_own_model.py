@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pytest
 import torch
-
-from experiments import cli
-from inference import ParticleFilter
-from inference.objectives import ELBO, IWAE
+from ppl_models.experiments import cli
+from ppl_models.inference import ParticleFilter
+from ppl_models.inference.objectives import ELBO, IWAE
 
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "write_your_own_model.md"
 

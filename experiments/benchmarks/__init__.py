@@ -1,1 +1,2 @@
-"""Benchmarks of the shared engines (run as modules, e.g. ``python -m experiments.benchmarks.bootstrap_filter``)."""
+"""Benchmarks of the shared engines (run as modules, e.g. ``python -m
+ppl_models.experiments.benchmarks.bootstrap_filter``)."""

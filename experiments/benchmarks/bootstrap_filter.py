@@ -4,7 +4,7 @@
 
 Sections (all in one run, one CPU thread):
 
-* ``compare``: wall time of :class:`inference.ParticleFilter` (``B`` sequences at once) beside the
+* ``compare``: wall time of :class:`ppl_models.inference.ParticleFilter` (``B`` sequences at once) beside the
   ``particles`` library of N. Chopin (numpy, ``ssm.Bootstrap`` + ``particles.SMC``, one sequence at
   a time) and beside Pyro's ``pyro.infer.SMCFilter`` (one sequence at a time: it shares one weight
   per particle across a batch and keeps no evidence, so it is timed only). All use systematic
@@ -27,9 +27,9 @@ variables of OpenMP, MKL, OpenBLAS, numexpr and numba to 1.
 
 Usage::
 
-    python -m experiments.benchmarks.bootstrap_filter                 # full CPU benchmark (minutes)
-    python -m experiments.benchmarks.bootstrap_filter --quick         # smoke configuration (seconds)
-    python -m experiments.benchmarks.bootstrap_filter --device cuda --out results.json
+    python -m ppl_models.experiments.benchmarks.bootstrap_filter                 # full CPU benchmark (minutes)
+    python -m ppl_models.experiments.benchmarks.bootstrap_filter --quick         # smoke configuration (seconds)
+    python -m ppl_models.experiments.benchmarks.bootstrap_filter --device cuda --out results.json
 """
 
 from __future__ import annotations
@@ -54,9 +54,7 @@ import numpy as np
 import pyro
 import pyro.distributions as dist
 import torch
-from pyro.infer import SMCFilter
-
-from experiments.benchmarks.timing import (
+from ppl_models.experiments.benchmarks.timing import (
     fit_scaling,
     load_average,
     machine_info,
@@ -66,8 +64,10 @@ from experiments.benchmarks.timing import (
     sync,
     time_repeats,
 )
-from inference import ParticleFilter
-from inference.io import write_json
+from ppl_models.inference import ParticleFilter
+from ppl_models.inference.io import write_json
+from pyro.infer import SMCFilter
+
 from ppl_models import LinearGaussianSSM
 
 RHO, SIGMA_X, SIGMA_Y = 0.9, 0.5, 1.0
@@ -460,7 +460,7 @@ def main(argv: list[str] | None = None) -> dict | None:
             [
                 os.path.basename(sys.executable),
                 "-m",
-                "experiments.benchmarks.bootstrap_filter",
+                "ppl_models.experiments.benchmarks.bootstrap_filter",
                 *(sys.argv[1:] if argv is None else argv),
             ]
         ),
@@ -495,7 +495,7 @@ def main(argv: list[str] | None = None) -> dict | None:
         res["scaling"] = scaling(cfg, device, repeats, args.seed)
     if not args.skip_memory:
         print("memory ...", flush=True)
-        from experiments.benchmarks.filter_memory import memory  # it imports this module
+        from ppl_models.experiments.benchmarks.filter_memory import memory  # it imports this module
 
         res["memory"] = memory(cfg, device, args.seed)
     res["total_wall_s"] = time.perf_counter() - started
@@ -506,7 +506,8 @@ def main(argv: list[str] | None = None) -> dict | None:
         f"at end {res['load_average_end']}"
     )
     if args.out is not None:
-        write_json(args.out, {**res, **provenance("experiments.benchmarks.bootstrap_filter", argv, (args.seed,))})
+        module = "ppl_models.experiments.benchmarks.bootstrap_filter"
+        write_json(args.out, {**res, **provenance(module, argv, (args.seed,))})
         print(f"wrote {args.out}")
     return res
 

@@ -1,8 +1,8 @@
-"""GPU benchmark of CUDA-graph replay (:class:`inference.graphs.GraphedCall`) against eager launches.
+"""GPU benchmark of CUDA-graph replay (:class:`ppl_models.inference.graphs.GraphedCall`) against eager launches.
 
 Sections, each eager beside graphed, on one CUDA device:
 
-* ``filter``: the bootstrap filter of :mod:`experiments.benchmarks.bootstrap_filter` (1-d LGSSM,
+* ``filter``: the bootstrap filter of :mod:`ppl_models.experiments.benchmarks.bootstrap_filter` (1-d LGSSM,
   systematic resampling at ESS < K/2, ``B = 16`` sequences of ``T`` steps) at several ``K``:
   milliseconds per filter step, the speed-up, the capture time, and the log-evidence error
   against the exact Kalman value (mean over sequences), so a graph that computed something
@@ -14,8 +14,8 @@ Sections, each eager beside graphed, on one CUDA device:
 
 Usage (needs a CUDA device; nothing is downloaded)::
 
-    python -m experiments.benchmarks.cuda_graphs --out docs/results/cuda_graphs_h100.json
-    python -m experiments.benchmarks.cuda_graphs --quick
+    python -m ppl_models.experiments.benchmarks.cuda_graphs --out docs/results/cuda_graphs_h100.json
+    python -m ppl_models.experiments.benchmarks.cuda_graphs --quick
 """
 
 from __future__ import annotations
@@ -28,13 +28,13 @@ import traceback
 from pathlib import Path
 
 import torch
+from ppl_models.experiments.benchmarks.bootstrap_filter import ESS_THRESHOLD, make_data, make_model
+from ppl_models.experiments.benchmarks.timing import machine_info, provenance, stats, time_repeats
+from ppl_models.inference import ParticleFilter
+from ppl_models.inference.discriminative import DiscriminativeLoss
+from ppl_models.inference.graphs import GraphedCall
+from ppl_models.inference.io import write_json
 
-from experiments.benchmarks.bootstrap_filter import ESS_THRESHOLD, make_data, make_model
-from experiments.benchmarks.timing import machine_info, provenance, stats, time_repeats
-from inference import ParticleFilter
-from inference.discriminative import DiscriminativeLoss
-from inference.graphs import GraphedCall
-from inference.io import write_json
 from ppl_models.pf_rnn import PFRNNPredictor
 
 __all__ = ["main", "filter_rows", "pf_rnn_rows", "training_setup", "PAPER_EPOCH"]
@@ -157,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, text in errors.items():
         print(f"{name} failed:\n{text}", file=sys.stderr)
     if args.out is not None:
-        write_json(args.out, {**results, **provenance("experiments.benchmarks.cuda_graphs", argv, (0,))})
+        write_json(args.out, {**results, **provenance("ppl_models.experiments.benchmarks.cuda_graphs", argv, (0,))})
     return 1 if errors else 0
 
 

@@ -1,9 +1,9 @@
 """Memory of the bootstrap filter benchmark: peak RSS growth of one run per configuration.
 
 On the CPU each configuration runs in a fresh process (``python -m
-experiments.benchmarks.filter_memory CONFIG_JSON``), under each allocator setting of
+ppl_models.experiments.benchmarks.filter_memory CONFIG_JSON``), under each allocator setting of
 :data:`ALLOCATORS`; on CUDA the caching allocator's peak is read in this process.
-:func:`memory` is the entry :mod:`experiments.benchmarks.bootstrap_filter` calls.
+:func:`memory` is the entry :mod:`ppl_models.experiments.benchmarks.bootstrap_filter` calls.
 """
 
 from __future__ import annotations
@@ -14,10 +14,9 @@ import subprocess
 import sys
 
 import torch
-
-from experiments.benchmarks.bootstrap_filter import ESS_THRESHOLD, make_data, make_model
-from experiments.benchmarks.timing import REPO_ROOT, current_and_peak_rss, reset_peak_rss
-from inference import ParticleFilter
+from ppl_models.experiments.benchmarks.bootstrap_filter import ESS_THRESHOLD, make_data, make_model
+from ppl_models.experiments.benchmarks.timing import REPO_ROOT, current_and_peak_rss, reset_peak_rss
+from ppl_models.inference import ParticleFilter
 
 __all__ = ["memory", "memory_probe", "ALLOCATORS"]
 
@@ -69,7 +68,7 @@ def _probe_subprocess(config: dict, extra_env: dict) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
     env.update(extra_env)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
-    cmd = [sys.executable, "-m", "experiments.benchmarks.filter_memory", json.dumps(config)]
+    cmd = [sys.executable, "-m", "ppl_models.experiments.benchmarks.filter_memory", json.dumps(config)]
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=str(REPO_ROOT), check=False)
     if done.returncode != 0:
         raise RuntimeError(f"memory probe {config} failed:\n{done.stderr}")

@@ -23,9 +23,9 @@ shapes, measured elsewhere (printed beside ours, never re-measured here).
 
 Usage::
 
-    python -m experiments.benchmarks.pf_rnn                 # a few minutes on 2 cores
-    python -m experiments.benchmarks.pf_rnn --quick         # smoke configuration
-    python -m experiments.benchmarks.pf_rnn --device cuda --out pf_rnn.json
+    python -m ppl_models.experiments.benchmarks.pf_rnn                 # a few minutes on 2 cores
+    python -m ppl_models.experiments.benchmarks.pf_rnn --quick         # smoke configuration
+    python -m ppl_models.experiments.benchmarks.pf_rnn --device cuda --out pf_rnn.json
 """
 
 from __future__ import annotations
@@ -39,12 +39,19 @@ import sys
 from pathlib import Path
 
 import torch
+from ppl_models.experiments.benchmarks.cuda_graphs import PAPER_EPOCH, training_setup
+from ppl_models.experiments.benchmarks.timing import (
+    fit_scaling,
+    load_average,
+    machine_info,
+    provenance,
+    stats,
+    time_repeats,
+)
+from ppl_models.inference.graphs import GraphedCall
+from ppl_models.inference.io import write_json
 from torch import nn
 
-from experiments.benchmarks.cuda_graphs import PAPER_EPOCH, training_setup
-from experiments.benchmarks.timing import fit_scaling, load_average, machine_info, provenance, stats, time_repeats
-from inference.graphs import GraphedCall
-from inference.io import write_json
 from ppl_models.pf_rnn import PFGRU, PFLSTM
 
 __all__ = ["main", "row_step", "time_rows", "OFFICIAL", "REFERENCE", "EPOCHS", "STEPS_PER_EPOCH", "memory_probe"]
@@ -116,7 +123,7 @@ def time_rows(names, shape: tuple, repeats: int, device: str) -> dict:
 
 def memory_probe(name: str, shape: tuple, threads: int) -> dict:
     """Peak RSS growth of one run of ``name`` in a fresh process (after a warm-up run)."""
-    code = ("import json, torch; from experiments.benchmarks import pf_rnn as b, timing as f; "
+    code = ("import json, torch; from ppl_models.experiments.benchmarks import pf_rnn as b, timing as f; "
             f"torch.set_num_threads({threads}); run = b.row_step({name!r}, *{shape!r}, 'cpu'); run(); "
             "import gc; gc.collect(); m = f.reset_peak_rss(); before, _ = f.current_and_peak_rss(m); run(); "
             "_, peak = f.current_and_peak_rss(m); print(json.dumps({'peak_growth_mb': (peak - before) / 2**20}))")
@@ -163,7 +170,8 @@ def main(argv: list[str] | None = None) -> int:
         if name.endswith("training step"):
             row["epoch_s_extrapolated"] = row["median_s"] * steps_per_epoch
     results = {
-        "command": " ".join(["python -m experiments.benchmarks.pf_rnn", *(sys.argv[1:] if argv is None else argv)]),
+        "command": " ".join(["python -m ppl_models.experiments.benchmarks.pf_rnn",
+                             *(sys.argv[1:] if argv is None else argv)]),
         "machine": machine_info(args.device), "threads": args.threads, "seed": 0,
         "allocator": {key: value for key, value in os.environ.items() if key.startswith("MALLOC_")} or "glibc default",
         "shape": dict(zip(("batch", "particles", "steps", "hidden"), shape)),
@@ -178,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     results["load_average_end"] = load_average()
     print_report(results)
     if args.out is not None:
-        write_json(args.out, {**results, **provenance("experiments.benchmarks.pf_rnn", argv, (0,))})
+        write_json(args.out, {**results, **provenance("ppl_models.experiments.benchmarks.pf_rnn", argv, (0,))})
     return 0
 
 

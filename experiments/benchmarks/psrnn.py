@@ -13,9 +13,9 @@ by default (``--threads``).
 
 Usage::
 
-    python -m experiments.benchmarks.psrnn                  # Swimmer (a minute)
-    python -m experiments.benchmarks.psrnn --quick          # smoke configuration
-    python -m experiments.benchmarks.psrnn --device cuda --out psrnn.json
+    python -m ppl_models.experiments.benchmarks.psrnn                  # Swimmer (a minute)
+    python -m ppl_models.experiments.benchmarks.psrnn --quick          # smoke configuration
+    python -m ppl_models.experiments.benchmarks.psrnn --device cuda --out psrnn.json
 """
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ import sys
 from pathlib import Path
 
 import torch
+from ppl_models.experiments.benchmarks.timing import load_average, machine_info, provenance, stats, time_repeats  # noqa: I001
+from ppl_models.inference.io import write_json
+from ppl_models.inference.objectives import ExactLikelihood
 
-from experiments.benchmarks.timing import load_average, machine_info, provenance, stats, time_repeats  # noqa: I001
-from inference.io import write_json
-from inference.objectives import ExactLikelihood
 from ppl_models import PSRNN, RecurrentPredictor
 
 __all__ = ["main", "two_stage_timing", "training_step_timing"]
@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         x, num_features, repeats = torch.randn(4, 30, 5), 200, 1
     else:
-        from experiments.tasks.swimmer import swimmer
+        from ppl_models.experiments.tasks.swimmer import swimmer
 
         x, num_features, repeats = swimmer().train[0], 2000, args.repeats
     batch = x[: min(args.batch, len(x))] if not args.quick else x
@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, row in results["training_step"]["models"].items():
         print(f"  {name:<16}{row['parameters']:>9}{row['median_s']:>11.4f}{row['sequence_steps_per_s']:>16.0f}")
     if args.out is not None:
-        write_json(args.out, {**results, **provenance("experiments.benchmarks.psrnn", argv, (0,))})
+        write_json(args.out, {**results, **provenance("ppl_models.experiments.benchmarks.psrnn", argv, (0,))})
     return 0
 
 

@@ -11,9 +11,9 @@ Median of ``--repeats``; ``--threads`` CPU threads.
 
 Usage::
 
-    python -m experiments.benchmarks.smc_transformer             # about a minute on 2 cores
-    python -m experiments.benchmarks.smc_transformer --quick
-    python -m experiments.benchmarks.smc_transformer --device cuda --out smct.json
+    python -m ppl_models.experiments.benchmarks.smc_transformer             # about a minute on 2 cores
+    python -m ppl_models.experiments.benchmarks.smc_transformer --quick
+    python -m ppl_models.experiments.benchmarks.smc_transformer --device cuda --out smct.json
 """
 
 from __future__ import annotations
@@ -23,11 +23,18 @@ import sys
 from pathlib import Path
 
 import torch
+from ppl_models.experiments.benchmarks.timing import (
+    fit_scaling,
+    load_average,
+    machine_info,
+    provenance,
+    stats,
+    time_repeats,
+)
+from ppl_models.inference import ParticleFilter
+from ppl_models.inference.io import write_json
+from ppl_models.inference.objectives import SMCBound
 
-from experiments.benchmarks.timing import fit_scaling, load_average, machine_info, provenance, stats, time_repeats
-from inference import ParticleFilter
-from inference.io import write_json
-from inference.objectives import SMCBound
 from ppl_models.smc_transformer import SMCTransformer
 
 __all__ = ["main", "training_step", "predictive_run"]
@@ -119,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  cost vs M {ms}: slope {fits['fit_particles']['loglog_slope']:.2f}; "
           f"vs T {ts}: slope {fits['fit_steps']['loglog_slope']:.2f}")
     if args.out is not None:
-        write_json(args.out, {**results, **provenance("experiments.benchmarks.smc_transformer", argv, (0,))})
+        write_json(args.out, {**results, **provenance("ppl_models.experiments.benchmarks.smc_transformer", argv, (0,))})
     return 0
 
 

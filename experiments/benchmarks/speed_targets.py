@@ -3,12 +3,12 @@
 * PF-LSTM (PF-GRU) layer, one forward and backward pass at ``B = 128``, ``K = 30``, ``T = 80``,
   ``H = 64``, against the ``nn.LSTMCell`` (``nn.GRUCell``) loop at batch ``B K`` and the fused
   ``nn.LSTM`` (``nn.GRU``); the PF-LSTM and PF-GRU localization training steps (RMSprop) and the
-  paper-budget epoch extrapolated from them (:mod:`experiments.benchmarks.pf_rnn`, ``--threads``
+  paper-budget epoch extrapolated from them (:mod:`ppl_models.experiments.benchmarks.pf_rnn`, ``--threads``
   threads, 2 by default, as the official figures were taken);
 * the bootstrap filter (K = 1000, T = 1000, B = 16, one thread) against the ``particles`` library
-  (:mod:`experiments.benchmarks.bootstrap_filter`; skipped, and said so, when it is not installed);
+  (:mod:`ppl_models.experiments.benchmarks.bootstrap_filter`; skipped, and said so, when it is not installed);
 * SRNN's training step at the paper's sizes against the same ELBO written by hand in torch
-  (:mod:`experiments.benchmarks.srnn_step`, one thread);
+  (:mod:`ppl_models.experiments.benchmarks.srnn_step`, one thread);
 * peak memory of the PF-LSTM training step and of the ``nn.LSTMCell`` row (fresh processes).
 
 Each section times its methods round-robin, so background load hits them alike, and reports
@@ -17,8 +17,8 @@ medians; the load average is recorded before and after. Ratios are ours over the
 
 Usage::
 
-    python -m experiments.benchmarks.speed_targets --out docs/results/speed_targets_cpu.json
-    python -m experiments.benchmarks.speed_targets --quick      # smoke configuration (tiny shapes)
+    python -m ppl_models.experiments.benchmarks.speed_targets --out docs/results/speed_targets_cpu.json
+    python -m ppl_models.experiments.benchmarks.speed_targets --quick      # smoke configuration (tiny shapes)
 """
 
 from __future__ import annotations
@@ -30,10 +30,9 @@ import time
 from pathlib import Path
 
 import torch
-
-from experiments.benchmarks import bootstrap_filter, pf_rnn, srnn_step
-from experiments.benchmarks.timing import load_average, machine_info, provenance
-from inference.io import write_json
+from ppl_models.experiments.benchmarks import bootstrap_filter, pf_rnn, srnn_step
+from ppl_models.experiments.benchmarks.timing import load_average, machine_info, provenance
+from ppl_models.inference.io import write_json
 
 __all__ = ["TARGETS", "main"]
 
@@ -106,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     repeats = 1 if args.quick else args.repeats
     started = time.perf_counter()
     results = {
-        "command": " ".join(["python -m experiments.benchmarks.speed_targets",
+        "command": " ".join(["python -m ppl_models.experiments.benchmarks.speed_targets",
                              *(sys.argv[1:] if argv is None else argv)]),
         "seed": args.seed, "machine": machine_info("cpu"), "load_average_start": load_average(),
         "pf_rnn": _pf_rnn_section(args.quick, repeats, args.threads),
@@ -120,7 +119,8 @@ def main(argv: list[str] | None = None) -> int:
                           for name, (bound, kind) in TARGETS.items()}  # fmt: skip
     print_report(results)
     if args.out is not None:
-        write_json(args.out, {**results, **provenance("experiments.benchmarks.speed_targets", argv, (args.seed,))})
+        module = "ppl_models.experiments.benchmarks.speed_targets"
+        write_json(args.out, {**results, **provenance(module, argv, (args.seed,))})
     return 0
 
 

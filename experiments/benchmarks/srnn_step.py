@@ -8,9 +8,9 @@ Every method computes the same analytic-KL ELBO (one sample) over the *same* mod
 takes one Adam step:
 
 * ``torch``: a hand-written loop over time calling the model's nets directly (no Pyro);
-* ``ours``: :class:`inference.objectives.ELBO` (``mean_field=True``), what the training loop runs;
+* ``ours``: :class:`ppl_models.inference.objectives.ELBO` (``mean_field=True``), what the training loop runs;
 * ``ours graphed`` (CUDA only): the same step recorded as a CUDA graph
-  (:meth:`inference.graphs.GraphedCall.training_step`, Adam with ``capturable=True``);
+  (:meth:`ppl_models.inference.graphs.GraphedCall.training_step`, Adam with ``capturable=True``);
 * ``pyro svi``: ``pyro.infer.SVI(model.model, model.guide, Adam, TraceMeanField_ELBO())``.
 
 Methods run round-robin after warm-up; best and median of ``--repeats`` are reported, with the
@@ -18,9 +18,9 @@ ratio of each median to the torch median. One CPU thread (set before torch loads
 
 Usage::
 
-    python -m experiments.benchmarks.srnn_step                 # both sizes (a minute or two)
-    python -m experiments.benchmarks.srnn_step --quick         # smoke configuration
-    python -m experiments.benchmarks.srnn_step --device cuda --out srnn_step.json
+    python -m ppl_models.experiments.benchmarks.srnn_step                 # both sizes (a minute or two)
+    python -m ppl_models.experiments.benchmarks.srnn_step --quick         # smoke configuration
+    python -m ppl_models.experiments.benchmarks.srnn_step --device cuda --out srnn_step.json
 """
 
 from __future__ import annotations
@@ -32,13 +32,13 @@ from pathlib import Path
 
 import pyro
 import torch
+from ppl_models.experiments.benchmarks.timing import load_average, machine_info, provenance, stats, time_repeats  # noqa: I001
+from ppl_models.inference.graphs import GraphedCall
+from ppl_models.inference.io import write_json
+from ppl_models.inference.objectives import ELBO
 from pyro.infer import SVI, TraceMeanField_ELBO
 from torch.nn import functional as F
 
-from experiments.benchmarks.timing import load_average, machine_info, provenance, stats, time_repeats  # noqa: I001
-from inference.graphs import GraphedCall
-from inference.io import write_json
-from inference.objectives import ELBO
 from ppl_models import SRNN
 
 __all__ = ["SIZES", "direct_elbo", "main"]
@@ -151,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     print_report(results)
     if args.out is not None:
-        write_json(args.out, {**results, **provenance("experiments.benchmarks.srnn_step", argv, (0,))})
+        write_json(args.out, {**results, **provenance("ppl_models.experiments.benchmarks.srnn_step", argv, (0,))})
     return 0
 
 

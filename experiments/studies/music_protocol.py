@@ -1,6 +1,6 @@
 """Protocol check of a polyphonic music set and of a trained run's test figure.
 
-``python -m experiments.studies.music_protocol RUN_DIR OUT.json`` writes, for the run's data set:
+``python -m ppl_models.experiments.studies.music_protocol RUN_DIR OUT.json`` writes, for the run's data set:
 
 * per split: sequences, steps, length range and the MIDI keys that ever sound;
 * for the run's best checkpoint, from one guide draw per test piece (seeded): the test ELBO per
@@ -17,11 +17,10 @@ import sys
 
 import pyro
 import torch
+from ppl_models.inference.io import write_json
+from ppl_models.inference.objectives import ELBO
+from ppl_models.inference.training import load_best
 from pyro import poutine
-
-from inference.io import write_json
-from inference.objectives import ELBO
-from inference.training import load_best
 
 from ..config import check_config
 from ..runner import _batches, _setup, check_run_folder, read_config_json
@@ -64,7 +63,7 @@ def normalisations(model, x_all: torch.Tensor, mask_all: torch.Tensor, silent_ke
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(prog="python -m experiments.studies.music_protocol",
+    parser = argparse.ArgumentParser(prog="python -m ppl_models.experiments.studies.music_protocol",
                                      description=__doc__.split("\n")[0])
     parser.add_argument("run_dir", help="a finished run folder of a polyphonic music experiment")
     parser.add_argument("out", help="JSON file to write")
@@ -79,7 +78,8 @@ def main(argv: list[str] | None = None) -> dict:
     pyro.set_rng_seed(args.seed)
     silent = data.train[0][data.train[1]].sum(0) == 0
     result = {
-        "command": "python -m experiments.studies.music_protocol " + " ".join(sys.argv[1:] if argv is None else argv),
+        "command": "python -m ppl_models.experiments.studies.music_protocol "
+                   + " ".join(sys.argv[1:] if argv is None else argv),
         "run_dir": str(run_dir), "seed": args.seed, "data": data.description,
         "splits": {name: split_summary(*split) for name, split in
                    (("train", data.train), ("valid", data.valid), ("test", data.test))},

@@ -1,6 +1,6 @@
 """Validation learning curves of localization-paper runs, in the paper's metric, on one figure.
 
-``python -m experiments.studies.pfrnn_curves OUT.png LABEL=RUN_DIR[@FIRST_EPOCH] ...`` reads each run's
+``python -m ppl_models.experiments.studies.pfrnn_curves OUT.png LABEL=RUN_DIR[@FIRST_EPOCH] ...`` reads each run's
 ``metrics.jsonl`` (the ``monitor.valid_last_step_mse`` recorded every ``valid_every`` epochs,
 from ``FIRST_EPOCH`` on: a resumed copy of another run starts where its own records do),
 prints the curves as a table and plots last-step (x, y) MSE in cells² against epochs.
@@ -12,8 +12,7 @@ import sys
 from pathlib import Path
 
 from matplotlib.figure import Figure
-
-from inference.io import read_jsonl
+from ppl_models.inference.io import read_jsonl
 
 from ..plots import save_png
 
@@ -28,7 +27,8 @@ def valid_curve(run_dir: str | Path, first_epoch: int = 1) -> list[tuple[int, fl
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     if len(args) < 2 or any("=" not in a for a in args[1:]):
-        raise SystemExit("usage: python -m experiments.studies.pfrnn_curves OUT.png LABEL=RUN_DIR[@FIRST_EPOCH] ...")
+        raise SystemExit("usage: python -m ppl_models.experiments.studies.pfrnn_curves OUT.png "
+                         "LABEL=RUN_DIR[@FIRST_EPOCH] ...")
     figure = Figure(figsize=(6, 4))
     axes = figure.subplots()
     for label, source in (a.split("=", 1) for a in args[1:]):

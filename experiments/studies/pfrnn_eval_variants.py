@@ -3,7 +3,7 @@
 The particle count and the evaluation randomness do not change a PF layer's parameters, so the
 best checkpoint of a run can be scored again with, e.g., more particles or no noise at test time:
 
-    python -m experiments.studies.pfrnn_eval_variants RUN_DIR --set model.num_particles=100 \
+    python -m ppl_models.experiments.studies.pfrnn_eval_variants RUN_DIR --set model.num_particles=100 \
         --set 'model.eval_randomness="off"'
 
 prints the test metrics (the run's own ``metrics.json`` is left untouched) as JSON. Only
@@ -17,7 +17,7 @@ import json
 import sys
 from pathlib import Path
 
-from inference.training import load_best
+from ppl_models.inference.training import load_best
 
 from ..config import apply_overrides
 from ..supervised import _setup

@@ -1,6 +1,7 @@
 """Why a PF-RNN localization checkpoint scores worse in evaluation mode than in training mode.
 
-``python -m experiments.studies.pfrnn_norm_check RUN_DIR [--checkpoint best.pt ...] [--sequences 300] [--out FILE]``
+``python -m ppl_models.experiments.studies.pfrnn_norm_check RUN_DIR [--checkpoint best.pt ...] [--sequences 300]
+[--out FILE]``
 scores the first validation trajectories of a ``localization-paper`` run (the paper's last-step
 (x, y) MSE in cells, the same noise seed for every row) with the batch norms' statistics taken
 five ways, one cause at a time:
@@ -8,7 +9,7 @@ five ways, one cause at a time:
 * ``running``: the running averages saved in the checkpoint (evaluation as trained);
 * ``batch 250`` / ``batch 10``: each batch's own statistics (training-mode norms), over 250 or
   10 trajectories at a time: does the model need batch-level statistics?
-* ``refreshed``: :func:`~inference.training.refresh_norm_statistics` at the checkpoint's fixed
+* ``refreshed``: :func:`~ppl_models.inference.training.refresh_norm_statistics` at the checkpoint's fixed
   weights, from 8 training batches of 128;
 * ``ema at fixed weights``: from the refreshed statistics, 30 more training batches averaged
   with the training momentum (0.1) at the fixed weights: the running average's own noise, with
@@ -24,9 +25,8 @@ import sys
 from pathlib import Path
 
 import torch
-
-from inference.io import write_json
-from inference.training import load_checkpoint, refresh_norm_statistics
+from ppl_models.inference.io import write_json
+from ppl_models.inference.training import load_checkpoint, refresh_norm_statistics
 
 from ..supervised import _setup
 
@@ -81,7 +81,7 @@ def check(run_dir: Path, checkpoint: str = "best.pt", sequences: int = 300) -> d
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m experiments.studies.pfrnn_norm_check",
+    parser = argparse.ArgumentParser(prog="python -m ppl_models.experiments.studies.pfrnn_norm_check",
                                      description=__doc__.split("\n")[0])
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("--checkpoint", nargs="+", default=["best.pt"])
@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> None:
             print(f"  {name:<22} {value:8.3f}")
         results.append(result)
     if args.out:
-        command = "python -m experiments.studies.pfrnn_norm_check " + " ".join(argv or sys.argv[1:])
+        command = "python -m ppl_models.experiments.studies.pfrnn_norm_check " + " ".join(argv or sys.argv[1:])
         write_json(args.out, {"command": command, "results": results})
 
 

@@ -1,6 +1,6 @@
 """The PF-RNN paper's official code and our PF-LSTM, side by side on the same maze data.
 
-``python -m experiments.studies.pfrnn_official --official-git-dir GIT_DIR --out FILE [--epochs E --seeds N
+``python -m ppl_models.experiments.studies.pfrnn_official --official-git-dir GIT_DIR --out FILE [--epochs E --seeds N
 --train-trajectories M --valid-trajectories V --test-trajectories T --work-dir DIR]``
 
 * Data: our ``localization-paper`` task (10 x 10 maze, data seed 0) made once; the official code reads the same
@@ -34,9 +34,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
-
-from inference.io import write_json
-from inference.training import load_checkpoint
+from ppl_models.inference.io import write_json
+from ppl_models.inference.training import load_checkpoint
 
 from ..tasks.localization_paper import evaluate_localization_paper, layout_grid, localization_paper_data
 
@@ -253,7 +252,7 @@ def run_ours(folder: Path, splits: dict, sizes: dict, seed: int, epochs: int) ->
     folder.mkdir(parents=True)
     run_dir = folder / "run"
     command = our_command(epochs, sizes, seed, _relative(run_dir))
-    wall = _run([sys.executable, "-m", "experiments.cli", *command[1:]], Path.cwd(), folder / "train.log",
+    wall = _run([sys.executable, "-m", "ppl_models.experiments.cli", *command[1:]], Path.cwd(), folder / "train.log",
                 _environment())  # fmt: skip
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
     curve = [{"epoch": r["epoch"], "valid_last_step_mse": r["monitor"]["valid_last_step_mse"],
@@ -334,7 +333,8 @@ NOTES = {
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m experiments.studies.pfrnn_official", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m ppl_models.experiments.studies.pfrnn_official",
+                                     description=__doc__)
     parser.add_argument("--official-git-dir", type=Path, required=True,
                         help="git directory of a clone of the official PF-RNN repository (Yusufma03/pfrnns)")
     parser.add_argument("--out", type=Path, required=True)
@@ -367,8 +367,8 @@ def main(argv: list[str] | None = None) -> None:
             results[code].append(record)
     write_json(args.out, {
         "study": "PF-RNN official code (Ma et al. 2020) against ours on the same localization-paper maze-10 data",
-        "commands": {"study": "python -m experiments.studies.pfrnn_official " + " ".join(_portable(sys.argv[1:] if argv
-                                                                                                    is None else argv)),
+        "commands": {"study": "python -m ppl_models.experiments.studies.pfrnn_official "
+                              + " ".join(_portable(sys.argv[1:] if argv is None else argv)),
                      "official_train": official_command(args.epochs, args.train_trajectories),
                      "ours_train_seed0": our_command(args.epochs, sizes, 0, Path("RUN_DIR"))},
         "seeds": list(range(args.seeds)), "data_seed": DATA_SEED,

@@ -11,7 +11,7 @@ scale; the test split is never used to fit).
 
 Usage::
 
-    python -m experiments.studies.psrnn_calibration RNN=runs/x/rnn PSRNN=runs/x/psrnn --refit none \\
+    python -m ppl_models.experiments.studies.psrnn_calibration RNN=runs/x/rnn PSRNN=runs/x/psrnn --refit none \\
         --refit student-t+state --out cal.json
 """
 
@@ -23,10 +23,10 @@ from pathlib import Path
 
 import scipy.stats
 import torch
+from ppl_models.experiments.runner import _setup, read_config_json
+from ppl_models.inference.io import write_json
+from ppl_models.inference.training import load_best
 
-from experiments.runner import _setup, read_config_json
-from inference.io import write_json
-from inference.training import load_best
 from ppl_models.predictive_noise import NOISE_REFITS
 
 __all__ = ["LEVELS", "pit", "calibration_from_pit", "calibrate_run", "main"]
@@ -91,7 +91,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{refit:>16} {label:>12}  mse {row['mse']:.4f}  " + "  ".join(
                 f"{k} {row[k]:.3f}" for k in row if k.startswith(("coverage", "pit"))))  # fmt: skip
     if args.out:
-        write_json(args.out, {"command": "python -m experiments.studies.psrnn_calibration " + " ".join(sys.argv[1:]),
+        command = "python -m ppl_models.experiments.studies.psrnn_calibration " + " ".join(sys.argv[1:])
+        write_json(args.out, {"command": command,
                               "split": args.split, "results": results})  # fmt: skip
     return 0
 

@@ -7,7 +7,8 @@ with ``--epochs N``, the same read from the log at a budget of ``N`` epochs.
 
 Usage::
 
-    python -m experiments.studies.psrnn_seeds runs/psrnn5/ablation --out docs/results/psrnn_ablation_swimmer.json
+    python -m ppl_models.experiments.studies.psrnn_seeds runs/psrnn5/ablation \\
+        --out docs/results/psrnn_ablation_swimmer.json
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from inference.io import write_json
+from ppl_models.inference.io import write_json
 
 __all__ = ["run_summary", "summarize", "main"]
 
@@ -91,7 +92,8 @@ def main(argv: list[str] | None = None) -> int:
         epochs = [run["best_epoch"] for run in row["runs"]]
         print(f"{label:>16}  n={len(row['runs'])}  test MSE {row['mean_test_mse']:.4f} +- {sd}  best epochs {epochs}")
     if args.out:
-        write_json(args.out, {"command": "python -m experiments.studies.psrnn_seeds " + " ".join(sys.argv[1:]),
+        command = "python -m ppl_models.experiments.studies.psrnn_seeds " + " ".join(sys.argv[1:])
+        write_json(args.out, {"command": command,
                               "results": summary})  # fmt: skip
     return 0
 

@@ -9,7 +9,8 @@ both has not fit (capacity, optimisation or the training objective's bias).
 
 Usage::
 
-    python -m experiments.studies.truth_fit runs/hmm-gap/srnn-smooth-res_q-elbo-seed-0 [RUN ...] [--out FILE.json]
+    python -m ppl_models.experiments.studies.truth_fit runs/hmm-gap/srnn-smooth-res_q-elbo-seed-0 [RUN ...] \\
+        [--out FILE.json]
 """
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ import json
 import sys
 from pathlib import Path
 
-from inference.io import write_json
-from inference.training import load_best
-from inference.validation import check_positive_int
+from ppl_models.inference.io import write_json
+from ppl_models.inference.training import load_best
+from ppl_models.inference.validation import check_positive_int
 
 from ..config import EvaluateConfig, check_config
 from ..runner import _setup, check_run_folder, evaluate_model, read_config_json
@@ -34,7 +35,7 @@ def split_gaps(run_dir: str | Path, sequences: int = 100, splits: tuple[str, ...
                evaluate: dict | None = None) -> dict:  # fmt: skip
     """``{"train": gaps, "test": gaps, "truth_per_step": {"train", "test"}}`` of a finished run.
 
-    ``gaps`` is :func:`inference.evaluation.gap_to_truth`'s dictionary for each estimator of
+    ``gaps`` is :func:`ppl_models.inference.evaluation.gap_to_truth`'s dictionary for each estimator of
     the run's ``[evaluate]`` table (with ``evaluate``'s settings in place of its own, e.g.
     ``{"num_particles": 100}``), on the first ``sequences`` sequences of each of ``splits`` (all
     of a split if it has fewer); the best checkpoint is scored in evaluation mode (no dropout).
@@ -65,7 +66,7 @@ def split_gaps(run_dir: str | Path, sequences: int = 100, splits: tuple[str, ...
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m experiments.studies.truth_fit",
+    parser = argparse.ArgumentParser(prog="python -m ppl_models.experiments.studies.truth_fit",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", nargs="+", help="finished run folders on a known-truth source")
     parser.add_argument("--sequences", type=int, default=100, help="sequences scored per split (default 100)")

@@ -6,8 +6,7 @@ import os
 
 import numpy as np
 import torch
-
-from inference.validation import check_positive_int
+from ppl_models.inference.validation import check_positive_int
 
 from ..data import SequenceData, check_values, read_csv
 

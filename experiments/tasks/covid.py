@@ -39,8 +39,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
-
-from inference.validation import check_choice, check_positive_int
+from ppl_models.inference.validation import check_choice, check_positive_int
 
 from ..data import SequenceData, check_values, read_csv
 
@@ -56,7 +55,8 @@ TRANSFORMS = ("none", "sqrt", "log1p")
 
 @dataclass
 class CovidData(SequenceData):
-    """:class:`~experiments.data.SequenceData` of scaled daily deaths ``x [N, 60, 1]`` with what undoes the scaling.
+    """:class:`~ppl_models.experiments.data.SequenceData` of scaled daily deaths ``x [N, 60, 1]`` with what undoes
+    the scaling.
 
     Attributes:
         names: per split, the rows' ``Combined_Key`` (e.g. ``"Fairfax, Virginia, US"``), in order.
@@ -104,7 +104,7 @@ def covid_deaths(data_dir: str | os.PathLike | None = None, min_deaths: int = 10
     See the module docstring for every preprocessing step.
 
     Args:
-        data_dir: the shared data folder (see :func:`~experiments.data.resolve_data_dir`).
+        data_dir: the shared data folder (see :func:`~ppl_models.experiments.data.resolve_data_dir`).
         min_deaths: smallest cumulative death count on the last day for a row to be kept.
         seed: seed of the shuffle before the 80 / 10 / 10 split.
         transform: ``"none"``, ``"sqrt"`` or ``"log1p"`` of the daily counts (module docstring).

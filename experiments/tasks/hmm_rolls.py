@@ -9,16 +9,15 @@ the state, the keys sound independently,
                            sigmoid(-sharpness)  otherwise,
 
 so ``sharpness`` sets how clearly a step reveals its state. :class:`RollHMM` scores data exactly by
-the forward algorithm (:func:`inference.hmm.forward_filter`): the truth a trained model's bound is
+the forward algorithm (:func:`ppl_models.inference.hmm.forward_filter`): the truth a trained model's bound is
 measured against, in nats per step.
 """
 
 from __future__ import annotations
 
 import torch
-
-from inference.hmm import forward_filter
-from inference.validation import check_positive_int, check_sequences
+from ppl_models.inference.hmm import forward_filter
+from ppl_models.inference.validation import check_positive_int, check_sequences
 
 from ..data import SequenceData, sample_splits
 

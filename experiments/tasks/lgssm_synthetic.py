@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import torch
-
-from inference.validation import check_positive_int
+from ppl_models.inference.validation import check_positive_int
 
 from ..data import SequenceData
 

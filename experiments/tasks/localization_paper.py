@@ -1,7 +1,7 @@
 """The PF-RNN paper's own robot localization protocol (task ``localization-paper``).
 
 Built from the facts of the paper and its public code, unlike our variant
-:mod:`experiments.tasks.localization` (relative odometry, Gaussian noise, random maze):
+:mod:`ppl_models.experiments.tasks.localization` (relative odometry, Gaussian noise, random maze):
 
 * **Maze**: fixed ``N x N`` layouts of unit cells (:data:`LAYOUTS`, top row first): ``1`` a wall
   block, ``2`` a wall block with a beacon on each of its 4 corners. The 10 x 10 one is the
@@ -27,8 +27,7 @@ import math
 
 import numpy as np
 import torch
-
-from inference.validation import check_choice, check_positive_int
+from ppl_models.inference.validation import check_choice, check_positive_int
 
 from .localization import Maze, belief_figure, predict_poses
 
@@ -111,7 +110,8 @@ def layout_grid(size: int) -> np.ndarray:
 
 
 def paper_maze(size: int = 10) -> Maze:
-    """The :class:`~experiments.tasks.localization.Maze` of a layout: rows flipped so row ``j`` is ``y in [j, j+1)``."""
+    """The :class:`~ppl_models.experiments.tasks.localization.Maze` of a layout: rows flipped so row ``j`` is ``y in
+    [j, j+1)``."""
     grid = layout_grid(size)[::-1]
     beacon_blocks = np.argwhere(grid == 2)[:, ::-1]  # (x, y) lower-left corners
     corners = np.array([[0, 0], [1, 0], [0, 1], [1, 1]])

@@ -18,9 +18,8 @@ from pathlib import Path
 import numpy as np
 import torch
 from matplotlib.figure import Figure
-
-from inference.io import atomic_write
-from inference.validation import check_positive_int
+from ppl_models.inference.io import atomic_write
+from ppl_models.inference.validation import check_positive_int
 
 from ..data import SequenceData, load_mat, pad_sequences
 

@@ -1,10 +1,11 @@
-"""A user's own file as a data set: ``[data] name = "file"`` (``--data PATH``), through :mod:`inference.datasets`."""
+"""A user's own file as a data set: ``[data] name = "file"`` (``--data PATH``), through
+:mod:`ppl_models.inference.datasets`."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from inference.datasets import SequenceDataset, Standardizer
+from ppl_models.inference.datasets import SequenceDataset, Standardizer
 
 from ..data import SequenceData
 
@@ -19,12 +20,13 @@ def file_data(path: str, series: str | None = None, time: str | None = None, fea
     """Read ``path`` (``.csv``, ``.parquet``, ``.npz`` or a folder of ``.mid`` files), split it and standardise it.
 
     ``series`` / ``time`` / ``features`` / ``targets`` / ``split`` name the columns of a long-format
-    table (:meth:`~inference.datasets.SequenceDataset.from_dataframe`), whose ``time_order`` is ``"values"`` (by
+    table (:meth:`~ppl_models.inference.datasets.SequenceDataset.from_dataframe`), whose ``time_order`` is
+    ``"values"`` (by
     the time column's numbers, dates or numbered labels) or ``"file"`` (the file's order); ``split_by`` is ``"series"``
     or ``"time"``, with ``fractions`` (train, valid, test; default 0.7, 0.15, 0.15) and
     ``split_seed``, unless a ``split`` column decides; ``window`` / ``stride`` cut training windows
     (held-out splits into consecutive windows). Real-valued features are standardised on the
-    training split (or by ``standardizer``, a :meth:`~inference.datasets.Standardizer.to_dict` record: a
+    training split (or by ``standardizer``, a :meth:`~ppl_models.inference.datasets.Standardizer.to_dict` record: a
     trained model's own, to judge or forecast new data in its units); the tensors are in those units.
     """
     table = {"series": series, "time": time, "features": features, "targets": targets, "split": split,

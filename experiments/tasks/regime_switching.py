@@ -21,9 +21,8 @@ import math
 from dataclasses import dataclass
 
 import torch
-
-from inference.mixture_scores import gaussian_mixture_crps, gaussian_mixture_log_density
-from inference.validation import check_positive_int
+from ppl_models.inference.mixture_scores import gaussian_mixture_crps, gaussian_mixture_log_density
+from ppl_models.inference.validation import check_positive_int
 
 __all__ = ["RegimeSwitchingLaw", "RegimeSwitchingData", "regime_switching", "evaluate_regime_switching"]
 
@@ -145,7 +144,7 @@ def evaluate_regime_switching(predictor, data: RegimeSwitchingData, split: str =
     """Exact scores of a regression predictor's particle mixture and of the two references.
 
     The predictor's predictive is ``sum_i w_t^i N(f_out(h_t^i), sigma^2)`` (one Gaussian for
-    LSTM / GRU). Keys: ``rmse``, ``nlpd`` (nats per step), ``crps`` (exact, :mod:`inference.mixture_scores`);
+    LSTM / GRU). Keys: ``rmse``, ``nlpd`` (nats per step), ``crps`` (exact, :mod:`ppl_models.inference.mixture_scores`);
     the same under ``truth.*`` (the exact law: the floor) and ``best_gaussian.*`` (the
     moment-matched Gaussian of the exact law: the floor of a Gaussian head); ``prob_error``, the
     mean absolute gap between the predictor's and the law's ``P(y_t > 0)``; ``sigma``,

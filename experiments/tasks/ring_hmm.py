@@ -17,9 +17,8 @@ from __future__ import annotations
 import math
 
 import torch
-
-from inference.hmm import forward_filter
-from inference.validation import check_positive_int, check_sequences
+from ppl_models.inference.hmm import forward_filter
+from ppl_models.inference.validation import check_positive_int, check_sequences
 
 from ..data import SequenceData, sample_splits
 

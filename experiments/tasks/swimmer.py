@@ -30,7 +30,7 @@ def swimmer(
     split's per-column mean and standard deviation.
 
     Each file must hold an array ``trajs`` of shape ``[N, T, >= 11]`` (``N > 20`` for the paper's
-    split) of finite numbers; extreme values warn (:func:`experiments.data.check_values`).
+    split) of finite numbers; extreme values warn (:func:`ppl_models.experiments.data.check_values`).
     """
     if not isinstance(paper_split, bool):
         raise TypeError(f"paper_split must be a bool, got {paper_split!r}")

@@ -19,8 +19,7 @@ import itertools
 import math
 
 import torch
-
-from inference.validation import check_positive_int, check_sequences
+from ppl_models.inference.validation import check_positive_int, check_sequences
 
 from ..data import SequenceData, sample_splits
 

@@ -24,8 +24,7 @@ import math
 from collections.abc import Sequence
 
 import torch
-
-from inference.validation import check_positive_int, check_probability, check_sequences
+from ppl_models.inference.validation import check_positive_int, check_probability, check_sequences
 
 from ..data import SequenceData
 
@@ -208,7 +207,7 @@ def ar_data(truth: ARModel, *, fold: int = 0, seed: int = 0, num_samples: int = 
     sequence once. (The sequences are i.i.d., so consecutive blocks are random blocks.)
 
     Returns:
-        A :class:`~experiments.data.SequenceData` with ``x [N, num_steps + 1, 1]`` (float32)
+        A :class:`~ppl_models.experiments.data.SequenceData` with ``x [N, num_steps + 1, 1]`` (float32)
         and ``truth`` set (the runner then reports the true model's log-likelihood).
     """
     if not isinstance(truth, ARModel):

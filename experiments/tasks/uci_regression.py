@@ -1,7 +1,7 @@
 """Hourly air-pollution regression for PF-RNNs (the PF-RNN paper's AIR and PM tasks) and its evaluation.
 
 Two UCI data sets, read in place from the shared data folder (checked against ``SHA256SUMS``
-by :func:`experiments.data.verified_path`), turned into windows of per-step regression targets:
+by :func:`ppl_models.experiments.data.verified_path`), turned into windows of per-step regression targets:
 
 * **AIR** (:func:`air_quality_regression`, UCI Air Quality, 9,357 hours, 2004-03-10 to
   2005-04-04, ``-200`` = missing): target one reference-analyser concentration (default
@@ -48,7 +48,7 @@ predictive distribution is the weighted mixture ``sum_i w_t^i N(f_out(h_t^i), si
 the learned ``sigma`` (``learn_scale=True``); for the LSTM / GRU baselines it is one Gaussian.
 RMSE, MAE, CRPS, interval widths and NLPD are reported in the target's original units (and
 RMSE, CRPS also normalised), with coverage and the PIT's KS distance from
-:func:`inference.calibration.calibration_summary` on samples of that mixture, next to two
+:func:`ppl_models.inference.calibration.calibration_summary` on samples of that mixture, next to two
 reference predictors: persistence (the last observed target) and the training mean.
 """
 
@@ -63,9 +63,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
-
-from inference.calibration import calibration_summary, pit, plot_pit_ecdf, plot_predictive_bands
-from inference.validation import check_choice, check_positive_int
+from ppl_models.inference.calibration import calibration_summary, pit, plot_pit_ecdf, plot_predictive_bands
+from ppl_models.inference.validation import check_choice, check_positive_int
 
 from ..data import CsvTable, check_values, read_csv
 

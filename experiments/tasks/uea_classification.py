@@ -21,9 +21,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
-
-from inference.calibration import brier_score, plot_reliability, reliability_curve
-from inference.validation import check_choice, check_positive_int
+from ppl_models.inference.calibration import brier_score, plot_reliability, reliability_curve
+from ppl_models.inference.validation import check_choice, check_positive_int
 
 from ..data import pad_sequences
 

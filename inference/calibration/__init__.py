@@ -10,14 +10,14 @@ Tensors and numpy arrays are both accepted (integer data, e.g. counts, is conver
 Padded steps never enter a metric; where a function returns values per step, padded steps hold NaN.
 Pooled metrics average over all valid entries (valid steps times features).
 
-Metrics (:mod:`inference.calibration.metrics`): :func:`pit`, :func:`coverage`, :func:`interval_width`,
+Metrics (:mod:`ppl_models.inference.calibration.metrics`): :func:`pit`, :func:`coverage`, :func:`interval_width`,
 :func:`crps`, :func:`nlpd`, :func:`brier_score`, :func:`reliability_curve` and the table
 :func:`calibration_summary`.
-Storage (:mod:`inference.calibration.storage`): :func:`to_inference_data`, :func:`save_inference_data`;
+Storage (:mod:`ppl_models.inference.calibration.storage`): :func:`to_inference_data`, :func:`save_inference_data`;
 :func:`stack_sequence_sites` turns the per-step sites of ``pyro.infer.Predictive`` output into one
 ``[S, B, T, D]`` tensor; :func:`posterior_inference_data` gives any model with Pyro programs the groups
 ``az.loo``, ``az.waic`` and ``az.plot_loo_pit`` read (posterior draws, pointwise log-likelihood, replicates).
-Plots (:mod:`inference.calibration.plots`; each returns a ``matplotlib.figure.Figure`` drawn on the Agg
+Plots (:mod:`ppl_models.inference.calibration.plots`; each returns a ``matplotlib.figure.Figure`` drawn on the Agg
 canvas, not registered with pyplot, and writes a PNG atomically when given ``path``): :func:`plot_pit_ecdf`,
 :func:`plot_coverage`, :func:`plot_predictive_bands`, :func:`plot_reliability`.
 """

@@ -1,6 +1,6 @@
 """Sample-based calibration metrics: PIT, interval coverage and width, CRPS, NLPD, Brier score, reliability.
 
-Shapes as in :mod:`inference.calibration`: ``predictive [S, B, T, D]``, ``observed [B, T, D]``,
+Shapes as in :mod:`ppl_models.inference.calibration`: ``predictive [S, B, T, D]``, ``observed [B, T, D]``,
 optional bool ``mask [B, T]``.
 """
 

@@ -43,7 +43,7 @@ def to_inference_data(
         observed: observations ``[B, T, D]``.
         mask: optional bool ``[B, T]``.
         log_likelihood: optional ``[S, B, T, D]`` pointwise log-likelihood of each entry given
-            each draw (:class:`~inference.pointwise.PosteriorDraws`), for ``az.loo``, ``az.waic``
+            each draw (:class:`~ppl_models.inference.pointwise.PosteriorDraws`), for ``az.loo``, ``az.waic``
             and ``az.plot_loo_pit``.
         posterior: optional ``{name: [S, B, T, ...]}`` the draws themselves (latent paths);
             ArviZ's ``loo`` reads the number of chains from this group.
@@ -89,13 +89,13 @@ def posterior_inference_data(model, x, mask=None, num_draws: int = 100, *, targe
                              **options) -> az.InferenceData:  # fmt: skip
     """``InferenceData`` for ``az.loo``, ``az.waic`` and ``az.plot_loo_pit`` of any model with Pyro programs.
 
-    Draws the model's latent sites from its guide (:func:`inference.pointwise.posterior_draws`,
+    Draws the model's latent sites from its guide (:func:`ppl_models.inference.pointwise.posterior_draws`,
     which takes ``options`` such as ``resample`` and ``parallel``) and stores them as the
     ``posterior``, each entry's log-likelihood given each draw as ``log_likelihood``, replicates
     of the data given each draw as ``posterior_predictive``, and the data as ``observed_data``.
 
     Args:
-        model: a :class:`~inference.protocol.SequenceModel` declaring ``programs``.
+        model: a :class:`~ppl_models.inference.protocol.SequenceModel` declaring ``programs``.
         x: ``[B, T, D]`` data (the inputs of a conditional model); mask: optional ``[B, T]``.
         num_draws: ``S``.
         targets: the targets ``y`` of a conditional model (PF-RNN), which are then the observed data.
@@ -124,7 +124,7 @@ def stack_sequence_sites(samples: Mapping[str, torch.Tensor], site: str = "x", *
     ``(chain, draw, sequence, time, feature)``.
 
     Note that ``Predictive(model, guide=guide)(x)`` returns the *observed* values at observed
-    sites: for replicates of the data use :func:`inference.pointwise.posterior_predictive`.
+    sites: for replicates of the data use :func:`ppl_models.inference.pointwise.posterior_predictive`.
     """
     if not isinstance(samples, Mapping):
         raise TypeError(f"samples must be the dict Predictive returns, got {type(samples).__name__}")

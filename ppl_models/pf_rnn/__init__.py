@@ -7,7 +7,7 @@ learned discriminative observation function ``log f_obs(x_t, h_t^i)``, a one-hid
 net over ``[h_t^i, x_t]`` (eq. 2), and the set is soft-resampled (eq. 3) before the next step. The layer's output at
 each step is the weighted mean particle ``sum_i w_t^i h_t^i``.
 
-The filtering itself is the shared :class:`~inference.particle_filter.ParticleFilter`
+The filtering itself is the shared :class:`~ppl_models.inference.particle_filter.ParticleFilter`
 (gradient mode ``soft``, resampling at every step), with the cell as its particle model;
 the module adds no loop of its own. :class:`PFLSTM` and :class:`PFGRU` are drop-in for
 ``nn.LSTM`` / ``nn.GRU``: the same positional arguments and defaults (``batch_first=False``),
@@ -16,7 +16,7 @@ stacked layers, dropout between them, packed and unbatched input, and
 particle options (``num_particles`` ...) are keyword-only. The full :class:`ParticleState`
 (particles and log-weights of every layer) is kept in ``last_particle_state`` and can be
 passed back as ``hx`` to continue the filters (truncated BPTT). :meth:`filter` returns the
-whole :class:`ParticleBelief` that the PF-RNN losses (:mod:`inference.discriminative`) need.
+whole :class:`ParticleBelief` that the PF-RNN losses (:mod:`ppl_models.inference.discriminative`) need.
 ``eval()`` fixes the random draws (or turns them off: ``eval_randomness``).
 :class:`PFRNNPredictor` stacks the paper's input layers, a recurrent layer and an output
 head, and :class:`PFRNNProgram` writes the same filter as a Pyro program.

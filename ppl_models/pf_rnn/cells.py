@@ -1,6 +1,6 @@
 """The PF-RNN particle cells: the gated update of ``K`` particles with a stochastic memory update,
 the learned observation function ``log f_obs``, the per-step batch norm, and one layer's filtering call
-(the cell as a :class:`~inference.particle_filter.ParticleModel`).
+(the cell as a :class:`~ppl_models.inference.particle_filter.ParticleModel`).
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from inference.particle_filter import Step
-from inference.validation import check_positive_int
+from ppl_models.inference.particle_filter import Step
+from ppl_models.inference.validation import check_positive_int
 
 from ..nets import SplitInputMLP
 
@@ -29,7 +29,7 @@ class StepBatchNorm(nn.Module):
     are used. The affine ``weight`` and ``bias`` are shared by all steps. Steps from
     ``max_steps - 1`` on share the last statistics, and a step no training batch has reached
     uses those of the last step trained. The running averages lag the weights while they move;
-    :func:`inference.training.refresh_norm_statistics` (``TrainConfig.norm_refresh_batches``)
+    :func:`ppl_models.inference.training.refresh_norm_statistics` (``TrainConfig.norm_refresh_batches``)
     re-estimates them at the current weights.
 
     Args:
@@ -160,7 +160,7 @@ class _GRUParticleCell(_ParticleCell):
 
 
 class _ParticleRun:
-    """One layer's filtering call: its cell as a :class:`~inference.particle_filter.ParticleModel`.
+    """One layer's filtering call: its cell as a :class:`~ppl_models.inference.particle_filter.ParticleModel`.
 
     ``noise [T, K, B, H]`` given, or drawn from ``generator`` when the cell is stochastic and
     ``draw_noise``; ``offset``: steps before this call (a continued state).

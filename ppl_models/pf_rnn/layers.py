@@ -11,9 +11,15 @@ from torch import nn
 from torch.nn import functional as F
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
-from inference.particle_filter import ParticleFilter, _weighted_sum
-from inference.protocol import CAPABILITIES, SequenceModel
-from inference.validation import InputTypeError, check_choice, check_dropout, check_positive_int, check_probability
+from ppl_models.inference.particle_filter import ParticleFilter, _weighted_sum
+from ppl_models.inference.protocol import CAPABILITIES, SequenceModel
+from ppl_models.inference.validation import (
+    InputTypeError,
+    check_choice,
+    check_dropout,
+    check_positive_int,
+    check_probability,
+)
 
 from .cells import ACTIVATIONS, _GRUParticleCell, _LSTMParticleCell, _ParticleCell, _ParticleRun
 

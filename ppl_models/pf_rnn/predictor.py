@@ -6,8 +6,8 @@ import pyro.distributions as dist
 import torch
 from torch import nn
 
-from inference.protocol import OneStepPredictive, SequenceModel, check_num_samples
-from inference.validation import InputTypeError, check_choice, check_positive_int
+from ppl_models.inference.protocol import OneStepPredictive, SequenceModel, check_num_samples
+from ppl_models.inference.validation import InputTypeError, check_choice, check_positive_int
 
 from .layers import PF_CELLS, ParticleBelief, _PFRNNBase
 
@@ -47,7 +47,7 @@ class PFRNNPredictor(SequenceModel):
     limitations = {
         "programs": "its Pyro programs take targets as well as inputs: PFRNNProgram(predictor).model(x, y, mask)",
         "exact": "a conditional model of targets given inputs; the PF-RNN losses score it "
-                 "(inference.discriminative.DiscriminativeLoss)",
+                 "(ppl_models.inference.discriminative.DiscriminativeLoss)",
         "latent": "a conditional model of targets given inputs: no density of x to bound",
         "particles": "its particle filter runs inside the layer (PFLSTM.filter), over encoded inputs, not as a "
                      "model of x for ParticleFilter",

@@ -10,11 +10,11 @@ import torch
 from pyro import poutine
 from pyro.poutine.runtime import get_plates
 
-from inference.protocol import SequenceModel
-from inference.resampling import gather_particles, resample
-from inference.state_space import SEQUENCE_PLATE
-from inference.traces import PARTICLE_PLATE
-from inference.validation import check_sequences
+from ppl_models.inference.protocol import SequenceModel
+from ppl_models.inference.resampling import gather_particles, resample
+from ppl_models.inference.state_space import SEQUENCE_PLATE
+from ppl_models.inference.traces import PARTICLE_PLATE
+from ppl_models.inference.validation import check_sequences
 
 from .cells import _ParticleRun
 from .layers import _PFRNNBase
@@ -34,7 +34,7 @@ class PFRNNProgram(SequenceModel):
     ``[B]``). Soft resampling runs between steps, outside the trace, as in ``SMCFilter``.
     ``guide`` draws the same noise from its prior. With it, ``Trace_ELBO``'s loss is
     ``-sum_t log sum_i w_t^i p(y_t | h_t^i)``, the PF-RNN ELBO loss of
-    :func:`inference.discriminative.particle_elbo_loss`, and its gradient is the paper's
+    :func:`ppl_models.inference.discriminative.particle_elbo_loss`, and its gradient is the paper's
     (reparameterized noise; resampling indices constant).
 
     Args:
@@ -48,10 +48,10 @@ class PFRNNProgram(SequenceModel):
     capabilities = frozenset({"programs"})
     limitations = {
         "exact": "the stochastic memory updates make log p(y | x) intractable: Trace_ELBO of these programs, or "
-                 "the PF-RNN losses of inference.discriminative, score it",
+                 "the PF-RNN losses of ppl_models.inference.discriminative, score it",
         "latent": "a conditional model of targets given inputs: score(x) and the shared ELBO / IWAE bound log p(x) "
                   "with model(x, mask), while its programs are model(x, y, mask) and bound log p(y | x); use "
-                  "Trace_ELBO of these programs (the PF-RNN ELBO loss) or inference.discriminative",
+                  "Trace_ELBO of these programs (the PF-RNN ELBO loss) or ppl_models.inference.discriminative",
         "particles": "the filter runs inside the programs (soft resampling between steps), not as a model of x",
         "predictive": "its predictor gives it: PFRNNProgram.predictor.predictive(x, mask, num_samples)",
         "generate": "a conditional model of targets given inputs: it cannot simulate inputs",
