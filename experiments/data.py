@@ -1,6 +1,6 @@
 """Data sets as padded tensors: the container and the access to the shared offline data.
 
-Every data set comes as a :class:`SequenceData`: three splits of ``(x [N, T, D],
+Every data set comes as a :class:`ExperimentData`: three splits of ``(x [N, T, D],
 mask [N, T])`` pairs, padded at the end, ready for the training loop. The loaders and
 generators of the data sets themselves live with their tasks, in :mod:`ppl_models.experiments.tasks`.
 
@@ -29,15 +29,17 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from ppl_models.inference.data_files import EXTREME_ABSOLUTE, EXTREME_SPREADS, DataWarning, check_values
+from ppl_models.inference.data.readers import EXTREME_ABSOLUTE, EXTREME_SPREADS, DataWarning, check_values
 
-__all__ = ["SequenceData", "pad_sequences", "resolve_data_dir", "verified_path", "load_mat", "mat_array",
+__all__ = ["ExperimentData", "pad_sequences", "resolve_data_dir", "verified_path", "load_mat", "mat_array",
            "CsvTable", "read_csv", "check_values", "DataWarning", "EXTREME_ABSOLUTE", "EXTREME_SPREADS"]
 
 DATA_ENV = "PPL_MODELS_DATA"
 @dataclass
-class SequenceData:
-    """Train / validation / test splits, each ``(x [N, T, D], mask [N, T])``, plus a description."""
+class ExperimentData:
+    """What an experiment trains and is judged on: train / validation / test splits, each ``(x [N, T, D], mask
+    [N, T])``, with a description (a user's file enters as :class:`~ppl_models.inference.data.SequenceDataset` and
+    leaves its splits here)."""
 
     train: tuple[torch.Tensor, torch.Tensor]
     valid: tuple[torch.Tensor, torch.Tensor]
@@ -49,7 +51,7 @@ class SequenceData:
     binary: bool = False  # every value is 0 or 1 (piano rolls): judged by Brier score and reliability
     #: ``(samples [S, N, T, D], x [N, T, D]) -> {name: value}``: figures of a predictive against the true law
     truth_metrics: Callable[[torch.Tensor, torch.Tensor], dict] | None = None
-    #: a user's file (:mod:`ppl_models.inference.datasets`): the training split's standardisation, under which the
+    #: a user's file (:mod:`ppl_models.inference.data.datasets`): the training split's standardisation, under which the
     #: tensors above are held; evaluations, forecasts and plots map back to the data's units through it
     standardizer: object = None
     #: a user's file: what went where (series ids, step counts), how it was cut, and the standardisation

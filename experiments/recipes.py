@@ -85,7 +85,7 @@ def recipe(model: str, *, binary: bool, seed: int = 0, data=None) -> dict:
     """The configuration (without ``[data]``) that trains registry model ``model`` on data of this kind.
 
     ``binary`` data is refused (:class:`DataNotRepresentable`) unless the model has a Bernoulli emission.
-    ``data`` (:class:`~ppl_models.experiments.data.SequenceData`, optional): fit the settings that depend on its
+    ``data`` (:class:`~ppl_models.experiments.data.ExperimentData`, optional): fit the settings that depend on its
     sequences' lengths (:data:`_FITS`), or refuse it with the reason.
     """
     if model not in RECIPES:
@@ -106,8 +106,8 @@ def recipe(model: str, *, binary: bool, seed: int = 0, data=None) -> dict:
 
 def check_data(config: dict, data) -> None:
     """Refuse, before training, a checked configuration of a recipe model (after the user's settings) that
-    cannot fit ``data`` (:class:`~ppl_models.experiments.data.SequenceData`): an emission other than Bernoulli on binary
-    data (:class:`DataNotRepresentable`), too few two-stage-regression windows for ``psrnn`` / ``kf``."""
+    cannot fit ``data`` (:class:`~ppl_models.experiments.data.ExperimentData`): an emission other than Bernoulli on
+    binary data (:class:`DataNotRepresentable`), too few two-stage-regression windows for ``psrnn`` / ``kf``."""
     section = config["model"]
     model = section["name"]
     if data.binary and section.get("emission") != "bernoulli":

@@ -33,7 +33,7 @@ from ppl_models import (
 )
 
 from .config import check_arguments
-from .data import SequenceData
+from .data import ExperimentData
 from .tasks import covid, synthetic_ar
 from .tasks.air_quality import air_quality
 from .tasks.hmm_rolls import hmm_rolls
@@ -73,7 +73,7 @@ def _smc(model, num_particles: int = 64, resampling: str | None = None, ess_thre
 
 def _polyphonic(name: str) -> Entry:
     def load(data_dir: str | None = None, train_chunk: int | None = None,
-             max_sequences: int | None = None) -> SequenceData:  # fmt: skip
+             max_sequences: int | None = None) -> ExperimentData:  # fmt: skip
         return polyphonic(name, data_dir, train_chunk=train_chunk, max_sequences=max_sequences)
 
     return Entry(load, f"polyphonic music {POLYPHONIC[name]} (88-key piano rolls, ../shared/data)")

@@ -482,7 +482,7 @@ def _held_out_mse(model, data):
 @torch.no_grad()
 def one_step_mse(model, x: torch.Tensor, mask: torch.Tensor, *, batch_size: int = 256, standardizer=None) -> float:
     """Mean squared error of ``E[x_t | x_<t]`` over valid steps and features (exact predictive), in the data's
-    units under a ``standardizer`` (:class:`~ppl_models.inference.datasets.Standardizer`)."""
+    units under a ``standardizer`` (:class:`~ppl_models.inference.data.datasets.Standardizer`)."""
     device = next(model.parameters()).device
     total = 0.0
     for _, xb, mb in _batches(x, mask, batch_size, device):

@@ -24,7 +24,7 @@ from torch import nn
 
 from . import calibration
 from .arviz_compat import loo_summary, waic_summary
-from .datasets import Standardizer
+from .data.datasets import Standardizer
 from .objectives import ELBO, IWAE
 from .protocol import ESTIMATORS, particle_predictive
 from .saturation import each_warning_once
@@ -99,7 +99,7 @@ def evaluate(model, x: torch.Tensor, mask: torch.Tensor | None = None, *,
         truth: the data's source, a model with an exact ``log_likelihood``: adds ``exact (true
             parameters)`` and ``gap_to_truth``. ``truth_metrics``: ``(draws, x) -> {name: value}``.
         description: names the data in the table. ``seed``: Pyro's seed, for repeatable draws.
-        standardizer: the :class:`~ppl_models.inference.datasets.Standardizer` under which ``x`` is held (or
+        standardizer: the :class:`~ppl_models.inference.data.datasets.Standardizer` under which ``x`` is held (or
             its ``to_dict()``): every figure is then reported in the data's own units (log
             densities by the change of variables, ``- sum_d log scale_d`` per step; draws, means,
             MSE and CRPS mapped back).
@@ -287,9 +287,8 @@ def _check_standardizer(standardizer, features: int) -> Standardizer | None:
     if standardizer is None:
         return None
     if not isinstance(standardizer, Standardizer):
-        raise InputTypeError("standardizer must be a Standardizer or its to_dict() (ppl_models.inference.datasets), "
-                             "got "
-                             f"{type(standardizer).__name__}")  # fmt: skip
+        raise InputTypeError("standardizer must be a Standardizer or its to_dict() (ppl_models.inference.data), "
+                             f"got {type(standardizer).__name__}")  # fmt: skip
     for name in ("mean", "scale"):
         if len(getattr(standardizer, name)) != features:
             raise ValueError(f"standardizer: {len(getattr(standardizer, name))} features for data of {features} "

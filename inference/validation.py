@@ -22,6 +22,7 @@ import numbers
 import os
 from pathlib import Path
 
+import numpy as np
 import torch
 
 __all__ = ["InputTypeError", "check_sequences", "check_choice", "check_positive_int", "check_draw_count",
@@ -139,13 +140,13 @@ def check_choice(value, choices, *, name: str):
     return value
 
 
-def check_positive_int(value, *, name: str) -> int:
-    """Raise unless ``value`` is an ``int`` >= 1."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InputTypeError(f"{name} must be an int >= 1, got {type(value).__name__} {value!r}")
-    if value < 1:
-        raise ValueError(f"{name} must be >= 1, got {value}")
-    return value
+def check_positive_int(value, *, name: str, minimum: int = 1) -> int:
+    """``value`` as an ``int`` (a numpy integer too); raise unless it is one, >= ``minimum``."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise InputTypeError(f"{name} must be an int >= {minimum}, got {type(value).__name__} {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    return int(value)
 
 
 def check_draw_count(value, *, name: str) -> int:

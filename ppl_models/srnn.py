@@ -149,7 +149,7 @@ class SRNN(EmissionChecks, LatentRollout, MarkovStateSpace):
             raise TypeError(f"residual must be a bool, got {type(residual).__name__}")
         self.obs_dim, self.latent_dim = obs_dim, latent_dim
         self.emission_kind = check_choice(emission, EMISSIONS, name="emission")
-        self.inference = check_choice(inference, INFERENCE_KINDS, name="inference")
+        self.guide_kind = check_choice(inference, INFERENCE_KINDS, name="inference")
         self.residual = residual
         self.dropout = check_dropout(dropout)
         self.input_dropout = check_dropout(input_dropout, name="input_dropout")
@@ -196,7 +196,7 @@ class SRNN(EmissionChecks, LatentRollout, MarkovStateSpace):
         Smoothing runs the GRU from each sequence's last valid step back to its first.
         """
         x = self.features(x)
-        if self.inference == "filter":
+        if self.guide_kind == "filter":
             return self.inference_net(x, self.inference_net.project(d))
         inputs = reverse_padded(torch.cat([d, x], dim=-1), mask)
         a, _ = self.inference_rnn(inputs)

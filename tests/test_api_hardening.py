@@ -5,7 +5,7 @@ import ppl_models.inference.validation as validation
 import pytest
 import torch
 from ppl_models.inference import evaluate, posterior_predictive
-from ppl_models.inference.datasets import Standardizer
+from ppl_models.inference.data.datasets import Standardizer
 from ppl_models.inference.objectives import ExactLikelihood
 from ppl_models.inference.pointwise import posterior_draws
 from ppl_models.inference.training import TrainConfig, Trainer, load_checkpoint

@@ -21,7 +21,7 @@ import scipy.io
 import torch
 from ppl_models.experiments import cli, registry, runner
 from ppl_models.experiments.config import load_config
-from ppl_models.experiments.data import EXTREME_ABSOLUTE, DataWarning, SequenceData, check_values
+from ppl_models.experiments.data import EXTREME_ABSOLUTE, DataWarning, ExperimentData, check_values
 from ppl_models.inference import ParticleFilter
 from ppl_models.inference.objectives import ELBO, IWAE, ExactLikelihood
 from ppl_models.inference.training import Trainer
@@ -630,7 +630,7 @@ def _data_with_nan():
     x, mask = _padded_with(float("nan"))  # NaN in the padding only: accepted
     valid = x.clone()
     valid[2, 1, 0] = float("nan")
-    return SequenceData((x, mask), (valid, mask), (x, mask), description="nan")
+    return ExperimentData((x, mask), (valid, mask), (x, mask), description="nan")
 
 
 @pytest.mark.parametrize(("call", "error", "message"), [c[1:] for c in API_CASES], ids=[c[0] for c in API_CASES])

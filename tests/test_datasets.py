@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from ppl_models.inference.datasets import DataWarning, SequenceDataset, Standardizer
+from ppl_models.inference.data.datasets import DataWarning, SequenceDataset, Standardizer
 
 
 def long_frame(lengths=(7, 5, 9, 6), features=2, seed=0) -> pd.DataFrame:

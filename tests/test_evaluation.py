@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 from ppl_models.inference import evaluate
-from ppl_models.inference.datasets import Standardizer
+from ppl_models.inference.data.datasets import Standardizer
 
 from ppl_models import GRUBaseline, LinearGaussianSSM
 

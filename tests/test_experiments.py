@@ -7,7 +7,7 @@ import pytest
 import torch
 from ppl_models.experiments import cli, compare, registry, supervised
 from ppl_models.experiments.config import EvaluateConfig, apply_overrides, check_config, load_config
-from ppl_models.experiments.data import SequenceData, pad_sequences, verified_path
+from ppl_models.experiments.data import ExperimentData, pad_sequences, verified_path
 from ppl_models.experiments.runner import evaluate_model
 from ppl_models.experiments.tasks.air_quality import air_quality
 from ppl_models.experiments.tasks.music import polyphonic
@@ -284,7 +284,7 @@ def test_evaluation_in_length_sorted_batches_keeps_the_test_order():
     torch.manual_seed(0)
     mask = torch.arange(12) < torch.tensor([[3], [12], [7], [1], [9], [5], [11]])
     x = (torch.rand(7, 12, 4) < 0.3).float() * mask.unsqueeze(-1)
-    data = SequenceData(train=(x, mask), valid=(x, mask), test=(x, mask), description="random rolls", binary=True)
+    data = ExperimentData(train=(x, mask), valid=(x, mask), test=(x, mask), description="random rolls", binary=True)
     model = GRUBaseline(4, rnn_dim=8, hidden_dim=8)
     with torch.no_grad():  # the whole padded set at once
         brier = float(((model.predictive(x, mask, 0).mean - x)[mask] ** 2).mean())
@@ -298,7 +298,7 @@ def test_evaluation_in_length_sorted_batches_keeps_the_test_order():
 def test_estimators_a_model_cannot_serve_are_reported_with_its_reason():
     torch.manual_seed(0)
     x, mask = torch.randn(4, 6, 2), torch.ones(4, 6, dtype=torch.bool)
-    data = SequenceData(train=(x, mask), valid=(x, mask), test=(x, mask), description="noise")
+    data = ExperimentData(train=(x, mask), valid=(x, mask), test=(x, mask), description="noise")
     model = GRUBaseline(2, emission="gaussian", rnn_dim=4, hidden_dim=4)
     metrics = evaluate_model(model, data, EvaluateConfig(predictive_samples=5))  # all four requested
     assert set(metrics["loglik"]) == {"exact"}

@@ -3,7 +3,7 @@
 import numpy as np
 import torch
 from ppl_models.experiments.config import EvaluateConfig
-from ppl_models.experiments.data import SequenceData
+from ppl_models.experiments.data import ExperimentData
 from ppl_models.experiments.runner import evaluate_model
 from ppl_models.experiments.tasks.music import plot_piano_roll
 
@@ -29,7 +29,7 @@ def test_plot_of_a_12_key_roll_shows_its_columns():
 
 
 def test_runner_evaluates_and_draws_a_12_key_binary_set(tmp_path):
-    data = SequenceData(_binary_split(6, 10, 0), _binary_split(3, 10, 1), _binary_split(3, 10, 2),
+    data = ExperimentData(_binary_split(6, 10, 0), _binary_split(3, 10, 1), _binary_split(3, 10, 2),
                         description="12-key binary rolls", binary=True)  # fmt: skip
     torch.manual_seed(0)
     model = SRNN(KEYS, latent_dim=2, rnn_dim=4, hidden_dim=8)

@@ -10,7 +10,7 @@ import pytest
 import scipy.stats
 import torch
 from ppl_models.experiments.config import EvaluateConfig
-from ppl_models.experiments.data import SequenceData
+from ppl_models.experiments.data import ExperimentData
 from ppl_models.experiments.studies.psrnn_calibration import calibration_from_pit, pit
 from ppl_models.inference.evaluation import refit_noise
 from ppl_models.inference.squared_error import SquaredError
@@ -125,7 +125,7 @@ def test_fit_noise_names_bad_shapes():
 def test_runner_refits_one_step_predictors_on_the_validation_split_only():
     generator = torch.Generator().manual_seed(6)
     split = lambda scale: (scale * torch.randn(4, 20, 2, generator=generator), torch.ones(4, 20, dtype=torch.bool))  # noqa: E731
-    data = SequenceData(split(1.0), split(3.0), split(100.0), "test data")
+    data = ExperimentData(split(1.0), split(3.0), split(100.0), "test data")
     model = _fixed_decoder_model()
     fitted = refit_noise(model, *data.valid, "normal")
     expected = (data.valid[0] - torch.tensor([1.0, -1.0])).pow(2).mean((0, 1)).sqrt()

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 from ppl_models.inference.validation import check_positive_int
 
-from ..data import SequenceData, check_values, read_csv
+from ..data import ExperimentData, check_values, read_csv
 
 __all__ = ["air_quality", "AIR_QUALITY_SENSORS", "AIR_QUALITY_FILE"]
 
@@ -19,7 +19,7 @@ AIR_QUALITY_SENSORS = ("PT08.S1(CO)", "PT08.S2(NMHC)", "PT08.S3(NOx)", "PT08.S4(
 
 def air_quality(
     window: int = 100, fractions: tuple[float, float] = (0.7, 0.1), data_dir: str | os.PathLike | None = None
-) -> SequenceData:
+) -> ExperimentData:
     """UCI Air Quality: the five metal-oxide sensor responses, hourly, as ``window``-hour sequences.
 
     Preprocessing: the file's missing values (``-200``; whole hours where every sensor is
@@ -51,5 +51,5 @@ def air_quality(
     parts = sequences[:cut_train], sequences[cut_train:cut_valid], sequences[cut_valid:]
     mean, std = parts[0].mean((0, 1)), parts[0].std((0, 1))
     splits = [((p - mean) / std, torch.ones(p.shape[:2], dtype=torch.bool)) for p in parts]
-    return SequenceData(*splits, description=f"UCI air quality, 5 sensors, {window}-hour sequences "
+    return ExperimentData(*splits, description=f"UCI air quality, 5 sensors, {window}-hour sequences "
                         f"({len(parts[0])}/{len(parts[1])}/{len(parts[2])} train/valid/test)")  # fmt: skip

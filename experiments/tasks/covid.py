@@ -41,7 +41,7 @@ import numpy as np
 import torch
 from ppl_models.inference.validation import check_choice, check_positive_int
 
-from ..data import SequenceData, check_values, read_csv
+from ..data import ExperimentData, check_values, read_csv
 
 __all__ = ["CovidData", "covid_deaths", "COVID_FILE", "WINDOW_START", "OBSERVED_DAYS", "FORECAST_DAYS", "TRANSFORMS"]
 
@@ -54,8 +54,8 @@ TRANSFORMS = ("none", "sqrt", "log1p")
 
 
 @dataclass
-class CovidData(SequenceData):
-    """:class:`~ppl_models.experiments.data.SequenceData` of scaled daily deaths ``x [N, 60, 1]`` with what undoes
+class CovidData(ExperimentData):
+    """:class:`~ppl_models.experiments.data.ExperimentData` of scaled daily deaths ``x [N, 60, 1]`` with what undoes
     the scaling.
 
     Attributes:

@@ -1,11 +1,11 @@
 """A user's own table as a supervised regression task (``[data] name = "file"``) and its evaluation.
 
 :func:`file_regression` reads a long-format ``.csv`` / ``.parquet`` table through
-:class:`ppl_models.inference.datasets.SequenceDataset`: the ``targets`` columns are the ``y`` a
+:class:`ppl_models.inference.data.datasets.SequenceDataset`: the ``targets`` columns are the ``y`` a
 :class:`~ppl_models.pf_rnn.PFRNNPredictor` predicts at every step, the ``features`` columns
 (default: every other numeric column) its inputs ``x``. The table is split (by series, by time
 or by a split column), the inputs standardised on the training split, the targets by their own
-training mean and standard deviation (:attr:`~ppl_models.inference.datasets.DataSplits.target_standardizer`).
+training mean and standard deviation (:attr:`~ppl_models.inference.data.datasets.DataSplits.target_standardizer`).
 Series of unequal lengths are padded with a mask, which the PF-RNN filter and
 :class:`~ppl_models.inference.discriminative.DiscriminativeLoss` honour (padding at the end, state carried
 over it, padded steps never scored).
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 from ppl_models.inference.calibration import calibration_summary, pit, plot_pit_ecdf, plot_predictive_bands
-from ppl_models.inference.datasets import SPLITS, SequenceDataset, Standardizer
+from ppl_models.inference.data.datasets import SPLITS, SequenceDataset, Standardizer
 from ppl_models.inference.validation import check_choice, check_positive_int
 
 __all__ = ["FileRegressionData", "file_regression", "evaluate_file_regression"]
@@ -44,7 +44,7 @@ class FileRegressionData:
             float32, in standard units; ``mask`` is ``None`` where every sequence has every step.
         features, targets: the column names of ``x`` and ``y``.
         standardizer, target_standardizer: fit on the training split (inputs, targets).
-        split_record: what went where (:meth:`~ppl_models.inference.datasets.DataSplits.to_dict`).
+        split_record: what went where (:meth:`~ppl_models.inference.data.datasets.DataSplits.to_dict`).
         description: one line for logs.
     """
 
@@ -65,9 +65,9 @@ def file_regression(path: str | os.PathLike, targets: list[str] | None = None, s
     """The ``targets`` columns of the table at ``path`` predicted from its feature columns: ``(data, splits)``.
 
     ``series`` / ``time`` / ``features`` / ``split`` / ``missing`` / ``sep`` / ``time_order``: as
-    :meth:`~ppl_models.inference.datasets.SequenceDataset.from_file`; ``split_by`` (``"series"`` or
+    :meth:`~ppl_models.inference.data.datasets.SequenceDataset.from_file`; ``split_by`` (``"series"`` or
     ``"time"``), ``fractions`` (train, valid, test; default 0.7, 0.15, 0.15) and ``split_seed``
-    as :meth:`~ppl_models.inference.datasets.SequenceDataset.split`; ``window`` / ``stride`` cut training
+    as :meth:`~ppl_models.inference.data.datasets.SequenceDataset.split`; ``window`` / ``stride`` cut training
     windows, validation and test into consecutive windows. ``splits[s] = (x [N, T, D], mask or
     None, y [N, T, O])`` in standard units.
     """

@@ -19,7 +19,7 @@ import torch
 from ppl_models.inference.hmm import forward_filter
 from ppl_models.inference.validation import check_positive_int, check_sequences
 
-from ..data import SequenceData, sample_splits
+from ..data import ExperimentData, sample_splits
 
 __all__ = ["RollHMM", "hmm_rolls"]
 
@@ -84,7 +84,7 @@ class RollHMM:
 
 def hmm_rolls(num_states: int = 4, num_keys: int = 8, persistence: float = 0.9, sharpness: float = 2.0,
               num_train: int = 200, num_valid: int = 50, num_test: int = 100, num_steps: int = 30,
-              seed: int = 0) -> SequenceData:  # fmt: skip
+              seed: int = 0) -> ExperimentData:  # fmt: skip
     """Binary rolls ``[n, num_steps, num_keys]`` of a :class:`RollHMM` whose chords come from ``seed``.
 
     The sequences are drawn with ``seed`` too; the validation and test sets of one ``seed`` are the
@@ -97,4 +97,4 @@ def hmm_rolls(num_states: int = 4, num_keys: int = 8, persistence: float = 0.9, 
     splits = sample_splits(source, (num_train, num_valid, num_test), num_steps, first_seed=1000 + 3 * seed)
     description = (f"HMM rolls: {num_states} states, {num_keys} keys, persistence {persistence}, "
                    f"sharpness {sharpness} ({num_train} training sequences of {num_steps} steps)")  # fmt: skip
-    return SequenceData(*splits, description=description, truth=source, binary=True)
+    return ExperimentData(*splits, description=description, truth=source, binary=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from ppl_models.inference.validation import check_positive_int
 
-from ..data import SequenceData
+from ..data import ExperimentData
 
 __all__ = ["lgssm_synthetic"]
 
@@ -18,7 +18,7 @@ def lgssm_synthetic(
     num_test: int = 32,
     num_steps: int = 50,
     seed: int = 0,
-) -> SequenceData:
+) -> ExperimentData:
     """Sequences from a random stable LGSSM (its parameters are kept in ``truth``)."""
     from ppl_models import LinearGaussianSSM
 
@@ -31,5 +31,5 @@ def lgssm_synthetic(
     for n in (num_train, num_valid, num_test):
         x, _ = truth.sample(n, num_steps, generator=generator)
         splits.append((x, torch.ones(n, num_steps, dtype=torch.bool)))
-    return SequenceData(*splits, description=f"LGSSM synthetic (Dz={latent_dim}, Dx={obs_dim}, T={num_steps})",
+    return ExperimentData(*splits, description=f"LGSSM synthetic (Dz={latent_dim}, Dx={obs_dim}, T={num_steps})",
                         truth=truth)  # fmt: skip

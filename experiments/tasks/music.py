@@ -21,7 +21,7 @@ from matplotlib.figure import Figure
 from ppl_models.inference.io import atomic_write
 from ppl_models.inference.validation import check_positive_int
 
-from ..data import SequenceData, load_mat, pad_sequences
+from ..data import ExperimentData, load_mat, pad_sequences
 
 __all__ = ["NUM_KEYS", "LOWEST_PITCH", "POLYPHONIC", "polyphonic", "plot_piano_roll", "write_midi", "read_midi_roll"]
 
@@ -263,7 +263,7 @@ def polyphonic(
     *,
     train_chunk: int | None = None,
     max_sequences: int | None = None,
-) -> SequenceData:
+) -> ExperimentData:
     """One of the four polyphonic music sets (88-key binary piano rolls, standard splits).
 
     Args:
@@ -287,7 +287,7 @@ def polyphonic(
             rolls = [roll[start : start + train_chunk] for roll in rolls for start in range(0, len(roll), train_chunk)]
         splits.append(pad_sequences(rolls))
     notes = "".join(f", {k}={v}" for k, v in (("train_chunk", train_chunk), ("max_sequences", max_sequences)) if v)
-    return SequenceData(*splits, description=f"polyphonic music: {POLYPHONIC[name]} (88 keys{notes})", binary=True)
+    return ExperimentData(*splits, description=f"polyphonic music: {POLYPHONIC[name]} (88 keys{notes})", binary=True)
 
 
 def _piano_rolls(cells, where: str) -> list[np.ndarray]:

@@ -1,13 +1,13 @@
 """A user's own file as a data set: ``[data] name = "file"`` (``--data PATH``), through
-:mod:`ppl_models.inference.datasets`."""
+:mod:`ppl_models.inference.data.datasets`."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from ppl_models.inference.datasets import SequenceDataset, Standardizer
+from ppl_models.inference.data.datasets import SequenceDataset, Standardizer
 
-from ..data import SequenceData
+from ..data import ExperimentData
 
 __all__ = ["file_data"]
 
@@ -16,17 +16,17 @@ def file_data(path: str, series: str | None = None, time: str | None = None, fea
               targets: list[str] | None = None, split: str | None = None, split_by: str = "series",
               fractions: list[float] | None = None, split_seed: int = 0, window: int | None = None,
               stride: int | None = None, missing: str = "error", time_order: str = "values", sep: str = ",",
-              fs: float = 4.0, standardizer: dict | None = None) -> SequenceData:
+              fs: float = 4.0, standardizer: dict | None = None) -> ExperimentData:
     """Read ``path`` (``.csv``, ``.parquet``, ``.npz`` or a folder of ``.mid`` files), split it and standardise it.
 
     ``series`` / ``time`` / ``features`` / ``targets`` / ``split`` name the columns of a long-format
-    table (:meth:`~ppl_models.inference.datasets.SequenceDataset.from_dataframe`), whose ``time_order`` is
+    table (:meth:`~ppl_models.inference.data.datasets.SequenceDataset.from_dataframe`), whose ``time_order`` is
     ``"values"`` (by
     the time column's numbers, dates or numbered labels) or ``"file"`` (the file's order); ``split_by`` is ``"series"``
     or ``"time"``, with ``fractions`` (train, valid, test; default 0.7, 0.15, 0.15) and
     ``split_seed``, unless a ``split`` column decides; ``window`` / ``stride`` cut training windows
     (held-out splits into consecutive windows). Real-valued features are standardised on the
-    training split (or by ``standardizer``, a :meth:`~ppl_models.inference.datasets.Standardizer.to_dict` record: a
+    training split (or by ``standardizer``, a :meth:`~ppl_models.inference.data.datasets.Standardizer.to_dict` record: a
     trained model's own, to judge or forecast new data in its units); the tensors are in those units.
     """
     table = {"series": series, "time": time, "features": features, "targets": targets, "split": split,
@@ -41,7 +41,7 @@ def file_data(path: str, series: str | None = None, time: str | None = None, fea
         splits.standardizer = _recorded(standardizer, dataset.features, path)
     train, valid, test = splits.tensors()
     kind = "binary" if dataset.binary else "real-valued, standardised on the training split"
-    return SequenceData(train, valid, test, f"{path} ({len(dataset)} series, {dataset.obs_dim} features, {kind})",
+    return ExperimentData(train, valid, test, f"{path} ({len(dataset)} series, {dataset.obs_dim} features, {kind})",
                         binary=dataset.binary, standardizer=splits.standardizer,
                         split_record=splits.to_dict())  # fmt: skip
 

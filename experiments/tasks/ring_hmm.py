@@ -20,7 +20,7 @@ import torch
 from ppl_models.inference.hmm import forward_filter
 from ppl_models.inference.validation import check_positive_int, check_sequences
 
-from ..data import SequenceData, sample_splits
+from ..data import ExperimentData, sample_splits
 
 __all__ = ["RingHMM", "ring_hmm"]
 
@@ -79,7 +79,7 @@ class RingHMM:
 
 
 def ring_hmm(num_train: int = 100, num_valid: int = 20, num_test: int = 50, num_steps: int = 50,
-             num_states: int = 4, stay: float = 0.3, noise: float = 0.3, seed: int = 0) -> SequenceData:  # fmt: skip
+             num_states: int = 4, stay: float = 0.3, noise: float = 0.3, seed: int = 0) -> ExperimentData:  # fmt: skip
     """Sequences ``[n, num_steps, 2]`` of the ring chain (:class:`RingHMM`), drawn with ``seed``; not standardised.
 
     The validation and test sets of one ``seed`` are the same whatever ``num_train``.
@@ -89,6 +89,6 @@ def ring_hmm(num_train: int = 100, num_valid: int = 20, num_test: int = 50, num_
         check_positive_int(value, name=name)
     source = RingHMM(num_states, stay, noise)
     splits = sample_splits(source, (num_train, num_valid, num_test), num_steps, first_seed=3 * seed)
-    return SequenceData(*splits, description=f"ring HMM, {num_states} states, stay {stay}, noise {noise} "
+    return ExperimentData(*splits, description=f"ring HMM, {num_states} states, stay {stay}, noise {noise} "
                                              f"({num_train} training sequences of {num_steps} steps)",
                         truth=source)  # fmt: skip

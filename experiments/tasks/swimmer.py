@@ -6,7 +6,7 @@ import os
 
 import torch
 
-from ..data import SequenceData, check_values, load_mat, mat_array
+from ..data import ExperimentData, check_values, load_mat, mat_array
 
 __all__ = ["swimmer", "SWIMMER_OBSERVATIONS"]
 
@@ -20,7 +20,7 @@ PAPER_TRAIN = 20  # the PSRNN paper's 20/5 split of 25 trajectories of one polic
 def swimmer(
     train: str = "1.0", valid: str = "0.5", test: str = "0.8", data_dir: str | os.PathLike | None = None,
     paper_split: bool = False,
-) -> SequenceData:
+) -> ExperimentData:
     """Swimmer robot trajectories ``[25, 100, 5]`` per split: the observation columns, real-valued.
 
     Each split is one file ``swimmers_trajs_<mix>.mat`` (the policy's exploration mix; the
@@ -56,4 +56,4 @@ def swimmer(
     splits = [((v - mean) / std, torch.ones(v.shape[:2], dtype=torch.bool)) for v in arrays.values()]
     where = f"train {train}[:20], valid {valid}, test {train}[20:]" if paper_split else \
         f"train {train}, valid {valid}, test {test}"  # fmt: skip
-    return SequenceData(*splits, description=f"Swimmer observations ({where})")
+    return ExperimentData(*splits, description=f"Swimmer observations ({where})")

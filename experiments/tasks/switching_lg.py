@@ -21,7 +21,7 @@ import math
 import torch
 from ppl_models.inference.validation import check_positive_int, check_sequences
 
-from ..data import SequenceData, sample_splits
+from ..data import ExperimentData, sample_splits
 
 __all__ = ["SwitchingLGSSM", "switching_lg", "MAX_PATHS"]
 
@@ -135,7 +135,7 @@ class SwitchingLGSSM:
 
 def switching_lg(num_regimes: int = 2, latent_dim: int = 2, obs_dim: int = 2, persistence: float = 0.9,
                  num_train: int = 200, num_valid: int = 50, num_test: int = 100, num_steps: int = 8,
-                 seed: int = 0) -> SequenceData:  # fmt: skip
+                 seed: int = 0) -> ExperimentData:  # fmt: skip
     """Sequences ``[n, num_steps, obs_dim]`` of a random :class:`SwitchingLGSSM` drawn with ``seed``; not standardised.
 
     The validation and test sets of one ``seed`` are the same whatever ``num_train``.
@@ -151,4 +151,4 @@ def switching_lg(num_regimes: int = 2, latent_dim: int = 2, obs_dim: int = 2, pe
     splits = sample_splits(source, (num_train, num_valid, num_test), num_steps, first_seed=2000 + 3 * seed)
     description = (f"switching LGSSM: {num_regimes} regimes, Dz={latent_dim}, Dx={obs_dim}, persistence "
                    f"{persistence} ({num_train} training sequences of {num_steps} steps)")  # fmt: skip
-    return SequenceData(*splits, description=description, truth=source)
+    return ExperimentData(*splits, description=description, truth=source)

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 import torch
 from ppl_models.inference.validation import check_positive_int, check_probability, check_sequences
 
-from ..data import SequenceData
+from ..data import ExperimentData
 
 __all__ = ["ARModel", "model_one", "model_two", "model_three", "ar_data", "ar_model_one_data", "ar_model_two_data",
            "ar_model_three_data", "predictive_mse", "interval_share", "NUM_FOLDS"]
@@ -197,7 +197,7 @@ def model_three() -> ARModel:
 
 
 def ar_data(truth: ARModel, *, fold: int = 0, seed: int = 0, num_samples: int = 1000,
-            num_steps: int = 24) -> SequenceData:  # fmt: skip
+            num_steps: int = 24) -> ExperimentData:  # fmt: skip
     """``num_samples`` sequences ``X_0 .. X_{num_steps}`` of ``truth``, split 80 / 10 / 10 by fold.
 
     The sequences depend only on ``seed`` (the same for every fold). They are cut into ten
@@ -207,7 +207,7 @@ def ar_data(truth: ARModel, *, fold: int = 0, seed: int = 0, num_samples: int = 
     sequence once. (The sequences are i.i.d., so consecutive blocks are random blocks.)
 
     Returns:
-        A :class:`~ppl_models.experiments.data.SequenceData` with ``x [N, num_steps + 1, 1]`` (float32)
+        A :class:`~ppl_models.experiments.data.ExperimentData` with ``x [N, num_steps + 1, 1]`` (float32)
         and ``truth`` set (the runner then reports the true model's log-likelihood).
     """
     if not isinstance(truth, ARModel):
@@ -224,22 +224,22 @@ def ar_data(truth: ARModel, *, fold: int = 0, seed: int = 0, num_samples: int = 
     test, valid = blocks[2 * fold], blocks[2 * fold + 1]
     train = torch.cat([b for i, b in enumerate(blocks) if i not in (2 * fold, 2 * fold + 1)])
     splits = [(part, torch.ones(part.shape[:2], dtype=torch.bool)) for part in (train, valid, test)]
-    return SequenceData(*splits, truth=truth, truth_metrics=truth.predictive_metrics,
+    return ExperimentData(*splits, truth=truth, truth_metrics=truth.predictive_metrics,
                         description=f"SMC Transformer synthetic {truth.name}: {truth!r}, "
                         f"{num_samples} sequences of {num_steps + 1} values, fold {fold}, seed {seed}")  # fmt: skip
 
 
-def ar_model_one_data(fold: int = 0, seed: int = 0, num_samples: int = 1000) -> SequenceData:
+def ar_model_one_data(fold: int = 0, seed: int = 0, num_samples: int = 1000) -> ExperimentData:
     """Model I data (``alpha = 0.8``, ``sigma^2 = 0.5``), see :func:`ar_data`."""
     return ar_data(model_one(), fold=fold, seed=seed, num_samples=num_samples)
 
 
-def ar_model_two_data(fold: int = 0, seed: int = 0, num_samples: int = 1000) -> SequenceData:
+def ar_model_two_data(fold: int = 0, seed: int = 0, num_samples: int = 1000) -> ExperimentData:
     """Model II data (``alpha = 0.9``, ``beta = 0.6 alpha``, ``p = 0.7``, ``sigma^2 = 0.3``), see :func:`ar_data`."""
     return ar_data(model_two(), fold=fold, seed=seed, num_samples=num_samples)
 
 
-def ar_model_three_data(fold: int = 0, seed: int = 0, num_samples: int = 1000) -> SequenceData:
+def ar_model_three_data(fold: int = 0, seed: int = 0, num_samples: int = 1000) -> ExperimentData:
     """Model III data (:func:`model_three`, a law not in the paper), see :func:`ar_data`."""
     return ar_data(model_three(), fold=fold, seed=seed, num_samples=num_samples)
 

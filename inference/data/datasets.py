@@ -31,7 +31,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .data_files import (
+from ..validation import check_positive_int
+from .readers import (
     EXTREME_ABSOLUTE,
     EXTREME_SPREADS,
     FILE_SUFFIXES,
@@ -186,7 +187,7 @@ class SequenceDataset:
 
         ``series``: the id column (``None``: one series); ``time``: the ordering column (``None``:
         the frame's order), read as numbers, dates (with their year) or numbered labels
-        (``t0 .. t11``, ordered by the number; :func:`~ppl_models.inference.data_files.time_keys`), a cell
+        (``t0 .. t11``, ordered by the number; :func:`~ppl_models.inference.data.readers.time_keys`), a cell
         that reads otherwise refused; ``time_order="file"`` keeps the frame's order instead (the
         time column then only checked for duplicates); ``features``: the value columns (``None``:
         every other numeric column, numbers with thousands separators included; a text column
@@ -322,8 +323,8 @@ class SequenceDataset:
         series shorter than ``window`` kept whole. Otherwise a series shorter than ``window`` is
         refused.
         """
-        window = _positive_int(window, "window", minimum=2)
-        stride = window if cover else _positive_int(window if stride is None else stride, "stride")
+        window = check_positive_int(window, name="window", minimum=2)
+        stride = window if cover else check_positive_int(window if stride is None else stride, name="stride")
         short = [(name, len(s)) for name, s in zip(self.ids, self.sequences) if len(s) < window]
         if short and not cover:
             raise ValueError(f"{self.source}: window {window} is longer than series {short[0][0]!r} "
@@ -357,7 +358,7 @@ class SequenceDataset:
         """
         if by not in ("series", "time"):
             raise ValueError(f"by: expected 'series' or 'time', got {by!r}")
-        seed = _positive_int(seed, "seed", minimum=0)
+        seed = check_positive_int(seed, name="seed", minimum=0)
         use_column = self.split_labels is not None if column is None else bool(column)
         if use_column:
             if self.split_labels is None:
@@ -517,12 +518,6 @@ def _pad(sequences: list[np.ndarray], dtype: torch.dtype,
     if standardizer is not None:
         x = torch.where(mask.unsqueeze(-1), standardizer.transform(x), torch.zeros((), dtype=wide))
     return x.to(dtype), mask
-
-
-def _positive_int(value, name: str, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"{name}: expected an integer >= {minimum}, got {value!r}")
-    return int(value)
 
 
 def _fractions(fractions) -> tuple[float, float, float]:

@@ -2,8 +2,8 @@
 
 Every refusal is one ``ValueError`` naming the file, the column (or array) and the row (or line);
 an extreme value gives one :class:`DataWarning`, once per file and column in a process
-(:func:`warn_once`: a file read twice in a command warns once). :mod:`ppl_models.inference.datasets` builds its
-:class:`~ppl_models.inference.datasets.SequenceDataset` from what these read; the loaders of the built-in
+(:func:`warn_once`: a file read twice in a command warns once). :mod:`ppl_models.inference.data.datasets` builds its
+:class:`~ppl_models.inference.data.datasets.SequenceDataset` from what these read; the loaders of the built-in
 data sets (:mod:`ppl_models.experiments.tasks`) check their values by the same :func:`check_values`.
 """
 
