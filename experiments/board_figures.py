@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from matplotlib.figure import Figure
+
 from ppl_models.inference.calibration import ReliabilityCurve
 from ppl_models.inference.io import write_json
 

@@ -27,12 +27,12 @@ import warnings
 from pathlib import Path
 
 import torch
+
+import ppl_models
 from ppl_models.inference.evaluation import format_table
 from ppl_models.inference.recalibration import RECALIBRATION_METHODS
 from ppl_models.inference.training import TrainingDiverged
 from ppl_models.inference.validation import InputTypeError
-
-import ppl_models
 
 from . import compare, demo, forecasting, leaderboard, own_data, registry, reproductions, runner, supervised
 from .config import apply_overrides, load_config, read_toml

@@ -23,6 +23,7 @@ import re
 from pathlib import Path
 
 from matplotlib.figure import Figure
+
 from ppl_models.inference.io import read_jsonl, write_json, write_text
 
 from . import runner, supervised

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+
 from ppl_models.inference.data.readers import EXTREME_ABSOLUTE, EXTREME_SPREADS, DataWarning, check_values
 
 __all__ = ["ExperimentData", "pad_sequences", "resolve_data_dir", "verified_path", "load_mat", "mat_array",

@@ -23,13 +23,13 @@ from pathlib import Path
 
 import torch
 from matplotlib.figure import Figure
+
+from ppl_models import SMCTransformer
 from ppl_models.inference import calibration
 from ppl_models.inference.io import write_json, write_text
 from ppl_models.inference.recalibration import RECALIBRATION_METHODS, coverage_by_step, fit_recalibration
 from ppl_models.inference.training import load_checkpoint
 from ppl_models.inference.validation import check_positive_int
-
-from ppl_models import SMCTransformer
 
 from .config import check_config
 from .memory import FLOAT32, check_memory

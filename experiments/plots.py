@@ -9,6 +9,7 @@ from pathlib import Path
 
 import torch
 from matplotlib.figure import Figure
+
 from ppl_models.inference.io import atomic_write, read_jsonl
 
 from .tasks.music import NUM_KEYS, plot_piano_roll, write_midi

@@ -14,10 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from ppl_models.inference import ParticleFilter
-from ppl_models.inference.objectives import ELBO, IWAE, ExactLikelihood, Objective, SMCBound
-from ppl_models.inference.protocol import SequenceModel
-from ppl_models.inference.squared_error import SquaredError
 
 from ppl_models import (
     PSRNN,
@@ -31,6 +27,10 @@ from ppl_models import (
     TransformerForecaster,
     TwoStageKalmanFilter,
 )
+from ppl_models.inference import ParticleFilter
+from ppl_models.inference.objectives import ELBO, IWAE, ExactLikelihood, Objective, SMCBound
+from ppl_models.inference.protocol import SequenceModel
+from ppl_models.inference.squared_error import SquaredError
 
 from .config import check_arguments
 from .data import ExperimentData

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import torch
+
 from ppl_models.inference.io import write_json, write_text
 
 from . import compare

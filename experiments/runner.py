@@ -39,6 +39,7 @@ from pathlib import Path
 
 import pyro
 import torch
+
 from ppl_models.inference import ParticleFilter, calibration, evaluation
 from ppl_models.inference.evaluation import format_table
 from ppl_models.inference.io import (

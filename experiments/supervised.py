@@ -30,10 +30,10 @@ from pathlib import Path
 
 import tomllib
 import torch
+
 from ppl_models.inference.discriminative import DiscriminativeLoss
 from ppl_models.inference.io import write_json
 from ppl_models.inference.training import TrainConfig, Trainer, load_best
-
 from ppl_models.pf_rnn import PFRNNPredictor
 
 from . import plots

@@ -10,9 +10,9 @@ import sys
 
 import torch
 import torch.distributed as dist
+
 from ppl_models.inference.objectives import ExactLikelihood
 from ppl_models.inference.training import TrainConfig, Trainer
-
 from ppl_models.lgssm import LinearGaussianSSM
 
 

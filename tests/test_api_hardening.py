@@ -1,16 +1,16 @@
 """The Python API refuses what it cannot judge, by the argument's name, before it allocates; ``Trainer.fit`` ends
 with the parameters of the best validation epoch."""
 
-import ppl_models.inference.validation as validation
 import pytest
 import torch
+
+import ppl_models.inference.validation as validation
+from ppl_models import LinearGaussianSSM
 from ppl_models.inference import evaluate, posterior_predictive
 from ppl_models.inference.data.datasets import Standardizer
 from ppl_models.inference.objectives import ExactLikelihood
 from ppl_models.inference.pointwise import posterior_draws
 from ppl_models.inference.training import TrainConfig, Trainer, load_checkpoint
-
-from ppl_models import LinearGaussianSSM
 
 
 def lgssm(seed=0):

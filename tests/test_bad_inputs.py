@@ -15,10 +15,12 @@ import shutil
 import warnings
 
 import numpy as np
-import ppl_models.inference.io
 import pytest
 import scipy.io
 import torch
+
+import ppl_models.inference.io
+from ppl_models import SRNN, VRNN, GRUBaseline, LinearGaussianSSM
 from ppl_models.experiments import cli, registry, runner
 from ppl_models.experiments.config import load_config
 from ppl_models.experiments.data import EXTREME_ABSOLUTE, DataWarning, ExperimentData, check_values
@@ -26,8 +28,6 @@ from ppl_models.inference import ParticleFilter
 from ppl_models.inference.objectives import ELBO, IWAE, ExactLikelihood
 from ppl_models.inference.training import Trainer
 from ppl_models.inference.validation import InputTypeError
-
-from ppl_models import SRNN, VRNN, GRUBaseline, LinearGaussianSSM
 from ppl_models.psrnn import PSRNN
 
 SMALL = """

@@ -19,10 +19,10 @@ def test_quick_benchmark_runs_and_reports_errors_against_the_kalman_value(tmp_pa
 def test_quick_srnn_step_benchmark_runs_and_its_torch_elbo_matches_ours(tmp_path):
     import pyro
     import torch
-    from ppl_models.experiments.benchmarks import srnn_step
-    from ppl_models.inference.objectives import ELBO
 
     from ppl_models import SRNN
+    from ppl_models.experiments.benchmarks import srnn_step
+    from ppl_models.inference.objectives import ELBO
 
     out = tmp_path / "srnn.json"
     srnn_step.main(["--quick", "--out", str(out)])
@@ -82,6 +82,7 @@ def test_cuda_graph_benchmark_needs_a_gpu_and_its_filter_rows_run_on_cpu(capsys)
     """Without CUDA the command stops with exit status 2; its filter rows run eagerly (the graph's fallback)."""
     import pytest
     import torch
+
     from ppl_models.experiments.benchmarks import cuda_graphs
 
     if not torch.cuda.is_available():

@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+
 from ppl_models.experiments import board_figures, plots
 from ppl_models.experiments.cli import main
 from ppl_models.inference.calibration import reliability_curve

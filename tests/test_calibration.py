@@ -7,6 +7,9 @@ import pytest
 import scipy.stats
 import torch
 from matplotlib.figure import Figure
+from pyro.infer import Predictive
+
+from ppl_models import SRNN, GRUBaseline, SMCTransformer
 from ppl_models.inference.arviz_compat import az, group_names
 from ppl_models.inference.calibration import (
     ReliabilityCurve,
@@ -26,9 +29,6 @@ from ppl_models.inference.calibration import (
     stack_sequence_sites,
     to_inference_data,
 )
-from pyro.infer import Predictive
-
-from ppl_models import SRNN, GRUBaseline, SMCTransformer
 
 LEVELS = (0.5, 0.8, 0.9, 0.95)
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+
 from ppl_models.experiments.cli import main
 from ppl_models.experiments.own_data import MODEL_NAMES, model_config
 from ppl_models.experiments.recipes import EMISSION_MODELS, EMISSIONS, RECIPES, DataNotRepresentable

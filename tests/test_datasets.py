@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+
 from ppl_models.inference.data.datasets import DataWarning, SequenceDataset, Standardizer
 
 

@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+
 from ppl_models.experiments.tasks.own_file import file_data
 from ppl_models.inference.data.datasets import DataWarning, SequenceDataset
 

@@ -5,10 +5,10 @@ import math
 
 import pytest
 import torch
-from ppl_models.inference import evaluate
-from ppl_models.inference.data.datasets import Standardizer
 
 from ppl_models import GRUBaseline, LinearGaussianSSM
+from ppl_models.inference import evaluate
+from ppl_models.inference.data.datasets import Standardizer
 
 
 def lgssm(generator_seed=0):

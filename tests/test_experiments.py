@@ -5,6 +5,7 @@ import json
 
 import pytest
 import torch
+
 from ppl_models.experiments import cli, compare, registry, supervised
 from ppl_models.experiments.config import EvaluateConfig, apply_overrides, check_config, load_config
 from ppl_models.experiments.data import ExperimentData, pad_sequences, verified_path
@@ -14,7 +15,6 @@ from ppl_models.experiments.tasks.music import polyphonic
 from ppl_models.experiments.tasks.swimmer import swimmer
 from ppl_models.inference.evaluation import format_table
 from ppl_models.inference.io import read_jsonl
-
 from ppl_models.rnn_baseline import GRUBaseline
 
 DEMO = registry.EXPERIMENTS["lgssm-demo"].build

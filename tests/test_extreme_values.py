@@ -8,11 +8,6 @@ import warnings
 import pyro
 import pytest
 import torch
-from ppl_models.inference import ESTIMATORS, ParticleFilter, Unsupported
-from ppl_models.inference.particle_filter import Step
-from ppl_models.inference.resampling import _draw_ancestors, effective_sample_size, normalize_with_total, resample
-from ppl_models.inference.saturation import saturate, saturated_sum
-from ppl_models.inference.validation import check_sequences
 from pyro.infer import Trace_ELBO
 from test_protocol import FACTORIES, MASK, VARIANTS
 
@@ -27,6 +22,11 @@ from ppl_models import (
     SMCTransformer,
     TransformerForecaster,
 )
+from ppl_models.inference import ESTIMATORS, ParticleFilter, Unsupported
+from ppl_models.inference.particle_filter import Step
+from ppl_models.inference.resampling import _draw_ancestors, effective_sample_size, normalize_with_total, resample
+from ppl_models.inference.saturation import saturate, saturated_sum
+from ppl_models.inference.validation import check_sequences
 
 K, OUTLIER_STEP = 64, 5
 

@@ -12,10 +12,10 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+
 from ppl_models.experiments.recipes import SUPERVISED_MODELS, supervised_recipe
 from ppl_models.experiments.supervised import train
 from ppl_models.experiments.tasks.file_regression import evaluate_file_regression, file_regression
-
 from ppl_models.pf_rnn import PFRNNPredictor
 
 

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+
 from ppl_models.experiments import claims, compare, forecasting, reproductions, runner, transfers
 from ppl_models.experiments.claims import CLAIMS, Claim, Within
 from ppl_models.experiments.cli import main

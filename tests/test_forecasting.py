@@ -4,13 +4,13 @@ import json
 
 import pytest
 import torch
+
+from ppl_models import LinearGaussianSSM
 from ppl_models.experiments import cli, forecasting, runner
 from ppl_models.experiments.config import load_config
 from ppl_models.experiments.registry import experiment_config
 from ppl_models.experiments.tasks.covid import covid_deaths
 from ppl_models.inference.recalibration import coverage_by_step
-
-from ppl_models import LinearGaussianSSM
 from ppl_models.predictors import OneStepPredictor
 
 

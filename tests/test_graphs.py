@@ -8,12 +8,12 @@ turns value checks off inside a capture.
 
 import pytest
 import torch
+
+from ppl_models import LinearGaussianSSM
 from ppl_models.inference import ParticleFilter
 from ppl_models.inference.discriminative import DiscriminativeLoss
 from ppl_models.inference.graphs import GraphedCall
 from ppl_models.inference.validation import check_sequences, value_checks, value_checks_enabled
-
-from ppl_models import LinearGaussianSSM
 from ppl_models.pf_rnn import PFRNNPredictor
 
 

@@ -5,6 +5,7 @@ import math
 
 import pytest
 import torch
+
 from ppl_models.experiments.tasks.hmm_rolls import RollHMM, hmm_rolls
 from ppl_models.inference.evaluation import gap_to_truth
 
@@ -85,12 +86,11 @@ def test_gap_to_truth_by_hand():
 
 def test_quick_benchmark_a_trained_srnn_approaches_a_tiny_hmm_without_passing_it():
     """The benchmark in small: SRNN trained by SMC-4 on a 2-state HMM, every estimate held to the forward algorithm."""
+    from ppl_models import SRNN
     from ppl_models.experiments.config import EvaluateConfig
     from ppl_models.experiments.runner import evaluate_model
     from ppl_models.inference import ParticleFilter
     from ppl_models.inference.objectives import SMCBound
-
-    from ppl_models import SRNN
 
     torch.manual_seed(0)
     data = hmm_rolls(num_states=2, num_keys=4, persistence=0.9, sharpness=3.0, num_train=40, num_valid=5,

@@ -15,6 +15,7 @@ import time
 import numpy as np
 import pandas as pd
 import pytest
+
 from ppl_models.experiments import board_figures, leaderboard, own_data, runner
 from ppl_models.experiments.cli import build_parser, main
 from ppl_models.experiments.recipes import DataNotRepresentable

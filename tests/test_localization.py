@@ -6,6 +6,7 @@ import math
 import numpy as np
 import pytest
 import torch
+
 from ppl_models.experiments import cli
 from ppl_models.experiments.tasks.localization import (
     OBSERVATION_NOISE,
@@ -14,7 +15,6 @@ from ppl_models.experiments.tasks.localization import (
     simulate,
     symmetric_maze,
 )
-
 from ppl_models.pf_rnn import PFRNNPredictor
 
 

@@ -6,6 +6,7 @@ import math
 import numpy as np
 import pytest
 import torch
+
 from ppl_models.experiments import cli
 from ppl_models.experiments.tasks.localization_paper import (
     LAYOUTS,
@@ -16,7 +17,6 @@ from ppl_models.experiments.tasks.localization_paper import (
     simulate_paper,
 )
 from ppl_models.inference.discriminative import DiscriminativeLoss
-
 from ppl_models.pf_rnn import ParticleBelief, PFRNNPredictor
 
 

@@ -4,6 +4,7 @@ import math
 
 import pytest
 import torch
+
 from ppl_models.inference.mixture_scores import gaussian_mixture_crps, gaussian_mixture_log_density
 
 

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 from matplotlib.figure import Figure
+
 from ppl_models.experiments.tasks.music import plot_piano_roll, read_midi_roll, write_midi
 
 pretty_midi = pytest.importorskip("pretty_midi")

@@ -2,9 +2,9 @@
 
 import pyro
 import torch
-from ppl_models.experiments.studies.music_protocol import normalisations, split_summary
 
 from ppl_models import SRNN
+from ppl_models.experiments.studies.music_protocol import normalisations, split_summary
 
 
 def test_split_summary_counts_steps_lengths_and_sounding_midi_keys():

@@ -2,12 +2,12 @@
 
 import numpy as np
 import torch
+
+from ppl_models import SRNN
 from ppl_models.experiments.config import EvaluateConfig
 from ppl_models.experiments.data import ExperimentData
 from ppl_models.experiments.runner import evaluate_model
 from ppl_models.experiments.tasks.music import plot_piano_roll
-
-from ppl_models import SRNN
 
 KEYS = 12
 

@@ -9,9 +9,9 @@ import copy
 
 import pytest
 import torch
+
 from ppl_models.inference.discriminative import DiscriminativeLoss
 from ppl_models.inference.training import TrainConfig, Trainer, refresh_norm_statistics
-
 from ppl_models.pf_rnn import PFGRU, PFLSTM, PFRNNPredictor, StepBatchNorm
 
 DETERMINISTIC = {"num_particles": 3, "stochastic": False, "resampling": "none"}

@@ -3,12 +3,12 @@
 import pyro
 import pytest
 import torch
-from ppl_models.inference import ParticleFilter
-from ppl_models.inference.objectives import ELBO, IWAE, ExactLikelihood, SMCBound
-from ppl_models.inference.traces import annealed
 from pyro.infer import Trace_ELBO, TraceMeanField_ELBO
 
 from ppl_models import LinearGaussianSSM
+from ppl_models.inference import ParticleFilter
+from ppl_models.inference.objectives import ELBO, IWAE, ExactLikelihood, SMCBound
+from ppl_models.inference.traces import annealed
 
 pytestmark = pytest.mark.usefixtures("float64")
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+
 from ppl_models.experiments.cli import main
 from ppl_models.experiments.own_data import MODEL_NAMES
 from ppl_models.experiments.recipes import RECIPES

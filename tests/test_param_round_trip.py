@@ -15,8 +15,9 @@ from pathlib import Path
 import pyro
 import pytest
 import torch
-from ppl_models.inference.params import PARAMS_FORMAT
 from test_protocol import FACTORIES
+
+from ppl_models.inference.params import PARAMS_FORMAT
 
 TESTS = Path(__file__).parent
 CHILD = """

@@ -6,11 +6,11 @@ import pyro
 import pyro.distributions as dist
 import pytest
 import torch
+
+from ppl_models import LinearGaussianSSM
 from ppl_models.inference import FilterFailed, FilterResult, ParticleFilter, forecast
 from ppl_models.inference.particle_filter import Step
 from ppl_models.inference.pyro_programs import PyroProgramModel
-
-from ppl_models import LinearGaussianSSM
 
 pytestmark = pytest.mark.usefixtures("float64")
 

@@ -10,13 +10,13 @@ import warnings
 import pyro
 import pytest
 import torch
-from ppl_models.inference.discriminative import DiscriminativeLoss, belief_loss, particle_elbo_loss, prediction_loss
-from ppl_models.inference.resampling import resample
-from ppl_models.inference.training import TrainConfig, Trainer
 from pyro import poutine
 from pyro.infer import SVI, Trace_ELBO
 from torch import nn
 
+from ppl_models.inference.discriminative import DiscriminativeLoss, belief_loss, particle_elbo_loss, prediction_loss
+from ppl_models.inference.resampling import resample
+from ppl_models.inference.training import TrainConfig, Trainer
 from ppl_models.pf_rnn import PFGRU, PFLSTM, ParticleState, PFRNNPredictor, PFRNNProgram, StepBatchNorm
 
 CELLS = [PFLSTM, PFGRU]

@@ -4,6 +4,7 @@ import pickle
 
 import pytest
 import torch
+
 from ppl_models.experiments.studies.pfrnn_official import (
     apply_edits,
     constant_last_step_mse,

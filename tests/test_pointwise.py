@@ -8,13 +8,13 @@ import pyro
 import pyro.distributions as dist
 import pytest
 import torch
+
+from ppl_models import PFLSTM, SRNN, GRUBaseline, LinearGaussianSSM, PFRNNPredictor, PFRNNProgram
 from ppl_models.inference import Unsupported
 from ppl_models.inference.arviz_compat import ARVIZ_1, az, loo_summary
 from ppl_models.inference.calibration import posterior_inference_data
 from ppl_models.inference.objectives import IWAE
 from ppl_models.inference.pointwise import entry_log_prob, posterior_draws
-
-from ppl_models import PFLSTM, SRNN, GRUBaseline, LinearGaussianSSM, PFRNNPredictor, PFRNNProgram
 
 
 def _gaussian_conditionals(mean, cov, x):

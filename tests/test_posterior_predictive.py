@@ -12,9 +12,6 @@ import matplotlib
 import pyro
 import pytest
 import torch
-from ppl_models.inference import posterior_predictive
-from ppl_models.inference.arviz_compat import az
-from ppl_models.inference.calibration import stack_sequence_sites, to_inference_data
 from pyro.infer import Predictive
 from test_protocol import FACTORIES, MASK
 
@@ -32,6 +29,9 @@ from ppl_models import (
     TransformerForecaster,
     TwoStageKalmanFilter,
 )
+from ppl_models.inference import posterior_predictive
+from ppl_models.inference.arviz_compat import az
+from ppl_models.inference.calibration import stack_sequence_sites, to_inference_data
 
 matplotlib.use("Agg")
 

@@ -9,13 +9,13 @@ import math
 import pytest
 import scipy.stats
 import torch
+
+from ppl_models import RecurrentPredictor, TwoStageKalmanFilter
 from ppl_models.experiments.config import EvaluateConfig
 from ppl_models.experiments.data import ExperimentData
 from ppl_models.experiments.studies.psrnn_calibration import calibration_from_pit, pit
 from ppl_models.inference.evaluation import refit_noise
 from ppl_models.inference.squared_error import SquaredError
-
-from ppl_models import RecurrentPredictor, TwoStageKalmanFilter
 from ppl_models.predictive_noise import SHAPE_POINTS, check_refit, choose_shape, fit_noise, noise_distribution
 
 

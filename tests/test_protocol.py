@@ -5,8 +5,6 @@ import math
 import pyro
 import pytest
 import torch
-from ppl_models.inference import CAPABILITIES, ESTIMATORS, ParticleFilter, Unsupported
-from ppl_models.inference.objectives import ELBO, IWAE
 from pyro.infer import SVI, Trace_ELBO
 
 import ppl_models
@@ -26,6 +24,8 @@ from ppl_models import (
     TransformerForecaster,
     TwoStageKalmanFilter,
 )
+from ppl_models.inference import CAPABILITIES, ESTIMATORS, ParticleFilter, Unsupported
+from ppl_models.inference.objectives import ELBO, IWAE
 
 B, T, D = 3, 6, 2
 

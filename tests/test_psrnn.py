@@ -3,11 +3,11 @@
 import pyro
 import pytest
 import torch
-from ppl_models.inference.objectives import ExactLikelihood
-from ppl_models.inference.training import TrainConfig, Trainer
 from pyro.infer import SVI, Predictive, Trace_ELBO
 
 from ppl_models import PSRNN, RecurrentPredictor
+from ppl_models.inference.objectives import ExactLikelihood
+from ppl_models.inference.training import TrainConfig, Trainer
 from ppl_models.psrnn import FactorizedPSRNNCell, PSRNNCell, PSRNNLayer, normalize
 from ppl_models.spectral import cp_reconstruct
 

@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+
 from ppl_models.experiments.studies.psrnn_calibration import calibration_from_pit, main, pit
 
 

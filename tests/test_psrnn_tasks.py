@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import scipy.io
 import torch
+
 from ppl_models.experiments.data import verified_path
 from ppl_models.experiments.tasks.swimmer import swimmer
 

@@ -14,11 +14,6 @@ import numpy as np
 import pyro
 import pytest
 import torch
-from ppl_models.inference import UNCONDITION, SequenceModel, Unsupported, posterior_predictive
-from ppl_models.inference.arviz_compat import ARVIZ_1, az, group_names, loo_summary
-from ppl_models.inference.calibration import posterior_inference_data, stack_sequence_sites, to_inference_data
-from ppl_models.inference.objectives import ELBO, IWAE
-from ppl_models.inference.traces import latent_sites
 from pyro import poutine
 from pyro.infer import SVI, JitTrace_ELBO, Predictive, Trace_ELBO, TraceMeanField_ELBO
 from pyro.infer.autoguide import AutoNormal
@@ -26,6 +21,11 @@ from test_protocol import FACTORIES, MASK
 
 import ppl_models
 from ppl_models import PFRNNProgram
+from ppl_models.inference import UNCONDITION, SequenceModel, Unsupported, posterior_predictive
+from ppl_models.inference.arviz_compat import ARVIZ_1, az, group_names, loo_summary
+from ppl_models.inference.calibration import posterior_inference_data, stack_sequence_sites, to_inference_data
+from ppl_models.inference.objectives import ELBO, IWAE
+from ppl_models.inference.traces import latent_sites
 
 matplotlib.use("Agg")
 

@@ -4,6 +4,7 @@ import math
 
 import pytest
 import torch
+
 from ppl_models.inference import calibration
 from ppl_models.inference.recalibration import fit_recalibration
 

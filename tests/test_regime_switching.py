@@ -5,12 +5,12 @@ import math
 
 import pytest
 import torch
+
 from ppl_models.experiments.tasks.regime_switching import (
     RegimeSwitchingLaw,
     evaluate_regime_switching,
     regime_switching,
 )
-
 from ppl_models.pf_rnn import PFRNNPredictor
 
 

@@ -6,6 +6,7 @@ import statistics
 from pathlib import Path
 
 import pytest
+
 from ppl_models.experiments import claims, reproductions
 from ppl_models.experiments.claims import CLAIMS, Beats, Budget, Claim, Matches, Reading, Stat, Within
 from ppl_models.experiments.cli import main

@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pytest
 import torch
+
 from ppl_models.inference.resampling import (
     SCHEMES,
     effective_sample_size,

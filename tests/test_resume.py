@@ -8,15 +8,15 @@ import re
 import subprocess
 import sys
 
-import ppl_models.inference.training as training
 import pytest
 import torch
+
+import ppl_models.inference.training as training
 from ppl_models.experiments import cli, runner
 from ppl_models.inference import ParticleFilter
 from ppl_models.inference.io import read_jsonl, staged_folder
 from ppl_models.inference.objectives import ExactLikelihood, SMCBound
 from ppl_models.inference.training import TrainConfig, Trainer, TrainingDiverged, load_checkpoint
-
 from ppl_models.lgssm import LinearGaussianSSM
 
 

@@ -5,6 +5,7 @@ import math
 
 import pytest
 import torch
+
 from ppl_models.experiments.tasks.ring_hmm import RingHMM, ring_hmm
 
 

@@ -1,6 +1,7 @@
 """Long runs, skipped by default (``pytest -m slow``): the full demo experiment."""
 
 import pytest
+
 from ppl_models.experiments import registry, runner
 from ppl_models.experiments.config import load_config
 

@@ -4,11 +4,11 @@ import math
 
 import pytest
 import torch
+
 from ppl_models.experiments import registry
 from ppl_models.experiments.config import load_config
 from ppl_models.inference.objectives import ExactLikelihood
 from ppl_models.inference.training import TrainConfig, Trainer
-
 from ppl_models.mc_dropout import MCDropoutLSTM
 from ppl_models.transformer_forecaster import TransformerForecaster
 

@@ -5,14 +5,14 @@ import math
 import pyro
 import pytest
 import torch
-from ppl_models.inference import ParticleFilter
-from ppl_models.inference.forecast import forecast
-from ppl_models.inference.objectives import SMCBound
-from ppl_models.inference.training import TrainConfig, Trainer
 from pyro.infer import SVI, SMCFilter, Trace_ELBO
 from pyro.infer.autoguide import AutoNormal
 from torch.distributions import Categorical, Normal
 
+from ppl_models.inference import ParticleFilter
+from ppl_models.inference.forecast import forecast
+from ppl_models.inference.objectives import SMCBound
+from ppl_models.inference.training import TrainConfig, Trainer
 from ppl_models.smc_transformer import SMCTransformer
 
 

@@ -4,10 +4,10 @@ HMM's forward filter, known low-rank tensors and a known linear-Gaussian system.
 import pyro
 import pytest
 import torch
-from ppl_models.inference.objectives import IWAE
 from pyro.infer import SVI, Trace_ELBO
 
 from ppl_models import LinearGaussianSSM, TwoStageKalmanFilter
+from ppl_models.inference.objectives import IWAE
 from ppl_models.psrnn import PSRNNCell, normalize
 from ppl_models.spectral import (
     RandomFourierFeatures,

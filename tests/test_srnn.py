@@ -5,13 +5,13 @@ import math
 import pyro
 import pytest
 import torch
-from ppl_models.inference import ParticleFilter
-from ppl_models.inference.objectives import ELBO, IWAE, ExactLikelihood, SMCBound
-from ppl_models.inference.training import TrainConfig, Trainer
 from pyro.infer import SVI, JitTrace_ELBO, Trace_ELBO, TraceMeanField_ELBO
 from torch.distributions import Normal, kl_divergence
 
 from ppl_models import SRNN, GRUBaseline, LinearGaussianSSM
+from ppl_models.inference import ParticleFilter
+from ppl_models.inference.objectives import ELBO, IWAE, ExactLikelihood, SMCBound
+from ppl_models.inference.training import TrainConfig, Trainer
 from ppl_models.nets import reverse_padded, shifted_inputs
 
 LENGTHS = [9, 4, 6, 1]

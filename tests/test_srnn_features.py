@@ -3,13 +3,13 @@
 import pyro
 import pytest
 import torch
-from ppl_models.inference import ParticleFilter
-from ppl_models.inference.objectives import ELBO, IWAE, SMCBound
-from ppl_models.inference.training import TrainConfig, Trainer
 from pyro.infer import TraceMeanField_ELBO
 from torch.nn import functional as F
 
 from ppl_models import SRNN, LinearGaussianSSM
+from ppl_models.inference import ParticleFilter
+from ppl_models.inference.objectives import ELBO, IWAE, SMCBound
+from ppl_models.inference.training import TrainConfig, Trainer
 
 KEYS, FEATURES = 6, 5
 

@@ -4,9 +4,9 @@ import math
 
 import pytest
 import torch
-from ppl_models.experiments.tasks.switching_lg import SwitchingLGSSM, switching_lg
 
 from ppl_models import LinearGaussianSSM
+from ppl_models.experiments.tasks.switching_lg import SwitchingLGSSM, switching_lg
 
 
 def _scalar_source(a, persistence=0.7):

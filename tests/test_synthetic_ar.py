@@ -7,6 +7,7 @@ import pytest
 import scipy.optimize
 import scipy.stats
 import torch
+
 from ppl_models.experiments.data import resolve_data_dir
 from ppl_models.experiments.registry import DATASETS, build
 from ppl_models.experiments.tasks.covid import covid_deaths

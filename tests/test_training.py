@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+
 from ppl_models.inference.io import read_jsonl
 from ppl_models.inference.objectives import ExactLikelihood
 from ppl_models.inference.training import (
@@ -20,7 +21,6 @@ from ppl_models.inference.training import (
     load_checkpoint,
     trim_padding,
 )
-
 from ppl_models.lgssm import LinearGaussianSSM
 
 

@@ -2,9 +2,9 @@
 
 import pytest
 import torch
+
 from ppl_models.inference.discriminative import DiscriminativeLoss
 from ppl_models.inference.training import TrainConfig, Trainer
-
 from ppl_models.pf_rnn import PFRNNPredictor
 
 

@@ -4,6 +4,7 @@ import json
 
 import pytest
 import torch
+
 from ppl_models.experiments import reproductions, transfers
 from ppl_models.experiments.cli import main
 from ppl_models.experiments.registry import EXPERIMENTS

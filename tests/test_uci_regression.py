@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 import scipy.stats
 import torch
+
 from ppl_models.experiments import cli
 from ppl_models.experiments.data import resolve_data_dir
 from ppl_models.experiments.registry import experiment_config
@@ -26,7 +27,6 @@ from ppl_models.experiments.tasks.uci_regression import (
     predictive_samples,
 )
 from ppl_models.inference.discriminative import DiscriminativeLoss
-
 from ppl_models.pf_rnn import ParticleBelief, PFRNNPredictor
 
 try:

@@ -5,15 +5,15 @@ import math
 import pyro
 import pytest
 import torch
-from ppl_models.inference import ParticleFilter
-from ppl_models.inference.objectives import ELBO, IWAE, SMCBound
-from ppl_models.inference.training import TrainConfig, Trainer
 from pyro import poutine
 from pyro.infer import SVI, SMCFilter, Trace_ELBO, TraceMeanField_ELBO
 from torch.distributions import Bernoulli, Normal
 from torch.nn import functional as F
 
 from ppl_models import VRNN
+from ppl_models.inference import ParticleFilter
+from ppl_models.inference.objectives import ELBO, IWAE, SMCBound
+from ppl_models.inference.training import TrainConfig, Trainer
 
 LENGTHS = [9, 4, 6, 1]
 

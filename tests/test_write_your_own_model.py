@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+
 from ppl_models.experiments import cli
 from ppl_models.inference import ParticleFilter
 from ppl_models.inference.objectives import ELBO, IWAE

@@ -54,6 +54,9 @@ import numpy as np
 import pyro
 import pyro.distributions as dist
 import torch
+from pyro.infer import SMCFilter
+
+from ppl_models import LinearGaussianSSM
 from ppl_models.experiments.benchmarks.timing import (
     fit_scaling,
     load_average,
@@ -66,9 +69,6 @@ from ppl_models.experiments.benchmarks.timing import (
 )
 from ppl_models.inference import ParticleFilter
 from ppl_models.inference.io import write_json
-from pyro.infer import SMCFilter
-
-from ppl_models import LinearGaussianSSM
 
 RHO, SIGMA_X, SIGMA_Y = 0.9, 0.5, 1.0
 SIGMA_0 = SIGMA_X / math.sqrt(1.0 - RHO**2)

@@ -28,13 +28,13 @@ import traceback
 from pathlib import Path
 
 import torch
+
 from ppl_models.experiments.benchmarks.bootstrap_filter import ESS_THRESHOLD, make_data, make_model
 from ppl_models.experiments.benchmarks.timing import machine_info, provenance, stats, time_repeats
 from ppl_models.inference import ParticleFilter
 from ppl_models.inference.discriminative import DiscriminativeLoss
 from ppl_models.inference.graphs import GraphedCall
 from ppl_models.inference.io import write_json
-
 from ppl_models.pf_rnn import PFRNNPredictor
 
 __all__ = ["main", "filter_rows", "pf_rnn_rows", "training_setup", "PAPER_EPOCH"]

@@ -39,6 +39,8 @@ import sys
 from pathlib import Path
 
 import torch
+from torch import nn
+
 from ppl_models.experiments.benchmarks.cuda_graphs import PAPER_EPOCH, training_setup
 from ppl_models.experiments.benchmarks.timing import (
     fit_scaling,
@@ -50,8 +52,6 @@ from ppl_models.experiments.benchmarks.timing import (
 )
 from ppl_models.inference.graphs import GraphedCall
 from ppl_models.inference.io import write_json
-from torch import nn
-
 from ppl_models.pf_rnn import PFGRU, PFLSTM
 
 __all__ = ["main", "row_step", "time_rows", "OFFICIAL", "REFERENCE", "EPOCHS", "STEPS_PER_EPOCH", "memory_probe"]

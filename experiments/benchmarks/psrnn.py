@@ -26,11 +26,11 @@ import sys
 from pathlib import Path
 
 import torch
+
+from ppl_models import PSRNN, RecurrentPredictor
 from ppl_models.experiments.benchmarks.timing import load_average, machine_info, provenance, stats, time_repeats  # noqa: I001
 from ppl_models.inference.io import write_json
 from ppl_models.inference.objectives import ExactLikelihood
-
-from ppl_models import PSRNN, RecurrentPredictor
 
 __all__ = ["main", "two_stage_timing", "training_step_timing"]
 

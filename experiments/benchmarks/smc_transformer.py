@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 
 import torch
+
 from ppl_models.experiments.benchmarks.timing import (
     fit_scaling,
     load_average,
@@ -34,7 +35,6 @@ from ppl_models.experiments.benchmarks.timing import (
 from ppl_models.inference import ParticleFilter
 from ppl_models.inference.io import write_json
 from ppl_models.inference.objectives import SMCBound
-
 from ppl_models.smc_transformer import SMCTransformer
 
 __all__ = ["main", "training_step", "predictive_run"]

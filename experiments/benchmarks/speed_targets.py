@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 
 import torch
+
 from ppl_models.experiments.benchmarks import bootstrap_filter, pf_rnn, srnn_step
 from ppl_models.experiments.benchmarks.timing import load_average, machine_info, provenance
 from ppl_models.inference.io import write_json

@@ -32,14 +32,14 @@ from pathlib import Path
 
 import pyro
 import torch
-from ppl_models.experiments.benchmarks.timing import load_average, machine_info, provenance, stats, time_repeats  # noqa: I001
-from ppl_models.inference.graphs import GraphedCall
-from ppl_models.inference.io import write_json
-from ppl_models.inference.objectives import ELBO
 from pyro.infer import SVI, TraceMeanField_ELBO
 from torch.nn import functional as F
 
 from ppl_models import SRNN
+from ppl_models.experiments.benchmarks.timing import load_average, machine_info, provenance, stats, time_repeats  # noqa: I001
+from ppl_models.inference.graphs import GraphedCall
+from ppl_models.inference.io import write_json
+from ppl_models.inference.objectives import ELBO
 
 __all__ = ["SIZES", "direct_elbo", "main"]
 

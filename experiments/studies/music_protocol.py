@@ -17,10 +17,11 @@ import sys
 
 import pyro
 import torch
+from pyro import poutine
+
 from ppl_models.inference.io import write_json
 from ppl_models.inference.objectives import ELBO
 from ppl_models.inference.training import load_best
-from pyro import poutine
 
 from ..config import check_config
 from ..runner import _batches, _setup, check_run_folder, read_config_json

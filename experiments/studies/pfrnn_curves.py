@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from matplotlib.figure import Figure
+
 from ppl_models.inference.io import read_jsonl
 
 from ..plots import save_png

@@ -25,6 +25,7 @@ import sys
 from pathlib import Path
 
 import torch
+
 from ppl_models.inference.io import write_json
 from ppl_models.inference.training import load_checkpoint, refresh_norm_statistics
 

@@ -34,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+
 from ppl_models.inference.io import write_json
 from ppl_models.inference.training import load_checkpoint
 

@@ -23,10 +23,10 @@ from pathlib import Path
 
 import scipy.stats
 import torch
+
 from ppl_models.experiments.runner import _setup, read_config_json
 from ppl_models.inference.io import write_json
 from ppl_models.inference.training import load_best
-
 from ppl_models.predictive_noise import NOISE_REFITS
 
 __all__ = ["LEVELS", "pit", "calibration_from_pit", "calibrate_run", "main"]

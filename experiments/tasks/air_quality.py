@@ -6,6 +6,7 @@ import os
 
 import numpy as np
 import torch
+
 from ppl_models.inference.validation import check_positive_int
 
 from ..data import ExperimentData, check_values, read_csv

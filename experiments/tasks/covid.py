@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+
 from ppl_models.inference.validation import check_choice, check_positive_int
 
 from ..data import ExperimentData, check_values, read_csv

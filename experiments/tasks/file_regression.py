@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+
 from ppl_models.inference.calibration import calibration_summary, pit, plot_pit_ecdf, plot_predictive_bands
 from ppl_models.inference.data.datasets import SPLITS, SequenceDataset, Standardizer
 from ppl_models.inference.validation import check_choice, check_positive_int

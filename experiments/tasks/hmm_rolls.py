@@ -16,6 +16,7 @@ measured against, in nats per step.
 from __future__ import annotations
 
 import torch
+
 from ppl_models.inference.hmm import forward_filter
 from ppl_models.inference.validation import check_positive_int, check_sequences
 

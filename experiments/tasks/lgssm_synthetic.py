@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import torch
+
 from ppl_models.inference.validation import check_positive_int
 
 from ..data import ExperimentData

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+
 from ppl_models.inference.validation import check_positive_int
 
 __all__ = ["Maze", "symmetric_maze", "simulate", "localization_data", "OBSERVATION_NOISE", "plot_belief",

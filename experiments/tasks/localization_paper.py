@@ -27,6 +27,7 @@ import math
 
 import numpy as np
 import torch
+
 from ppl_models.inference.validation import check_choice, check_positive_int
 
 from .localization import Maze, belief_figure, predict_poses

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from matplotlib.figure import Figure
+
 from ppl_models.inference.io import atomic_write
 from ppl_models.inference.validation import check_positive_int
 

@@ -21,6 +21,7 @@ import math
 from dataclasses import dataclass
 
 import torch
+
 from ppl_models.inference.mixture_scores import gaussian_mixture_crps, gaussian_mixture_log_density
 from ppl_models.inference.validation import check_positive_int
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 
 import torch
+
 from ppl_models.inference.hmm import forward_filter
 from ppl_models.inference.validation import check_positive_int, check_sequences
 

@@ -19,6 +19,7 @@ import itertools
 import math
 
 import torch
+
 from ppl_models.inference.validation import check_positive_int, check_sequences
 
 from ..data import ExperimentData, sample_splits

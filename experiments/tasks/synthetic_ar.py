@@ -24,6 +24,7 @@ import math
 from collections.abc import Sequence
 
 import torch
+
 from ppl_models.inference.validation import check_positive_int, check_probability, check_sequences
 
 from ..data import ExperimentData

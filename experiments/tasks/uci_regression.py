@@ -63,6 +63,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+
 from ppl_models.inference.calibration import calibration_summary, pit, plot_pit_ecdf, plot_predictive_bands
 from ppl_models.inference.validation import check_choice, check_positive_int
 

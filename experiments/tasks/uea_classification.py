@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+
 from ppl_models.inference.calibration import brier_score, plot_reliability, reliability_curve
 from ppl_models.inference.validation import check_choice, check_positive_int
 
