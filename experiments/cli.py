@@ -29,14 +29,16 @@ from pathlib import Path
 import torch
 
 import ppl_models
-from ppl_models.inference.evaluation import format_table
+from ppl_models.inference.evaluation import EVALUATION_PARTICLES
 from ppl_models.inference.recalibration import RECALIBRATION_METHODS
 from ppl_models.inference.training import TrainingDiverged
 from ppl_models.inference.validation import InputTypeError
 
-from . import compare, demo, forecasting, leaderboard, own_data, registry, reproductions, runner, supervised
-from .config import apply_overrides, load_config, read_toml
+from . import compare, demo, forecasting, leaderboard, own_data, registry, reproductions, run_folder, runner, supervised
+from .build import resolve_device
+from .config import apply_overrides
 from .data import DataWarning
+from .tables import format_table
 
 __all__ = ["main", "USER_ERRORS"]
 
@@ -84,12 +86,8 @@ def _train(args) -> int:
                              "experiment (see ppl-models list)")  # fmt: skip
         config = own_data.model_config(args.experiment, args.data, overrides)
     else:
-        path = registry.experiment_config(args.experiment)
-        read_toml(path)  # a missing or malformed file is named before anything else reads it
-        overrides = ([own_data.data_override(args.data)] if args.data is not None else []) + overrides
-        config = (supervised.load_supervised_config(path, overrides) if supervised.is_supervised(path)
-                  else load_config(path, overrides))  # fmt: skip
-    run_dir = args.run_dir or runner.timestamped(config["name"])
+        config = own_data.load_experiment(args.experiment, overrides, data=args.data)
+    run_dir = args.run_dir or run_folder.timestamped(config["name"])
     if config.get("kind") == "supervised":
         return _train_supervised(config, run_dir, **options)
     return _finish(runner.train(config, run_dir, **options), run_dir)
@@ -97,7 +95,7 @@ def _train(args) -> int:
 
 def _epochs_on_resume(args) -> list[str]:
     """The ``train.epochs`` override a resumption implies: ``--epochs N``, else the run's own number of epochs
-    (``--set train.epochs`` is then checked against the run's by :func:`runner.prepare_run_dir`)."""
+    (``--set train.epochs`` is then checked against the run's by :func:`run_folder.prepare_run_dir`)."""
     given = any(item.split("=", 1)[0].strip() == "train.epochs" for item in args.set)
     if args.epochs is not None:
         if not args.resume:
@@ -106,7 +104,7 @@ def _epochs_on_resume(args) -> list[str]:
         if given:
             raise ValueError("give the number of epochs of a resumed run once: --epochs N, not --set train.epochs")
         return [f"train.epochs={args.epochs}"]
-    epochs = runner.run_epochs(args.run_dir) if args.resume and args.run_dir and not given else None
+    epochs = run_folder.run_epochs(args.run_dir) if args.resume and args.run_dir and not given else None
     return [f"train.epochs={epochs}"] if isinstance(epochs, int) else []
 
 
@@ -118,13 +116,13 @@ def _train_supervised(config: dict, run_dir, resume: bool = False, change_epochs
 
 def _evaluate(args) -> int:
     overrides = apply_overrides({}, args.set)
-    out = args.out or Path(args.run_dir) / "evaluations" / runner.timestamped("evaluate").name  # unique per process
+    out = args.out or Path(args.run_dir) / "evaluations" / run_folder.timestamped("evaluate").name  # unique per process
     return _finish(runner.evaluate(args.run_dir, overrides, args.device, out=out, force=args.force), out)
 
 
 def _demo(args) -> int:
     names = registry.DEMOS if args.only is None else (args.only,)
-    root = args.run_dir or runner.timestamped("demo")
+    root = args.run_dir or run_folder.timestamped("demo")
     return demo.run_demos(names, root, jobs=args.jobs or demo.default_jobs(), device=args.device, quick=args.quick)
 
 
@@ -139,9 +137,9 @@ def _leaderboard(args) -> int:
 def _suite(args) -> int:
     if args.suite not in registry.SUITES:
         raise ValueError(f"suite must be one of {sorted(registry.SUITES)}, got {args.suite!r}")
-    root = args.run_dir or runner.timestamped(args.suite)
-    overrides = ([own_data.data_override(args.data)] if args.data is not None else []) + list(args.set)
-    summary = compare.run_suite(registry.SUITES[args.suite].members, root, overrides, args.device, args.only)
+    root = args.run_dir or run_folder.timestamped(args.suite)
+    summary = compare.run_suite(registry.SUITES[args.suite].members, root, list(args.set), args.device, args.only,
+                                data=args.data)  # fmt: skip
     print((Path(root) / "comparison.md").read_text())
     print(f"suite folder: {root} ({len(summary)} runs)")
     return 0
@@ -169,7 +167,7 @@ def _compare(args) -> int:
 
 
 def _forecast(args) -> int:
-    device = str(runner.resolve_device(args.device or "cpu"))
+    device = str(resolve_device(args.device or "cpu"))
     forecasting.compare_forecasts(_labelled_runs(args.runs), args.out, observed=args.observed, horizon=args.horizon,
                                   num_samples=args.samples, num_particles=args.particles,
                                   em_iterations=args.em_iterations,
@@ -245,7 +243,10 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("experiment", help="a model name with --data (its default recipe: "
                        + ", ".join(own_data.MODEL_NAMES) + "), a registered experiment (see list) or a .toml file")
     train.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
-                       help="override a config value (TOML literal), repeatable")  # fmt: skip
+                       help="override a config value (TOML literal), repeatable; e.g. evaluate.num_particles=K, "
+                            f"the SMC estimate's particles ({EVALUATION_PARTICLES} where the config sets none), or "
+                            "objective.num_particles=K of the smc objective "
+                            f"({registry.SMC_OBJECTIVE_PARTICLES} where it sets none)")  # fmt: skip
     train.add_argument("--data", metavar="PATH", help=DATA_HELP)
     train.add_argument("--run-dir", help="run folder (default runs/<name>-<time>)")
     train.add_argument("--resume", action="store_true",
@@ -259,7 +260,9 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate = commands.add_parser("evaluate", help="re-evaluate a run folder's best checkpoint")
     evaluate.add_argument("run_dir", help="a run folder written by train or demo")
     evaluate.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                          help="override an [evaluate] value, e.g. num_particles=5000")  # fmt: skip
+                          help="override an [evaluate] value of the run's config, repeatable, e.g. "
+                               "num_particles=5000, the SMC estimate's particles (the run's own by default: "
+                               f"{EVALUATION_PARTICLES} where its config set none)")  # fmt: skip
     evaluate.add_argument("--device", type=_device, help="cpu, cuda, cuda:N or auto")
     evaluate.add_argument("--out", help="folder of this evaluation's outputs (default RUN_DIR/evaluations/"
                                         "evaluate-<time>); the run's own outputs are never overwritten")
@@ -307,7 +310,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="steps given before forecasting (default: the data's, e.g. 40)")
     ahead.add_argument("--horizon", type=_count(1), help="steps to forecast (default: the rest of each sequence)")
     ahead.add_argument("--samples", type=_count(2), default=1000, help="forecast paths per sequence (at least 2)")
-    ahead.add_argument("--particles", type=_count(1), default=30, help="filter size for particle models")
+    ahead.add_argument("--particles", type=_count(1), default=forecasting.FORECAST_PARTICLES,
+                       help=f"filter size for particle models (default {forecasting.FORECAST_PARTICLES})")
     ahead.add_argument("--em-iterations", type=_count(0), default=0,
                        help="EM steps fitting each test sequence's own covariances on its observed steps "
                             "before forecasting (SMC Transformer; the paper uses 30)")  # fmt: skip

@@ -27,8 +27,9 @@ from matplotlib.figure import Figure
 from ppl_models.inference.io import read_jsonl, write_json, write_text
 
 from . import runner, supervised
-from .config import load_config
+from .own_data import load_experiment
 from .plots import save_png
+from .run_folder import config_differences, is_finished
 
 __all__ = ["run_suite", "compare", "member_folder", "member_command", "run_budget", "fold_means"]
 
@@ -61,63 +62,57 @@ def run_budget(folder: Path) -> dict:
 
 
 def run_suite(members, root: str | Path, overrides: list[str] = (), device: str | None = None,
-              only: list[str] | None = None) -> dict:  # fmt: skip
+              only: list[str] | None = None, *, data: str | Path | None = None) -> dict:  # fmt: skip
     """Train every member (skipping finished ones, resuming interrupted ones), then :func:`compare`.
 
     Members may be likelihood experiments (:mod:`ppl_models.experiments.runner`) or supervised ones
-    (:mod:`ppl_models.experiments.supervised`). ``overrides`` apply to every member after its own; members they
-    make the same run (e.g. folds or data sizes, once ``--data`` replaces the data) are refused before
-    any training. ``only``: train just these labels (so that one suite can be split over processes or
-    machines sharing ``root``); the comparison then covers every member finished so far.
+    (:mod:`ppl_models.experiments.supervised`). ``data`` (a user's file, ``--data``) replaces every member's
+    ``[data]`` after its own settings, and ``overrides`` apply after that
+    (:func:`~ppl_models.experiments.own_data.load_experiment`); members they make the same run (e.g. folds or
+    data sizes, once ``data`` replaces the data) are refused before any training. ``only``: train just these
+    labels (so that one suite can be split over processes or machines sharing ``root``); the comparison then
+    covers every member finished so far.
     """
     labels = [label for label, _, _ in members]
     unknown = sorted(set(only or ()) - set(labels))
     if unknown:
         raise ValueError(f"only must name members of the suite {labels}, got {unknown}")
     chosen = [member for member in members if only is None or member[0] in only]
-    configs = {label: _member_config(experiment, (*sets, *overrides)) for label, experiment, sets in chosen}
-    _check_distinct(chosen, configs, overrides)
+    configs = {label: load_experiment(experiment, overrides, data=data, own=sets) for label, experiment, sets in chosen}
+    _check_distinct(chosen, configs, [*([f"--data {data}"] if data is not None else []), *overrides])
     folders = {label: member_folder(root, label) for label in labels}
     for label, experiment, member_overrides in chosen:
         folder = folders[label]
-        if runner.is_finished(folder):
+        if is_finished(folder):
             print(f"{label}: finished earlier, kept ({folder})")
             continue
-        config, is_supervised = configs[label]
+        config = configs[label]
         config["name"] = label
         if device:
             config["device"] = device
-        print(f"{label}: training ({experiment} {' '.join((*member_overrides, *overrides))})")
-        train = supervised.train if is_supervised else runner.train
+        shown = (*member_overrides, *([f"--data {data}"] if data is not None else []), *overrides)
+        print(f"{label}: training ({experiment} {' '.join(shown)})")
+        train = supervised.train if config.get("kind") == "supervised" else runner.train
         train(config, folder, resume=True)  # a folder without a complete last.pt starts afresh
     if only is not None:
-        folders = {label: folder for label, folder in folders.items() if runner.is_finished(folder)}
+        folders = {label: folder for label, folder in folders.items() if is_finished(folder)}
     return compare(folders, root)
 
 
-def _member_config(experiment: str, overrides) -> tuple[dict, bool]:
-    """The checked configuration of a registered ``experiment`` with ``overrides``, and whether it is supervised."""
-    from .registry import experiment_config
-
-    path = experiment_config(experiment)
-    is_supervised = supervised.is_supervised(path)
-    return (supervised.load_supervised_config if is_supervised else load_config)(path, list(overrides)), is_supervised
-
-
-def _check_distinct(members, configs: dict, overrides) -> None:
-    """Refuse ``members`` of which two are the same run under ``overrides`` (``configs``: ``{label: (config, _)}``),
+def _check_distinct(members, configs: dict, overrides: list[str]) -> None:
+    """Refuse ``members`` of which two are the same run under ``overrides`` (``configs``: ``{label: config}``),
     naming the settings of theirs that the overrides replace."""
     seen, same = {}, []
     for label, _, _ in members:
-        key = json.dumps({k: v for k, v in configs[label][0].items() if k != "name"}, sort_keys=True)
+        key = json.dumps({k: v for k, v in configs[label].items() if k != "name"}, sort_keys=True)
         if key in seen:
             same.append((seen[key], label))
         seen.setdefault(key, label)
     if not same:
         return
     first, second = same[0]
-    own = {label: _member_config(experiment, sets)[0] for label, experiment, sets in members if label in same[0]}
-    replaced = sorted(key for key in runner.config_differences(own[first], own[second]) if key != "name")
+    own = {label: load_experiment(experiment, own=sets) for label, experiment, sets in members if label in same[0]}
+    replaced = sorted(key for key in config_differences(own[first], own[second]) if key != "name")
     why = (f"they differ only in {', '.join(replaced)}, which the overrides replace" if replaced
            else "they have the same settings")
     more = f" (and {len(same) - 1} more such pairs)" if len(same) > 1 else ""

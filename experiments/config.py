@@ -6,7 +6,8 @@ A configuration has top-level ``name``, ``seed`` and ``device`` and five section
 * ``[model]``: ``name`` and the model's parameters;
 * ``[objective]``: ``name`` (``exact``, ``mse``, ``elbo``, ``iwae``, ``smc``) and its parameters;
 * ``[train]``: the fields of :class:`ppl_models.inference.training.TrainConfig`;
-* ``[evaluate]``: the fields of :class:`EvaluateConfig`.
+* ``[evaluate]``: the settings of :class:`~ppl_models.inference.evaluation.EvaluationOptions` but its ``seed``
+  (:func:`evaluation_options`), the noise refit on by default (:data:`RUN_EVALUATION`).
 
 Overrides are ``section.key=value`` strings whose value is parsed as a TOML literal
 (``train.lr=0.01``, ``objective.gradient="stop_weights"``, ``evaluate.estimators=["smc"]``);
@@ -21,87 +22,47 @@ import math
 import re
 import types
 import typing
-from dataclasses import asdict, dataclass, field, fields
+from collections.abc import Mapping
+from dataclasses import fields
 from pathlib import Path
 
 import tomllib
 
-from ppl_models import predictive_noise
+from ppl_models.inference.evaluation import EvaluationOptions
+from ppl_models.inference.validation import InputTypeError
 
-__all__ = ["EvaluateConfig", "load_config", "read_toml", "apply_overrides", "check_config", "check_common",
-           "check_arguments", "SECTIONS", "ESTIMATORS"]
+__all__ = ["evaluation_options", "evaluate_section", "EVALUATE_KEYS", "RUN_EVALUATION", "load_config", "read_toml",
+           "apply_overrides", "check_config", "check_common", "check_arguments", "SECTIONS"]
 
 SECTIONS = ("data", "model", "objective", "train", "evaluate")
 TOP_LEVEL = {"name": "experiment", "seed": 0, "device": "auto"}
-ESTIMATORS = ("exact", "elbo", "iwae", "smc")
-NOISE_REFITS = (*predictive_noise.NOISE_REFITS, "none")
+#: the keys of ``[evaluate]``: the fields of :class:`~ppl_models.inference.evaluation.EvaluationOptions` but its
+#: ``seed`` (a run's evaluation draws from the run's own ``seed``)
+EVALUATE_KEYS = tuple(f.name for f in fields(EvaluationOptions) if f.name != "seed")
+#: where ``[evaluate]`` departs from the defaults of ``EvaluationOptions``: before a one-step predictor (PSRNN,
+#: RNN / GRU / LSTM, MC dropout, ...) is evaluated, its noise is refit on the validation split, kept only if it
+#: beats the trained noise on held-out validation steps (two-fold); ``noise_refit="none"`` keeps the trained noise
+RUN_EVALUATION = {"noise_refit": "auto+state"}
 
 
-@dataclass
-class EvaluateConfig:
-    """How a trained model is evaluated on the test split.
+def evaluation_options(section: Mapping, *, seed: int | None = None) -> EvaluationOptions:
+    """The ``[evaluate]`` table ``section`` (keys of :data:`EVALUATE_KEYS`, the others at :data:`RUN_EVALUATION` or
+    ``EvaluationOptions``' defaults) as the options of a run's evaluation with ``seed``.
 
-    Attributes:
-        estimators: which of ``exact``, ``elbo``, ``iwae``, ``smc`` to report (those the
-            model declares it supports, :data:`ppl_models.inference.protocol.ESTIMATORS`; the others are
-            listed in the metrics under ``skipped_estimators`` with the model's reasons).
-        num_particles: ``K`` of the SMC estimate and of its predictive samples.
-        iwae_particles: ``K`` of the IWAE bound.
-        predictive_samples: one-step-ahead predictive draws per step, for calibration (0: none).
-        posterior_draws: draws of a model's guide for ``posterior.nc`` and the PSIS-LOO / WAIC
-            metrics (:func:`ppl_models.inference.calibration.posterior_inference_data`; 0: none). Memory
-            grows with ``posterior_draws *`` the test set's size.
-        batch_size: sequences per evaluation batch (taken in order of length, so each batch
-            holds sequences of similar lengths and is cut to its longest).
-        particle_chunk: IWAE particles drawn per vectorised pass (``None``: all at once); memory
-            grows with ``particle_chunk * batch_size *`` sequence length.
-        noise_refit: before a one-step predictor (PSRNN, RNN / GRU / LSTM, MC dropout, ...) is
-            evaluated, its noise is refit by maximum likelihood to the residuals of its trained
-            means on the validation split (:meth:`ppl_models.OneStepPredictor.calibrate`): a
-            shape ``"auto"`` (Student-t or empirical, by held-out likelihood), ``"student-t"``,
-            ``"empirical"`` or ``"normal"``, with ``"+state"`` for a log-scale linear in the
-            state (``"auto+state"``, the default, ...), or ``"none"`` (the trained scale). The refit
-            is kept only if it beats the trained scale on held-out validation steps (two-fold).
+    An unknown key or a bad value is one ``ValueError`` naming it (``evaluate.num_particles must be ...``).
     """
+    unknown = sorted(set(section) - set(EVALUATE_KEYS))
+    if unknown:
+        raise ValueError(f"unknown keys in [evaluate]: {unknown}; known: {sorted(EVALUATE_KEYS)}")
+    try:
+        return EvaluationOptions(**{**RUN_EVALUATION, **section}, seed=seed)
+    except (ValueError, InputTypeError) as error:  # the options name the setting
+        raise ValueError(f"evaluate.{error}") from None
 
-    estimators: list[str] = field(default_factory=lambda: list(ESTIMATORS))
-    num_particles: int = 1000
-    iwae_particles: int = 100
-    predictive_samples: int = 200
-    posterior_draws: int = 0
-    batch_size: int = 64
-    particle_chunk: int | None = 25
-    noise_refit: str = "auto+state"
 
-    def __post_init__(self):
-        if self.noise_refit not in NOISE_REFITS:
-            raise ValueError(f"evaluate.noise_refit must be one of {list(NOISE_REFITS)}, got {self.noise_refit!r}")
-        if not isinstance(self.estimators, list) or not self.estimators or any(
-                e not in ESTIMATORS for e in self.estimators):
-            raise ValueError(f"evaluate.estimators must be a non-empty list from {list(ESTIMATORS)}, "
-                             f"got {self.estimators!r}")
-        minimums = {"num_particles": 1, "iwae_particles": 1, "batch_size": 1, "predictive_samples": 0,
-                    "posterior_draws": 0, "particle_chunk": 1}
-        for name, minimum in minimums.items():
-            value = getattr(self, name)
-            if name == "particle_chunk" and value is None:
-                continue
-            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-                raise ValueError(f"evaluate.{name} must be an int >= {minimum}, got {value!r}")
-        for name in ("predictive_samples", "posterior_draws"):  # a spread needs two draws
-            if getattr(self, name) == 1:
-                raise ValueError(f"evaluate.{name} must be 0 (none) or an int >= 2, got 1")
-
-    @classmethod
-    def from_dict(cls, values: dict) -> EvaluateConfig:
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ValueError(f"unknown keys in [evaluate]: {unknown}; known: {sorted(known)}")
-        return cls(**values)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
+def evaluate_section(options: EvaluationOptions) -> dict:
+    """The ``[evaluate]`` table of ``options`` (every key of :data:`EVALUATE_KEYS`, as JSON values)."""
+    return {key: value for key, value in options.to_dict().items() if key in EVALUATE_KEYS}
 
 
 def load_config(path: str | Path, overrides: list[str] = ()) -> dict:
@@ -159,7 +120,7 @@ def check_config(config: dict) -> dict:
         if not isinstance(config.get(section), dict) or "name" not in config[section]:
             raise ValueError(f"config needs a [{section}] section with a name")
     config["train"] = TrainConfig.from_dict(config.get("train", {})).to_dict()
-    config["evaluate"] = EvaluateConfig.from_dict(config.get("evaluate", {})).to_dict()
+    config["evaluate"] = evaluate_section(evaluation_options(config.get("evaluate", {})))
     return config
 
 

@@ -33,7 +33,7 @@ import torch
 from ppl_models.inference.data.readers import EXTREME_ABSOLUTE, EXTREME_SPREADS, DataWarning, check_values
 
 __all__ = ["ExperimentData", "pad_sequences", "resolve_data_dir", "verified_path", "load_mat", "mat_array",
-           "CsvTable", "read_csv", "check_values", "DataWarning", "EXTREME_ABSOLUTE", "EXTREME_SPREADS"]
+           "SharedCsvRows", "read_shared_csv", "check_values", "DataWarning", "EXTREME_ABSOLUTE", "EXTREME_SPREADS"]
 
 DATA_ENV = "PPL_MODELS_DATA"
 @dataclass
@@ -177,8 +177,9 @@ def mat_array(value, where: str, *, ndim: int, min_shape: Sequence[int] = ()) ->
 
 
 @dataclass
-class CsvTable:
-    """A CSV data file's header and rows (every row as long as the header), with each row's line in the file."""
+class SharedCsvRows:
+    """A CSV file of the shared data folder as text: its header and rows (every row as long as the header), with each
+    row's line in the file."""
 
     name: str
     header: list[str]
@@ -207,20 +208,23 @@ class CsvTable:
                                      f" ({error})") from None  # fmt: skip
         raise AssertionError("unreachable: some cell failed to parse")
 
-    def where(self, keep: Callable[[list[str]], bool]) -> CsvTable:
+    def where(self, keep: Callable[[list[str]], bool]) -> SharedCsvRows:
         """The table with only the rows ``keep`` accepts; a ``ValueError`` if none is left."""
         kept = [(row, line) for row, line in zip(self.rows, self.lines) if keep(row)]
         if not kept:
             raise ValueError(f"{self.name} has no data rows (only a header and empty rows)")
-        return CsvTable(self.name, self.header, [row for row, _ in kept], [line for _, line in kept])
+        return SharedCsvRows(self.name, self.header, [row for row, _ in kept], [line for _, line in kept])
 
 
-def read_csv(relative: str, data_dir: str | os.PathLike | None = None, *, delimiter: str = ",") -> CsvTable:
-    """A checked CSV data file (:func:`verified_path`) as a :class:`CsvTable`.
+def read_shared_csv(relative: str, data_dir: str | os.PathLike | None = None, *, delimiter: str = ",") -> SharedCsvRows:
+    """A checked CSV file of the shared data folder (:func:`verified_path`) as :class:`SharedCsvRows` of text cells.
 
-    Refused with one ``ValueError`` naming the file: an empty file, a header without data rows,
-    a row with more or fewer cells than the header (a truncated line names its line), a file
-    that is not text.
+    The built-in tasks read their files with this, not with the reader of a user's files
+    (:func:`ppl_models.inference.data.readers.read_table`, a ``pandas.DataFrame``): each task parses its own cells
+    (a decimal comma, dates as column names, ``-200`` for a missing value) and every refusal names the file's line,
+    where pandas would fill a truncated row with NaN and guess the cells' types. Refused with one ``ValueError``
+    naming the file: an empty file, a header without data rows, a row with more or fewer cells than the header (a
+    truncated line names its line), a file that is not text.
     """
     path = verified_path(relative, data_dir)
     header, rows, lines = None, [], []
@@ -244,4 +248,4 @@ def read_csv(relative: str, data_dir: str | os.PathLike | None = None, *, delimi
         raise ValueError(f"{relative} is empty: expected a header line and data rows")
     if not rows:
         raise ValueError(f"{relative} holds a header but no data rows")
-    return CsvTable(relative, header, rows, lines)
+    return SharedCsvRows(relative, header, rows, lines)

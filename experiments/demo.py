@@ -15,10 +15,10 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from ppl_models.inference.evaluation import format_table
-
 from . import registry, runner, supervised
+from .build import resolve_device
 from .config import load_config
+from .tables import format_table
 
 __all__ = ["run_demos", "default_jobs", "LONGEST_FIRST"]
 
@@ -36,7 +36,7 @@ def run_demos(names, root: str | Path, *, jobs: int = 1, device: str | None = No
     """Train the demos ``names`` into ``root``; returns 0, or 2 if one failed (its error printed)."""
     root = Path(root)
     if device:
-        runner.resolve_device(device)  # an unavailable device is refused before any demo starts
+        resolve_device(device)  # an unavailable device is refused before any demo starts
     if jobs <= 1 or len(names) == 1:
         for name in names:
             _run_one(name, root, device, quick)

@@ -31,12 +31,16 @@ from ppl_models.inference.recalibration import RECALIBRATION_METHODS, coverage_b
 from ppl_models.inference.training import load_checkpoint
 from ppl_models.inference.validation import check_positive_int
 
+from .build import build_experiment
 from .config import check_config
 from .memory import FLOAT32, check_memory
 from .plots import save_png
-from .runner import _setup, check_run_folder, load_run_checkpoint, read_config_json
+from .run_folder import check_run_folder, load_run_checkpoint, read_config_json
 
-__all__ = ["compare_forecasts"]
+__all__ = ["FORECAST_PARTICLES", "compare_forecasts"]
+
+#: the filter size of a particle model's forecasts (``--particles``) unless one is given
+FORECAST_PARTICLES = 30
 
 
 def _load(label: str, folder, device: str, data_path: str | Path | None = None):
@@ -52,7 +56,7 @@ def _load(label: str, folder, device: str, data_path: str | Path | None = None):
         raise ValueError(f"run {label!r}: {folder} is a supervised run; forecasts need a likelihood run")
     config = check_config(config)
     forecast = config if data_path is None else {**config, "data": _file_data(folder, config, data_path)}
-    data, model, objective = _setup(forecast)
+    data, model, objective = build_experiment(forecast)
     load_run_checkpoint(folder, objective, config)
     model.to(device).eval()
     return forecast, data, model
@@ -102,7 +106,7 @@ def _check_em(loaded: dict, em_iterations: int, em_sites) -> None:
 
 
 def compare_forecasts(runs: dict[str, str | Path], out: str | Path, *, observed: int | None = None,
-                      horizon: int | None = None, num_samples: int = 1000, num_particles: int = 30,
+                      horizon: int | None = None, num_samples: int = 1000, num_particles: int = FORECAST_PARTICLES,
                       em_iterations: int = 0, em_sites=None, recalibrate: str | None = None,
                       recalibrate_per_step: bool = False, shown: int = 3, seed: int = 0,
                       device: str = "cpu", data_path: str | Path | None = None) -> dict:  # fmt: skip

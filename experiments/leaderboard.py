@@ -32,6 +32,7 @@ from ppl_models.inference.training import load_checkpoint
 
 from . import board_figures, own_data, runner
 from .recipes import RECIPES, DataNotRepresentable
+from .run_folder import FINISHED, check_writable, is_finished, read_config_json, run_differences
 
 __all__ = ["DEFAULT_MODELS", "BOARD_FILES", "run_leaderboard", "leaderboard_rows"]
 
@@ -57,7 +58,7 @@ def run_leaderboard(path: str | Path, out: str | Path, models: list[str] | None 
     """
     configs, not_run = _configs(path, models, overrides, device)
     _check_board_folder(Path(out))
-    out = runner.check_writable(out, "out")
+    out = check_writable(out, "out")
     with folder_lock(out, "out"):
         remove_stale_temporaries(out)
         folders = {model: out / "runs" / model for model in configs}
@@ -114,7 +115,7 @@ def _configs(path, models: list[str] | None, overrides, device) -> tuple[dict[st
 def _check_board_folder(out: Path) -> None:
     """Refuse an ``out`` that holds anything but a board's files (a run folder of ``train``, an evaluation, ...)."""
     if not out.is_dir():
-        return  # missing (made anew) or a file (refused by runner.check_writable)
+        return  # missing (made anew) or a file (refused by run_folder.check_writable)
     other = sorted(p.name for p in out.iterdir() if p.name not in ("runs", *BOARD_FILES) and p.name[0] != ".")
     if other:
         shown = ", ".join(other[:3]) + (f" and {len(other) - 3} more" if len(other) > 3 else "")
@@ -128,12 +129,12 @@ def _plans(folders: dict[str, Path], configs: dict[str, dict], retrain: bool) ->
     plans, refused = {}, {}
     for model, folder in folders.items():
         checkpoint = _last_checkpoint(folder)
-        differences = [] if checkpoint is None else runner.run_differences(folder, configs[model],
-                                                                          checkpoint.get("experiment"))
+        differences = [] if checkpoint is None else run_differences(folder, configs[model],
+                                                                   checkpoint.get("experiment"))
         if differences:
             refused[model] = differences
         plans[model] = ("start" if checkpoint is None else "retrain" if differences else
-                        "kept" if runner.is_finished(folder) else "resume")  # fmt: skip
+                        "kept" if is_finished(folder) else "resume")  # fmt: skip
     if refused and not retrain:
         model, differences = next(iter(refused.items()))
         others = [folders[m].name for m in refused if m != model]
@@ -162,10 +163,10 @@ def _bring_up_to_date(model: str, folder: Path, config: dict, plan: str) -> None
         shutil.rmtree(folder)
     if plan == "start":  # no complete last.pt: what a new run would refuse or trip over goes, the wall time stays
         shutil.rmtree(folder / "checkpoints", ignore_errors=True)
-        for name in ("config.json", "resume.jsonl", runner.FINISHED):
+        for name in ("config.json", "resume.jsonl", FINISHED):
             (folder / name).unlink(missing_ok=True)
     if plan == "resume" and (folder / "config.json").is_file():  # the run's own settings (the same, defaults aside)
-        config = {**runner.read_config_json(folder / "config.json"), "device": config["device"]}
+        config = {**read_config_json(folder / "config.json"), "device": config["device"]}
     print(f"{model}: {'resuming' if plan == 'resume' else 'training'} ({folder})")
     with _wall_clock(folder / "wall_time.json") as seconds:
         runner.train(config, folder, resume=plan == "resume")
@@ -207,8 +208,8 @@ def leaderboard_rows(folders: dict[str, Path]) -> list[dict]:
     folder without ``finished.json`` (its outputs incomplete) is a ``ValueError``."""
     rows = []
     for model, folder in folders.items():
-        if not runner.is_finished(folder):
-            raise ValueError(f"run {folder} is not finished (no {runner.FINISHED}): rerun the leaderboard to finish it")
+        if not is_finished(folder):
+            raise ValueError(f"run {folder} is not finished (no {FINISHED}): rerun the leaderboard to finish it")
         metrics = json.loads((folder / "metrics.json").read_text())
         estimator, loglik = _held_out(metrics["loglik"])
         calibration = metrics.get("calibration", {})

@@ -17,16 +17,12 @@ __all__ = ["available_memory", "evaluation_memory", "check_memory"]
 FLOAT32 = 4
 
 
-def evaluation_memory(model, data, config) -> dict[str, tuple[int, int, str]]:
-    """Lower bounds of the memory the sample counts of ``config`` (an ``EvaluateConfig``) make an evaluation of
-    ``model`` on ``data``'s test split hold: :func:`ppl_models.inference.evaluation.evaluation_memory`, each setting
-    named
+def evaluation_memory(model, data, options) -> dict[str, tuple[int, int, str]]:
+    """Lower bounds of the memory the sample counts of ``options`` (an
+    :class:`~ppl_models.inference.evaluation.EvaluationOptions`) make an evaluation of ``model`` on ``data``'s test
+    split hold: :func:`ppl_models.inference.evaluation.evaluation_memory`, each setting named
     ``evaluate.<setting>``."""
     from ppl_models.inference.evaluation import evaluation_memory as needs_of
 
-    x, _ = data.test
-    needs = needs_of(model, x, binary=data.binary, estimators=config.estimators, num_particles=config.num_particles,
-                     iwae_particles=config.iwae_particles, predictive_samples=config.predictive_samples,
-                     posterior_draws=config.posterior_draws, batch_size=config.batch_size,
-                     particle_chunk=config.particle_chunk)  # fmt: skip
+    needs = needs_of(model, data.test[0], options, binary=data.binary)
     return {f"evaluate.{name}": need for name, need in needs.items()}

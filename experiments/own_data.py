@@ -3,14 +3,13 @@
 ``ppl-models train MODEL --data FILE`` trains registry model ``MODEL`` at its default recipe
 (:mod:`ppl_models.experiments.recipes`) on the file; ``ppl-models train EXPERIMENT --data FILE`` keeps the
 experiment's model and training and replaces its data. Either way the ``[data]`` section is
-``{name = "file", path = FILE}``, and ``--set data.series=...`` (``time``, ``features``,
-``targets``, ``split``, ``split_by``, ``fractions``, ``window``, ``stride``, ``missing``, ...)
-name the columns and the split (:func:`ppl_models.experiments.tasks.own_file.file_data`).
+:func:`file_table` (``{"name": "file", "path": FILE}``), into which ``--set data.series=...`` (``time``,
+``features``, ``targets``, ``split``, ``split_by``, ``fractions``, ``window``, ``stride``, ``missing``, ...)
+merge to name the columns and the split (:func:`ppl_models.experiments.tasks.own_file.file_data`).
 
 A model that cannot take the file is refused before anything is written, in one line with the reason
-(:class:`~ppl_models.experiments.recipes.DataNotRepresentable`): a model without a Bernoulli emission on binary (0/1)
-data
-(a PF-RNN on binary targets), or data too short for the model's settings
+(:class:`~ppl_models.experiments.recipes.DataNotRepresentable`): a model without a Bernoulli emission on binary
+(0/1) data (a PF-RNN on binary targets), or data too short for the model's settings
 (:func:`ppl_models.experiments.recipes.recipe`).
 """
 
@@ -18,8 +17,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import supervised
-from .config import apply_overrides, check_config
+from . import registry, supervised
+from .config import apply_overrides, check_config, read_toml
 from .recipes import (
     RECIPES,
     SUPERVISED_MODELS,
@@ -29,20 +28,18 @@ from .recipes import (
     recipe,
     supervised_recipe,
 )
-from .registry import DATASETS, MODELS, build, build_objective
 from .tasks.file_regression import TABLES, FileRegressionData
 
-__all__ = ["MODEL_NAMES", "data_override", "is_model_name", "model_config"]
+__all__ = ["MODEL_NAMES", "file_table", "is_model_name", "model_config", "load_experiment"]
 
 #: what ``ppl-models train NAME --data FILE`` takes as NAME besides experiments: every generative model of the
 #: registry and the PF-RNN predictor's cells (which read ``data.targets`` columns as y)
 MODEL_NAMES = (*RECIPES, *SUPERVISED_MODELS)
 
 
-def data_override(path: str | Path) -> str:
-    """The ``--set`` override that replaces a configuration's ``[data]`` with the file at ``path``."""
-    text = str(path).replace("\\", "\\\\").replace('"', '\\"')
-    return f'data={{name = "file", path = "{text}"}}'
+def file_table(path: str | Path) -> dict:
+    """The ``[data]`` section that reads the user's file at ``path``, before any ``data.*`` setting."""
+    return {"name": "file", "path": str(path)}
 
 
 def is_model_name(name: str) -> bool:
@@ -52,24 +49,44 @@ def is_model_name(name: str) -> bool:
 def model_config(model: str, path: str | Path, overrides: list[str] = (), *, seed: int = 0) -> dict:
     """The checked configuration that trains registry model ``model`` at its recipe on the file at ``path``.
 
-    The file is read here to choose the emission (Bernoulli for binary data, else Gaussian) and fit the recipe
-    to its sequences' lengths; ``overrides`` (``section.key=value``) apply after the recipe. A model the data
-    does not suit is refused: :class:`~ppl_models.experiments.recipes.DataNotRepresentable`, one line with the reason.
+    The ``[data]`` section is :func:`file_table` with the ``data.*`` of ``overrides`` merged in. The file is read
+    here (once in a command: :func:`~ppl_models.experiments.tasks.own_file.read_dataset`) to choose the emission
+    (Bernoulli for binary data, else Gaussian) and fit the recipe to its sequences' lengths; ``overrides``
+    (``section.key=value``) apply after the recipe. A model the data does not suit is refused:
+    :class:`~ppl_models.experiments.recipes.DataNotRepresentable`, one line with the reason.
     """
     if model not in MODEL_NAMES:
         raise ValueError(f"model: expected one of {list(MODEL_NAMES)}, got {model!r}")
-    overrides = [data_override(path), *overrides]
     if model in SUPERVISED_MODELS:
-        config = supervised.check_supervised_config(apply_overrides(supervised_recipe(model, seed=seed), overrides))
+        config = {**supervised_recipe(model, seed=seed), "data": file_table(path)}
+        config = supervised.check_supervised_config(apply_overrides(config, overrides))
         if _predicts_binary(config):
             raise DataNotRepresentable(binary_refusal(model))
         return config
-    data_table = apply_overrides({}, overrides).get("data", {})
-    data = build(data_table, DATASETS, "data")  # the file's errors come first, before any model setting
-    config = check_config(apply_overrides(recipe(model, binary=data.binary, seed=seed, data=data), overrides))
-    build_objective(config["objective"], build(config["model"], MODELS, "model", obs_dim=data.obs_dim))  # checked
+    table = apply_overrides({"data": file_table(path)}, overrides)["data"]  # the user's data.* settings merged in
+    data = registry.build(table, registry.DATASETS, "data")  # the file's errors come first, before any model setting
+    config = {**recipe(model, binary=data.binary, seed=seed, data=data), "data": file_table(path)}
+    config = check_config(apply_overrides(config, overrides))  # its [data] is table again
+    built = registry.build(config["model"], registry.MODELS, "model", obs_dim=data.obs_dim)
+    registry.build_objective(config["objective"], built)  # the model's and the objective's settings checked
     check_data(config, data)
     return config
+
+
+def load_experiment(experiment: str | Path, overrides: list[str] = (), *, data: str | Path | None = None,
+                    own: list[str] = ()) -> dict:  # fmt: skip
+    """The checked configuration of ``experiment`` (a registered name or a ``.toml`` file), supervised or not.
+
+    ``own`` (a suite member's settings) apply first; then ``data`` (a user's file, ``--data``) replaces the
+    ``[data]`` section whole by :func:`file_table`; then ``overrides`` (``--set``, whose ``data.*`` name the file's
+    columns and split). A missing or malformed experiment file is named before anything else is read.
+    """
+    table = read_toml(registry.experiment_config(experiment))
+    checked = supervised.check_supervised_config if table.get("kind") == "supervised" else check_config
+    table = apply_overrides(table, list(own))
+    if data is not None:
+        table["data"] = file_table(data)
+    return checked(apply_overrides(table, list(overrides)))
 
 
 def _predicts_binary(config: dict) -> bool:
@@ -79,8 +96,8 @@ def _predicts_binary(config: dict) -> bool:
     match 0 or 1 up to float32 rounding."""
     table = config["data"]
     if table.get("name") == "file" and Path(table["path"]).suffix.lower() not in TABLES:
-        return build(table, DATASETS, "data").binary
-    data, splits, _, _ = supervised._setup(config)
+        return registry.build(table, registry.DATASETS, "data").binary
+    data, splits, _, _ = supervised.build_supervised(config)
     return isinstance(data, FileRegressionData) and all(
         _zeros_and_ones(data.target_standardizer.inverse(y.double()), mask) for _, mask, y in splits.values())
 

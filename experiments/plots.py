@@ -1,4 +1,4 @@
-"""Run-folder plots that are not calibration plots: learning curves, particle clouds, piano rolls.
+"""Run-folder plots that are not calibration plots: learning curves and particle clouds, and the PNG writer.
 
 Figures are drawn on matplotlib's Agg canvas without pyplot, so no global backend is set.
 """
@@ -12,12 +12,11 @@ from matplotlib.figure import Figure
 
 from ppl_models.inference.io import atomic_write, read_jsonl
 
-from .tasks.music import NUM_KEYS, plot_piano_roll, write_midi
-
-__all__ = ["save_png", "learning_curve", "particle_cloud", "piano_roll_outputs"]
+__all__ = ["save_png", "learning_curve", "particle_cloud"]
 
 
 def save_png(figure: Figure, path) -> None:
+    """Write ``figure`` to ``path`` as a PNG (110 dpi, cropped to its content), atomically."""
     atomic_write(path, lambda tmp: figure.savefig(tmp, format="png", dpi=110, bbox_inches="tight"))
 
 
@@ -54,44 +53,3 @@ def particle_cloud(result, x: torch.Tensor, path: str | Path, *, key: str = "z",
     ax.set(xlabel="time step", ylabel=f"{key}[0]", title=f"Particle cloud, sequence {sequence}")
     ax.legend()
     save_png(figure, path)
-
-
-def piano_roll_outputs(model, roll: torch.Tensor, probabilities: torch.Tensor, run_dir: str | Path, *,
-                       seed: int = 0, prefix_steps: int = 16, generated_steps: int = 64) -> None:  # fmt: skip
-    """Piano-roll pictures (and MIDI, with the ``midi`` extra) of a run on binary music data.
-
-    Writes ``plots/test_piano_roll.png`` (a test piece ``roll [T, K]`` above the model's
-    one-step ``probabilities [T, K]``) and, for a model with ``generate``, a continuation
-    of the piece's first ``prefix_steps`` steps and an unconditional sample, each as a PNG
-    and, when ``pretty_midi`` is installed and the rolls have the piano's 88 keys (whose
-    pitches are known), a ``.mid`` file under ``generated/``. Rolls of another width get
-    ``generated/no_midi.txt``, a one-line note, instead of MIDI files.
-    """
-    run_dir = Path(run_dir)
-    plot_piano_roll(roll, run_dir / "plots" / "test_piano_roll.png", probabilities=probabilities,
-                    title="Test piece and one-step-ahead note probabilities")  # fmt: skip
-    if not model.supports("generate"):
-        return
-    device = next(model.parameters()).device
-    generator = torch.Generator(device=device).manual_seed(seed)
-    prefix = roll[:prefix_steps].unsqueeze(0).to(device)
-    pieces = {
-        "continuation": model.generate(generated_steps, prefix=prefix, generator=generator),
-        "sample": model.generate(generated_steps + prefix.shape[1], generator=generator),
-    }
-    for name, piece in pieces.items():
-        x, mean = piece.x[0].cpu(), None if piece.mean is None else piece.mean[0].cpu()
-        title = f"Generated {name}" + (f" of the first {prefix.shape[1]} test steps" if name == "continuation" else "")
-        plot_piano_roll(x, run_dir / "generated" / f"{name}.png", probabilities=mean, title=title)
-        if x.shape[-1] != NUM_KEYS:
-            _write_text(run_dir / "generated" / "no_midi.txt", f"no MIDI files: the rolls have {x.shape[-1]} keys, "
-                        f"not the piano's {NUM_KEYS} (MIDI pitches unknown)\n")  # fmt: skip
-            continue
-        try:
-            write_midi(x, run_dir / "generated" / f"{name}.mid")
-        except ImportError:
-            pass  # the MIDI files need the optional extra; the PNGs say the same
-
-
-def _write_text(path: Path, text: str) -> None:
-    atomic_write(path, lambda tmp: Path(tmp).write_text(text))

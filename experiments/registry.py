@@ -45,9 +45,11 @@ from .tasks.swimmer import swimmer
 from .tasks.switching_lg import switching_lg
 
 __all__ = ["Entry", "Suite", "MODELS", "DATASETS", "OBJECTIVES", "EXPERIMENTS", "SUITES", "DEMOS", "build",
-           "experiment_config"]
+           "experiment_config", "SMC_OBJECTIVE_PARTICLES"]
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
+#: ``K`` of the ``smc`` training objective when ``[objective]`` gives no ``num_particles``
+SMC_OBJECTIVE_PARTICLES = 64
 
 
 @dataclass(frozen=True)
@@ -64,7 +66,7 @@ def _lgssm(obs_dim: int, latent_dim: int = 2, proposal: str = "learned", init_se
     return LinearGaussianSSM.random(latent_dim, obs_dim, generator=generator, proposal=proposal)
 
 
-def _smc(model, num_particles: int = 64, resampling: str | None = None, ess_threshold: float = 0.5,
+def _smc(model, num_particles: int = SMC_OBJECTIVE_PARTICLES, resampling: str | None = None, ess_threshold: float = 0.5,
          gradient: str = "reparam", soft_alpha: float = 0.5, fisher_lag: int | None = None) -> SMCBound:  # fmt: skip
     pf = ParticleFilter(num_particles, resampling=resampling, ess_threshold=ess_threshold, gradient=gradient,
                         soft_alpha=soft_alpha, fisher_lag=fisher_lag)  # fmt: skip

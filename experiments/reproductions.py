@@ -24,17 +24,9 @@ import torch
 from ppl_models.inference.io import write_json, write_text
 
 from . import compare
-from .benchmarks.timing import git_state
-from .claims import (
-    CLAIMS,
-    PAPERS,
-    REPRODUCE_FORMAT,
-    Claim,
-    Reading,
-    provenance_problems,
-    read_results_file,
-    results_destination,
-)
+from .claims import CLAIMS, PAPERS, REPRODUCE_FORMAT, Claim, Reading
+from .provenance import commit_label, provenance_problems
+from .results_files import read_results_file, results_destination
 from .transfers import TRANSFERS, run_transfer, table, transfer_file
 
 __all__ = ["project_root", "reproduction_file", "reproduce", "load_results", "row", "render", "write_page", "check",
@@ -79,7 +71,7 @@ def reproduce(name: str, seeds: int | None = None, run_dir: str | Path | None = 
     """
     if name.startswith(TRANSFER_PREFIX) and name[len(TRANSFER_PREFIX):] in TRANSFERS:
         recipe = name[len(TRANSFER_PREFIX):]
-        return run_transfer(recipe, seeds, run_dir or f"runs/reproduce-{name}", _results(results_dir), _commit(),
+        return run_transfer(recipe, seeds, run_dir or f"runs/reproduce-{name}", _results(results_dir), commit_label(),
                             _machine(device), device)  # fmt: skip
     claim = _claim(name)
     if claim.not_run:
@@ -104,7 +96,7 @@ def reproduce(name: str, seeds: int | None = None, run_dir: str | Path | None = 
             results[label]["runs"].append({"seed": seed, **_run_record(compare.member_folder(folder, label),
                                                                        summary[label])})
     record = {"format": REPRODUCE_FORMAT, "claim": name, "commands": commands, "seeds": list(chosen),
-              "commit": _commit(), "machine": _machine(device), "wall_seconds": time.perf_counter() - start,
+              "commit": commit_label(), "machine": _machine(device), "wall_seconds": time.perf_counter() - start,
               "results": results}  # fmt: skip
     write_json(path, record)
     return path
@@ -116,16 +108,6 @@ def _run_record(folder: Path, row: dict) -> dict:
     record = {k: v for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
     record.update({k: v for k, v in row.items() if v is not None})
     return {**record, **compare.run_budget(folder)}
-
-
-def _commit() -> str:
-    """The commit the runs were made from (:func:`ppl_models.experiments.benchmarks.timing.git_state`: git, or the
-    manifest
-    named by ``PPL_MODELS_MANIFEST`` on a copied tree), with ``+changes`` when an engine file differs from it."""
-    state = git_state()
-    if state["git_commit"] is None:
-        return "unknown"
-    return state["git_commit"] + ("+changes" if state["git_uncommitted_engine_files"] else "")
 
 
 def _machine(device: str | None) -> dict:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import inspect
 import re
-import time
 from pathlib import Path
 
 import tomllib
@@ -37,7 +36,9 @@ from ppl_models.inference.training import TrainConfig, Trainer, load_best
 from ppl_models.pf_rnn import PFRNNPredictor
 
 from . import plots
+from .build import resolve_device
 from .config import apply_overrides, check_common
+from .run_folder import mark_finished, prepare_run_dir
 from .tasks.file_regression import FileRegressionData, evaluate_file_regression, file_regression
 from .tasks.localization import belief_figure, evaluate_localization, localization_data, plot_belief_over_time
 from .tasks.localization_paper import evaluate_localization_paper, localization_paper_data, paper_belief_figure
@@ -45,8 +46,8 @@ from .tasks.regime_switching import RegimeSwitchingData, evaluate_regime_switchi
 from .tasks.uci_regression import RegressionData, air_quality_regression, evaluate_regression, pm25_regression
 from .tasks.uea_classification import ClassificationData, evaluate_classification, japanese_vowels
 
-__all__ = ["TASKS", "PF_ONLY_OPTIONS", "METRIC_LABELS", "is_supervised", "load_supervised_config", "train",
-           "describe_metric", "format_table"]
+__all__ = ["TASKS", "PF_ONLY_OPTIONS", "METRIC_LABELS", "is_supervised", "load_supervised_config",
+           "check_supervised_config", "build_supervised", "train", "describe_metric", "format_table"]
 
 SECTIONS = ("data", "model", "loss", "train")
 TOP_LEVEL = {"kind": "supervised", "name": "experiment", "seed": 0, "device": "auto"}
@@ -87,7 +88,10 @@ def check_supervised_config(config: dict) -> dict:
     return config
 
 
-def _setup(config: dict):
+def build_supervised(config: dict):
+    """``(context, splits, predictor, loss)`` of a checked supervised configuration: the task's data (``splits[s] =
+    (x [N, T, D], mask [N, T] or None, y [N, T, O])``), the :class:`~ppl_models.pf_rnn.PFRNNPredictor` for its
+    sizes and its :class:`~ppl_models.inference.discriminative.DiscriminativeLoss`."""
     data_options = {k: v for k, v in config["data"].items() if k != "name"}
     loader = TASKS[config["data"]["name"]]
     allowed = list(inspect.signature(loader).parameters)
@@ -104,12 +108,10 @@ def _setup(config: dict):
 def train(config: dict, run_dir: str | Path, *, resume: bool = False, change_epochs: bool = False) -> dict:
     """Train, then evaluate the best checkpoint on the test split; returns (and writes) ``metrics.json``.
 
-    ``resume`` and ``change_epochs``: as for :func:`ppl_models.experiments.runner.prepare_run_dir`.
+    ``resume`` and ``change_epochs``: as for :func:`ppl_models.experiments.run_folder.prepare_run_dir`.
     """
-    from .runner import FINISHED, prepare_run_dir, resolve_device
-
     torch.manual_seed(config["seed"])
-    context, splits, predictor, objective = _setup(config)  # data, model and loss checked before any write
+    context, splits, predictor, objective = build_supervised(config)  # data, model and loss checked before any write
     device = resolve_device(config["device"])
     run_dir = prepare_run_dir(run_dir, config, resume=resume, change_epochs=change_epochs)
     paper_task = config["data"]["name"] == "localization-paper"
@@ -151,7 +153,7 @@ def train(config: dict, run_dir: str | Path, *, resume: bool = False, change_epo
         if predictor.num_particles > 1:
             figure = paper_belief_figure if paper_task else belief_figure
             figure(predictor, context, splits["test"], run_dir / "plots" / "belief.png", device)
-    write_json(run_dir / FINISHED, {"time": time.strftime("%Y-%m-%dT%H:%M:%S")})  # last: every output is written
+    mark_finished(run_dir)  # last: every output is written
     return metrics
 
 

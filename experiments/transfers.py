@@ -29,8 +29,10 @@ from pathlib import Path
 from ppl_models.inference.io import write_json
 
 from . import compare
-from .claims import Stat, results_destination
-from .studies.truth_fit import split_gaps
+from .claims import Stat
+from .recipes import recipe
+from .results_files import results_destination
+from .truth_gaps import split_gaps
 
 __all__ = ["Transfer", "TRANSFERS", "TRANSFER_FORMAT", "transfer_file", "run_transfer", "table", "shares",
            "shares_mean"]
@@ -86,8 +88,6 @@ def _toml(value) -> str:
 def recipe_overrides(model: str, *, binary: bool) -> tuple[str, ...]:
     """``--set`` overrides that replace an experiment's model, objective, training and evaluation by the own-data
     recipe of registry model ``model`` (:func:`ppl_models.experiments.recipes.recipe`), keeping its data."""
-    from .recipes import recipe
-
     config = recipe(model, binary=binary)
     return tuple(f"{section}={_toml(config[section])}" for section in ("model", "objective", "train", "evaluate"))
 

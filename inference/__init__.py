@@ -1,6 +1,6 @@
 """Shared inference engines: resampling, particle filtering, objectives, training, calibration."""
 
-from .evaluation import Evaluation, evaluate
+from .evaluation import Evaluation, EvaluationOptions, evaluate, one_step_mse
 from .forecast import forecast
 from .particle_filter import GRADIENT_MODES, FilterFailed, FilterResult, ParticleFilter, ParticleModel, Step
 from .pointwise import PosteriorPredictive, posterior_predictive
@@ -22,6 +22,8 @@ from .state_space import SEQUENCE_PLATE, MarkovStateSpace
 __all__ = [
     "evaluate",
     "Evaluation",
+    "EvaluationOptions",
+    "one_step_mse",
     "CAPABILITIES",
     "ESTIMATORS",
     "UNCONDITION",

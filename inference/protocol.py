@@ -33,7 +33,10 @@ call ``generate`` or ``forecast``, which mean the same on every model.
 The base class gives particle models (``particles``) their ``predictive`` and ``forecast``
 from the shared filter (:func:`particle_predictive`, :func:`particle_forecast`); everything
 else a model writes itself. :data:`ESTIMATORS` says which log-likelihood estimate needs which
-capability, and :meth:`SequenceModel.score` scores data by any of them. Each instance registers
+capability, and :meth:`SequenceModel.score` scores data by any of them. A model whose predictive
+has a noise of its own (a one-step predictor) refits it on validation data in
+:meth:`SequenceModel.refit_noise` (:data:`NOISE_REFITS`), which the evaluation calls; the others
+keep the default, which does nothing. Each instance registers
 its parameters in Pyro's parameter store under a name of its own (``pyro_name``);
 :meth:`SequenceModel.save_params` / :meth:`SequenceModel.load_params` save and reload them
 whatever that name is.
@@ -59,8 +62,8 @@ from .particle_filter import ParticleFilter
 from .saturation import saturate
 from .validation import check_positive_int, check_sequences
 
-__all__ = ["CAPABILITIES", "ESTIMATORS", "UNCONDITION", "SequenceModel", "OneStepPredictive", "Generation", "Score",
-           "Unsupported",
+__all__ = ["CAPABILITIES", "ESTIMATORS", "UNCONDITION", "NOISE_REFITS", "DEFAULT_PARTICLES", "SequenceModel",
+           "OneStepPredictive", "Generation", "Score", "Unsupported",
            "particle_predictive", "particle_forecast", "exact_predictive", "check_num_samples"]  # fmt: skip
 
 #: capability name -> what it provides (see the module docstring)
@@ -81,6 +84,12 @@ UNCONDITION = {
 }  # fmt: skip
 #: log-likelihood estimator -> the capability it needs
 ESTIMATORS = {"exact": "exact", "elbo": "latent", "iwae": "latent", "smc": "particles"}
+#: how :meth:`SequenceModel.refit_noise` may refit a predictive's noise: the shape of the errors (``auto`` chooses
+#: by held-out likelihood), with ``+state`` for a scale that depends on the model's state
+NOISE_REFITS = ("auto+state", "student-t+state", "empirical+state", "normal+state", "auto", "student-t", "empirical",
+                "normal")  # fmt: skip
+#: ``K`` of the protocol's particle methods (``score``, ``predictive``, ``forecast``) when the caller gives none
+DEFAULT_PARTICLES = 100
 
 
 class Score(NamedTuple):
@@ -229,7 +238,7 @@ class SequenceModel(DeclaredModel):
         raise NotImplementedError(f"{type(self).__name__} declares exact but defines no log_likelihood")
 
     def score(self, x: torch.Tensor, mask: torch.Tensor | None = None, estimator: str | None = None, *,
-              num_particles: int = 100) -> Score:  # fmt: skip
+              num_particles: int = DEFAULT_PARTICLES) -> Score:  # fmt: skip
         """``log p(x_{1:T_b})`` of each sequence of ``x [B, T, D]``, exact or estimated, in nats.
 
         ``estimator``: ``"exact"``, ``"elbo"``, ``"iwae"`` or ``"smc"`` (:data:`ESTIMATORS` says
@@ -256,7 +265,7 @@ class SequenceModel(DeclaredModel):
         return Score(f"smc-{num_particles}", ParticleFilter(num_particles).run(self, x, mask).log_evidence)
 
     def predictive(self, x: torch.Tensor, mask: torch.Tensor | None = None, num_samples: int = 100, *,
-                   num_particles: int = 100, generator: torch.Generator | None = None,
+                   num_particles: int = DEFAULT_PARTICLES, generator: torch.Generator | None = None,
                    ) -> OneStepPredictive:  # fmt: skip
         """The one-step-ahead predictive of ``x [B, T, D]``: draws ``[S, B, T, D]``, mean, log density.
 
@@ -275,7 +284,8 @@ class SequenceModel(DeclaredModel):
         raise NotImplementedError(f"{type(self).__name__} declares generate but defines none")
 
     def forecast(self, x: torch.Tensor, mask: torch.Tensor | None = None, horizon: int = 1, num_samples: int = 100,
-                 *, num_particles: int = 100, generator: torch.Generator | None = None) -> torch.Tensor:  # fmt: skip
+                 *, num_particles: int = DEFAULT_PARTICLES, generator: torch.Generator | None = None,
+                 ) -> torch.Tensor:  # fmt: skip
         """``[S, B, H, D]`` joint draws of the ``horizon`` steps after each sequence of ``x [B, T, D]``.
 
         Particle models filter ``x`` with ``num_particles`` and simulate on from the final
@@ -291,6 +301,15 @@ class SequenceModel(DeclaredModel):
         """A data-driven start from training data (two-stage regression, say); by default none."""
         return self
 
+    def refit_noise(self, x: torch.Tensor, mask: torch.Tensor | None, how: str) -> dict | None:
+        """Refit the predictive's noise on validation data ``x [B, T, D]`` (held out from training), ``how`` one of
+        :data:`NOISE_REFITS`; this changes the model.
+
+        Returns the record of what was done (the evaluation's ``noise_refit``), or ``None`` where the model has no
+        noise of its own to refit (the default; a one-step predictor overrides it).
+        """
+        return None
+
 
 def exact_predictive(distribution, x: torch.Tensor, mask: torch.Tensor, samples: torch.Tensor | None,
                      source: str = "the exact predictive") -> OneStepPredictive:  # fmt: skip
@@ -305,7 +324,7 @@ def exact_predictive(distribution, x: torch.Tensor, mask: torch.Tensor, samples:
 
 @torch.no_grad()
 def particle_predictive(model, x: torch.Tensor, mask: torch.Tensor | None = None, num_samples: int = 100, *,
-                        num_particles: int = 100, generator: torch.Generator | None = None,
+                        num_particles: int = DEFAULT_PARTICLES, generator: torch.Generator | None = None,
                         ) -> OneStepPredictive:  # fmt: skip
     """The one-step predictive of a particle model from one run of the shared filter.
 
@@ -321,7 +340,7 @@ def particle_predictive(model, x: torch.Tensor, mask: torch.Tensor | None = None
 
 @torch.no_grad()
 def particle_forecast(model, x: torch.Tensor, mask: torch.Tensor | None = None, horizon: int = 1,
-                      num_samples: int = 100, *, num_particles: int = 100,
+                      num_samples: int = 100, *, num_particles: int = DEFAULT_PARTICLES,
                       generator: torch.Generator | None = None) -> torch.Tensor:  # fmt: skip
     """``[S, B, H, D]``: filter ``x`` with ``num_particles``, then simulate from the final weighted particles."""
     x, mask = check_sequences(x, mask)

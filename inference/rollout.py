@@ -18,7 +18,7 @@ import torch
 
 from .forecast import pick_particles
 from .particle_filter import ParticleFilter
-from .protocol import Generation, check_num_samples
+from .protocol import DEFAULT_PARTICLES, Generation, check_num_samples
 from .validation import check_positive_int, check_sequences
 
 __all__ = ["LatentRollout"]
@@ -37,7 +37,8 @@ class LatentRollout:
 
     @torch.no_grad()
     def generate(self, num_steps: int, *, num_sequences: int = 1, prefix: torch.Tensor | None = None,
-                 num_particles: int = 100, generator: torch.Generator | None = None) -> Generation:  # fmt: skip
+                 num_particles: int = DEFAULT_PARTICLES, generator: torch.Generator | None = None,
+                 ) -> Generation:  # fmt: skip
         """Sample ``num_steps`` new steps, from scratch or continuing ``prefix``.
 
         Args:
@@ -69,7 +70,8 @@ class LatentRollout:
 
     @torch.no_grad()
     def forecast(self, x: torch.Tensor, mask: torch.Tensor | None = None, horizon: int = 1, num_samples: int = 100,
-                 *, num_particles: int = 100, generator: torch.Generator | None = None) -> torch.Tensor:  # fmt: skip
+                 *, num_particles: int = DEFAULT_PARTICLES, generator: torch.Generator | None = None,
+                 ) -> torch.Tensor:  # fmt: skip
         """``[S, B, H, D]`` joint draws of the ``horizon`` steps after each sequence's last valid step.
 
         ``x [B, T, D]`` is filtered with ``num_particles``; each of the ``S`` paths starts from a

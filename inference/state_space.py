@@ -33,7 +33,7 @@ from pyro import poutine
 
 from .forecast import pick_particles
 from .particle_filter import ParticleFilter, Step
-from .protocol import Generation, SequenceModel
+from .protocol import DEFAULT_PARTICLES, Generation, SequenceModel
 from .resampling import gather_particles
 from .traces import SEQUENCE_PLATE
 from .validation import check_positive_int, check_sequences
@@ -177,7 +177,8 @@ class MarkovStateSpace(SequenceModel):
 
     @torch.no_grad()
     def generate(self, num_steps: int, *, num_sequences: int = 1, prefix: torch.Tensor | None = None,
-                 num_particles: int = 100, generator: torch.Generator | None = None) -> Generation:  # fmt: skip
+                 num_particles: int = DEFAULT_PARTICLES, generator: torch.Generator | None = None,
+                 ) -> Generation:  # fmt: skip
         """``num_steps`` steps from ``prior`` and ``emission``, from scratch or after ``prefix [B, P, D]``.
 
         A prefix is continued from one particle per sequence drawn from the filter's final

@@ -5,7 +5,7 @@ whose message names the argument, what was expected and what was received.
 Hot loops never call these; the public entry points do, once.
 
 Checks that read tensor *values* (a NaN, a mask's order, a class index) wait for the device;
-inside a CUDA-graph capture (:mod:`ppl_models.inference.graphs`) that is forbidden, so
+inside a CUDA-graph capture (:mod:`ppl_models.inference.training.cuda_graphs`) that is forbidden, so
 :func:`value_checks` turns them off there, and the graph's caller checks each new input
 outside the capture instead. Shape, dtype and type checks always run.
 

@@ -26,7 +26,13 @@ import torch
 from torch import nn
 from torch.distributions import constraints, transform_to
 
-from ppl_models.inference.protocol import Generation, OneStepPredictive, check_num_samples, exact_predictive
+from ppl_models.inference.protocol import (
+    DEFAULT_PARTICLES,
+    Generation,
+    OneStepPredictive,
+    check_num_samples,
+    exact_predictive,
+)
 from ppl_models.inference.saturation import saturated_sum
 from ppl_models.inference.state_space import MarkovStateSpace
 from ppl_models.inference.validation import check_choice, check_positive_int, check_sequences, value_checks_enabled
@@ -371,7 +377,7 @@ class LinearGaussianSSM(MarkovStateSpace):
 
     @torch.no_grad()
     def predictive(self, x: torch.Tensor, mask: torch.Tensor | None = None, num_samples: int = 100, *,
-                   num_particles: int = 100, generator: torch.Generator | None = None,
+                   num_particles: int = DEFAULT_PARTICLES, generator: torch.Generator | None = None,
                    ) -> OneStepPredictive:  # fmt: skip
         """The exact Kalman one-step predictive (``num_particles`` and ``generator`` unused; torch's RNG draws)."""
         num_samples = check_num_samples(num_samples)

@@ -31,13 +31,11 @@ from dataclasses import dataclass
 import torch
 from pyro.distributions import Categorical, MixtureSameFamily, Normal, StudentT
 
-__all__ = ["NOISE_REFITS", "AUTO_SHAPES", "DF_RANGE", "SHAPE_POINTS", "SCALE_FLOOR", "NoiseFit", "RefitCheck",
+from ppl_models.inference.protocol import NOISE_REFITS
+
+__all__ = ["AUTO_SHAPES", "DF_RANGE", "SHAPE_POINTS", "SCALE_FLOOR", "NoiseFit", "RefitCheck",
            "fit_noise", "choose_shape", "check_refit", "parse_refit", "noise_distribution", "bounded_log_scale"]
 
-#: refits of :func:`fit_noise` by name: (shape of ``eps``, does the scale depend on the state?)
-NOISE_REFITS = {"auto+state": ("auto", True), "student-t+state": ("student-t", True),
-                "empirical+state": ("empirical", True), "normal+state": ("normal", True), "auto": ("auto", False),
-                "student-t": ("student-t", False), "empirical": ("empirical", False), "normal": ("normal", False)}
 #: the shapes ``auto`` chooses from, by two-fold held-out likelihood
 AUTO_SHAPES = ("student-t", "empirical")
 #: bounds of the fitted degrees of freedom (``> 1``, so the mean exists; at the top it is a Gaussian in all but name)
@@ -97,10 +95,13 @@ def bounded_log_scale(log_scale: torch.Tensor, weight: torch.Tensor, features: t
 
 
 def parse_refit(name: str) -> tuple[str, bool]:
-    """``(shape, on_state)`` of a refit name in :data:`NOISE_REFITS`; ``ValueError`` naming the others."""
+    """``(shape of eps, does the scale depend on the state?)`` of a refit name of
+    :data:`~ppl_models.inference.protocol.NOISE_REFITS` (``"auto+state"``: ``("auto", True)``); ``ValueError``
+    naming the others."""
     if name not in NOISE_REFITS:
         raise ValueError(f"noise refit must be one of {list(NOISE_REFITS)}, got {name!r}")
-    return NOISE_REFITS[name]
+    shape, _, state = name.partition("+")
+    return shape, state == "state"
 
 
 def noise_distribution(loc: torch.Tensor, scale: torch.Tensor, df: torch.Tensor, shape_points: torch.Tensor,

@@ -34,6 +34,7 @@ import torch
 from torch import nn
 
 from ppl_models.inference.protocol import (
+    DEFAULT_PARTICLES,
     Generation,
     OneStepPredictive,
     SequenceModel,
@@ -83,7 +84,7 @@ class ExactPredictiveModel(SequenceModel):
 
     @torch.no_grad()
     def predictive(self, x: torch.Tensor, mask: torch.Tensor | None = None, num_samples: int = 100, *,
-                   num_particles: int = 100, generator: torch.Generator | None = None,
+                   num_particles: int = DEFAULT_PARTICLES, generator: torch.Generator | None = None,
                    ) -> OneStepPredictive:  # fmt: skip
         """The exact one-step predictive: ``S`` draws ``[S, B, T, D]``, its mean and log density ``[B, T]``.
 
@@ -122,7 +123,8 @@ class ExactPredictiveModel(SequenceModel):
 
     @torch.no_grad()
     def forecast(self, x: torch.Tensor, mask: torch.Tensor | None = None, horizon: int = 1, num_samples: int = 100,
-                 *, num_particles: int = 100, generator: torch.Generator | None = None) -> torch.Tensor:  # fmt: skip
+                 *, num_particles: int = DEFAULT_PARTICLES, generator: torch.Generator | None = None,
+                 ) -> torch.Tensor:  # fmt: skip
         """``[S, B, H, D]``: ``S`` paths per sequence, each step drawn given the path so far.
 
         Sequences of different lengths continue from their own last valid step.
@@ -223,7 +225,7 @@ class OneStepPredictor(ExactPredictiveModel):
                   check: bool = False) -> OneStepPredictor:  # fmt: skip
         """Refit the noise by maximum likelihood to the residuals of the current means on ``x [B, T, D]``.
 
-        ``refit`` (:data:`~ppl_models.predictive_noise.NOISE_REFITS`): ``"normal"`` (a constant
+        ``refit`` (:data:`~ppl_models.inference.protocol.NOISE_REFITS`): ``"normal"`` (a constant
         scale per feature, the closed form), ``"student-t"`` (also degrees of freedom per feature,
         for heavy tails), ``"empirical"`` (the shape of the standardised residuals, smoothed:
         skewed or multimodal errors), ``"auto"`` (Student-t or empirical, whichever has the higher
@@ -261,6 +263,26 @@ class OneStepPredictor(ExactPredictiveModel):
         self.noise_shape_points = fit.shape_points.to(self.noise_weight)
         self.noise_bandwidth.copy_(fit.bandwidth)
         return self
+
+    @torch.no_grad()
+    def refit_noise(self, x: torch.Tensor, mask: torch.Tensor | None, how: str) -> dict:
+        """:meth:`calibrate` on the validation split ``x [B, T, D]``, checked (``check=True``): the protocol's hook.
+
+        Returns the verdict (``refit``, ``kept``, ``nlpd_refit``, ``nlpd_unrefit`` in nats per step) and the noise
+        in use after it. Fewer than 4 valid steps cannot judge a refit: the trained noise is kept and the reason
+        recorded.
+        """
+        parse_refit(how)
+        device = next(self.parameters()).device
+        x, mask = check_sequences(x, mask, name="valid", model=self)
+        self.eval()
+        if int(mask.sum()) < 4:
+            return {"refit": how, "kept": False, "reason": f"{int(mask.sum())} validation steps: at least 4 are "
+                    "needed to check a refit on held-out steps; the trained noise is kept"}  # fmt: skip
+        self.calibrate(x.to(device), mask.to(device), how, check=True)
+        return {**self.refit_check, "split": "valid", "check": "two-fold on the validation split",
+                "log_scale": self.log_noise_scale.tolist(), "state_weight": self.noise_weight.tolist(),
+                "log_scale_range": self.noise_log_scale_range.tolist(), "df": self.noise_df.tolist()}
 
     def noise_distribution(self, loc: torch.Tensor, states: torch.Tensor):
         """``loc + noise`` elementwise, its scale ``exp(log_noise_scale + states @ noise_weight)``.

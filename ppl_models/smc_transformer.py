@@ -42,7 +42,7 @@ from pyro.poutine.runtime import get_plates
 from torch import nn
 
 from ppl_models.inference.particle_filter import FilterResult, ParticleFilter
-from ppl_models.inference.protocol import Generation, SequenceModel, particle_forecast
+from ppl_models.inference.protocol import DEFAULT_PARTICLES, Generation, SequenceModel, particle_forecast
 from ppl_models.inference.pyro_programs import ParticlePrograms
 from ppl_models.inference.state_space import SEQUENCE_PLATE
 from ppl_models.inference.traces import PARTICLE_PLATE
@@ -228,7 +228,8 @@ class SMCTransformer(ParticlePrograms, SequenceModel):
 
     @torch.no_grad()
     def generate(self, num_steps: int, *, num_sequences: int = 1, prefix: torch.Tensor | None = None,
-                 num_particles: int = 100, generator: torch.Generator | None = None) -> Generation:  # fmt: skip
+                 num_particles: int = DEFAULT_PARTICLES, generator: torch.Generator | None = None,
+                 ) -> Generation:  # fmt: skip
         """``num_steps`` steps simulated by :meth:`model` (unconditioned), or after ``prefix [B, P, D]``.
 
         A prefix is continued by :func:`~ppl_models.inference.protocol.particle_forecast` (one path per

@@ -21,7 +21,7 @@ import torch
 
 import ppl_models.inference.io
 from ppl_models import SRNN, VRNN, GRUBaseline, LinearGaussianSSM
-from ppl_models.experiments import cli, registry, runner
+from ppl_models.experiments import build, cli, registry, run_folder, runner
 from ppl_models.experiments.config import load_config
 from ppl_models.experiments.data import EXTREME_ABSOLUTE, DataWarning, ExperimentData, check_values
 from ppl_models.inference import ParticleFilter
@@ -190,7 +190,7 @@ def test_unwritable_run_dir_is_one_line_for_any_user(finished, tmp_path, capsys,
 
     def refuse(path, text):
         raise PermissionError(13, "Permission denied", str(path))
-    monkeypatch.setattr(runner, "write_text", refuse)
+    monkeypatch.setattr(run_folder, "write_text", refuse)
     status, err = _cli(["train", config, "--run-dir", tmp_path / "run"], capsys)
     assert status == 2 and err.count("\n") == 1 and "run" in err and "cannot be written to (Permission denied)" in err
 
@@ -620,7 +620,7 @@ API_CASES = [
      ValueError, "x must be binary"),
     ("gru-score-not-binary", lambda: GRUBaseline(1, rnn_dim=3, hidden_dim=4).score(_x()), ValueError,
      "x must be binary"),
-    ("runner-nan-data", lambda: runner.check_finite(_data_with_nan()), ValueError,
+    ("runner-nan-data", lambda: build.check_finite(_data_with_nan()), ValueError,
      r"data 'nan': the valid split holds 1 NaN or inf values at valid steps, the first at sequence 2, step 1, "
      "feature 0"),
 ]

@@ -94,7 +94,7 @@ def test_cuda_graph_benchmark_needs_a_gpu_and_its_filter_rows_run_on_cpu(capsys)
     assert abs(row["eager_mean_error"]) < 3 and abs(row["graph_mean_error"]) < 3
 
 
-def test_quick_speed_targets_report_every_ratio_of_the_issue(tmp_path, capsys):
+def test_quick_speed_targets_report_every_ratio_beside_its_target(tmp_path, capsys):
     from ppl_models.experiments.benchmarks import speed_targets
 
     out = tmp_path / "targets.json"
@@ -114,7 +114,7 @@ def test_manifest_lists_engine_files_that_differ_from_the_commit(tmp_path, monke
     ``sha1("blob <size>\\0" + bytes)``, computed here by hand for a two-file tree)."""
     import hashlib
 
-    from ppl_models.experiments.benchmarks import timing
+    from ppl_models.experiments import provenance
 
     (tmp_path / "inference").mkdir()
     (tmp_path / "ppl_models").mkdir()
@@ -124,7 +124,8 @@ def test_manifest_lists_engine_files_that_differ_from_the_commit(tmp_path, monke
     manifest = tmp_path / "manifest.txt"
     manifest.write_text(f"commit abc123\n100644 {blob} 0\tinference/a.py\n100644 {'0' * 40} 0\tppl_models/b.py\n"
                         f"100644 {blob} 0\tppl_models/gone.py\n")
-    monkeypatch.setattr(timing, "REPO_ROOT", tmp_path)
-    state = timing._manifest_state(manifest)
+    monkeypatch.setattr(provenance, "REPO_ROOT", tmp_path)
+    monkeypatch.setenv("PPL_MODELS_MANIFEST", str(manifest))
+    state = provenance.git_state()
     assert state["git_commit"] == "abc123"
     assert state["git_uncommitted_engine_files"] == [" M ppl_models/b.py", " D ppl_models/gone.py"]

@@ -8,8 +8,9 @@ import pandas as pd
 import pytest
 import torch
 
-from ppl_models.experiments import board_figures, plots
+from ppl_models.experiments import board_figures
 from ppl_models.experiments.cli import main
+from ppl_models.experiments.tasks import music
 from ppl_models.inference.calibration import reliability_curve
 
 TINY = ["train.epochs=1", "train.batch_size=8", "evaluate.predictive_samples=10", "model.rnn_dim=8",
@@ -112,7 +113,7 @@ def test_a_binary_fan_chart_gives_the_most_variable_keys_probability(tmp_path, c
     rng = np.random.default_rng(0)
     x = (rng.random((12, 15, 5)) < [0.05, 0.05, 0.05, 0.5, 0.05]).astype(float)
     np.savez(tmp_path / "rolls.npz", x=x)
-    monkeypatch.setattr(plots, "piano_roll_outputs", lambda *args, **kwargs: None)  # not drawn here: time
+    monkeypatch.setattr(music, "piano_roll_outputs", lambda *args, **kwargs: None)  # not drawn here: time
     run = tmp_path / "run"
     assert main(["train", "gru", "--data", str(tmp_path / "rolls.npz"), "--run-dir", str(run), *sets(*TINY)]) == 0
     ids = json.loads((run / "data_split.json").read_text())["test"]["ids"]

@@ -1,21 +1,12 @@
 """The library's data type: every format gives the same tensors, splits, standardisation, bad files."""
 
-import warnings
-
 import numpy as np
 import pandas as pd
 import pytest
 import torch
+from factories import long_frame, write_file
 
-from ppl_models.inference.data.datasets import DataWarning, SequenceDataset, Standardizer
-
-
-def long_frame(lengths=(7, 5, 9, 6), features=2, seed=0) -> pd.DataFrame:
-    """Long format, rows shuffled: series ``s0..``, integer time, ``f0..`` real values and a ``label`` text column."""
-    rng = np.random.default_rng(seed)
-    rows = [{"id": f"s{i}", "step": t, **{f"f{d}": rng.normal(3.0 * d, 1 + d) for d in range(features)},
-             "label": "x"} for i, n in enumerate(lengths) for t in range(n)]  # fmt: skip
-    return pd.DataFrame(rows).sample(frac=1.0, random_state=1).reset_index(drop=True)
+from ppl_models.inference.data.datasets import SequenceDataset, Standardizer
 
 
 def expected_tensors(frame: pd.DataFrame):
@@ -121,27 +112,6 @@ def test_windows_cut_training_sequences_and_cover_held_out_steps_once():
     assert np.concatenate(held_out.sequences)[:, 0].tolist() == list(range(20))
 
 
-def test_a_midi_folder_reads_as_binary_piano_rolls(tmp_path):
-    pretty_midi = pytest.importorskip("pretty_midi")
-    for name, pitches in (("a", (60, 64)), ("b", (21, 108))):
-        song = pretty_midi.PrettyMIDI()
-        piano = pretty_midi.Instrument(program=0)
-        piano.notes += [pretty_midi.Note(velocity=90, pitch=p, start=0.0, end=1.0) for p in pitches]
-        song.instruments.append(piano)
-        song.write(str(tmp_path / f"{name}.mid"))
-    dataset = SequenceDataset.from_file(tmp_path, fs=4)
-    assert dataset.binary and dataset.obs_dim == 88 and dataset.ids == ["a", "b"]
-    first = dataset.sequences[0]
-    assert first.shape[0] == 4 and set(np.flatnonzero(first[0])) == {60 - 21, 64 - 21}
-    assert set(np.flatnonzero(dataset.sequences[1][0])) == {0, 87}
-
-
-def _write(tmp_path, name, text):
-    path = tmp_path / name
-    path.write_text(text)
-    return path
-
-
 BAD_FILES = [  # (file name, its text or None for absent, options, words the one line must hold)
     ("absent.csv", None, {}, ["absent.csv", "no such file"]),
     ("empty.csv", "", {}, ["empty.csv", "empty"]),
@@ -168,7 +138,7 @@ BAD_FILES = [  # (file name, its text or None for absent, options, words the one
 
 @pytest.mark.parametrize("name, text, options, words", BAD_FILES, ids=[row[0] for row in BAD_FILES])
 def test_a_bad_file_gets_one_line_naming_file_column_and_row(tmp_path, name, text, options, words):
-    path = tmp_path / name if text is None else _write(tmp_path, name, text)
+    path = tmp_path / name if text is None else write_file(tmp_path, name, text)
     with pytest.raises(ValueError) as error:
         SequenceDataset.from_file(path, **options)
     message = str(error.value)
@@ -177,17 +147,8 @@ def test_a_bad_file_gets_one_line_naming_file_column_and_row(tmp_path, name, tex
         assert word in message, (word, message)
 
 
-def test_bad_npz_arrays_are_named(tmp_path):
-    np.savez(tmp_path / "rank.npz", x=np.zeros((3, 4)))
-    np.savez(tmp_path / "mask.npz", x=np.zeros((2, 4, 1)), mask=np.array([[1, 1, 0, 1], [1, 1, 1, 1]], bool))
-    for name, words in (("rank.npz", ["'x'", "[N, T, D]", "[3, 4]"]), ("mask.npz", ["'mask'", "row 0", "first"])):
-        with pytest.raises(ValueError, match="|".join(words[:1])) as error:
-            SequenceDataset.from_file(tmp_path / name)
-        assert all(w in str(error.value) for w in words), str(error.value)
-
-
 def test_missing_drop_series_drops_with_a_warning_and_windows_longer_than_a_series_are_refused(tmp_path):
-    path = _write(tmp_path, "gaps.csv", "id,t,v\na,0,1\na,1,\nb,0,3\nb,1,4\nb,2,5\n")
+    path = write_file(tmp_path, "gaps.csv", "id,t,v\na,0,1\na,1,\nb,0,3\nb,1,4\nb,2,5\n")
     with pytest.warns(UserWarning, match="dropped 1 series"):
         dataset = SequenceDataset.from_file(path, series="id", time="t", missing="drop-series")
     assert dataset.ids == ["b"]
@@ -195,14 +156,3 @@ def test_missing_drop_series_drops_with_a_warning_and_windows_longer_than_a_seri
         dataset.windows(4)
     with pytest.raises(ValueError, match="missing: expected one of"):
         SequenceDataset.from_file(path, series="id", missing="zero")
-
-
-def test_an_extreme_value_is_named_in_a_warning(tmp_path):
-    values = "\n".join(f"a,{t},{1e30 if t == 5 else float(t % 3)}" for t in range(20))
-    path = _write(tmp_path, "outlier.csv", "id,t,v\n" + values + "\n")
-    with pytest.warns(DataWarning, match="outlier.csv: extreme values") as record:
-        SequenceDataset.from_file(path, series="id", time="t")
-    assert "column 'v' (1, first 1e+30 at line 7)" in str(record[0].message)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        SequenceDataset.from_dataframe(long_frame(), series="id", time="step")  # ordinary data: no warning

@@ -8,8 +8,8 @@ import warnings
 import pyro
 import pytest
 import torch
+from factories import FACTORIES, MASK, VARIANTS
 from pyro.infer import Trace_ELBO
-from test_protocol import FACTORIES, MASK, VARIANTS
 
 from ppl_models import (
     PFGRU,

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 import torch
 
-from ppl_models.experiments import claims, compare, forecasting, reproductions, runner, transfers
+from ppl_models.experiments import compare, forecasting, reproductions, results_files, runner, transfers
 from ppl_models.experiments.claims import CLAIMS, Claim, Within
 from ppl_models.experiments.cli import main
 from ppl_models.experiments.transfers import TRANSFERS, Transfer
@@ -102,8 +102,8 @@ def _results_file(path, seeds):
 def test_a_rerun_on_fewer_seeds_keeps_the_results_file_with_more_and_writes_beside_its_runs(tmp_path, monkeypatch,
                                                                                             capsys):  # fmt: skip
     _fake_training(monkeypatch)
-    tiny = Claim("psrnn", "a tiny run", "-", "test MSE", ("lgssm-demo",), (0, 1, 2), Within("LGSSM", 0.0, 1.0),
-                 members=(("LGSSM", "lgssm-demo", ()),))  # fmt: skip
+    tiny = Claim(paper="psrnn", claim="a tiny run", paper_figure="-", metric="test MSE", tests=("lgssm-demo",),
+                 seeds=(0, 1, 2), rule=Within("LGSSM", 0.0, 1.0), members=(("LGSSM", "lgssm-demo", ()),))
     monkeypatch.setitem(CLAIMS, "tiny", tiny)
     results, runs = tmp_path / "results", tmp_path / "runs"
     committed = results / "reproduce_tiny.json"
@@ -134,9 +134,10 @@ def test_an_unreadable_results_file_is_kept_by_a_rerun(tmp_path, capsys):
     committed = tmp_path / "results" / "reproduce_x.json"
     committed.parent.mkdir()
     committed.write_text('{"seeds": [0, 1')
-    assert claims.results_destination(committed, (0,), tmp_path / "runs" / "x.json") == tmp_path / "runs" / "x.json"
+    elsewhere = tmp_path / "runs" / "x.json"
+    assert results_files.results_destination(committed, (0,), elsewhere) == elsewhere
     assert "no readable list of seeds" in capsys.readouterr().out
-    assert claims.results_destination(tmp_path / "new.json", (0,), tmp_path / "x.json") == tmp_path / "new.json"
+    assert results_files.results_destination(tmp_path / "new.json", (0,), elsewhere) == tmp_path / "new.json"
 
 
 @pytest.mark.parametrize("name", ["psrnn_ring_seeds.json", "a_benchmark.json"])  # read by a claim, and by none
@@ -169,19 +170,17 @@ def test_a_suite_whose_members_differ_only_in_data_settings_refuses_data_in_one_
 
 
 def test_suite_members_the_overrides_make_identical_are_refused_and_distinct_ones_trained(tmp_path, monkeypatch):
-    from ppl_models.experiments.own_data import data_override
-
     trained = []
     monkeypatch.setattr(runner, "train", lambda config, folder, resume: trained.append(config["name"]))
     monkeypatch.setattr(compare, "compare", lambda folders, root: {})
-    file_only = [data_override(sites_file(tmp_path / "sites.csv")), *COLUMNS[1::2]]
+    data, columns = sites_file(tmp_path / "sites.csv"), COLUMNS[1::2]
     by_data = (("A", "lgssm-demo", ("data.seed=1",)), ("B", "lgssm-demo", ("data.seed=2", "data.num_train=9")))
     with pytest.raises(ValueError, match=r"'A' and 'B' become the same run .* differ only in data.num_train, "
                                          r"data.seed, which the overrides replace"):  # fmt: skip
-        compare.run_suite(by_data, tmp_path / "suite", file_only)
+        compare.run_suite(by_data, tmp_path / "suite", columns, data=data)
     assert trained == [] and not (tmp_path / "suite").exists()
     by_model = (("A", "lgssm-demo", ("data.seed=1",)), ("B", "lgssm-demo", ("data.seed=2", "model.latent_dim=3")))
-    compare.run_suite(by_model, tmp_path / "suite", file_only)
+    compare.run_suite(by_model, tmp_path / "suite", columns, data=data)
     assert trained == ["A", "B"]
 
 

@@ -1,4 +1,5 @@
-"""CUDA-graph wrappers (ppl_models.inference.graphs): the CPU fallback and the rules a recorded call keeps.
+"""CUDA-graph wrappers (ppl_models.inference.training.cuda_graphs): the CPU fallback and the rules a recorded call
+keeps.
 
 The graphs themselves need a GPU (the CI has none): their figures, and a log-evidence check
 against the Kalman value, are in docs/benchmarks.md (experiments/benchmarks/cuda_graphs.py).
@@ -12,7 +13,7 @@ import torch
 from ppl_models import LinearGaussianSSM
 from ppl_models.inference import ParticleFilter
 from ppl_models.inference.discriminative import DiscriminativeLoss
-from ppl_models.inference.graphs import GraphedCall
+from ppl_models.inference.training import GraphedCall
 from ppl_models.inference.validation import check_sequences, value_checks, value_checks_enabled
 from ppl_models.pf_rnn import PFRNNPredictor
 

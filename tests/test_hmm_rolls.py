@@ -87,7 +87,7 @@ def test_gap_to_truth_by_hand():
 def test_quick_benchmark_a_trained_srnn_approaches_a_tiny_hmm_without_passing_it():
     """The benchmark in small: SRNN trained by SMC-4 on a 2-state HMM, every estimate held to the forward algorithm."""
     from ppl_models import SRNN
-    from ppl_models.experiments.config import EvaluateConfig
+    from ppl_models.experiments.config import evaluation_options
     from ppl_models.experiments.runner import evaluate_model
     from ppl_models.inference import ParticleFilter
     from ppl_models.inference.objectives import SMCBound
@@ -96,7 +96,7 @@ def test_quick_benchmark_a_trained_srnn_approaches_a_tiny_hmm_without_passing_it
     data = hmm_rolls(num_states=2, num_keys=4, persistence=0.9, sharpness=3.0, num_train=40, num_valid=5,
                      num_test=40, num_steps=10)  # fmt: skip
     model = SRNN(4, latent_dim=2, rnn_dim=8, hidden_dim=8)
-    config = EvaluateConfig(estimators=["elbo", "iwae", "smc"], num_particles=50, iwae_particles=20)
+    config = evaluation_options({"estimators": ["elbo", "iwae", "smc"], "num_particles": 50, "iwae_particles": 20})
     before = evaluate_model(model, data, config)["gap_to_truth"]["smc-50"]["gap_per_step"]
     objective = SMCBound(model, ParticleFilter(4))
     optimizer = torch.optim.Adam(model.parameters(), lr=0.02)
@@ -116,17 +116,18 @@ def test_quick_benchmark_a_trained_srnn_approaches_a_tiny_hmm_without_passing_it
 def test_truth_fit_scores_the_training_split_against_the_forward_algorithm(tmp_path):
     """ppl_models.experiments.studies.truth_fit on a GRU checkpoint: each split's gap equals the gap computed here by
     hand."""
+    from ppl_models.experiments.build import build_experiment
     from ppl_models.experiments.config import load_config
     from ppl_models.experiments.registry import EXPERIMENTS
-    from ppl_models.experiments.runner import _setup
-    from ppl_models.experiments.studies.truth_fit import main, split_gaps
+    from ppl_models.experiments.studies.truth_fit import main
+    from ppl_models.experiments.truth_gaps import split_gaps
     from ppl_models.inference.io import write_json
 
     config = load_config(EXPERIMENTS["srnn-hmm"].build, [
         'data={name="hmm-rolls", num_states=2, num_keys=4, num_train=12, num_valid=4, num_test=6, num_steps=5}',
         'model={name="gru", rnn_dim=4, hidden_dim=4}', 'objective={name="exact"}', 'evaluate.estimators=["exact"]'])
     torch.manual_seed(0)
-    data, model, objective = _setup(config)
+    data, model, objective = build_experiment(config)
     run = tmp_path / "gru"
     write_json(run / "config.json", config)
     (run / "checkpoints").mkdir()
@@ -149,7 +150,7 @@ def test_truth_fit_scores_the_training_split_against_the_forward_algorithm(tmp_p
 
 
 def test_metrics_table_shows_each_gap_to_the_truth():
-    from ppl_models.inference.evaluation import format_table
+    from ppl_models.experiments.tables import format_table
 
     metrics = {"data": "HMM rolls", "test_sequences": 2, "test_steps": 10,
                "loglik": {"smc-100": {"per_step": -3.5, "per_sequence": -17.5},

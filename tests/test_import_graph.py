@@ -1,51 +1,163 @@
-"""The engines' modules import one another at module level without a circle (no import dodged inside a function)."""
+"""The package imports one way, read from every module's source with ``ast``.
+
+The layers, lowest first: the engines (``ppl_models.inference``), the models (the rest of ``ppl_models`` outside
+``inference`` and ``experiments``), the product (``ppl_models.experiments`` outside ``studies`` and ``benchmarks``),
+then the studies and benchmarks. A module imports only from its own layer and the layers below it, whether the import
+is absolute or relative, at module level or inside a function. No modules import one another in a circle, at module
+level or through an import moved inside a function to dodge the circle (a package's ``__init__`` importing its own
+modules is an edge like any other, not a circle with them).
+"""
 
 import ast
 from pathlib import Path
 
-INFERENCE = Path(__file__).resolve().parents[1] / "inference"
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+#: the folder of each top package (pyproject.toml's package-dir): ``ppl_models/`` holds neither of the other two
+FOLDERS = {"ppl_models": ROOT / "ppl_models", "ppl_models.inference": ROOT / "inference",
+           "ppl_models.experiments": ROOT / "experiments"}  # fmt: skip
+#: each layer with the layers it may import from
+ALLOWED = {"engines": {"engines"}, "models": {"engines", "models"}, "product": {"engines", "models", "product"},
+           "research": {"engines", "models", "product", "research"}}  # fmt: skip
 
 
-def _module_level_imports() -> dict[str, set[str]]:
-    """``{module: modules of inference it imports at module level}``; a subpackage counts as one module."""
-    graph: dict[str, set[str]] = {}
-    for path in INFERENCE.rglob("*.py"):
-        parts = path.relative_to(INFERENCE).with_suffix("").parts
-        node = parts[0]
-        package = parts[:-1]  # the folder of the file, relative to inference
-        for statement in ast.parse(path.read_text()).body:
-            if isinstance(statement, ast.ImportFrom) and statement.level:
-                base = package[: len(package) - (statement.level - 1)]
-                target = (*base, *(statement.module.split(".") if statement.module else ()))
-                if target and target[0] != node:
-                    graph.setdefault(node, set()).add(target[0])
-    return graph
+def _modules() -> dict[str, tuple[Path, bool]]:
+    """``{dotted module name: (file, whether it is a package's __init__)}`` of every module of the package."""
+    modules = {}
+    for top, folder in FOLDERS.items():
+        for path in folder.rglob("*.py"):
+            parts = path.relative_to(folder).with_suffix("").parts
+            package = parts[-1] == "__init__"
+            modules[".".join((top, *(parts[:-1] if package else parts)))] = (path, package)
+    return modules
 
 
-def _function_level_relative_imports(name: str) -> list[int]:
-    tree = ast.parse((INFERENCE / f"{name}.py").read_text())
-    return [node.lineno for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level
-            and node not in tree.body]  # fmt: skip
+MODULES = _modules()
 
 
-def test_the_engines_import_graph_has_no_circle():
-    graph, done, path = _module_level_imports(), set(), []
+def imports(source: str, name: str, package: bool, known=MODULES) -> list[tuple[str, int, bool]]:
+    """``[(imported module, line, at module level)]`` of the ``ppl_models`` imports in a module's ``source``.
 
-    def visit(node):
-        assert node not in path, f"import circle: {' -> '.join(path[path.index(node):] + [node])}"
+    ``from a import b`` imports module ``a.b`` where that is a module of ``known``, else ``a``; a relative import is
+    resolved from the module's own package (``name`` itself for a package's ``__init__``).
+    """
+    found = []
+
+    def visit(node, module_level: bool):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.Import):
+                found.extend((alias.name, child.lineno, module_level) for alias in child.names)
+            elif isinstance(child, ast.ImportFrom):
+                base = _absolute(child, name, package)
+                found.extend((f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base, child.lineno,
+                              module_level) for alias in child.names)  # fmt: skip
+            visit(child, module_level and not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)))
+
+    visit(ast.parse(source), True)
+    return [(target, line, level) for target, line, level in found if target.split(".")[0] == "ppl_models"]
+
+
+def _absolute(node: ast.ImportFrom, name: str, package: bool) -> str:
+    """The dotted module a ``from ... import`` reads from, relative levels resolved against module ``name``."""
+    if not node.level:
+        return node.module
+    parts = name.split(".")[: None if package else -1]
+    parts = parts[: len(parts) - (node.level - 1)]
+    return ".".join([*parts, *([node.module] if node.module else [])])
+
+
+def layer(module: str) -> str:
+    """``engines``, ``models``, ``product`` or ``research`` (studies and benchmarks) of a dotted module name."""
+    parts = module.split(".")
+    if parts[1:2] == ["inference"]:
+        return "engines"
+    if parts[1:2] == ["experiments"]:
+        return "research" if parts[2:3] in (["studies"], ["benchmarks"]) else "product"
+    return "models"
+
+
+def _edges() -> list[tuple[str, str, int, bool]]:
+    """``[(module, imported module, line, at module level)]`` of the whole package."""
+    return [(name, target, line, level) for name, (path, package) in sorted(MODULES.items())
+            for target, line, level in imports(path.read_text(), name, package)]  # fmt: skip
+
+
+def _upward(importer_layer: str) -> list[str]:
+    return [f"{name}:{line} imports {target} ({layer(target)})" for name, target, line, _ in _edges()
+            if layer(name) == importer_layer and layer(target) not in ALLOWED[importer_layer]]  # fmt: skip
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Circles met by a depth-first search of ``{module: imported modules}``, each as modules with the first repeated
+    at the end; empty only where the graph has no circle."""
+    circles, seen, done = [], set(), set()
+
+    def visit(node, path):
+        if node in path:
+            circle = path[path.index(node):] + [node]
+            if frozenset(circle) not in seen:
+                seen.add(frozenset(circle))
+                circles.append(circle)
+            return
         if node in done:
             return
-        path.append(node)
         for target in sorted(graph.get(node, ())):
-            visit(target)
-        path.pop()
+            visit(target, path + [node])
         done.add(node)
 
     for node in sorted(graph):
-        visit(node)
-    assert "objectives" in graph["protocol"] and "protocol" not in graph["objectives"]  # score runs the objectives
+        visit(node, [])
+    return circles
+
+
+# --------------------------------------------------------------------------- the reader
+
+
+def test_the_reader_resolves_absolute_relative_and_function_level_imports():
+    known = {"ppl_models", "ppl_models.a", "ppl_models.a.b", "ppl_models.a.c", "ppl_models.d"}
+    source = ("import os\nfrom ppl_models.a import b, name\nfrom . import c\nfrom .. import d\n"
+              "def f():\n    from ..d import thing\n    import ppl_models.a.c\nclass K:\n    from .c import other\n")
+    assert imports(source, "ppl_models.a.b", False, known) == [
+        ("ppl_models.a.b", 2, True), ("ppl_models.a", 2, True), ("ppl_models.a.c", 3, True), ("ppl_models.d", 4, True),
+        ("ppl_models.d", 6, False), ("ppl_models.a.c", 7, False), ("ppl_models.a.c", 9, True)]  # fmt: skip
+    assert imports("from . import b\nfrom .c import x\n", "ppl_models.a", True, known) == [
+        ("ppl_models.a.b", 1, True), ("ppl_models.a.c", 2, True)]  # fmt: skip
+
+
+def test_the_layers_and_the_circle_finder_read_names_and_graphs_as_written():
+    assert [layer(n) for n in ("ppl_models", "ppl_models.pf_rnn.cells", "ppl_models.inference.training.trainer",
+                               "ppl_models.experiments.tasks.music", "ppl_models.experiments.studies.truth_fit",
+                               "ppl_models.experiments.benchmarks")] == [
+        "models", "models", "engines", "product", "research", "research"]  # fmt: skip
+    assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c", "a"]]
+    assert _circles({"a": {"b"}, "b": set()}) == []
+
+
+def test_every_folder_of_the_package_is_read():
+    assert {"ppl_models", "ppl_models.inference.protocol", "ppl_models.experiments.cli"} <= set(MODULES)
+    assert ("ppl_models.inference.protocol", "ppl_models.inference.objectives") in {(a, b) for a, b, *_ in _edges()}
+
+
+# --------------------------------------------------------------------------- the rules
+
+
+@pytest.mark.parametrize("importer", ["engines", "models", "product"])
+def test_no_layer_imports_a_layer_above_it(importer):
+    violations = _upward(importer)
+    assert violations == [], f"{importer} may import only {sorted(ALLOWED[importer])}:\n" + "\n".join(violations)
+
+
+def test_no_modules_import_one_another_in_a_circle():
+    graph = {}
+    for name, target, _, _ in _edges():
+        if target in MODULES and target != name:
+            graph.setdefault(name, set()).add(target)
+    circles = _circles(graph)
+    assert circles == [], "import circles:\n" + "\n".join(" -> ".join(circle) for circle in circles)
 
 
 def test_protocol_objectives_state_space_and_traces_import_nothing_inside_functions():
     for name in ("objectives", "protocol", "state_space", "traces"):
-        assert _function_level_relative_imports(name) == [], name
+        module = f"ppl_models.inference.{name}"
+        assert [line for importer, _, line, level in _edges() if importer == module and not level] == [], name

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ppl_models.experiments import board_figures, leaderboard, own_data, runner
+from ppl_models.experiments import board_figures, leaderboard, own_data, run_folder, runner
 from ppl_models.experiments.cli import build_parser, main
 from ppl_models.experiments.recipes import DataNotRepresentable
 from ppl_models.inference.io import folder_lock, write_json
@@ -241,22 +241,22 @@ def test_resume_refuses_a_file_whose_held_out_series_changed(board, split):
 def test_the_data_fingerprint_is_the_files_content_hash(tmp_path):
     path = stations(tmp_path / "a.csv")
     config = {"data": {"name": "file", "path": str(path)}}
-    assert runner.data_fingerprint(config) == "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
-    assert runner.data_fingerprint({"data": {"name": "jsb"}}) is None  # a registered data set
+    assert run_folder.data_fingerprint(config) == "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+    assert run_folder.data_fingerprint({"data": {"name": "jsb"}}) is None  # a registered data set
     folder = tmp_path / "midi"
     folder.mkdir()
     (folder / "one.mid").write_bytes(b"MThd one")
     (folder / "two.mid").write_bytes(b"MThd two")
     config = {"data": {"name": "file", "path": str(folder)}}
-    first = runner.data_fingerprint(config)
+    first = run_folder.data_fingerprint(config)
     (folder / ".DS_Store").write_bytes(b"finder")  # hidden files are not data
-    assert runner.data_fingerprint(config) == first
+    assert run_folder.data_fingerprint(config) == first
     (folder / "two.mid").write_bytes(b"MThd 2wo")
-    assert runner.data_fingerprint(config) != first
+    assert run_folder.data_fingerprint(config) != first
     (folder / "two.mid").write_bytes(b"MThd two")
-    assert runner.data_fingerprint(config) == first
+    assert run_folder.data_fingerprint(config) == first
     (folder / "three.mid").write_bytes(b"MThd three")
-    assert runner.data_fingerprint(config) != first
+    assert run_folder.data_fingerprint(config) != first
 
 
 # --- item 15: the wall time of a killed session counts ----------------------------------------------------------

@@ -4,7 +4,7 @@ import numpy as np
 import torch
 
 from ppl_models import SRNN
-from ppl_models.experiments.config import EvaluateConfig
+from ppl_models.experiments.config import evaluation_options
 from ppl_models.experiments.data import ExperimentData
 from ppl_models.experiments.runner import evaluate_model
 from ppl_models.experiments.tasks.music import plot_piano_roll
@@ -33,7 +33,7 @@ def test_runner_evaluates_and_draws_a_12_key_binary_set(tmp_path):
                         description="12-key binary rolls", binary=True)  # fmt: skip
     torch.manual_seed(0)
     model = SRNN(KEYS, latent_dim=2, rnn_dim=4, hidden_dim=8)
-    config = EvaluateConfig(estimators=["elbo", "smc"], num_particles=8, batch_size=4)
+    config = evaluation_options({"estimators": ["elbo", "smc"], "num_particles": 8, "batch_size": 4})
     metrics = evaluate_model(model, data, config, tmp_path, seed=0)
     assert np.isfinite(metrics["loglik"]["elbo"]["per_step"])
     for picture in ("plots/test_piano_roll.png", "generated/continuation.png", "generated/sample.png"):

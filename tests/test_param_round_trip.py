@@ -15,7 +15,7 @@ from pathlib import Path
 import pyro
 import pytest
 import torch
-from test_protocol import FACTORIES
+from factories import FACTORIES
 
 from ppl_models.inference.params import PARAMS_FORMAT
 
@@ -23,7 +23,7 @@ TESTS = Path(__file__).parent
 CHILD = """
 import json, sys
 import pyro, torch
-from test_protocol import FACTORIES
+from factories import FACTORIES
 
 folder = sys.argv[1]
 classes = {cls.__name__: cls for cls in FACTORIES}

@@ -6,6 +6,7 @@ import pyro
 import pyro.distributions as dist
 import pytest
 import torch
+from factories import lgssm_sequences, random_lgssm
 
 from ppl_models import LinearGaussianSSM
 from ppl_models.inference import FilterFailed, FilterResult, ParticleFilter, forecast
@@ -15,18 +16,10 @@ from ppl_models.inference.pyro_programs import PyroProgramModel
 pytestmark = pytest.mark.usefixtures("float64")
 
 
-def _model(latent=1, obs=1, seed=0, proposal="bootstrap"):
-    return LinearGaussianSSM.random(latent, obs, generator=torch.Generator().manual_seed(seed), proposal=proposal)
-
-
-def _data(model, batch, steps, seed=1):
-    return model.sample(batch, steps, generator=torch.Generator().manual_seed(seed))[0]
-
-
 @pytest.mark.parametrize("scheme", ["multinomial", "stratified", "systematic", "soft"])
 def test_log_evidence_matches_kalman_for_every_scheme(scheme):
-    model = _model()
-    x = _data(model, 8, 100)
+    model = random_lgssm()
+    x = lgssm_sequences(model, 8, 100)
     exact = model.log_likelihood(x)
     with torch.no_grad():
         est = ParticleFilter(1000, resampling=scheme, generator=torch.Generator().manual_seed(2)).run(model, x)
@@ -36,8 +29,8 @@ def test_log_evidence_matches_kalman_for_every_scheme(scheme):
 
 
 def test_error_shrinks_as_particles_grow_like_one_over_sqrt_k():
-    model = _model()
-    x = _data(model, 1, 50).expand(400, 50, 1)  # 400 independent runs on one sequence, in one batch
+    model = random_lgssm()
+    x = lgssm_sequences(model, 1, 50).expand(400, 50, 1)  # 400 independent runs on one sequence, in one batch
     exact = model.log_likelihood(x[:1])
     spreads, biases = [], []
     with torch.no_grad():
@@ -51,8 +44,8 @@ def test_error_shrinks_as_particles_grow_like_one_over_sqrt_k():
 
 @pytest.mark.parametrize("scheme", ["multinomial", "systematic", "soft", "none"])
 def test_exp_of_estimate_is_unbiased(scheme):
-    model = _model()
-    x = _data(model, 1, 20, seed=3).expand(4000, 20, 1)
+    model = random_lgssm()
+    x = lgssm_sequences(model, 1, 20, seed=3).expand(4000, 20, 1)
     exact = model.log_likelihood(x[:1])
     with torch.no_grad():
         est = ParticleFilter(50, resampling=scheme, generator=torch.Generator().manual_seed(4)).run(model, x)
@@ -63,8 +56,8 @@ def test_exp_of_estimate_is_unbiased(scheme):
 
 
 def test_padding_is_ignored_and_padded_sequences_match_their_length():
-    model = _model(2, 2, proposal="learned")
-    x = _data(model, 3, 30)
+    model = random_lgssm(2, 2, proposal="learned")
+    x = lgssm_sequences(model, 3, 30)
     lengths = torch.tensor([30, 12, 20])
     mask = torch.arange(30).unsqueeze(0) < lengths.unsqueeze(1)
     garbage = torch.where(mask.unsqueeze(-1), x, torch.full_like(x, 7.0))
@@ -82,8 +75,8 @@ def test_padding_is_ignored_and_padded_sequences_match_their_length():
 
 
 def test_one_sequence_alone_and_in_a_batch_agree_within_monte_carlo_error():
-    model = _model(2, 2, proposal="learned")
-    x = _data(model, 4, 40)
+    model = random_lgssm(2, 2, proposal="learned")
+    x = lgssm_sequences(model, 4, 40)
     with torch.no_grad():
         batch = ParticleFilter(2000, generator=torch.Generator().manual_seed(7)).run(model, x).log_evidence
         alone = torch.cat([ParticleFilter(2000).run(model, x[b : b + 1]).log_evidence for b in range(4)])
@@ -91,8 +84,8 @@ def test_one_sequence_alone_and_in_a_batch_agree_within_monte_carlo_error():
 
 
 def test_ancestry_paths_and_smoothing_agree_with_kalman():
-    model = _model(1, 1, seed=2)
-    x = _data(model, 2, 15)
+    model = random_lgssm(1, 1, seed=2)
+    x = lgssm_sequences(model, 2, 15)
     with torch.no_grad():
         result = ParticleFilter(5000, generator=torch.Generator().manual_seed(8)).run(model, x, keep_ancestry=True)
     paths = result.paths("z")
@@ -114,8 +107,8 @@ def test_ancestry_paths_and_smoothing_agree_with_kalman():
 
 def test_recorded_means_match_kalman_and_the_history_without_keeping_particles():
     """keep_means records E[z_t | x_{1:t}] per step: the Kalman filtering means, and the history's means."""
-    model = _model(2, 1, seed=3)
-    x = _data(model, 3, 12)
+    model = random_lgssm(2, 1, seed=3)
+    x = lgssm_sequences(model, 3, 12)
     mask = torch.ones(3, 12, dtype=torch.bool)
     mask[1, 8:] = False
     with torch.no_grad():
@@ -145,8 +138,8 @@ def _exact_gradient(model, x):
 
 @pytest.mark.parametrize("lag", [None, 5])
 def test_fisher_identity_gradient_matches_exact_score(lag):
-    model = _model(1, 1, seed=3, proposal="learned")
-    x = _data(model, 4, 15)
+    model = random_lgssm(1, 1, seed=3, proposal="learned")
+    x = lgssm_sequences(model, 4, 15)
     exact = _exact_gradient(model, x)
     pf = ParticleFilter(3000, gradient="stop_weights", fisher_lag=lag, generator=torch.Generator().manual_seed(9))
     result = pf.run(model, x)
@@ -158,36 +151,13 @@ def test_fisher_identity_gradient_matches_exact_score(lag):
 
 
 def test_reparam_and_soft_modes_give_gradients_to_model_and_proposal():
-    model = _model(1, 1, proposal="learned")
-    x = _data(model, 2, 10)
+    model = random_lgssm(1, 1, proposal="learned")
+    x = lgssm_sequences(model, 2, 10)
     for pf in (ParticleFilter(50), ParticleFilter(50, gradient="soft", soft_alpha=0.5)):
         model.zero_grad()
         pf.run(model, x).log_evidence.sum().backward()
         for p in (model.A, model.R_raw, model.F, model.S_raw):
             assert torch.isfinite(p.grad).all() and p.grad.abs().sum() > 0
-
-
-def test_predictive_samples_match_kalman_predictive():
-    model = _model(1, 1, seed=4)
-    x = _data(model, 2, 10)
-    with torch.no_grad():
-        result = ParticleFilter(2000).run(model, x, predictive_samples=4000)
-    kalman = model.kalman_filter(x)
-    assert result.predictive.shape == (4000, 2, 10, 1)
-    torch.testing.assert_close(result.predictive.mean(0), kalman.predictive_means, atol=0.1, rtol=0)
-    torch.testing.assert_close(result.predictive.var(0), kalman.predictive_covs[..., 0], atol=0.1, rtol=0.1)
-
-
-def test_predictive_means_match_kalman_predictive_means_and_are_zero_at_padding():
-    model = _model(2, 2, seed=4, proposal="learned")
-    x = _data(model, 3, 10)
-    mask = torch.arange(10) < torch.tensor([[10], [6], [10]])
-    with torch.no_grad():
-        result = ParticleFilter(20000).run(model, x, mask, predictive_mean=True)
-    kalman = model.kalman_filter(x, mask)
-    assert result.predictive_mean.shape == (3, 10, 2)
-    torch.testing.assert_close(result.predictive_mean[mask], kalman.predictive_means[mask], atol=0.03, rtol=0)
-    assert bool((result.predictive_mean[~mask] == 0).all())
 
 
 class _LGSSMPrograms:
@@ -208,8 +178,8 @@ class _LGSSMPrograms:
 
 
 def test_pyro_programs_give_the_exact_evidence_and_fisher_gradients():
-    model = _model(1, 1, seed=5)
-    x = _data(model, 3, 30)
+    model = random_lgssm(1, 1, seed=5)
+    x = lgssm_sequences(model, 3, 30)
     shifted = LinearGaussianSSM(model.A, model.C, model.Q, model.R, model.A @ model.init_cov @ model.A.T + model.Q)
     programs = PyroProgramModel(_LGSSMPrograms(model))
     with torch.no_grad():
@@ -223,8 +193,8 @@ def test_pyro_programs_give_the_exact_evidence_and_fisher_gradients():
 
 
 def test_bad_input_raises_value_error_naming_argument():
-    model = _model()
-    x = _data(model, 2, 5)
+    model = random_lgssm()
+    x = lgssm_sequences(model, 2, 5)
     with pytest.raises(ValueError, match="num_particles"):
         ParticleFilter(0)
     with pytest.raises(TypeError, match="num_particles"):
@@ -256,8 +226,8 @@ def test_bad_input_raises_value_error_naming_argument():
 
 
 def test_forecasts_match_the_kalman_predictive_h_steps_ahead():
-    model = _model(2, 1, seed=6, proposal="learned")
-    x = _data(model, 3, 20)
+    model = random_lgssm(2, 1, seed=6, proposal="learned")
+    x = lgssm_sequences(model, 3, 20)
     lengths = torch.tensor([20, 12, 16])
     mask = torch.arange(20).unsqueeze(0) < lengths.unsqueeze(1)
     with torch.no_grad():

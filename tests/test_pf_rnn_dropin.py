@@ -358,3 +358,34 @@ def test_bad_arguments_raise_one_line_errors_naming_them(build, error, words):
 def test_dropout_on_one_layer_warns_as_nn_lstm():
     with pytest.warns(UserWarning, match="dropout"):
         PFLSTM(3, 4, dropout=0.2)
+
+
+class _LSTMRegressor(nn.Module):
+    """A model written for nn.LSTM (batch_first): the last output through a linear head."""
+
+    def __init__(self, rnn_class, **options):
+        super().__init__()
+        self.rnn = rnn_class(3, 16, batch_first=True, **options)
+        self.head = nn.Linear(16, 1)
+
+    def forward(self, x):
+        out, _ = self.rnn(x)
+        return self.head(out[:, -1])
+
+
+@pytest.mark.parametrize("rnn_class, options", [(nn.LSTM, {}), (PFLSTM, {"num_particles": 4}),
+                                                (nn.GRU, {}), (PFGRU, {"num_particles": 4})])
+def test_drop_in_replacement_trains(rnn_class, options):
+    torch.manual_seed(0)
+    model = _LSTMRegressor(rnn_class, **options)
+    x = torch.randn(16, 6, 3)
+    y = x[:, :, :1].sum(1)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    losses = []
+    for _ in range(60):
+        optimizer.zero_grad()
+        loss = (model(x) - y).square().mean()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.5 * losses[0]

@@ -12,8 +12,8 @@ import matplotlib
 import pyro
 import pytest
 import torch
+from factories import FACTORIES, MASK
 from pyro.infer import Predictive
-from test_protocol import FACTORIES, MASK
 
 from ppl_models import (
     PSRNN,

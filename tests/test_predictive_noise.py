@@ -11,10 +11,10 @@ import scipy.stats
 import torch
 
 from ppl_models import RecurrentPredictor, TwoStageKalmanFilter
-from ppl_models.experiments.config import EvaluateConfig
+from ppl_models.experiments.config import evaluation_options
 from ppl_models.experiments.data import ExperimentData
 from ppl_models.experiments.studies.psrnn_calibration import calibration_from_pit, pit
-from ppl_models.inference.evaluation import refit_noise
+from ppl_models.inference.evaluation import evaluate
 from ppl_models.inference.squared_error import SquaredError
 from ppl_models.predictive_noise import SHAPE_POINTS, check_refit, choose_shape, fit_noise, noise_distribution
 
@@ -119,7 +119,9 @@ def test_fit_noise_names_bad_shapes():
     with pytest.raises(ValueError, match="features must be"):
         fit_noise(torch.zeros(5, 2), torch.zeros(4, 3))
     with pytest.raises(ValueError, match="evaluate.noise_refit must be one of"):
-        EvaluateConfig(noise_refit="t")
+        evaluation_options({"noise_refit": "t"})
+    with pytest.raises(ValueError, match="noise refit must be one of"):
+        _fixed_decoder_model().refit_noise(torch.zeros(1, 2, 2), None, "t")
 
 
 def test_runner_refits_one_step_predictors_on_the_validation_split_only():
@@ -127,14 +129,26 @@ def test_runner_refits_one_step_predictors_on_the_validation_split_only():
     split = lambda scale: (scale * torch.randn(4, 20, 2, generator=generator), torch.ones(4, 20, dtype=torch.bool))  # noqa: E731
     data = ExperimentData(split(1.0), split(3.0), split(100.0), "test data")
     model = _fixed_decoder_model()
-    fitted = refit_noise(model, *data.valid, "normal")
+    settings = {"estimators": ["exact"], "predictive_samples": 0}
+    fitted = evaluate(model, *data.test, valid=data.valid, noise_refit="normal", **settings)["noise_refit"]
     expected = (data.valid[0] - torch.tensor([1.0, -1.0])).pow(2).mean((0, 1)).sqrt()
     torch.testing.assert_close(model.log_noise_scale.exp(), expected)
     assert fitted["refit"] == "normal" and fitted["split"] == "valid"
     # the trained scale (1) is a third of the validation errors': the check keeps the refit
     assert fitted["kept"] and fitted["nlpd_refit"] < fitted["nlpd_unrefit"]
-    assert refit_noise(model, *data.valid, "none") is None
-    assert refit_noise(TwoStageKalmanFilter(2, state_dim=2, horizon=2), *data.valid, "student-t+state") is None
+    assert "noise_refit" not in evaluate(model, *data.test, valid=data.valid, **settings).metrics  # "none"
+    kalman = TwoStageKalmanFilter(2, state_dim=2, horizon=2)  # no noise of its own to refit
+    assert "noise_refit" not in evaluate(kalman, *data.test, valid=data.valid, noise_refit="normal", **settings).metrics
+    with pytest.raises(ValueError, match="^noise_refit='normal' needs the validation split: pass valid="):
+        evaluate(model, *data.test, noise_refit="normal", **settings)
+
+
+def test_a_refit_on_fewer_than_four_validation_steps_keeps_the_trained_noise():
+    model = _fixed_decoder_model()
+    x, mask = torch.randn(2, 3, 2), torch.tensor([[True, True, False], [True, False, False]])
+    record = model.refit_noise(x, mask, "student-t")
+    assert record["refit"] == "student-t" and not record["kept"] and record["reason"].startswith("3 validation steps")
+    assert model.log_noise_scale.tolist() == [0.0, 0.0]  # the trained (initial) noise, untouched
 
 
 def test_squared_error_objective_is_the_mse_by_hand():

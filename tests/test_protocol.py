@@ -5,83 +5,13 @@ import math
 import pyro
 import pytest
 import torch
+from factories import FACTORIES, MASK, VARIANTS, B, T
 from pyro.infer import SVI, Trace_ELBO
 
 import ppl_models
-from ppl_models import (
-    PFGRU,
-    PFLSTM,
-    PSRNN,
-    SRNN,
-    VRNN,
-    GRUBaseline,
-    LinearGaussianSSM,
-    MCDropoutLSTM,
-    PFRNNPredictor,
-    PFRNNProgram,
-    RecurrentPredictor,
-    SMCTransformer,
-    TransformerForecaster,
-    TwoStageKalmanFilter,
-)
+from ppl_models import PFRNNPredictor, PFRNNProgram, RecurrentPredictor
 from ppl_models.inference import CAPABILITIES, ESTIMATORS, ParticleFilter, Unsupported
 from ppl_models.inference.objectives import ELBO, IWAE
-
-B, T, D = 3, 6, 2
-
-
-def _real(seed=0):
-    return torch.randn(B, T, D, generator=torch.Generator().manual_seed(seed))
-
-
-def _binary(seed=0):
-    return (torch.rand(B, T, D, generator=torch.Generator().manual_seed(seed)) < 0.3).float()
-
-
-def _predictor():
-    return PFRNNPredictor(D, 1, hidden_size=4, encoder_size=4, num_particles=3)
-
-
-#: class -> (tiny instance, data it models)
-FACTORIES = {
-    SRNN: lambda: (SRNN(D, latent_dim=2, rnn_dim=4, hidden_dim=4), _binary()),
-    VRNN: lambda: (VRNN(D, emission="gaussian", latent_dim=2, rnn_dim=4, hidden_dim=4), _real()),
-    GRUBaseline: lambda: (GRUBaseline(D, rnn_dim=4, hidden_dim=4), _binary()),
-    SMCTransformer: lambda: (SMCTransformer(D, d_model=4, window=3), _real()),
-    MCDropoutLSTM: lambda: (MCDropoutLSTM(D, hidden_size=4), _real()),
-    TransformerForecaster: lambda: (TransformerForecaster(D, d_model=4, feedforward_dim=8), _real()),
-    PFLSTM: lambda: (PFLSTM(D, 4, num_particles=3), _real()),
-    PFGRU: lambda: (PFGRU(D, 4, num_particles=3), _real()),
-    PFRNNPredictor: lambda: (_predictor(), _real()),
-    PFRNNProgram: lambda: (PFRNNProgram(_predictor()), _real()),
-    PSRNN: lambda: (PSRNN(D, state_dim=3, obs_features=3, num_features=20, horizon=2).initialize(_real(1)), _real()),
-    RecurrentPredictor: lambda: (RecurrentPredictor(D, state_dim=3, encoder_dim=3), _real()),
-    LinearGaussianSSM: lambda: (LinearGaussianSSM.random(2, D, generator=torch.Generator().manual_seed(0)), _real()),
-    TwoStageKalmanFilter: lambda: (TwoStageKalmanFilter(D, state_dim=2, horizon=2).initialize(_real(1)), _real()),
-}
-MASK = torch.arange(T).expand(B, T) < torch.tensor([[T], [T - 2], [1]])
-#: other settings of the same classes: emissions, guides, cells, covariances, proposals
-VARIANTS = {
-    "SRNN gaussian filter guide without Res_q, dropout": lambda: (
-        SRNN(D, emission="gaussian", inference="filter", residual=False, latent_dim=2, rnn_dim=4, hidden_dim=4,
-             dropout=0.2), _real()),
-    "VRNN bernoulli": lambda: (VRNN(D, latent_dim=2, rnn_dim=4, hidden_dim=4), _binary()),
-    "SMCTransformer categorical": lambda: (
-        SMCTransformer(1, d_model=4, window=3, emission="categorical", num_classes=4),
-        torch.randint(0, 4, (B, T, 1), generator=torch.Generator().manual_seed(0)).float()),
-    "SMCTransformer diagonal, 2 heads": lambda: (
-        SMCTransformer(D, d_model=4, num_heads=2, window=2, covariance="diagonal"), _real()),
-    "PSRNN factorized, 2 layers": lambda: (
-        PSRNN(D, state_dim=3, obs_features=3, num_features=20, horizon=2, rank=2, num_layers=2).initialize(_real(1)),
-        _real()),
-    "TransformerForecaster sinusoidal": lambda: (
-        TransformerForecaster(D, d_model=4, feedforward_dim=8, positions="sinusoidal", dropout=0.1), _real()),
-    "MCDropoutLSTM full": lambda: (MCDropoutLSTM(D, hidden_size=4, where="full"), _real()),
-    "RecurrentPredictor rnn": lambda: (RecurrentPredictor(D, cell="rnn", state_dim=3, encoder_dim=3), _real()),
-    "GRUBaseline gaussian": lambda: (GRUBaseline(D, emission="gaussian", rnn_dim=4, hidden_dim=4), _real()),
-    "LinearGaussianSSM bootstrap": lambda: (
-        LinearGaussianSSM.random(3, D, proposal="bootstrap", generator=torch.Generator().manual_seed(0)), _real()),
-}
 
 #: a call that exercises each capability with a method of its own
 CALLS = {

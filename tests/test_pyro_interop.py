@@ -14,10 +14,10 @@ import numpy as np
 import pyro
 import pytest
 import torch
+from factories import FACTORIES, MASK
 from pyro import poutine
 from pyro.infer import SVI, JitTrace_ELBO, Predictive, Trace_ELBO, TraceMeanField_ELBO
 from pyro.infer.autoguide import AutoNormal
-from test_protocol import FACTORIES, MASK
 
 import ppl_models
 from ppl_models import PFRNNProgram

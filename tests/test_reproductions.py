@@ -122,8 +122,9 @@ def test_beats_decides_by_the_seeds_spread_and_the_budget():
 
 
 def test_an_undecided_row_says_what_settling_it_costs():
-    claim = Claim("psrnn", "A beats B", "-", "MSE", (), (0, 1, 2), Beats("A", ("B",)),
-                  results=("f.json",), reader=lambda files: Reading({"A": Stat((1.0,)), "B": Stat((2.0,))}),
+    claim = Claim(paper="psrnn", claim="A beats B", paper_figure="-", metric="MSE", tests=(), seeds=(0, 1, 2),
+                  rule=Beats("A", ("B",)), results=("f.json",),
+                  reader=lambda data: Reading({"A": Stat((1.0,)), "B": Stat((2.0,))}),
                   rerun_cost="3 seeds take 9 GPU hours")  # fmt: skip
     files = {"f.json": {"commands": ["x"], "seeds": [0]}}
     assert reproductions.row("c", claim, files)[3] == ("undecided: A, B on fewer than 3 seeds (3 seeds take 9 GPU "
@@ -171,7 +172,8 @@ def test_check_reports_a_stale_page_and_missing_seeds(tmp_path):
 
 
 def test_reproduce_runs_each_seed_resumably_and_records_provenance(tmp_path, monkeypatch):
-    tiny = Claim("psrnn", "a tiny LGSSM run", "-", "test MSE", ("lgssm-demo",), (0, 1), Within("LGSSM", 0.0, 1.0),
+    tiny = Claim(paper="psrnn", claim="a tiny LGSSM run", paper_figure="-", metric="test MSE", tests=("lgssm-demo",),
+                 seeds=(0, 1), rule=Within("LGSSM", 0.0, 1.0),
                  members=(("LGSSM", "lgssm-demo", ("train.epochs=1", "data.num_train=8", "data.num_steps=10",
                                                    "evaluate.num_particles=10", "evaluate.iwae_particles=5",
                                                    "evaluate.predictive_samples=10")),),

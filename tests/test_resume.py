@@ -11,8 +11,8 @@ import sys
 import pytest
 import torch
 
-import ppl_models.inference.training as training
-from ppl_models.experiments import cli, runner
+import ppl_models.inference.training.trainer as training_loop
+from ppl_models.experiments import cli, outputs, run_folder
 from ppl_models.inference import ParticleFilter
 from ppl_models.inference.io import read_jsonl, staged_folder
 from ppl_models.inference.objectives import ExactLikelihood, SMCBound
@@ -79,7 +79,7 @@ def test_kill_between_checkpoint_writes_then_resume_matches_an_uninterrupted_run
     assert bounds == sorted(bounds) and len(set(bounds)) == 3  # every epoch writes best.pt
 
     run_dir = tmp_path / "killed"
-    monkeypatch.setattr(training, "save_torch", _killing_save(kill_at, training.save_torch))
+    monkeypatch.setattr(training_loop, "save_torch", _killing_save(kill_at, training_loop.save_torch))
     with pytest.raises(Killed):
         _fit(data, run_dir)
     monkeypatch.undo()
@@ -244,7 +244,7 @@ def test_resume_never_rewrites_config_json_and_records_each_resumption(tiny_run,
     assert [(r["from_epoch"], r["epochs"], r.get("changed")) for r in records] == [
         (1, 3, {"train.epochs": [1, 3]}), (3, 3, None), (3, 3, None)]
     assert [r.get("runtime") for r in records] == [None, None, {"train.cuda_graph": [False, True]}]
-    assert runner.run_epochs(run) == 3
+    assert run_folder.run_epochs(run) == 3
 
 
 def _snapshot(folder):
@@ -261,7 +261,7 @@ def test_an_interrupted_evaluate_force_leaves_the_old_evaluation_whole(tiny_run,
     def dies_after_metrics_json(path, text):  # metrics.json is written, metrics.md is not: then the process dies
         written.append(path.name)
         raise Killed
-    monkeypatch.setattr(runner, "write_text", dies_after_metrics_json)
+    monkeypatch.setattr(outputs, "write_text", dies_after_metrics_json)
     with pytest.raises(Killed):
         cli.main(["evaluate", str(run), "--out", str(out), "--force", "--set", "predictive_samples=6"])
     monkeypatch.undo()
@@ -295,10 +295,10 @@ def test_a_kill_between_the_renames_of_evaluate_force_is_undone_by_the_next_eval
 
 def test_evaluations_started_in_the_same_second_each_keep_their_result(tiny_run, monkeypatch):
     _, run = tiny_run
-    monkeypatch.setattr(runner.time, "strftime", lambda *args: "20250101-120000")
+    monkeypatch.setattr(run_folder.time, "strftime", lambda *args: "20250101-120000")
     for pid in (101, 102, 103):  # three processes, one second: each its own folder
-        monkeypatch.setattr(runner.os, "getpid", lambda pid=pid: pid)
-        monkeypatch.setattr(runner, "_NAMES", itertools.count())
+        monkeypatch.setattr(run_folder.os, "getpid", lambda pid=pid: pid)
+        monkeypatch.setattr(run_folder, "_NAMES", itertools.count())
         assert cli.main(["evaluate", str(run)]) == 0
     for _ in range(2):  # and two calls in one process
         assert cli.main(["evaluate", str(run)]) == 0

@@ -52,13 +52,14 @@ def test_transfer_records_provenance_and_every_member(tiny_run):
 
 def test_training_gap_is_the_models_exact_likelihood_against_the_truth_on_training_sequences(tiny_run):
     """The fit share's exact gap equals log p_model(x) - log p_true(x) over the first 5 training sequences."""
+    from ppl_models.experiments.build import build_experiment
     from ppl_models.experiments.config import check_config
-    from ppl_models.experiments.runner import _setup, read_config_json
+    from ppl_models.experiments.run_folder import read_config_json
     from ppl_models.inference.training import load_best
 
     root, _, record = tiny_run
     folder = root / "runs" / "seed-0" / "source-4-recipe"
-    data, model, objective = _setup(check_config(read_config_json(folder / "config.json")))
+    data, model, objective = build_experiment(check_config(read_config_json(folder / "config.json")))
     load_best(folder, objective)
     x, mask = data.train[0][:5], data.train[1][:5]
     with torch.no_grad():

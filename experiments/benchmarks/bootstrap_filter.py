@@ -2,6 +2,8 @@
 
     z_1 ~ N(0, s0^2),  z_t = rho z_{t-1} + sx e_t,  x_t = z_t + sy v_t   (rho=0.9, sx=0.5, sy=1, s0 stationary)
 
+(:mod:`ppl_models.experiments.benchmarks.lgssm_problem`: the model and its data).
+
 Sections (all in one run, one CPU thread):
 
 * ``compare``: wall time of :class:`ppl_models.inference.ParticleFilter` (``B`` sequences at once) beside the
@@ -23,7 +25,8 @@ Timings are wall-clock seconds after one warm-up run; the methods of a table run
 (A, B, C, A, B, C, ...) so that a change of background load hits them alike, and the best and
 the median of ``--repeats`` runs are reported. On CUDA each timed call ends with
 ``torch.cuda.synchronize()``. Nothing is downloaded. Importing this module sets the thread
-variables of OpenMP, MKL, OpenBLAS, numexpr and numba to 1.
+variables of OpenMP, MKL, OpenBLAS, numexpr and numba to 1 (through
+:mod:`~ppl_models.experiments.benchmarks.lgssm_problem`).
 
 Usage::
 
@@ -34,46 +37,30 @@ Usage::
 
 from __future__ import annotations
 
-import os
-
-# One thread everywhere: set before numpy / torch load their thread pools.
-os.environ["OMP_NUM_THREADS"] = "1"
-os.environ["MKL_NUM_THREADS"] = "1"
-os.environ["OPENBLAS_NUM_THREADS"] = "1"
-os.environ["NUMEXPR_NUM_THREADS"] = "1"
-os.environ["VECLIB_MAXIMUM_THREADS"] = "1"
-os.environ["NUMBA_NUM_THREADS"] = "1"
-
 import argparse
-import math
+import os
 import sys
 import time
 from pathlib import Path
 
-import numpy as np
-import pyro
-import pyro.distributions as dist
 import torch
-from pyro.infer import SMCFilter
 
-from ppl_models import LinearGaussianSSM
-from ppl_models.experiments.benchmarks.timing import (
-    fit_scaling,
-    load_average,
-    machine_info,
-    package_version,
-    provenance,
-    stats,
-    sync,
-    time_repeats,
+from ppl_models.experiments.benchmarks.filter_memory import memory
+from ppl_models.experiments.benchmarks.lgssm_problem import (
+    ESS_THRESHOLD,
+    RHO,
+    SIGMA_0,
+    SIGMA_X,
+    SIGMA_Y,
+    evidence_errors,
+    make_data,
+    make_model,
 )
+from ppl_models.experiments.benchmarks.reference_filters import prepare_particles, prepare_pyro
+from ppl_models.experiments.benchmarks.timing import fit_scaling, load_average, machine_info, stats, sync, time_repeats
+from ppl_models.experiments.provenance import script_provenance
 from ppl_models.inference import ParticleFilter
 from ppl_models.inference.io import write_json
-
-RHO, SIGMA_X, SIGMA_Y = 0.9, 0.5, 1.0
-SIGMA_0 = SIGMA_X / math.sqrt(1.0 - RHO**2)
-ESS_THRESHOLD = 0.5
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 FULL = {
     "num_particles": 1000,
@@ -98,49 +85,9 @@ QUICK = {
 
 
 # --------------------------------------------------------------------------------------------
-# model and data
-# --------------------------------------------------------------------------------------------
-def make_model(dtype: torch.dtype = torch.float32, device: str = "cpu") -> LinearGaussianSSM:
-    """The 1-d LGSSM (all matrices ``[1, 1]``) with the bootstrap proposal, frozen."""
-
-    def m(value):
-        return torch.tensor([[value]], dtype=dtype)
-
-    model = LinearGaussianSSM(m(RHO), m(1.0), m(SIGMA_X**2), m(SIGMA_Y**2), m(SIGMA_0**2), proposal="bootstrap")
-    model.requires_grad_(False)
-    return model.to(device)
-
-
-def make_data(num_sequences: int, num_steps: int, seed: int):
-    """``(x32 [B, T, 1], x64, exact [B])``: data drawn in float64, rounded to float32 once so every
-    method sees the same numbers, and its exact Kalman log-likelihood (float64)."""
-    model64 = make_model(torch.float64)
-    x, _ = model64.sample(num_sequences, num_steps, generator=torch.Generator().manual_seed(seed))
-    x32 = x.float()
-    x64 = x32.double()
-    with torch.no_grad():
-        exact = model64.log_likelihood(x64)
-    return x32, x64, exact
-
-
-def _float64_cpu_row(times: list[float], num_particles: int, x64: torch.Tensor, **extra) -> dict:
-    """Timing statistics and the configuration of a float64 run on the CPU (the reference libraries)."""
-    return {**stats(times), "num_particles": num_particles, "num_steps": int(x64.shape[1]),
-            "num_sequences": int(x64.shape[0]), "device": "cpu", "dtype": "float64", **extra}  # fmt: skip
-
-
-def _errors(estimate: np.ndarray, exact: np.ndarray) -> dict:
-    err = np.asarray(estimate, dtype=np.float64) - np.asarray(exact, dtype=np.float64)
-    return {
-        "error_mean": float(err.mean()),
-        "error_sd": float(err.std(ddof=1)) if err.size > 1 else 0.0,
-        "error_max_abs": float(np.abs(err).max()),
-    }
-
-
-# --------------------------------------------------------------------------------------------
-# the three filters: each ``prepare_*`` warms up and returns ``(run, finish)``; ``run()`` is one
-# timed call over all sequences and ``finish(times, last_output)`` turns the timings into a row.
+# the filters: each ``prepare_*`` (ours here, the references in ``reference_filters``) warms up
+# and returns ``(run, finish)``; ``run()`` is one timed call over all sequences and
+# ``finish(times, last_output)`` turns the timings into a row.
 # --------------------------------------------------------------------------------------------
 def prepare_ours(num_particles, data, *, device="cpu", dtype=torch.float32, seed=0):
     """:class:`ParticleFilter` on all ``B`` sequences at once, under ``torch.no_grad``."""
@@ -165,7 +112,7 @@ def prepare_ours(num_particles, data, *, device="cpu", dtype=torch.float32, seed
 
     def finish(times, result):
         out = stats(times)
-        out.update(_errors(result.log_evidence.double().cpu().numpy(), exact.numpy()))
+        out.update(evidence_errors(result.log_evidence.double().cpu().numpy(), exact.numpy()))
         out["resampling_rate"] = float(result.resampled.float().mean())
         out.update(
             num_particles=num_particles,
@@ -175,115 +122,6 @@ def prepare_ours(num_particles, data, *, device="cpu", dtype=torch.float32, seed
             dtype=str(dtype).replace("torch.", ""),
         )
         return out
-
-    return run, finish
-
-
-def _particles_modules():
-    try:
-        import particles
-        from particles import kalman
-        from particles import state_space_models as ssm
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise SystemExit(
-            f"the 'particles' library is not installed ({exc}); install it "
-            "(pip install 'ppl-models[benchmark]') or pass --skip-particles"
-        ) from exc
-    return particles, kalman, ssm
-
-
-def prepare_particles(num_particles, data, *, seed=0):
-    """``particles.SMC`` on a ``Bootstrap`` Feynman-Kac model, one sequence at a time (numpy, float64)."""
-    particles, kalman, ssm = _particles_modules()
-    _, x64, exact = data
-    series = [x64[b, :, 0].numpy().copy() for b in range(x64.shape[0])]
-    lg = kalman.LinearGauss(rho=RHO, sigmaX=SIGMA_X, sigmaY=SIGMA_Y, sigma0=SIGMA_0)
-
-    # the same model? particles' own Kalman filter against ours
-    kf = kalman.Kalman(ssm=lg, data=series[0])
-    kf.filter()
-    kalman_gap = abs(float(np.sum(kf.logpyt)) - float(exact[0]))
-
-    def run_one(y):
-        alg = particles.SMC(
-            fk=ssm.Bootstrap(ssm=lg, data=y), N=num_particles, resampling="systematic", ESSrmin=ESS_THRESHOLD
-        )
-        alg.run()
-        return alg.logLt
-
-    def run():
-        return np.array([run_one(y) for y in series])
-
-    np.random.seed(seed)
-    run_one(series[0][:20])  # warm-up (numba compiles its resampling kernels on first call)
-
-    def finish(times, log_evidence):
-        out = _float64_cpu_row(times, num_particles, x64, version=package_version("particles"))
-        out.update(_errors(log_evidence, exact.numpy()), kalman_vs_ours_abs_diff=kalman_gap)
-        return out
-
-    return run, finish
-
-
-class _PyroModel:
-    """``init``/``step`` program of the LGSSM for ``pyro.infer.SMCFilter`` (the model writes the state)."""
-
-    def __init__(self, rho, sigma_x, sigma_y, sigma_0):
-        self.rho, self.sigma_x, self.sigma_y, self.sigma_0 = rho, sigma_x, sigma_y, sigma_0
-
-    def init(self, state, x0):
-        state["z"] = pyro.sample("z", dist.Normal(0.0, self.sigma_0))
-        pyro.sample("x", dist.Normal(state["z"], self.sigma_y), obs=x0)
-
-    def step(self, state, x_t):
-        state["z"] = pyro.sample("z", dist.Normal(self.rho * state["z"], self.sigma_x))
-        pyro.sample("x", dist.Normal(state["z"], self.sigma_y), obs=x_t)
-
-
-class _PyroBootstrapGuide(_PyroModel):
-    """The bootstrap proposal: the transition itself (reads the state, never writes it)."""
-
-    def init(self, state, x0):
-        pyro.sample("z", dist.Normal(0.0, self.sigma_0))
-
-    def step(self, state, x_t):
-        pyro.sample("z", dist.Normal(self.rho * state["z"], self.sigma_x))
-
-
-def prepare_pyro(num_particles, data, *, seed=0):
-    """``pyro.infer.SMCFilter``, one sequence at a time on CPU, validation off (it keeps no log-evidence).
-
-    It runs in float64: in float32, round-off in the last cumulative weight lets Pyro 1.9's
-    ``_systematic_sample`` return the index ``K`` (about once in 2e4 resamplings here), and the
-    run dies with ``IndexError: index 1000 is out of bounds for dimension 0 with size 1000``.
-    """
-    _, x64, _ = data
-    series = [x64[b, :, 0].clone() for b in range(x64.shape[0])]
-    model = _PyroModel(RHO, SIGMA_X, SIGMA_Y, SIGMA_0)
-    guide = _PyroBootstrapGuide(RHO, SIGMA_X, SIGMA_Y, SIGMA_0)
-
-    def run_one(y):
-        default = torch.get_default_dtype()
-        torch.set_default_dtype(torch.float64)  # SMCFilter's weights and uniforms follow the default dtype
-        try:
-            smc = SMCFilter(model, guide, num_particles=num_particles, max_plate_nesting=0, ess_threshold=ESS_THRESHOLD)
-            with torch.no_grad(), pyro.validation_enabled(False):
-                smc.init(y[0])
-                for t in range(1, y.shape[0]):
-                    smc.step(y[t])
-        finally:
-            torch.set_default_dtype(default)
-        return smc
-
-    def run():
-        for y in series:
-            run_one(y)
-
-    pyro.set_rng_seed(seed)
-    run_one(series[0][:20])
-
-    def finish(times, _):
-        return _float64_cpu_row(times, num_particles, x64, version=package_version("pyro-ppl"), validation=False)
 
     return run, finish
 
@@ -495,8 +333,6 @@ def main(argv: list[str] | None = None) -> dict | None:
         res["scaling"] = scaling(cfg, device, repeats, args.seed)
     if not args.skip_memory:
         print("memory ...", flush=True)
-        from ppl_models.experiments.benchmarks.filter_memory import memory  # it imports this module
-
         res["memory"] = memory(cfg, device, args.seed)
     res["total_wall_s"] = time.perf_counter() - started
     res["load_average_end"] = load_average()
@@ -507,7 +343,7 @@ def main(argv: list[str] | None = None) -> dict | None:
     )
     if args.out is not None:
         module = "ppl_models.experiments.benchmarks.bootstrap_filter"
-        write_json(args.out, {**res, **provenance(module, argv, (args.seed,))})
+        write_json(args.out, {**res, **script_provenance(module, argv, (args.seed,))})
         print(f"wrote {args.out}")
     return res
 

@@ -1,9 +1,11 @@
-"""GPU benchmark of CUDA-graph replay (:class:`ppl_models.inference.graphs.GraphedCall`) against eager launches.
+"""GPU benchmark of CUDA-graph replay (:class:`ppl_models.inference.training.GraphedCall`) against eager
+launches.
 
 Sections, each eager beside graphed, on one CUDA device:
 
-* ``filter``: the bootstrap filter of :mod:`ppl_models.experiments.benchmarks.bootstrap_filter` (1-d LGSSM,
-  systematic resampling at ESS < K/2, ``B = 16`` sequences of ``T`` steps) at several ``K``:
+* ``filter``: the bootstrap filter of :mod:`ppl_models.experiments.benchmarks.bootstrap_filter` on its 1-d LGSSM
+  (:mod:`~ppl_models.experiments.benchmarks.lgssm_problem`; systematic resampling at ESS < K/2, ``B = 16``
+  sequences of ``T`` steps) at several ``K``:
   milliseconds per filter step, the speed-up, the capture time, and the log-evidence error
   against the exact Kalman value (mean over sequences), so a graph that computed something
   else would show;
@@ -29,12 +31,13 @@ from pathlib import Path
 
 import torch
 
-from ppl_models.experiments.benchmarks.bootstrap_filter import ESS_THRESHOLD, make_data, make_model
-from ppl_models.experiments.benchmarks.timing import machine_info, provenance, stats, time_repeats
+from ppl_models.experiments.benchmarks.lgssm_problem import ESS_THRESHOLD, make_data, make_model
+from ppl_models.experiments.benchmarks.timing import machine_info, stats, time_repeats
+from ppl_models.experiments.provenance import script_provenance
 from ppl_models.inference import ParticleFilter
 from ppl_models.inference.discriminative import DiscriminativeLoss
-from ppl_models.inference.graphs import GraphedCall
 from ppl_models.inference.io import write_json
+from ppl_models.inference.training import GraphedCall
 from ppl_models.pf_rnn import PFRNNPredictor
 
 __all__ = ["main", "filter_rows", "pf_rnn_rows", "training_setup", "PAPER_EPOCH"]
@@ -157,7 +160,8 @@ def main(argv: list[str] | None = None) -> int:
     for name, text in errors.items():
         print(f"{name} failed:\n{text}", file=sys.stderr)
     if args.out is not None:
-        write_json(args.out, {**results, **provenance("ppl_models.experiments.benchmarks.cuda_graphs", argv, (0,))})
+        module = "ppl_models.experiments.benchmarks.cuda_graphs"
+        write_json(args.out, {**results, **script_provenance(module, argv, (0,))})
     return 1 if errors else 0
 
 

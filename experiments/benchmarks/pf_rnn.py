@@ -46,12 +46,12 @@ from ppl_models.experiments.benchmarks.timing import (
     fit_scaling,
     load_average,
     machine_info,
-    provenance,
     stats,
     time_repeats,
 )
-from ppl_models.inference.graphs import GraphedCall
+from ppl_models.experiments.provenance import script_provenance
 from ppl_models.inference.io import write_json
+from ppl_models.inference.training import GraphedCall
 from ppl_models.pf_rnn import PFGRU, PFLSTM
 
 __all__ = ["main", "row_step", "time_rows", "OFFICIAL", "REFERENCE", "EPOCHS", "STEPS_PER_EPOCH", "memory_probe"]
@@ -186,7 +186,8 @@ def main(argv: list[str] | None = None) -> int:
     results["load_average_end"] = load_average()
     print_report(results)
     if args.out is not None:
-        write_json(args.out, {**results, **provenance("ppl_models.experiments.benchmarks.pf_rnn", argv, (0,))})
+        module = "ppl_models.experiments.benchmarks.pf_rnn"
+        write_json(args.out, {**results, **script_provenance(module, argv, (0,))})
     return 0
 
 

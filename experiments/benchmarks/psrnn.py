@@ -28,7 +28,8 @@ from pathlib import Path
 import torch
 
 from ppl_models import PSRNN, RecurrentPredictor
-from ppl_models.experiments.benchmarks.timing import load_average, machine_info, provenance, stats, time_repeats  # noqa: I001
+from ppl_models.experiments.benchmarks.timing import load_average, machine_info, stats, time_repeats
+from ppl_models.experiments.provenance import script_provenance
 from ppl_models.inference.io import write_json
 from ppl_models.inference.objectives import ExactLikelihood
 
@@ -112,7 +113,8 @@ def main(argv: list[str] | None = None) -> int:
     for name, row in results["training_step"]["models"].items():
         print(f"  {name:<16}{row['parameters']:>9}{row['median_s']:>11.4f}{row['sequence_steps_per_s']:>16.0f}")
     if args.out is not None:
-        write_json(args.out, {**results, **provenance("ppl_models.experiments.benchmarks.psrnn", argv, (0,))})
+        module = "ppl_models.experiments.benchmarks.psrnn"
+        write_json(args.out, {**results, **script_provenance(module, argv, (0,))})
     return 0
 
 

@@ -28,10 +28,10 @@ from ppl_models.experiments.benchmarks.timing import (
     fit_scaling,
     load_average,
     machine_info,
-    provenance,
     stats,
     time_repeats,
 )
+from ppl_models.experiments.provenance import script_provenance
 from ppl_models.inference import ParticleFilter
 from ppl_models.inference.io import write_json
 from ppl_models.inference.objectives import SMCBound
@@ -126,7 +126,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  cost vs M {ms}: slope {fits['fit_particles']['loglog_slope']:.2f}; "
           f"vs T {ts}: slope {fits['fit_steps']['loglog_slope']:.2f}")
     if args.out is not None:
-        write_json(args.out, {**results, **provenance("ppl_models.experiments.benchmarks.smc_transformer", argv, (0,))})
+        module = "ppl_models.experiments.benchmarks.smc_transformer"
+        write_json(args.out, {**results, **script_provenance(module, argv, (0,))})
     return 0
 
 

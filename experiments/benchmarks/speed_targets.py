@@ -31,8 +31,9 @@ from pathlib import Path
 
 import torch
 
-from ppl_models.experiments.benchmarks import bootstrap_filter, pf_rnn, srnn_step
-from ppl_models.experiments.benchmarks.timing import load_average, machine_info, provenance
+from ppl_models.experiments.benchmarks import bootstrap_filter, lgssm_problem, pf_rnn, reference_filters, srnn_step
+from ppl_models.experiments.benchmarks.timing import load_average, machine_info
+from ppl_models.experiments.provenance import script_provenance
 from ppl_models.inference.io import write_json
 
 __all__ = ["TARGETS", "main"]
@@ -59,10 +60,10 @@ def _filter_section(quick: bool, repeats: int, seed: int) -> dict:
     torch.set_num_threads(1)
     cfg = bootstrap_filter.QUICK if quick else bootstrap_filter.FULL
     k, t, b = cfg["num_particles"], cfg["num_steps"], cfg["num_sequences"]
-    data = bootstrap_filter.make_data(b, t, seed)
+    data = lgssm_problem.make_data(b, t, seed)
     prepared = {"ours float32": bootstrap_filter.prepare_ours(k, data, seed=seed)}
     if importlib.util.find_spec("particles") is not None:
-        prepared["particles"] = bootstrap_filter.prepare_particles(k, data, seed=seed)
+        prepared["particles"] = reference_filters.prepare_particles(k, data, seed=seed)
     rows = bootstrap_filter.compare(prepared, dict.fromkeys(prepared, repeats))
     return {"num_particles": k, "num_steps": t, "num_sequences": b, "threads": 1, "rows": rows}
 
@@ -75,7 +76,7 @@ def _srnn_section(quick: bool, repeats: int) -> dict:
 
 
 def ratios(results: dict) -> dict:
-    """The issue's ratios from the sections' medians (a missing reference gives ``None``)."""
+    """The speed ratios of :data:`TARGETS` and more, from the sections' medians (``None``: no reference)."""
     rows = results["pf_rnn"]["rows"]
     median = {name: row["median_s"] for name, row in rows.items()}
     filter_rows = results["bootstrap_filter"]["rows"]
@@ -121,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     print_report(results)
     if args.out is not None:
         module = "ppl_models.experiments.benchmarks.speed_targets"
-        write_json(args.out, {**results, **provenance(module, argv, (args.seed,))})
+        write_json(args.out, {**results, **script_provenance(module, argv, (args.seed,))})
     return 0
 
 

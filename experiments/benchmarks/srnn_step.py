@@ -10,7 +10,7 @@ takes one Adam step:
 * ``torch``: a hand-written loop over time calling the model's nets directly (no Pyro);
 * ``ours``: :class:`ppl_models.inference.objectives.ELBO` (``mean_field=True``), what the training loop runs;
 * ``ours graphed`` (CUDA only): the same step recorded as a CUDA graph
-  (:meth:`ppl_models.inference.graphs.GraphedCall.training_step`, Adam with ``capturable=True``);
+  (:meth:`ppl_models.inference.training.GraphedCall.training_step`, Adam with ``capturable=True``);
 * ``pyro svi``: ``pyro.infer.SVI(model.model, model.guide, Adam, TraceMeanField_ELBO())``.
 
 Methods run round-robin after warm-up; best and median of ``--repeats`` are reported, with the
@@ -36,10 +36,11 @@ from pyro.infer import SVI, TraceMeanField_ELBO
 from torch.nn import functional as F
 
 from ppl_models import SRNN
-from ppl_models.experiments.benchmarks.timing import load_average, machine_info, provenance, stats, time_repeats  # noqa: I001
-from ppl_models.inference.graphs import GraphedCall
+from ppl_models.experiments.benchmarks.timing import load_average, machine_info, stats, time_repeats
+from ppl_models.experiments.provenance import script_provenance
 from ppl_models.inference.io import write_json
 from ppl_models.inference.objectives import ELBO
+from ppl_models.inference.training import GraphedCall
 
 __all__ = ["SIZES", "direct_elbo", "main"]
 
@@ -151,7 +152,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     print_report(results)
     if args.out is not None:
-        write_json(args.out, {**results, **provenance("ppl_models.experiments.benchmarks.srnn_step", argv, (0,))})
+        module = "ppl_models.experiments.benchmarks.srnn_step"
+        write_json(args.out, {**results, **script_provenance(module, argv, (0,))})
     return 0
 
 

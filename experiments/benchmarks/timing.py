@@ -3,7 +3,8 @@
 Every benchmark module times its rows with :func:`time_repeats`, summarises them with
 :func:`stats`, records :func:`machine_info` and :func:`load_average` beside its figures (other
 processes make timings noisy) and, where it measures memory, uses :func:`reset_peak_rss` and
-:func:`current_and_peak_rss` in a fresh process.
+:func:`current_and_peak_rss` in a fresh process. The commit, and the ``commands`` and ``seeds`` of a results file,
+come from :mod:`ppl_models.experiments.provenance`.
 """
 
 from __future__ import annotations
@@ -11,9 +12,7 @@ from __future__ import annotations
 import os
 import platform
 import resource
-import shlex
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -23,10 +22,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-__all__ = ["time_repeats", "sync", "stats", "fit_scaling", "machine_info", "load_average", "reset_peak_rss",
-           "current_and_peak_rss", "package_version", "provenance", "git_state", "REPO_ROOT"]  # fmt: skip
+from ppl_models.experiments.provenance import git_state
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+__all__ = ["time_repeats", "sync", "stats", "fit_scaling", "machine_info", "load_average", "reset_peak_rss",
+           "current_and_peak_rss", "package_version"]  # fmt: skip
 
 
 def package_version(dist_name: str) -> str | None:
@@ -146,63 +145,3 @@ def load_average() -> list[float] | None:
         return [round(v, 2) for v in os.getloadavg()]
     except OSError:
         return None
-
-
-def git_state() -> dict:
-    """The commit measured and any uncommitted change to the engine or the models.
-
-    On a copy of the tree sent to another machine (no git history there, or a stale one), the
-    environment variable ``PPL_MODELS_MANIFEST`` names a file of ``git ls-files -s inference ppl_models`` output
-    taken from the commit in its first line (``commit <sha>``): every engine file is then checked
-    against its blob hash there, so a changed, added or missing file is listed. Without either: ``None``.
-    """
-
-    def git(*cmd):
-        done = subprocess.run(["git", *cmd], capture_output=True, text=True, cwd=str(REPO_ROOT), check=False)
-        return done.stdout.strip() if done.returncode == 0 else None
-
-    if os.environ.get("PPL_MODELS_MANIFEST"):
-        return _manifest_state(Path(os.environ["PPL_MODELS_MANIFEST"]))
-    try:
-        commit = git("rev-parse", "HEAD")
-        dirty = git("status", "--porcelain", "--", "inference", "ppl_models") if commit else None
-    except OSError:
-        commit = dirty = None
-    return {
-        "git_commit": commit,
-        "git_uncommitted_engine_files": None if commit is None else (dirty.splitlines() if dirty else []),
-    }
-
-
-def _manifest_state(manifest: Path) -> dict:
-    """:func:`git_state` from a manifest (see there): the commit and the engine files that differ from it."""
-    import hashlib
-
-    lines = manifest.read_text().splitlines()
-    if not lines or not lines[0].startswith("commit "):
-        raise ValueError(f"PPL_MODELS_MANIFEST {manifest}: expected 'commit <sha>' on the first line")
-    expected = {}
-    for line in lines[1:]:
-        meta, _, path = line.partition("\t")
-        expected[path] = meta.split()[1]
-    present = {str(p.relative_to(REPO_ROOT)) for folder in ("inference", "ppl_models")
-               for p in (REPO_ROOT / folder).rglob("*") if p.is_file() and "__pycache__" not in p.parts}  # fmt: skip
-    changed = []
-    for path in sorted(present | set(expected)):
-        if path not in expected:
-            changed.append(f"?? {path}")
-        elif path not in present:
-            changed.append(f" D {path}")
-        else:
-            data = (REPO_ROOT / path).read_bytes()
-            if hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest() != expected[path]:
-                changed.append(f" M {path}")
-    return {"git_commit": lines[0].split()[1], "git_uncommitted_engine_files": changed,
-            "git_checked_by": "blob hashes against the commit's manifest (no git history on this machine)"}
-
-
-def provenance(module: str, argv: list[str] | None, seeds: tuple[int, ...] = (0,)) -> dict:
-    """The ``commands`` and ``seeds`` fields of a benchmark's results file: ``python -m module ARGS`` as run
-    (``argv``; ``None``: the process's own arguments) and the seeds its data and draws used."""
-    args = sys.argv[1:] if argv is None else list(argv)
-    return {"commands": [" ".join(["python -m", module, *map(shlex.quote, args)])], "seeds": list(seeds)}

@@ -21,10 +21,11 @@ from pyro import poutine
 
 from ppl_models.inference.io import write_json
 from ppl_models.inference.objectives import ELBO
-from ppl_models.inference.training import load_best
+from ppl_models.inference.training import length_batches, load_best, trim_padding
 
+from ..build import build_experiment
 from ..config import check_config
-from ..runner import _batches, _setup, check_run_folder, read_config_json
+from ..run_folder import check_run_folder, read_config_json
 from ..tasks.music import LOWEST_PITCH
 
 __all__ = ["split_summary", "normalisations", "main"]
@@ -48,7 +49,8 @@ def normalisations(model, x_all: torch.Tensor, mask_all: torch.Tensor, silent_ke
     """
     model.eval()
     bounds, lengths, silent_total = [], [], 0.0
-    for _, x, mask in _batches(x_all, mask_all, batch_size, torch.device("cpu")):
+    for index in length_batches(mask_all, batch_size):
+        x, mask = trim_padding(x_all[index], mask_all[index])
         guide = poutine.trace(model.guide).get_trace(x, mask)
         replayed = poutine.trace(poutine.replay(model.model, trace=guide)).get_trace(x, mask)
         for t in range(x.shape[1]):
@@ -72,7 +74,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
     run_dir = check_run_folder(args.run_dir)
     config = check_config(read_config_json(run_dir / "config.json"))
-    data, model, objective = _setup(config)
+    data, model, objective = build_experiment(config)
     if not data.binary or data.obs_dim != 88:
         raise ValueError(f"run_dir {run_dir} is not a run on an 88-key music set (data: {data.description})")
     load_best(run_dir, objective)

@@ -20,7 +20,8 @@ from pathlib import Path
 from ppl_models.inference.training import load_best
 
 from ..config import apply_overrides
-from ..supervised import _setup
+from ..run_folder import config_differences
+from ..supervised import build_supervised
 from ..tasks.regime_switching import RegimeSwitchingData, evaluate_regime_switching
 from ..tasks.uci_regression import RegressionData, evaluate_regression
 
@@ -38,10 +39,10 @@ def reevaluate(run_dir: str | Path, overrides: list[str] = (), *, seed: int | No
     config = json.loads((run_dir / "config.json").read_text())
     changed = apply_overrides(config, list(overrides))
     allowed = {f"model.{option}" for option in EVALUATION_OPTIONS}
-    bad = sorted(set(_changed_keys(config, changed)) - allowed)
+    bad = sorted(set(config_differences(config, changed)) - allowed)
     if bad:
         raise ValueError(f"overrides may change only {sorted(allowed)}, got changes to {bad}")
-    context, splits, predictor, objective = _setup(changed)
+    context, splits, predictor, objective = build_supervised(changed)
     load_best(run_dir, objective)
     seed = changed["seed"] if seed is None else seed
     if isinstance(context, RegressionData):
@@ -50,18 +51,6 @@ def reevaluate(run_dir: str | Path, overrides: list[str] = (), *, seed: int | No
         return evaluate_regime_switching(predictor, context, "test", seed=seed)
     raise ValueError(f"run_dir must hold a regression run (air, pm25, regime-switching), "
                      f"got {config['data']['name']!r}")
-
-
-def _changed_keys(old: dict, new: dict, prefix: str = "") -> list[str]:
-    """Dotted names of the entries that differ between two nested config dicts."""
-    changed = []
-    for key in set(old) | set(new):
-        a, b = old.get(key), new.get(key)
-        if isinstance(a, dict) and isinstance(b, dict):
-            changed += _changed_keys(a, b, f"{prefix}{key}.")
-        elif a != b:
-            changed.append(f"{prefix}{key}")
-    return changed
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -29,7 +29,7 @@ import torch
 from ppl_models.inference.io import write_json
 from ppl_models.inference.training import load_checkpoint, refresh_norm_statistics
 
-from ..supervised import _setup
+from ..supervised import build_supervised
 
 REFRESH_BATCHES, EMA_BATCHES, BATCH = 8, 30, 128
 
@@ -58,7 +58,7 @@ def check(run_dir: Path, checkpoint: str = "best.pt", sequences: int = 300) -> d
     config = json.loads((run_dir / "config.json").read_text())
     if config["data"]["name"] != "localization-paper":
         raise ValueError(f"run_dir must hold a localization-paper run, got data.name={config['data']['name']!r}")
-    maze, splits, predictor, objective = _setup(config)
+    maze, splits, predictor, objective = build_supervised(config)
     epoch = load_checkpoint(run_dir / "checkpoints" / checkpoint, objective).get("epoch")
     if not _norms(predictor):
         raise ValueError(f"{run_dir} holds a model without batch norm ({predictor.cell_name})")

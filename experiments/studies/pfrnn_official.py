@@ -38,6 +38,8 @@ import torch
 from ppl_models.inference.io import write_json
 from ppl_models.inference.training import load_checkpoint
 
+from ..provenance import git_state
+from ..supervised import build_supervised
 from ..tasks.localization_paper import evaluate_localization_paper, layout_grid, localization_paper_data
 
 __all__ = ["EDITS", "official_dataset", "from_official", "apply_edits", "official_curve", "mean_sd",
@@ -268,11 +270,9 @@ def run_ours(folder: Path, splits: dict, sizes: dict, seed: int, epochs: int) ->
 
 def _score_last(run_dir: Path, test, seed: int) -> dict:
     """Our test metric of the run's final weights (``checkpoints/last.pt``)."""
-    from ..supervised import _setup
-
     config = json.loads((run_dir / "config.json").read_text())
     config["data"] = {**config["data"], "num_train": 1, "num_valid": 1, "num_test": 1}  # the model only
-    maze, _, predictor, objective = _setup(config)
+    maze, _, predictor, objective = build_supervised(config)
     load_checkpoint(run_dir / "checkpoints" / "last.pt", objective)
     metrics = evaluate_localization_paper(predictor, maze, test, device=torch.device("cpu"), seed=seed)
     return {"last_step_mse": metrics["last_step_mse"], "test_sequences": metrics["test_sequences"]}
@@ -299,8 +299,10 @@ def _summary(results: list[dict]) -> dict:
     }
 
 
-def _git_commit(args: list[str]) -> str:
-    done = subprocess.run(["git", *args, "rev-parse", "HEAD"], capture_output=True, text=True, check=True)
+def _official_commit(git_dir: Path) -> str:
+    """The commit of the official code's snapshot (its git directory ``git_dir``)."""
+    done = subprocess.run(["git", f"--git-dir={git_dir}", "rev-parse", "HEAD"], capture_output=True, text=True,
+                          check=True)  # fmt: skip
     return done.stdout.strip()
 
 
@@ -373,7 +375,7 @@ def main(argv: list[str] | None = None) -> None:
                      "official_train": official_command(args.epochs, args.train_trajectories),
                      "ours_train_seed0": our_command(args.epochs, sizes, 0, Path("RUN_DIR"))},
         "seeds": list(range(args.seeds)), "data_seed": DATA_SEED,
-        "commit": _git_commit([]), "official_commit": _git_commit([f"--git-dir={args.official_git_dir}"]),
+        "commit": git_state()["git_commit"], "official_commit": _official_commit(args.official_git_dir),
         "official_repository": "Yusufma03/pfrnns",
         "official_git_dir": "OFFICIAL_GIT_DIR in the commands: the git folder of a snapshot of github:Yusufma03/pfrnns "
                             "at official_commit",

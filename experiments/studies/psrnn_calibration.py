@@ -24,10 +24,11 @@ from pathlib import Path
 import scipy.stats
 import torch
 
-from ppl_models.experiments.runner import _setup, read_config_json
+from ppl_models.experiments.build import build_experiment
+from ppl_models.experiments.run_folder import read_config_json
 from ppl_models.inference.io import write_json
+from ppl_models.inference.protocol import NOISE_REFITS
 from ppl_models.inference.training import load_best
-from ppl_models.predictive_noise import NOISE_REFITS
 
 __all__ = ["LEVELS", "pit", "calibration_from_pit", "calibrate_run", "main"]
 
@@ -59,7 +60,7 @@ def calibration_from_pit(u: torch.Tensor, errors: torch.Tensor) -> dict:
 def calibrate_run(run_dir: str | Path, refit: str, split: str = "valid") -> dict:
     """Test-split calibration of the best checkpoint of ``run_dir`` after the ``refit`` of its noise on ``split``."""
     config = read_config_json(Path(run_dir) / "config.json")
-    data, model, objective = _setup(config)
+    data, model, objective = build_experiment(config)
     load_best(run_dir, objective)
     model.eval()
     if refit != "none":

@@ -9,7 +9,7 @@ import torch
 
 from ppl_models.inference.validation import check_positive_int
 
-from ..data import ExperimentData, check_values, read_csv
+from ..data import ExperimentData, check_values, read_shared_csv
 
 __all__ = ["air_quality", "AIR_QUALITY_SENSORS", "AIR_QUALITY_FILE"]
 
@@ -34,7 +34,7 @@ def air_quality(
     train_share, valid_share = fractions
     if not (0 < train_share and 0 < valid_share and train_share + valid_share < 1):
         raise ValueError(f"fractions must be two positive shares summing below 1, got {fractions!r}")
-    table = read_csv(AIR_QUALITY_FILE, data_dir, delimiter=";")
+    table = read_shared_csv(AIR_QUALITY_FILE, data_dir, delimiter=";")
     table = table.where(lambda row: bool(row[table.index("Date")]))  # the file ends in rows of empty cells
     values = table.numbers(AIR_QUALITY_SENSORS, parse=lambda text: float(text.replace(",", ".")))
     hours = np.arange(len(values))

@@ -42,7 +42,7 @@ import torch
 
 from ppl_models.inference.validation import check_choice, check_positive_int
 
-from ..data import ExperimentData, check_values, read_csv
+from ..data import ExperimentData, check_values, read_shared_csv
 
 __all__ = ["CovidData", "covid_deaths", "COVID_FILE", "WINDOW_START", "OBSERVED_DAYS", "FORECAST_DAYS", "TRANSFORMS"]
 
@@ -117,7 +117,7 @@ def covid_deaths(data_dir: str | os.PathLike | None = None, min_deaths: int = 10
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ValueError(f"seed must be an int >= 0, got {seed!r}")
     check_choice(transform, TRANSFORMS, name="transform")
-    table = read_csv(COVID_FILE, data_dir)
+    table = read_shared_csv(COVID_FILE, data_dir)
     first = table.index("Population") + 1  # the dates follow the row's description
     dates = []
     for text in table.header[first:]:

@@ -26,8 +26,10 @@ from pathlib import Path
 import torch
 
 from ppl_models.inference.calibration import calibration_summary, pit, plot_pit_ecdf, plot_predictive_bands
-from ppl_models.inference.data.datasets import SPLITS, SequenceDataset, Standardizer
+from ppl_models.inference.data.datasets import SPLITS, Standardizer
 from ppl_models.inference.validation import check_choice, check_positive_int
+
+from .own_file import read_dataset
 
 __all__ = ["FileRegressionData", "file_regression", "evaluate_file_regression"]
 
@@ -86,8 +88,7 @@ def file_regression(path: str | os.PathLike, targets: list[str] | None = None, s
         raise ValueError("data.stride: needs data.window (training windows of window steps every stride)")
     options = {"series": series, "time": time, "features": features, "split": split, "missing": missing, "sep": sep,
                "time_order": time_order}
-    dataset = SequenceDataset.from_file(path, targets=list(targets), **{k: v for k, v in options.items()
-                                                                        if v is not None})  # fmt: skip
+    dataset = read_dataset(path, targets=list(targets), **{k: v for k, v in options.items() if v is not None})
     parts = dataset.split(by=split_by, fractions=fractions or (0.7, 0.15, 0.15), seed=split_seed)
     if window is not None:
         parts = parts.windows(window, stride)

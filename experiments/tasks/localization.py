@@ -26,6 +26,8 @@ import torch
 
 from ppl_models.inference.validation import check_positive_int
 
+from ..plots import save_png
+
 __all__ = ["Maze", "symmetric_maze", "simulate", "localization_data", "OBSERVATION_NOISE", "plot_belief",
            "plot_belief_over_time", "evaluate_localization", "belief_figure", "predict_poses"]
 
@@ -152,8 +154,6 @@ def plot_belief(maze: Maze, poses: np.ndarray, predicted: np.ndarray, particles:
         ax.set_yticks([])
     figure.tight_layout()
     if path is not None:
-        from ..plots import save_png
-
         save_png(figure, path)
         plt.close(figure)
     return figure
@@ -172,8 +172,6 @@ def plot_belief_over_time(position_mse: list[float], particle_spread: list[float
     ax.set(xlabel="step t", ylabel="cells", ylim=(0, None), title="test trajectories: the belief over time")
     ax.legend(fontsize="small")
     if path is not None:
-        from ..plots import save_png
-
         save_png(figure, path)
     return figure
 

@@ -1,4 +1,4 @@
-"""Binary piano rolls: plots and MIDI files.
+"""Binary piano rolls: plots and MIDI files, the piano-roll outputs of a run, and the polyphonic music data sets.
 
 A piano roll is ``[T, K]`` with rows as time steps and columns as keys, 1 where a key sounds.
 The polyphonic music data sets use ``K = 88`` with column 0 = MIDI pitch 21 (A0), up to 108 (C8);
@@ -19,12 +19,13 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
-from ppl_models.inference.io import atomic_write
+from ppl_models.inference.io import atomic_write, write_text
 from ppl_models.inference.validation import check_positive_int
 
 from ..data import ExperimentData, load_mat, pad_sequences
 
-__all__ = ["NUM_KEYS", "LOWEST_PITCH", "POLYPHONIC", "polyphonic", "plot_piano_roll", "write_midi", "read_midi_roll"]
+__all__ = ["NUM_KEYS", "LOWEST_PITCH", "POLYPHONIC", "polyphonic", "plot_piano_roll", "write_midi", "read_midi_roll",
+           "piano_roll_outputs"]
 
 NUM_KEYS = 88
 LOWEST_PITCH = 21  # A0, column 0 of the data sets' rolls
@@ -129,6 +130,43 @@ def read_midi_roll(
     for key, start, end in spans:
         roll[start:end, key] = 1
     return roll
+
+
+def piano_roll_outputs(model, roll: torch.Tensor, probabilities: torch.Tensor, run_dir: str | Path, *,
+                       seed: int = 0, prefix_steps: int = 16, generated_steps: int = 64) -> None:  # fmt: skip
+    """Piano-roll pictures (and MIDI, with the ``midi`` extra) of a run on binary music data.
+
+    Writes ``plots/test_piano_roll.png`` (a test piece ``roll [T, K]`` above the model's
+    one-step ``probabilities [T, K]``) and, for a model with ``generate``, a continuation
+    of the piece's first ``prefix_steps`` steps and an unconditional sample, each as a PNG
+    and, when ``pretty_midi`` is installed and the rolls have the piano's 88 keys (whose
+    pitches are known), a ``.mid`` file under ``generated/``. Rolls of another width get
+    ``generated/no_midi.txt``, a one-line note, instead of MIDI files.
+    """
+    run_dir = Path(run_dir)
+    plot_piano_roll(roll, run_dir / "plots" / "test_piano_roll.png", probabilities=probabilities,
+                    title="Test piece and one-step-ahead note probabilities")  # fmt: skip
+    if not model.supports("generate"):
+        return
+    device = next(model.parameters()).device
+    generator = torch.Generator(device=device).manual_seed(seed)
+    prefix = roll[:prefix_steps].unsqueeze(0).to(device)
+    pieces = {
+        "continuation": model.generate(generated_steps, prefix=prefix, generator=generator),
+        "sample": model.generate(generated_steps + prefix.shape[1], generator=generator),
+    }
+    for name, piece in pieces.items():
+        x, mean = piece.x[0].cpu(), None if piece.mean is None else piece.mean[0].cpu()
+        title = f"Generated {name}" + (f" of the first {prefix.shape[1]} test steps" if name == "continuation" else "")
+        plot_piano_roll(x, run_dir / "generated" / f"{name}.png", probabilities=mean, title=title)
+        if x.shape[-1] != NUM_KEYS:
+            write_text(run_dir / "generated" / "no_midi.txt", f"no MIDI files: the rolls have {x.shape[-1]} keys, "
+                       f"not the piano's {NUM_KEYS} (MIDI pitches unknown)\n")  # fmt: skip
+            continue
+        try:
+            write_midi(x, run_dir / "generated" / f"{name}.mid")
+        except ImportError:
+            pass  # the MIDI files need the optional extra; the PNGs say the same
 
 
 # --------------------------------------------------------------------------- drawing

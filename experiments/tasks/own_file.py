@@ -1,15 +1,53 @@
 """A user's own file as a data set: ``[data] name = "file"`` (``--data PATH``), through
-:mod:`ppl_models.inference.data.datasets`."""
+:mod:`ppl_models.inference.data.datasets`.
+
+A command reads the file once (:func:`read_dataset`): a board's models, their runs and its figures, or a model's
+recipe and its run, all split what that one read gave.
+"""
 
 from __future__ import annotations
 
+import json
+from collections import OrderedDict
 from pathlib import Path
 
 from ppl_models.inference.data.datasets import SequenceDataset, Standardizer
 
 from ..data import ExperimentData
 
-__all__ = ["file_data"]
+__all__ = ["CACHED_READS", "read_dataset", "file_data"]
+
+#: the reads a process keeps (:func:`read_dataset`), the least recently used dropped first
+CACHED_READS = 4
+_reads: OrderedDict[tuple, SequenceDataset] = OrderedDict()
+
+
+def read_dataset(path: str | Path, **options) -> SequenceDataset:
+    """:meth:`~ppl_models.inference.data.datasets.SequenceDataset.from_file` of ``path`` with ``options``, read once
+    in a process while the file is unchanged.
+
+    The read is kept under the resolved path, the file's size, modification time and inode (each file's, for a
+    folder of MIDI files) and ``options``; a file written since (or an other option) is read anew. The data set
+    returned is shared: callers derive their splits and tensors from it and never change it.
+    """
+    key = (str(Path(path).resolve()), _signature(Path(path)), json.dumps(options, sort_keys=True, default=str))
+    if key not in _reads:
+        _reads[key] = SequenceDataset.from_file(path, **options)
+        while len(_reads) > CACHED_READS:
+            _reads.popitem(last=False)
+    _reads.move_to_end(key)
+    return _reads[key]
+
+
+def _signature(path: Path) -> tuple | None:
+    """``(size, modification time in ns, inode)`` of the file at ``path``, of every file of a folder by name, or
+    ``None`` where there is nothing (the reader then names what is missing)."""
+    if path.is_dir():
+        return tuple((p.name, *_signature(p)) for p in sorted(path.iterdir()) if p.is_file())
+    if not path.is_file():
+        return None
+    status = path.stat()
+    return status.st_size, status.st_mtime_ns, status.st_ino
 
 
 def file_data(path: str, series: str | None = None, time: str | None = None, features: list[str] | None = None,
@@ -33,7 +71,7 @@ def file_data(path: str, series: str | None = None, time: str | None = None, fea
              "missing": missing, "time_order": time_order, "sep": sep}
     suffix = Path(path).suffix.lower()
     options = {"fs": fs} if Path(path).is_dir() else {"features": features} if suffix == ".npz" else table
-    dataset = SequenceDataset.from_file(path, **{k: v for k, v in options.items() if v is not None})
+    dataset = read_dataset(path, **{k: v for k, v in options.items() if v is not None})
     splits = dataset.split(by=split_by, fractions=fractions or (0.7, 0.15, 0.15), seed=split_seed)
     if window is not None:
         splits = splits.windows(window, stride)

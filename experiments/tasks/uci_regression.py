@@ -67,7 +67,7 @@ import torch
 from ppl_models.inference.calibration import calibration_summary, pit, plot_pit_ecdf, plot_predictive_bands
 from ppl_models.inference.validation import check_choice, check_positive_int
 
-from ..data import CsvTable, check_values, read_csv
+from ..data import SharedCsvRows, check_values, read_shared_csv
 
 __all__ = ["RegressionData", "AIR_TARGETS", "AIR_INPUTS", "PM25_INPUTS", "WIND_DIRECTIONS", "build_windows",
            "air_quality_regression", "pm25_regression", "predictive_samples", "evaluate_regression"]  # fmt: skip
@@ -123,7 +123,7 @@ class RegressionData:
 # --------------------------------------------------------------------------- argument checks
 
 
-def _times(table: CsvTable, columns: str, parse) -> list[datetime]:
+def _times(table: SharedCsvRows, columns: str, parse) -> list[datetime]:
     """``parse(row)`` of every row of ``table``; a row it cannot read is a ``ValueError`` naming its line."""
     times = []
     for row, line in zip(table.rows, table.lines):
@@ -283,7 +283,7 @@ def air_quality_regression(target: str = "NO2(GT)", window: int = 24, stride: in
     """
     check_choice(target, AIR_TARGETS, name="target")
     _check_options(window, stride, fractions, lagged_target, max_windows)
-    table = read_csv(AIR_FILE, data_dir, delimiter=";")
+    table = read_shared_csv(AIR_FILE, data_dir, delimiter=";")
     table = table.where(lambda row: bool(row[table.index("Date")]))  # the file ends in rows of empty cells
 
     def number(text: str) -> float:
@@ -315,7 +315,7 @@ def pm25_regression(window: int = 24, stride: int | None = None, fractions: Sequ
     the lag). The file's ``pm2.5_{1,2,3}ago`` columns are ignored.
     """
     _check_options(window, stride, fractions, lagged_target, max_windows)
-    table = read_csv(PM25_FILE, data_dir)
+    table = read_shared_csv(PM25_FILE, data_dir)
 
     def number(text: str) -> float:
         value = math.nan if text in ("NA", "") else float(text)

@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 import pyro
 import torch
 
-from .validation import check_positive_int, check_sequences, value_checks
+from ..validation import check_positive_int, check_sequences, value_checks
 
 __all__ = ["GraphedCall"]
 

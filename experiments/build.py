@@ -1,0 +1,75 @@
+"""From a checked configuration to what a run trains: the device, the data, the model and its objective.
+
+:func:`build_experiment` builds them from the ``[data]``, ``[model]`` and ``[objective]`` tables
+(:mod:`ppl_models.experiments.registry`); :func:`check_trainable` then refuses, before any run folder is
+written, data the model cannot take (non-finite values, another feature size, values its emission cannot
+represent) and evaluation settings the machine's memory cannot hold.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ppl_models.inference.validation import check_sequences
+
+from . import recipes
+from .config import evaluation_options
+from .memory import check_memory, evaluation_memory
+from .registry import DATASETS, MODELS, build, build_objective
+
+__all__ = ["resolve_device", "build_experiment", "check_trainable", "check_finite", "check_model_takes"]
+
+SPLITS = ("train", "valid", "test")
+
+
+def resolve_device(name: str) -> torch.device:
+    """``auto`` is CUDA when available, else CPU."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"device {name!r} requested but CUDA is not available here")
+    device = torch.device(name)
+    if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
+        raise ValueError(f"device {name!r} requested but there are {torch.cuda.device_count()} CUDA devices")
+    return device
+
+
+def build_experiment(config: dict):
+    """``(data, model, objective)`` of a checked configuration: its
+    :class:`~ppl_models.experiments.data.ExperimentData`, the model for the data's feature size, and the objective
+    around the model. Bad settings and unreadable data files are one ``ValueError`` naming them."""
+    data = build(config["data"], DATASETS, "data")
+    model = build(config["model"], MODELS, "model", obs_dim=data.obs_dim)
+    return data, model, build_objective(config["objective"], model)
+
+
+def check_trainable(config: dict, data, model) -> None:
+    """Refuse, before anything is written, what would fail later: :func:`check_finite`, :func:`check_model_takes`,
+    and the memory ``config``'s ``[evaluate]`` settings need (:func:`~ppl_models.experiments.memory.check_memory`)."""
+    check_finite(data)
+    check_model_takes(model, data, config)
+    check_memory(evaluation_memory(model, data, evaluation_options(config["evaluate"])))
+
+
+def check_model_takes(model, data, config: dict) -> None:
+    """One ``ValueError`` before any run folder is written if ``model`` cannot read ``data`` (its feature size,
+    or values its emission cannot take: non-binary data for a Bernoulli model, binary data for a Gaussian one)."""
+    name = config["model"].get("name")
+    if data.binary and name in recipes.EMISSIONS and getattr(model, "emission_kind", "gaussian") != "bernoulli":
+        raise recipes.DataNotRepresentable(recipes.binary_refusal(name, getattr(model, "emission_kind", "gaussian")))
+    for split in SPLITS:
+        try:
+            check_sequences(*getattr(data, split), model=model, name=f"the {split} split")
+        except (ValueError, TypeError) as error:
+            raise ValueError(f"model {name!r} cannot take data {data.description!r}: {error}") from None
+
+
+def check_finite(data) -> None:
+    """Raise ``ValueError`` if a valid step of a split of ``data`` holds NaN or inf (padding may hold anything)."""
+    for split in SPLITS:
+        x, mask = getattr(data, split)
+        bad = ~torch.isfinite(x) & (mask.unsqueeze(-1) if mask is not None else True)
+        if bool(bad.any()):
+            sequence, step, feature = (int(i) for i in bad.nonzero()[0])
+            raise ValueError(f"data {data.description!r}: the {split} split holds {int(bad.sum())} NaN or inf values "
+                             f"at valid steps, the first at sequence {sequence}, step {step}, feature {feature}")

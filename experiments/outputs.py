@@ -1,0 +1,103 @@
+"""What a run writes besides its checkpoints: the one-step predictions it records while it trains, and the tables,
+files and plots of its evaluation (the run folder's layout: :mod:`ppl_models.experiments.run_folder`)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from ppl_models.inference import ParticleFilter, calibration, one_step_mse
+from ppl_models.inference.io import save_torch, write_json, write_text
+
+from . import board_figures, plots
+from .tables import format_table
+from .tasks import music
+
+__all__ = ["PARTICLE_CLOUD_PARTICLES", "mse_monitor", "first_test_prediction", "write_outputs", "metrics_coverage"]
+
+#: the most particles the filter behind ``plots/particles.png`` runs with (fewer where ``evaluate.num_particles``
+#: is smaller): the plot draws every particle of every step, and more than this many make an unreadable cloud
+PARTICLE_CLOUD_PARTICLES = 500
+
+
+def mse_monitor(model, data, run_dir: Path, *, fresh: bool) -> Callable[[], dict] | None:
+    """The training loop's monitor of a model with an exact predictive on real-valued data: the held-out one-step
+    MSE (:func:`ppl_models.inference.one_step_mse` on validation and test); ``None`` for other models and data. A
+    ``fresh`` run first records the first test sequence's one-step predictions and that MSE before training in
+    ``predictions.json``."""
+    if data.binary or not model.supports("exact"):
+        return None
+
+    @torch.no_grad()
+    def monitor() -> dict:
+        model.eval()
+        return {f"{name}_mse": one_step_mse(model, *split, standardizer=data.standardizer)
+                for name, split in (("valid", data.valid), ("test", data.test))}  # fmt: skip
+
+    if fresh:
+        write_json(run_dir / "predictions.json", {"initial": first_test_prediction(model, data),
+                                                  "initial_mse": monitor()})  # fmt: skip
+    return monitor
+
+
+@torch.no_grad()
+def first_test_prediction(model, data) -> list:
+    """The one-step predictive means ``[T, D]`` of the first test sequence, in the data's units, as lists."""
+    x, mask = data.test
+    device = next(model.parameters()).device
+    first = x[:1][:, mask[0]].to(device)
+    mean = model.predictive(first, None, 0).mean[0].cpu()
+    return (mean if data.standardizer is None else data.standardizer.inverse(mean, dtype=torch.float64)).tolist()
+
+
+def write_outputs(run_dir: Path, model, data, config, result, seed: int, records: Path) -> None:
+    """Write the evaluation ``result`` (:func:`ppl_models.inference.evaluate`'s) of ``model`` on ``data``'s test split
+    into ``run_dir``: the metrics table, the predictive and PIT files, the split record, the predictions before and
+    after training (from ``records``, the folder of the training log) and the plots."""
+    metrics, predictive, probabilities = result.metrics, result.predictive, result.probabilities
+    write_json(run_dir / "metrics.json", metrics)
+    if result.posterior is not None:
+        calibration.save_inference_data(result.posterior, run_dir / "posterior.nc")
+    if data.split_record is not None:
+        write_json(run_dir / "data_split.json", data.split_record)
+    if (records / "predictions.json").is_file() and model.supports("exact"):
+        record = json.loads((records / "predictions.json").read_text())
+        record.update(observed=result.x[0][result.mask[0]].tolist(), final=first_test_prediction(model, data),
+                      final_mse=metrics["mse"])  # fmt: skip
+        write_json(run_dir / "predictions.json", record)
+    write_text(run_dir / "metrics.md", format_table(metrics, markdown=True))
+    figures = run_dir / "plots"
+    plots.learning_curve(records / "metrics.jsonl", figures / "learning_curve.png")
+    x, mask = result.x, result.mask  # in the data's own units
+    if isinstance(predictive, torch.Tensor):
+        idata = calibration.to_inference_data(predictive, x, mask=mask)
+        calibration.save_inference_data(idata, run_dir / "predictive.nc")
+        pit_values = calibration.pit(predictive, x, mask)[mask]
+        save_torch(run_dir / "pit.pt", pit_values)  # every valid entry's PIT, for comparisons (leaderboard)
+        calibration.plot_pit_ecdf(pit_values, figures / "pit_ecdf.png")
+        calibration.plot_coverage(metrics_coverage(metrics["calibration"]), figures / "coverage.png")
+        calibration.plot_predictive_bands(predictive, x, mask=mask, path=figures / "predictive_bands.png")
+    if isinstance(probabilities, torch.Tensor):
+        curve = calibration.reliability_curve(probabilities, x, mask)
+        board_figures.write_reliability(curve, run_dir)  # the leaderboard's reliability curves
+        calibration.plot_reliability(curve, figures / "reliability.png")
+        music.piano_roll_outputs(model, x[0][mask[0]], probabilities[0][mask[0]], run_dir, seed=seed)
+    if "smc" in config.estimators and model.supports("particles") and not data.binary:
+        _particle_cloud(model, data.test[0], mask, config.num_particles, figures / "particles.png")
+
+
+def _particle_cloud(model, x: torch.Tensor, mask: torch.Tensor, num_particles: int, path: Path) -> None:
+    """The particle cloud of the first sequence of ``x [N, T, D]`` (``mask [N, T]``), filtered anew with
+    ``num_particles``, at most :data:`PARTICLE_CLOUD_PARTICLES`."""
+    device = next(model.parameters()).device
+    first = x[:1].to(device), mask[:1].to(device)
+    result = ParticleFilter(min(num_particles, PARTICLE_CLOUD_PARTICLES)).run(model, *first, keep_ancestry=True)
+    plots.particle_cloud(result, first[0], path)
+
+
+def metrics_coverage(summary: dict) -> dict[float, float]:
+    """``{level: empirical coverage}`` from a calibration summary's ``coverage_<level>`` entries."""
+    return {float(k.split("_", 1)[1]): v for k, v in summary.items() if k.startswith("coverage_")}

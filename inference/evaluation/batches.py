@@ -1,0 +1,96 @@
+"""The data as :func:`~ppl_models.inference.evaluation.evaluate` reads it: in batches of similar lengths, put back
+in data order, and mapped from the model's (standardised) units back to the data's own."""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Iterator, Mapping
+
+import torch
+from torch import nn
+
+from ..data.datasets import Standardizer
+from ..training import length_batches, trim_padding
+from ..validation import InputTypeError
+
+__all__ = ["Units", "batches", "in_order", "check_some_valid"]
+
+
+def check_some_valid(mask: torch.Tensor, caller: str) -> None:
+    """Raise ``ValueError`` unless ``mask [N, T]`` has a valid step (``caller`` names the function that needs one)."""
+    if not bool(mask.any()):
+        raise ValueError(f"mask has no valid step: {caller}() needs at least one True entry")
+
+
+def batches(x: torch.Tensor, mask: torch.Tensor, size: int, device) -> Iterator[tuple[torch.Tensor, ...]]:
+    """``(index [b], x [b, T', D], mask [b, T'])``: ``size`` sequences of similar lengths at a time, longest first,
+    cut to their longest and moved to ``device``."""
+    for index in length_batches(mask, size):
+        xb, mb = trim_padding(x[index], mask[index])
+        yield index, xb.to(device), mb.to(device)
+
+
+def in_order(pieces: list[torch.Tensor], indices: list[torch.Tensor], steps: int, batch_dim: int = 0) -> torch.Tensor:
+    """Per-batch outputs (time at ``batch_dim + 1``, where there is one) padded to ``steps``, in data order."""
+    if pieces[0].dim() > batch_dim + 1:
+        pieces = [nn.functional.pad(p, (0, 0) * (p.dim() - batch_dim - 2) + (0, steps - p.shape[batch_dim + 1]))
+                  for p in pieces]  # fmt: skip
+    order = torch.cat(indices).argsort()
+    return torch.cat(pieces, batch_dim).index_select(batch_dim, order)
+
+
+class Units:
+    """The way from the model's (standardised) units back to the data's: values and log densities.
+
+    ``standardizer``: a :class:`~ppl_models.inference.data.datasets.Standardizer`, its ``to_dict()`` or ``None``
+    (the units are the data's), checked against the features of ``like [..., D]``.
+    """
+
+    def __init__(self, standardizer, like: torch.Tensor):
+        self.standardizer = _check_standardizer(standardizer, like.shape[-1])
+        scale = torch.tensor(self.standardizer.scale if self.standardizer else [1.0], dtype=torch.float64)
+        self.log_jacobian = -float(scale.log().sum())  # log |d z / d x| per step
+
+    def values(self, z: torch.Tensor) -> torch.Tensor:
+        """``z [..., D]`` in the data's units (float64 under a standardizer)."""
+        return z if self.standardizer is None else self.standardizer.inverse(z, dtype=torch.float64)
+
+    def log_density(self, log_density: torch.Tensor, steps) -> torch.Tensor:
+        """Log densities of ``steps`` steps (``[B]`` counts or a number) in the data's units."""
+        if self.standardizer is None:
+            return log_density
+        steps = steps.to(log_density) if isinstance(steps, torch.Tensor) else steps
+        return log_density + self.log_jacobian * steps
+
+
+def _check_standardizer(standardizer, features: int) -> Standardizer | None:
+    """``standardizer`` (a :class:`Standardizer`, its ``to_dict()`` or ``None``) checked against ``features``;
+    ``None`` for one that changes nothing."""
+    if isinstance(standardizer, Mapping):
+        if not {"mean", "scale", "features"} <= set(standardizer):
+            raise ValueError("standardizer must have the keys 'mean', 'scale' and 'features' of "
+                             f"Standardizer.to_dict(), got {sorted(map(str, standardizer))}")  # fmt: skip
+        try:
+            standardizer = Standardizer.from_dict(standardizer)
+        except TypeError:
+            raise ValueError("standardizer's 'mean', 'scale' and 'features' must be lists, got "
+                             f"{ {k: type(v).__name__ for k, v in standardizer.items()} }") from None
+    if standardizer is None:
+        return None
+    if not isinstance(standardizer, Standardizer):
+        raise InputTypeError("standardizer must be a Standardizer or its to_dict() (ppl_models.inference.data), "
+                             f"got {type(standardizer).__name__}")  # fmt: skip
+    for name in ("mean", "scale"):
+        if len(getattr(standardizer, name)) != features:
+            raise ValueError(f"standardizer: {len(getattr(standardizer, name))} features for data of {features} "
+                             f"(in its {name})")  # fmt: skip
+    if not all(_finite(m) for m in standardizer.mean):
+        raise ValueError(f"standardizer.mean must be finite numbers, got {standardizer.mean}")
+    if not all(_finite(s) and s > 0 for s in standardizer.scale):
+        raise ValueError(f"standardizer.scale must be finite and positive, got {standardizer.scale}")
+    return None if standardizer.identity else standardizer
+
+
+def _finite(value) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)

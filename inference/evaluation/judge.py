@@ -1,0 +1,293 @@
+"""One call judges a trained sequence model on held-out data: :func:`evaluate`, and the :class:`Evaluation` it
+returns.
+
+The call checks its data and settings, then runs in three parts: one pass over the data in batches gathers each
+batch's log-likelihood estimates (``_estimates``) and one-step predictive (``_one_step``); the figures of the
+estimates (``_likelihood_figures``) and of the predictive's draws or probabilities (``_predictive_figures``) follow,
+then PSIS-LOO / WAIC over the guide's draws (``_posterior_figures``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyro
+import torch
+
+from .. import calibration
+from ..objectives import ELBO, IWAE
+from ..protocol import OneStepPredictive, particle_predictive
+from ..saturation import each_warning_once
+from ..validation import InputTypeError, check_memory, check_sequences
+from .batches import Units, batches, check_some_valid, in_order
+from .figures import binary_calibration, gap_to_truth, loo_metrics, mean_squared_error, squared_error
+from .memory import evaluation_memory
+from .options import EvaluationOptions, Plan
+
+__all__ = ["evaluate", "Evaluation"]
+
+
+@dataclass
+class Evaluation:
+    """What :func:`evaluate` found: ``metrics`` (a JSON-ready dict) and the draws behind it.
+
+    ``predictive``: one-step draws ``[S, N, T, D]`` (real-valued data, ``predictive_samples > 0``);
+    ``log_density``: their per-step log density ``[N, T]`` where the model gives one;
+    ``probabilities``: ``E[x_t | x_<t]`` ``[N, T, D]`` (binary data); ``posterior``: the guide's
+    draws as ``InferenceData`` (``posterior_draws > 0``); ``x``, ``mask``: the data, ``[N, T, D]``, ``[N, T]``.
+    """
+
+    metrics: dict
+    x: torch.Tensor
+    mask: torch.Tensor
+    predictive: torch.Tensor | None = None
+    log_density: torch.Tensor | None = None
+    probabilities: torch.Tensor | None = None
+    posterior: Any = None
+
+    def __getitem__(self, key: str):
+        return self.metrics[key]
+
+    def to_inference_data(self):
+        """ArviZ ``InferenceData``: the observed data with the one-step predictive draws as posterior
+        predictive, and the guide's draws with their pointwise log-likelihood where they were taken."""
+        if self.predictive is None:
+            if self.posterior is not None:
+                return self.posterior
+            raise ValueError("evaluate() took no predictive draws: pass predictive_samples > 0 (real-valued data) "
+                             "or posterior_draws > 0")  # fmt: skip
+        idata = calibration.to_inference_data(self.predictive, self.x, mask=self.mask)
+        if self.posterior is not None:
+            idata.extend(self.posterior)
+        return idata
+
+
+@torch.no_grad()
+def evaluate(model, x: torch.Tensor, mask: torch.Tensor | None = None, options: EvaluationOptions | None = None, *,
+             valid: tuple[torch.Tensor, torch.Tensor] | None = None, truth=None, truth_metrics=None,
+             standardizer=None, binary: bool | None = None, description: str = "data", **settings) -> Evaluation:
+    """Judge ``model`` on ``x [N, T, D]`` (``mask [N, T]``, valid steps first), as the model sees it.
+
+    Args:
+        options: how to evaluate (:class:`EvaluationOptions`: estimators, particle and draw counts, batches, the
+            noise refit, the seed); ``settings``: any of its fields as keywords, in place of its values
+            (``evaluate(model, x, mask, estimators=["smc"], num_particles=500)``).
+        valid: the validation split ``(x, mask)``, on which ``options.noise_refit`` refits a model's noise.
+        truth: the data's source, a model with an exact ``log_likelihood``: adds ``exact (true
+            parameters)`` and ``gap_to_truth``. ``truth_metrics``: ``(draws, x) -> {name: value}``.
+        standardizer: the :class:`~ppl_models.inference.data.datasets.Standardizer` under which ``x`` is held (or
+            its ``to_dict()``): every figure is then reported in the data's own units (log
+            densities by the change of variables, ``- sum_d log scale_d`` per step; draws, means,
+            MSE and CRPS mapped back).
+        binary: judge as binary data (Brier score, reliability); default: every valid value is 0 or 1.
+        description: names the data in the metrics.
+
+    The one-step predictive comes from the SMC filter when ``smc`` is requested of a particle
+    model, else from the model's own ``predictive``. Settings whose draws cannot fit in the memory
+    available are refused by name before anything is drawn
+    (:func:`~ppl_models.inference.evaluation.evaluation_memory`); an unknown keyword is a ``TypeError`` naming it.
+    Returns an :class:`Evaluation`.
+    """
+    options = _with_settings(options, settings)
+    x, mask, binary = _checked_data(model, x, mask, binary=binary, description=description, valid=valid)
+    units = Units(standardizer, x)
+    plan = _checked_plan(model, x, options, binary)
+    if options.seed is not None:
+        pyro.set_rng_seed(options.seed)
+    refit = _refit_noise(model, valid, options.noise_refit)
+    model.eval()
+    gathered = _gather(model, x, mask, options, plan, units, truth)
+    result = Evaluation(_likelihood_figures(model, x, mask, description, gathered, plan, units, refit),
+                        units.values(x), mask)  # fmt: skip
+    _predictive_figures(result, gathered, plan, truth_metrics)
+    if plan.posterior:
+        _posterior_figures(result, model, x, options.posterior_draws)
+    return result
+
+
+#: the name of the truth's exact log-likelihood among the estimates (``truth`` given)
+TRUE_LOG_LIKELIHOOD = "exact (true parameters)"
+
+
+@dataclass
+class _Gathered:
+    """What one pass over the data gathers, a piece per batch: the batches' ``indices``, the log-likelihood
+    estimates ``per_sequence`` (``{name: [b]}``, in the data's units), the one-step ``draws`` ``[S, b, T', D]``,
+    their ``log_density`` ``[b, T']``, the ``probabilities`` ``[b, T', D]`` (binary data), the ``squared_errors``
+    of the predictive mean and the predictive's ``source``."""
+
+    indices: list[torch.Tensor] = field(default_factory=list)
+    per_sequence: dict[str, list[torch.Tensor]] = field(default_factory=dict)
+    draws: list[torch.Tensor] = field(default_factory=list)
+    log_density: list[torch.Tensor] = field(default_factory=list)
+    probabilities: list[torch.Tensor] = field(default_factory=list)
+    squared_errors: list[float] = field(default_factory=list)
+    source: str | None = None
+
+    def add(self, index, estimates: dict, step: OneStepPredictive, xb, mb, units: Units, plan: Plan) -> None:
+        """One batch ``xb [b, T', D]`` (``mb [b, T']``, rows ``index`` of the data): its ``estimates`` and ``step``."""
+        self.indices.append(index)
+        lengths = mb.sum(1).cpu()
+        for name, bound in estimates.items():
+            self.per_sequence.setdefault(name, []).append(units.log_density(bound.detach().double().cpu(), lengths))
+        self.source = step.source
+        if plan.binary:
+            self.probabilities.append(step.mean.cpu())
+            return
+        if step.log_density is not None:
+            self.log_density.append(units.log_density(step.log_density.cpu(), 1))
+        self.squared_errors.append(squared_error(step.mean, xb, mb, units))
+        if plan.samples:
+            self.draws.append(units.values(step.samples).cpu())
+
+
+def _gather(model, x, mask, options: EvaluationOptions, plan: Plan, units: Units, truth) -> _Gathered:
+    """One pass over ``x [N, T, D]`` in batches: each batch's estimates and one-step predictive."""
+    gathered = _Gathered()
+    with each_warning_once():  # the estimators score the same steps: one warning, not one per estimator
+        for index, xb, mb in batches(x, mask, options.batch_size, next(model.parameters()).device):
+            estimates = _estimates(model, xb, mb, options, plan, truth)
+            step = _one_step(model, xb, mb, options, plan)
+            if plan.by_filter:
+                estimates[f"smc-{options.num_particles}"] = step.log_density.sum(1)  # the filter's log-evidence [B]
+            gathered.add(index, estimates, step, xb, mb, units, plan)
+    return gathered
+
+
+def _estimates(model, xb, mb, options: EvaluationOptions, plan: Plan, truth) -> dict[str, torch.Tensor]:
+    """``{name: [b]}``: the estimates of ``log p(x)`` of a batch that ``plan`` asks for but SMC's (it comes with the
+    filter's predictive, :func:`_one_step`), and the truth's exact one."""
+    estimates = {}
+    if "exact" in plan.wanted:
+        estimates["exact"] = model.log_likelihood(xb, mb)
+    if truth is not None:
+        estimates[TRUE_LOG_LIKELIHOOD] = truth.to(xb.device).log_likelihood(xb, mb)
+    if "elbo" in plan.wanted:
+        estimates["elbo"] = ELBO(model, mean_field=True)(xb, mb).bound
+    if "iwae" in plan.wanted:
+        iwae = IWAE(model, options.iwae_particles, particle_chunk=options.particle_chunk)
+        estimates[f"iwae-{options.iwae_particles}"] = iwae(xb, mb).bound
+    return estimates
+
+
+def _one_step(model, xb, mb, options: EvaluationOptions, plan: Plan) -> OneStepPredictive:
+    """The one-step predictive of a batch: the SMC filter's (``plan.by_filter``), else the model's own."""
+    if plan.by_filter:
+        return particle_predictive(model, xb, mb, plan.samples, num_particles=options.num_particles)
+    return model.predictive(xb, mb, plan.samples)
+
+
+def _likelihood_figures(model, x, mask, description: str, gathered: _Gathered, plan: Plan, units: Units,
+                        refit: dict | None) -> dict:  # fmt: skip
+    """The metrics of the estimates (nats per step and per sequence, the gap to the truth), the noise refit and
+    the predictive mean's squared error."""
+    steps = int(mask.sum())
+    estimates = {name: in_order(pieces, gathered.indices, 1) for name, pieces in gathered.per_sequence.items()}
+    metrics = {
+        "data": description,
+        "test_sequences": int(x.shape[0]),
+        "test_steps": steps,
+        "num_parameters": sum(p.numel() for p in model.parameters()),
+        "loglik": {k: {"per_step": float(v.sum()) / steps, "per_sequence": float(v.sum()) / x.shape[0]}
+                   for k, v in estimates.items()},  # fmt: skip
+    }
+    if refit:
+        metrics["noise_refit"] = refit
+    if TRUE_LOG_LIKELIHOOD in estimates:
+        true = estimates.pop(TRUE_LOG_LIKELIHOOD)
+        metrics["gap_to_truth"] = gap_to_truth(estimates, true, steps)
+    if plan.skipped:
+        metrics["skipped_estimators"] = plan.skipped
+    if gathered.squared_errors:
+        metrics["mse"] = mean_squared_error(sum(gathered.squared_errors), mask, x.shape[-1])
+    if units.standardizer is not None:
+        metrics["units"] = "the data's own units (the model's standardisation undone)"
+    return metrics
+
+
+def _predictive_figures(result: Evaluation, gathered: _Gathered, plan: Plan, truth_metrics) -> None:
+    """The calibration of the one-step predictive, from its draws (real-valued data) or probabilities (binary)."""
+    metrics, steps = result.metrics, result.x.shape[1]
+    if gathered.draws:
+        result.predictive = in_order(gathered.draws, gathered.indices, steps, batch_dim=1)
+        result.log_density = in_order(gathered.log_density, gathered.indices, steps) if gathered.log_density else None
+        metrics["calibration"] = calibration.calibration_summary(result.predictive, result.x, result.mask,
+                                                                 result.log_density)  # fmt: skip
+        metrics["calibration_source"] = (f"one-step-ahead predictive of {gathered.source}, {plan.samples} samples "
+                                         "per step; nlpd from its per-step log density")  # fmt: skip
+        if truth_metrics is not None:
+            metrics["truth_metrics"] = truth_metrics(result.predictive, result.x)
+    if gathered.probabilities:
+        result.probabilities = in_order(gathered.probabilities, gathered.indices, steps)
+        metrics["calibration"] = binary_calibration(result.probabilities, result.x, result.mask)
+        metrics["calibration_source"] = f"one-step-ahead note probabilities E[x_t | x_<t] from {gathered.source}"
+
+
+def _posterior_figures(result: Evaluation, model, x: torch.Tensor, draws: int) -> None:
+    """``draws`` draws of the guide on ``x [N, T, D]`` as the model sees it (``result.posterior``) and their PSIS-LOO
+    / WAIC (the ``loo`` metrics)."""
+    device = next(model.parameters()).device
+    result.posterior = calibration.posterior_inference_data(model, x.to(device), result.mask.to(device), draws)
+    result.metrics["loo"] = loo_metrics(result.posterior, result.metrics["test_steps"])
+
+
+def _refit_noise(model, valid, how: str) -> dict | None:
+    """The model's refit of its noise on the validation split ``valid`` (``(x, mask)``,
+    :meth:`~ppl_models.inference.protocol.SequenceModel.refit_noise`): its record, or ``None`` for ``how="none"``
+    and a model with no noise to refit."""
+    if how == "none":
+        return None
+    if valid is None:
+        raise ValueError(f"noise_refit={how!r} needs the validation split: pass valid=(x, mask)")
+    return model.refit_noise(*valid, how)
+
+
+def _checked_data(model, x, mask, *, binary, description, valid) -> tuple[torch.Tensor, torch.Tensor, bool]:
+    """``(x, mask, binary)`` checked for ``model`` (not a conditional one; a valid step at least), with ``binary``
+    by default whether every valid value is 0 or 1; the other arguments checked."""
+    if model.conditional:
+        raise ValueError(f"model {type(model).__name__} is conditional (it predicts targets y from inputs x); "
+                         "evaluate() judges models of x: score its predictive of y with "
+                         "ppl_models.inference.calibration.calibration_summary")  # fmt: skip
+    x, mask = check_sequences(x, mask, model=model)
+    check_some_valid(mask, "evaluate")
+    _check_arguments(binary, description, valid)
+    if binary is None:
+        binary = bool(((x[mask] == 0) | (x[mask] == 1)).all())
+    return x, mask, binary
+
+
+def _checked_plan(model, x: torch.Tensor, options: EvaluationOptions, binary: bool) -> Plan:
+    """What ``options`` ask of ``model`` on ``x``, refused where its draws cannot fit in memory or the model has no
+    one-step predictive to judge."""
+    check_memory(evaluation_memory(model, x, options, binary=binary))
+    plan = options.plan(model, binary=binary)
+    if not plan.by_filter and not model.supports("predictive"):
+        raise ValueError(f"model {type(model).__name__} has neither a particle form (for smc) nor a predictive")
+    return plan
+
+
+def _with_settings(options: EvaluationOptions | None, settings: dict) -> EvaluationOptions:
+    """``options`` (default: :class:`EvaluationOptions`'s defaults) with the keyword ``settings`` in place."""
+    if options is not None and not isinstance(options, EvaluationOptions):
+        raise InputTypeError(f"options must be an EvaluationOptions or None, got {type(options).__name__}")
+    known = [f.name for f in dataclasses.fields(EvaluationOptions)]
+    unknown = sorted(set(settings) - set(known))
+    if unknown:
+        raise InputTypeError(f"evaluate() got unknown keyword arguments {unknown}: its settings are the fields of "
+                             f"EvaluationOptions, {known}")  # fmt: skip
+    if options is None:
+        return EvaluationOptions(**settings)
+    return dataclasses.replace(options, **settings) if settings else options
+
+
+def _check_arguments(binary, description, valid) -> None:
+    """Raise ``TypeError`` unless ``binary`` is ``None`` or a bool, ``description`` a str and ``valid`` a pair."""
+    if binary is not None and not isinstance(binary, bool):
+        raise InputTypeError(f"binary must be None, True or False, got {type(binary).__name__} {binary!r}")
+    if not isinstance(description, str):
+        raise InputTypeError(f"description must be a str, got {type(description).__name__}")
+    if valid is not None and (not isinstance(valid, (tuple, list)) or len(valid) != 2):
+        raise InputTypeError(f"valid must be None or a pair (x [N, T, D], mask [N, T]), got {type(valid).__name__}")

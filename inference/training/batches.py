@@ -1,0 +1,81 @@
+"""The data a :class:`~ppl_models.inference.training.trainer.Trainer` takes, and how it is cut into batches.
+
+Training data is ``(x [N, T, D], mask [N, T])`` or, for a supervised objective, ``(x, mask, y [N, ...])``
+(:func:`check_data`). An epoch shuffles it into minibatches (:func:`epoch_batches`); evaluation takes it in batches
+of similar length (:func:`length_batches`), each cut to its longest sequence (:func:`trim_padding`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from ..validation import check_sequences
+from .rng import SHUFFLE_STREAM, derived_seed
+
+__all__ = ["check_data", "epoch_batches", "batches_per_epoch", "length_batches", "trim_padding"]
+
+
+def check_data(data, name: str, model: nn.Module | None = None) -> tuple[torch.Tensor, ...]:
+    """Validate ``(x [N, T, D], mask [N, T] or None)`` or ``(x, mask, y [N, ...])``; return it with the mask filled.
+
+    With ``model`` (the objective's), ``x`` is checked against it as at every step (dtype,
+    feature size, values), so a mismatch is refused before training, not after an epoch.
+    """
+    if not isinstance(data, (tuple, list)) or len(data) not in (2, 3):
+        raise ValueError(f"{name} must be a pair (x [N, T, D], mask [N, T]) or a triple (x, mask, y [N, ...]) "
+                         f"of supervised data, got {type(data).__name__}"
+                         + (f" of length {len(data)}" if isinstance(data, (tuple, list)) else ""))
+    x, mask = check_sequences(data[0], data[1], name=f"{name}[0]", model=model)
+    if len(data) == 2:
+        return x, mask
+    y = data[2]
+    if not isinstance(y, torch.Tensor) or y.dim() == 0 or y.shape[0] != x.shape[0]:
+        got = tuple(y.shape) if isinstance(y, torch.Tensor) else type(y).__name__
+        raise ValueError(f"{name}[2] (targets y) must be a tensor with N = {x.shape[0]} rows like x, got {got}")
+    return x, mask, y
+
+
+def epoch_batches(
+    num_items: int, batch_size: int, *, seed: int, epoch: int, rank: int = 0, world_size: int = 1
+) -> list[torch.Tensor]:
+    """Minibatch indices (CPU ``int64`` tensors) of one epoch for one process.
+
+    A permutation of ``range(num_items)`` drawn from a generator seeded by ``(seed, epoch)``,
+    the same on every rank, is padded by wrapping around to a multiple of ``world_size``, dealt
+    out (``rank::world_size``) and cut into batches of ``batch_size`` (the last may be smaller),
+    so every rank gets the same number of batches and together they cover every item.
+    """
+    generator = torch.Generator().manual_seed(derived_seed(SHUFFLE_STREAM, seed, epoch))
+    order = torch.randperm(num_items, generator=generator)
+    total = math.ceil(num_items / world_size) * world_size
+    order = order.repeat(math.ceil(total / num_items))[:total]
+    return list(order[rank::world_size].split(batch_size))
+
+
+def batches_per_epoch(num_items: int, batch_size: int, world_size: int) -> int:
+    """How many batches :func:`epoch_batches` gives each of ``world_size`` processes."""
+    return math.ceil(math.ceil(num_items / world_size) / batch_size)
+
+
+def length_batches(mask: torch.Tensor, batch_size: int, *, rank: int = 0, world_size: int = 1) -> list[torch.Tensor]:
+    """Evaluation batches (CPU ``int64`` index tensors): rows of ``mask [N, T]`` longest first.
+
+    Sequences of similar length share a batch, so :func:`trim_padding` leaves little padding;
+    the rows are dealt out ``rank::world_size`` before being cut into ``batch_size`` batches.
+    """
+    order = mask.sum(1).cpu().argsort(descending=True, stable=True)
+    return list(order[rank::world_size].split(batch_size))
+
+
+def trim_padding(x: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(x [B, T', D], mask [B, T'])`` without the trailing steps that are padding in every row.
+
+    A model that respects its mask gives the same result on the trimmed batch; the time it
+    spends is that of the longest sequence in the batch rather than of the whole data set.
+    """
+    valid = mask.any(0).nonzero()
+    steps = int(valid[-1]) + 1 if len(valid) else 1
+    return x[:, :steps], mask[:, :steps]
