@@ -34,7 +34,19 @@ from ppl_models.inference.recalibration import RECALIBRATION_METHODS
 from ppl_models.inference.training import TrainingDiverged
 from ppl_models.inference.validation import InputTypeError
 
-from . import compare, demo, forecasting, leaderboard, own_data, registry, reproductions, run_folder, runner, supervised
+from . import (
+    compare,
+    demo,
+    forecasting,
+    leaderboard,
+    own_data,
+    registry,
+    reproductions,
+    run_folder,
+    runner,
+    suites,
+    supervised,
+)
 from .build import resolve_device
 from .config import apply_overrides
 from .data import DataWarning
@@ -62,7 +74,7 @@ def _list(args) -> int:
     print("  " + ", ".join(own_data.MODEL_NAMES) + " (pf-lstm, pf-gru: --set data.targets=[...] columns as y)")
     sections = (("models (config name)", registry.MODELS), ("data sets", registry.DATASETS),
                 ("objectives", registry.OBJECTIVES), ("experiments", registry.EXPERIMENTS),
-                ("suites", registry.SUITES))  # fmt: skip
+                ("suites", suites.SUITES))  # fmt: skip
     for title, entries in sections:
         print(f"{title}:")
         for name, entry in entries.items():
@@ -135,10 +147,10 @@ def _leaderboard(args) -> int:
 
 
 def _suite(args) -> int:
-    if args.suite not in registry.SUITES:
-        raise ValueError(f"suite must be one of {sorted(registry.SUITES)}, got {args.suite!r}")
+    if args.suite not in suites.SUITES:
+        raise ValueError(f"suite must be one of {sorted(suites.SUITES)}, got {args.suite!r}")
     root = args.run_dir or run_folder.timestamped(args.suite)
-    summary = compare.run_suite(registry.SUITES[args.suite].members, root, list(args.set), args.device, args.only,
+    summary = compare.run_suite(suites.SUITES[args.suite].members, root, list(args.set), args.device, args.only,
                                 data=args.data)  # fmt: skip
     print((Path(root) / "comparison.md").read_text())
     print(f"suite folder: {root} ({len(summary)} runs)")

@@ -1,7 +1,7 @@
 """Suites of runs compared side by side: held-out MSE against epochs, predictions before and after
 training, and one table (the PSRNN paper's Figures 3 and 4).
 
-A suite is a list of ``(label, experiment, overrides)`` members (:data:`ppl_models.experiments.registry.SUITES`).
+A suite is a list of ``(label, experiment, overrides)`` members (:data:`ppl_models.experiments.suites.SUITES`).
 :func:`run_suite` trains each member into ``<root>/<label>`` (a finished member is kept, an
 interrupted one resumes), then :func:`compare` writes into ``<root>``:
 

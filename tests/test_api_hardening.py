@@ -7,7 +7,7 @@ import torch
 import ppl_models.inference.validation as validation
 from ppl_models import LinearGaussianSSM
 from ppl_models.inference import evaluate, posterior_predictive
-from ppl_models.inference.data.datasets import Standardizer
+from ppl_models.inference.data import Standardizer
 from ppl_models.inference.objectives import ExactLikelihood
 from ppl_models.inference.pointwise import posterior_draws
 from ppl_models.inference.training import TrainConfig, Trainer, load_checkpoint

@@ -6,7 +6,7 @@ import pytest
 import torch
 from factories import long_frame, write_file
 
-from ppl_models.inference.data.datasets import SequenceDataset, Standardizer
+from ppl_models.inference.data import SequenceDataset, Standardizer
 
 
 def expected_tensors(frame: pd.DataFrame):

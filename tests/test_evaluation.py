@@ -8,7 +8,7 @@ import torch
 
 from ppl_models import GRUBaseline, LinearGaussianSSM
 from ppl_models.inference import evaluate
-from ppl_models.inference.data.datasets import Standardizer
+from ppl_models.inference.data import Standardizer
 
 
 def lgssm(generator_seed=0):

@@ -13,7 +13,7 @@ from ppl_models import LinearGaussianSSM, RecurrentPredictor
 from ppl_models.experiments import cli, registry, runner
 from ppl_models.experiments.config import check_config, evaluate_section, evaluation_options, load_config
 from ppl_models.inference import EvaluationOptions, evaluate, one_step_mse, protocol
-from ppl_models.inference.data.datasets import Standardizer
+from ppl_models.inference.data import Standardizer
 
 
 def _constant_predictor(means=(1.0, -1.0)):

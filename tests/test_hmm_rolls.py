@@ -166,7 +166,8 @@ def test_metrics_table_shows_each_gap_to_the_truth():
 def test_srnn_hmm_trains_with_the_recipe_and_the_hmm_suites_keep_the_earlier_training():
     """srnn-hmm: weight decay 1e-3, 60 epochs, no early stopping; the suites reproduce docs/known_truth.md's tables."""
     from ppl_models.experiments.config import load_config
-    from ppl_models.experiments.registry import EXPERIMENTS, SUITES
+    from ppl_models.experiments.registry import EXPERIMENTS
+    from ppl_models.experiments.suites import SUITES
 
     path = EXPERIMENTS["srnn-hmm"].build
     train = load_config(path)["train"]

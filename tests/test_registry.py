@@ -3,7 +3,7 @@ every registered experiment and suite member is a valid configuration."""
 
 import pytest
 
-from ppl_models.experiments import cli, compare, registry, supervised
+from ppl_models.experiments import cli, compare, registry, suites, supervised
 from ppl_models.experiments.config import apply_overrides, check_config, evaluation_options, load_config
 
 DEMO = registry.EXPERIMENTS["lgssm-demo"].build
@@ -22,9 +22,9 @@ def test_builders_reject_unknown_keys_and_names():
     assert apply_overrides({"a": {"b": 1}}, ["a.b='x'"]) == {"a": {"b": "x"}}
 
 
-@pytest.mark.parametrize("suite", sorted(registry.SUITES))
+@pytest.mark.parametrize("suite", sorted(suites.SUITES))
 def test_every_suite_member_is_a_valid_configuration_with_a_distinct_folder(suite, tmp_path):
-    members = registry.SUITES[suite].members
+    members = suites.SUITES[suite].members
     for _, experiment, overrides in members:
         path = registry.experiment_config(experiment)
         if supervised.is_supervised(path):
@@ -38,7 +38,7 @@ def test_every_suite_member_is_a_valid_configuration_with_a_distinct_folder(suit
 def test_srnn_jsb_is_regularised_and_its_ablation_runs_in_the_papers_setting():
     config = load_config(registry.experiment_config("srnn-jsb"), [])
     assert config["model"]["dropout"] == 0.5 and config["train"]["weight_decay"] == 1e-3
-    for _, experiment, overrides in registry.SUITES["srnn-jsb-ablation"].members:
+    for _, experiment, overrides in suites.SUITES["srnn-jsb-ablation"].members:
         member = load_config(registry.experiment_config(experiment), list(overrides))
         assert member["model"]["dropout"] == 0 and member["train"]["weight_decay"] == 0
 

@@ -10,7 +10,8 @@ import pytest
 from ppl_models.experiments import claims, reproductions
 from ppl_models.experiments.claims import CLAIMS, Beats, Budget, Claim, Matches, Reading, Stat, Within
 from ppl_models.experiments.cli import main
-from ppl_models.experiments.registry import EXPERIMENTS, SUITES
+from ppl_models.experiments.registry import EXPERIMENTS
+from ppl_models.experiments.suites import SUITES
 
 RESULTS = Path(__file__).resolve().parent.parent / "docs" / "results"
 

@@ -1,7 +1,7 @@
 """The registry of the papers' headline claims and how each is tested here (``ppl-models reproduce``).
 
 A :class:`Claim` names the paper's figure and metric, the registered experiments or suites that test it
-(:data:`ppl_models.experiments.registry.EXPERIMENTS`, :data:`~ppl_models.experiments.registry.SUITES`), the seeds,
+(:data:`ppl_models.experiments.registry.EXPERIMENTS`, :data:`~ppl_models.experiments.suites.SUITES`), the seeds,
 the results files under ``docs/results/`` holding our figures, the reader that turns them into a :class:`Reading`
 (mean, sd and each compared model's budget) and the :class:`Rule` that turns that into a verdict. A claim not run
 says why (``not_run``); one whose figures have no file with their command and seeds is marked ``evidence

@@ -26,7 +26,8 @@ from pathlib import Path
 import torch
 
 from ppl_models.inference.calibration import calibration_summary, pit, plot_pit_ecdf, plot_predictive_bands
-from ppl_models.inference.data.datasets import SPLITS, Standardizer
+from ppl_models.inference.data import Standardizer
+from ppl_models.inference.data.datasets import SPLITS
 from ppl_models.inference.validation import check_choice, check_positive_int
 
 from .own_file import read_dataset

@@ -11,7 +11,7 @@ import json
 from collections import OrderedDict
 from pathlib import Path
 
-from ppl_models.inference.data.datasets import SequenceDataset, Standardizer
+from ppl_models.inference.data import SequenceDataset, Standardizer
 
 from ..data import ExperimentData
 
@@ -64,7 +64,7 @@ def file_data(path: str, series: str | None = None, time: str | None = None, fea
     or ``"time"``, with ``fractions`` (train, valid, test; default 0.7, 0.15, 0.15) and
     ``split_seed``, unless a ``split`` column decides; ``window`` / ``stride`` cut training windows
     (held-out splits into consecutive windows). Real-valued features are standardised on the
-    training split (or by ``standardizer``, a :meth:`~ppl_models.inference.data.datasets.Standardizer.to_dict` record: a
+    training split (or by ``standardizer``, a :meth:`~ppl_models.inference.data.Standardizer.to_dict` record: a
     trained model's own, to judge or forecast new data in its units); the tensors are in those units.
     """
     table = {"series": series, "time": time, "features": features, "targets": targets, "split": split,

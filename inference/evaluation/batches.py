@@ -10,7 +10,7 @@ from collections.abc import Iterator, Mapping
 import torch
 from torch import nn
 
-from ..data.datasets import Standardizer
+from ..data import Standardizer
 from ..training import length_batches, trim_padding
 from ..validation import InputTypeError
 
@@ -43,7 +43,7 @@ def in_order(pieces: list[torch.Tensor], indices: list[torch.Tensor], steps: int
 class Units:
     """The way from the model's (standardised) units back to the data's: values and log densities.
 
-    ``standardizer``: a :class:`~ppl_models.inference.data.datasets.Standardizer`, its ``to_dict()`` or ``None``
+    ``standardizer``: a :class:`~ppl_models.inference.data.Standardizer`, its ``to_dict()`` or ``None``
     (the units are the data's), checked against the features of ``like [..., D]``.
     """
 

@@ -25,7 +25,7 @@ def one_step_mse(model, x: torch.Tensor, mask: torch.Tensor | None, *, standardi
                  batch_size: int = 256) -> float:  # fmt: skip
     """Mean squared error of the one-step predictive mean ``E[x_t | x_<t]`` over the valid steps and features of
     ``x [N, T, D]`` (``mask [N, T]``), in the data's units under a ``standardizer`` (a
-    :class:`~ppl_models.inference.data.datasets.Standardizer` or its ``to_dict()``): the ``mse`` of
+    :class:`~ppl_models.inference.data.Standardizer` or its ``to_dict()``): the ``mse`` of
     :func:`~ppl_models.inference.evaluation.evaluate` where the mean is the model's own ``predictive``.
 
     The model runs as it is (call ``model.eval()`` first where dropout or batch norms should not draw),

@@ -77,7 +77,7 @@ def evaluate(model, x: torch.Tensor, mask: torch.Tensor | None = None, options: 
         valid: the validation split ``(x, mask)``, on which ``options.noise_refit`` refits a model's noise.
         truth: the data's source, a model with an exact ``log_likelihood``: adds ``exact (true
             parameters)`` and ``gap_to_truth``. ``truth_metrics``: ``(draws, x) -> {name: value}``.
-        standardizer: the :class:`~ppl_models.inference.data.datasets.Standardizer` under which ``x`` is held (or
+        standardizer: the :class:`~ppl_models.inference.data.Standardizer` under which ``x`` is held (or
             its ``to_dict()``): every figure is then reported in the data's own units (log
             densities by the change of variables, ``- sum_d log scale_d`` per step; draws, means,
             MSE and CRPS mapped back).
