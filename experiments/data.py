@@ -57,6 +57,13 @@ class ExperimentData:
     standardizer: object = None
     #: a user's file: what went where (series ids, step counts), how it was cut, and the standardisation
     split_record: dict | None = None
+    #: ``{"valid": scored [N, T] or None, "test": ...}``: the steps of each held-out split that are scored, the
+    #: others (a held-out segment's history) read as context; ``None`` (or a split's ``None``): every valid step
+    scored: dict | None = None
+
+    def scored_mask(self, split: str) -> torch.Tensor | None:
+        """``scored [N, T]`` of ``split`` (``"valid"`` or ``"test"``), or ``None`` where every valid step is scored."""
+        return (self.scored or {}).get(split)
 
     @property
     def obs_dim(self) -> int:

@@ -34,8 +34,9 @@ def mse_monitor(model, data, run_dir: Path, *, fresh: bool) -> Callable[[], dict
     @torch.no_grad()
     def monitor() -> dict:
         model.eval()
-        return {f"{name}_mse": one_step_mse(model, *split, standardizer=data.standardizer)
-                for name, split in (("valid", data.valid), ("test", data.test))}  # fmt: skip
+        return {f"{name}_mse": one_step_mse(model, *getattr(data, name), standardizer=data.standardizer,
+                                            scored=data.scored_mask(name))
+                for name in ("valid", "test")}  # fmt: skip
 
     if fresh:
         write_json(run_dir / "predictions.json", {"initial": first_test_prediction(model, data),
@@ -72,19 +73,20 @@ def write_outputs(run_dir: Path, model, data, config, result, seed: int, records
     figures = run_dir / "plots"
     plots.learning_curve(records / "metrics.jsonl", figures / "learning_curve.png")
     x, mask = result.x, result.mask  # in the data's own units
+    scored = mask if result.scored is None else result.scored  # the steps judged: each row's context left out
     if isinstance(predictive, torch.Tensor):
-        idata = calibration.to_inference_data(predictive, x, mask=mask)
+        idata = calibration.to_inference_data(predictive, x, mask=scored)
         calibration.save_inference_data(idata, run_dir / "predictive.nc")
-        pit_values = calibration.pit(predictive, x, mask)[mask]
+        pit_values = calibration.pit(predictive, x, scored)[scored]
         save_torch(run_dir / "pit.pt", pit_values)  # every valid entry's PIT, for comparisons (leaderboard)
         calibration.plot_pit_ecdf(pit_values, figures / "pit_ecdf.png")
         calibration.plot_coverage(metrics_coverage(metrics["calibration"]), figures / "coverage.png")
         calibration.plot_predictive_bands(predictive, x, mask=mask, path=figures / "predictive_bands.png")
     if isinstance(probabilities, torch.Tensor):
-        curve = calibration.reliability_curve(probabilities, x, mask)
+        curve = calibration.reliability_curve(probabilities, x, scored)
         board_figures.write_reliability(curve, run_dir)  # the leaderboard's reliability curves
         calibration.plot_reliability(curve, figures / "reliability.png")
-        music.piano_roll_outputs(model, x[0][mask[0]], probabilities[0][mask[0]], run_dir, seed=seed)
+        music.piano_roll_outputs(model, x[0][scored[0]], probabilities[0][scored[0]], run_dir, seed=seed)
     if "smc" in config.estimators and model.supports("particles") and not data.binary:
         _particle_cloud(model, data.test[0], mask, config.num_particles, figures / "particles.png")
 

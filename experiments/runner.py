@@ -51,7 +51,8 @@ def train(config: dict, run_dir: str | Path, *, resume: bool = False, change_epo
         if fresh:
             model.initialize(*data.train)
         trainer = Trainer(objective, data.train, data.valid, TrainConfig.from_dict(config["train"]), run_dir, device,
-                          monitor=mse_monitor(model, data, run_dir, fresh=fresh), experiment=experiment)  # fmt: skip
+                          monitor=mse_monitor(model, data, run_dir, fresh=fresh), experiment=experiment,
+                          valid_scored=data.scored_mask("valid"))  # fmt: skip
         trainer.fit(resume=resume)
         if (run_dir / "checkpoints" / "best.pt").exists():
             load_run_checkpoint(run_dir, objective, config)
@@ -106,7 +107,7 @@ def evaluate_model(model, data, config: evaluation.EvaluationOptions, run_dir: s
     x, mask = data.test
     result = evaluation.evaluate(model, x, mask, config, seed=seed, valid=data.valid, binary=data.binary,
                                  truth=data.truth, truth_metrics=data.truth_metrics, description=data.description,
-                                 standardizer=data.standardizer)  # fmt: skip
+                                 standardizer=data.standardizer, scored=data.scored_mask("test"))  # fmt: skip
     if run_dir is not None:
         write_outputs(Path(run_dir), model, data, config, result, seed, Path(records_from or run_dir))
     return result.metrics

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-__all__ = ["InputTypeError", "check_sequences", "check_choice", "check_positive_int", "check_draw_count",
+__all__ = ["InputTypeError", "check_sequences", "check_scored", "check_choice", "check_positive_int", "check_draw_count",
            "check_seed", "check_flag", "check_probability", "value_checks", "value_checks_enabled",
            "available_memory", "check_memory"]  # fmt: skip
 
@@ -52,7 +52,7 @@ def value_checks_enabled() -> bool:
 
 
 def check_sequences(
-    x, mask=None, *, name: str = "x", feature_size: int | None = None, model=None
+    x, mask=None, *, name: str = "x", feature_size: int | None = None, model=None, prefix: bool = True
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Validate a batch of sequences and return ``(x, mask)``.
 
@@ -61,6 +61,7 @@ def check_sequences(
             padding may hold anything, NaN included).
         mask: optional bool ``[B, T]``; ``True`` marks valid steps, which come first in
             each row (variable-length sequences padded at the end). Defaults to all true.
+            ``prefix=False``: any selection of steps (a figure pooled over entries, of scored steps, say).
         name: argument name used in error messages.
         feature_size: expected ``D``, if the caller knows it.
         model: the ``nn.Module`` that will read ``x``: ``x`` must have the dtype of its
@@ -105,7 +106,7 @@ def check_sequences(
             )
         if mask.dtype != torch.bool:
             raise InputTypeError(f"mask must be a bool tensor, got dtype {mask.dtype}")
-        if steps > 1 and value_checks_enabled() and bool((mask[:, 1:] & ~mask[:, :-1]).any()):
+        if prefix and steps > 1 and value_checks_enabled() and bool((mask[:, 1:] & ~mask[:, :-1]).any()):
             raise ValueError(
                 "mask must mark a prefix of each sequence (valid steps first, padding after); "
                 "got a True after a False"
@@ -120,6 +121,28 @@ def check_sequences(
         if callable(check_values):
             check_values(x, mask, name=name)
     return x, mask
+
+
+def check_scored(scored, mask: torch.Tensor, *, name: str = "scored") -> torch.Tensor | None:
+    """``scored [N, T]`` checked against ``mask [N, T]``: a bool tensor of its shape whose steps are valid ones and
+    follow each row's context (its valid steps that are not scored, which come first); ``None`` passes through.
+
+    A ``ValueError`` (``TypeError`` for a non-tensor) names ``name`` otherwise.
+    """
+    if scored is None:
+        return None
+    if not isinstance(scored, torch.Tensor) or scored.dtype != torch.bool:
+        got = f"a {scored.dtype} tensor" if isinstance(scored, torch.Tensor) else type(scored).__name__
+        raise InputTypeError(f"{name} must be a bool tensor [N, T] of the steps to score, got {got}")
+    if scored.shape != mask.shape:
+        raise ValueError(f"{name} must have the mask's shape {list(mask.shape)}, got {list(scored.shape)}")
+    scored = scored.to(mask.device)
+    if bool((scored & ~mask).any()):
+        raise ValueError(f"{name} marks padding steps (outside mask): only valid steps can be scored")
+    if bool((scored[:, :-1] & ~scored[:, 1:] & mask[:, 1:]).any()):
+        raise ValueError(f"{name}: each row's scored steps must follow its context, to the row's end (a context "
+                         "step after a scored one)")  # fmt: skip
+    return scored
 
 
 def _check_dtype(x: torch.Tensor, model, name: str) -> None:

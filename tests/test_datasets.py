@@ -95,12 +95,16 @@ def test_splits_by_series_time_and_column_are_disjoint_and_recorded():
     assert by_series.to_dict()["how"] == {"by": "series", "fractions": [0.6, 0.2, 0.2], "seed": 0}
     assert dataset.split(seed=0).to_dict() == dataset.split(seed=0).to_dict()  # a seed gives the same split
     by_time = dataset.split(by="time", fractions=(0.5, 0.25, 0.25))
-    assert [part.lengths for part in by_time] == [[10] * 10, [5] * 10, [5] * 10]
+    # held-out segments keep their series' earlier steps as context: scored are 5, 5 steps
+    assert [part.lengths for part in by_time] == [[10] * 10, [15] * 10, [20] * 10]
+    assert [int(m.sum()) for m in by_time.scored().values()] == [50, 50]
     x, _ = dataset.padded()
-    assert torch.equal(by_time.test.padded()[0], x[:, 15:].float())  # the last quarter of each series
+    scored = by_time.scored()["test"]
+    assert torch.equal(by_time.test.padded()[0][scored], x[:, 15:].float().flatten(0, 1))  # the last quarter
     frame["part"] = np.where(frame["step"] < 14, "train", np.where(frame["step"] < 17, "valid", "test"))
     by_column = SequenceDataset.from_dataframe(frame, series="id", time="step", split="part").split()
-    assert [part.lengths[0] for part in by_column] == [14, 3, 3] and by_column.how == {"by": "column"}
+    assert [part.lengths[0] for part in by_column] == [14, 17, 20] and by_column.how == {"by": "column"}
+    assert by_column.valid.context[0] == 14 and by_column.test.context[0] == 17
 
 
 def test_windows_cut_training_sequences_and_cover_held_out_steps_once():

@@ -90,9 +90,9 @@ def file_regression(path: str | os.PathLike, targets: list[str] | None = None, s
     options = {"series": series, "time": time, "features": features, "split": split, "missing": missing, "sep": sep,
                "time_order": time_order}
     dataset = read_dataset(path, targets=list(targets), **{k: v for k, v in options.items() if v is not None})
-    parts = dataset.split(by=split_by, fractions=fractions or (0.7, 0.15, 0.15), seed=split_seed)
+    parts = dataset.split(by=split_by, fractions=fractions or (0.7, 0.15, 0.15), seed=split_seed, context=False)
     if window is not None:
-        parts = parts.windows(window, stride)
+        parts = parts.windows(window, stride, held_out="cover")
     splits = {}
     for name, part in zip(SPLITS, parts):
         x, mask = part.padded(parts.standardizer)

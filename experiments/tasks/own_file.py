@@ -63,7 +63,8 @@ def file_data(path: str, series: str | None = None, time: str | None = None, fea
     the time column's numbers, dates or numbered labels) or ``"file"`` (the file's order); ``split_by`` is ``"series"``
     or ``"time"``, with ``fractions`` (train, valid, test; default 0.7, 0.15, 0.15) and
     ``split_seed``, unless a ``split`` column decides; ``window`` / ``stride`` cut training windows
-    (held-out splits into consecutive windows). Real-valued features are standardised on the
+    (held-out splits are scored whole: a held-out segment of a series keeps the series' earlier steps as context,
+    read but not scored: :attr:`~ppl_models.experiments.data.ExperimentData.scored`). Real-valued features are standardised on the
     training split (or by ``standardizer``, a :meth:`~ppl_models.inference.data.Standardizer.to_dict` record: a
     trained model's own, to judge or forecast new data in its units); the tensors are in those units.
     """
@@ -81,7 +82,7 @@ def file_data(path: str, series: str | None = None, time: str | None = None, fea
     kind = "binary" if dataset.binary else "real-valued, standardised on the training split"
     return ExperimentData(train, valid, test, f"{path} ({len(dataset)} series, {dataset.obs_dim} features, {kind})",
                         binary=dataset.binary, standardizer=splits.standardizer,
-                        split_record=splits.to_dict())  # fmt: skip
+                        split_record=splits.to_dict(), scored=splits.scored())  # fmt: skip
 
 
 def _recorded(record: dict, features: list[str], path) -> Standardizer:

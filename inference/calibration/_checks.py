@@ -40,7 +40,7 @@ def _check_predictive(predictive, observed, mask, *, min_samples: int = 1):
     if predictive.shape[0] < min_samples:
         raise ValueError(f"predictive needs S >= {min_samples} samples, got shape {tuple(predictive.shape)}")
     observed = _as_float_tensor(observed, "observed").to(predictive.device)
-    observed, mask = check_sequences(observed, _as_mask(mask, predictive.device), name="observed")
+    observed, mask = check_sequences(observed, _as_mask(mask, predictive.device), name="observed", prefix=False)
     _require_valid_step(mask)
     if observed.shape != predictive.shape[1:]:
         raise ValueError(

@@ -254,7 +254,7 @@ def _check_step_values(values, mask, *, name: str):
             f"{name} and mask must have the same shape [B, T], got {name} {tuple(values.shape)} "
             f"and mask {tuple(mask.shape)}"
         )
-    with_feature, mask = check_sequences(values.unsqueeze(-1), mask, name=name)
+    with_feature, mask = check_sequences(values.unsqueeze(-1), mask, name=name, prefix=False)
     _require_valid_step(mask)
     return with_feature.squeeze(-1), mask
 
@@ -262,7 +262,7 @@ def _check_step_values(values, mask, *, name: str):
 def _check_binary_forecast(prob, observed, mask):
     """Validate probabilities and binary outcomes, both ``[B, T, D]``; returns ``(prob, observed, mask)``."""
     prob = _as_float_tensor(prob, "prob")
-    prob, mask = check_sequences(prob, _as_mask(mask, prob.device), name="prob")
+    prob, mask = check_sequences(prob, _as_mask(mask, prob.device), name="prob", prefix=False)
     _require_valid_step(mask)
     observed = _as_float_tensor(observed, "observed").to(prob.device)
     if observed.shape != prob.shape:

@@ -12,7 +12,10 @@ ids, feature names and (for a conditional model) targets ``[T_i, O]``. It is bui
 * a list of arrays (:meth:`SequenceDataset.from_sequences`).
 
 :meth:`~SequenceDataset.split` cuts it into train / validation / test (by series or by time,
-by fractions and a seed or by a split column) as :class:`DataSplits`, whose
+by fractions and a seed or by a split column) as :class:`DataSplits`. A held-out segment of a
+series (split by time, or by a split column) keeps the series' earlier steps as its *context*:
+they are read, not scored (``context``, :meth:`SequenceDataset.scored_mask`), so no model
+starts cold at the segment's first step. The splits' :class:
 :class:`Standardizer` is fit on the training split (real-valued data; binary data is left as
 it is) and maps predictions back to the data's own units; targets, kept apart from the features,
 get their own (``target_standardizer``). :meth:`~SequenceDataset.windows`
@@ -71,13 +74,16 @@ class SequenceDataset:
 
     def __init__(self, sequences: list[np.ndarray], *, ids: list[str], features: list[str],
                  targets: list[np.ndarray] | None = None, target_names: list[str] | None = None,
-                 split_labels: list[np.ndarray] | None = None, source: str = "sequences"):  # fmt: skip
+                 split_labels: list[np.ndarray] | None = None, context: list[int] | None = None,
+                 source: str = "sequences"):  # fmt: skip
         self.sequences = sequences
         self.ids = ids
         self.features = features
         self.targets = targets
         self.target_names = target_names or []
         self.split_labels = split_labels
+        #: per sequence, its leading steps that are history (read, not scored); ``None``: every step is scored
+        self.context = context
         self.source = source
 
     # --- construction ---------------------------------------------------------------------
@@ -240,6 +246,14 @@ class SequenceDataset:
         if a ``standardizer`` is given."""
         return _pad(self.sequences, dtype, standardizer)
 
+    def scored_mask(self) -> torch.Tensor:
+        """``scored [N, max T]``: the valid steps after each sequence's :attr:`context` (all valid steps where there
+        is none), aligned with :meth:`padded`."""
+        lengths = torch.tensor(self.lengths)
+        first = torch.tensor(self.context if self.context is not None else [0] * len(self))
+        steps = torch.arange(int(lengths.max()))
+        return (steps < lengths.unsqueeze(1)) & (steps >= first.unsqueeze(1))
+
     def padded_targets(self, standardizer: Standardizer | None = None, *,
                        dtype: torch.dtype = torch.float32) -> torch.Tensor:  # fmt: skip
         """The targets ``y [N, max T, O]`` (zeros after each end), in standard units if a ``standardizer``
@@ -258,6 +272,8 @@ class SequenceDataset:
         refused.
         """
         window = check_positive_int(window, name="window", minimum=2)
+        if self.context is not None and any(self.context):
+            raise ValueError(f"{self.source}: a held-out split that keeps its history is scored whole, not in windows")
         stride = window if cover else check_positive_int(window if stride is None else stride, name="stride")
         short = [(name, len(s)) for name, s in zip(self.ids, self.sequences) if len(s) < window]
         if short and not cover:
@@ -281,7 +297,7 @@ class SequenceDataset:
                                split_labels=pieces["labels"] or None, source=self.source)  # fmt: skip
 
     def split(self, *, by: str = "series", fractions: Sequence[float] = (0.7, 0.15, 0.15), seed: int = 0,
-              column: bool | None = None) -> DataSplits:  # fmt: skip
+              column: bool | None = None, context: bool = True) -> DataSplits:  # fmt: skip
         """Train / validation / test :class:`DataSplits`.
 
         ``by="series"``: whole series go to each split, shuffled by ``seed`` in the given
@@ -289,6 +305,12 @@ class SequenceDataset:
         steps to train, the next to validation, the rest to test. With a split column
         (``split=`` at construction; ``column=None`` uses it when there is one), each row goes
         where its label says, and ``by``, ``fractions`` and ``seed`` are not used.
+
+        A validation or test segment that starts inside its series (by time; by a column whose
+        labels of that split are one run of steps) keeps the series' earlier steps as its
+        :attr:`context`: its sequence is the series up to the segment's end, and only the
+        segment is scored (:meth:`scored_mask`). The training split never has context;
+        ``context=False`` gives the held-out segments alone.
         """
         if by not in ("series", "time"):
             raise ValueError(f"by: expected 'series' or 'time', got {by!r}")
@@ -297,26 +319,31 @@ class SequenceDataset:
         if use_column:
             if self.split_labels is None:
                 raise ValueError(f"{self.source}: no split column was named (split=)")
-            parts, how = self._split_by_labels(), {"by": "column"}
+            parts, how = self._split_by_labels(context), {"by": "column"}
         else:
             fractions = _fractions(fractions)
-            parts = self._split_by_series(fractions, seed) if by == "series" else self._split_by_time(fractions)
+            parts = (self._split_by_series(fractions, seed) if by == "series" else
+                     self._split_by_time(fractions, context))  # fmt: skip
             how = {"by": by, "fractions": list(fractions), "seed": seed}
         for name, part in zip(SPLITS, parts):
             if not part:
                 raise ValueError(f"{self.source}: the {name} split is empty ({len(self)} series, {how}); "
                                  "give more series, other fractions, or split by time")  # fmt: skip
-        train, valid, test = (SequenceDataset([s for s, _, _ in part], ids=[i for _, i, _ in part],
-                                              features=self.features, targets=[t for _, _, t in part] if self.targets
-                                              else None, target_names=self.target_names, source=self.source)
+        train, valid, test = (SequenceDataset([s for s, _, _, _ in part], ids=[i for _, i, _, _ in part],
+                                              features=self.features, targets=[t for _, _, t, _ in part] if
+                                              self.targets else None, target_names=self.target_names,
+                                              context=[c for _, _, _, c in part] if any(c for *_, c in part)
+                                              else None, source=self.source)
                               for part in parts)  # fmt: skip
         targets = (Standardizer.fit(train.targets, self.target_names, binary=False, source=self.source, what="target")
                    if self.targets else None)  # fmt: skip
         features = Standardizer.fit(train.sequences, self.features, binary=self.binary, source=self.source)
         return DataSplits(train, valid, test, how, features, targets)
 
-    def _parts(self, i: int, cut: slice, name: str):
-        return self.sequences[i][cut], name, self.targets[i][cut] if self.targets else None
+    def _parts(self, i: int, cut: slice, name: str, context: int = 0):
+        """``(sequence, id, targets, context)`` of steps ``cut`` of series ``i``, with its first ``context`` steps
+        history."""
+        return self.sequences[i][cut], name, self.targets[i][cut] if self.targets else None, int(context)
 
     def _split_by_series(self, fractions, seed):
         order = np.random.default_rng(seed).permutation(len(self))
@@ -325,7 +352,7 @@ class SequenceDataset:
         return [[self._parts(i, slice(None), self.ids[i]) for i in sorted(order[a:b])]
                 for a, b in zip(bounds[:-1], bounds[1:])]  # fmt: skip
 
-    def _split_by_time(self, fractions):
+    def _split_by_time(self, fractions, context: bool):
         parts = [[], [], []]
         for i, name in enumerate(self.ids):
             length = len(self.sequences[i])
@@ -334,10 +361,11 @@ class SequenceDataset:
                 if b - a < 2:
                     raise ValueError(f"{self.source}: series {name!r} has {length} steps: too short to split by "
                                      f"time into {list(fractions)} with at least 2 steps in each part")  # fmt: skip
-                parts[k].append(self._parts(i, slice(a, b), f"{name}[{a}:{b}]"))
+                start = 0 if k and context else a  # held-out segments keep the series' earlier steps as context
+                parts[k].append(self._parts(i, slice(start, b), f"{name}[{a}:{b}]", a - start))
         return parts
 
-    def _split_by_labels(self):
+    def _split_by_labels(self, context: bool):
         parts = [[], [], []]
         for i, name in enumerate(self.ids):
             labels = self.split_labels[i]
@@ -348,9 +376,12 @@ class SequenceDataset:
                 if len(index) < 2:
                     raise ValueError(f"{self.source}: series {name!r} has {len(index)} {split} step; each part of a "
                                      "series needs at least 2 steps")  # fmt: skip
-                seq = self.sequences[i][index]
+                run = index[-1] - index[0] + 1 == len(index)  # one run of steps: its history is the steps before
+                if split != "train" and run and context:
+                    parts[k].append(self._parts(i, slice(0, index[-1] + 1), f"{name}:{split}", int(index[0])))
+                    continue
                 target = self.targets[i][index] if self.targets else None
-                parts[k].append((seq, f"{name}:{split}", target))
+                parts[k].append((self.sequences[i][index], f"{name}:{split}", target, 0))
         return parts
 
     # --- checks ---------------------------------------------------------------------------
@@ -403,11 +434,19 @@ class DataSplits:
     def __iter__(self):
         return iter((self.train, self.valid, self.test))
 
-    def windows(self, window: int, stride: int | None = None) -> DataSplits:
-        """Training windows of ``window`` steps every ``stride``; validation and test cut into consecutive
-        windows that count each step once (:meth:`SequenceDataset.windows`). No window spans two splits."""
-        return DataSplits(self.train.windows(window, stride), self.valid.windows(window, cover=True),
-                          self.test.windows(window, cover=True),
+    def windows(self, window: int, stride: int | None = None, *, held_out: str = "whole") -> DataSplits:
+        """Training windows of ``window`` steps every ``stride``.
+
+        ``held_out="whole"``: validation and test are scored whole, each step given all the earlier steps of its
+        series (its held-out segment's :attr:`~SequenceDataset.context` included), since a window would start a
+        model cold; ``"cover"``: they are cut into consecutive windows that count each step once
+        (:meth:`SequenceDataset.windows`; splits without context only).
+        """
+        if held_out not in ("whole", "cover"):
+            raise ValueError(f"held_out: expected 'whole' or 'cover', got {held_out!r}")
+        valid, test = ((self.valid, self.test) if held_out == "whole" else
+                       (self.valid.windows(window, cover=True), self.test.windows(window, cover=True)))  # fmt: skip
+        return DataSplits(self.train.windows(window, stride), valid, test,
                           {**self.how, "window": window, "stride": stride or window}, self.standardizer,
                           self.target_standardizer)  # fmt: skip
 
@@ -416,12 +455,20 @@ class DataSplits:
         standardizer = self.standardizer if standardize else None
         return [part.padded(standardizer, dtype=dtype) for part in self]
 
+    def scored(self) -> dict[str, torch.Tensor | None]:
+        """``{"valid": scored [N, T], "test": ...}`` (:meth:`SequenceDataset.scored_mask`), ``None`` for a split
+        without context (every valid step scored)."""
+        return {name: part.scored_mask() if part.context is not None else None
+                for name, part in (("valid", self.valid), ("test", self.test))}  # fmt: skip
+
     def to_dict(self) -> dict:
         """What went where (series ids and step counts), how, and the standardisation: for the run folder."""
         record = {"how": self.how, "standardizer": self.standardizer.to_dict()}
         if self.target_standardizer is not None:
             record["target_standardizer"] = self.target_standardizer.to_dict()
-        return {**record, **{name: {"ids": part.ids, "steps": part.lengths} for name, part in zip(SPLITS, self)}}
+        return {**record, **{name: {"ids": part.ids, "steps": part.lengths,
+                                    "context": part.context or [0] * len(part)}
+                             for name, part in zip(SPLITS, self)}}  # fmt: skip
 
 
 # --- helpers ------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ import torch
 
 from .. import calibration
 from ..arviz_compat import loo_summary, waic_summary
-from ..validation import check_positive_int, check_sequences
+from ..validation import check_positive_int, check_scored, check_sequences
 from .batches import Units, batches, check_some_valid
 
 __all__ = ["one_step_mse", "squared_error", "mean_squared_error", "gap_to_truth", "binary_calibration",
@@ -22,23 +22,26 @@ EXCESS_STANDARD_ERRORS = 2.0
 
 @torch.no_grad()
 def one_step_mse(model, x: torch.Tensor, mask: torch.Tensor | None, *, standardizer=None,
-                 batch_size: int = 256) -> float:  # fmt: skip
+                 batch_size: int = 256, scored: torch.Tensor | None = None) -> float:  # fmt: skip
     """Mean squared error of the one-step predictive mean ``E[x_t | x_<t]`` over the valid steps and features of
     ``x [N, T, D]`` (``mask [N, T]``), in the data's units under a ``standardizer`` (a
     :class:`~ppl_models.inference.data.Standardizer` or its ``to_dict()``): the ``mse`` of
     :func:`~ppl_models.inference.evaluation.evaluate` where the mean is the model's own ``predictive``.
 
     The model runs as it is (call ``model.eval()`` first where dropout or batch norms should not draw),
-    ``batch_size`` sequences of similar lengths at a time.
+    ``batch_size`` sequences of similar lengths at a time. ``scored [N, T]``: only these steps count, each row's
+    earlier valid steps are its context (:func:`~ppl_models.inference.validation.check_scored`).
     """
     x, mask = check_sequences(x, mask, model=model)
-    check_some_valid(mask, "one_step_mse")
+    scored = mask if scored is None else check_scored(scored, mask)
+    check_some_valid(scored, "one_step_mse")
     batch_size = check_positive_int(batch_size, name="batch_size")
     units = Units(standardizer, x)
     device = next(model.parameters()).device
-    total = sum(squared_error(model.predictive(xb, mb, 0).mean, xb, mb, units)
-                for _, xb, mb in batches(x, mask, batch_size, device))  # fmt: skip
-    return mean_squared_error(total, mask, x.shape[-1])
+    total = sum(squared_error(model.predictive(xb, mb, 0).mean, xb, scored[index][:, : xb.shape[1]].to(mb.device),
+                              units)
+                for index, xb, mb in batches(x, mask, batch_size, device))  # fmt: skip
+    return mean_squared_error(total, scored, x.shape[-1])
 
 
 def squared_error(mean: torch.Tensor, x: torch.Tensor, mask: torch.Tensor, units: Units) -> float:

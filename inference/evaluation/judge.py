@@ -20,7 +20,8 @@ from .. import calibration
 from ..objectives import ELBO, IWAE
 from ..protocol import OneStepPredictive, particle_predictive
 from ..saturation import each_warning_once
-from ..validation import InputTypeError, check_memory, check_sequences
+from ..training import trim_padding
+from ..validation import InputTypeError, check_memory, check_scored, check_sequences
 from .batches import Units, batches, check_some_valid, in_order
 from .figures import binary_calibration, gap_to_truth, loo_metrics, mean_squared_error, squared_error
 from .memory import evaluation_memory
@@ -36,7 +37,8 @@ class Evaluation:
     ``predictive``: one-step draws ``[S, N, T, D]`` (real-valued data, ``predictive_samples > 0``);
     ``log_density``: their per-step log density ``[N, T]`` where the model gives one;
     ``probabilities``: ``E[x_t | x_<t]`` ``[N, T, D]`` (binary data); ``posterior``: the guide's
-    draws as ``InferenceData`` (``posterior_draws > 0``); ``x``, ``mask``: the data, ``[N, T, D]``, ``[N, T]``.
+    draws as ``InferenceData`` (``posterior_draws > 0``); ``x``, ``mask``: the data, ``[N, T, D]``, ``[N, T]``;
+    ``scored``: the steps judged ``[N, T]`` (the valid steps after each row's context; ``mask`` where there is none).
     """
 
     metrics: dict
@@ -46,6 +48,7 @@ class Evaluation:
     log_density: torch.Tensor | None = None
     probabilities: torch.Tensor | None = None
     posterior: Any = None
+    scored: torch.Tensor | None = None
 
     def __getitem__(self, key: str):
         return self.metrics[key]
@@ -58,7 +61,8 @@ class Evaluation:
                 return self.posterior
             raise ValueError("evaluate() took no predictive draws: pass predictive_samples > 0 (real-valued data) "
                              "or posterior_draws > 0")  # fmt: skip
-        idata = calibration.to_inference_data(self.predictive, self.x, mask=self.mask)
+        idata = calibration.to_inference_data(self.predictive, self.x, mask=self.mask if self.scored is None
+                                              else self.scored)  # fmt: skip
         if self.posterior is not None:
             idata.extend(self.posterior)
         return idata
@@ -67,7 +71,8 @@ class Evaluation:
 @torch.no_grad()
 def evaluate(model, x: torch.Tensor, mask: torch.Tensor | None = None, options: EvaluationOptions | None = None, *,
              valid: tuple[torch.Tensor, torch.Tensor] | None = None, truth=None, truth_metrics=None,
-             standardizer=None, binary: bool | None = None, description: str = "data", **settings) -> Evaluation:
+             standardizer=None, binary: bool | None = None, description: str = "data", scored=None,
+             **settings) -> Evaluation:
     """Judge ``model`` on ``x [N, T, D]`` (``mask [N, T]``, valid steps first), as the model sees it.
 
     Args:
@@ -83,6 +88,11 @@ def evaluate(model, x: torch.Tensor, mask: torch.Tensor | None = None, options: 
             MSE and CRPS mapped back).
         binary: judge as binary data (Brier score, reliability); default: every valid value is 0 or 1.
         description: names the data in the metrics.
+        scored: ``[N, T]`` bool, the steps to judge (held-out segments), each row's earlier valid steps its
+            context: read, not scored (:func:`~ppl_models.inference.validation.check_scored`). Every figure is then
+            of the scored steps given their context: ``exact`` is ``log p(x) - log p(context)``, ``smc`` the sum of
+            the filter's increments over the scored steps; ``elbo`` / ``iwae`` (bounds on whole sequences) and
+            PSIS-LOO are skipped, with the reason. ``None``: every valid step is scored.
 
     The one-step predictive comes from the SMC filter when ``smc`` is requested of a particle
     model, else from the model's own ``predictive``. Settings whose draws cannot fit in the memory
@@ -92,15 +102,19 @@ def evaluate(model, x: torch.Tensor, mask: torch.Tensor | None = None, options: 
     """
     options = _with_settings(options, settings)
     x, mask, binary = _checked_data(model, x, mask, binary=binary, description=description, valid=valid)
+    scored = check_scored(scored, mask)
+    if scored is not None:
+        check_some_valid(scored, "evaluate")
     units = Units(standardizer, x)
-    plan = _checked_plan(model, x, options, binary)
+    plan = _checked_plan(model, x, options, binary, given_context=scored is not None)
     if options.seed is not None:
         pyro.set_rng_seed(options.seed)
     refit = _refit_noise(model, valid, options.noise_refit)
     model.eval()
-    gathered = _gather(model, x, mask, options, plan, units, truth)
-    result = Evaluation(_likelihood_figures(model, x, mask, description, gathered, plan, units, refit),
-                        units.values(x), mask)  # fmt: skip
+    scored_steps = mask if scored is None else scored
+    gathered = _gather(model, x, mask, scored_steps, options, plan, units, truth)
+    result = Evaluation(_likelihood_figures(model, x, scored_steps, description, gathered, plan, units, refit),
+                        units.values(x), mask, scored=scored)  # fmt: skip
     _predictive_figures(result, gathered, plan, truth_metrics)
     if plan.posterior:
         _posterior_figures(result, model, x, options.posterior_draws)
@@ -126,10 +140,11 @@ class _Gathered:
     squared_errors: list[float] = field(default_factory=list)
     source: str | None = None
 
-    def add(self, index, estimates: dict, step: OneStepPredictive, xb, mb, units: Units, plan: Plan) -> None:
-        """One batch ``xb [b, T', D]`` (``mb [b, T']``, rows ``index`` of the data): its ``estimates`` and ``step``."""
+    def add(self, index, estimates: dict, step: OneStepPredictive, xb, sb, units: Units, plan: Plan) -> None:
+        """One batch ``xb [b, T', D]`` (scored steps ``sb [b, T']``, rows ``index`` of the data): its ``estimates``
+        and ``step``."""
         self.indices.append(index)
-        lengths = mb.sum(1).cpu()
+        lengths = sb.sum(1).cpu()
         for name, bound in estimates.items():
             self.per_sequence.setdefault(name, []).append(units.log_density(bound.detach().double().cpu(), lengths))
         self.source = step.source
@@ -138,38 +153,53 @@ class _Gathered:
             return
         if step.log_density is not None:
             self.log_density.append(units.log_density(step.log_density.cpu(), 1))
-        self.squared_errors.append(squared_error(step.mean, xb, mb, units))
+        self.squared_errors.append(squared_error(step.mean, xb, sb, units))
         if plan.samples:
             self.draws.append(units.values(step.samples).cpu())
 
 
-def _gather(model, x, mask, options: EvaluationOptions, plan: Plan, units: Units, truth) -> _Gathered:
-    """One pass over ``x [N, T, D]`` in batches: each batch's estimates and one-step predictive."""
+def _gather(model, x, mask, scored, options: EvaluationOptions, plan: Plan, units: Units, truth) -> _Gathered:
+    """One pass over ``x [N, T, D]`` in batches: each batch's estimates and one-step predictive, of the ``scored``
+    steps ``[N, T]``."""
     gathered = _Gathered()
     with each_warning_once():  # the estimators score the same steps: one warning, not one per estimator
         for index, xb, mb in batches(x, mask, options.batch_size, next(model.parameters()).device):
-            estimates = _estimates(model, xb, mb, options, plan, truth)
+            sb = scored[index][:, : xb.shape[1]].to(mb.device)
+            estimates = _estimates(model, xb, mb, sb, options, plan, truth)
             step = _one_step(model, xb, mb, options, plan)
-            if plan.by_filter:
-                estimates[f"smc-{options.num_particles}"] = step.log_density.sum(1)  # the filter's log-evidence [B]
-            gathered.add(index, estimates, step, xb, mb, units, plan)
+            if plan.by_filter:  # the filter's log-evidence [b] of the scored steps given the earlier ones
+                estimates[f"smc-{options.num_particles}"] = (step.log_density * sb).sum(1)
+            gathered.add(index, estimates, step, xb, sb, units, plan)
     return gathered
 
 
-def _estimates(model, xb, mb, options: EvaluationOptions, plan: Plan, truth) -> dict[str, torch.Tensor]:
-    """``{name: [b]}``: the estimates of ``log p(x)`` of a batch that ``plan`` asks for but SMC's (it comes with the
-    filter's predictive, :func:`_one_step`), and the truth's exact one."""
+def _estimates(model, xb, mb, sb, options: EvaluationOptions, plan: Plan, truth) -> dict[str, torch.Tensor]:
+    """``{name: [b]}``: the estimates of ``log p(x)`` of a batch (of its scored steps ``sb`` given the earlier ones)
+    that ``plan`` asks for but SMC's (it comes with the filter's predictive, :func:`_one_step`), and the truth's
+    exact one."""
     estimates = {}
     if "exact" in plan.wanted:
-        estimates["exact"] = model.log_likelihood(xb, mb)
+        estimates["exact"] = _given_context(model.log_likelihood, xb, mb, sb)
     if truth is not None:
-        estimates[TRUE_LOG_LIKELIHOOD] = truth.to(xb.device).log_likelihood(xb, mb)
+        estimates[TRUE_LOG_LIKELIHOOD] = _given_context(truth.to(xb.device).log_likelihood, xb, mb, sb)
     if "elbo" in plan.wanted:
         estimates["elbo"] = ELBO(model, mean_field=True)(xb, mb).bound
     if "iwae" in plan.wanted:
         iwae = IWAE(model, options.iwae_particles, particle_chunk=options.particle_chunk)
         estimates[f"iwae-{options.iwae_particles}"] = iwae(xb, mb).bound
     return estimates
+
+
+def _given_context(log_likelihood, xb, mb, sb) -> torch.Tensor:
+    """``log p(x_scored | x_context) [b]`` from an exact ``log_likelihood(x, mask) -> [b]``: that of every valid step
+    less that of each row's context (its valid steps before ``sb``)."""
+    total = log_likelihood(xb, mb)
+    context = mb & ~sb
+    rows = context.any(1)
+    if bool(rows.any()):
+        total = total.clone()
+        total[rows] = total[rows] - log_likelihood(*trim_padding(xb[rows], context[rows]))
+    return total
 
 
 def _one_step(model, xb, mb, options: EvaluationOptions, plan: Plan) -> OneStepPredictive:
@@ -179,11 +209,11 @@ def _one_step(model, xb, mb, options: EvaluationOptions, plan: Plan) -> OneStepP
     return model.predictive(xb, mb, plan.samples)
 
 
-def _likelihood_figures(model, x, mask, description: str, gathered: _Gathered, plan: Plan, units: Units,
+def _likelihood_figures(model, x, scored, description: str, gathered: _Gathered, plan: Plan, units: Units,
                         refit: dict | None) -> dict:  # fmt: skip
-    """The metrics of the estimates (nats per step and per sequence, the gap to the truth), the noise refit and
-    the predictive mean's squared error."""
-    steps = int(mask.sum())
+    """The metrics of the estimates (nats per scored step and per sequence, the gap to the truth), the noise refit
+    and the predictive mean's squared error."""
+    steps = int(scored.sum())
     estimates = {name: in_order(pieces, gathered.indices, 1) for name, pieces in gathered.per_sequence.items()}
     metrics = {
         "data": description,
@@ -201,7 +231,7 @@ def _likelihood_figures(model, x, mask, description: str, gathered: _Gathered, p
     if plan.skipped:
         metrics["skipped_estimators"] = plan.skipped
     if gathered.squared_errors:
-        metrics["mse"] = mean_squared_error(sum(gathered.squared_errors), mask, x.shape[-1])
+        metrics["mse"] = mean_squared_error(sum(gathered.squared_errors), scored, x.shape[-1])
     if units.standardizer is not None:
         metrics["units"] = "the data's own units (the model's standardisation undone)"
     return metrics
@@ -210,10 +240,11 @@ def _likelihood_figures(model, x, mask, description: str, gathered: _Gathered, p
 def _predictive_figures(result: Evaluation, gathered: _Gathered, plan: Plan, truth_metrics) -> None:
     """The calibration of the one-step predictive, from its draws (real-valued data) or probabilities (binary)."""
     metrics, steps = result.metrics, result.x.shape[1]
+    scored = result.mask if result.scored is None else result.scored
     if gathered.draws:
         result.predictive = in_order(gathered.draws, gathered.indices, steps, batch_dim=1)
         result.log_density = in_order(gathered.log_density, gathered.indices, steps) if gathered.log_density else None
-        metrics["calibration"] = calibration.calibration_summary(result.predictive, result.x, result.mask,
+        metrics["calibration"] = calibration.calibration_summary(result.predictive, result.x, scored,
                                                                  result.log_density)  # fmt: skip
         metrics["calibration_source"] = (f"one-step-ahead predictive of {gathered.source}, {plan.samples} samples "
                                          "per step; nlpd from its per-step log density")  # fmt: skip
@@ -221,7 +252,7 @@ def _predictive_figures(result: Evaluation, gathered: _Gathered, plan: Plan, tru
             metrics["truth_metrics"] = truth_metrics(result.predictive, result.x)
     if gathered.probabilities:
         result.probabilities = in_order(gathered.probabilities, gathered.indices, steps)
-        metrics["calibration"] = binary_calibration(result.probabilities, result.x, result.mask)
+        metrics["calibration"] = binary_calibration(result.probabilities, result.x, scored)
         metrics["calibration_source"] = f"one-step-ahead note probabilities E[x_t | x_<t] from {gathered.source}"
 
 
@@ -259,11 +290,13 @@ def _checked_data(model, x, mask, *, binary, description, valid) -> tuple[torch.
     return x, mask, binary
 
 
-def _checked_plan(model, x: torch.Tensor, options: EvaluationOptions, binary: bool) -> Plan:
-    """What ``options`` ask of ``model`` on ``x``, refused where its draws cannot fit in memory or the model has no
-    one-step predictive to judge."""
+def _checked_plan(model, x: torch.Tensor, options: EvaluationOptions, binary: bool, *, given_context: bool) -> Plan:
+    """What ``options`` ask of ``model`` on ``x`` (scored steps ``given_context``, or every step), refused where its
+    draws cannot fit in memory or the model has no one-step predictive to judge."""
     check_memory(evaluation_memory(model, x, options, binary=binary))
     plan = options.plan(model, binary=binary)
+    if given_context:
+        plan = plan.given_context()
     if not plan.by_filter and not model.supports("predictive"):
         raise ValueError(f"model {type(model).__name__} has neither a particle form (for smc) nor a predictive")
     return plan

@@ -11,6 +11,9 @@ from ..validation import check_choice, check_draw_count, check_positive_int, che
 
 __all__ = ["EvaluationOptions", "Plan", "EVALUATION_PARTICLES"]
 
+#: estimators that bound ``log p`` of whole sequences only (skipped where scored steps follow a context)
+CONTEXT_FREE_ONLY = ("elbo", "iwae")
+
 #: ``K`` of the evaluation's SMC estimate (and of the filter's predictive draws) when none is given
 EVALUATION_PARTICLES = 1000
 
@@ -91,6 +94,21 @@ class Plan:
     binary: bool
     samples: int
     posterior: bool
+
+    def given_context(self) -> Plan:
+        """This plan for scored steps that follow a context: the bounds of whole sequences (``elbo``, ``iwae``) and
+        PSIS-LOO give no figure of the scored steps alone, and are skipped with that reason."""
+        whole = [name for name in self.wanted if name in CONTEXT_FREE_ONLY]
+        reason = ("a bound on log p of whole sequences: it gives no figure of scored steps given their context "
+                  "(exact and smc do)")  # fmt: skip
+        skipped = {**self.skipped, **dict.fromkeys(whole, reason)}
+        if self.posterior:
+            skipped["loo"] = "PSIS-LOO / WAIC score whole sequences, not scored steps given their context"
+        wanted = [name for name in self.wanted if name not in whole]
+        if not wanted:
+            raise ValueError(f"estimators {list(self.wanted)}: none scores steps given their context; ask for exact "
+                             "or smc (a model with an exact likelihood or a particle form)")  # fmt: skip
+        return dataclasses.replace(self, wanted=wanted, skipped=skipped, posterior=False)
 
 
 def _check_estimators(estimators) -> tuple[str, ...]:

@@ -31,7 +31,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from ..io import append_jsonl, remove_stale_temporaries, save_torch
-from ..validation import check_flag
+from ..validation import check_flag, check_scored
 from .batches import batches_per_epoch, check_data, epoch_batches, length_batches, trim_padding
 from .checkpoints import check_experiment, check_resumable, load_checkpoint, write_metrics
 from .config import PER_STEP_SCHEDULES, TrainConfig, make_optimizer, make_scheduler
@@ -67,6 +67,11 @@ class Trainer:
             supervised objective, called as ``objective(x, mask, y)``. It may stay on the CPU;
             minibatches move to ``device``.
         valid_data: optional pair of the same form, for validation, ``best.pt`` and early stopping.
+        valid_scored: optional ``[N, T]`` bool mask of the validation steps to score
+            (:func:`~ppl_models.inference.validation.check_scored`): the others, each row's first valid steps, are
+            its context (a held-out segment's history), read but not scored; the validation bound is then the
+            objective's estimate of ``log p(x)`` less its estimate of ``log p(context)`` (exact for an exact
+            likelihood), per scored step.
         config: a :class:`TrainConfig` (default: its defaults).
         run_dir: folder of ``metrics.jsonl`` and ``checkpoints/``; ``None`` writes nothing.
         device: ``"cpu"``, ``"cuda"``, ``"cuda:N"``, a ``torch.device``, or ``None`` for the device
@@ -86,7 +91,8 @@ class Trainer:
 
     def __init__(self, objective: nn.Module, train_data, valid_data=None, config: TrainConfig | None = None,
                  run_dir: str | os.PathLike | None = None, device=None,
-                 monitor: Callable[[], dict] | None = None, experiment: Mapping | None = None):  # fmt: skip
+                 monitor: Callable[[], dict] | None = None, experiment: Mapping | None = None,
+                 valid_scored: torch.Tensor | None = None):  # fmt: skip
         if not isinstance(objective, nn.Module):
             raise TypeError(f"objective must be an nn.Module (an Objective), got {type(objective).__name__}")
         self.config = TrainConfig() if config is None else config
@@ -95,6 +101,10 @@ class Trainer:
         model = getattr(objective, "model", None)
         self.train_data = check_data(train_data, "train_data", model)
         self.valid_data = None if valid_data is None else check_data(valid_data, "valid_data", model)
+        if valid_scored is not None and (self.valid_data is None or len(self.valid_data) != 2):
+            raise ValueError("valid_scored needs valid_data (x, mask) of a density objective")
+        self.valid_scored = None if valid_scored is None else check_scored(valid_scored, self.valid_data[1],
+                                                                           name="valid_scored")
         if self.config.patience is not None and self.valid_data is None:
             raise ValueError("TrainConfig.patience needs valid_data: early stopping watches the validation bound")
         if monitor is not None and not callable(monitor):
@@ -302,16 +312,33 @@ class Trainer:
 
     @torch.no_grad()
     def _validate(self) -> float:
-        """Validation bound per time step, ``sum(bound) / sum(num_steps)`` over the whole set, at ``kl_factor`` 1."""
+        """Validation bound per time step, ``sum(bound) / sum(num_steps)`` over the whole set (the scored steps
+        given their context, with ``valid_scored``), at ``kl_factor`` 1."""
         self.objective.eval()
         self.objective.kl_factor = 1.0
         totals = torch.zeros(2, dtype=torch.float64, device=self.device)
         for index in length_batches(self.valid_data[1], self.config.batch_size, rank=self.rank,
                                     world_size=self.world_size):
-            out = self.objective(*self._batch(self.valid_data, index))
-            totals += torch.stack([out.bound.sum().double(), out.num_steps.sum().double()])
+            batch = self._batch(self.valid_data, index)
+            out = self.objective(*batch)
+            bound, steps = out.bound, out.num_steps
+            if self.valid_scored is not None:
+                bound, steps = self._given_context(*batch, self.valid_scored[index][:, :batch[0].shape[1]], bound)
+            totals += torch.stack([bound.sum().double(), steps.sum().double()])
         totals = sum_over_ranks(totals)
         return (totals[0] / totals[1]).item()
+
+    def _given_context(self, x: torch.Tensor, mask: torch.Tensor, scored: torch.Tensor,
+                       bound: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+        """``(bound [B] of the scored steps given the context, scored steps [B])`` of a validation batch whose
+        ``bound [B]`` covers every valid step: the objective's estimate on each row's context is taken off."""
+        scored = scored.to(mask.device)
+        context = mask & ~scored
+        rows = context.any(1)
+        if bool(rows.any()):
+            bound = bound.clone()
+            bound[rows] = bound[rows] - self.objective(*trim_padding(x[rows], context[rows])).bound
+        return bound, scored.sum(1)
 
     def _validation_due(self) -> bool:
         done = self.epoch + 1
