@@ -141,8 +141,9 @@ def fan_names(record: dict | None, series: int, feature: int) -> tuple[str, str]
 @torch.no_grad()
 def fan_chart(folders: dict[str, Path], path: Path, device: str, *, num_samples: int = 200, seed: int = 0) -> Figure:
     """A forecast by each model of the test series and feature that vary most (:func:`fan_choice`): given its
-    first two thirds, the rest, as median and 50 / 90 % bands (real values) or the probability of a 1 (binary)."""
-    from .forecasting import _in_units, _load
+    first two thirds, the rest, as median and 50 / 90 % bands (real values) or the probability of a 1 (binary), in
+    the data's own units (a transform undone: a differenced series drawn from its first step)."""
+    from .forecasting import _lag, _load, _paths_in_units, _truth
 
     figure = Figure(figsize=(4.2 * min(len(folders), 4), 3.4 * -(-len(folders) // 4)))
     axes = figure.subplots(-(-len(folders) // 4), min(len(folders), 4), squeeze=False).ravel()
@@ -150,12 +151,12 @@ def fan_chart(folders: dict[str, Path], path: Path, device: str, *, num_samples:
         _, data, model = _load(model_name, folder, device)
         x, mask = data.test
         series, feature = fan_choice(x, mask)
-        length = int(mask[series].sum())
+        length, lag = int(mask[series].sum()), _lag(data)  # the model's steps start lag steps into the data
         start = max(1, (2 * length) // 3)
-        truth = _in_units(data, x[series : series + 1, :length], "test")[0, :, feature]
-        axis.plot(range(length), truth, color="black", lw=1.0, label="data",
+        truth = _truth(data, "test")[series, : length + lag, feature]
+        axis.plot(range(length + lag), truth, color="black", lw=1.0, label="data",
                   drawstyle="steps-mid" if data.binary else "default")  # fmt: skip
-        axis.axvline(start - 0.5, color="grey", ls=":")
+        axis.axvline(start + lag - 0.5, color="grey", ls=":")
         name, feature_name = fan_names(data.split_record, series, feature)
         axis.set_title(f"{model_name}: series {name}, {feature_name}", fontsize=9)
         axis.set(xlabel="time step", ylabel=feature_name)
@@ -165,8 +166,8 @@ def fan_chart(folders: dict[str, Path], path: Path, device: str, *, num_samples:
             continue
         torch.manual_seed(seed)
         paths = model.forecast(x[series : series + 1, :start].to(device), None, length - start, num_samples).cpu()
-        paths = _in_units(data, paths, "test")[:, 0, :, feature]  # [S, H]
-        _draw_fan(axis, range(start, length), paths, binary=data.binary)
+        paths = _paths_in_units(data, paths, "test", start, torch.tensor([series]))[:, 0, :, feature]  # [S, H]
+        _draw_fan(axis, range(start + lag, length + lag), paths, binary=data.binary)
     for axis in axes[len(folders) :]:
         axis.set_visible(False)
     axes[0].legend(fontsize=7)

@@ -21,6 +21,7 @@ Examples::
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
 import warnings
@@ -29,17 +30,21 @@ from pathlib import Path
 import torch
 
 import ppl_models
+from ppl_models.classical import CLASSICAL
+from ppl_models.inference.data.datasets import MISSING, TIME_ORDERS
 from ppl_models.inference.evaluation import EVALUATION_PARTICLES
 from ppl_models.inference.recalibration import RECALIBRATION_METHODS
 from ppl_models.inference.training import TrainingDiverged
 from ppl_models.inference.validation import InputTypeError
 
 from . import (
+    board_training,
     compare,
     demo,
     forecasting,
     leaderboard,
     own_data,
+    processes,
     registry,
     reproductions,
     run_folder,
@@ -55,9 +60,9 @@ from .tables import format_table
 __all__ = ["main", "USER_ERRORS"]
 
 DATA_HELP = ("your own file: .csv / .parquet in long format (one row per series and step; name the columns with "
-             "--set data.series=\"id\", data.time=, data.features=[...]), .npz (x [N, T, D], mask) or a folder of "
-             ".mid files; split by --set data.split_by=\"series\"|\"time\", data.fractions=[...], or data.split "
-             "(a column); data.window=, data.stride= cut training windows")
+             "--series COL, --time COL, --features A,B), .npz (x [N, T, D], mask) or a folder of .mid files; split by "
+             "--split series|time (--set data.fractions=[...]) or --split-column COL; --window N cuts training "
+             "windows; every other [data] key by --set data.KEY=VALUE")
 
 #: what a user's input or environment causes (bad settings, files, folders, a diverging run; a TypeError
 #: only from the input checks of ppl_models.inference.validation): one line,
@@ -89,7 +94,8 @@ def _finish(metrics: dict, run_dir) -> int:
 
 
 def _train(args) -> int:
-    overrides = list(args.set) + ([f"device={args.device!r}".replace("'", '"')] if args.device else [])
+    overrides = _data_overrides(args) + list(args.set)
+    overrides += [f"device={args.device!r}".replace("'", '"')] if args.device else []
     overrides += _epochs_on_resume(args)
     options = {"resume": args.resume, "change_epochs": args.epochs is not None}
     if own_data.is_model_name(args.experiment) and args.experiment not in registry.EXPERIMENTS:
@@ -140,18 +146,27 @@ def _demo(args) -> int:
 
 def _leaderboard(args) -> int:
     models = [m.strip() for m in args.models.split(",") if m.strip()] if args.models is not None else None
-    leaderboard.run_leaderboard(args.data, args.out, models, args.set, args.device, retrain=args.retrain)
+    leaderboard.run_leaderboard(args.data, args.out, models, _data_overrides(args) + list(args.set), args.device,
+                                retrain=args.retrain, jobs=args.jobs or processes.default_jobs(), budget=args.budget,
+                                classical=_classical_names(args.classical))  # fmt: skip
     print((Path(args.out) / "leaderboard.md").read_text())
     print(f"leaderboard folder: {args.out} (calibration.png, fan_chart.png, runs/)")
     return 0
+
+
+def _classical_names(text: str | None) -> list[str] | None:
+    """``--classical`` as a list of names (``None``: the default ones; ``none``: no classical row)."""
+    if text is None:
+        return None
+    return [] if text.strip() == "none" else [name.strip() for name in text.split(",") if name.strip()]
 
 
 def _suite(args) -> int:
     if args.suite not in suites.SUITES:
         raise ValueError(f"suite must be one of {sorted(suites.SUITES)}, got {args.suite!r}")
     root = args.run_dir or run_folder.timestamped(args.suite)
-    summary = compare.run_suite(suites.SUITES[args.suite].members, root, list(args.set), args.device, args.only,
-                                data=args.data)  # fmt: skip
+    summary = compare.run_suite(suites.SUITES[args.suite].members, root, _data_overrides(args) + list(args.set),
+                                args.device, args.only, data=args.data)  # fmt: skip
     print((Path(root) / "comparison.md").read_text())
     print(f"suite folder: {root} ({len(summary)} runs)")
     return 0
@@ -188,6 +203,17 @@ def _forecast(args) -> int:
                                   recalibrate=args.recalibrate, recalibrate_per_step=args.recalibrate_per_step,
                                   device=device, data_path=args.data)  # fmt: skip
     print((Path(args.out) / "forecast.md").read_text())
+    return 0
+
+
+def _backtest(args) -> int:
+    from .backtest import backtest_run
+
+    out = Path(args.out) if args.out is not None else Path(args.run_dir) / "backtest"
+    backtest_run(args.run_dir, horizon=args.horizon, origins=args.origins, num_samples=args.samples,
+                 num_particles=args.particles, season=args.season, device=args.device, out=out)  # fmt: skip
+    print((out / "backtest.md").read_text())
+    print(f"backtest folder: {out}")
     return 0
 
 
@@ -243,6 +269,55 @@ def _count(minimum: int):
     return parse
 
 
+def _columns(text: str) -> list[str]:
+    """A comma-separated list of column names (``A,B``)."""
+    names = [name.strip() for name in text.split(",")]
+    if not all(names):
+        raise argparse.ArgumentTypeError(f"must be comma-separated column names, got {text!r}")
+    return names
+
+
+#: the flags of train, leaderboard and suite that describe the --data file: (flag, the key of [data] it sets, as
+#: --set data.KEY=VALUE would, its argparse options)
+DATA_FLAGS = (
+    ("--series", "series", {"metavar": "COL", "help": "the column of series ids (default: one series)"}),
+    ("--time", "time", {"metavar": "COL", "help": "the column that orders the steps (default: the file's order)"}),
+    ("--features", "features", {"metavar": "A,B", "type": _columns,
+                                "help": "the value columns (default: every other numeric column)"}),
+    ("--targets", "targets", {"metavar": "C[,D]", "type": _columns,
+                              "help": "target columns (the y of pf-lstm, pf-gru)"}),
+    ("--split", "split_by", {"choices": ("series", "time"),
+                             "help": "held-out data: whole series, or each series' last steps (default series)"}),
+    ("--split-column", "split", {"metavar": "COL", "help": "a column of train / valid / test labels that splits"}),
+    ("--window", "window", {"metavar": "N", "type": _count(2), "help": "cut training windows of N steps"}),
+    ("--missing", "missing", {"choices": MISSING, "help": "a NaN inside a series: refuse the file (error, default) "
+                                                          "or drop the series (drop-series)"}),
+    ("--time-order", "time_order", {"choices": TIME_ORDERS, "help": "order each series by the time column's values "
+                                                                    "(default) or keep the file's order"}),
+)  # fmt: skip
+
+
+def _add_data_flags(parser: argparse.ArgumentParser) -> None:
+    """The :data:`DATA_FLAGS` of a command with ``--data``; each goes to ``args.data_<KEY>``."""
+    group = parser.add_argument_group("the --data file's columns and split (each as --set data.KEY=VALUE)")
+    for flag, key, options in DATA_FLAGS:
+        group.add_argument(flag, dest=f"data_{key}", **options)
+
+
+def _data_overrides(args) -> list[str]:
+    """The ``data.KEY=VALUE`` overrides of the :data:`DATA_FLAGS` given, as ``--set`` would write them (TOML
+    literals); a flag without ``--data``, or with a ``--set`` of its key, is refused."""
+    given = [(flag, key, getattr(args, f"data_{key}")) for flag, key, _ in DATA_FLAGS
+             if getattr(args, f"data_{key}") is not None]  # fmt: skip
+    if given and args.data is None:
+        raise ValueError(f"{given[0][0]} describes your file: give the file with --data PATH")
+    settings = {item.split("=", 1)[0].rpartition(":")[2].strip(): item for item in args.set}  # MODEL:key=value too
+    for flag, key, _ in given:
+        if f"data.{key}" in settings:
+            raise ValueError(f"{flag} and --set {settings[f'data.{key}']} both set data.{key}: give one of them")
+    return [f"data.{key}={json.dumps(value, ensure_ascii=False)}" for _, key, value in given]
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="ppl-models", description=__doc__.split("\n")[0],
                      formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
@@ -260,6 +335,7 @@ def build_parser() -> argparse.ArgumentParser:
                             "objective.num_particles=K of the smc objective "
                             f"({registry.SMC_OBJECTIVE_PARTICLES} where it sets none)")  # fmt: skip
     train.add_argument("--data", metavar="PATH", help=DATA_HELP)
+    _add_data_flags(train)
     train.add_argument("--run-dir", help="run folder (default runs/<name>-<time>)")
     train.add_argument("--resume", action="store_true",
                        help="continue the run in --run-dir from its last checkpoint, with its saved settings")
@@ -288,6 +364,7 @@ def build_parser() -> argparse.ArgumentParser:
     suite.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                        help="override a config value of every member, repeatable")  # fmt: skip
     suite.add_argument("--data", metavar="PATH", help="train every member on your file instead (see train --data)")
+    _add_data_flags(suite)
     suite.add_argument("--device", type=_device, help="cpu, cuda, cuda:N or auto")
     suite.add_argument("--only", action="append", metavar="LABEL",
                        help="train only this member (repeatable), e.g. to split a suite over processes sharing "
@@ -301,12 +378,21 @@ def build_parser() -> argparse.ArgumentParser:
                                                             + ",".join(leaderboard.DEFAULT_MODELS) + ")")
     board.add_argument("--out", required=True, help="folder of the board and its runs; rerun to resume")
     board.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
-                       help="override a config value of every model (e.g. data.series=\"id\"), or of one "
+                       help="override a config value of every model (e.g. train.epochs=5), or of one "
                             "model (MODEL:section.key=value), repeatable")
     board.add_argument("--device", type=_device, help="cpu, cuda, cuda:N or auto")
     board.add_argument("--retrain", action="store_true",
                        help="train again the runs in --out made on other data or with other settings (their old "
                             "results are deleted); without it such runs are refused by name")  # fmt: skip
+    board.add_argument("--jobs", type=_count(1), help="models trained at once, each in its own process (default: "
+                                                     "one per core, at most 2)")
+    _add_data_flags(board)
+    board.add_argument("--budget", type=_count(1), default=board_training.DEFAULT_BUDGET, metavar="N",
+                       help="trials per model searching its settings on the validation split, the same for every "
+                            f"model (trial 0: its recipe; default {board_training.DEFAULT_BUDGET})")  # fmt: skip
+    board.add_argument("--classical", metavar="A,B|none",
+                       help="the classical rows (default: those of " + ",".join(CLASSICAL) + " that suit the data; "
+                            "none: no classical row)")  # fmt: skip
     board.set_defaults(func=_leaderboard)
 
     comparison = commands.add_parser("compare", help="compare finished run folders (MSE vs epoch, predictions)")
@@ -340,6 +426,21 @@ def build_parser() -> argparse.ArgumentParser:
     ahead.add_argument("--device", type=_device, help="cpu, cuda, cuda:N")
     ahead.set_defaults(func=_forecast)
 
+    rolling = commands.add_parser("backtest", help="forecasts of a run's model from many origins of each test "
+                                                   "series, judged per step ahead (CRPS, coverage, MSE, MASE)")
+    rolling.add_argument("run_dir", help="a finished run folder")
+    rolling.add_argument("--horizon", type=_count(1), required=True, metavar="H", help="steps ahead of each forecast")
+    rolling.add_argument("--origins", type=_count(1), required=True, metavar="N",
+                         help="forecast origins per test series, evenly spaced over its held-out steps")
+    rolling.add_argument("--samples", type=_count(2), default=200, help="draws per forecast (at least 2)")
+    rolling.add_argument("--particles", type=_count(1), default=forecasting.FORECAST_PARTICLES,
+                         help=f"filter size for particle models (default {forecasting.FORECAST_PARTICLES})")
+    rolling.add_argument("--season", type=_count(1), default=1,
+                         help="lag of MASE's in-sample differences (1: the naive forecast; 52: weekly data's year)")
+    rolling.add_argument("--out", help="folder for backtest.json and backtest.md (default RUN_DIR/backtest)")
+    rolling.add_argument("--device", type=_device, help="cpu, cuda, cuda:N or auto (default the run's)")
+    rolling.set_defaults(func=_backtest)
+
     demos = commands.add_parser("demo", help="the quick demos: " + ", ".join(registry.DEMOS))
     demos.add_argument("--run-dir", help="run folder (default runs/demo-<time>)")
     demos.add_argument("--device", type=_device, help="cpu, cuda, cuda:N or auto")
@@ -368,14 +469,16 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``ppl-models`` console script: 0 on success, 2 on a user error (one line), 130 on Ctrl-C."""
     args = build_parser().parse_args(argv)
+    flags = getattr(args, "data", None) is not None and hasattr(args, "data_series")  # the data flags apply
     try:
         with warnings.catch_warnings():
-            warnings.showwarning = _data_warnings_on_one_line(warnings.showwarning)
+            warnings.showwarning = _data_warnings_on_one_line(warnings.showwarning, flags)
             return args.func(args)
     except USER_ERRORS as error:
         if args.debug:
             raise
         message = _one_line(error)
+        message = _as_flags(message) if flags and _from_data(error) else message
     except RuntimeError as error:  # running out of memory is the settings' doing, not a bug
         if args.debug or not _out_of_memory(error):
             raise
@@ -404,13 +507,62 @@ def _one_line(error: BaseException) -> str:
     return " ".join(str(error).split()) or type(error).__name__
 
 
-def _data_warnings_on_one_line(show):
+#: the data modules, whose messages name the reader's keywords
+DATA_MODULES = ("ppl_models.inference.data", "ppl_models.experiments.tasks.own_file",
+                "ppl_models.experiments.tasks.file_regression")
+#: (pattern, replacement): the keyword hints of the data messages as the data flags (DATA_FLAGS) or --set keys
+FLAG_HINTS = (
+    (r"\bpass missing='drop-series'", "pass --missing drop-series"),
+    (r"\bpass time_order='file'", "pass --time-order file"),
+    (r"\bwith features=", "with --features A,B"),
+    (r"\bwith targets=", "with --targets C[,D]"),
+    (r"\(split=\)", "(--split-column COL)"),
+    (r"\(given as split\)", "(given as --split-column)"),
+    (r"\bwindow (\d+) is longer than", r"--window \1 is longer than"),
+    (r"\bchoose window <=", "choose --window <="),
+    (r"\bfewer than window (\d+)", r"fewer than --window \1"),
+    (r"\bnone was given \(season\)", "none was given (--set data.season=M)"),
+    (r"^window must be", "--window must be"),
+    (r"^stride must be", "data.stride must be"),
+    (r"^seed must be", "data.split_seed must be"),
+    (r"^missing: expected", "--missing: expected"),
+    (r"^time_order: expected", "--time-order: expected"),
+    (r"^by: expected", "--split: expected"),
+    (r"^fractions: expected", "data.fractions: expected"),
+    (r"\bother fractions, or split by time\b", "other data.fractions, or --split time"),
+    (r"\bgive data\.targets \(e\.g\. --set 'data\.targets=\[\"y\"\]'\)", "give --targets (e.g. --targets y)"),
+)
+
+
+def _as_flags(message: str) -> str:
+    """``message`` with the reader's keyword hints (``pass missing='drop-series'``) as the command line's options
+    (``pass --missing drop-series``): :data:`FLAG_HINTS`."""
+    for pattern, replacement in FLAG_HINTS:
+        message = re.sub(pattern, replacement, message)
+    return message
+
+
+def _from_data(error: BaseException) -> bool:
+    """Whether ``error`` was raised through :data:`DATA_MODULES` (a frame of its traceback, or of its cause's)."""
+    while error is not None:
+        frame = error.__traceback__
+        while frame is not None:
+            if frame.tb_frame.f_globals.get("__name__", "").startswith(DATA_MODULES):
+                return True
+            frame = frame.tb_next
+        error = error.__cause__
+    return False
+
+
+def _data_warnings_on_one_line(show, flags: bool):
     """A ``warnings.showwarning`` that prints a :class:`~ppl_models.experiments.data.DataWarning` as one line
-    (``ppl-models: warning: ...``) and leaves the others to ``show``."""
+    (``ppl-models: warning: ...``, its hints as the data flags where ``flags``: :func:`_as_flags`) and leaves the
+    others to ``show``."""
 
     def show_warning(message, category, filename, lineno, file=None, line=None):
         if issubclass(category, DataWarning):
-            print(f"ppl-models: warning: {' '.join(str(message).split())}", file=sys.stderr)
+            text = " ".join(str(message).split())
+            print(f"ppl-models: warning: {_as_flags(text) if flags else text}", file=sys.stderr)
         else:
             show(message, category, filename, lineno, file, line)
 

@@ -32,10 +32,26 @@ import torch
 
 from ppl_models.inference.data.readers import EXTREME_ABSOLUTE, EXTREME_SPREADS, DataWarning, check_values
 
-__all__ = ["ExperimentData", "pad_sequences", "resolve_data_dir", "verified_path", "load_mat", "mat_array",
+__all__ = ["ExperimentData", "LevelData", "pad_sequences", "resolve_data_dir", "verified_path", "load_mat", "mat_array",
            "SharedCsvRows", "read_shared_csv", "check_values", "DataWarning", "EXTREME_ABSOLUTE", "EXTREME_SPREADS"]
 
 DATA_ENV = "PPL_MODELS_DATA"
+
+
+@dataclass
+class LevelData:
+    """A user's file as read, before its transform (log, differencing, per-series scaling), for models that take the
+    levels themselves: train / validation / test ``(x [N, T, D], mask [N, T])`` (the whole training parts) in the
+    units of ``standardizer`` (fit on the untransformed training split), and ``scored``: ``{"valid": [N, T],
+    "test": ...}``, the data steps the transformed splits score (each held-out row's from its first scored step)."""
+
+    train: tuple[torch.Tensor, torch.Tensor]
+    valid: tuple[torch.Tensor, torch.Tensor]
+    test: tuple[torch.Tensor, torch.Tensor]
+    scored: dict
+    standardizer: object
+
+
 @dataclass
 class ExperimentData:
     """What an experiment trains and is judged on: train / validation / test splits, each ``(x [N, T, D], mask
@@ -52,18 +68,34 @@ class ExperimentData:
     binary: bool = False  # every value is 0 or 1 (piano rolls): judged by Brier score and reliability
     #: ``(samples [S, N, T, D], x [N, T, D]) -> {name: value}``: figures of a predictive against the true law
     truth_metrics: Callable[[torch.Tensor, torch.Tensor], dict] | None = None
-    #: a user's file (:mod:`ppl_models.inference.data.datasets`): the training split's standardisation, under which the
-    #: tensors above are held; evaluations, forecasts and plots map back to the data's units through it
+    #: a user's file (:mod:`ppl_models.inference.data.datasets`): the way back to the data's units from the test
+    #: split's tensors: the training split's standardisation, or for transformed data the test split's
+    #: :class:`~ppl_models.inference.data.DataUnits`; evaluations, forecasts and plots map back through it
+    #: (:meth:`units` gives each held-out split's)
     standardizer: object = None
     #: a user's file: what went where (series ids, step counts), how it was cut, and the standardisation
     split_record: dict | None = None
     #: ``{"valid": scored [N, T] or None, "test": ...}``: the steps of each held-out split that are scored, the
     #: others (a held-out segment's history) read as context; ``None`` (or a split's ``None``): every valid step
     scored: dict | None = None
+    #: a user's file: ``{"valid": units, "test": units}``, each held-out split's way back to the data's units
+    #: (:meth:`units`); ``None``: :attr:`standardizer` serves both
+    split_units: dict | None = None
+    #: a user's file as read, before its transform, with the data steps the splits above score (:class:`LevelData`)
+    levels: LevelData | None = None
 
     def scored_mask(self, split: str) -> torch.Tensor | None:
         """``scored [N, T]`` of ``split`` (``"valid"`` or ``"test"``), or ``None`` where every valid step is scored."""
         return (self.scored or {}).get(split)
+
+    def units(self, split: str):
+        """The way from ``split``'s (``"valid"`` or ``"test"``) tensors back to the data's units, for
+        :func:`~ppl_models.inference.evaluate` and :func:`~ppl_models.inference.one_step_mse` (``standardizer=``):
+        a :class:`~ppl_models.inference.data.Standardizer`, the split's
+        :class:`~ppl_models.inference.data.DataUnits` (transformed data), or ``None`` (the data's own units)."""
+        if split not in ("valid", "test"):
+            raise ValueError(f"split: expected 'valid' or 'test', got {split!r}")
+        return (self.split_units or {}).get(split, self.standardizer)
 
     @property
     def obs_dim(self) -> int:

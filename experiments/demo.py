@@ -2,22 +2,20 @@
 machine's cores.
 
 Each demo is an experiment trained into ``ROOT/<name>``. With ``jobs > 1`` the demos run as
-separate processes, ``jobs`` at a time, the longest first, each with ``cores // jobs`` threads
-(two torch processes with default threads stall each other on two cores); a demo's output is
-printed whole when it ends, and kept in ``ROOT/logs/<name>.log``.
+separate processes (:func:`~ppl_models.experiments.processes.run_processes`), ``jobs`` at a time,
+the longest first, each with ``cores // jobs`` threads; a demo's output is printed whole when it
+ends, and kept in ``ROOT/logs/<name>.log``.
 """
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from . import registry, runner, supervised
 from .build import resolve_device
 from .config import load_config
+from .processes import cli_command, default_jobs, run_processes
 from .tables import format_table
 
 __all__ = ["run_demos", "default_jobs", "LONGEST_FIRST"]
@@ -25,11 +23,6 @@ __all__ = ["run_demos", "default_jobs", "LONGEST_FIRST"]
 #: the demos by their time on 2 CPU cores, longest first: the order a parallel run starts them in
 LONGEST_FIRST = ("srnn-demo", "pfrnn-demo", "psrnn-demo", "smct-demo", "lgssm-demo")
 QUICK = ["train.epochs=3", "evaluate.num_particles=200", "evaluate.iwae_particles=20"]
-
-
-def default_jobs() -> int:
-    """Demos run at once by default: one per core, at most two (the CPU demos are small; more would share cores)."""
-    return max(1, min(2, os.cpu_count() or 1))
 
 
 def run_demos(names, root: str | Path, *, jobs: int = 1, device: str | None = None, quick: bool = False) -> int:
@@ -41,15 +34,10 @@ def run_demos(names, root: str | Path, *, jobs: int = 1, device: str | None = No
         for name in names:
             _run_one(name, root, device, quick)
         return 0
-    order = sorted(names, key=lambda n: LONGEST_FIRST.index(n) if n in LONGEST_FIRST else -1)
-    threads = max(1, (os.cpu_count() or 1) // jobs)
     logs = root / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
-    print(f"running {len(order)} demos, {jobs} at a time ({threads} thread(s) each); logs in {logs}")
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        finished = pool.map(lambda name: _run_process(name, root, logs / f"{name}.log", device, quick, threads),
-                            order)  # fmt: skip
-        failed = [name for name, code in zip(order, finished) if code != 0]
+    codes = run_processes([(name, _command(name, root, device, quick)) for name in names], logs, jobs=jobs,
+                          cost={name: -LONGEST_FIRST.index(name) for name in LONGEST_FIRST})  # fmt: skip
+    failed = [name for name, code in codes.items() if code != 0]
     if failed:
         print(f"ppl-models: error: demos {failed} failed (see their logs in {logs})", file=sys.stderr)
         return 2
@@ -72,14 +60,7 @@ def _run_one(name: str, root: Path, device: str | None, quick: bool) -> None:
     print(format_table(metrics) + f"\n\nrun folder: {root / name}", flush=True)
 
 
-def _run_process(name: str, root: Path, log: Path, device: str | None, quick: bool, threads: int) -> int:
-    """One demo in a child process (``ppl-models demo --only NAME --jobs 1``); prints its output when it ends."""
-    command = [sys.executable, "-c",
-               "import sys; from ppl_models.experiments.cli import main; sys.exit(main(sys.argv[1:]))",
-               "demo", "--only", name, "--jobs", "1", "--run-dir", str(root), *(["--device", device] if device else []),
-               *(["--quick"] if quick else [])]  # fmt: skip
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
-    with open(log, "w") as handle:
-        code = subprocess.run(command, stdout=handle, stderr=subprocess.STDOUT, env=env).returncode
-    print(log.read_text(), end="", flush=True)
-    return code
+def _command(name: str, root: Path, device: str | None, quick: bool) -> list[str]:
+    """The child command of one demo: ``ppl-models demo --only NAME --jobs 1``."""
+    return cli_command("demo", "--only", name, "--jobs", "1", "--run-dir", str(root),
+                       *(["--device", device] if device else []), *(["--quick"] if quick else []))  # fmt: skip

@@ -14,7 +14,10 @@ and per step ahead (``coverage_by_step``). With ``recalibrate``, each run also f
 validation split the same way, fits :func:`ppl_models.inference.recalibration.fit_recalibration` on it
 and reports its corrected test forecasts as a second row (``<label> + <method>``). Data sets
 that model transformed values (the COVID task's ``transform``) map forecasts and outcomes
-back by their ``untransform(values, split)`` before any metric.
+back by their ``untransform(values, split)`` before any metric; a user's file trained under a transform (log,
+differencing, per-series scaling) maps them back by its test split's
+:class:`~ppl_models.inference.data.DataUnits` (the differences added to the observed or forecast level before them),
+``observed`` counting the data's own steps.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from matplotlib.figure import Figure
 
 from ppl_models import SMCTransformer
 from ppl_models.inference import calibration
+from ppl_models.inference.data import DataUnits
 from ppl_models.inference.io import write_json, write_text
 from ppl_models.inference.recalibration import RECALIBRATION_METHODS, coverage_by_step, fit_recalibration
 from ppl_models.inference.training import load_checkpoint
@@ -64,9 +68,10 @@ def _load(label: str, folder, device: str, data_path: str | Path | None = None):
 
 def _file_data(folder: Path, config: dict, path: str | Path) -> dict:
     """The ``[data]`` section that reads the file at ``path`` as the run in ``folder`` read its data: a run on a
-    file keeps its column options; the standardisation is the one its checkpoint records (else ``data_split.json``)."""
+    file keeps its column options; the transform and the standardisation are the ones its checkpoint records (else
+    ``data_split.json``; a run that records no transform had none)."""
     options = config["data"] if config["data"].get("name") == "file" else {"name": "file"}
-    data = {**options, "path": str(path)}
+    data = {**options, "path": str(path), "transform": _recorded_transform(folder)}
     standardizer = _recorded_standardizer(folder)
     return data if standardizer is None else {**data, "standardizer": standardizer}
 
@@ -79,6 +84,16 @@ def _recorded_standardizer(folder: Path) -> dict | None:
     if recorded is None and (folder / "data_split.json").is_file():
         recorded = read_config_json(folder / "data_split.json").get("standardizer")
     return recorded
+
+
+def _recorded_transform(folder: Path) -> str:
+    """The name of the transform a run was trained under: its ``best.pt``'s experiment, else ``data_split.json``;
+    ``"none"`` for a run that records none."""
+    best = folder / "checkpoints" / "best.pt"
+    recorded = (load_checkpoint(best).get("experiment") or {}).get("data_transform") if best.is_file() else None
+    if recorded is None and (folder / "data_split.json").is_file():
+        recorded = (read_config_json(folder / "data_split.json").get("transform") or {}).get("name")
+    return recorded or "none"
 
 
 def _em_sites(model) -> tuple[str, ...]:
@@ -142,7 +157,6 @@ def compare_forecasts(runs: dict[str, str | Path], out: str | Path, *, observed:
     results, bands, truth_shown = {}, {}, None
     for label, (config, data, model) in loaded.items():
         start, steps = windows[label]
-        x = data.test[0]
         generator = torch.Generator(device=device).manual_seed(seed)
         torch.manual_seed(seed)
         tuned = em_iterations > 0 and isinstance(model, SMCTransformer)  # per-sequence EM is SMC-T's alone
@@ -160,7 +174,7 @@ def compare_forecasts(runs: dict[str, str | Path], out: str | Path, *, observed:
                                   "recalibration": _recalibration_name(method, recalibrate_per_step),
                                   **_scores(row_samples, target)}  # fmt: skip
             bands[row_label] = (row_samples.mean(0), row_samples.std(0))
-        truth_shown = (_in_units(data, x, "test"), start, steps)
+        truth_shown = (_truth(data, "test"), start, steps)
     data_description = next(iter(loaded.values()))[1].description
     report = {"data": data_description, "observed": truth_shown[1], "horizon": truth_shown[2],
               "samples": num_samples, "runs": {k: str(v) for k, v in runs.items()}, "metrics": results}  # fmt: skip
@@ -171,20 +185,22 @@ def compare_forecasts(runs: dict[str, str | Path], out: str | Path, *, observed:
 
 
 def _windows(loaded: dict, observed: int | None, horizon: int | None, num_samples: int) -> dict[str, tuple]:
-    """``{label: (observed steps, steps ahead)}`` of each run, after checking the runs share one data set of
-    equal-length test sequences and that ``num_samples`` paths of them fit in memory."""
+    """``{label: (observed steps, steps ahead)}`` (the data's own steps) of each run, after checking the runs share
+    one data set of equal-length test sequences and that ``num_samples`` paths of them fit in memory."""
     windows, description = {}, None
     for label, (_, data, _) in loaded.items():
         x, mask = data.test
         if not bool(mask.all()):
             raise ValueError(f"run {label!r}: forecasts need test sequences of equal length")
+        lag, total = _lag(data), x.shape[1] + _lag(data)  # a differenced row starts lag steps into the data
         # the COVID data set says how many days are observed; others need --observed
         start = getattr(data, "observed_days", None) if observed is None else observed
-        if start is None or not 0 < start < x.shape[1]:
-            raise ValueError(f"observed must be in 1..{x.shape[1] - 1} (steps given before forecasting), got {start!r}")
-        steps = x.shape[1] - start if horizon is None else check_positive_int(horizon, name="horizon")
-        if start + steps > x.shape[1]:
-            raise ValueError(f"observed + horizon = {start + steps} exceeds the {x.shape[1]} test steps")
+        if start is None or not lag < start < total:
+            raise ValueError(f"observed must be in {lag + 1}..{total - 1} (steps given before forecasting), got "
+                             f"{start!r}")  # fmt: skip
+        steps = total - start if horizon is None else check_positive_int(horizon, name="horizon")
+        if start + steps > total:
+            raise ValueError(f"observed + horizon = {start + steps} exceeds the {total} test steps")
         if description not in (None, data.description):
             raise ValueError(f"run {label!r} uses other data than the runs before it: {data.description!r}")
         description = data.description
@@ -198,22 +214,46 @@ def _windows(loaded: dict, observed: int | None, horizon: int | None, num_sample
 
 def _forecast_split(model, data, split: str, start: int, steps: int, *, num_samples: int, num_particles: int,
                     em: dict | None, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
-    """Forecasts ``[S, B, steps, D]`` of ``split`` from its first ``start`` steps, and the outcomes ``[B, steps, D]``.
+    """Forecasts ``[S, B, steps, D]`` of ``split`` from its first ``start`` steps of data, and the outcomes
+    ``[B, steps, D]``, in the data's own units (:func:`_paths_in_units`, :func:`_truth`).
 
     The prefix goes to ``generator``'s device. With ``em`` (``{"iterations", "sites"}``) each
-    sequence first gets its own covariances. Both are mapped back by the data's
-    ``untransform`` where it has one.
+    sequence first gets its own covariances.
     """
     values, valid = getattr(data, split)
     if not bool(valid.all()):
         raise ValueError(f"forecasts need {split} sequences of equal length")
-    prefix = values[:, :start].to(generator.device)
+    first = start - _lag(data)  # the model's steps: a differenced row starts lag steps into the data
+    prefix = values[:, :first].to(generator.device)
     if em is not None:
         model = model.fine_tuned(prefix, iterations=em["iterations"], num_particles=num_particles, sites=em["sites"],
                                  generator=generator)  # fmt: skip
     samples = model.forecast(prefix, None, steps, num_samples, num_particles=num_particles, generator=generator).cpu()
-    target = values[:, start : start + steps]
-    return _in_units(data, samples, split), _in_units(data, target, split)
+    return _paths_in_units(data, samples, split, first), _truth(data, split)[:, start : start + steps]
+
+
+def _lag(data) -> int:
+    """The differencing lag of ``data``'s transform: its rows start that many steps into the data (0: none)."""
+    return getattr(data.units("test"), "lag", 0)
+
+
+def _truth(data, split: str) -> torch.Tensor:
+    """``[N, T, D]``: the rows of ``split`` in the data's own units, from the data's first step (a differenced row's
+    first ``lag`` steps included)."""
+    units = data.units(split)
+    if isinstance(units, DataUnits):
+        return units.data
+    return _in_units(data, getattr(data, split)[0], split)
+
+
+def _paths_in_units(data, paths: torch.Tensor, split: str, first: int, rows=None) -> torch.Tensor:
+    """Forecasts ``paths [S, b, H, D]`` of rows ``rows`` (default all) of ``split``, after their first ``first``
+    steps as the model sees them, in the data's own units (a transform undone by the split's
+    :class:`~ppl_models.inference.data.DataUnits`)."""
+    units = data.units(split)
+    if isinstance(units, DataUnits):
+        return units.forecast(paths, rows, first)
+    return _in_units(data, paths, split)
 
 
 def _in_units(data, values: torch.Tensor, split: str) -> torch.Tensor:

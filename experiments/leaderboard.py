@@ -20,19 +20,18 @@ reason (``not run: MODEL: reason``; ``not_run`` in ``leaderboard.json``).
 from __future__ import annotations
 
 import json
-import shutil
-import threading
-import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
 from pathlib import Path
 
+from ppl_models.classical import CLASSICAL
 from ppl_models.inference.io import folder_lock, read_jsonl, remove_stale_temporaries, write_json, write_text
-from ppl_models.inference.training import load_checkpoint
 
-from . import board_figures, own_data, runner
+from . import board_figures, own_data
+from .board_flags import board_warnings, flag_rows
+from .board_training import DEFAULT_BUDGET, train_models, tuned_rows
+from .classical_rows import applicable_classical, classical_forecaster_row, run_classical
 from .recipes import RECIPES, DataNotRepresentable
-from .run_folder import FINISHED, check_writable, is_finished, read_config_json, run_differences
+from .registry import DATASETS, build
+from .run_folder import FINISHED, check_writable, is_finished
 
 __all__ = ["DEFAULT_MODELS", "BOARD_FILES", "run_leaderboard", "leaderboard_rows"]
 
@@ -40,11 +39,12 @@ __all__ = ["DEFAULT_MODELS", "BOARD_FILES", "run_leaderboard", "leaderboard_rows
 DEFAULT_MODELS = tuple(RECIPES)
 
 #: what a board writes into ``out`` besides its ``runs/`` folder
-BOARD_FILES = ("leaderboard.json", "leaderboard.md", "calibration.png", "fan_chart.png")
+BOARD_FILES = ("leaderboard.json", "leaderboard.md", "calibration.png", "fan_chart.png", "classical", "tuning", "logs")
 
 
 def run_leaderboard(path: str | Path, out: str | Path, models: list[str] | None = None, overrides: list[str] = (),
-                    device: str | None = None, *, retrain: bool = False) -> list[dict]:  # fmt: skip
+                    device: str | None = None, *, retrain: bool = False, classical: list[str] | None = None,
+                    jobs: int = 1, budget: int = DEFAULT_BUDGET) -> list[dict]:  # fmt: skip
     """Train each of ``models`` (default :data:`DEFAULT_MODELS`) on the file at ``path``; write the board to ``out``.
 
     ``overrides`` (``section.key=value``) apply to every model after its recipe (``data.series=...``
@@ -54,24 +54,55 @@ def run_leaderboard(path: str | Path, out: str | Path, models: list[str] | None 
     board runs. A rerun into the same ``out`` keeps each finished run, resumes an interrupted one
     and starts again one that has not trained an epoch; a run made on other data (the file's content
     hash) or with other settings is refused by name before anything trains, or, with ``retrain``,
-    trained again. Returns the rows of ``leaderboard.json``.
+    trained again. ``budget`` trials per model search its settings on the validation split (trial 0: its
+    recipe) and ``jobs`` models train at once, each in a child process
+    (:mod:`~ppl_models.experiments.board_training`). The classical forecasters named in ``classical`` (default:
+    those of :data:`~ppl_models.classical.CLASSICAL` that suit the data; ``[]``: none;
+    :mod:`~ppl_models.experiments.classical_rows`) are rows of the same board, judged on the same scored steps;
+    each row carries its flags (:mod:`~ppl_models.experiments.board_flags`). Returns the rows of
+    ``leaderboard.json``.
     """
     configs, not_run = _configs(path, models, overrides, device)
     _check_board_folder(Path(out))
     out = check_writable(out, "out")
     with folder_lock(out, "out"):
         remove_stale_temporaries(out)
-        folders = {model: out / "runs" / model for model in configs}
-        plans = _plans(folders, configs, retrain)
-        for model, config in configs.items():
-            _bring_up_to_date(model, folders[model], config, plans[model])
-        rows = leaderboard_rows(folders)
+        folders = train_models(configs, out, retrain=retrain, budget=budget, jobs=jobs,
+                               fixed=_user_settings(configs, overrides))  # fmt: skip
+        data = build(next(iter(configs.values()))["data"], DATASETS, "data")  # the read of the models' own splits
+        classical_folders = _classical(data, out, not_run, classical)
+        rows = tuned_rows(leaderboard_rows(folders), out) + [classical_forecaster_row(name, folder)
+                                                             for name, folder in classical_folders.items()]  # fmt: skip
+        rows = flag_rows(rows)
+        warnings = board_warnings(data)
         write_json(out / "leaderboard.json", {"data": str(path), "overrides": list(overrides), "rows": rows,
-                                              "not_run": not_run})  # fmt: skip
-        write_text(out / "leaderboard.md", _markdown(rows, path, not_run))
-        board_figures.calibration_figure(folders, out / "calibration.png")
+                                              "not_run": not_run, "warnings": warnings})  # fmt: skip
+        write_text(out / "leaderboard.md", _markdown(rows, path, not_run, warnings))
+        board_figures.calibration_figure({**folders, **classical_folders}, out / "calibration.png")
         board_figures.fan_chart(folders, out / "fan_chart.png", device or "cpu")
     return rows
+
+
+def _classical(data, out: Path, not_run: dict[str, str], named: list[str] | None) -> dict[str, Path]:
+    """Fit and judge the classical forecasters ``named`` (``None``: those that suit ``data``) into
+    ``out/classical/<name>``; ``{name: folder}``. Those that do not suit the data join ``not_run`` with the reason
+    (one that was named is refused instead)."""
+    names, refused = applicable_classical(data)
+    if named is not None:
+        unknown = sorted(set(named) - set(CLASSICAL))
+        if unknown or set(named) & set(refused):
+            bad = unknown[0] if unknown else sorted(set(named) & set(refused))[0]
+            raise ValueError(f"classical: {bad!r} " + (f"is not one of {list(CLASSICAL)}" if unknown else
+                                                       f"cannot take the data: {refused[bad]}"))  # fmt: skip
+        names, refused = [name for name in names if name in named], {}
+    not_run.update({name: f"{name}: {why}" for name, why in refused.items()})
+    folders = {}
+    for name in names:
+        folder = out / "classical" / name
+        print(f"{name}: fitting (classical)")
+        run_classical(name, data, folder)
+        folders[name] = folder
+    return folders
 
 
 def _configs(path, models: list[str] | None, overrides, device) -> tuple[dict[str, dict], dict[str, str]]:
@@ -112,6 +143,18 @@ def _configs(path, models: list[str] | None, overrides, device) -> tuple[dict[st
     return configs, not_run
 
 
+def _user_settings(configs: dict[str, dict], overrides) -> dict[str, set[str]]:
+    """``{model: the section.key settings the user gave it}`` (shared ``--set`` items and its own
+    ``MODEL:section.key=value`` ones): a search leaves them as given."""
+    keys = {model: set() for model in configs}
+    for item in overrides:
+        name, setting = item.split(":", 1) if item.split(":", 1)[0] in RECIPES else ("", item)
+        key = setting.split("=", 1)[0].strip()
+        for model in ([name] if name else configs):
+            keys.setdefault(model, set()).add(key)
+    return keys
+
+
 def _check_board_folder(out: Path) -> None:
     """Refuse an ``out`` that holds anything but a board's files (a run folder of ``train``, an evaluation, ...)."""
     if not out.is_dir():
@@ -121,86 +164,6 @@ def _check_board_folder(out: Path) -> None:
         shown = ", ".join(other[:3]) + (f" and {len(other) - 3} more" if len(other) > 3 else "")
         raise ValueError(f"out {out} is not a leaderboard folder (it holds {shown}; a run or evaluation folder?): "
                          "pick a new or empty --out")  # fmt: skip
-
-
-def _plans(folders: dict[str, Path], configs: dict[str, dict], retrain: bool) -> dict[str, str]:
-    """``{model: "kept" | "resume" | "start" | "retrain"}`` for the run folders; a run made on other data or with
-    other settings is one ``ValueError`` naming its folder and what differs, unless ``retrain``."""
-    plans, refused = {}, {}
-    for model, folder in folders.items():
-        checkpoint = _last_checkpoint(folder)
-        differences = [] if checkpoint is None else run_differences(folder, configs[model],
-                                                                   checkpoint.get("experiment"))
-        if differences:
-            refused[model] = differences
-        plans[model] = ("start" if checkpoint is None else "retrain" if differences else
-                        "kept" if is_finished(folder) else "resume")  # fmt: skip
-    if refused and not retrain:
-        model, differences = next(iter(refused.items()))
-        others = [folders[m].name for m in refused if m != model]
-        also = f" (and {', '.join(others)} likewise)" if others else ""
-        raise ValueError(f"{folders[model]} holds a run made on other data or with other settings "
-                         f"({'; '.join(differences[:3])}){also}: pick another --out, or pass --retrain to train "
-                         f"{'them' if others else 'it'} again (the old results are deleted)")  # fmt: skip
-    return plans
-
-
-def _last_checkpoint(folder: Path) -> dict | None:
-    """The run's ``checkpoints/last.pt``, or ``None`` where there is no complete one (it has not trained an epoch)."""
-    path = folder / "checkpoints" / "last.pt"
-    try:
-        return load_checkpoint(path) if path.is_file() else None
-    except ValueError:  # cut short (a full disk, a lost write): as good as none
-        return None
-
-
-def _bring_up_to_date(model: str, folder: Path, config: dict, plan: str) -> None:
-    """Carry out ``plan`` (:func:`_plans`) for ``model``'s run folder: keep it, resume it, or train it from scratch."""
-    if plan == "kept":
-        print(f"{model}: finished earlier, kept ({folder})")
-        return
-    if plan == "retrain":
-        shutil.rmtree(folder)
-    if plan == "start":  # no complete last.pt: what a new run would refuse or trip over goes, the wall time stays
-        shutil.rmtree(folder / "checkpoints", ignore_errors=True)
-        for name in ("config.json", "resume.jsonl", FINISHED):
-            (folder / name).unlink(missing_ok=True)
-    if plan == "resume" and (folder / "config.json").is_file():  # the run's own settings (the same, defaults aside)
-        config = {**read_config_json(folder / "config.json"), "device": config["device"]}
-    print(f"{model}: {'resuming' if plan == 'resume' else 'training'} ({folder})")
-    with _wall_clock(folder / "wall_time.json") as seconds:
-        runner.train(config, folder, resume=plan == "resume")
-    print(f"{model}: done in {seconds():.0f} s")
-
-
-@contextmanager
-def _wall_clock(path: Path, every: float = 1.0) -> Iterator[Callable[[], float]]:
-    """Count the block's wall time into ``path`` (``seconds``, all sessions together), rewritten every ``every``
-    seconds while the block runs and at its end, so that a session killed on the way counts too (all but the
-    last ``every`` seconds). Yields a function that gives the seconds so far."""
-    earlier = json.loads(path.read_text())["seconds"] if path.is_file() else 0.0
-    started, stop = time.perf_counter(), threading.Event()
-
-    def seconds() -> float:
-        return earlier + time.perf_counter() - started
-
-    def record() -> None:
-        if path.parent.is_dir():  # written by the run's own start
-            write_json(path, {"seconds": seconds(), "what": "wall time of training and evaluation, all sessions"})
-
-    def beat() -> None:
-        while not stop.wait(every):
-            with suppress(OSError):  # a full disk, a temporary file swept by the run's start: the next beat writes
-                record()
-
-    thread = threading.Thread(target=beat, name=f"wall clock of {path.parent.name}", daemon=True)
-    thread.start()
-    try:
-        yield seconds
-    finally:
-        stop.set()
-        thread.join()
-        record()
 
 
 def leaderboard_rows(folders: dict[str, Path]) -> list[dict]:
@@ -218,12 +181,13 @@ def leaderboard_rows(folders: dict[str, Path]) -> list[dict]:
         best = max(validated, key=lambda r: r["valid_bound_per_step"])["epoch"] if validated else None
         config = json.loads((folder / "config.json").read_text())
         rows.append({
-            "model": model, "estimator": estimator, "nats_per_step": loglik,
+            "model": model, "kind": "collection", "estimator": estimator, "nats_per_step": loglik,
             **{key: calibration.get(key) for key in ("crps", "coverage_0.5", "coverage_0.8", "coverage_0.95", "pit_ks",
                                                      "brier", "ece")},
             "mse": metrics.get("mse"), "train_seconds": _wall_time(folder, log),
             "best_epoch": best, "epochs_run": log[-1]["epoch"] if log else 0,
-            "epochs_cap": config["train"]["epochs"], "num_parameters": metrics["num_parameters"],
+            "epochs_cap": config["train"]["epochs"], "patience": config["train"].get("patience"),
+            "num_parameters": metrics["num_parameters"], "validation": metrics.get("validation"),
             "run": str(folder),
         })  # fmt: skip
     return sorted(rows, key=lambda row: -row["nats_per_step"])
@@ -244,28 +208,31 @@ def _held_out(loglik: dict) -> tuple[str, float]:
     return name, bounds[name]
 
 
-def _markdown(rows: list[dict], path, not_run: dict[str, str]) -> str:
+def _markdown(rows: list[dict], path, not_run: dict[str, str], warnings: list[str]) -> str:
     binary = all(row["crps"] is None for row in rows)
     spread = ("Brier", "ECE") if binary else ("CRPS", "cov. 50%", "cov. 80%", "cov. 95%", "PIT KS")
     keys = ("brier", "ece") if binary else ("crps", "coverage_0.5", "coverage_0.8", "coverage_0.95", "pit_ks")
-    head = ("model", "held-out nats / step", "estimator", *spread, "one-step MSE", "train + eval s",
-            "best / last epoch", "parameters")
+    head = ("model", "kind", "held-out nats / step", "estimator", *spread, "one-step MSE", "train + eval s",
+            "best / last epoch", "parameters", "flags")
     lines = [f"# Leaderboard: {path}", "",
-             "Held-out (test split) figures in the data's own units, each model at its default recipe on the same "
-             "splits; higher nats per step is better (a bound where the model has no exact likelihood). Coverage "
-             "is the share of test values inside the central interval of that level (ideal: the level); PIT KS "
-             "is 0 for a calibrated predictive. A best epoch equal to the last means the model was still "
-             "improving when its epoch cap stopped it.", "",
-             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]  # fmt: skip
+             "Held-out (test split) figures in the data's own units, on the same scored steps for every row (a "
+             "held-out segment of a series is predicted given all of the series' earlier steps); each model of the "
+             "collection at its recipe, each classical forecaster (statsmodels) fitted on the training split and on "
+             "each series' history. Higher nats per step is better (a bound where the model has no exact "
+             "likelihood). Coverage is the share of test values inside the central interval of that level (ideal: "
+             "the level); PIT KS is 0 for a calibrated predictive. Flags: a row far below the last value, with "
+             "validation coverage at 80 % below 0.5 or above 0.98, with non-finite figures, or still improving "
+             "when it stopped.", ""]  # fmt: skip
+    lines += [f"**Warning:** {warning}" for warning in warnings] + ([""] if warnings else [])
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in rows:
-        still = " (still improving)" if row["best_epoch"] == row["epochs_run"] == row["epochs_cap"] else ""
-        epochs = f"{row['best_epoch']} / {row['epochs_run']}{still}"
-        cells = (row["model"], f"{row['nats_per_step']:.4f}", row["estimator"], *(_number(row[k]) for k in keys),
-                 _number(row["mse"]), f"{row['train_seconds']:.0f}", epochs, f"{row['num_parameters']:,}")
+        epochs = "-" if row["best_epoch"] is None else f"{row['best_epoch']} / {row['epochs_run']}"
+        cells = (row["model"], row["kind"], _number(row["nats_per_step"]), row["estimator"],
+                 *(_number(row[k]) for k in keys), _number(row["mse"]), f"{row['train_seconds']:.0f}", epochs,
+                 f"{row['num_parameters']:,}", "; ".join(row["flags"]) or "-")  # fmt: skip
         lines.append("| " + " | ".join(cells) + " |")
     if not_run:
-        lines += ["", "Models that cannot represent the data:", "",
-                  *(f"- not run: {reason}" for reason in not_run.values())]
+        lines += ["", "Not run:", "", *(f"- not run: {reason}" for reason in not_run.values())]
     return "\n".join(lines) + "\n"
 
 

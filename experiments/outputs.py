@@ -10,6 +10,7 @@ from pathlib import Path
 import torch
 
 from ppl_models.inference import ParticleFilter, calibration, one_step_mse
+from ppl_models.inference.evaluation.batches import Units
 from ppl_models.inference.io import save_torch, write_json, write_text
 
 from . import board_figures, plots
@@ -34,7 +35,7 @@ def mse_monitor(model, data, run_dir: Path, *, fresh: bool) -> Callable[[], dict
     @torch.no_grad()
     def monitor() -> dict:
         model.eval()
-        return {f"{name}_mse": one_step_mse(model, *getattr(data, name), standardizer=data.standardizer,
+        return {f"{name}_mse": one_step_mse(model, *getattr(data, name), standardizer=data.units(name),
                                             scored=data.scored_mask(name))
                 for name in ("valid", "test")}  # fmt: skip
 
@@ -46,12 +47,13 @@ def mse_monitor(model, data, run_dir: Path, *, fresh: bool) -> Callable[[], dict
 
 @torch.no_grad()
 def first_test_prediction(model, data) -> list:
-    """The one-step predictive means ``[T, D]`` of the first test sequence, in the data's units, as lists."""
+    """The one-step predictive means ``[T, D]`` of the first test sequence, in the data's units (for transformed
+    data, each from the level before it: :meth:`~ppl_models.experiments.data.ExperimentData.units`), as lists."""
     x, mask = data.test
     device = next(model.parameters()).device
     first = x[:1][:, mask[0]].to(device)
-    mean = model.predictive(first, None, 0).mean[0].cpu()
-    return (mean if data.standardizer is None else data.standardizer.inverse(mean, dtype=torch.float64)).tolist()
+    mean = model.predictive(first, None, 0).mean.cpu()
+    return Units(data.units("test"), x).values(mean, torch.tensor([0]))[0].tolist()
 
 
 def write_outputs(run_dir: Path, model, data, config, result, seed: int, records: Path) -> None:

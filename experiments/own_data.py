@@ -5,7 +5,9 @@
 experiment's model and training and replaces its data. Either way the ``[data]`` section is
 :func:`file_table` (``{"name": "file", "path": FILE}``), into which ``--set data.series=...`` (``time``,
 ``features``, ``targets``, ``split``, ``split_by``, ``fractions``, ``window``, ``stride``, ``missing``, ...)
-merge to name the columns and the split (:func:`ppl_models.experiments.tasks.own_file.file_data`).
+merge to name the columns and the split (:func:`ppl_models.experiments.tasks.own_file.file_data`); the command
+line's data flags (``--series COL``, ...: :data:`ppl_models.experiments.cli.DATA_FLAGS`) arrive as those same
+``--set`` items.
 
 A model that cannot take the file is refused before anything is written, in one line with the reason
 (:class:`~ppl_models.experiments.recipes.DataNotRepresentable`): a model without a Bernoulli emission on binary

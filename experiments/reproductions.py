@@ -13,6 +13,7 @@ evidence in place of the earlier studies' files, which other pages quote and whi
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
 import re
@@ -220,9 +221,11 @@ def _paper_table(paper: str, files: dict) -> list[str]:
 
 
 #: a block of a docs page that the renderer fills with one paper's rows (``<!-- claims:PAPER -->`` ...
-#: ``<!-- /claims -->``) or one recipe's transfer table (``<!-- transfer:RECIPE -->`` ... ``<!-- /transfer -->``)
-CLAIMS_BLOCK = re.compile(r"(<!-- (?P<kind>claims|transfer):(?P<key>[\w-]+) -->\n)(?P<body>.*?)(<!-- /(?P=kind) -->)",
-                          re.S)
+#: ``<!-- /claims -->``), one recipe's transfer table (``<!-- transfer:RECIPE -->`` ... ``<!-- /transfer -->``) or
+#: the boards of a real series over seeds (``<!-- board:NAME -->`` ... ``<!-- /board -->``, from
+#: ``docs/results/board_NAME_cpu.json``)
+CLAIMS_BLOCK = re.compile(r"(<!-- (?P<kind>claims|transfer|board):(?P<key>[\w-]+) -->\n)(?P<body>.*?)"
+                          r"(<!-- /(?P=kind) -->)", re.S)
 
 
 def fill_blocks(text: str, files: dict, where: str = "page") -> str:
@@ -231,6 +234,8 @@ def fill_blocks(text: str, files: dict, where: str = "page") -> str:
 
     def fill(match: re.Match) -> str:
         kind, key = match.group("kind"), match.group("key")
+        if kind == "board":
+            return match.group(1) + "\n".join(board_table(key, files)) + "\n" + match.group(5)
         known = PAPERS if kind == "claims" else TRANSFERS
         if key not in known:
             what = "paper" if kind == "claims" else "recipe"
@@ -241,10 +246,40 @@ def fill_blocks(text: str, files: dict, where: str = "page") -> str:
     return CLAIMS_BLOCK.sub(fill, text)
 
 
+def board_table(name: str, files: dict) -> list[str]:
+    """The Markdown table of the boards of real series ``name`` over seeds (``docs/results/board_NAME_cpu.json``,
+    written by :mod:`ppl_models.experiments.studies.real_series`), or how to make it."""
+    file = f"board_{name.replace('-', '_')}_cpu.json"
+    if file not in files:
+        return [f"Not run yet: `python -m ppl_models.experiments.studies.real_series {name} --out runs/real-{name}` "
+                f"writes docs/results/{file}."]  # fmt: skip
+    record = files[file]
+    lines = ["| model | kind | held-out nats / step | one-step MSE | CRPS | coverage at 80 % | flags (any seed) |",
+             "|---|---|---|---|---|---|---|"]
+    ranked = sorted(record["summary"].items(), key=lambda item: -(item[1]["nats_per_step"]["mean"] or -math.inf))
+    for model, entry in ranked:
+        cells = [model, entry["kind"], *(_spread(entry[f]) for f in ("nats_per_step", "mse", "crps", "coverage_0.8")),
+                 "; ".join(entry["flags"]) or "-"]
+        lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    seeds, seconds = record["seeds"], sum(board["seconds"] for board in record["boards"])
+    return [*lines, "", f"Seeds {_ints(seeds)} (mean ± sd over seeds; the classical rows do not depend on the seed); "
+            f"{seconds / 60:.0f} min of boards on {record['cores']} cores, commit {record['commit']}. "
+            f"File: [{file}](results/{file})."]
+
+
+def _spread(figure: dict) -> str:
+    """``mean ± sd (n)`` of a figure summarised over seeds (``mean`` alone for one value, ``-`` for none)."""
+    if figure["mean"] is None:
+        return "-"
+    if figure["sd"] is None:
+        return f"{figure['mean']:.4g}"
+    return f"{figure['mean']:.4g} ± {figure['sd']:.2g} (n={figure['n']})"
+
+
 def _pages_with_blocks(page: Path) -> list[Path]:
     """The docs pages beside ``page`` that hold a claims block."""
-    return sorted(p for p in page.parent.glob("*.md")
-                  if p != page and ("<!-- claims:" in p.read_text() or "<!-- transfer:" in p.read_text()))
+    marks = ("<!-- claims:", "<!-- transfer:", "<!-- board:")
+    return sorted(p for p in page.parent.glob("*.md") if p != page and any(m in p.read_text() for m in marks))
 
 
 def check(results_dir: str | Path | None = None, page: str | Path | None = None) -> list[str]:

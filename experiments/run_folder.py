@@ -222,6 +222,9 @@ def experiment_record(config: dict, data) -> dict:
     experiment = _fixed_part(config)
     if data.split_record is not None:
         experiment["data_standardizer"] = data.split_record["standardizer"]
+        name = data.split_record.get("transform", {}).get("name", "none")
+        if name != "none":  # recorded only where there is one: runs made before transforms stay resumable
+            experiment["data_transform"] = name
     fingerprint = data_fingerprint(config)
     if fingerprint is not None:
         experiment["data_fingerprint"] = fingerprint

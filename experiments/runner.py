@@ -7,6 +7,7 @@ beside it. Both write the evaluation's files and plots through :mod:`ppl_models.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pyro
@@ -30,7 +31,7 @@ from .run_folder import (
     timestamped,
 )
 
-__all__ = ["train", "evaluate", "evaluate_model"]
+__all__ = ["train", "evaluate", "evaluate_model", "validation_figures"]
 
 
 def train(config: dict, run_dir: str | Path, *, resume: bool = False, change_epochs: bool = False) -> dict:
@@ -94,6 +95,19 @@ def evaluate(run_dir: str | Path, overrides: dict | None = None, device: str | N
 
 
 @torch.no_grad()
+def validation_figures(model, data, config: evaluation.EvaluationOptions, seed: int = 0) -> dict:
+    """The one-step predictive's coverage, CRPS and held-out figure on ``data``'s validation split (its scored steps
+    given their history), the trained model as it is (no noise refit): what a board reads to flag a model whose
+    intervals are far off before it looks at the test split."""
+    options = dataclasses.replace(config, noise_refit="none", posterior_draws=0)
+    x, mask = data.valid
+    metrics = evaluation.evaluate(model, x, mask, options, seed=seed, binary=False, description="validation split",
+                                  standardizer=data.units("valid"), scored=data.scored_mask("valid")).metrics
+    return {"coverage_0.8": metrics["calibration"].get("coverage_0.8"), "crps": metrics["calibration"].get("crps"),
+            "loglik": metrics["loglik"], "steps": metrics["test_steps"]}
+
+
+@torch.no_grad()
 def evaluate_model(model, data, config: evaluation.EvaluationOptions, run_dir: str | Path | None = None,
                    seed: int = 0, *, records_from: str | Path | None = None) -> dict:
     """:func:`ppl_models.inference.evaluate` of ``model`` on ``data``'s test split with the ``[evaluate]`` settings;
@@ -104,10 +118,14 @@ def evaluate_model(model, data, config: evaluation.EvaluationOptions, run_dir: s
     outputs go to ``run_dir``; the training records (``metrics.jsonl``, ``predictions.json``) are
     read from ``records_from`` (default ``run_dir``). Returns the metrics (``metrics.json``).
     """
+    validation = (validation_figures(model, data, config, seed)  # before a noise refit on the validation split
+                  if data.split_record is not None and not data.binary and config.predictive_samples else None)
     x, mask = data.test
     result = evaluation.evaluate(model, x, mask, config, seed=seed, valid=data.valid, binary=data.binary,
                                  truth=data.truth, truth_metrics=data.truth_metrics, description=data.description,
                                  standardizer=data.standardizer, scored=data.scored_mask("test"))  # fmt: skip
+    if validation is not None:
+        result.metrics["validation"] = validation
     if run_dir is not None:
         write_outputs(Path(run_dir), model, data, config, result, seed, Path(records_from or run_dir))
     return result.metrics

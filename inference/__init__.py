@@ -1,5 +1,6 @@
 """Shared inference engines: resampling, particle filtering, objectives, training, calibration."""
 
+from .backtest import Backtest, backtest
 from .evaluation import Evaluation, EvaluationOptions, evaluate, one_step_mse
 from .forecast import forecast
 from .particle_filter import GRADIENT_MODES, FilterFailed, FilterResult, ParticleFilter, ParticleModel, Step
@@ -20,6 +21,8 @@ from .resampling import SCHEMES, effective_sample_size, gather_particles, normal
 from .state_space import SEQUENCE_PLATE, MarkovStateSpace
 
 __all__ = [
+    "backtest",
+    "Backtest",
     "evaluate",
     "Evaluation",
     "EvaluationOptions",

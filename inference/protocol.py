@@ -64,7 +64,8 @@ from .validation import check_positive_int, check_sequences
 
 __all__ = ["CAPABILITIES", "ESTIMATORS", "UNCONDITION", "NOISE_REFITS", "DEFAULT_PARTICLES", "SequenceModel",
            "OneStepPredictive", "Generation", "Score", "Unsupported",
-           "particle_predictive", "particle_forecast", "exact_predictive", "check_num_samples"]  # fmt: skip
+           "particle_predictive", "particle_forecast", "exact_predictive", "check_num_samples",
+           "model_device"]  # fmt: skip
 
 #: capability name -> what it provides (see the module docstring)
 CAPABILITIES = {
@@ -169,6 +170,9 @@ class SequenceModel(DeclaredModel):
     pyro_prefix: ClassVar[str | None] = None
     #: what ``model`` draws under ``poutine.uncondition`` (a key of :data:`UNCONDITION`; ``None``: no programs)
     uncondition: ClassVar[str | None] = None
+    #: its ``predictive(x, mask, num_samples, scored=...)`` estimates its parameters on each row's context (the valid
+    #: steps before the scored ones), as a classical forecaster does: its exact figure is then its one-step densities'
+    fits_context: ClassVar[bool] = False
 
     def __init__(self):
         super().__init__()
@@ -297,6 +301,10 @@ class SequenceModel(DeclaredModel):
         return particle_forecast(self, x, mask, horizon, num_samples, num_particles=num_particles,
                                  generator=generator)  # fmt: skip
 
+    def parameter_count(self) -> int:
+        """How many numbers the model has learned (its parameters' entries; a classical forecaster counts its own)."""
+        return sum(p.numel() for p in self.parameters())
+
     def initialize(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> SequenceModel:
         """A data-driven start from training data (two-stage regression, say); by default none."""
         return self
@@ -309,6 +317,13 @@ class SequenceModel(DeclaredModel):
         noise of its own to refit (the default; a one-step predictor overrides it).
         """
         return None
+
+
+def model_device(model) -> torch.device:
+    """The device of ``model``'s first parameter or buffer (the CPU for a model with neither)."""
+    for tensor in (*model.parameters(), *model.buffers()):
+        return tensor.device
+    return torch.device("cpu")
 
 
 def exact_predictive(distribution, x: torch.Tensor, mask: torch.Tensor, samples: torch.Tensor | None,

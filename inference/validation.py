@@ -25,7 +25,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-__all__ = ["InputTypeError", "check_sequences", "check_scored", "check_choice", "check_positive_int", "check_draw_count",
+__all__ = ["InputTypeError", "check_sequences", "check_scored", "check_choice", "check_positive_int",
+           "check_draw_count",
            "check_seed", "check_flag", "check_probability", "value_checks", "value_checks_enabled",
            "available_memory", "check_memory"]  # fmt: skip
 

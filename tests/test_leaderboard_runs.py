@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ppl_models.experiments import board_figures, leaderboard, own_data, run_folder, runner
+from ppl_models.experiments import board_figures, board_training, leaderboard, own_data, run_folder, runner
 from ppl_models.experiments.cli import build_parser, main
 from ppl_models.experiments.recipes import DataNotRepresentable
 from ppl_models.inference.io import folder_lock, write_json
@@ -43,7 +43,7 @@ def stations(path, *, seed=0, series=10, steps=20):
 def board_args(*extra, data="a.csv", models="lgssm", out="out"):
     sets = [arg for item in TINY for arg in ("--set", item)]
     return ["leaderboard", "--data", data, *(["--models", models] if models is not None else []), "--out", out, *sets,
-            *extra]
+            "--classical", "none", *extra]  # the classical rows are test_board_classical.py's
 
 
 def _no_figures(monkeypatch):
@@ -265,7 +265,7 @@ def test_the_data_fingerprint_is_the_files_content_hash(tmp_path):
 def test_the_wall_clock_is_on_disk_while_the_session_runs(tmp_path):
     path = tmp_path / "wall_time.json"
     write_json(path, {"seconds": 5.0})  # an earlier session's
-    with leaderboard._wall_clock(path, every=0.1):
+    with board_training._wall_clock(path, every=0.1):
         time.sleep(0.6)
         during = json.loads(path.read_text())["seconds"]  # what a kill -9 now would leave
     assert 5.3 <= during <= 5.9, during

@@ -70,11 +70,14 @@ def test_the_leaderboard_ranks_models_with_the_figures_of_their_runs(tmp_path, c
     data = station_file(tmp_path / "stations.csv")
     out = tmp_path / "board"
     args = ["leaderboard", "--data", str(data), "--models", "gru,lgssm,vrnn", "--out", str(out),
-            *columns(*TINY, *(f"vrnn:{item}" for item in SMALL["vrnn"]))]  # fmt: skip
+            "--classical", "last-value", *columns(*TINY, *(f"vrnn:{item}" for item in SMALL["vrnn"]))]  # fmt: skip
     assert main(args) == 0
     board = json.loads((out / "leaderboard.json").read_text())
-    assert {row["model"] for row in board["rows"]} == {"gru", "lgssm", "vrnn"}
-    for row in board["rows"]:
+    assert {row["model"] for row in board["rows"]} == {"gru", "lgssm", "vrnn", "last-value"}
+    classical = next(row for row in board["rows"] if row["kind"] == "classical")
+    steps = {json.loads((Path(row["run"]) / "metrics.json").read_text())["test_steps"] for row in board["rows"]}
+    assert len(steps) == 1 and classical["model"] == "last-value"  # every row judged on the same scored steps
+    for row in (row for row in board["rows"] if row["kind"] == "collection"):
         metrics = json.loads((out / "runs" / row["model"] / "metrics.json").read_text())
         assert row["nats_per_step"] == metrics["loglik"][row["estimator"]]["per_step"]
         assert row["crps"] == metrics["calibration"]["crps"] and row["num_parameters"] == metrics["num_parameters"]

@@ -59,7 +59,8 @@ def test_train_model_on_a_file_reads_it_once(folder, reads):
 
 
 def test_a_two_model_board_reads_its_file_once(folder, reads):
-    board = ["leaderboard", "--data", "a.csv", "--models", "gru,lgssm", "--out", "board", *_sets(TINY[:-2]),
+    board = ["leaderboard", "--data", "a.csv", "--models", "gru,lgssm", "--out", "board", "--classical", "last-value",
+             *_sets(TINY[:-2]),
              *_sets(["gru:model.rnn_dim=4", "gru:model.hidden_dim=4", "lgssm:model.latent_dim=2"])]  # fmt: skip
     assert main(board) == 0
     assert reads == ["a.csv"]  # two recipes, two runs and the board's figures

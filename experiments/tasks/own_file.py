@@ -11,9 +11,9 @@ import json
 from collections import OrderedDict
 from pathlib import Path
 
-from ppl_models.inference.data import SequenceDataset, Standardizer
+from ppl_models.inference.data import DataSplits, SequenceDataset, Standardizer, resolve_transform
 
-from ..data import ExperimentData
+from ..data import ExperimentData, LevelData
 
 __all__ = ["CACHED_READS", "read_dataset", "file_data"]
 
@@ -54,8 +54,10 @@ def file_data(path: str, series: str | None = None, time: str | None = None, fea
               targets: list[str] | None = None, split: str | None = None, split_by: str = "series",
               fractions: list[float] | None = None, split_seed: int = 0, window: int | None = None,
               stride: int | None = None, missing: str = "error", time_order: str = "values", sep: str = ",",
-              fs: float = 4.0, standardizer: dict | None = None) -> ExperimentData:
-    """Read ``path`` (``.csv``, ``.parquet``, ``.npz`` or a folder of ``.mid`` files), split it and standardise it.
+              fs: float = 4.0, standardizer: dict | None = None, transform: str = "auto",
+              season: int | None = None) -> ExperimentData:
+    """Read ``path`` (``.csv``, ``.parquet``, ``.npz`` or a folder of ``.mid`` files), split it, transform it and
+    standardise it.
 
     ``series`` / ``time`` / ``features`` / ``targets`` / ``split`` name the columns of a long-format
     table (:meth:`~ppl_models.inference.data.datasets.SequenceDataset.from_dataframe`), whose ``time_order`` is
@@ -64,9 +66,14 @@ def file_data(path: str, series: str | None = None, time: str | None = None, fea
     or ``"time"``, with ``fractions`` (train, valid, test; default 0.7, 0.15, 0.15) and
     ``split_seed``, unless a ``split`` column decides; ``window`` / ``stride`` cut training windows
     (held-out splits are scored whole: a held-out segment of a series keeps the series' earlier steps as context,
-    read but not scored: :attr:`~ppl_models.experiments.data.ExperimentData.scored`). Real-valued features are standardised on the
+    read but not scored: :attr:`~ppl_models.experiments.data.ExperimentData.scored`). ``transform``
+    (:func:`~ppl_models.inference.data.resolve_transform`): ``"auto"`` (chosen on the validation split among log,
+    differencing at lag 1 or ``season`` and per-series scaling), ``"none"`` or a spec like ``"log+difference"``;
+    training windows are cut from the transformed training split. Real-valued features are then standardised on the
     training split (or by ``standardizer``, a :meth:`~ppl_models.inference.data.Standardizer.to_dict` record: a
-    trained model's own, to judge or forecast new data in its units); the tensors are in those units.
+    trained model's own, to judge or forecast new data in its units); the tensors are in those units, each held-out
+    split's way back to the data's units is :meth:`~ppl_models.experiments.data.ExperimentData.units`, and the data
+    as read is :attr:`~ppl_models.experiments.data.ExperimentData.levels`.
     """
     table = {"series": series, "time": time, "features": features, "targets": targets, "split": split,
              "missing": missing, "time_order": time_order, "sep": sep}
@@ -74,15 +81,24 @@ def file_data(path: str, series: str | None = None, time: str | None = None, fea
     options = {"fs": fs} if Path(path).is_dir() else {"features": features} if suffix == ".npz" else table
     dataset = read_dataset(path, **{k: v for k, v in options.items() if v is not None})
     splits = dataset.split(by=split_by, fractions=fractions or (0.7, 0.15, 0.15), seed=split_seed)
+    splits, choice = resolve_transform(transform, splits, season=season, window=window, prefix="data.")
     if window is not None:
         splits = splits.windows(window, stride)
     if standardizer is not None:
         splits.standardizer = _recorded(standardizer, dataset.features, path)
     train, valid, test = splits.tensors()
+    units = {name: splits.units(name) for name in ("valid", "test")}
     kind = "binary" if dataset.binary else "real-valued, standardised on the training split"
     return ExperimentData(train, valid, test, f"{path} ({len(dataset)} series, {dataset.obs_dim} features, {kind})",
-                        binary=dataset.binary, standardizer=splits.standardizer,
-                        split_record=splits.to_dict(), scored=splits.scored())  # fmt: skip
+                          binary=dataset.binary, standardizer=units["test"], split_units=units,
+                          split_record={**splits.to_dict(), "transform": choice}, scored=splits.scored(),
+                          levels=_levels(splits))  # fmt: skip
+
+
+def _levels(splits: DataSplits) -> LevelData:
+    """The file as read (:class:`~ppl_models.experiments.data.LevelData`) behind transformed ``splits``."""
+    train, valid, test = splits.level_tensors()
+    return LevelData(train, valid, test, splits.level_scored(), splits.levels.standardizer)
 
 
 def _recorded(record: dict, features: list[str], path) -> Standardizer:

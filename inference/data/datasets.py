@@ -25,6 +25,7 @@ the column and the row.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from collections.abc import Sequence
@@ -75,7 +76,7 @@ class SequenceDataset:
     def __init__(self, sequences: list[np.ndarray], *, ids: list[str], features: list[str],
                  targets: list[np.ndarray] | None = None, target_names: list[str] | None = None,
                  split_labels: list[np.ndarray] | None = None, context: list[int] | None = None,
-                 source: str = "sequences"):  # fmt: skip
+                 origin: list[int] | None = None, source: str = "sequences"):  # fmt: skip
         self.sequences = sequences
         self.ids = ids
         self.features = features
@@ -84,6 +85,8 @@ class SequenceDataset:
         self.split_labels = split_labels
         #: per sequence, its leading steps that are history (read, not scored); ``None``: every step is scored
         self.context = context
+        #: per sequence, the index of the series of the source data set it was cut from (``None``: its own index)
+        self.origin = origin
         self.source = source
 
     # --- construction ---------------------------------------------------------------------
@@ -227,6 +230,11 @@ class SequenceDataset:
         return [len(s) for s in self.sequences]
 
     @property
+    def origins(self) -> list[int]:
+        """Per sequence, the index of the series it was cut from (:attr:`origin`; its own index where there is none)."""
+        return list(self.origin) if self.origin is not None else list(range(len(self)))
+
+    @property
     def obs_dim(self) -> int:
         return len(self.features)
 
@@ -279,7 +287,8 @@ class SequenceDataset:
         if short and not cover:
             raise ValueError(f"{self.source}: window {window} is longer than series {short[0][0]!r} "
                              f"({short[0][1]} steps); choose window <= {min(self.lengths)}")  # fmt: skip
-        pieces = {"sequences": [], "targets": [], "labels": [], "ids": []}
+        pieces = {"sequences": [], "targets": [], "labels": [], "ids": [], "origin": []}
+        origins = self.origins
         for i, (name, seq) in enumerate(zip(self.ids, self.sequences)):
             last = len(seq) - 1 if cover else len(seq) - window
             for start in range(0, max(last, 0) + 1, stride):
@@ -288,13 +297,15 @@ class SequenceDataset:
                     continue
                 pieces["sequences"].append(seq[cut])
                 pieces["ids"].append(f"{name}[{start}:{cut.stop}]")
+                pieces["origin"].append(origins[i])
                 if self.targets:
                     pieces["targets"].append(self.targets[i][cut])
                 if self.split_labels:
                     pieces["labels"].append(self.split_labels[i][cut])
         return SequenceDataset(pieces["sequences"], ids=pieces["ids"], features=self.features,
                                targets=pieces["targets"] or None, target_names=self.target_names,
-                               split_labels=pieces["labels"] or None, source=self.source)  # fmt: skip
+                               split_labels=pieces["labels"] or None, origin=pieces["origin"],
+                               source=self.source)  # fmt: skip
 
     def split(self, *, by: str = "series", fractions: Sequence[float] = (0.7, 0.15, 0.15), seed: int = 0,
               column: bool | None = None, context: bool = True) -> DataSplits:  # fmt: skip
@@ -329,11 +340,11 @@ class SequenceDataset:
             if not part:
                 raise ValueError(f"{self.source}: the {name} split is empty ({len(self)} series, {how}); "
                                  "give more series, other fractions, or split by time")  # fmt: skip
-        train, valid, test = (SequenceDataset([s for s, _, _, _ in part], ids=[i for _, i, _, _ in part],
-                                              features=self.features, targets=[t for _, _, t, _ in part] if
+        train, valid, test = (SequenceDataset([s for s, *_ in part], ids=[i for _, i, *_ in part],
+                                              features=self.features, targets=[t for _, _, t, *_ in part] if
                                               self.targets else None, target_names=self.target_names,
-                                              context=[c for _, _, _, c in part] if any(c for *_, c in part)
-                                              else None, source=self.source)
+                                              context=[c for *_, c, _ in part] if any(c for *_, c, _ in part)
+                                              else None, origin=[o for *_, o in part], source=self.source)
                               for part in parts)  # fmt: skip
         targets = (Standardizer.fit(train.targets, self.target_names, binary=False, source=self.source, what="target")
                    if self.targets else None)  # fmt: skip
@@ -341,9 +352,9 @@ class SequenceDataset:
         return DataSplits(train, valid, test, how, features, targets)
 
     def _parts(self, i: int, cut: slice, name: str, context: int = 0):
-        """``(sequence, id, targets, context)`` of steps ``cut`` of series ``i``, with its first ``context`` steps
-        history."""
-        return self.sequences[i][cut], name, self.targets[i][cut] if self.targets else None, int(context)
+        """``(sequence, id, targets, context, origin)`` of steps ``cut`` of series ``i``, with its first ``context``
+        steps history."""
+        return self.sequences[i][cut], name, self.targets[i][cut] if self.targets else None, int(context), i
 
     def _split_by_series(self, fractions, seed):
         order = np.random.default_rng(seed).permutation(len(self))
@@ -381,7 +392,7 @@ class SequenceDataset:
                     parts[k].append(self._parts(i, slice(0, index[-1] + 1), f"{name}:{split}", int(index[0])))
                     continue
                 target = self.targets[i][index] if self.targets else None
-                parts[k].append((self.sequences[i][index], f"{name}:{split}", target, 0))
+                parts[k].append((self.sequences[i][index], f"{name}:{split}", target, 0, i))
         return parts
 
     # --- checks ---------------------------------------------------------------------------
@@ -422,7 +433,13 @@ class SequenceDataset:
 @dataclass
 class DataSplits:
     """Train / validation / test :class:`SequenceDataset`, how they were cut, and the training split's
-    :class:`Standardizer` of the features and (where there are targets, always real-valued) of the targets."""
+    :class:`Standardizer` of the features and (where there are targets, always real-valued) of the targets.
+
+    Transformed splits (:meth:`~ppl_models.inference.data.transforms.SeriesTransform.apply`: log, differencing,
+    per-series scaling) hold their ``transform`` and the splits as read (``levels``); :meth:`units` maps a held-out
+    split back to the data's units, :meth:`level_scored` and :meth:`level_tensors` give the splits as read with the
+    data steps the transformed splits score.
+    """
 
     train: SequenceDataset
     valid: SequenceDataset
@@ -430,6 +447,11 @@ class DataSplits:
     how: dict
     standardizer: Standardizer
     target_standardizer: Standardizer | None = None
+    #: the :class:`~ppl_models.inference.data.transforms.SeriesTransform` the splits hold (before the
+    #: standardisation); ``None``: the data as read
+    transform: object = None
+    #: the splits as read, before :attr:`transform` (their standardizer fit on the untransformed training split)
+    levels: DataSplits | None = None
 
     def __iter__(self):
         return iter((self.train, self.valid, self.test))
@@ -444,11 +466,12 @@ class DataSplits:
         """
         if held_out not in ("whole", "cover"):
             raise ValueError(f"held_out: expected 'whole' or 'cover', got {held_out!r}")
+        if held_out == "cover" and self._transformed:
+            raise ValueError(f"held_out='cover': transformed splits ({self.transform.name}) are scored whole")
         valid, test = ((self.valid, self.test) if held_out == "whole" else
                        (self.valid.windows(window, cover=True), self.test.windows(window, cover=True)))  # fmt: skip
-        return DataSplits(self.train.windows(window, stride), valid, test,
-                          {**self.how, "window": window, "stride": stride or window}, self.standardizer,
-                          self.target_standardizer)  # fmt: skip
+        return dataclasses.replace(self, train=self.train.windows(window, stride), valid=valid, test=test,
+                                   how={**self.how, "window": window, "stride": stride or window})
 
     def tensors(self, *, standardize: bool = True, dtype: torch.dtype = torch.float32):
         """``[(x, mask)]`` of train, validation and test, in standard units unless ``standardize=False``."""
@@ -461,14 +484,65 @@ class DataSplits:
         return {name: part.scored_mask() if part.context is not None else None
                 for name, part in (("valid", self.valid), ("test", self.test))}  # fmt: skip
 
+    def units(self, split: str):
+        """The way from ``split``'s (``"valid"`` or ``"test"``) standard units back to the data's: the
+        :attr:`standardizer` where the data is not transformed, else the split's
+        :class:`~ppl_models.inference.data.transforms.DataUnits` (per-row maps, levels and Jacobians)."""
+        if split not in SPLITS[1:]:
+            raise ValueError(f"split: expected 'valid' or 'test', got {split!r}")
+        if not self._transformed:
+            return self.standardizer
+        return self.transform.units(self.levels, split, self.standardizer)
+
+    def first_scored(self, split: str) -> list[int]:
+        """Per row of held-out ``split``, its first scored data step: its context, at least the differencing lag."""
+        part = dict(zip(SPLITS, self._read))[split]
+        return [max(c, self._lag) for c in part.context or [0] * len(part)]
+
+    def level_scored(self) -> dict[str, torch.Tensor]:
+        """``{"valid": scored [N, T], "test": ...}`` of the held-out splits as read (:meth:`level_tensors`): the data
+        steps the (transformed) splits score, each row's from :meth:`first_scored` to its end."""
+        scored = {}
+        for name, part in zip(SPLITS[1:], list(self._read)[1:]):
+            first = torch.tensor(self.first_scored(name))
+            steps = torch.arange(max(part.lengths))
+            scored[name] = (steps < torch.tensor(part.lengths).unsqueeze(1)) & (steps >= first.unsqueeze(1))
+        return scored
+
+    def level_tensors(self, *, dtype: torch.dtype = torch.float32):
+        """``[(x, mask)]`` of train, validation and test as read (before any transform; the whole training parts,
+        not windows), in the standard units of the standardizer fit on the untransformed training split."""
+        return (self.levels if self.levels is not None else self).tensors(dtype=dtype)
+
     def to_dict(self) -> dict:
-        """What went where (series ids and step counts), how, and the standardisation: for the run folder."""
+        """What went where (series ids and step counts of the data as read, the first scored step of each held-out
+        row), how, the transform and the standardisation: for the run folder."""
         record = {"how": self.how, "standardizer": self.standardizer.to_dict()}
         if self.target_standardizer is not None:
             record["target_standardizer"] = self.target_standardizer.to_dict()
-        return {**record, **{name: {"ids": part.ids, "steps": part.lengths,
-                                    "context": part.context or [0] * len(part)}
-                             for name, part in zip(SPLITS, self)}}  # fmt: skip
+        if self.transform is not None:
+            record["transform"] = self.transform.to_dict()
+        record.update({name: {"ids": part.ids, "steps": part.lengths, "context": part.context or [0] * len(part)}
+                       for name, part in zip(SPLITS, self._read)})  # fmt: skip
+        for name in SPLITS[1:]:
+            record[name]["first_scored"] = self.first_scored(name)
+            if self.transform is not None:
+                record[name]["transform"] = self.transform.name
+        return record
+
+    @property
+    def _read(self) -> DataSplits:
+        """The splits as read: :attr:`levels` under a transform other than none, else these."""
+        return self.levels if self._transformed else self
+
+    @property
+    def _lag(self) -> int:
+        return self.transform.lag if self.transform is not None else 0
+
+    @property
+    def _transformed(self) -> bool:
+        """Whether the transform changes the rows' steps or their values (anything but none)."""
+        return self.transform is not None and not self.transform.identity
 
 
 # --- helpers ------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from collections.abc import Iterator, Mapping
 import torch
 from torch import nn
 
-from ..data import Standardizer
+from ..data import DataUnits, Standardizer
 from ..training import length_batches, trim_padding
 from ..validation import InputTypeError
 
@@ -41,27 +41,57 @@ def in_order(pieces: list[torch.Tensor], indices: list[torch.Tensor], steps: int
 
 
 class Units:
-    """The way from the model's (standardised) units back to the data's: values and log densities.
+    """The way from the model's (standardised, maybe transformed) units back to the data's: values and log densities.
 
-    ``standardizer``: a :class:`~ppl_models.inference.data.Standardizer`, its ``to_dict()`` or ``None``
-    (the units are the data's), checked against the features of ``like [..., D]``.
+    ``standardizer``: a :class:`~ppl_models.inference.data.Standardizer`, its ``to_dict()``, ``None`` (the units are
+    the data's) or the :class:`~ppl_models.inference.data.DataUnits` of transformed data (per-row maps, the levels
+    differences build on, per-step Jacobians), checked against ``like [N, T, D]``. The methods take the rows ``index``
+    ``[b]`` of ``like`` a batch holds (``None``: every row), which only transformed data reads.
     """
 
     def __init__(self, standardizer, like: torch.Tensor):
+        self.transform = standardizer if isinstance(standardizer, DataUnits) else None
+        if self.transform is not None:
+            self.transform.check(like)
+            standardizer = None
         self.standardizer = _check_standardizer(standardizer, like.shape[-1])
         scale = torch.tensor(self.standardizer.scale if self.standardizer else [1.0], dtype=torch.float64)
         self.log_jacobian = -float(scale.log().sum())  # log |d z / d x| per step
 
-    def values(self, z: torch.Tensor) -> torch.Tensor:
-        """``z [..., D]`` in the data's units (float64 under a standardizer)."""
+    @property
+    def changed(self) -> bool:
+        """Whether the model's units differ from the data's."""
+        return self.standardizer is not None or self.transform is not None
+
+    def values(self, z: torch.Tensor, index: torch.Tensor | None = None) -> torch.Tensor:
+        """One-step values ``z [..., b, T', D]`` of rows ``index`` in the data's units (float64 where they differ)."""
+        if self.transform is not None:
+            return self.transform.values(z, index)
         return z if self.standardizer is None else self.standardizer.inverse(z, dtype=torch.float64)
 
-    def log_density(self, log_density: torch.Tensor, steps) -> torch.Tensor:
-        """Log densities of ``steps`` steps (``[B]`` counts or a number) in the data's units."""
+    def observed(self, x: torch.Tensor, index: torch.Tensor | None = None) -> torch.Tensor:
+        """The data ``x [b, T', D]`` of rows ``index`` in the data's units: transformed data's rows as read, at its
+        positions."""
+        if self.transform is not None:
+            return self.transform.observed_at(index, x.shape[-2])
+        return self.values(x)
+
+    def step_log_density(self, log_density: torch.Tensor, index: torch.Tensor | None = None) -> torch.Tensor:
+        """Per-step log densities ``[b, T']`` of rows ``index`` in the data's units."""
+        if self.transform is not None:
+            return log_density.double() + self.transform.log_jacobian(index, log_density.shape[-1])
+        return log_density if self.standardizer is None else log_density + self.log_jacobian
+
+    def sequence_log_density(self, log_density: torch.Tensor, scored: torch.Tensor,
+                             index: torch.Tensor | None = None) -> torch.Tensor:  # fmt: skip
+        """Log densities ``[b]`` of the ``scored [b, T']`` steps of rows ``index``, in the data's units."""
+        scored = scored.cpu()
+        if self.transform is not None:
+            jacobian = self.transform.log_jacobian(index, scored.shape[-1])
+            return log_density.double() + (jacobian * scored).sum(-1)
         if self.standardizer is None:
             return log_density
-        steps = steps.to(log_density) if isinstance(steps, torch.Tensor) else steps
-        return log_density + self.log_jacobian * steps
+        return log_density + self.log_jacobian * scored.sum(1).to(log_density)
 
 
 def _check_standardizer(standardizer, features: int) -> Standardizer | None:

@@ -25,7 +25,8 @@ def one_step_mse(model, x: torch.Tensor, mask: torch.Tensor | None, *, standardi
                  batch_size: int = 256, scored: torch.Tensor | None = None) -> float:  # fmt: skip
     """Mean squared error of the one-step predictive mean ``E[x_t | x_<t]`` over the valid steps and features of
     ``x [N, T, D]`` (``mask [N, T]``), in the data's units under a ``standardizer`` (a
-    :class:`~ppl_models.inference.data.Standardizer` or its ``to_dict()``): the ``mse`` of
+    :class:`~ppl_models.inference.data.Standardizer`, its ``to_dict()`` or, for transformed data, the
+    :class:`~ppl_models.inference.data.DataUnits` of ``x``'s rows): the ``mse`` of
     :func:`~ppl_models.inference.evaluation.evaluate` where the mean is the model's own ``predictive``.
 
     The model runs as it is (call ``model.eval()`` first where dropout or batch norms should not draw),
@@ -39,15 +40,17 @@ def one_step_mse(model, x: torch.Tensor, mask: torch.Tensor | None, *, standardi
     units = Units(standardizer, x)
     device = next(model.parameters()).device
     total = sum(squared_error(model.predictive(xb, mb, 0).mean, xb, scored[index][:, : xb.shape[1]].to(mb.device),
-                              units)
+                              units, index)
                 for index, xb, mb in batches(x, mask, batch_size, device))  # fmt: skip
     return mean_squared_error(total, scored, x.shape[-1])
 
 
-def squared_error(mean: torch.Tensor, x: torch.Tensor, mask: torch.Tensor, units: Units) -> float:
-    """``sum (mean - x)^2`` over the valid steps of ``mask [B, T]`` and the features of ``mean, x [B, T, D]``, in the
-    data's units, in double precision."""
-    return float(((units.values(mean) - units.values(x))[mask].double() ** 2).sum())
+def squared_error(mean: torch.Tensor, x: torch.Tensor, mask: torch.Tensor, units: Units,
+                  index: torch.Tensor | None = None) -> float:  # fmt: skip
+    """``sum (mean - x)^2`` over the valid steps of ``mask [B, T]`` and the features of ``mean, x [B, T, D]`` (rows
+    ``index`` of the data), in the data's units, in double precision."""
+    difference = units.values(mean, index) - units.observed(x, index)
+    return float((difference[mask.to(difference.device)].double() ** 2).sum())
 
 
 def mean_squared_error(total: float, mask: torch.Tensor, features: int) -> float:

@@ -18,7 +18,7 @@ import torch
 
 from .. import calibration
 from ..objectives import ELBO, IWAE
-from ..protocol import OneStepPredictive, particle_predictive
+from ..protocol import OneStepPredictive, model_device, particle_predictive
 from ..saturation import each_warning_once
 from ..training import trim_padding
 from ..validation import InputTypeError, check_memory, check_scored, check_sequences
@@ -85,7 +85,9 @@ def evaluate(model, x: torch.Tensor, mask: torch.Tensor | None = None, options: 
         standardizer: the :class:`~ppl_models.inference.data.Standardizer` under which ``x`` is held (or
             its ``to_dict()``): every figure is then reported in the data's own units (log
             densities by the change of variables, ``- sum_d log scale_d`` per step; draws, means,
-            MSE and CRPS mapped back).
+            MSE and CRPS mapped back). For transformed data (log, differencing, per-series scaling), the
+            :class:`~ppl_models.inference.data.DataUnits` of ``x``'s rows (``DataSplits.units``): each step's Jacobian
+            and value by its row's map and level; :attr:`Evaluation.x` is then the data as read at ``x``'s steps.
         binary: judge as binary data (Brier score, reliability); default: every valid value is 0 or 1.
         description: names the data in the metrics.
         scored: ``[N, T]`` bool, the steps to judge (held-out segments), each row's earlier valid steps its
@@ -114,7 +116,7 @@ def evaluate(model, x: torch.Tensor, mask: torch.Tensor | None = None, options: 
     scored_steps = mask if scored is None else scored
     gathered = _gather(model, x, mask, scored_steps, options, plan, units, truth)
     result = Evaluation(_likelihood_figures(model, x, scored_steps, description, gathered, plan, units, refit),
-                        units.values(x), mask, scored=scored)  # fmt: skip
+                        units.observed(x), mask, scored=scored)  # fmt: skip
     _predictive_figures(result, gathered, plan, truth_metrics)
     if plan.posterior:
         _posterior_figures(result, model, x, options.posterior_draws)
@@ -144,18 +146,18 @@ class _Gathered:
         """One batch ``xb [b, T', D]`` (scored steps ``sb [b, T']``, rows ``index`` of the data): its ``estimates``
         and ``step``."""
         self.indices.append(index)
-        lengths = sb.sum(1).cpu()
         for name, bound in estimates.items():
-            self.per_sequence.setdefault(name, []).append(units.log_density(bound.detach().double().cpu(), lengths))
+            self.per_sequence.setdefault(name, []).append(units.sequence_log_density(bound.detach().double().cpu(), sb,
+                                                                                     index))  # fmt: skip
         self.source = step.source
         if plan.binary:
             self.probabilities.append(step.mean.cpu())
             return
         if step.log_density is not None:
-            self.log_density.append(units.log_density(step.log_density.cpu(), 1))
-        self.squared_errors.append(squared_error(step.mean, xb, sb, units))
+            self.log_density.append(units.step_log_density(step.log_density.cpu(), index))
+        self.squared_errors.append(squared_error(step.mean, xb, sb, units, index))
         if plan.samples:
-            self.draws.append(units.values(step.samples).cpu())
+            self.draws.append(units.values(step.samples, index).cpu())
 
 
 def _gather(model, x, mask, scored, options: EvaluationOptions, plan: Plan, units: Units, truth) -> _Gathered:
@@ -163,12 +165,14 @@ def _gather(model, x, mask, scored, options: EvaluationOptions, plan: Plan, unit
     steps ``[N, T]``."""
     gathered = _Gathered()
     with each_warning_once():  # the estimators score the same steps: one warning, not one per estimator
-        for index, xb, mb in batches(x, mask, options.batch_size, next(model.parameters()).device):
+        for index, xb, mb in batches(x, mask, options.batch_size, model_device(model)):
             sb = scored[index][:, : xb.shape[1]].to(mb.device)
+            step = _one_step(model, xb, mb, sb, options, plan)
             estimates = _estimates(model, xb, mb, sb, options, plan, truth)
-            step = _one_step(model, xb, mb, options, plan)
             if plan.by_filter:  # the filter's log-evidence [b] of the scored steps given the earlier ones
                 estimates[f"smc-{options.num_particles}"] = (step.log_density * sb).sum(1)
+            if "exact" in estimates and model.fits_context:  # its parameters come from each row's context
+                estimates["exact"] = (step.log_density * sb).sum(1)
             gathered.add(index, estimates, step, xb, sb, units, plan)
     return gathered
 
@@ -178,8 +182,10 @@ def _estimates(model, xb, mb, sb, options: EvaluationOptions, plan: Plan, truth)
     that ``plan`` asks for but SMC's (it comes with the filter's predictive, :func:`_one_step`), and the truth's
     exact one."""
     estimates = {}
-    if "exact" in plan.wanted:
+    if "exact" in plan.wanted and not model.fits_context:
         estimates["exact"] = _given_context(model.log_likelihood, xb, mb, sb)
+    elif "exact" in plan.wanted:
+        estimates["exact"] = None  # the one-step predictive's, below
     if truth is not None:
         estimates[TRUE_LOG_LIKELIHOOD] = _given_context(truth.to(xb.device).log_likelihood, xb, mb, sb)
     if "elbo" in plan.wanted:
@@ -202,10 +208,13 @@ def _given_context(log_likelihood, xb, mb, sb) -> torch.Tensor:
     return total
 
 
-def _one_step(model, xb, mb, options: EvaluationOptions, plan: Plan) -> OneStepPredictive:
-    """The one-step predictive of a batch: the SMC filter's (``plan.by_filter``), else the model's own."""
+def _one_step(model, xb, mb, sb, options: EvaluationOptions, plan: Plan) -> OneStepPredictive:
+    """The one-step predictive of a batch: the SMC filter's (``plan.by_filter``), else the model's own (told the
+    scored steps ``sb`` where it estimates its parameters on each row's context)."""
     if plan.by_filter:
         return particle_predictive(model, xb, mb, plan.samples, num_particles=options.num_particles)
+    if model.fits_context:
+        return model.predictive(xb, mb, plan.samples, scored=sb)
     return model.predictive(xb, mb, plan.samples)
 
 
@@ -219,7 +228,7 @@ def _likelihood_figures(model, x, scored, description: str, gathered: _Gathered,
         "data": description,
         "test_sequences": int(x.shape[0]),
         "test_steps": steps,
-        "num_parameters": sum(p.numel() for p in model.parameters()),
+        "num_parameters": model.parameter_count(),
         "loglik": {k: {"per_step": float(v.sum()) / steps, "per_sequence": float(v.sum()) / x.shape[0]}
                    for k, v in estimates.items()},  # fmt: skip
     }
@@ -232,8 +241,9 @@ def _likelihood_figures(model, x, scored, description: str, gathered: _Gathered,
         metrics["skipped_estimators"] = plan.skipped
     if gathered.squared_errors:
         metrics["mse"] = mean_squared_error(sum(gathered.squared_errors), scored, x.shape[-1])
-    if units.standardizer is not None:
-        metrics["units"] = "the data's own units (the model's standardisation undone)"
+    if units.changed:
+        undone = "transform and standardisation" if units.transform is not None else "standardisation"
+        metrics["units"] = f"the data's own units (the model's {undone} undone)"
     return metrics
 
 
@@ -259,7 +269,7 @@ def _predictive_figures(result: Evaluation, gathered: _Gathered, plan: Plan, tru
 def _posterior_figures(result: Evaluation, model, x: torch.Tensor, draws: int) -> None:
     """``draws`` draws of the guide on ``x [N, T, D]`` as the model sees it (``result.posterior``) and their PSIS-LOO
     / WAIC (the ``loo`` metrics)."""
-    device = next(model.parameters()).device
+    device = model_device(model)
     result.posterior = calibration.posterior_inference_data(model, x.to(device), result.mask.to(device), draws)
     result.metrics["loo"] = loo_metrics(result.posterior, result.metrics["test_steps"])
 

@@ -1,0 +1,256 @@
+"""The data flags of train / leaderboard / suite (--series, --time, ... as --set data.KEY=VALUE), the data messages
+in the flags' words, and child processes side by side (experiments.processes)."""
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ppl_models.experiments import cli, leaderboard, processes
+from ppl_models.experiments.cli import main
+from ppl_models.experiments.config import apply_overrides
+from ppl_models.experiments.own_data import model_config
+from ppl_models.experiments.run_folder import run_differences
+from ppl_models.inference.training import load_checkpoint
+
+TINY = ["train.epochs=1", "train.batch_size=8", "evaluate.predictive_samples=10", "evaluate.num_particles=10",
+        "evaluate.iwae_particles=4", "evaluate.batch_size=8"]  # fmt: skip
+
+
+def stations(path: Path, *, series=6, steps=24) -> Path:
+    """Long format: ``site``, ``when``, ``temp``, ``wind``, ``load`` and a ``part`` column of split labels."""
+    rng = np.random.default_rng(0)
+    rows = [{"site": f"s{s}", "when": t, "temp": rng.normal(), "wind": rng.gamma(2.0), "load": rng.normal(),
+             "part": "train" if t < 16 else "valid" if t < 20 else "test"} for s in range(series) for t in range(steps)]
+    pd.DataFrame(rows).to_csv(path, index=False)
+    return path
+
+
+def sets(items):
+    return [a for item in items for a in ("--set", item)]
+
+
+#: each flag, its value, and the --set that means the same
+SPELLINGS = [
+    (["--series", "site"], 'data.series="site"'),
+    (["--time", "when"], 'data.time="when"'),
+    (["--features", "temp,wind"], 'data.features=["temp", "wind"]'),
+    (["--features", "temp"], 'data.features=["temp"]'),
+    (["--targets", "load"], 'data.targets=["load"]'),
+    (["--targets", "load, wind"], 'data.targets=["load", "wind"]'),
+    (["--split", "time"], 'data.split_by="time"'),
+    (["--split-column", "part"], 'data.split="part"'),
+    (["--window", "12"], "data.window=12"),
+    (["--missing", "drop-series"], 'data.missing="drop-series"'),
+    (["--time-order", "file"], 'data.time_order="file"'),
+    (["--series", "Zürich \"A\""], 'data.series="Zürich \\"A\\""'),
+]
+
+
+@pytest.mark.parametrize("command", ["train gru", "leaderboard --out board", "suite psrnn-swimmer"])
+@pytest.mark.parametrize("flag, setting", SPELLINGS, ids=[" ".join(flag) for flag, _ in SPELLINGS])
+def test_each_flag_is_the_set_of_its_key(command, flag, setting):
+    args = cli.build_parser().parse_args([*command.split(), "--data", "x.csv", *flag])
+    assert apply_overrides({}, cli._data_overrides(args)) == apply_overrides({}, [setting])
+
+
+def test_a_run_trained_with_the_flags_has_the_config_of_the_set_spelling(tmp_path, capsys):
+    data = stations(tmp_path / "stations.csv")
+    flags = ["--series", "site", "--time", "when", "--features", "temp,wind", "--split", "time", "--window", "8",
+             "--missing", "drop-series", "--time-order", "values"]  # fmt: skip
+    spelled = ['data.series="site"', 'data.time="when"', 'data.features=["temp", "wind"]', 'data.split_by="time"',
+               "data.window=8", 'data.missing="drop-series"', 'data.time_order="values"']  # fmt: skip
+    for run, extra in (("flags", flags), ("set", sets(spelled))):
+        assert main(["train", "gru", "--data", str(data), "--run-dir", str(tmp_path / run), *extra, *sets(TINY)]) == 0
+    assert (tmp_path / "flags" / "config.json").read_bytes() == (tmp_path / "set" / "config.json").read_bytes()
+    config = json.loads((tmp_path / "flags" / "config.json").read_text())
+    assert config["data"] == {"name": "file", "path": str(data), "series": "site", "time": "when",
+                              "features": ["temp", "wind"], "split_by": "time", "window": 8, "missing": "drop-series",
+                              "time_order": "values"}  # fmt: skip
+    experiment = load_checkpoint(tmp_path / "flags" / "checkpoints" / "last.pt").get("experiment")
+    assert run_differences(tmp_path / "flags", model_config("gru", data, [*spelled, *TINY]), experiment) == []
+
+
+def test_the_board_gets_the_flags_as_overrides_and_its_jobs(tmp_path, monkeypatch, capsys):
+    calls = []
+
+    def board(path, out, models, overrides, device, **options):
+        calls.append((list(overrides), options["jobs"]))
+        Path(out).mkdir()
+        (Path(out) / "leaderboard.md").write_text("board")
+
+    monkeypatch.setattr(leaderboard, "run_leaderboard", board)
+    assert main(["leaderboard", "--data", "x.csv", "--out", str(tmp_path / "b"), "--series", "site", "--features",
+                 "temp,wind", "--set", "train.epochs=1", "--jobs", "3"]) == 0  # fmt: skip
+    assert calls == [(['data.series="site"', 'data.features=["temp", "wind"]', "train.epochs=1"], 3)]
+    assert main(["leaderboard", "--data", "x.csv", "--out", str(tmp_path / "c")]) == 0
+    assert calls[1] == ([], processes.default_jobs())
+
+
+@pytest.mark.slow
+def test_a_board_made_with_the_flags_is_kept_by_its_rerun_with_the_set_spelling(tmp_path, capsys):
+    data, out = stations(tmp_path / "stations.csv"), tmp_path / "board"
+    common = ["leaderboard", "--data", str(data), "--models", "gru", "--out", str(out), "--jobs", "1",
+              "--classical", "none", *sets(TINY)]  # fmt: skip
+    assert main([*common, "--series", "site", "--time", "when", "--split-column", "part"]) == 0
+    finished = (out / "runs" / "gru" / "metrics.json").stat().st_mtime_ns
+    assert main([*common, *sets(['data.series="site"', 'data.time="when"', 'data.split="part"'])]) == 0  # kept
+    assert (out / "runs" / "gru" / "metrics.json").stat().st_mtime_ns == finished
+    assert json.loads((out / "runs" / "gru" / "config.json").read_text())["data"]["split"] == "part"
+
+
+CONFLICTS = [
+    (["train", "gru"], ["--series", "site"], "data.series=site"),
+    (["train", "gru"], ["--split", "time"], 'data.split_by="time"'),
+    (["train", "gru"], ["--split-column", "part"], ' data.split = "part"'),
+    (["suite", "psrnn-swimmer"], ["--window", "4"], "data.window=4"),
+    (["leaderboard", "--out", "board"], ["--time-order", "file"], 'data.time_order="file"'),
+    (["leaderboard", "--out", "board"], ["--missing", "error"], 'gru:data.missing="error"'),
+]
+
+
+@pytest.mark.parametrize("command, flag, setting", CONFLICTS)
+def test_a_flag_and_a_set_of_its_key_are_refused_naming_both(tmp_path, capsys, command, flag, setting):
+    data = stations(tmp_path / "stations.csv")
+    assert main([*command, "--data", str(data), *flag, "--set", setting]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.count("\n") == 0 and flag[0] in error and setting in error, error
+    assert not (tmp_path / "board").exists()
+
+
+@pytest.mark.parametrize("command", [["train", "gru"], ["train", "lgssm-demo"], ["suite", "psrnn-swimmer"]])
+def test_a_flag_without_data_is_refused_naming_it(tmp_path, capsys, command):
+    assert main([*command, "--time-order", "file", "--run-dir", str(tmp_path / "run")]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.count("\n") == 0 and "--time-order" in error and "--data" in error, error
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_bad_flag_value_is_a_usage_error_naming_the_flag(capsys):
+    for flag, value in (("--window", "1"), ("--missing", "drop"), ("--features", "a,,b"), ("--split", "random")):
+        with pytest.raises(SystemExit) as raised:
+            main(["train", "gru", "--data", "x.csv", flag, value])
+        assert raised.value.code == 2 and f"argument {flag}" in capsys.readouterr().err
+
+
+ROWS = "site,when,temp\n" + "".join(f"{s},{t},{t % 3}\n" for s in "abcdef" for t in range(5))
+#: (file text, flags and settings, what the one line must say, what it must no longer say)
+MESSAGES = [
+    ("site,when,temp\na,0,1\na,1,\na,2,2\n", [], "pass --missing drop-series", "missing="),
+    ("site,when,temp\na,0,1\na,x,2\na,2,2\n", [], "pass --time-order file", "time_order="),
+    ("site,when,temp\na,0,x\na,1,y\n", [], "name them with --features A,B", "features="),
+    (ROWS, ["--window", "8"], "--window 8 is longer than series", "choose window"),
+    (ROWS, ["--split-column", "part"], "column 'part' (given as --split-column) not found", "given as split)"),
+    (ROWS, ["--set", "data.window=1"], "--window must be >= 2, got 1", None),
+    (ROWS, ["--set", "data.window=3", "--set", "data.stride=0"], "data.stride must be >= 1, got 0", None),
+    (ROWS, ["--set", 'data.missing="skip"'], "--missing: expected one of", None),
+    (ROWS, ["--set", 'data.time_order="sorted"'], "--time-order: expected one of", None),
+    (ROWS, ["--set", 'data.split_by="random"'], "--split: expected 'series' or 'time'", None),
+    (ROWS, ["--set", "data.fractions=[0.5, 0.5]"], "data.fractions: expected three", None),
+    (ROWS, ["--set", "data.split_seed=-1"], "data.split_seed must be >= 0, got -1", None),
+    ("site,when,temp\n" + "".join(f"{s},{t},{t % 3}\n" for s in "ab" for t in range(5)), [],
+     "other data.fractions, or --split time", "split by time"),
+]
+
+
+@pytest.mark.parametrize("text, extra, says, not_said", MESSAGES, ids=[m[2][:30] for m in MESSAGES])
+def test_a_data_message_names_the_command_line_option(tmp_path, capsys, text, extra, says, not_said):
+    path = tmp_path / "data.csv"
+    path.write_text(text)
+    assert main(["train", "gru", "--data", str(path), "--series", "site", "--time", "when", *extra,
+                 "--run-dir", str(tmp_path / "run")]) == 2  # fmt: skip
+    error = capsys.readouterr().err.strip()
+    assert error.count("\n") == 0 and error.startswith("ppl-models: error:") and says in error, error
+    assert not_said is None or not_said not in error, error
+
+
+def test_the_pf_rnn_without_targets_is_told_the_targets_flag(tmp_path, capsys):
+    path = tmp_path / "data.csv"
+    path.write_text(ROWS)
+    assert main(["train", "pf-gru", "--data", str(path), "--series", "site", "--time", "when"]) == 2
+    error = capsys.readouterr().err
+    assert "give --targets (e.g. --targets y)" in error and "--set 'data.targets" not in error, error
+
+
+def test_a_data_warning_names_the_features_flag(tmp_path, capsys):
+    path = tmp_path / "data.csv"
+    path.write_text("site,when,temp,weight\n" + "".join(f"{s},{t},{t % 3},{t}kg\n" for s in "ab" for t in range(3)))
+    main(["train", "gru", "--data", str(path), "--series", "site", "--window", "9"])  # fails after the warning
+    warning = [line for line in capsys.readouterr().err.splitlines() if line.startswith("ppl-models: warning:")]
+    assert len(warning) == 1 and "name the value columns with --features A,B to read them" in warning[0], warning
+
+
+@pytest.mark.parametrize("message, flags", [
+    ("f.csv: no targets: name the target columns with targets=", "f.csv: no targets: name the target columns with "
+                                                                 "--targets C[,D]"),
+    ("f.csv: no split column was named (split=)", "f.csv: no split column was named (--split-column COL)"),
+    ("f.csv: window 9 is longer than series 'b' (3 steps); choose window <= 3",
+     "f.csv: --window 9 is longer than series 'b' (3 steps); choose --window <= 3"),
+    ("data.transform: training series 'a' has 9 steps, 8 after differencing at lag 1: fewer than window 12",
+     "data.transform: training series 'a' has 9 steps, 8 after differencing at lag 1: fewer than --window 12"),
+    ("data.transform: 'seasonal-difference' needs a season: none was given (season) and the training split shows "
+     "none", "data.transform: 'seasonal-difference' needs a season: none was given (--set data.season=M) and the "
+             "training split shows none"),
+    ("f.csv: column 'x' (given as series) not found; columns: ['a']",
+     "f.csv: column 'x' (given as series) not found; columns: ['a']"),
+])  # fmt: skip
+def test_the_hints_table_on_messages_the_command_line_seldom_meets(message, flags):
+    assert cli._as_flags(message) == flags
+
+
+def test_a_model_message_keeps_its_words(tmp_path, capsys):
+    path = tmp_path / "data.csv"
+    path.write_text(ROWS)
+    assert main(["train", "smc-transformer", "--data", str(path), "--series", "site", "--time", "when",
+                 "--set", "model.window=0", "--run-dir", str(tmp_path / "run")]) == 2  # fmt: skip
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "window" in error and "--window" not in error, error
+
+
+def test_the_leaderboard_takes_jobs(capsys):
+    assert cli.build_parser().parse_args(["leaderboard", "--data", "x.csv", "--out", "b", "--jobs", "3"]).jobs == 3
+    with pytest.raises(SystemExit):
+        cli.build_parser().parse_args(["leaderboard", "--data", "x.csv", "--out", "b", "--jobs", "0"])
+
+
+# --- child processes -----------------------------------------------------------------------------------------------
+
+def child(code: str) -> list[str]:
+    return [sys.executable, "-c", code]
+
+
+def test_two_children_run_with_their_threads_and_logs(tmp_path, capsys):
+    code = "import os, time; time.sleep(1); print('threads', os.environ['OMP_NUM_THREADS'])"
+    status = processes.run_processes([("first", child(code)), ("second", child(code))], tmp_path / "logs", jobs=2)
+    assert status == {"first": 0, "second": 0}
+    threads = max(1, (os.cpu_count() or 1) // 2)
+    for label in ("first", "second"):
+        assert (tmp_path / "logs" / f"{label}.log").read_text() == f"threads {threads}\n"
+    assert capsys.readouterr().out.count(f"threads {threads}\n") == 2  # each log printed when its child ends
+
+
+def test_the_costliest_children_start_first(tmp_path, capsys):
+    trace = tmp_path / "order.txt"
+    commands = [(label, child(f"open({str(trace)!r}, 'a').write({label!r} + ' ')")) for label in ("a", "b", "c", "d")]
+    status = processes.run_processes(commands, tmp_path / "logs", jobs=1, cost={"a": 1, "b": 3, "c": 2}, echo=False)
+    assert list(status) == ["a", "b", "c", "d"] and trace.read_text().split() == ["d", "b", "c", "a"]
+
+
+def test_a_failing_child_is_reported_by_its_label_with_the_end_of_its_log(tmp_path, capsys):
+    failing = "import sys; print('\\n'.join(f'line {i}' for i in range(30))); sys.exit(3)"
+    status = processes.run_processes([("good one", child("print('fine')")), ("bad one", child(failing))],
+                                     tmp_path / "logs", jobs=2, echo=False)  # fmt: skip
+    assert status == {"good one": 0, "bad one": 3}
+    err = capsys.readouterr().err
+    assert "bad one: failed with exit status 3" in err and "good one" not in err
+    assert "line 29" in err and f"line {29 - processes.LOG_TAIL}\n" not in err
+    assert (tmp_path / "logs" / "bad_one.log").is_file()
+
+
+def test_labels_that_share_a_log_file_are_refused(tmp_path):
+    with pytest.raises(ValueError, match="distinct log files"):
+        processes.run_processes([("a/b", child("")), ("a b", child(""))], tmp_path / "logs", jobs=2)
