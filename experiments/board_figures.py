@@ -143,12 +143,12 @@ def fan_chart(folders: dict[str, Path], path: Path, device: str, *, num_samples:
     """A forecast by each model of the test series and feature that vary most (:func:`fan_choice`): given its
     first two thirds, the rest, as median and 50 / 90 % bands (real values) or the probability of a 1 (binary), in
     the data's own units (a transform undone: a differenced series drawn from its first step)."""
-    from .forecasting import _lag, _load, _paths_in_units, _truth
+    from .forecasting import _lag, _paths_in_units, _truth, load_run
 
     figure = Figure(figsize=(4.2 * min(len(folders), 4), 3.4 * -(-len(folders) // 4)))
     axes = figure.subplots(-(-len(folders) // 4), min(len(folders), 4), squeeze=False).ravel()
     for axis, (model_name, folder) in zip(axes, folders.items()):
-        _, data, model = _load(model_name, folder, device)
+        _, data, model = load_run(model_name, folder, device)
         x, mask = data.test
         series, feature = fan_choice(x, mask)
         length, lag = int(mask[series].sum()), _lag(data)  # the model's steps start lag steps into the data

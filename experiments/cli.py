@@ -195,6 +195,14 @@ def _compare(args) -> int:
 
 def _forecast(args) -> int:
     device = str(resolve_device(args.device or "cpu"))
+    if args.beyond is not None:
+        if len(args.runs) != 1:
+            raise ValueError(f"--beyond forecasts one run past the end of its data, got {len(args.runs)} runs")
+        path = forecasting.forecast_beyond(next(iter(_labelled_runs(args.runs).values())), args.out,
+                                           horizon=args.beyond, num_samples=args.samples,
+                                           num_particles=args.particles, device=device, data_path=args.data)
+        print(f"wrote {path}")
+        return 0
     forecasting.compare_forecasts(_labelled_runs(args.runs), args.out, observed=args.observed, horizon=args.horizon,
                                   num_samples=args.samples, num_particles=args.particles,
                                   em_iterations=args.em_iterations,
@@ -423,6 +431,10 @@ def build_parser() -> argparse.ArgumentParser:
                             "many validation sequences)")
     ahead.add_argument("--data", metavar="PATH", help="forecast the test split of your file instead of the runs' data "
                                                      "(a run trained on a file keeps its columns and standardisation)")
+    ahead.add_argument("--beyond", type=_count(1), metavar="H",
+                       help="forecast H steps past the end of each test series of one run (for your file split by "
+                            "time: past the end of the file) and write OUT/beyond.csv (mean and quantiles per series, "
+                            "step ahead and feature, in the data's units)")  # fmt: skip
     ahead.add_argument("--device", type=_device, help="cpu, cuda, cuda:N")
     ahead.set_defaults(func=_forecast)
 

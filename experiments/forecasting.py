@@ -41,13 +41,13 @@ from .memory import FLOAT32, check_memory
 from .plots import save_png
 from .run_folder import check_run_folder, load_run_checkpoint, read_config_json
 
-__all__ = ["FORECAST_PARTICLES", "compare_forecasts"]
+__all__ = ["FORECAST_PARTICLES", "compare_forecasts", "load_run", "forecast_beyond"]
 
 #: the filter size of a particle model's forecasts (``--particles``) unless one is given
 FORECAST_PARTICLES = 30
 
 
-def _load(label: str, folder, device: str, data_path: str | Path | None = None):
+def load_run(label: str, folder, device: str, data_path: str | Path | None = None):
     """``(config, data, model)`` of the run ``label`` in ``folder``, its best checkpoint loaded on ``device``.
 
     ``data_path``: forecast this file instead of the run's data (a run trained on a file keeps its
@@ -151,7 +151,7 @@ def compare_forecasts(runs: dict[str, str | Path], out: str | Path, *, observed:
     if isinstance(em_sites, str):
         em_sites = [em_sites]
     out = Path(out)
-    loaded = {label: _load(label, folder, device, data_path) for label, folder in runs.items()}
+    loaded = {label: load_run(label, folder, device, data_path) for label, folder in runs.items()}
     _check_em(loaded, em_iterations, em_sites)
     windows = _windows(loaded, observed, horizon, num_samples)  # every run checked before any forecast
     results, bands, truth_shown = {}, {}, None
@@ -315,3 +315,40 @@ def _plot(truth, bands, shown: int, path: Path) -> None:
     axes[0][0].legend(fontsize=7)
     figure.tight_layout()
     save_png(figure, path)
+
+
+#: the quantiles of a forecast past the end of the data (:func:`forecast_beyond`)
+BEYOND_QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
+
+
+@torch.no_grad()
+def forecast_beyond(folder: str | Path, out: str | Path, *, horizon: int, num_samples: int = 1000,
+                    num_particles: int = FORECAST_PARTICLES, device: str = "cpu",
+                    data_path: str | Path | None = None, seed: int = 0) -> Path:  # fmt: skip
+    """Forecast ``horizon`` steps past the end of each test sequence of a finished run (for a user's file split by
+    time: past the end of the file, each series given all of its steps) and write ``out/beyond.csv``: per series,
+    step ahead and feature, the mean and the :data:`BEYOND_QUANTILES` of ``num_samples`` paths, in the data's units.
+    ``data_path``: forecast this file instead (read as the run read its data). Returns the CSV's path."""
+    import pandas as pd
+
+    check_positive_int(horizon, name="horizon")
+    check_positive_int(num_samples, name="num_samples")
+    _, data, model = load_run("run", folder, device, data_path)
+    if not model.supports("forecast"):
+        raise ValueError(f"run {folder}: {type(model).__name__} cannot forecast ({model.limitations['forecast']})")
+    x, mask = data.test
+    torch.manual_seed(seed)
+    paths = model.forecast(x.to(device), mask.to(device), horizon, num_samples, num_particles=num_particles).cpu()
+    paths = _paths_in_units(data, paths, "test", None)  # after each row's end, in the data's units
+    record = data.split_record or {}
+    names = [str(i).split("[")[0].split(":")[0] for i in record.get("test", {}).get("ids", range(len(x)))]
+    features = record.get("standardizer", {}).get("features") or [f"x{d}" for d in range(x.shape[-1])]
+    levels = torch.quantile(paths.double(), torch.tensor(BEYOND_QUANTILES, dtype=torch.float64), dim=0)
+    rows = [{"series": names[b], "step_ahead": h + 1, "feature": feature, "mean": float(paths[:, b, h, d].mean()),
+             **{f"q{round(100 * q):02d}": float(levels[k, b, h, d]) for k, q in enumerate(BEYOND_QUANTILES)}}
+            for b in range(len(x)) for h in range(horizon) for d, feature in enumerate(features)]  # fmt: skip
+    path = Path(out) / "beyond.csv"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_text(path, pd.DataFrame(rows).to_csv(index=False))
+    return path
+

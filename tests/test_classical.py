@@ -175,6 +175,55 @@ def test_ets_chooses_by_aic_and_filters_the_scored_steps_as_statsmodels_does():
     assert Counter({k: v for k, v in calls.items() if k.startswith("ETS")}) == Counter(labels)
 
 
+@pytest.mark.slow
+def test_seasonal_arima_and_ets_choose_in_statsmodels_terms_and_forecast_its_distribution():
+    rng = np.random.default_rng(5)
+    season, steps, context = 4, 48, 40
+    series = np.cumsum(0.5 * rng.normal(size=steps)) + np.tile([2.0, -1.0, 0.5, -1.5], steps // season)
+    x, mask = _batch([series])
+    scored = _scored(mask, [context])
+
+    def check(out, result):
+        mean, variance = result.forecasts[0, context:], result.forecasts_error_cov[0, 0, context:]
+        density = -0.5 * np.log(2 * np.pi * variance) - (series[context:] - mean) ** 2 / (2 * variance)
+        assert out.log_density[0, context:].numpy() == pytest.approx(density, abs=1e-6)
+
+    # ARIMA: (p, d, q) first, then (P, D, Q) in {0, 1}^3 with it; every candidate burns 1 + m steps
+    def sarimax(order, seasonal=(0, 0, 0)):
+        trend = "c" if order[1] + seasonal[1] == 0 else "n"
+        return SARIMAX(series[:context], order=order, seasonal_order=(*seasonal, season) if any(seasonal) else
+                       (0, 0, 0, 0), trend=trend, loglikelihood_burn=1 + season)  # fmt: skip
+
+    first = {(order, (0, 0, 0)): _quiet_fit(sarimax(order)) for order in ORDERS}
+    best = min(first, key=lambda k: first[k].aic)[0]
+    second = {(best, s): _quiet_fit(sarimax(best, s)) for s in np.ndindex(2, 2, 2) if any(s)}
+    fits = {**first, **second}
+    order, seasonal = min(fits, key=lambda k: fits[k].aic)
+    arima = classical_model("arima", season=season).fit(x[:, :context], mask[:, :context])
+    check(arima.one_step(x, mask, scored), fits[order, seasonal].apply(series))
+
+    # ETS: trend none, additive or damped, season none or additive
+    options = {(t, s): ({"trend": t != "N", "damped_trend": t == "Ad", "seasonal": season if s else None},
+                        "lbfgs" if s else "powell") for t in ("N", "A", "Ad") for s in (False, True)}  # fmt: skip
+
+    def ets_fit(values, key):
+        return _quiet_fit(ExponentialSmoothing(values, **options[key][0]), method=options[key][1])
+
+    fits = {key: ets_fit(series[:context], key) for key in options}
+    key = min(fits, key=lambda k: fits[k].aic)
+    full = ExponentialSmoothing(series, concentrate_scale=False, **options[key][0])
+    values = dict(zip(fits[key].model.param_names, fits[key].params), sigma2=fits[key].scale)
+    ets = classical_model("ets", season=season).fit(x[:, :context], mask[:, :context])
+    check(ets.one_step(x, mask, scored), full.filter(np.array([values[n] for n in full.param_names])))
+
+    draws = ets.forecast(x, mask, 4, 8000, generator=torch.Generator().manual_seed(2))[:, 0, :, 0].numpy()
+    whole = {key: ets_fit(series, key) for key in options}
+    forecast = whole[min(whole, key=lambda k: whole[k].aic)].get_forecast(4)
+    spread = np.sqrt(forecast.var_pred_mean)
+    assert draws.mean(0) == pytest.approx(forecast.predicted_mean, abs=0.1 * spread.max())
+    assert draws.std(0) == pytest.approx(spread, rel=0.05)
+
+
 def _var_series(steps, seed):
     rng = np.random.default_rng(seed)
     coefs = np.array([[0.5, 0.2], [-0.3, 0.4]])

@@ -289,8 +289,9 @@ class UnivariateStateSpace(ClassicalForecaster):
     def _choices(self) -> dict:
         per_row = (f"each row's model chosen by AIC on its own history (the training split has at most {CHOICE_ROWS}"
                    " rows)" if self._per_row else "the pooled model's spec, its parameters fitted on each history")
-        return {"pooled": self._pooled_labels(), "chosen_on": f"AIC summed over {self._search_rows} training rows",
-                "per_row": f"{per_row} of at least {MIN_HISTORY} steps, else the pooled fit"}  # fmt: skip
+        return {"pooled": self._pooled_labels(), "pooled_choice": "AIC summed over the training rows searched",
+                "rows_searched": self._search_rows, "per_row": f"{per_row} of at least {MIN_HISTORY} steps, else the "
+                                                               "pooled fit"}  # fmt: skip
 
     @property
     def source(self) -> str:

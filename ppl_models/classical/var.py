@@ -134,6 +134,10 @@ class VectorAutoregression(ClassicalForecaster):
             path = torch.cat([path, (mean + gaussian_draws(zeros, sigma, num_samples, generator)).unsqueeze(1)], 1)
         return path[:, -horizon:]
 
+    @property
+    def source(self) -> str:
+        return "a VAR per series (lag order by AIC)"
+
     def _choices(self) -> dict:
         return {"pooled": f"VAR({len(self.pooled.coefs)})",
                 "lag_order": f"AIC, up to {MAX_LAGS} lags as a history allows; the pooled fit where it allows none"}
