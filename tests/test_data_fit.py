@@ -129,10 +129,12 @@ def test_a_horizon_is_shortened_until_there_are_enough_windows(tmp_path):
 
 
 def test_data_too_short_for_two_stage_regression_is_refused_before_any_folder(tmp_path, capsys):
-    """3 training sequences of 4 steps: at most 3 * 2 = 6 windows (horizon 1), under psrnn's 20."""
+    """3 training sequences of 4 steps (untransformed: a difference would leave 3): at most 3 * 2 = 6 windows
+    (horizon 1), under psrnn's 20."""
     path = split_table(tmp_path / "d.csv", {**{f"a{i}": ("train", 4) for i in range(3)}, **held_out(4)})
     run = tmp_path / "run"
-    assert main(["train", "psrnn", "--data", str(path), "--run-dir", str(run), *sets(*COLUMNS)]) == 2
+    assert main(["train", "psrnn", "--data", str(path), "--run-dir", str(run),
+                 *sets(*COLUMNS, 'data.transform="none"')]) == 2
     error = capsys.readouterr().err.strip()
     assert error.count("\n") == 0 and "needs at least 20 windows" in error and "gives 6" in error, error
     assert not run.exists()

@@ -54,7 +54,7 @@ def test_a_run_on_a_file_forecasts_that_file_and_a_new_one_in_its_own_units(gru_
         assert main(["forecast", f"gru={run}", "--data", str(path), "--observed", "8", "--samples", "20",
                      "--out", str(out)]) == 0, capsys.readouterr().err  # fmt: skip
         assert np.isfinite(json.loads((out / "forecast.json").read_text())["metrics"]["gru"]["crps"])
-    _, loaded, _ = forecasting._load("gru", run, "cpu", other)
+    _, loaded, _ = forecasting.load_run("gru", run, "cpu", other)
     # the trained model's units: the training file's training series, not the new file's
     frame = pd.read_csv(data)
     train_ids = json.loads((run / "data_split.json").read_text())["train"]["ids"]

@@ -282,7 +282,7 @@ def test_a_run_records_its_transform_and_a_forecast_of_a_new_file_reuses_it(tmp_
                  "--out", str(out)]) == 0, capsys.readouterr().err  # fmt: skip
     report = json.loads((out / "forecast.json").read_text())
     assert report["observed"] == 36 and report["horizon"] == 4 and math.isfinite(report["metrics"]["gru"]["crps"])
-    _, loaded, _ = forecasting._load("gru", run, "cpu", other)
+    _, loaded, _ = forecasting.load_run("gru", run, "cpu", other)
     assert loaded.split_record["transform"]["name"] == split["transform"]["name"]
     assert loaded.split_record["standardizer"] == split["standardizer"]  # the run's, not the new file's
     frame = pd.read_csv(other)

@@ -1,0 +1,75 @@
+"""The classical rows of a leaderboard are judged on the same scored steps as the collection's models, in the
+data's units; the board flags what is wrong; a run forecasts past the end of its file."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.stats import norm
+
+from ppl_models.experiments.board_flags import row_flags
+from ppl_models.experiments.cli import main
+
+SETS = ["--series", "id", "--time", "t", "--split", "time", "--set", 'data.transform="none"', "--set",
+        "train.epochs=2", "--set", "model.latent_dim=2", "--set", "evaluate.predictive_samples=20"]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def walks(tmp_path_factory):
+    """Three random walks of 60 steps with drift, a long-format CSV."""
+    folder = tmp_path_factory.mktemp("walks")
+    rng = np.random.default_rng(0)
+    rows = [{"id": s, "t": t, "v": float(v)} for s in "abc"
+            for t, v in enumerate(100 + np.cumsum(rng.normal(0.5, 1.0, size=60)))]
+    pd.DataFrame(rows).to_csv(folder / "walks.csv", index=False)
+    return folder
+
+
+def test_the_last_value_row_is_the_hand_computed_random_walk_density(walks, monkeypatch):
+    monkeypatch.chdir(walks)
+    assert main(["leaderboard", "--data", "walks.csv", "--models", "lgssm", "--out", "board", "--jobs", "1",
+                 "--classical", "last-value", *SETS]) == 0  # fmt: skip
+    board = json.loads((walks / "board" / "leaderboard.json").read_text())
+    rows = {row["model"]: row for row in board["rows"]}
+    assert set(rows) == {"lgssm", "last-value"} and rows["last-value"]["kind"] == "classical"
+    # by hand, from the file: 60 steps split 42 / 9 / 9; each test step given every step before it, the noise the
+    # mean square of the one-step differences of the 51 steps before the test segment
+    frame = pd.read_csv(walks / "walks.csv")
+    total, steps, squared = 0.0, 0, 0.0
+    for _, series in frame.groupby("id"):
+        values = series.sort_values("t")["v"].to_numpy()
+        sigma = np.sqrt(np.mean(np.diff(values[:51]) ** 2))
+        total += norm.logpdf(values[51:], loc=values[50:-1], scale=sigma).sum()
+        squared += ((values[51:] - values[50:-1]) ** 2).sum()
+        steps += 9
+    assert rows["last-value"]["nats_per_step"] == pytest.approx(total / steps, rel=1e-6)
+    assert rows["last-value"]["mse"] == pytest.approx(squared / steps, rel=1e-6)
+    lgssm = json.loads((walks / "board" / "runs" / "lgssm" / "metrics.json").read_text())
+    assert lgssm["test_steps"] == steps  # the same scored steps
+    assert any(flag.startswith("still improving") for flag in rows["lgssm"]["flags"])  # 2 epochs of a cap of 2
+
+
+def test_rows_far_below_the_last_value_or_miscalibrated_are_flagged():
+    reference = {"model": "last-value", "nats_per_step": -1.0, "mse": 1.0}
+    bad = {"model": "gru", "nats_per_step": -2.5, "mse": 5.0, "validation": {"coverage_0.8": 0.3},
+           "best_epoch": 40, "epochs_run": 50, "patience": 10}
+    flags = row_flags(bad, reference)
+    assert flags == ["1.50 nats/step below the last value", "one-step MSE 5.0x the last value's",
+                     "validation coverage at 80 % is 0.30"]  # fmt: skip
+    still = {**bad, "nats_per_step": -1.2, "mse": 1.1, "validation": {"coverage_0.8": 0.8}, "best_epoch": 45}
+    assert row_flags(still, reference) == ["still improving (best epoch 45 of 50)"]
+    assert row_flags({**still, "nats_per_step": float("nan")}, reference)[0] == "non-finite held-out figure"
+
+
+def test_a_run_forecasts_past_the_end_of_its_file(walks, monkeypatch):
+    monkeypatch.chdir(walks)
+    assert main(["train", "lgssm", "--data", "walks.csv", "--run-dir", "run", *SETS]) == 0
+    assert main(["forecast", "lgssm=run", "--beyond", "5", "--samples", "50", "--out", "ahead"]) == 0
+    table = pd.read_csv(walks / "ahead" / "beyond.csv")
+    assert len(table) == 3 * 5 and set(table["series"]) == {"a", "b", "c"} and set(table["feature"]) == {"v"}
+    assert (table["q05"] <= table["q50"]).all() and (table["q50"] <= table["q95"]).all()
+    assert np.isfinite(table[["mean", "q05", "q25", "q50", "q75", "q95"]].to_numpy()).all()
+    assert main(["forecast", "lgssm=run", "lgssm2=run", "--beyond", "5", "--out", "ahead"]) == 2
