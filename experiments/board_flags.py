@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["FAR_BELOW_NATS", "FAR_ABOVE_MSE", "COVERAGE_RANGE", "OUTSIDE_SHARE", "flag_rows", "row_flags",
-           "board_warnings"]
+__all__ = ["FAR_BELOW_NATS", "FAR_ABOVE_MSE", "COVERAGE_RANGE", "OUTSIDE_SHARE", "FLAG_KINDS", "flag_rows",
+           "row_flags", "flag_kind", "board_warnings"]
 
 #: nats per step below the last-value row from which a row is flagged
 FAR_BELOW_NATS = 1.0
@@ -58,6 +58,17 @@ def row_flags(row: dict, reference: dict | None = None) -> list[str]:
     return flags
 
 
+#: the kinds of flag, each the start of its text in :func:`row_flags`' words -> its name over seeds
+FLAG_KINDS = {"non-finite": "non-finite figure", "nats/step below": "far below the last value",
+              "one-step MSE": "MSE far above the last value's", "validation coverage": "validation coverage off",
+              "still improving": "still improving"}  # fmt: skip
+
+
+def flag_kind(flag: str) -> str:
+    """The kind of a flag of :func:`row_flags` (:data:`FLAG_KINDS`), its numbers left out."""
+    return next(name for words, name in FLAG_KINDS.items() if words in flag)
+
+
 def board_warnings(data) -> list[str]:
     """Warnings about ``data`` (:class:`~ppl_models.experiments.data.ExperimentData`): each feature whose scored test
     values (as read, before a transform) lie outside the training split's range in a share above
@@ -78,8 +89,8 @@ def board_warnings(data) -> list[str]:
         if above + below > OUTSIDE_SHARE:
             warnings.append(f"{name}: {100 * (above + below):.0f} % of the test values lie outside the training "
                             f"range ({100 * above:.0f} % above its maximum, {100 * below:.0f} % below its minimum): "
-                            "a model of the levels extrapolates there (the transform chosen for the collection's models is in "
-                            "data_split.json)")  # fmt: skip
+                            "a model of the levels extrapolates there (the transform chosen for the collection's "
+                            "models is in data_split.json)")  # fmt: skip
     return warnings
 
 

@@ -117,10 +117,11 @@ def _machine(device: str | None) -> dict:
 
 
 def load_results(results_dir: str | Path | None = None) -> dict[str, dict]:
-    """Every results file a claim names, and every reproduction, that exists: ``{file name: data}``."""
+    """Every results file a claim names, every reproduction and every real-series board (``board_*_cpu.json``) that
+    exists: ``{file name: data}``."""
     results_dir = _results(results_dir)
     names = ({name for claim in CLAIMS.values() for name in claim.results} | set(map(reproduction_file, CLAIMS))
-             | set(map(transfer_file, TRANSFERS)))
+             | set(map(transfer_file, TRANSFERS)) | {path.name for path in results_dir.glob("board_*_cpu.json")})
     return {name: read_results_file(results_dir / name) for name in sorted(names) if (results_dir / name).is_file()}
 
 
@@ -254,12 +255,13 @@ def board_table(name: str, files: dict) -> list[str]:
         return [f"Not run yet: `python -m ppl_models.experiments.studies.real_series {name} --out runs/real-{name}` "
                 f"writes docs/results/{file}."]  # fmt: skip
     record = files[file]
-    lines = ["| model | kind | held-out nats / step | one-step MSE | CRPS | coverage at 80 % | flags (any seed) |",
+    lines = ["| model | kind | held-out nats / step | one-step MSE | CRPS | coverage at 80 % | flags (seeds) |",
              "|---|---|---|---|---|---|---|"]
     ranked = sorted(record["summary"].items(), key=lambda item: -(item[1]["nats_per_step"]["mean"] or -math.inf))
     for model, entry in ranked:
+        flags = entry["flags"] if isinstance(entry["flags"], dict) else {}
         cells = [model, entry["kind"], *(_spread(entry[f]) for f in ("nats_per_step", "mse", "crps", "coverage_0.8")),
-                 "; ".join(entry["flags"]) or "-"]
+                 "; ".join(f"{kind} ({count} of {len(record['seeds'])})" for kind, count in flags.items()) or "-"]
         lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     seeds, seconds = record["seeds"], sum(board["seconds"] for board in record["boards"])
     return [*lines, "", f"Seeds {_ints(seeds)} (mean ± sd over seeds; the classical rows do not depend on the seed); "
@@ -271,7 +273,7 @@ def _spread(figure: dict) -> str:
     """``mean ± sd (n)`` of a figure summarised over seeds (``mean`` alone for one value, ``-`` for none)."""
     if figure["mean"] is None:
         return "-"
-    if figure["sd"] is None:
+    if figure["sd"] is None or figure["sd"] < 1e-9 * max(1.0, abs(figure["mean"])):  # one value, or the same
         return f"{figure['mean']:.4g}"
     return f"{figure['mean']:.4g} ± {figure['sd']:.2g} (n={figure['n']})"
 

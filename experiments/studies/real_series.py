@@ -22,12 +22,14 @@ import argparse
 import math
 import platform
 import time
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
 
 from ppl_models.inference.io import write_json
 
+from ..board_flags import flag_kind
 from ..leaderboard import run_leaderboard
 from ..provenance import commit_label, script_provenance
 from ..reproductions import project_root
@@ -89,18 +91,21 @@ def run_boards(name: str, seeds: int, out: str | Path, *, budget: int = 1, jobs:
 
 def summary(boards: list[dict]) -> dict[str, dict]:
     """``{model: {figure: {"mean", "sd", "n"}, "kind", "flags"}}`` over the boards' seeds (sd ``None`` for one
-    value)."""
+    value); ``flags``: each kind of flag (:func:`~ppl_models.experiments.board_flags.flag_kind`) with the number of
+    seeds that raised it."""
     models = {}
     for board in boards:
         for row in board["rows"]:
-            entry = models.setdefault(row["model"], {"kind": row["kind"], "flags": set(), **{f: [] for f in FIGURES}})
-            entry["flags"].update(row.get("flags", []))
+            entry = models.setdefault(row["model"], {"kind": row["kind"], "flags": Counter(),
+                                                     **{f: [] for f in FIGURES}})  # fmt: skip
+            entry["flags"].update({flag_kind(flag) for flag in row.get("flags", [])})
             for figure in FIGURES:
                 if row.get(figure) is not None and math.isfinite(row[figure]):
                     entry[figure].append(row[figure])
     result = {}
     for model, entry in models.items():
-        result[model] = {"kind": entry["kind"], "flags": sorted(entry["flags"])}
+        flags = {kind: entry["flags"][kind] for kind in sorted(entry["flags"])}
+        result[model] = {"kind": entry["kind"], "flags": flags}
         for figure in FIGURES:
             values = entry[figure]
             result[model][figure] = {"mean": float(np.mean(values)) if values else None,
