@@ -27,6 +27,9 @@ from .plots import save_png
 __all__ = ["RELIABILITY_FILE", "calibration_figure", "fan_chart", "pit_ecdf", "write_reliability",
            "read_reliability", "fan_choice", "fan_names"]
 
+#: the most steps a fan chart forecasts
+FAN_HORIZON = 104
+
 #: the file of a run folder (binary data) that holds its reliability curve (:func:`write_reliability`)
 RELIABILITY_FILE = "reliability.json"
 
@@ -140,9 +143,10 @@ def fan_names(record: dict | None, series: int, feature: int) -> tuple[str, str]
 
 @torch.no_grad()
 def fan_chart(folders: dict[str, Path], path: Path, device: str, *, num_samples: int = 200, seed: int = 0) -> Figure:
-    """A forecast by each model of the test series and feature that vary most (:func:`fan_choice`): given its
-    first two thirds, the rest, as median and 50 / 90 % bands (real values) or the probability of a 1 (binary), in
-    the data's own units (a transform undone: a differenced series drawn from its first step)."""
+    """A forecast by each model of the test series and feature that vary most (:func:`fan_choice`): given its history
+    (the steps before its held-out segment, else its first two thirds), at most :data:`FAN_HORIZON` steps, as median
+    and 50 / 90 % bands (real values) or the probability of a 1 (binary), in the data's own units (a transform
+    undone), beside the data of twice as many steps before."""
     from .forecasting import _lag, _paths_in_units, _truth, load_run
 
     figure = Figure(figsize=(4.2 * min(len(folders), 4), 3.4 * -(-len(folders) // 4)))
@@ -152,9 +156,14 @@ def fan_chart(folders: dict[str, Path], path: Path, device: str, *, num_samples:
         x, mask = data.test
         series, feature = fan_choice(x, mask)
         length, lag = int(mask[series].sum()), _lag(data)  # the model's steps start lag steps into the data
-        start = max(1, (2 * length) // 3)
-        truth = _truth(data, "test")[series, : length + lag, feature]
-        axis.plot(range(length + lag), truth, color="black", lw=1.0, label="data",
+        scored = data.scored_mask("test") if hasattr(data, "scored_mask") else None
+        start = (int(scored[series].nonzero()[0]) if scored is not None and bool(scored[series].any())
+                 else (2 * length) // 3)  # fmt: skip
+        start = max(1, start)
+        end = min(length, start + FAN_HORIZON)
+        shown = max(0, start - 2 * (end - start))
+        truth = _truth(data, "test")[series, shown + lag : end + lag, feature]
+        axis.plot(range(shown + lag, end + lag), truth, color="black", lw=1.0, label="data",
                   drawstyle="steps-mid" if data.binary else "default")  # fmt: skip
         axis.axvline(start + lag - 0.5, color="grey", ls=":")
         name, feature_name = fan_names(data.split_record, series, feature)
@@ -165,9 +174,9 @@ def fan_chart(folders: dict[str, Path], path: Path, device: str, *, num_samples:
                       ha="center", fontsize=7, wrap=True)  # fmt: skip
             continue
         torch.manual_seed(seed)
-        paths = model.forecast(x[series : series + 1, :start].to(device), None, length - start, num_samples).cpu()
+        paths = model.forecast(x[series : series + 1, :start].to(device), None, end - start, num_samples).cpu()
         paths = _paths_in_units(data, paths, "test", start, torch.tensor([series]))[:, 0, :, feature]  # [S, H]
-        _draw_fan(axis, range(start + lag, length + lag), paths, binary=data.binary)
+        _draw_fan(axis, range(start + lag, end + lag), paths, binary=data.binary)
     for axis in axes[len(folders) :]:
         axis.set_visible(False)
     axes[0].legend(fontsize=7)

@@ -19,6 +19,8 @@ parameters (a backward information filter), with which every draw's
 
 from __future__ import annotations
 
+import math
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import pyro.distributions as dist
@@ -107,6 +109,181 @@ def _covariance(name, value, size):
     if not torch.allclose(value, value.T, atol=1e-6) or torch.linalg.cholesky_ex(value).info != 0:
         raise ValueError(f"{name} must be symmetric positive definite")
     return value
+
+
+#: the covariance recursion of a time-invariant filter stops once a step changes the filtered covariance by at most
+#: this much relative to its largest entry (float64 rounding: the steps after it would repeat it), checked every
+#: :data:`_STEADY_EVERY` steps
+_STEADY = 1e-12
+_STEADY_EVERY = 8
+#: the means past the steady state are computed in blocks of about this many numbers (steps times ``Dz``): a block's
+#: Toeplitz matrix, ``(L Dz)^2`` numbers, stays under the size from which torch splits an operation across threads
+#: (each such operation waits for every thread: slow on small work when the cores are busy)
+_BLOCK_SIZE = 128
+
+
+@contextmanager
+def _one_thread():
+    """Torch's intra-op threads set to one inside: the filter's operations are on matrices of a few numbers, and an
+    operation split across threads waits for all of them (milliseconds when another process holds a core)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+@dataclass
+class _Covariances:
+    """The data-free half of a Kalman filter, in float64, for ``S`` sets of matrices (1 when ``A`` is shared), at its
+    first ``n`` steps: every later step repeats step ``n - 1`` (the steady state; ``n = T`` without one).
+
+    Attributes:
+        predicted, filtered: ``[S, n, Dz, Dz]`` covariances of ``p(z_t | x_{<t})`` and ``p(z_t | x_{<=t})``.
+        innovation, innovation_tril: ``[S, n, Dx, Dx]`` ``S_t = C P_t C^T + R`` and its Cholesky factor ``L_t``.
+        gain: ``[S, n, Dx, Dz]`` the transposed Kalman gain ``K_t^T = S_t^{-1} C P_t``.
+        failed: ``[S, n]`` Cholesky failures (0: none).
+    """
+
+    predicted: torch.Tensor
+    filtered: torch.Tensor
+    innovation: torch.Tensor
+    innovation_tril: torch.Tensor
+    gain: torch.Tensor
+    failed: torch.Tensor
+
+
+@dataclass
+class _FilterRun:
+    """One float64 pass of :meth:`LinearGaussianSSM._filter` over ``[B, T]``, padding run through as if observed.
+
+    ``steps [B, T]`` (0 at padding), ``means``, ``predicted_means [B, T, Dz]``, ``predictive_means [B, T, Dx]``,
+    ``covs`` (:class:`_Covariances`) and ``init_cov [Dz, Dz]``.
+    """
+
+    steps: torch.Tensor
+    means: torch.Tensor
+    predicted_means: torch.Tensor
+    predictive_means: torch.Tensor
+    covs: _Covariances
+    init_cov: torch.Tensor
+
+
+def _covariance_pass(moves, C, Q, R, init_cov, steps: int) -> _Covariances:
+    """The Kalman covariances of ``steps`` steps for transitions ``moves`` ``[S, T, Dz, Dz]`` (entry 0 unused) or
+    ``[S, 1, Dz, Dz]`` (the same at every step), ``C [Dx, Dz]``, ``Q``, ``R``, ``init_cov``: a loop of batched
+    products over ``S`` (update ``P - (C P)^T S^{-1} C P``; the innovation covariances' Cholesky factors after it).
+
+    With the same ``moves`` at every step, the loop stops once the filtered covariance stops changing
+    (:data:`_STEADY`): the later steps would repeat its last step.
+    """
+    sets, steady = moves.shape[0], moves.shape[1] == 1
+    moves = moves.unbind(1)  # one backward node for every step's selection
+    C_rows, C_cols = C.expand(sets, -1, -1), C.T.expand(sets, -1, -1)
+    Q, R = Q.expand(sets, -1, -1), R.expand(sets, -1, -1)
+    filtered, rows = None, []
+    for t in range(steps):
+        move = moves[0 if steady else t]
+        predicted = init_cov.expand(sets, -1, -1) if t == 0 else torch.baddbmm(
+            Q, move @ filtered, move.transpose(-1, -2))  # fmt: skip
+        observed = torch.bmm(C_rows, predicted)  # C P_t
+        innovation = torch.baddbmm(R, observed, C_cols)
+        gain = torch.linalg.solve_ex(innovation, observed).result  # K_t^T = S_t^{-1} C P_t
+        updated = _symmetric(torch.baddbmm(predicted, observed.transpose(-1, -2), gain, alpha=-1))
+        rows.append((predicted, updated, innovation, gain))
+        if steady and _settled(updated, filtered, t):
+            break
+        filtered = updated
+    predicted, filtered, innovation, gain = (torch.stack(part, 1) for part in zip(*rows))
+    tril, failed = torch.linalg.cholesky_ex(innovation)  # one factorisation for every step: the check, log-det
+    return _Covariances(predicted, filtered, innovation, tril, gain, failed)
+
+
+def _settled(updated: torch.Tensor, filtered: torch.Tensor | None, t: int) -> bool:
+    """Whether step ``t``'s filtered covariance equals the previous one to float64 rounding (every
+    :data:`_STEADY_EVERY` steps; never while a CUDA graph is being recorded, which cannot read values)."""
+    if t % _STEADY_EVERY or filtered is None or (updated.is_cuda and torch.cuda.is_current_stream_capturing()):
+        return False
+    return bool((updated - filtered).abs().max() <= _STEADY * updated.abs().max())
+
+
+def _product(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``a @ b`` for small matrices ``[..., m, k] @ [..., k, n]`` (batch dimensions broadcast) as a product and a sum:
+    elementwise operations, split across threads only when large, where a matrix product over many rows or
+    matrices is split even when small."""
+    return (a.unsqueeze(-1) * b.unsqueeze(-3)).sum(-2)
+
+
+def _at_steps(rows: torch.Tensor, matrices: torch.Tensor) -> torch.Tensor:
+    """``rows [B, T, a]``, each times its step's matrix of ``matrices [S, n, a, b]`` (``S`` is 1 or ``B``; the steps
+    from ``n - 1`` on all take the last): ``[B, T, b]``."""
+    last = matrices.shape[1] - 1
+    head = _product(rows[:, :last].unsqueeze(-2), matrices[:, :last]).squeeze(-2)
+    return torch.cat([head, _product(rows[:, last:], matrices[:, last])], 1)
+
+
+def _filtered_means(drive: torch.Tensor, closed: torch.Tensor) -> torch.Tensor:
+    """``m_t = m_{t-1} N_t + u_t`` (row vectors, ``m_0 = u_0``) for ``drive`` ``u [S, B', T, Dz]`` and ``closed``
+    ``N [S, k, Dz, Dz]`` (``N_1..N_k``; every later step's is ``N_k``): ``[S, B', T, Dz]``, one batched product per
+    step, past ``k`` by :func:`_invariant_means` where that leaves several of its blocks."""
+    steps, known = drive.shape[2], closed.shape[1]
+    one_by_one = steps if steps - known < 4 * _block(drive.shape[3]) else known + 1
+    matrices, means = closed.unbind(1), [drive[:, :, 0]]
+    for t, drive_t in enumerate(drive[:, :, 1:one_by_one].unbind(2), 1):
+        means.append(torch.baddbmm(drive_t, means[-1], matrices[min(t, known) - 1]))
+    head = torch.stack(means, 2)
+    if one_by_one == steps:
+        return head
+    return torch.cat([head, _invariant_means(means[-1], drive[:, :, one_by_one:], closed[:, -1])], 2)
+
+
+def _block(dz: int) -> int:
+    """Steps in a block of :func:`_invariant_means` (:data:`_BLOCK_SIZE`)."""
+    return max(1, _BLOCK_SIZE // dz)
+
+
+def _invariant_means(start: torch.Tensor, drive: torch.Tensor, closed: torch.Tensor) -> torch.Tensor:
+    """``m_t = m_{t-1} N + u_t`` for ``t = 1..T'`` from ``m_0 = start [S, B', Dz]``, ``drive`` ``u [S, B', T', Dz]``,
+    ``N [S, Dz, Dz]``: ``[S, B', T', Dz]``, by blocks of ``L`` steps (:data:`_BLOCK_SIZE`), one product per block.
+
+    Within a block the means are ``m_{s-1} N^{k+1} + sum_{j <= k} u_{s+j} N^{k-j}``: the sums for every block at
+    once as one product with the block-Toeplitz matrix of the powers ``N^0..N^{L-1}``; only the block ends run
+    in sequence.
+    """
+    sets, rows, steps, dz = drive.shape
+    block = min(steps, _block(dz))
+    blocks = -(-steps // block)
+    powers = torch.eye(dz, dtype=closed.dtype, device=closed.device).expand(sets, 1, dz, dz)
+    powers = torch.cat([powers, closed.unsqueeze(1)], 1)  # N^0, N^1: [S, n + 1, Dz, Dz], doubled until n >= L
+    while powers.shape[1] <= block:
+        powers = torch.cat([powers, powers[:, 1:] @ powers[:, -1:]], 1)
+    lag = torch.arange(block, device=closed.device)
+    lag = lag.unsqueeze(0) - lag.unsqueeze(1)  # [j, k] = k - j
+    toeplitz = powers[:, lag.clamp(min=0)] * (lag >= 0)[..., None, None].to(closed.dtype)  # [S, L, L, Dz, Dz]
+    toeplitz = toeplitz.transpose(2, 3).reshape(sets, block * dz, block * dz)  # row (j, a), column (k, b)
+    padded = torch.nn.functional.pad(drive, (0, 0, 0, blocks * block - steps)).reshape(sets, rows * blocks, -1)
+    sums = (padded @ toeplitz).reshape(sets, rows, blocks, block, dz)
+    ends = [start]
+    for block_sum in sums[:, :, :, -1].unbind(2):  # the mean at each block's end, from the one before
+        ends.append(torch.baddbmm(block_sum, ends[-1], powers[:, block]))
+    carried = torch.stack(ends[:-1], 2) @ powers[:, 1 : block + 1].transpose(1, 2).reshape(sets, 1, dz, -1)
+    return (carried.reshape(sets, rows, blocks, block, dz) + sums).reshape(sets, rows, -1, dz)[:, :, :steps]
+
+
+def _indices(mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``[B, T]`` indices of what a step of ``mask [B, T]`` reports: ``held`` into the filtered moments with the start
+    first (the last valid step's at padding), ``ahead`` into the predictions (the first padded step's at padding)."""
+    steps = torch.arange(mask.shape[1], device=mask.device)
+    lengths = mask.sum(1, keepdim=True)
+    return torch.minimum(steps + 1, lengths), torch.minimum(steps, lengths)
+
+
+def _rows(values: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """``values [S, n, ...]`` (``S`` is 1 or ``B``) at step ``index[b, t]`` of row ``b`` (``n - 1`` past the last):
+    ``[B, T, ...]``."""
+    rows = torch.arange(index.shape[0], device=index.device).unsqueeze(1)
+    return values.expand(index.shape[0], *values.shape[1:])[rows, index.clamp(max=values.shape[1] - 1)]
 
 
 #: the learned guide's parameters, which only ``proposal="learned"`` has
@@ -326,40 +503,59 @@ class LinearGaussianSSM(MarkovStateSpace):
 
         ``transitions``: optional ``[B, T, Dz, Dz]`` matrices ``A_t`` taking ``z_{t-1}`` to ``z_t``
         in place of ``A`` (entry ``t = 0`` unused), e.g. one path of a switching system.
+        At a padded step the filtered moments stay those of the last valid step and the predicted and
+        predictive ones are the prediction of the first padded step. Computed in float64, returned in ``x``'s dtype.
         """
         x, mask = check_sequences(x, mask, model=self)
         if transitions is not None and transitions.shape != (*x.shape[:2], self.latent_dim, self.latent_dim):
             raise ValueError(f"transitions must have shape {(*x.shape[:2], self.latent_dim, self.latent_dim)}, "
                              f"got {tuple(transitions.shape)}")
-        batch, steps, _ = x.shape
-        A, C, Q, R = self.A, self.C, self.Q, self.R
-        eye = torch.eye(self.latent_dim, dtype=x.dtype, device=x.device)
-        mean = x.new_zeros(batch, self.latent_dim)
-        cov = self.init_cov.expand(batch, -1, -1)
-        out = {k: [] for k in ("ll", "fm", "fc", "pm", "pc", "ym", "yc")}
-        for t in range(steps):
-            if t == 0:
-                pred_mean, pred_cov = mean, cov
-            else:
-                A_t = A if transitions is None else transitions[:, t]
-                pred_mean = (A_t @ mean.unsqueeze(-1)).squeeze(-1)
-                pred_cov = A_t @ cov @ A_t.transpose(-1, -2) + Q
-            y_mean, y_cov = pred_mean @ C.T, C @ pred_cov @ C.T + R
-            log_lik = dist.MultivariateNormal(y_mean, covariance_matrix=y_cov).log_prob(x[:, t])
-            gain = torch.linalg.solve(y_cov, C @ pred_cov).transpose(-1, -2)  # P C^T S^{-1}
-            new_mean = pred_mean + (gain @ (x[:, t] - y_mean).unsqueeze(-1)).squeeze(-1)
-            joseph = eye - gain @ C
-            new_cov = joseph @ pred_cov @ joseph.transpose(-1, -2) + gain @ R @ gain.transpose(-1, -2)
-            valid = mask[:, t]
-            mean = torch.where(valid[:, None], new_mean, mean)
-            cov = torch.where(valid[:, None, None], new_cov, cov)
-            for key, value in zip(out, (torch.where(valid, log_lik, torch.zeros_like(log_lik)), mean, cov,
-                                        pred_mean, pred_cov, y_mean, y_cov)):
-                out[key].append(value)
-        ll = torch.stack(out["ll"], 1)
-        stacked = {k: torch.stack(v, 1) for k, v in out.items() if k != "ll"}
-        return KalmanResult(ll.sum(1), ll, stacked["fm"], stacked["fc"], stacked["pm"], stacked["pc"],
-                            stacked["ym"], stacked["yc"])
+        run = self._filter(x, mask, transitions)
+        held, ahead = _indices(mask)
+        filtered_means = torch.cat([run.means.new_zeros(x.shape[0], 1, self.latent_dim), run.means], 1)
+        filtered_covs = torch.cat([run.init_cov.expand(len(run.covs.filtered), 1, -1, -1), run.covs.filtered], 1)
+        moments = (_rows(filtered_means, held), _rows(filtered_covs, held), _rows(run.predicted_means, ahead),
+                   _rows(run.covs.predicted, ahead), _rows(run.predictive_means, ahead),
+                   _rows(run.covs.innovation, ahead))  # fmt: skip
+        ll, *moments = (part.to(x.dtype) for part in (run.steps, *moments))
+        return KalmanResult(ll.sum(1), ll, *moments)
+
+    def _filter(self, x: torch.Tensor, mask: torch.Tensor, transitions: torch.Tensor | None) -> _FilterRun:
+        """The Kalman filter of validated ``x [B, T, Dx]`` in float64, padding run through as if observed.
+
+        The covariances do not read ``x``: with ``A`` shared they are computed once for the batch, up to their steady
+        state (:func:`_covariance_pass`); the means then follow the linear recursion
+        ``m_t = (I - K_t C) A_t m_{t-1} + K_t x_t`` (:func:`_filtered_means`).
+        """
+        with _one_thread():
+            return self._filter_steps(x, mask, transitions)
+
+    def _filter_steps(self, x: torch.Tensor, mask: torch.Tensor, transitions: torch.Tensor | None) -> _FilterRun:
+        batch, steps, dz = x.shape[0], x.shape[1], self.latent_dim
+        A, C, Q_tril, R_tril = (m.double() for m in (self.A, self.C, self.Q_tril, self.R_tril))
+        moves = A.expand(1, 1, dz, dz) if transitions is None else transitions.double()  # [S, T or 1, Dz, Dz]
+        init_cov = self.init_cov.double()
+        covs = _covariance_pass(moves, C, Q_tril @ Q_tril.T, R_tril @ R_tril.T, init_cov, steps)
+        if value_checks_enabled() and bool(covs.failed.ne(0).any()):  # one device read for the whole pass
+            raise ValueError(f"{type(self).__name__}.kalman_filter: an innovation covariance C P C^T + R is not "
+                             "positive definite (A, C, Q or R holds NaN or inf, or is too ill-conditioned)")
+        known = covs.gain.shape[1]  # the steps computed: the later ones repeat the last
+        observed = torch.where(mask.unsqueeze(-1), x.double(), 0.0)  # the padding's values never reach a mean
+        later = moves if transitions is None else moves[:, 1:]  # A_t for t >= 1
+        closed = later[:, : known - 1] - _product(covs.gain[:, 1:].transpose(-1, -2), C @ later[:, : known - 1])
+        drive = _at_steps(observed, covs.gain).reshape(len(moves), -1, steps, dz)  # (K_t x_t)^T
+        # the means run as [S, B / S, Dz]: one batched product per step (or block) for S = 1 and S = B alike
+        means = _filtered_means(drive, closed.transpose(-1, -2)).reshape(batch, steps, dz)
+        predicted_means = means.new_zeros(batch, 1, dz)  # A_t m_{t-1}, 0 at t = 0
+        if steps > 1:
+            predicted_means = torch.cat([predicted_means, _at_steps(means[:, :-1], later.transpose(-1, -2))], 1)
+        predictive_means = _product(predicted_means, C.T)
+        inverse_tril = torch.linalg.solve_triangular(covs.innovation_tril, torch.eye(self.obs_dim).to(C), upper=False)
+        whitened = _at_steps(observed - predictive_means, inverse_tril.transpose(-1, -2))  # L_t^{-1} (x_t - C m)
+        log_det = covs.innovation_tril.diagonal(dim1=-2, dim2=-1).log().sum(-1)  # [S, n]
+        log_det = log_det[:, torch.arange(steps, device=x.device).clamp(max=known - 1)]
+        steps_ll = -0.5 * (whitened.pow(2).sum(-1) + self.obs_dim * math.log(2 * math.pi)) - log_det
+        return _FilterRun(torch.where(mask, steps_ll, 0.0), means, predicted_means, predictive_means, covs, init_cov)
 
     def log_likelihood(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """Exact ``log p(x_{1:T_b})`` per sequence, ``[B]`` (differentiable in the parameters).
@@ -367,13 +563,16 @@ class LinearGaussianSSM(MarkovStateSpace):
         A step below the dtype's range is held at its lowest value, with a warning
         (:func:`ppl_models.inference.saturation.saturated_sum`).
         """
-        steps = self.kalman_filter(x, mask).log_likelihood_steps  # 0 at padding
+        x, mask = check_sequences(x, mask, model=self)
+        steps = self._filter(x, mask, None).steps.to(x.dtype)  # 0 at padding
         return saturated_sum(steps, what=f"{type(self).__name__}'s log-density")
 
     def predictive_distribution(self, x: torch.Tensor, mask: torch.Tensor | None = None):
         """Exact ``p(x_t | x_{<t})`` for every step: batch shape ``[B, T]``, event ``[Dx]``."""
-        k = self.kalman_filter(x, mask)
-        return dist.MultivariateNormal(k.predictive_means, covariance_matrix=k.predictive_covs)
+        x, mask = check_sequences(x, mask, model=self)
+        run, (_, ahead) = self._filter(x, mask, None), _indices(mask)
+        loc, tril = _rows(run.predictive_means, ahead), _rows(run.covs.innovation_tril, ahead)
+        return dist.MultivariateNormal(loc.to(x.dtype), scale_tril=tril.to(x.dtype))
 
     @torch.no_grad()
     def predictive(self, x: torch.Tensor, mask: torch.Tensor | None = None, num_samples: int = 100, *,

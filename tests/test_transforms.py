@@ -313,3 +313,19 @@ def test_a_transform_that_makes_a_feature_constant_is_no_candidate():
     transform, record = choose_transform(SequenceDataset.from_sequences(trends).split(by="time"))
     assert transform.lag == 0
     assert "makes feature 'x0' constant on the training split" in record["left_out"]["difference"]
+
+
+def test_the_season_is_the_period_not_one_of_its_multiples():
+    """A yearly season of weekly data correlates about as much at 52, 104 and 156 weeks: its period is 52."""
+    from ppl_models.classical.base import detect_season as classical_season
+    from ppl_models.inference.data.transforms import detect_season as transform_season
+    from ppl_models.inference.data.transforms import fundamental_lag
+
+    correlation = np.full(200, 0.05)
+    correlation[[52 - 2, 104 - 2, 156 - 2]] = [0.40, 0.41, 0.42]  # entry i is lag i + 2
+    assert fundamental_lag(correlation) + 2 == 52
+    weeks = np.arange(1600.0)
+    series = (0.02 * weeks + 3 * np.sin(2 * np.pi * weeks / 52) + np.random.default_rng(0).normal(0, 0.1, 1600))
+    # differenced noise correlates -1/2 with its neighbour, so lags 51 and 53 read about as high as 52: a step either
+    # way; never 104 or 156
+    assert abs(transform_season([series[:, None]]) - 52) <= 1 and abs(classical_season([series[:, None]])[0] - 52) <= 1

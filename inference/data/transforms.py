@@ -291,8 +291,27 @@ def detect_season(sequences: list[np.ndarray], *, threshold: float = SEASON_THRE
     if not varying.any():
         return None
     correlation = (covariance[:, varying] / covariance[0, varying]).mean(1)
-    lag = int(np.argmax(correlation[2:])) + 2
+    lag = fundamental_lag(correlation[2:]) + 2
     return lag if correlation[lag] > threshold else None
+
+
+#: a divisor of the best lag whose autocorrelation is within this share of the best is the season (the best lag is
+#: one of its multiples)
+SEASON_PEAK_SHARE = 0.9
+
+
+def fundamental_lag(autocorrelation: np.ndarray, first: int = 2) -> int:
+    """The index of the season in ``autocorrelation [lags]`` (entry ``i`` for lag ``first + i``): the lag with the
+    largest value, or the shortest ``1/j`` of it (``j <= 6``, to a step) whose value is within
+    :data:`SEASON_PEAK_SHARE` of it: a yearly season of weekly data correlates about as much at 52, 104 and 156
+    weeks, and 52 is its period."""
+    best = int(autocorrelation.argmax())
+    lag, top = best + first, float(autocorrelation[best])
+    for parts in range(6, 1, -1):
+        near = [d - first for d in range(round(lag / parts) - 1, round(lag / parts) + 2) if d >= first]
+        if near and top > 0 and max(autocorrelation[i] for i in near) >= SEASON_PEAK_SHARE * top:
+            return max(near, key=lambda i: autocorrelation[i])
+    return best
 
 
 def resolve_transform(spec: str, splits: DataSplits, *, season: int | None = None, window: int | None = None,

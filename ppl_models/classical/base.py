@@ -16,6 +16,7 @@ from typing import ClassVar
 import numpy as np
 import torch
 
+from ppl_models.inference.data.transforms import fundamental_lag
 from ppl_models.inference.protocol import OneStepPredictive, check_num_samples
 from ppl_models.inference.validation import check_positive_int, check_scored, check_sequences
 
@@ -79,7 +80,7 @@ def detect_season(rows: list[np.ndarray]) -> tuple[int, float | None, int | None
     if energy <= 0:
         return 1, None, None
     autocorrelation = products[2:] / energy
-    lag = int(autocorrelation.argmax()) + 2
+    lag = fundamental_lag(autocorrelation) + 2
     best = float(autocorrelation[lag - 2])
     return (lag if best > SEASON_THRESHOLD else 1), best, lag
 
