@@ -13,8 +13,9 @@
   FILE`` on that series, train and evaluate, in a subprocess with ``--threads`` threads (goal <= 120 s each;
   stopped at ``--cap`` seconds and recorded as timed out).
 
-The files are made from ``--seed`` in a temporary folder. The load average before and after is recorded: other
-processes on the machine slow every figure.
+The files are made from ``--seed`` in a temporary folder. The load average is recorded at the start, as each command
+ends and at the end: other processes on the machine slow every figure, and with ``--threads 2`` on two cores an
+operation split across threads waits for a core another process holds.
 
 Usage::
 
@@ -106,7 +107,7 @@ def series_overrides(window: int) -> list[str]:
 
 def _cli(arguments: list[str], threads: int, timeout: float | None = None, env: dict | None = None) -> dict:
     """Run ``ppl-models ARGUMENTS`` in a subprocess with ``threads`` threads: wall seconds, exit status, the tail of
-    its output, and whether it was stopped at ``timeout``."""
+    its output, whether it was stopped at ``timeout``, and the load average when it ended."""
     env = {**os.environ, **(env or {}), "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
     command = [sys.executable, "-m", "ppl_models.experiments.cli", *arguments]
     start = time.perf_counter()
@@ -118,7 +119,7 @@ def _cli(arguments: list[str], threads: int, timeout: float | None = None, env: 
         output = "".join(part.decode() if isinstance(part, bytes) else (part or "")
                          for part in (stopped.stdout, stopped.stderr))  # fmt: skip
     return {"seconds": time.perf_counter() - start, "exit_status": status, "timed_out": timed_out,
-            "output_tail": output.strip().splitlines()[-5:]}  # fmt: skip
+            "output_tail": output.strip().splitlines()[-5:], "load_average": load_average()}  # fmt: skip
 
 
 def load_section(folder: Path, size: tuple[int, int, int], repeats: int, seed: int) -> dict:
