@@ -531,6 +531,7 @@ class LinearGaussianSSM(MarkovStateSpace):
             return self._filter_steps(x, mask, transitions)
 
     def _filter_steps(self, x: torch.Tensor, mask: torch.Tensor, transitions: torch.Tensor | None) -> _FilterRun:
+        """The body of :meth:`_filter`, on the threads it leaves."""
         batch, steps, dz = x.shape[0], x.shape[1], self.latent_dim
         A, C, Q_tril, R_tril = (m.double() for m in (self.A, self.C, self.Q_tril, self.R_tril))
         moves = A.expand(1, 1, dz, dz) if transitions is None else transitions.double()  # [S, T or 1, Dz, Dz]
