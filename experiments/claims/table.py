@@ -4,6 +4,7 @@ members, evidence files and verdict rule (the one place that names the claims' r
 from __future__ import annotations
 
 from .claim import Claim
+from .psrnn_ptb import PSRNN_PTB_CLAIMS
 from .readers import (
     covid_coverage,
     joined,
@@ -16,6 +17,7 @@ from .readers import (
     smct_dropout_mse,
 )
 from .rules import Beats, Matches, Within
+from .srnn_authors import SRNN_AUTHORS_CLAIMS
 
 __all__ = ["PAPERS", "CLAIMS"]
 
@@ -70,6 +72,7 @@ CLAIMS: dict[str, Claim] = {
        for key, title, figure, hours in (("nottingham", "Nottingham", -2.94, "about 2"),
                                          ("musedata", "MuseData", -6.28, "about 4"),
                                          ("piano", "Piano-midi.de", -8.20, "about 1"))},  # fmt: skip
+    **SRNN_AUTHORS_CLAIMS,
     "srnn-ablation": Claim(
         paper="srnn", claim="the smoothing guide with Res_q gives the best bound (smooth + Res_q > smooth > filter)",
         paper_figure="Table 1 (Blizzard, TIMIT): ELBO of filter / smooth, with and without Res_q",
@@ -282,4 +285,5 @@ CLAIMS: dict[str, Claim] = {
         paper_figure="Figures 3a and 4: perplexity (PTB) and MSE (Mocap, Handwriting)", metric="-", tests=(),
         seeds=_SEEDS3, rule=Beats("PSRNN", ("LSTM",)),
         not_run="Mocap, Handwriting and PTB are not available offline"),
+    **PSRNN_PTB_CLAIMS,
 }
