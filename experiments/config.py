@@ -11,7 +11,8 @@ A configuration has top-level ``name``, ``seed`` and ``device`` and five section
 
 Overrides are ``section.key=value`` strings whose value is parsed as a TOML literal
 (``train.lr=0.01``, ``objective.gradient="stop_weights"``, ``evaluate.estimators=["smc"]``);
-a value that is not valid TOML is taken as a string (``objective.name=iwae``).
+a value that is not valid TOML is taken as a string (``objective.name=iwae``), and so is each item of a list that
+is not (``evaluate.estimators=[elbo,iwae]``: what the shell passes on for an unquoted ``["elbo","iwae"]``).
 """
 
 from __future__ import annotations
@@ -89,10 +90,7 @@ def apply_overrides(config: dict, overrides: list[str]) -> dict:
         if "=" not in item:
             raise ValueError(f"override {item!r} must look like section.key=value")
         key, text = item.split("=", 1)
-        try:
-            value = tomllib.loads(f"v = {text}")["v"]
-        except tomllib.TOMLDecodeError:
-            value = text
+        value = _literal(text)
         *sections, leaf = key.strip().split(".")
         target = config
         for section in sections:
@@ -101,6 +99,18 @@ def apply_overrides(config: dict, overrides: list[str]) -> dict:
                 raise ValueError(f"override {item!r}: {section!r} is not a section")
         target[leaf] = value
     return config
+
+
+def _literal(text: str):
+    """The TOML literal ``text``; a list ``[a, b]`` of items that are not all TOML, item by item; else the string."""
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        pass
+    inner = text.strip()
+    if len(inner) >= 2 and inner[0] == "[" and inner[-1] == "]" and not any(c in inner[1:-1] for c in "[]{}\"'"):
+        return [_literal(part.strip()) for part in inner[1:-1].split(",") if part.strip()]
+    return text
 
 
 def check_config(config: dict) -> dict:

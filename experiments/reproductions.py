@@ -26,7 +26,9 @@ from ppl_models.inference.io import write_json, write_text
 
 from . import compare
 from .claims import CLAIMS, PAPERS, REPRODUCE_FORMAT, Claim, Reading
+from .claims.rules import RELATIVE_TOLERANCE
 from .provenance import commit_label, provenance_problems
+from .recorded_commands import stale_commands
 from .results_files import read_results_file, results_destination
 from .transfers import TRANSFERS, run_transfer, table, transfer_file
 
@@ -150,6 +152,10 @@ def _cell(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
 
+#: the seeds a verdict needs to rest on; a verdict on fewer says the smallest n of its compared models ("met (n=1)")
+MIN_SEEDS = 3
+
+
 def row(name: str, claim: Claim, files: dict[str, dict]) -> tuple[str, str, str, str]:
     """The rendered ours, budgets, rule and verdict of one claim (``files``: loaded results files)."""
     if claim.not_run:
@@ -164,6 +170,9 @@ def row(name: str, claim: Claim, files: dict[str, dict]) -> tuple[str, str, str,
     budgets = "<br>".join(_budget(b) for b in reading.budgets) or "-"
     problems = [p for f in used for p in provenance_problems(f, files[f])]
     verdict = ("evidence incomplete: " + "; ".join(problems)) if problems else claim.rule.decide(reading)
+    fewest = min(len(reading.figures[model].values) for model in claim.rule.models)
+    if not problems and fewest < MIN_SEEDS:
+        verdict += f" (n={fewest})"
     if verdict.startswith("undecided") and claim.rerun_cost:
         verdict += f" ({claim.rerun_cost})"
     return ours, budgets, claim.rule.text, verdict
@@ -185,7 +194,13 @@ def render(results_dir: str | Path | None = None) -> str:
              "`ppl-models reproduce --list` lists them.", "",
              "Ours: mean ± sample sd over n seeds (over folds where the metric says so). A comparison is met "
              "only when the lead exceeds the seeds' spread, on at least 3 seeds, with every compared model's best "
-             "epoch before its last.", ""]
+             "epoch before its last. A figure compared with the paper's is met when it is within "
+             f"{RELATIVE_TOLERANCE * 100:g} % of the paper's figure's magnitude or better than it (on either side "
+             "for a coverage), one rule for every claim: the papers report no uncertainty of their means (a spread "
+             "they give is over steps or examples); the share is wider than the seed-to-seed sd of our figures "
+             "compared so (at most 4 % of the mean) and narrow enough that a figure 10 % off is missed. A "
+             f"verdict resting on fewer than {MIN_SEEDS} seeds says "
+             "the smallest n of its compared models, e.g. met (n=1).", ""]
     for paper, title in PAPERS.items():
         lines += [f"## {title}", "", *_paper_table(paper, files), ""]
     lines += ["## Recommended recipes on sources they were not tuned on", "",
@@ -285,8 +300,9 @@ def _pages_with_blocks(page: Path) -> list[Path]:
 
 
 def check(results_dir: str | Path | None = None, page: str | Path | None = None) -> list[str]:
-    """Problems, one line each: the page or a claims block differs from a fresh render, or a results file under
-    ``docs/results/`` (any, not only those a claim reads) lacks its command or seeds."""
+    """Problems, one line each: the page or a claims block differs from a fresh render, a results file under
+    ``docs/results/`` (any, not only those a claim reads) lacks its command or seeds, or one of its recorded
+    commands is refused by today's code (:func:`~ppl_models.experiments.recorded_commands.stale_commands`)."""
     problems = []
     page = Path(page) if page is not None else project_root() / "docs" / "reproductions.md"
     if not page.is_file():
@@ -301,7 +317,7 @@ def check(results_dir: str | Path | None = None, page: str | Path | None = None)
     for path in sorted(_results(results_dir).glob("*.json")):  # every results file, quoted by a claim or not
         data = read_results_file(path)
         problems += provenance_problems(path.name, data if isinstance(data, dict) else {})
-    return problems
+    return problems + stale_commands(_results(results_dir), project_root())
 
 
 def listing() -> str:

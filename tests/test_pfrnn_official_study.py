@@ -5,13 +5,18 @@ import pickle
 import pytest
 import torch
 
+from ppl_models.experiments.claims import CLAIMS
+from ppl_models.experiments.claims.readers import official_side_by_side
 from ppl_models.experiments.studies.pfrnn_official import (
+    EDITS,
     apply_edits,
     constant_last_step_mse,
+    convergence,
     from_official,
     mean_sd,
     official_curve,
     official_dataset,
+    seed_record,
 )
 
 
@@ -87,3 +92,90 @@ def test_constant_predictor_error_by_hand():
     y = torch.tensor([[[0.9, 0.9, 0.5], [0.4, 0.3, 0.5]]])
     # training mean last position (2, 3) cells; truth (4, 3): squared errors 4 and 0, mean 2
     assert constant_last_step_mse(train_y, y, 10) == pytest.approx(2.0)
+
+
+# ---- early stopping: the bookkeeping, the official loop's edit, the claim's reader and rule ----------------------
+
+def _curve(mse, loss):
+    return [{"epoch": i + 1, "valid_last_step_mse": m, "valid_loss": v, "seconds": 1.0}
+            for i, (m, v) in enumerate(zip(mse, loss))]  # fmt: skip
+
+
+def test_convergence_takes_the_first_lowest_epoch_and_counts_the_epochs_run():
+    # by hand: the lowest, 3.0, first at epoch 3 (again at 5); 6 epochs under a cap of 10 is an early stop
+    assert convergence([5.0, 4.0, 3.0, 3.5, 3.0, 4.0], cap=10) == {"best_epoch": 3, "epochs_run": 6,
+                                                                   "stopped_early": True}
+    assert convergence([5.0, 4.0], cap=2) == {"best_epoch": 2, "epochs_run": 2, "stopped_early": False}
+    with pytest.raises(ValueError, match="values must hold 1 to cap=2"):
+        convergence([5.0, 4.0, 3.0], cap=2)
+    with pytest.raises(ValueError, match="values must hold 1 to cap=2"):
+        convergence([], cap=2)
+
+
+def test_seed_record_reads_each_sides_own_stopping_figure():
+    result = {"curve": _curve([9.0, 8.0, 8.5, 8.7], [4.0, 4.1, 3.9, 4.2]), "train_wall_seconds": 12.5}
+    official = seed_record(result, "official", cap=50, constant=9.69)
+    ours = seed_record(result, "ours", cap=50, constant=9.69)
+    assert (official["best_epoch"], ours["best_epoch"]) == (2, 3)  # lowest MSE at 2, lowest loss at 3
+    assert official["epochs_run"] == ours["epochs_run"] == 4 and official["stopped_early"]
+    assert official["seconds"] == 12.5 and official["constant_predictor_test"] == 9.69
+
+
+def test_the_official_loops_edit_stops_after_patience_epochs_without_a_lower_mse(tmp_path, monkeypatch):
+    """The two early-stopping edits of EDITS applied to a stand-in of the official loop (same lines), run on a
+    stubbed validation curve."""
+    stub = ("import os\n"
+            "def train(curve):\n"
+            "    seen, saved = [], []\n"
+            "    best_eval = 1000\n"
+            "    for log_eval_last in curve:\n"
+            "        seen.append(log_eval_last)\n"
+            "        if log_eval_last < best_eval:\n"
+            "            best_eval = log_eval_last\n"
+            "            saved.append(len(seen))\n"
+            "    return len(seen), saved[-1]\n")  # fmt: skip
+    (tmp_path / "main.py").write_text(stub)
+    apply_edits(tmp_path, [edit for edit in EDITS if edit[0] == "main.py" and "early stopping" in edit[3]])
+    namespace = {}
+    exec((tmp_path / "main.py").read_text(), namespace)
+    curve = [5.0, 4.0, 3.0, 3.5, 3.0, 4.0, 2.0]
+    # by hand: best 3.0 at epoch 3; epochs 4 (3.5) and 5 (3.0, not lower) make 2 without improving: stop at 5
+    monkeypatch.setenv("PFRNN_PATIENCE", "2")
+    assert namespace["train"](curve) == (5, 3)
+    assert convergence(curve[:5], cap=len(curve))["best_epoch"] == 3
+    monkeypatch.setenv("PFRNN_PATIENCE", str(len(curve)))  # no patience: every epoch runs
+    assert namespace["train"](curve) == (7, 7)
+
+
+def _side_by_side(ours, official, constant=9.7):
+    """A stubbed new-format results file: per side and seed the best-validation test MSE, best epoch, epochs run."""
+    def runs(values):
+        return [{"test_best_valid": {"last_step_mse": v}, "test_final": {"last_step_mse": v + 1.0},
+                 "best_epoch": 20 + i, "epochs_run": 30 + i, "train_wall_seconds": 100.0} for i, v in enumerate(values)]
+    return {"runs": {"ours": runs(ours), "official": runs(official)}, "budget": {"epochs": 200},
+            "constant_predictor": {"test": constant}}
+
+
+def test_reader_takes_the_best_validation_models_and_the_constant_predictor():
+    reading = official_side_by_side(_side_by_side([2.0, 2.2, 2.4], [2.1, 2.3, 2.5]))
+    assert reading.figures["ours"].values == (2.0, 2.2, 2.4)  # test_best_valid, not test_final
+    assert reading.figures["constant predictor"].values == (9.7, 9.7, 9.7)
+    budget = {b.model: b for b in reading.budgets}["official code"]
+    assert (budget.epochs, budget.best_epochs, budget.wall_s) == ((30, 31, 32), (20, 21, 22), 300.0)
+
+
+def test_rule_asks_both_sides_clearly_below_the_constant_predictor():
+    rule = CLAIMS["pfrnn-official"].rule
+    assert rule.decide(official_side_by_side(_side_by_side([2.0, 2.2, 2.4], [2.1, 2.3, 2.5]))) == "met"
+    # matching, but both means, 9.5, lie within the larger sd (0.2) of 9.7
+    near = official_side_by_side(_side_by_side([9.3, 9.5, 9.7], [9.3, 9.5, 9.7]))
+    assert rule.decide(near) == "not met: near the constant predictor (ours, official code)"
+
+
+def test_reader_keeps_reading_the_fixed_epoch_file():
+    old = {"runs": {code: [{"test_final": {"last_step_mse": 9.0 + i}, "test_best_valid": {"last_step_mse": 0.0},
+                            "train_wall_seconds": 10.0} for i in range(3)] for code in ("ours", "official")},
+           "budget": {"epochs": 8}, "constant_predictor": {"test": 9.69}}  # fmt: skip
+    reading = official_side_by_side(old)
+    assert reading.figures["official code"].values == (9.0, 10.0, 11.0)
+    assert {b.model: b for b in reading.budgets}["ours"].epochs == (8, 8, 8)

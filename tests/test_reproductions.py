@@ -128,27 +128,62 @@ def test_an_undecided_row_says_what_settling_it_costs():
                   reader=lambda data: Reading({"A": Stat((1.0,)), "B": Stat((2.0,))}),
                   rerun_cost="3 seeds take 9 GPU hours")  # fmt: skip
     files = {"f.json": {"commands": ["x"], "seeds": [0]}}
-    assert reproductions.row("c", claim, files)[3] == ("undecided: A, B on fewer than 3 seeds (3 seeds take 9 GPU "
-                                                       "hours)")  # fmt: skip
+    assert reproductions.row("c", claim, files)[3] == ("undecided: A, B on fewer than 3 seeds (n=1) (3 seeds take 9 "
+                                                       "GPU hours)")  # fmt: skip
 
 
 def test_matches_asks_for_a_difference_within_the_seeds_spread():
     rule = Matches("ours", "official")  # lower is better
     official = Stat((9.0, 9.3, 9.6))  # sd 0.3
-    assert rule.decide(Reading({"ours": Stat((8.9, 9.1, 9.3)), "official": official})) == "met"  # 0.2 apart
-    assert rule.decide(Reading({"ours": Stat((8.4, 8.5, 8.6)), "official": official})) == "not met: ours better by 0.8"
-    assert rule.decide(Reading({"ours": Stat((10.1, 10.2, 10.3)), "official": official})).endswith("worse by 0.9")
-    assert "fewer than 3 seeds" in rule.decide(Reading({"ours": Stat((9.0,)), "official": official}))
+    done = (Budget("ours", (8,) * 3, (6, 7, 5)), Budget("official", (8,) * 3, (7, 6, 6)))
+    assert rule.decide(Reading({"ours": Stat((8.9, 9.1, 9.3)), "official": official}, done)) == "met"  # 0.2 apart
+    assert rule.decide(Reading({"ours": Stat((8.4, 8.5, 8.6)), "official": official}, done)) == ("not met: ours "
+                                                                                                 "better by 0.8")
+    assert rule.decide(Reading({"ours": Stat((10.1, 10.2, 10.3)), "official": official}, done)).endswith("worse by 0.9")
+    assert "fewer than 3 seeds" in rule.decide(Reading({"ours": Stat((9.0,)), "official": official}, done))
 
 
-def test_within_compares_with_the_papers_figure():
-    rule = Within("A", -4.74, 0.1)  # higher is better
-    assert rule.decide(Reading({"A": Stat((-4.8, -4.7))})) == "met"  # mean -4.75
-    assert rule.decide(Reading({"A": Stat((-6.9,))})) == "missed by 2.16"
-    coverage = Within("A", 0.8, 0.1, two_sided=True)  # too wide is missed as much as too narrow
-    assert coverage.decide(Reading({"A": Stat((0.85, 0.87))})) == "met"
-    assert coverage.decide(Reading({"A": Stat((0.93,))})) == "missed by 0.03 (above)"
-    assert coverage.decide(Reading({"A": Stat((0.6,))})) == "missed by 0.1 (below)"
+def test_matches_is_undecided_while_a_side_is_still_improving_or_its_best_epoch_unknown():
+    rule, close = Matches("ours", "official"), {"ours": Stat((8.9, 9.1, 9.3)), "official": Stat((9.0, 9.3, 9.6))}
+    ours = Budget("ours", (8, 8, 8), (6, 7, 5))
+    last = Budget("official", (8, 8, 8), (7, 8, 6))  # seed 1's best epoch is its last (8 of 8)
+    assert rule.decide(Reading(close, (ours, last))) == "undecided: official still improving at its last epoch"
+    unknown = Budget("official", (8, 8, 8))  # no best epoch recorded
+    assert rule.decide(Reading(close, (ours, unknown))) == "undecided: best epoch of official not recorded"
+    assert rule.decide(Reading(close)) == "undecided: best epoch of ours, official not recorded"
+
+
+def test_within_compares_with_the_papers_figure_by_one_relative_rule():
+    rule = Within("A", -4.74)  # higher is better; 5 % of 4.74 is 0.237
+    assert rule.decide(Reading({"A": Stat((-4.9, -4.96))})) == "met"  # mean -4.93, 0.19 below
+    assert rule.decide(Reading({"A": Stat((-5.0,))})) == "missed by 0.26"
+    assert rule.decide(Reading({"A": Stat((-3.0,))})) == "met"  # above it
+    assert "within 5 % (0.237) of -4.74 or above it" in rule.text
+    mse = Within("A", 0.223, higher_is_better=False)  # 5 % of 0.223 is 0.01115: 0.334 is 50 % higher, missed
+    assert mse.decide(Reading({"A": Stat((0.334,))})) == "missed by 0.111"
+    assert mse.decide(Reading({"A": Stat((0.23,))})) == "met" and mse.decide(Reading({"A": Stat((0.1,))})) == "met"
+    coverage = Within("A", 0.8, two_sided=True)  # 0.04 on either side: too wide is missed as much as too narrow
+    assert coverage.decide(Reading({"A": Stat((0.83, 0.85))})) == "met"
+    assert coverage.decide(Reading({"A": Stat((0.93,))})) == "missed by 0.09 (above)"
+    assert coverage.decide(Reading({"A": Stat((0.7,))})) == "missed by 0.06 (below)"
+    reported = Within("A", -4.74, 0.1)  # the paper's own reported uncertainty, where it gives one
+    assert reported.decide(Reading({"A": Stat((-4.9,))})) == "missed by 0.16"  # its distance from -4.74
+
+
+def test_a_verdict_on_fewer_than_3_seeds_says_the_smallest_n():
+    def claim(rule, figures):
+        return Claim(paper="psrnn", claim="-", paper_figure="-", metric="-", tests=(), seeds=(0,), rule=rule,
+                     results=("f.json",), reader=lambda data: Reading(figures))
+
+    files = {"f.json": {"commands": ["x"], "seeds": [0]}}
+    one = claim(Within("A", 1.0), {"A": Stat((1.01,)), "B": Stat((5.0,))})  # B is shown, not compared
+    assert reproductions.row("c", one, files)[3] == "met (n=1)"
+    two = claim(Within("A", 1.0), {"A": Stat((1.0, 1.02))})
+    assert reproductions.row("c", two, files)[3] == "met (n=2)"
+    three = claim(Within("A", 1.0), {"A": Stat((1.0, 1.01, 1.02))})
+    assert reproductions.row("c", three, files)[3] == "met"
+    mixed = claim(Beats("A", ("B",)), {"A": Stat((1.0, 1.1, 1.2)), "B": Stat((2.0, 2.1))})
+    assert reproductions.row("c", mixed, files)[3] == "undecided: B on fewer than 3 seeds (n=2)"
 
 
 def test_check_reports_a_stale_page_and_missing_seeds(tmp_path):
@@ -195,7 +230,7 @@ def test_reproduce_runs_each_seed_resumably_and_records_provenance(tmp_path, mon
     assert path.name == "reproduce_tiny.json"
     assert tiny.read({path.name: record}).figures["LGSSM"].values == (first["mse"], runs_read[1]["test_mse"])
     ours, _, _, verdict = reproductions.row("tiny", tiny, {path.name: record})
-    assert "LGSSM: " in ours and "n=2" in ours and verdict == "met"
+    assert "LGSSM: " in ours and "n=2" in ours and verdict == "met (n=2)"
     assert [r["epochs"] for r in runs_read] == [1, 1] and [r["best_epoch"] for r in runs_read] == [1, 1]
 
 

@@ -16,7 +16,7 @@ from .readers import (
     smct_coverage_share,
     smct_dropout_mse,
 )
-from .rules import Beats, Matches, Within
+from .rules import Beats, MatchesBelowBaseline, Within
 from .srnn_authors import SRNN_AUTHORS_CLAIMS
 
 __all__ = ["PAPERS", "CLAIMS"]
@@ -59,14 +59,14 @@ CLAIMS: dict[str, Claim] = {
         paper_figure="Table 2: ELBO >= -4.74 nats per time step on the JSB test set",
         metric="test ELBO per step of the best-validation checkpoint (1 sample), as the paper's; ours adds dropout "
                "0.5 on d_t and weight decay 1e-3",
-        tests=("srnn-jsb",), seeds=_SEEDS3, rule=Within("SRNN", -4.74, 0.1),
+        tests=("srnn-jsb",), seeds=_SEEDS3, rule=Within("SRNN", -4.74),
         members=(("SRNN", "srnn-jsb", ()),), results=("srnn_jsb_seeds.json",), reader=jsb_seeds,
         metric_key="elbo_per_step"),
     **{f"srnn-{key}": Claim(
         paper="srnn", claim=f"SRNN (smooth + Res_q) reaches a test ELBO of {figure} nats per step on {title}",
         paper_figure=f"Table 2: ELBO >= {figure} nats per time step on the {title} test set",
         metric="test ELBO per step of best.pt", tests=(f"srnn-{key}",), seeds=_SEEDS3,
-        rule=Within("SRNN", figure, 0.1), members=(("SRNN", f"srnn-{key}", ()),), metric_key="elbo_per_step",
+        rule=Within("SRNN", figure), members=(("SRNN", f"srnn-{key}", ()),), metric_key="elbo_per_step",
         incomplete=f"the {title} figures in the SRNN development notes have no results file with their command and "
                    f"seeds; rerun with ppl-models reproduce srnn-{key} ({hours} CPU hours per seed)")
        for key, title, figure, hours in (("nottingham", "Nottingham", -2.94, "about 2"),
@@ -91,7 +91,7 @@ CLAIMS: dict[str, Claim] = {
         paper="srnn", claim="SRNN improves the state of the art on Blizzard and TIMIT by a large margin",
         paper_figure="Table 1: average log-likelihood >= 11991 per half-second (Blizzard), >= 60550 per sequence "
                      "(TIMIT)",
-        metric="-", tests=(), seeds=_SEEDS3, rule=Within("SRNN", 11991.0, 0.0),
+        metric="-", tests=(), seeds=_SEEDS3, rule=Within("SRNN", 11991.0),
         not_run="Blizzard and TIMIT are not available offline; the paper's training took 18 GPU hours (Blizzard)"),
     # ---- SMC Transformer ------------------------------------------------------------------------------------
     "smct-coverage": Claim(
@@ -103,7 +103,7 @@ CLAIMS: dict[str, Claim] = {
         metric="share of 1000 predictive samples in the true 80 % interval, test split; ours: SMC-T with M=10, fold "
                "0 only; the LSTM's over 5 folds (the paper's sd is over steps and examples)",
         tests=("smct-ar1", "mcdropout-ar1", "smct-ar1-folds"), seeds=(0,),
-        rule=Within("SMC-T M=10", 0.784, 0.03, two_sided=True),
+        rule=Within("SMC-T M=10", 0.784, two_sided=True),
         members=(("SMC-T M=10", "smct-ar1", ()),),
         results=("smct_synthetic_coverage.json", "smct_mcdropout_full.json"), reader=smct_coverage_share,
         metric_key="truth_share_in_80"),
@@ -115,7 +115,7 @@ CLAIMS: dict[str, Claim] = {
         metric="E[(X_{t+1} - alpha X_t)^2 | X_t] over 1000 samples on the test split, as the paper's; our sd is "
                "over 5 folds, the paper's over steps and examples",
         tests=("mcdropout-ar1", "smct-ar1-folds"), seeds=(0,),
-        rule=Within("LSTM d=64 dropout 0.5", 0.223, 0.15, higher_is_better=False),
+        rule=Within("LSTM d=64 dropout 0.5", 0.223, higher_is_better=False),
         members=(("LSTM d=64 dropout 0.5", "mcdropout-ar1", ("model.dropout=0.5", 'model.where="full"',
                                                             "evaluate.predictive_samples=1000")),
                  ("SMC-T M=10", "smct-ar1", ())),
@@ -123,10 +123,14 @@ CLAIMS: dict[str, Claim] = {
         results=("smct_mcdropout_full.json", "smct_synthetic_coverage.json"), reader=smct_dropout_mse),
     "smct-folds": Claim(
         paper="smc-transformer",
-        claim="Tables 1-2 over 5 folds: SMC-T (M=30) against MC-dropout LSTMs and a Transformer",
-        paper_figure="Tables 1-2: losses and predictive MSE, mean (sd) over 5 folds",
-        metric="one-step test MSE on fold 0 over 3 training seeds (the paper's sd is over folds)",
-        tests=("smct-ar1-folds", "smct-ar2-folds"), seeds=_SEEDS3, rule=Beats("SMC-T M=30", ("Transformer",)),
+        claim="SMC-T (M=30) predicts Model I one step ahead better than a deterministic Transformer of the same "
+              "width (fold 0 of the paper's 5)",
+        paper_figure="none: Tables 1-2 report no Transformer (they compare SMC-T with MC-dropout LSTMs); their SMC-T "
+                     "(d=16, M=30) on Model I: validation loss 50.23 (0.54) x 10^-2 over 5 folds (Table 1), "
+                     "predictive MSE 0.515 (0.050) (Table 2)",
+        metric="one-step test MSE of the mean prediction on Model I, fold 0 only, over 3 training seeds (the "
+               "paper's sd is over folds)",
+        tests=("smct-ar1", "transformer-ar1"), seeds=_SEEDS3, rule=Beats("SMC-T M=30", ("Transformer",)),
         members=(("SMC-T M=30", "smct-ar1", ("objective.num_particles=30", "evaluate.num_particles=30",
                                              *_PATIENCE_10)),
                  ("Transformer", "transformer-ar1", _PATIENCE_10)),
@@ -137,12 +141,17 @@ CLAIMS: dict[str, Claim] = {
         paper="smc-transformer",
         claim="on COVID-19 daily deaths the SMC Transformer's 20-day intervals cover the truth",
         paper_figure="Figure 6 (qualitative): 20-day forecast intervals of 2 cities",
-        metric="80 % coverage of 20-day forecasts on 13 test counties (the paper gives no number; the rule asks for "
-               "80 % within 0.1)",
-        tests=("smct-covid",), seeds=_SEEDS3, rule=Within("SMC-T M=10", 0.8, 0.1, two_sided=True),
+        metric="80 % coverage of 20-day forecasts on the test cities: 25 on the paper's 80/20 split of the 125 "
+               "counties with >= 100 deaths (validation: 10 of the 100 training ones), the smct-covid default; the "
+               "present file is on the earlier 80/10/10 split, 13 test counties (the paper gives no number; the rule "
+               "asks for 80 % within 0.1)",
+        tests=("smct-covid",), seeds=_SEEDS3, rule=Within("SMC-T M=10", 0.8, two_sided=True),
         results=("smct_covid_calibration.json",), reader=covid_coverage,
-        manual="the figure comes from ppl-models forecast after training: rerun the commands in "
-               "docs/results/smct_covid_calibration.json"),
+        manual="the figure comes from ppl-models forecast after training, so reproduce cannot make it; for seed S "
+               "in 0 1 2 run ppl-models train smct-covid --run-dir runs/covid-paper/smct-seedS --set seed=S "
+               "--set train.seed=S, then ppl-models forecast SMC-T=runs/covid-paper/smct-seedS --out "
+               "runs/covid-paper/forecast-seedS --particles 10 (coverage_0.8 of forecast.json's SMC-T metrics; "
+               "about 4 CPU minutes per seed here)"),
     # ---- PF-RNN -----------------------------------------------------------------------------------------------
     "pfrnn-maze10": Claim(
         paper="pf-rnn", claim="PF-LSTM beats LSTM and GRU of the same size in robot localization (10 x 10 maze)",
@@ -162,13 +171,17 @@ CLAIMS: dict[str, Claim] = {
         paper="pf-rnn",
         claim="our PF-LSTM learns as the paper's official code does (the anchor of our implementation)",
         paper_figure="the official code (github Yusufma03/pfrnns, commit 0a76d52) trained here on the same data",
-        metric="test last-step MSE of (x, y) in cells^2 after 8 epochs on 1,024 maze-10 trajectories (the paper: "
-               "800 epochs on 10,000), same data, epochs and seeds; the official network also encodes the map and "
-               "uses dropout 0.5; always predicting the mean position scores 9.69",
-        tests=("pfrnn-paper-maze10",), seeds=_SEEDS3, rule=Matches("ours", "official code"),
+        metric="test last-step MSE of (x, y) in cells^2 of each side's best-validation model, same data and seeds "
+               "on 1,024 maze-10 trajectories (the paper: 800 epochs on 10,000): to convergence by early stopping "
+               "(patience 10 epochs within 200) once the results file records it, else (the present file) after 8 "
+               "epochs; the official network also encodes the map and uses dropout 0.5; the constant predictor "
+               "(always the mean position) is shown beside them",
+        tests=("pfrnn-paper-maze10",), seeds=_SEEDS3, rule=MatchesBelowBaseline("ours", "official code"),
         results=("pfrnn_official_side_by_side.json",), reader=official_side_by_side,
-        manual="python -m ppl_models.experiments.studies.pfrnn_official with the command in "
-               "docs/results/pfrnn_official_side_by_side.json (it runs the official code from a snapshot)"),
+        manual="python -m ppl_models.experiments.studies.pfrnn_official --official-git-dir OFFICIAL_GIT_DIR --out "
+               "docs/results/pfrnn_official_side_by_side.json --epochs 200 --patience 10 --seeds 3 "
+               "--train-trajectories 1024 --valid-trajectories 512 --test-trajectories 1000 (it runs the official "
+               "code from a snapshot of github:Yusufma03/pfrnns at 0a76d52)"),
     "pfrnn-mazes-18-27": Claim(
         paper="pf-rnn", claim="PF-RNNs beat LSTM and GRU on the 18 x 18 and 27 x 27 mazes",
         paper_figure="Figure 5: last-step loss 0.51 (maze 18), 2.862 (maze 27) for PF-LSTM-P30",

@@ -1,7 +1,7 @@
 """The PF-RNN paper's official code and our PF-LSTM, side by side on the same maze data.
 
-``python -m ppl_models.experiments.studies.pfrnn_official --official-git-dir GIT_DIR --out FILE [--epochs E --seeds N
---train-trajectories M --valid-trajectories V --test-trajectories T --work-dir DIR]``
+``python -m ppl_models.experiments.studies.pfrnn_official --official-git-dir GIT_DIR --out FILE [--epochs E --patience P
+--seeds N --train-trajectories M --valid-trajectories V --test-trajectories T --work-dir DIR]``
 
 * Data: our ``localization-paper`` task (10 x 10 maze, data seed 0) made once; the official code reads the same
   trajectories from its own pickle format (:func:`official_dataset`).
@@ -11,6 +11,12 @@
   per-epoch validation figures come from its own logger calls. Its final and best models are then scored on the
   test split by a small driver (:data:`TEST_DRIVER`) that calls the official ``Localizer.step``.
 * Ours: ``ppl-models train pfrnn-paper-maze10`` with the same data sizes, epochs and seeds, validating every epoch.
+* Early stopping (``--patience P``): each side stops once its validation figure has not improved for ``P`` epochs
+  in a row (within the cap ``E``), on the figure it keeps its best model by: the official code its validation
+  last-step MSE (``eval/loss_last``, which picks its ``model_best``; the stop is one recorded edit of its loop),
+  ours its validation loss (``train.patience``, which also picks ``best.pt``). The test figure is each side's
+  best-validation model's; :func:`seed_record` records per seed its best epoch, the epochs run, the seconds and
+  the constant predictor's figure.
 
 Each finished seed run leaves ``result.json`` in its folder and is skipped when the study runs again.
 """
@@ -43,7 +49,7 @@ from ..supervised import build_supervised
 from ..tasks.localization_paper import evaluate_localization_paper, layout_grid, localization_paper_data
 
 __all__ = ["EDITS", "official_dataset", "from_official", "apply_edits", "official_curve", "mean_sd",
-           "constant_last_step_mse", "main"]
+           "constant_last_step_mse", "convergence", "seed_record", "main"]
 
 MAZE, STEPS, DATA_SEED = 10, 80, 0
 #: the official maze-10 settings: configs/train.conf plus the argument defaults it relies on
@@ -81,6 +87,15 @@ EDITS = [
      "    args = parse_args()\n"
      "    _seed = int(os.environ['PFRNN_SEED']); random.seed(_seed); np.random.seed(_seed); torch.manual_seed(_seed)\n",
      "the official script sets no seed; the study seeds Python, NumPy and torch from PFRNN_SEED"),
+    ("main.py", "    best_eval = 1000\n", "    best_eval = 1000\n    _stale = 0\n",
+     "early stopping: counts the epochs since the validation last-step MSE last improved"),
+    ("main.py", "        if log_eval_last < best_eval:\n",
+     "        _stale = 0 if log_eval_last < best_eval else _stale + 1\n"
+     "        if _stale >= int(os.environ['PFRNN_PATIENCE']):\n"
+     "            break\n"
+     "        if log_eval_last < best_eval:\n",
+     "early stopping: leave the epoch loop once the validation last-step MSE (the figure model_best is kept by) "
+     "has not improved for PFRNN_PATIENCE epochs; model_final is then the last epoch's weights"),
 ]
 
 #: scores a trained official model on the test pickle: last-step (x, y) MSE in cells from the official Localizer.step
@@ -174,6 +189,27 @@ def constant_last_step_mse(train_y: torch.Tensor, y: torch.Tensor, maze_size: in
     return ((y[:, -1, :2].double() - mean) * maze_size).square().mean().item()
 
 
+def convergence(values: list[float], cap: int) -> dict:
+    """``{best_epoch, epochs_run, stopped_early}`` of a validation curve ``values`` (one per epoch, lower is better;
+    the best is the first lowest, as both codes keep it) trained under a cap of ``cap`` epochs."""
+    if not values or len(values) > cap:
+        raise ValueError(f"values must hold 1 to cap={cap} validation figures, got {len(values)}")
+    best = min(range(len(values)), key=lambda i: (values[i], i))
+    return {"best_epoch": best + 1, "epochs_run": len(values), "stopped_early": len(values) < cap}
+
+
+#: the validation figure each side stops on and keeps its best model by (a key of its curve's epochs)
+STOPPED_ON = {"official": "valid_last_step_mse", "ours": "valid_loss"}
+
+
+def seed_record(result: dict, code: str, cap: int, constant: float) -> dict:
+    """``result`` of one side's seed run with its :func:`convergence` on its :data:`STOPPED_ON` curve, its training
+    ``seconds`` and the constant predictor's test figure ``constant`` beside it."""
+    curve = [epoch[STOPPED_ON[code]] for epoch in result["curve"]]
+    return {**result, **convergence(curve, cap), "seconds": result["train_wall_seconds"],
+            "constant_predictor_test": constant}  # fmt: skip
+
+
 def _environment() -> dict:
     return {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
@@ -192,7 +228,7 @@ def official_command(epochs: int, num_train: int) -> list[str]:
     return ["python", "main.py", "-c", "./configs/train.conf"] + [f"--{k}={v}" for k, v in flags.items()]
 
 
-def run_official(git_dir: Path, folder: Path, splits: dict, seed: int, epochs: int) -> dict:
+def run_official(git_dir: Path, folder: Path, splits: dict, seed: int, epochs: int, patience: int | None) -> dict:
     """Train and test the official code for one seed in ``folder`` (made afresh); returns its result record."""
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
@@ -208,7 +244,7 @@ def run_official(git_dir: Path, folder: Path, splits: dict, seed: int, epochs: i
         with open(folder / "data" / name, "wb") as out:
             pickle.dump(official_dataset(splits[split][0], splits[split][2], MAZE), out, pickle.HIGHEST_PROTOCOL)
     command = official_command(epochs, num_train)
-    env = {**_environment(), "PFRNN_SEED": str(seed)}
+    env = {**_environment(), "PFRNN_SEED": str(seed), "PFRNN_PATIENCE": str(patience or epochs)}
     wall = _run([sys.executable, *command[1:]], folder, folder / "train.log", env)
     scalars = (folder / "logs" / "0" / "tflogs" / "scalars.jsonl").read_text()
     records = [json.loads(line) for line in scalars.splitlines()]
@@ -217,15 +253,16 @@ def run_official(git_dir: Path, folder: Path, splits: dict, seed: int, epochs: i
                 "SIDE_TEST": str(folder / "data" / "test_data.pkl"), "SIDE_OUT": str(folder / "test.json")}
     _run([sys.executable, "side_test.py", *command[2:]], folder, folder / "test.log", test_env)
     test = json.loads((folder / "test.json").read_text())
-    result = {"command": " ".join(command), "seed": seed, "train_wall_seconds": wall, "curve": official_curve(records),
+    result = {"command": f"PFRNN_SEED={seed} PFRNN_PATIENCE={env['PFRNN_PATIENCE']} " + " ".join(command),
+              "seed": seed, "train_wall_seconds": wall, "curve": official_curve(records),
               "test_final": test["model_final"], "test_best_valid": test["model_best"]}  # fmt: skip
     write_json(folder / "result.json", result)
     return result
 
 
-def our_command(epochs: int, sizes: dict, seed: int, run_dir: Path) -> list[str]:
+def our_command(epochs: int, sizes: dict, seed: int, run_dir: Path, patience: int | None = None) -> list[str]:
     sets = {"seed": seed, "train.epochs": epochs, "train.valid_every": 1, "data.seed": DATA_SEED,
-            **{f"data.{k}": v for k, v in sizes.items()}}  # fmt: skip
+            **({"train.patience": patience} if patience else {}), **{f"data.{k}": v for k, v in sizes.items()}}
     return (["ppl-models", "train", "pfrnn-paper-maze10", "--device", "cpu", "--run-dir", str(run_dir)]
             + [a for k, v in sets.items() for a in ("--set", f"{k}={v}")])  # fmt: skip
 
@@ -249,12 +286,12 @@ def _portable(argv: list[str]) -> list[str]:
     return out
 
 
-def run_ours(folder: Path, splits: dict, sizes: dict, seed: int, epochs: int) -> dict:
+def run_ours(folder: Path, splits: dict, sizes: dict, seed: int, epochs: int, patience: int | None) -> dict:
     """Train and test our PF-LSTM for one seed in ``folder/run``; returns its result record."""
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     run_dir = folder / "run"
-    command = our_command(epochs, sizes, seed, _relative(run_dir))
+    command = our_command(epochs, sizes, seed, _relative(run_dir), patience)
     wall = _run([sys.executable, "-m", "ppl_models.experiments.cli", *command[1:]], Path.cwd(), folder / "train.log",
                 _environment())  # fmt: skip
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
@@ -296,6 +333,8 @@ def _summary(results: list[dict]) -> dict:
         "test_best_valid": mean_sd([r["test_best_valid"]["last_step_mse"] for r in results]),
         "seconds_per_epoch": mean_sd([c["seconds"] for r in results for c in r["curve"]]),
         "train_wall_seconds": mean_sd([r["train_wall_seconds"] for r in results]),
+        "best_epoch": mean_sd([r["best_epoch"] for r in results]),
+        "epochs_run": mean_sd([r["epochs_run"] for r in results]),
     }
 
 
@@ -321,9 +360,17 @@ NOTES = {
     "test_final": "the same last-step (x, y) MSE in cells on the test split, of the weights after the last epoch",
     "test_best_valid": "the same on the test split, of each code's own best checkpoint: official model_best (lowest "
     "validation eval/loss_last), ours best.pt (highest validation bound per step, i.e. lowest valid_loss)",
-    "seconds": "official: wall time of one epoch (training pass and one validation pass); ours: the Trainer's "
+    "seconds": "per seed: train_wall_seconds; in a curve: official: wall time of one epoch (training pass and one "
+    "validation pass); ours: the Trainer's "
     "epoch seconds (training pass, norm refresh and the validation loss pass; the monitor's second validation "
     "pass for the MSE is not counted)",
+    "best_epoch": "per seed: the epoch (1-based) of the lowest validation figure the side stops on and keeps its "
+    "best model by (budget.stopped_on: official valid_last_step_mse, ours valid_loss); its test figure is "
+    "test_best_valid, the claim's figure",
+    "epochs_run": "per seed: epochs trained before early stopping (patience budget.patience) or the cap "
+    "(budget.epochs); stopped_early is whether it stopped before the cap",
+    "constant_predictor_test": "per seed: the constant predictor's test figure (constant_predictor.test), beside "
+    "the run's",
     "constant_predictor": "the same last-step (x, y) MSE of predicting the training split's mean last-step "
     "position for every trajectory: the level a model that has not localized sits at",
     "wall_seconds": "this invocation of the study; finished seed runs are read back from the work folder, not "
@@ -342,14 +389,16 @@ def main(argv: list[str] | None = None) -> None:
                         help="git directory of a clone of the official PF-RNN repository (Yusufma03/pfrnns)")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--work-dir", type=Path, default=Path("runs/pfrnn_official"))
-    parser.add_argument("--epochs", type=int, default=5)
+    parser.add_argument("--epochs", type=int, default=5, help="the cap on the epochs of each side")
+    parser.add_argument("--patience", type=int, default=None,
+                        help="stop each side once its validation figure has not improved for this many epochs")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--train-trajectories", type=int, default=2000)
     parser.add_argument("--valid-trajectories", type=int, default=512)
     parser.add_argument("--test-trajectories", type=int, default=1000)
     args = parser.parse_args(argv)
-    for name in ("epochs", "seeds", "train_trajectories", "valid_trajectories", "test_trajectories"):
-        if getattr(args, name) < 1:
+    for name in ("epochs", "patience", "seeds", "train_trajectories", "valid_trajectories", "test_trajectories"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
             parser.exit(2, f"--{name.replace('_', '-')} must be a positive integer, got {getattr(args, name)}\n")
     if not (args.official_git_dir / "HEAD").is_file():
         parser.exit(2, f"--official-git-dir {args.official_git_dir}: not a git directory (no HEAD file)\n")
@@ -357,23 +406,29 @@ def main(argv: list[str] | None = None) -> None:
     sizes = {"num_train": args.train_trajectories, "num_valid": args.valid_trajectories,
              "num_test": args.test_trajectories}  # fmt: skip
     _, splits = localization_paper_data(MAZE, STEPS, seed=DATA_SEED, **sizes)
+    constant = {name: constant_last_step_mse(splits["train"][2], splits[name][2], MAZE) for name in ("valid", "test")}
+    budget = {"epochs": args.epochs, "patience": args.patience, **sizes}
     results: dict[str, list[dict]] = {"official": [], "ours": []}
     for seed in range(args.seeds):
         for code in ("official", "ours"):
             folder = args.work_dir.resolve() / f"{code}-s{seed}"
             done = folder / "result.json"
             record = json.loads(done.read_text()) if done.is_file() else None
-            if record is None or len(record["curve"]) != args.epochs:
+            if record is None or record.get("budget") != budget:
                 print(f"training {code}, seed {seed}", flush=True)
-                record = (run_official(args.official_git_dir.resolve(), folder, splits, seed, args.epochs)
-                          if code == "official" else run_ours(folder, splits, sizes, seed, args.epochs))  # fmt: skip
-            results[code].append(record)
+                record = (run_official(args.official_git_dir.resolve(), folder, splits, seed, args.epochs,
+                                       args.patience)
+                          if code == "official" else run_ours(folder, splits, sizes, seed, args.epochs, args.patience))
+                record["budget"] = budget
+                write_json(done, record)
+            results[code].append(seed_record(record, code, args.epochs, constant["test"]))
     write_json(args.out, {
         "study": "PF-RNN official code (Ma et al. 2020) against ours on the same localization-paper maze-10 data",
         "commands": {"study": "python -m ppl_models.experiments.studies.pfrnn_official "
                               + " ".join(_portable(sys.argv[1:] if argv is None else argv)),
-                     "official_train": official_command(args.epochs, args.train_trajectories),
-                     "ours_train_seed0": our_command(args.epochs, sizes, 0, Path("RUN_DIR"))},
+                     "official_train": ["PFRNN_SEED=SEED", f"PFRNN_PATIENCE={args.patience or args.epochs}",
+                                        *official_command(args.epochs, args.train_trajectories)],
+                     "ours_train_seed0": our_command(args.epochs, sizes, 0, Path("RUN_DIR"), args.patience)},
         "seeds": list(range(args.seeds)), "data_seed": DATA_SEED,
         "commit": git_state()["git_commit"], "official_commit": _official_commit(args.official_git_dir),
         "official_repository": "Yusufma03/pfrnns",
@@ -383,14 +438,13 @@ def main(argv: list[str] | None = None) -> None:
                     "torch": torch.__version__, "python": platform.python_version()},
         "wall_seconds": time.perf_counter() - start,
         "runs_wall_seconds": sum(r["train_wall_seconds"] for runs in results.values() for r in runs),
-        "budget": {"epochs": args.epochs, **sizes, "maze_size": MAZE, "steps": STEPS,
+        "budget": {**budget, "stopped_on": STOPPED_ON, "maze_size": MAZE, "steps": STEPS,
                    "paper_epochs": 800, "paper_train_trajectories": 10_000},
         "data_sha256": _digest(splits), "official_settings": OFFICIAL_FLAGS,
         "official_edits": [{"file": f, "old": old, "new": new, "why": why} for f, old, new, why in EDITS],
         "metrics": NOTES,
         "summary": {code: _summary(runs) for code, runs in results.items()},
-        "constant_predictor": {name: constant_last_step_mse(splits["train"][2], splits[name][2], MAZE)
-                               for name in ("valid", "test")},  # fmt: skip
+        "constant_predictor": constant,
         "runs": results,
     })
 
