@@ -12,6 +12,7 @@ evidence in place of the earlier studies' files, which other pages quote and whi
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
 import os
@@ -81,6 +82,8 @@ def reproduce(name: str, seeds: int | None = None, run_dir: str | Path | None = 
         raise ValueError(f"claim {name!r} is not run here: {claim.not_run}")
     if claim.manual:
         raise ValueError(f"claim {name!r} is not rerun by reproduce: {claim.manual}")
+    if claim.study:
+        return _run_study(claim, seeds, run_dir or f"runs/reproduce-{name}", results_dir)
     members = claim.members
     chosen = tuple(range(seeds)) if seeds is not None else claim.seeds
     root = Path(run_dir or f"runs/reproduce-{name}")
@@ -102,6 +105,14 @@ def reproduce(name: str, seeds: int | None = None, run_dir: str | Path | None = 
               "commit": commit_label(), "machine": _machine(device), "wall_seconds": time.perf_counter() - start,
               "results": results}  # fmt: skip
     write_json(path, record)
+    return path
+
+
+def _run_study(claim: Claim, seeds: int | None, run_dir: str | Path, results_dir: str | Path | None) -> Path:
+    """Run the claim's study for its first ``seeds`` seeds; the results file it wrote."""
+    path = _results(results_dir) / claim.results[0]
+    study = importlib.import_module(f"ppl_models.experiments.studies.{claim.study}")
+    study.main(["--seeds", str(seeds or len(claim.seeds)), "--run-dir", str(run_dir), "--out", str(path)])
     return path
 
 

@@ -7,13 +7,12 @@ import torch
 
 from ppl_models.experiments.claims import CLAIMS
 from ppl_models.experiments.claims.readers import official_side_by_side
+from ppl_models.experiments.studies.official_code import apply_edits, mean_sd
 from ppl_models.experiments.studies.pfrnn_official import (
     EDITS,
-    apply_edits,
     constant_last_step_mse,
     convergence,
     from_official,
-    mean_sd,
     official_curve,
     official_dataset,
     seed_record,

@@ -31,7 +31,7 @@ def test_every_claim_names_its_evidence_or_why_not():
         assert all(experiment in EXPERIMENTS for _, experiment, _ in claim.members), name
         if claim.not_run:
             continue
-        if not claim.manual:  # reproduce can rerun it, and its rule reads the labels the rerun writes
+        if not claim.manual and not claim.study:  # reproduce trains its members; the rule reads their labels
             assert set(claim.rule.models) <= {label for label, _, _ in claim.members}, name
         if not claim.results:
             assert claim.incomplete, f"{name}: neither a results file nor a reason"
@@ -59,10 +59,9 @@ EXPECTED = {
         "LSTM d=64 dropout 0.5": [f["predictive_mse"] for f in
                                   _json("smct_mcdropout_full.json")["results"][LSTM_FULL]["per_fold"].values()],
         "SMC-T M=10": [_json("smct_synthetic_coverage.json")["results"]["Model I"]["predictive_mse"]]},
-    "smct-covid": lambda: {"SMC-T M=10": [
-        row["per_seed"][str(s)]["coverage_0.8"] for row in _json("smct_covid_calibration.json")["rows"]
-        if (row["transform"], row["em_iterations"], row["recalibration"]) == ("none", 0, "none")
-        for s in row["training_seeds"]]},
+    "smct-covid": lambda: {shown: [run[label]["coverage_0.8"] for run in _json("smct_covid_paper_split.json")
+                                   ["per_seed"].values()]
+                           for label, shown in (("SMC-T", "SMC-T M=10"), ("LSTM MC-dropout", "LSTM MC-dropout"))},
     "pfrnn-maze10": lambda: {name: [_json("pfrnn_paper_maze10_cpu.json")["runs"][name]["test_at_epoch_30"]
                                     ["last_step_mse"]] for name in ("PF-LSTM-P30", "LSTM-80", "GRU-86")},
     "pfrnn-official": lambda: {
@@ -232,6 +231,22 @@ def test_reproduce_runs_each_seed_resumably_and_records_provenance(tmp_path, mon
     ours, _, _, verdict = reproductions.row("tiny", tiny, {path.name: record})
     assert "LGSSM: " in ours and "n=2" in ours and verdict == "met (n=2)"
     assert [r["epochs"] for r in runs_read] == [1, 1] and [r["best_epoch"] for r in runs_read] == [1, 1]
+
+
+def test_reproduce_runs_a_claims_study_with_its_seeds_run_dir_and_results_file(tmp_path, monkeypatch):
+    from ppl_models.experiments.studies import covid_forecasts
+
+    calls = []
+
+    def fake_main(argv):
+        calls.append(argv)
+        Path(argv[argv.index("--out") + 1]).write_text("{}")
+        return 0
+
+    monkeypatch.setattr(covid_forecasts, "main", fake_main)
+    path = reproductions.reproduce("smct-covid", 2, tmp_path / "runs", results_dir=tmp_path)
+    assert path == tmp_path / "smct_covid_paper_split.json" and path.is_file()
+    assert calls == [["--seeds", "2", "--run-dir", str(tmp_path / "runs"), "--out", str(path)]]
 
 
 def test_reproduce_refuses_bad_input_in_one_line(capsys):

@@ -32,7 +32,10 @@ class Claim:
             claim's reproduction.
         not_run: why the claim is not run, with its cost (empty when it is run).
         incomplete: why there is no evidence yet, shown until the claim has results (empty when it has).
-        manual: how to rerun a claim whose figure ``reproduce`` cannot make (e.g. it needs ``ppl-models forecast``).
+        manual: how to rerun a claim whose figure ``reproduce`` cannot make (e.g. it needs the authors' code).
+        study: a module of :mod:`ppl_models.experiments.studies` that makes the claim's figure (e.g. training, then
+            ``ppl-models forecast``) and writes its first results file: ``reproduce`` runs its ``main`` with
+            ``--seeds N --run-dir DIR --out FILE`` (empty: the claim's members are trained instead).
         rerun_cost: what settling an undecided verdict would cost on these machines (shown beside it).
     """
 
@@ -50,6 +53,7 @@ class Claim:
     not_run: str = ""
     incomplete: str = ""
     manual: str = ""
+    study: str = ""
     rerun_cost: str = ""
 
     def read(self, files: dict[str, dict]) -> Reading:

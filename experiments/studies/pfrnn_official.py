@@ -25,16 +25,11 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import io
 import json
-import os
 import pickle
 import platform
 import shutil
-import statistics
-import subprocess
 import sys
-import tarfile
 import time
 from pathlib import Path
 
@@ -47,9 +42,19 @@ from ppl_models.inference.training import load_checkpoint
 from ..provenance import git_state
 from ..supervised import build_supervised
 from ..tasks.localization_paper import evaluate_localization_paper, layout_grid, localization_paper_data
+from .official_code import (
+    apply_edits,
+    environment,
+    extract_snapshot,
+    mean_sd,
+    portable,
+    relative,
+    run_logged,
+    snapshot_commit,
+)
 
-__all__ = ["EDITS", "official_dataset", "from_official", "apply_edits", "official_curve", "mean_sd",
-           "constant_last_step_mse", "convergence", "seed_record", "main"]
+__all__ = ["EDITS", "official_dataset", "from_official", "official_curve", "constant_last_step_mse", "convergence",
+           "seed_record", "main"]
 
 MAZE, STEPS, DATA_SEED = 10, 80, 0
 #: the official maze-10 settings: configs/train.conf plus the argument defaults it relies on
@@ -147,16 +152,6 @@ def from_official(data: dict, maze_size: int) -> tuple[torch.Tensor, torch.Tenso
     return torch.from_numpy(rows[..., 3:]).float(), torch.from_numpy(y).float()
 
 
-def apply_edits(root: Path, edits: list[tuple[str, str, str, str]]) -> None:
-    """Apply each ``(file, old, new, why)`` under ``root``; each ``old`` must occur exactly once in its file."""
-    for name, old, new, _ in edits:
-        path = root / name
-        text = path.read_text()
-        if text.count(old) != 1:
-            raise ValueError(f"{path}: expected the text to edit once, found it {text.count(old)} times: {old!r}")
-        path.write_text(text.replace(old, new))
-
-
 def official_curve(records: list[dict]) -> list[dict]:
     """Per-epoch ``{epoch, valid_last_step_mse, valid_loss, seconds}`` from the official logger's scalar records.
 
@@ -172,12 +167,6 @@ def official_curve(records: list[dict]) -> list[dict]:
                       "seconds": total["time"] - last})  # fmt: skip
         last = total["time"]
     return curve
-
-
-def mean_sd(values: list[float]) -> dict:
-    """``{"mean", "sd", "n"}`` (sample sd; 0.0 for one value)."""
-    return {"mean": statistics.fmean(values), "sd": statistics.stdev(values) if len(values) > 1 else 0.0,
-            "n": len(values)}  # fmt: skip
 
 
 def constant_last_step_mse(train_y: torch.Tensor, y: torch.Tensor, maze_size: int) -> float:
@@ -210,19 +199,6 @@ def seed_record(result: dict, code: str, cap: int, constant: float) -> dict:
             "constant_predictor_test": constant}  # fmt: skip
 
 
-def _environment() -> dict:
-    return {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-
-
-def _run(command: list[str], cwd: Path, log: Path, env: dict) -> float:
-    start = time.perf_counter()
-    with open(log, "w") as out:
-        done = subprocess.run(command, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
-    if done.returncode:
-        raise RuntimeError(f"{' '.join(command)} failed in {cwd} (exit {done.returncode}); see {log}")
-    return time.perf_counter() - start
-
-
 def official_command(epochs: int, num_train: int) -> list[str]:
     flags = {**OFFICIAL_FLAGS, "epochs": epochs, "num_trajs": num_train}
     return ["python", "main.py", "-c", "./configs/train.conf"] + [f"--{k}={v}" for k, v in flags.items()]
@@ -232,10 +208,7 @@ def run_official(git_dir: Path, folder: Path, splits: dict, seed: int, epochs: i
     """Train and test the official code for one seed in ``folder`` (made afresh); returns its result record."""
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
-    archive = subprocess.run(["git", f"--git-dir={git_dir}", "archive", "--format=tar", "HEAD"],
-                             check=True, capture_output=True).stdout  # fmt: skip
-    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-        tar.extractall(folder, filter="data")
+    extract_snapshot(git_dir, folder)
     apply_edits(folder, EDITS)
     num_train = len(splits["train"][0])
     (folder / "data").mkdir()
@@ -244,14 +217,14 @@ def run_official(git_dir: Path, folder: Path, splits: dict, seed: int, epochs: i
         with open(folder / "data" / name, "wb") as out:
             pickle.dump(official_dataset(splits[split][0], splits[split][2], MAZE), out, pickle.HIGHEST_PROTOCOL)
     command = official_command(epochs, num_train)
-    env = {**_environment(), "PFRNN_SEED": str(seed), "PFRNN_PATIENCE": str(patience or epochs)}
-    wall = _run([sys.executable, *command[1:]], folder, folder / "train.log", env)
+    env = {**environment(), "PFRNN_SEED": str(seed), "PFRNN_PATIENCE": str(patience or epochs)}
+    wall = run_logged([sys.executable, *command[1:]], folder, folder / "train.log", env)
     scalars = (folder / "logs" / "0" / "tflogs" / "scalars.jsonl").read_text()
     records = [json.loads(line) for line in scalars.splitlines()]
     (folder / "side_test.py").write_text(TEST_DRIVER)
     test_env = {**env, "SIDE_MODELS": str(folder / "logs" / "0" / "models"),
                 "SIDE_TEST": str(folder / "data" / "test_data.pkl"), "SIDE_OUT": str(folder / "test.json")}
-    _run([sys.executable, "side_test.py", *command[2:]], folder, folder / "test.log", test_env)
+    run_logged([sys.executable, "side_test.py", *command[2:]], folder, folder / "test.log", test_env)
     test = json.loads((folder / "test.json").read_text())
     result = {"command": f"PFRNN_SEED={seed} PFRNN_PATIENCE={env['PFRNN_PATIENCE']} " + " ".join(command),
               "seed": seed, "train_wall_seconds": wall, "curve": official_curve(records),
@@ -267,33 +240,14 @@ def our_command(epochs: int, sizes: dict, seed: int, run_dir: Path, patience: in
             + [a for k, v in sets.items() for a in ("--set", f"{k}={v}")])  # fmt: skip
 
 
-def _relative(path: Path) -> Path:
-    """``path`` relative to the working directory where it lies under it (results files name no machine's paths)."""
-    try:
-        return path.resolve().relative_to(Path.cwd().resolve())
-    except ValueError:
-        return path
-
-
-def _portable(argv: list[str]) -> list[str]:
-    """The study's arguments with the official snapshot's folder (a path of this machine) as ``OFFICIAL_GIT_DIR``."""
-    out = list(argv)
-    for i, arg in enumerate(out):
-        if arg == "--official-git-dir" and i + 1 < len(out):
-            out[i + 1] = "OFFICIAL_GIT_DIR"
-        elif arg.startswith("--official-git-dir="):
-            out[i] = "--official-git-dir=OFFICIAL_GIT_DIR"
-    return out
-
-
 def run_ours(folder: Path, splits: dict, sizes: dict, seed: int, epochs: int, patience: int | None) -> dict:
     """Train and test our PF-LSTM for one seed in ``folder/run``; returns its result record."""
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     run_dir = folder / "run"
-    command = our_command(epochs, sizes, seed, _relative(run_dir), patience)
-    wall = _run([sys.executable, "-m", "ppl_models.experiments.cli", *command[1:]], Path.cwd(), folder / "train.log",
-                _environment())  # fmt: skip
+    command = our_command(epochs, sizes, seed, relative(run_dir), patience)
+    wall = run_logged([sys.executable, "-m", "ppl_models.experiments.cli", *command[1:]], Path.cwd(),
+                      folder / "train.log", environment())  # fmt: skip
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
     curve = [{"epoch": r["epoch"], "valid_last_step_mse": r["monitor"]["valid_last_step_mse"],
               "valid_loss": -r["valid_bound_per_step"], "seconds": r["seconds"]} for r in records]  # fmt: skip
@@ -336,13 +290,6 @@ def _summary(results: list[dict]) -> dict:
         "best_epoch": mean_sd([r["best_epoch"] for r in results]),
         "epochs_run": mean_sd([r["epochs_run"] for r in results]),
     }
-
-
-def _official_commit(git_dir: Path) -> str:
-    """The commit of the official code's snapshot (its git directory ``git_dir``)."""
-    done = subprocess.run(["git", f"--git-dir={git_dir}", "rev-parse", "HEAD"], capture_output=True, text=True,
-                          check=True)  # fmt: skip
-    return done.stdout.strip()
 
 
 NOTES = {
@@ -425,12 +372,12 @@ def main(argv: list[str] | None = None) -> None:
     write_json(args.out, {
         "study": "PF-RNN official code (Ma et al. 2020) against ours on the same localization-paper maze-10 data",
         "commands": {"study": "python -m ppl_models.experiments.studies.pfrnn_official "
-                              + " ".join(_portable(sys.argv[1:] if argv is None else argv)),
+                              + " ".join(portable(sys.argv[1:] if argv is None else argv)),
                      "official_train": ["PFRNN_SEED=SEED", f"PFRNN_PATIENCE={args.patience or args.epochs}",
                                         *official_command(args.epochs, args.train_trajectories)],
                      "ours_train_seed0": our_command(args.epochs, sizes, 0, Path("RUN_DIR"), args.patience)},
         "seeds": list(range(args.seeds)), "data_seed": DATA_SEED,
-        "commit": git_state()["git_commit"], "official_commit": _official_commit(args.official_git_dir),
+        "commit": git_state()["git_commit"], "official_commit": snapshot_commit(args.official_git_dir),
         "official_repository": "Yusufma03/pfrnns",
         "official_git_dir": "OFFICIAL_GIT_DIR in the commands: the git folder of a snapshot of github:Yusufma03/pfrnns "
                             "at official_commit",
