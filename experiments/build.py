@@ -55,7 +55,7 @@ def check_model_takes(model, data, config: dict) -> None:
     """One ``ValueError`` before any run folder is written if ``model`` cannot read ``data`` (its feature size,
     or values its emission cannot take: non-binary data for a Bernoulli model, binary data for a Gaussian one)."""
     name = config["model"].get("name")
-    if data.binary and name in recipes.EMISSIONS and getattr(model, "emission_kind", "gaussian") != "bernoulli":
+    if data.binary and name in recipes.EMISSIONS and getattr(model, "emission_kind", "gaussian") == "gaussian":
         raise recipes.DataNotRepresentable(recipes.binary_refusal(name, getattr(model, "emission_kind", "gaussian")))
     for split in SPLITS:
         try:

@@ -136,6 +136,8 @@ def _member_summary(folder: Path) -> dict:
     return {
         "num_parameters": metrics.get("num_parameters"),
         **{f"{name}_per_step": value["per_step"] for name, value in metrics.get("loglik", {}).items()},
+        **{f"{name}_per_sequence_step": value["per_sequence_step"] for name, value in metrics.get("loglik", {}).items()
+           if "per_sequence_step" in value},
         "initial_test_mse": initial.get("test_mse"),
         "test_mse": metrics.get("mse"),
         "nlpd": calibration.get("nlpd"),

@@ -62,9 +62,9 @@ RECIPES = {
 #: it offers. Binary (0/1) data needs a Bernoulli one: a Gaussian density on 0/1 values grows without bound as its
 #: variance shrinks, and it gives no probabilities of 1s to judge.
 EMISSIONS = {
-    "lgssm": ("gaussian",), "gru": ("gaussian", "bernoulli"), "recurrent": ("gaussian",),
+    "lgssm": ("gaussian",), "gru": ("gaussian", "bernoulli"), "recurrent": ("gaussian", "categorical"),
     "vrnn": ("gaussian", "bernoulli"), "srnn": ("gaussian", "bernoulli"), "smc-transformer": ("gaussian",),
-    "psrnn": ("gaussian",), "kf": ("gaussian",), "mc-dropout-lstm": ("gaussian",),
+    "psrnn": ("gaussian", "categorical"), "kf": ("gaussian",), "mc-dropout-lstm": ("gaussian",),
     "transformer-forecaster": ("gaussian",), "pf-lstm": ("gaussian",), "pf-gru": ("gaussian",),
 }  # fmt: skip
 #: models whose ``emission`` the data decides (Bernoulli for binary data, else Gaussian)

@@ -41,7 +41,9 @@ from .tasks.hmm_rolls import hmm_rolls
 from .tasks.lgssm_synthetic import lgssm_synthetic
 from .tasks.music import POLYPHONIC, polyphonic
 from .tasks.own_file import file_data
+from .tasks.ptb_chars import ptb_chars
 from .tasks.ring_hmm import ring_hmm
+from .tasks.srnn_authors import SRNN_AUTHORS_SETS, srnn_authors
 from .tasks.swimmer import swimmer
 from .tasks.switching_lg import switching_lg
 
@@ -82,6 +84,14 @@ def _polyphonic(name: str) -> Entry:
     return Entry(load, f"polyphonic music {POLYPHONIC[name]} (88-key piano rolls, ../shared/data)")
 
 
+def _srnn_authors(name: str) -> Entry:
+    def load(data_dir: str | None = None, max_sequences: int | None = None) -> ExperimentData:
+        return srnn_authors(name, data_dir, max_sequences=max_sequences)
+
+    return Entry(load, f"the SRNN authors' preprocessed {name} rolls (srnn_authors/{SRNN_AUTHORS_SETS[name]}): "
+                 "100-step training / validation chunks, whole masked test pieces")
+
+
 MODELS = {
     "lgssm": Entry(_lgssm, LinearGaussianSSM.description),
     "srnn": Entry(SRNN, SRNN.description),
@@ -101,7 +111,10 @@ DATASETS = {
                   "window=, stride=; real values standardised on the training split"),
     "lgssm-synthetic": Entry(lgssm_synthetic, "sequences from a random stable LGSSM (true parameters known)"),
     **{f"polyphonic-{name}": _polyphonic(name) for name in POLYPHONIC},
+    **{f"srnn-authors-{name}": _srnn_authors(name) for name in SRNN_AUTHORS_SETS},
     "swimmer": Entry(swimmer, "Swimmer robot trajectories, 5 observation columns, standardised (real-valued)"),
+    "ptb-chars": Entry(ptb_chars, "Penn Treebank characters, one-hot (train_chunk=, eval_chunk=, context=, "
+                       "unseen=): the PSRNN paper's PTB"),  # fmt: skip
     "air-quality": Entry(air_quality, "UCI air quality, 5 hourly sensor responses cut into 100-hour "
                          "sequences, chronological split, standardised"),  # fmt: skip
     "ring-hmm": Entry(ring_hmm, "hidden Markov chain on a ring of N points, noisy 2-D emissions: predictive-state "
@@ -137,6 +150,9 @@ EXPERIMENTS = {
     **{f"srnn-{name}": Entry(CONFIG_DIR / f"srnn_{name}.toml", f"SRNN smooth+Res_q on {POLYPHONIC[name]} "
                              "(the SRNN paper's Table 2; ablation by --set model.inference/residual)")
        for name in POLYPHONIC},  # fmt: skip
+    **{f"srnn-authors-{name}": Entry(CONFIG_DIR / f"srnn_authors_{name}.toml", f"SRNN smooth+Res_q under the "
+                                    f"SRNN authors' protocol on their own {name} file (50 epochs, their "
+                                    "per-sequence test ELBO)") for name in SRNN_AUTHORS_SETS},  # fmt: skip
     "srnn-swimmer": Entry(CONFIG_DIR / "srnn_swimmer.toml", "SRNN with a Gaussian emission on Swimmer "
                           "trajectories (the real-valued path; speech sets are not available offline)"),  # fmt: skip
     "psrnn-demo": Entry(CONFIG_DIR / "psrnn_demo.toml", "PSRNN from two-stage regression on Swimmer, 60 epochs "
@@ -145,6 +161,11 @@ EXPERIMENTS = {
                            "refined by BPTT (--set model.rank=, model.num_layers=, model.init=)"),  # fmt: skip
     "recurrent-swimmer": Entry(CONFIG_DIR / "recurrent_swimmer.toml", "RNN / GRU / LSTM baseline of the PSRNN "
                                "paper on Swimmer (--set model.cell=)"),  # fmt: skip
+    "psrnn-ptb": Entry(CONFIG_DIR / "psrnn_ptb.toml", "PSRNN with a categorical emission on Penn Treebank "
+                       "characters, BPC and one-step accuracy (the PSRNN paper's Figure 3; --set model.rank=, "
+                       "model.num_layers=)"),  # fmt: skip
+    "recurrent-ptb": Entry(CONFIG_DIR / "recurrent_ptb.toml", "LSTM / GRU (20 states) with a categorical emission "
+                           "on Penn Treebank characters (--set model.cell=)"),  # fmt: skip
     "kf-swimmer": Entry(CONFIG_DIR / "kf_swimmer.toml", "Kalman filter from two-stage regression on Swimmer, "
                         "refined by its exact likelihood"),  # fmt: skip
     "pfrnn-demo": Entry(CONFIG_DIR / "pfrnn_demo.toml", "small PF-LSTM localizing a robot in the PF-RNN paper's "

@@ -230,6 +230,11 @@ SUITES = {
     "psrnn-rank": Suite((("PSRNN", "psrnn-swimmer", ()),
                          *((f"rank {r}", "psrnn-swimmer", (f"model.rank={r}",)) for r in (5, 10, 20, 40))),
                         "PSRNN vs factorized PSRNNs of several CP ranks on Swimmer (the PSRNN paper's Figure 3c)"),
+    "psrnn-ptb": Suite((("PSRNN rank 60", "psrnn-ptb", ("model.rank=60",)),
+                        ("LSTM", "recurrent-ptb", ('model.cell="lstm"',)),
+                        ("GRU", "recurrent-ptb", ('model.cell="gru"',))),
+                       "rank-60 PSRNN vs LSTM and GRU (20 states) on PTB characters: test BPC and one-step accuracy "
+                       "(the PSRNN paper's Figure 3a)"),  # fmt: skip
     "smct-ar1-folds": Suite(_smc_transformer_folds(), "SMC Transformer (M=30) vs MC-dropout LSTMs and a deterministic "
                             "Transformer on Model I, "
                             "5 folds: predictive MSE, share in the true 80%/95% intervals, coverage, CRPS, mean (sd)"),

@@ -1,4 +1,4 @@
-"""Deterministic-state one-step forecasters with a Gaussian predictive distribution.
+"""Deterministic-state one-step forecasters with a Gaussian (or categorical) predictive distribution.
 
 A subclass defines :meth:`OneStepPredictor.states`: the state ``s_t [B, T, S]`` that
 summarises ``x_{<t}``. The base class decodes it linearly and adds a learned per-feature
@@ -7,7 +7,12 @@ noise scale:
     x_t ~ N(decoder(s_t), diag(sigma^2)),
 
 whose start (:meth:`OneStepPredictor.initialize`) is the root-mean-square residual of the
-initial one-step predictions on the training data. After training,
+initial one-step predictions on the training data. With ``emission="categorical"`` the data are
+one-hot symbols ``x_t [K]`` (characters, say) and the decoder gives the logits of a categorical,
+
+    x_t ~ Categorical(softmax(decoder(s_t))),
+
+with no noise to fit; :func:`softmax_regression` fits such a decoder to given states. After training,
 :meth:`OneStepPredictor.calibrate` refits the noise by maximum likelihood to the residuals
 of the trained means on held-out data (:mod:`ppl_models.predictive_noise`): by default a
 scale log-linear in the state and a shape chosen by held-out likelihood,
@@ -30,6 +35,7 @@ from __future__ import annotations
 import math
 
 import pyro
+import pyro.distributions as dist
 import torch
 from torch import nn
 
@@ -43,13 +49,54 @@ from ppl_models.inference.protocol import (
 )
 from ppl_models.inference.saturation import saturated_sum
 from ppl_models.inference.state_space import SEQUENCE_PLATE
-from ppl_models.inference.validation import check_choice, check_positive_int, check_sequences
+from ppl_models.inference.validation import check_choice, check_positive_int, check_sequences, value_checks_enabled
 
 from .predictive_noise import bounded_log_scale, check_refit, fit_noise, noise_distribution, parse_refit
 
-__all__ = ["ExactPredictiveModel", "OneStepPredictor", "RecurrentPredictor", "RECURRENT_CELLS"]
+__all__ = ["ExactPredictiveModel", "OneStepPredictor", "RecurrentPredictor", "RECURRENT_CELLS", "PREDICTOR_EMISSIONS",
+           "check_one_hot", "softmax_regression"]
 
 RECURRENT_CELLS = {"rnn": nn.RNN, "gru": nn.GRU, "lstm": nn.LSTM}
+#: the one-step predictors' emissions: real values, or one-hot symbols
+PREDICTOR_EMISSIONS = ("gaussian", "categorical")
+
+
+def check_one_hot(x: torch.Tensor, mask: torch.Tensor, *, name: str = "x") -> None:
+    """Raise ``ValueError`` unless every valid step of ``x [B, T, K]`` is one-hot (a categorical emission's data).
+
+    A check of values: skipped where they must not be read (inside a CUDA-graph capture).
+    """
+    if not value_checks_enabled():
+        return
+    valid = x[mask]
+    bad = ~(((valid == 0) | (valid == 1)).all(-1) & (valid.sum(-1) == 1))
+    if bool(bad.any()):
+        row, step = (int(i) for i in (mask.nonzero()[bad.nonzero()[0, 0]]))
+        raise ValueError(f"{name} must be one-hot (one 1, the rest 0, at every valid step) for a categorical "
+                         f"emission, got {valid[bad][0].tolist()[:8]}... at sequence {row}, step {step}")
+
+
+def softmax_regression(inputs: torch.Tensor, labels: torch.Tensor, num_classes: int, ridge: float = 1e-2,
+                       iterations: int = 500) -> tuple[torch.Tensor, torch.Tensor]:
+    """Multinomial logistic regression: ``(W [K, p], b [K])`` minimising
+    ``mean_n -log softmax(W u_n + b)[y_n] + ridge * |W|_F^2`` for ``inputs u [n, p]``, ``labels y [n]`` in ``0..K-1``.
+
+    L-BFGS from ``W = 0`` and ``b`` the log of the add-one class frequencies (the classes' shares alone).
+    """
+    counts = torch.bincount(labels, minlength=num_classes).to(inputs.dtype)
+    bias = (counts + 1).log().sub((counts + 1).sum().log()).requires_grad_()
+    weight = inputs.new_zeros(num_classes, inputs.shape[1], requires_grad=True)
+    optimizer = torch.optim.LBFGS([weight, bias], max_iter=iterations, line_search_fn="strong_wolfe")
+
+    def closure():
+        optimizer.zero_grad()
+        loss = nn.functional.cross_entropy(inputs @ weight.T + bias, labels) + ridge * weight.pow(2).sum()
+        loss.backward()
+        return loss
+
+    with torch.enable_grad():
+        optimizer.step(closure)
+    return weight.detach(), bias.detach()
 
 
 class ExactPredictiveModel(SequenceModel):
@@ -172,19 +219,22 @@ class ExactPredictiveModel(SequenceModel):
 
 
 class OneStepPredictor(ExactPredictiveModel):
-    """Base class: ``states`` -> linear decoder -> diagonal Gaussian with learned scale.
+    """Base class: ``states`` -> linear decoder -> diagonal Gaussian with learned scale, or a categorical.
 
     Args:
-        obs_dim: ``D``.
+        obs_dim: ``D`` (``K`` symbols for a categorical emission).
         state_dim: ``S``, the size of what :meth:`states` returns.
+        emission: ``"gaussian"`` (real values) or ``"categorical"`` (one-hot ``x_t [K]``: the decoder's outputs
+            are the logits; there is no noise, so the noise parameters are empty and the refits do nothing).
     """
 
-    def __init__(self, obs_dim: int, state_dim: int):
+    def __init__(self, obs_dim: int, state_dim: int, emission: str = "gaussian"):
         super().__init__()
         self.obs_dim = check_positive_int(obs_dim, name="obs_dim")
         self.state_dim = check_positive_int(state_dim, name="state_dim")
+        self.emission_kind = check_choice(emission, PREDICTOR_EMISSIONS, name="emission")
         self.decoder = nn.Linear(state_dim, obs_dim)
-        self.log_noise_scale = nn.Parameter(torch.zeros(obs_dim))
+        self.log_noise_scale = nn.Parameter(torch.zeros(0 if self.categorical else obs_dim))
         # set by calibrate (ppl_models.predictive_noise.NoiseFit): the log-scale's weights on the state [S, D],
         # Student-t degrees of freedom [D] (inf otherwise), an empirical shape's points [D, Q] and bandwidth [D]
         # (Q = 0 otherwise); not in the state dict (checkpoints keep their keys): the runner refits after loading
@@ -199,6 +249,15 @@ class OneStepPredictor(ExactPredictiveModel):
         self.register_buffer("noise_state_range", unbounded.repeat(1, state_dim), persistent=False)
         #: the last checked refit's verdict (:meth:`calibrate` with ``check=True``), else ``None``
         self.refit_check = None
+
+    @property
+    def categorical(self) -> bool:
+        """Whether the emission is categorical (one-hot data, logits from the decoder)."""
+        return self.emission_kind == "categorical"
+
+    def check_values(self, x: torch.Tensor, mask: torch.Tensor, *, name: str = "x") -> None:
+        if self.categorical:
+            check_one_hot(x, mask, name=name)
 
     def states(self, x: torch.Tensor) -> torch.Tensor:
         """``[B, T, D] -> [B, T, S]``: ``s_t`` from ``x_{<t}`` only; subclasses define it."""
@@ -217,8 +276,9 @@ class OneStepPredictor(ExactPredictiveModel):
 
         ``sigma_d = sqrt(mean_t (x_td - mean_td)^2)`` over the valid steps: the maximum-likelihood
         scale for the current means, floored at ``1e-3``; the noise becomes a Gaussian of constant scale.
+        A categorical emission has no noise: the model is left as it is.
         """
-        return self.calibrate(x, mask, "normal")
+        return self if self.categorical else self.calibrate(x, mask, "normal")
 
     @torch.no_grad()
     def calibrate(self, x: torch.Tensor, mask: torch.Tensor | None = None, refit: str = "auto+state", *,
@@ -240,6 +300,8 @@ class OneStepPredictor(ExactPredictiveModel):
         steps) and then refits on all of ``x``; otherwise the noise is left as it was. The verdict
         is in :attr:`refit_check` (``{"refit", "nlpd_refit", "nlpd_unrefit", "kept"}``, nats per step).
         """
+        if self.categorical:
+            raise ValueError("calibrate: a categorical emission has no noise to refit")
         shape, on_state = parse_refit(refit)
         if not isinstance(check, bool):
             raise TypeError(f"check must be a bool, got {check!r}")
@@ -270,9 +332,11 @@ class OneStepPredictor(ExactPredictiveModel):
 
         Returns the verdict (``refit``, ``kept``, ``nlpd_refit``, ``nlpd_unrefit`` in nats per step) and the noise
         in use after it. Fewer than 4 valid steps cannot judge a refit: the trained noise is kept and the reason
-        recorded.
+        recorded. A categorical emission has no noise: ``None``, and the model is left as it is.
         """
         parse_refit(how)
+        if self.categorical:
+            return None
         device = next(self.parameters()).device
         x, mask = check_sequences(x, mask, name="valid", model=self)
         self.eval()
@@ -298,15 +362,31 @@ class OneStepPredictor(ExactPredictiveModel):
                                   self.noise_bandwidth)  # fmt: skip
 
     def predict(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-        """One-step-ahead predictions ``[B, T, D]`` (step ``t`` from ``x_{<t}``)."""
+        """One-step-ahead predictions ``[B, T, D]`` (step ``t`` from ``x_{<t}``): the means, for a categorical
+        emission the symbols' probabilities."""
         x, mask = check_sequences(x, mask, model=self)
-        return self.decoder(self.states(x))
+        out = self.decoder(self.states(x))
+        return out.softmax(-1) if self.categorical else out
 
     def predictive_distribution(self, x: torch.Tensor, mask: torch.Tensor | None = None):
-        """``p(x_t | x_{<t})``, :meth:`noise_distribution` around the means: batch ``[B, T]``, event ``[D]``."""
+        """``p(x_t | x_{<t})``, :meth:`noise_distribution` around the means (a one-hot categorical of the decoder's
+        logits for a categorical emission): batch ``[B, T]``, event ``[D]``."""
         x, mask = check_sequences(x, mask, model=self)
-        states = self.states(x)
+        return self.step_distribution(self.states(x))
+
+    def step_distribution(self, states: torch.Tensor):
+        """The emission given the states ``[..., S]``: batch ``[...]``, event ``[D]``."""
+        if self.categorical:
+            return dist.OneHotCategorical(logits=self.decoder(states))
         return self.noise_distribution(self.decoder(states), states).to_event(1)
+
+    def draw_last_step(self, paths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """One draw ``[N, 1, D]`` of the last step of ``paths [N, T, D]`` and its mean. A categorical emission reads
+        the last step's state, which depends on the steps before it only: its placeholder is no symbol."""
+        if not self.categorical:
+            return super().draw_last_step(paths)
+        exact = self.step_distribution(self.states(paths)[:, -1:])
+        return exact.sample(), exact.mean
 
 
 class RecurrentPredictor(OneStepPredictor):
@@ -319,13 +399,15 @@ class RecurrentPredictor(OneStepPredictor):
         cell: ``"rnn"`` (Elman, tanh), ``"gru"`` or ``"lstm"``.
         state_dim: the recurrent state size ``S``.
         encoder_dim: output size of the linear encoder.
+        emission: ``"gaussian"`` or ``"categorical"`` (one-hot symbols; the encoder is then an embedding).
     """
 
-    description = ("linear encoder + Elman RNN / GRU / LSTM + linear decoder, Xavier init; Gaussian predictive "
-                   "(the PSRNN paper's baselines)")
+    description = ("linear encoder + Elman RNN / GRU / LSTM + linear decoder, Xavier init; Gaussian or categorical "
+                   "predictive (the PSRNN paper's baselines)")
 
-    def __init__(self, obs_dim: int, *, cell: str = "gru", state_dim: int = 20, encoder_dim: int = 20):
-        super().__init__(obs_dim, state_dim)
+    def __init__(self, obs_dim: int, *, cell: str = "gru", state_dim: int = 20, encoder_dim: int = 20,
+                 emission: str = "gaussian"):  # fmt: skip
+        super().__init__(obs_dim, state_dim, emission)
         self.cell = check_choice(cell, RECURRENT_CELLS, name="cell")
         check_positive_int(encoder_dim, name="encoder_dim")
         self.encoder = nn.Linear(obs_dim, encoder_dim)

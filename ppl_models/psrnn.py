@@ -9,11 +9,14 @@ projection ``P``) and updates its predictive state by eq. 5,
 or, factorized (section 4.3, eq. 8), ``q_{t+1} ~ A^T (B o_t * C q_t) + b``. Layers are
 stacked on the observation: layer ``l + 1`` reads the states ``q^l_{t+1}`` of layer ``l``.
 A linear decoder of the top state predicts ``x_t`` (section 6), and a learned noise scale
-makes the prediction a Gaussian predictive distribution (:class:`~ppl_models.predictors.OneStepPredictor`).
+makes the prediction a Gaussian predictive distribution (:class:`~ppl_models.predictors.OneStepPredictor`);
+with ``emission="categorical"`` the data are one-hot symbols (the paper's characters) and the
+decoder gives the logits of a categorical predictive.
 
 :meth:`PSRNN.initialize` learns the start by two-stage regression (section 4.2), layer by
 layer on the states filtered by the layers below, CP-decomposes ``W`` when ``rank`` is set
-(bias a small multiple of the mean state), and fits the decoder by ridge regression; BPTT
+(bias a small multiple of the mean state), and fits the decoder by ridge regression (multinomial
+logistic regression for a categorical emission); BPTT
 then refines every parameter with the shared training loop.
 """
 
@@ -24,12 +27,13 @@ from torch import nn
 
 from ppl_models.inference.validation import check_choice, check_positive_int, check_sequences
 
-from .predictors import OneStepPredictor
+from .predictors import OneStepPredictor, softmax_regression
 from .spectral import (
     RandomFourierFeatures,
     RidgeSolver,
     check_window_count,
     cp_decompose,
+    leading_eigenvectors,
     median_distance,
     ridge_regression,
     time_windows,
@@ -171,7 +175,8 @@ class PSRNNLayer(nn.Module):
         encoded = torch.cat([omega @ projection, w.observation], 1) if self.append_input else omega @ projection
         history, future, next_future = history_rff(w.history), future_rff(w.future), future_rff(w.next_future)
         stage1 = RidgeSolver(history, ridge)  # one factorisation for the basis and for stage 1
-        basis = top_directions(history @ stage1(future).T, state_dim)
+        fitted = stage1(future).T  # [F, F]: E[z_f | eta] = history @ fitted; its leading directions, from the Gram
+        basis = leading_eigenvectors(fitted.T @ stage1.gram @ fitted, state_dim)
         result = two_stage_regression(future @ basis, next_future @ basis, encoded, history, ridge,
                                       stage1=stage1)  # fmt: skip
         self.projection.weight.copy_(projection.T)
@@ -194,7 +199,7 @@ class PSRNNLayer(nn.Module):
 
 
 class PSRNN(OneStepPredictor):
-    """A PSRNN one-step forecaster ``x_t ~ N(decoder(q^L_t), diag(sigma^2))``.
+    """A PSRNN one-step forecaster ``x_t ~ N(decoder(q^L_t), diag(sigma^2))`` (or a categorical of its logits).
 
     Args:
         obs_dim: ``D``.
@@ -212,16 +217,23 @@ class PSRNN(OneStepPredictor):
         bandwidth_scale: every random-Fourier-feature kernel width as a multiple of the median
             distance of its inputs (1: the median heuristic).
         append_input: append each layer's raw input ``u_t`` to its encoding ``P^T z(u_t)``.
+        emission: ``"gaussian"`` or ``"categorical"`` (one-hot ``x_t [D]``; two-stage regression then reads the
+            random Fourier features of the one-hot windows and the decoder starts at the multinomial logistic
+            regression of the symbols on the filtered states).
+        decoder_ridge: per-example penalty of the decoder's start (``None``: ``ridge``). The filtered states vary
+            little about their mean direction, so a small one gives a sharper but larger decoder (the authors'
+            logistic regression, ``|W|^2 / 2`` on the summed log-loss, is ``0.5 / n``).
     """
 
     description = ("PSRNN (Downey et al. 2017): bilinear predictive-state updates, two-stage-regression start, "
-                   "optionally factorized (rank) and multilayer; Gaussian predictive")
+                   "optionally factorized (rank) and multilayer; Gaussian or categorical (emission=) predictive")
 
     def __init__(self, obs_dim: int, *, state_dim: int = 20, obs_features: int = 20, num_features: int = 2000,
                  horizon: int = 10, num_layers: int = 1, rank: int | None = None, ridge: float = 1e-2,
                  bias_scale: float = 0.1, init: str = "2sr", bandwidth_scale: float = 1.0,
-                 append_input: bool = False):  # fmt: skip
-        super().__init__(obs_dim, state_dim)
+                 append_input: bool = False, emission: str = "gaussian",
+                 decoder_ridge: float | None = None):  # fmt: skip
+        super().__init__(obs_dim, state_dim, emission)
         for name, value in (("obs_features", obs_features), ("num_features", num_features), ("horizon", horizon),
                             ("num_layers", num_layers)):  # fmt: skip
             check_positive_int(value, name=name)
@@ -231,6 +243,9 @@ class PSRNN(OneStepPredictor):
             raise ValueError(f"num_features ({num_features}) must be >= state_dim and obs_features")
         if isinstance(ridge, bool) or not isinstance(ridge, (int, float)) or ridge < 0:
             raise ValueError(f"ridge must be a number >= 0, got {ridge!r}")
+        if decoder_ridge is not None and (isinstance(decoder_ridge, bool) or not isinstance(decoder_ridge, (int, float))
+                                          or decoder_ridge < 0):  # fmt: skip
+            raise ValueError(f"decoder_ridge must be None or a number >= 0, got {decoder_ridge!r}")
         if isinstance(bias_scale, bool) or not isinstance(bias_scale, (int, float)) or bias_scale < 0:
             raise ValueError(f"bias_scale must be a number >= 0, got {bias_scale!r}")
         if isinstance(bandwidth_scale, bool) or not isinstance(bandwidth_scale, (int, float)) \
@@ -241,6 +256,7 @@ class PSRNN(OneStepPredictor):
         self.init = check_choice(init, INITS, name="init")
         self.bandwidth_scale = float(bandwidth_scale)
         self.horizon, self.rank, self.ridge, self.bias_scale = horizon, rank, float(ridge), float(bias_scale)
+        self.decoder_ridge = self.ridge if decoder_ridge is None else float(decoder_ridge)
         in_dims = [obs_dim] + [state_dim] * (num_layers - 1)
         self.layers = nn.ModuleList(PSRNNLayer(d, state_dim, obs_features, num_features, rank, append_input)
                                     for d in in_dims)  # fmt: skip
@@ -259,7 +275,8 @@ class PSRNN(OneStepPredictor):
 
         ``"2sr"``: two-stage regression layer by layer, each on the states filtered by the
         layers below; CP factorization when ``rank`` is set; then the decoder by ridge
-        regression of ``x_t`` on the top states. ``"random"``: feature maps
+        regression of ``x_t`` on the top states (by multinomial logistic regression of the symbols
+        for a categorical emission). ``"random"``: feature maps
         with the median-distance bandwidth, random cells and encoders, a Xavier decoder.
         Either way the noise scale starts at the residuals of the started model's one-step
         predictions (:meth:`OneStepPredictor.initialize`).
@@ -298,7 +315,12 @@ class PSRNN(OneStepPredictor):
     def _fit_decoder(self, x, mask) -> None:
         states = self.states(x)[mask]
         targets = x[mask]
+        if self.categorical:
+            weight, bias = softmax_regression(states, targets.argmax(-1), self.obs_dim, self.decoder_ridge)
+            self.decoder.weight.copy_(weight)
+            self.decoder.bias.copy_(bias)
+            return
         state_mean, target_mean = states.mean(0), targets.mean(0)
-        weight = ridge_regression(states - state_mean, targets - target_mean, self.ridge)
+        weight = ridge_regression(states - state_mean, targets - target_mean, self.decoder_ridge)
         self.decoder.weight.copy_(weight)
         self.decoder.bias.copy_(target_mean - weight @ state_mean)

@@ -29,7 +29,8 @@ from ppl_models.inference.validation import check_positive_int, check_sequences
 __all__ = ["RandomFourierFeatures", "median_distance", "time_windows", "window_count", "check_window_count",
            "RidgeSolver", "ridge_regression",
            "TwoStageRegression",
-           "two_stage_regression", "top_directions", "CPDecomposition", "cp_decompose", "cp_reconstruct",
+           "two_stage_regression", "top_directions", "leading_eigenvectors", "CPDecomposition", "cp_decompose",
+           "cp_reconstruct",
            "LinearSystem", "linear_two_stage_regression"]  # fmt: skip
 
 
@@ -147,8 +148,8 @@ def time_windows(x: torch.Tensor, mask: torch.Tensor | None, horizon: int) -> Wi
 class RidgeSolver:
     """Ridge regressions of any targets on fixed ``inputs u [n, p]``, sharing one factorisation.
 
-    The regularised Gram matrix ``u^T u + ridge n I`` is Cholesky-factorised once; each call
-    then costs two triangular solves. A Gram matrix that is not positive definite (``ridge``
+    The regularised Gram matrix ``u^T u + ridge n I`` is Cholesky-factorised once (``gram`` keeps ``u^T u``);
+    each call then costs two triangular solves. A Gram matrix that is not positive definite (``ridge``
     0 with rank-deficient inputs) is a ``ValueError``.
     """
 
@@ -156,8 +157,9 @@ class RidgeSolver:
         ridge = _check_ridge(ridge)
         n, p = inputs.shape
         self.inputs = inputs
-        gram = inputs.T @ inputs + ridge * n * torch.eye(p, dtype=inputs.dtype, device=inputs.device)
-        self._cholesky, info = torch.linalg.cholesky_ex(gram)
+        self.gram = inputs.T @ inputs
+        regularised = self.gram + ridge * n * torch.eye(p, dtype=inputs.dtype, device=inputs.device)
+        self._cholesky, info = torch.linalg.cholesky_ex(regularised)
         if int(info) != 0:
             raise ValueError(f"ridge={ridge!r}: the inputs' Gram matrix is singular (rank-deficient inputs); "
                              "use ridge > 0")  # fmt: skip
@@ -178,11 +180,24 @@ def ridge_regression(inputs: torch.Tensor, targets: torch.Tensor, ridge: float =
 
 
 def top_directions(features: torch.Tensor, rank: int) -> torch.Tensor:
-    """``[p, rank]``: the leading right singular vectors of ``features [n, p]`` (uncentred)."""
+    """``[p, rank]``: the leading right singular vectors of ``features [n, p]`` (uncentred).
+
+    With many more rows than columns (``n >= 4 p``) they are the leading eigenvectors of the Gram matrix
+    ``features^T features`` (solved in double precision): one ``n p^2`` product instead of a thin SVD of the rows.
+    """
     check_positive_int(rank, name="rank")
     if rank > min(features.shape):
         raise ValueError(f"rank must be <= min(n, p) = {min(features.shape)}, got {rank}")
-    return torch.linalg.svd(features, full_matrices=False).Vh[:rank].T
+    if features.shape[0] < 4 * features.shape[1]:
+        return torch.linalg.svd(features, full_matrices=False).Vh[:rank].T
+    return leading_eigenvectors(features.T @ features, rank)
+
+
+def leading_eigenvectors(gram: torch.Tensor, rank: int) -> torch.Tensor:
+    """``[p, rank]``: the eigenvectors of the largest eigenvalues of a symmetric ``gram [p, p]``, largest first
+    (solved in double precision): the leading right singular vectors of any ``u`` with ``u^T u = gram``."""
+    vectors = torch.linalg.eigh(gram.double()).eigenvectors  # ascending eigenvalues
+    return vectors[:, -rank:].flip(-1).to(gram.dtype)
 
 
 @dataclass

@@ -101,7 +101,7 @@ def test_covid_transforms_map_back_to_the_scaled_counts(transform):
     torch.testing.assert_close(changed.to_deaths(x), plain.to_deaths(scaled), atol=1e-3, rtol=1e-5)
     # by hand for one value: sqrt: d / M = x^2; log1p: d / M = expm1(x log1p(M)) / M; negatives are 0 deaths
     m = changed.scales["test"][0]
-    value = torch.full((1, 13, 1, 1), 0.5)
+    value = torch.full((1, len(changed.scales["test"]), 1, 1), 0.5)
     expected = 0.25 if transform == "sqrt" else float(torch.expm1(0.5 * m.log1p()) / m)
     assert changed.untransform(value)[0, 0, 0, 0].item() == pytest.approx(expected, rel=1e-5)
     assert float(changed.untransform(-value).abs().max()) == 0.0

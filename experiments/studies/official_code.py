@@ -19,6 +19,10 @@ __all__ = ["apply_edits", "edits_record", "extract_snapshot", "snapshot_commit",
            "run_logged", "run_timed_lines", "relative", "portable"]
 
 
+#: the flags of the studies whose values are paths of this machine, and the names the results files show instead
+PLACEHOLDERS = {"--official-git-dir": "OFFICIAL_GIT_DIR", "--python": "TF_PYTHON"}
+
+
 def apply_edits(root: Path, edits: list[tuple[str, str, str, str]]) -> None:
     """Apply each ``(file, old, new, why)`` under ``root``; each ``old`` must occur exactly once in its file.
 
@@ -107,12 +111,18 @@ def relative(path: Path) -> Path:
         return path
 
 
-def portable(argv: list[str], flag: str = "--official-git-dir", name: str = "OFFICIAL_GIT_DIR") -> list[str]:
-    """A study's arguments with the value of ``flag`` (a path of this machine) written as ``name``."""
+def portable(argv: list[str], placeholders: dict[str, str] | None = None) -> list[str]:
+    """A study's arguments with the values of the flags naming paths of this machine written as placeholders
+    (``{flag: name}``; default: the official snapshot as ``OFFICIAL_GIT_DIR``, a TensorFlow Python as
+    ``TF_PYTHON``)."""
+    placeholders = PLACEHOLDERS if placeholders is None else placeholders
     out = list(argv)
     for i, arg in enumerate(out):
-        if arg == flag and i + 1 < len(out):
-            out[i + 1] = name
-        elif arg.startswith(f"{flag}="):
-            out[i] = f"{flag}={name}"
+        flag = arg.split("=", 1)[0]
+        if flag not in placeholders:
+            continue
+        if "=" in arg:
+            out[i] = f"{flag}={placeholders[flag]}"
+        elif i + 1 < len(out):
+            out[i + 1] = placeholders[flag]
     return out

@@ -1,6 +1,7 @@
 """The figures an evaluation reports beside its log-likelihood estimates: the one-step mean squared error
 (:func:`one_step_mse`), the gap to a known truth (:func:`gap_to_truth`), the calibration of binary predictions
-(:func:`binary_calibration`) and PSIS-LOO / WAIC (:func:`loo_metrics`)."""
+(:func:`binary_calibration`), bits per symbol and accuracy of one-hot symbols (:func:`categorical_figures`) and
+PSIS-LOO / WAIC (:func:`loo_metrics`)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from ..validation import check_positive_int, check_scored, check_sequences
 from .batches import Units, batches, check_some_valid
 
 __all__ = ["one_step_mse", "squared_error", "mean_squared_error", "gap_to_truth", "binary_calibration",
-           "loo_metrics", "EXCESS_STANDARD_ERRORS"]
+           "is_one_hot", "categorical_figures", "loo_metrics", "EXCESS_STANDARD_ERRORS"]
 
 #: an estimate is flagged ``above_truth`` when its mean gap exceeds this many standard errors
 EXCESS_STANDARD_ERRORS = 2.0
@@ -108,6 +109,25 @@ def binary_calibration(probabilities: torch.Tensor, observed: torch.Tensor, mask
         "mean_probability": float(prob.mean()),
         "frequency_of_ones": float(observed[mask].mean()),
     }
+
+
+def is_one_hot(observed: torch.Tensor, mask: torch.Tensor) -> bool:
+    """Whether every step of ``observed [N, T, K]`` that ``mask [N, T]`` marks is one-hot (one symbol of ``K``)."""
+    valid = observed[mask]
+    return bool(((valid == 0) | (valid == 1)).all()) and bool((valid.sum(-1) == 1).all())
+
+
+def categorical_figures(probabilities: torch.Tensor, observed: torch.Tensor, mask: torch.Tensor) -> dict:
+    """Bits per symbol and one-step accuracy of predicted symbol probabilities ``[N, T, K]`` on one-hot
+    ``observed [N, T, K]``, over the steps ``mask [N, T]`` marks.
+
+    ``bpc``: the mean of ``-log2 p_t(x_t)`` (nats per symbol over ``ln 2``; bits per character on text);
+    ``accuracy``: the share of steps whose most probable symbol is the observed one (ties: the first).
+    """
+    prob, symbols = probabilities[mask].double(), observed[mask].argmax(-1)
+    chosen = prob.gather(-1, symbols.unsqueeze(-1)).squeeze(-1).clamp(min=torch.finfo(torch.float64).tiny)
+    return {"bpc": float(-chosen.log().mean() / math.log(2)),
+            "accuracy": float((prob.argmax(-1) == symbols).double().mean())}
 
 
 def loo_metrics(idata, steps: int) -> dict:

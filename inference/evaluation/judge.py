@@ -23,7 +23,15 @@ from ..saturation import each_warning_once
 from ..training import trim_padding
 from ..validation import InputTypeError, check_memory, check_scored, check_sequences
 from .batches import Units, batches, check_some_valid, in_order
-from .figures import binary_calibration, gap_to_truth, loo_metrics, mean_squared_error, squared_error
+from .figures import (
+    binary_calibration,
+    categorical_figures,
+    gap_to_truth,
+    is_one_hot,
+    loo_metrics,
+    mean_squared_error,
+    squared_error,
+)
 from .memory import evaluation_memory
 from .options import EvaluationOptions, Plan
 
@@ -220,16 +228,20 @@ def _one_step(model, xb, mb, sb, options: EvaluationOptions, plan: Plan) -> OneS
 
 def _likelihood_figures(model, x, scored, description: str, gathered: _Gathered, plan: Plan, units: Units,
                         refit: dict | None) -> dict:  # fmt: skip
-    """The metrics of the estimates (nats per scored step and per sequence, the gap to the truth), the noise refit
-    and the predictive mean's squared error."""
+    """The metrics of the estimates (nats per scored step, per sequence, and ``per_sequence_step``: each sequence's
+    nats per its own scored steps, averaged over the sequences with any, as the SRNN authors' code does; the gap to
+    the truth), the noise refit and the predictive mean's squared error."""
     steps = int(scored.sum())
+    lengths = scored.sum(1).cpu().double()  # [N] scored steps of each sequence
+    some = lengths > 0
     estimates = {name: in_order(pieces, gathered.indices, 1) for name, pieces in gathered.per_sequence.items()}
     metrics = {
         "data": description,
         "test_sequences": int(x.shape[0]),
         "test_steps": steps,
         "num_parameters": model.parameter_count(),
-        "loglik": {k: {"per_step": float(v.sum()) / steps, "per_sequence": float(v.sum()) / x.shape[0]}
+        "loglik": {k: {"per_step": float(v.sum()) / steps, "per_sequence": float(v.sum()) / x.shape[0],
+                       "per_sequence_step": float((v.double()[some] / lengths[some]).mean())}
                    for k, v in estimates.items()},  # fmt: skip
     }
     if refit:
@@ -264,6 +276,9 @@ def _predictive_figures(result: Evaluation, gathered: _Gathered, plan: Plan, tru
         result.probabilities = in_order(gathered.probabilities, gathered.indices, steps)
         metrics["calibration"] = binary_calibration(result.probabilities, result.x, scored)
         metrics["calibration_source"] = f"one-step-ahead note probabilities E[x_t | x_<t] from {gathered.source}"
+        if is_one_hot(result.x, scored):  # symbols: bits per symbol and one-step accuracy of the scored steps
+            figures = categorical_figures(result.probabilities, result.x, scored)
+            metrics["test_bpc"], metrics["test_accuracy"] = figures["bpc"], figures["accuracy"]
 
 
 def _posterior_figures(result: Evaluation, model, x: torch.Tensor, draws: int) -> None:

@@ -61,6 +61,9 @@ class TrainConfig:
             ``w = warmup_steps``: a linear warm-up to ``lr``, then decay as ``1 / sqrt(s)``).
         lr_gamma: decay factor in ``(0, 1]`` of the exponential and step schedules.
         lr_step_epochs: epochs between decays of the step schedule.
+        lr_delay_epochs: epochs the exponential or step schedule waits before it starts: the factor at epoch
+            ``e`` (0-based) is the schedule's at ``max(0, e - lr_delay_epochs)``, so epochs ``0 ..
+            lr_delay_epochs`` run at ``lr`` (``None``: no wait).
         warmup_steps: ``w`` of the transformer schedule.
         clip_norm: largest global L2 norm of the gradient (``None``: no clipping).
         kl_start: KL weight at the first optimizer step, in ``[0, 1]`` (``1``: no annealing).
@@ -92,6 +95,7 @@ class TrainConfig:
     lr_schedule: str = "constant"
     lr_gamma: float = 0.9
     lr_step_epochs: int = 10
+    lr_delay_epochs: int | None = None
     warmup_steps: int = 4000
     clip_norm: float | None = None
     kl_start: float = 1.0
@@ -110,6 +114,11 @@ class TrainConfig:
             _integer(name, getattr(self, name), minimum)
         if self.patience is not None:
             _integer("patience", self.patience, 1)
+        if self.lr_delay_epochs is not None:
+            _integer("lr_delay_epochs", self.lr_delay_epochs, 0)
+            if self.lr_schedule not in ("exponential", "step"):
+                raise ValueError("TrainConfig.lr_delay_epochs needs lr_schedule 'exponential' or 'step', got "
+                                 f"{self.lr_schedule!r}")
         check_choice(self.optimizer, OPTIMIZERS, name="TrainConfig.optimizer")
         check_choice(self.lr_schedule, LR_SCHEDULES, name="TrainConfig.lr_schedule")
         self.lr = _number("lr", self.lr, 0.0)
@@ -164,6 +173,8 @@ def make_optimizer(parameters: list[nn.Parameter], config: TrainConfig, *, captu
 def make_scheduler(optimizer: torch.optim.Optimizer, config: TrainConfig) -> torch.optim.lr_scheduler.LRScheduler:
     """The configured learning-rate schedule of ``optimizer`` (:data:`PER_STEP_SCHEDULES` step per optimizer step)."""
     schedules = torch.optim.lr_scheduler
+    if config.lr_delay_epochs is not None:
+        return schedules.LambdaLR(optimizer, functools.partial(_delayed_factor, config=config))
     if config.lr_schedule == "cosine":
         return schedules.CosineAnnealingLR(optimizer, T_max=config.epochs)
     if config.lr_schedule == "exponential":
@@ -173,6 +184,14 @@ def make_scheduler(optimizer: torch.optim.Optimizer, config: TrainConfig) -> tor
     if config.lr_schedule == "transformer":
         return schedules.LambdaLR(optimizer, functools.partial(_transformer_factor, warmup=config.warmup_steps))
     return schedules.ConstantLR(optimizer, factor=1.0, total_iters=0)
+
+
+def _delayed_factor(epoch: int, *, config: TrainConfig) -> float:
+    """The exponential or step schedule's factor at ``max(0, epoch - lr_delay_epochs)``."""
+    started = max(0, epoch - config.lr_delay_epochs)
+    if config.lr_schedule == "step":
+        started //= config.lr_step_epochs
+    return config.lr_gamma**started
 
 
 def _transformer_factor(step: int, *, warmup: int) -> float:

@@ -1,0 +1,134 @@
+"""The SRNN authors' own preprocessed music files (github marcofraccaro/srnn, ``data/*_raw_batchsize16_seqlen100.npz``).
+
+Each file holds ``x_train`` / ``u_train`` and ``x_valid`` / ``u_valid``, ``[N, 100, K]`` chunks of 100 steps,
+and ``x_test`` / ``u_test`` ``[N, T_max, K]``, the whole test pieces, with ``mask_test [N, T_max]`` (1 at the
+valid steps, which come first). ``u`` is ``x`` one step late: the input at step ``t`` is the roll at ``t - 1``.
+
+The splits come out as the files cut them: training and validation as the 100-step chunks (every step valid),
+the test split as the whole masked pieces. The models here form their input from ``x`` itself, shifted by one
+step with a silent first input, so ``u`` is only checked against ``x``, not used: the authors' code feeds a
+chunk's first step the previous chunk's last roll and carries the recurrent state from chunk to chunk in
+training, which a shuffled minibatch of independent chunks does not.
+"""
+
+from __future__ import annotations
+
+import os
+import zipfile
+
+import numpy as np
+import torch
+
+from ..data import ExperimentData, verified_path
+
+__all__ = ["SRNN_AUTHORS_SETS", "srnn_authors"]
+
+#: set name -> the file's name in the shared data folder's ``srnn_authors/``
+SRNN_AUTHORS_SETS = {name: f"{name}_raw_batchsize16_seqlen100.npz" for name in ("jsb", "nottingham", "muse", "piano")}
+_KEYS = ("x_train", "u_train", "x_valid", "u_valid", "x_test", "u_test", "mask_test")
+
+
+def srnn_authors(name: str = "jsb", data_dir: str | os.PathLike | None = None, *,
+                 max_sequences: int | None = None) -> ExperimentData:  # fmt: skip
+    """One of the authors' four sets: train / valid ``(x [N, 100, K], mask all True)``, test ``(x [N, T_max, K],
+    mask [N, T_max])``.
+
+    Args:
+        name: ``jsb``, ``nottingham``, ``muse`` or ``piano``.
+        data_dir: the shared data folder (see :func:`~ppl_models.experiments.data.resolve_data_dir`).
+        max_sequences: keep only the first this many chunks / pieces of each split (quick checks).
+    """
+    if name not in SRNN_AUTHORS_SETS:
+        raise ValueError(f"name must be one of {sorted(SRNN_AUTHORS_SETS)}, got {name!r}")
+    if max_sequences is not None and (isinstance(max_sequences, bool) or not isinstance(max_sequences, int)
+                                      or max_sequences < 1):  # fmt: skip
+        raise ValueError(f"max_sequences must be a positive int, got {max_sequences!r}")
+    relative = f"srnn_authors/{SRNN_AUTHORS_SETS[name]}"
+    arrays = read_arrays(verified_path(relative, data_dir), relative)
+    return authors_splits(arrays, relative, max_sequences=max_sequences)
+
+
+def read_arrays(path: os.PathLike, where: str) -> dict[str, np.ndarray]:
+    """The arrays :data:`_KEYS` of the ``.npz`` file at ``path`` (named ``where`` in errors)."""
+    try:
+        with np.load(path, allow_pickle=False) as held:
+            arrays = {key: held[key] for key in held.files}
+    except (OSError, ValueError, zipfile.BadZipFile) as error:  # numpy reads a non-.npz file as a pickle and refuses
+        raise ValueError(f"{where} is not a readable .npz file of arrays ({type(error).__name__}: "
+                         f"{' '.join(str(error).split())[:120]})") from None  # fmt: skip
+    missing = [key for key in _KEYS if key not in arrays]
+    if missing:
+        raise ValueError(f"{where} has no array {missing[0]!r} (it holds {sorted(arrays)}; expected {list(_KEYS)})")
+    return {key: arrays[key] for key in _KEYS}
+
+
+def authors_splits(arrays: dict[str, np.ndarray], where: str, *, max_sequences: int | None = None) -> ExperimentData:
+    """Check the authors' arrays (shapes, binary rolls, the mask, ``u`` as ``x`` one step late) and make the splits."""
+    keep = slice(None, max_sequences)
+    x_train, x_valid = (_chunks(arrays, split, where) for split in ("train", "valid"))
+    x_test, mask_test = _test_pieces(arrays, where)
+    keys = {x.shape[-1] for x in (x_train, x_valid, x_test)}
+    if len(keys) != 1:
+        raise ValueError(f"{where}: x_train, x_valid and x_test must share their number of keys K, got {sorted(keys)}")
+    splits = [(x[keep], torch.ones(x[keep].shape[:2], dtype=torch.bool)) for x in (x_train, x_valid)]
+    splits.append((x_test[keep], mask_test[keep]))
+    steps = int(mask_test.sum())
+    description = (f"SRNN authors' {where.rsplit('/', 1)[-1]}: {len(x_train)} training / {len(x_valid)} validation "
+                   f"chunks of {x_train.shape[1]} steps, {len(x_test)} whole test pieces ({steps} steps)"
+                   + (f", max_sequences={max_sequences}" if max_sequences else ""))  # fmt: skip
+    return ExperimentData(*splits, description=description, binary=True)
+
+
+def _rolls(arrays: dict, key: str, where: str) -> np.ndarray:
+    """``arrays[key]`` as a float32 ``[N, T, K]`` array (its values are checked by the caller)."""
+    array = np.asarray(arrays[key])
+    if array.dtype.kind not in "biuf" or array.ndim != 3 or min(array.shape) < 1:
+        raise ValueError(f"{where}: array {key!r} must be a numeric [N, T, K] array with N, T, K >= 1, got dtype "
+                         f"{array.dtype} and shape {list(array.shape)}")  # fmt: skip
+    return array.astype(np.float32)
+
+
+def _check_binary(values: np.ndarray, key: str, where: str) -> None:
+    if not np.isin(values, (0.0, 1.0)).all():
+        odd = np.unique(values[~np.isin(values, (0.0, 1.0))])[:3].tolist()
+        raise ValueError(f"{where}: array {key!r} must hold only 0 and 1 at the valid steps, got values such as {odd}")
+
+
+def _check_shift(u: np.ndarray, x: np.ndarray, valid: np.ndarray, split: str, where: str) -> None:
+    """``u[:, t] == x[:, t - 1]`` wherever steps ``t - 1`` and ``t`` are valid (``valid [N, T]`` bool)."""
+    both = valid[:, 1:] & valid[:, :-1]
+    bad = both & (u[:, 1:] != x[:, :-1]).any(-1)
+    if bad.any():
+        row, step = np.argwhere(bad)[0]
+        raise ValueError(f"{where}: u_{split} must be x_{split} one step late (u[:, t] == x[:, t - 1]), but "
+                         f"sequence {row} differs at step {step + 1}")  # fmt: skip
+
+
+def _chunks(arrays: dict, split: str, where: str) -> torch.Tensor:
+    """The ``[N, T, K]`` chunks of ``split`` (``train`` or ``valid``), every step valid."""
+    x, u = (_rolls(arrays, f"{kind}_{split}", where) for kind in ("x", "u"))
+    if u.shape != x.shape:
+        raise ValueError(f"{where}: u_{split} must have x_{split}'s shape {list(x.shape)}, got {list(u.shape)}")
+    _check_binary(x, f"x_{split}", where)
+    _check_shift(u, x, np.ones(x.shape[:2], dtype=bool), split, where)
+    return torch.from_numpy(x)
+
+
+def _test_pieces(arrays: dict, where: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """The whole test pieces ``x [N, T_max, K]`` (zeros after each end) and ``mask [N, T_max]`` bool."""
+    x, u = _rolls(arrays, "x_test", where), _rolls(arrays, "u_test", where)
+    mask = np.asarray(arrays["mask_test"])
+    if mask.shape != x.shape[:2] or u.shape != x.shape:
+        raise ValueError(f"{where}: mask_test must be [N, T_max] = {list(x.shape[:2])} and u_test x_test's shape "
+                         f"{list(x.shape)}, got {list(mask.shape)} and {list(u.shape)}")  # fmt: skip
+    if not np.isin(mask, (0, 1)).all():
+        raise ValueError(f"{where}: mask_test must hold only 0 and 1, got other values")
+    mask = mask.astype(bool)
+    lengths = mask.sum(1)
+    if (lengths == 0).any() or (mask != (np.arange(mask.shape[1]) < lengths[:, None])).any():
+        raise ValueError(f"{where}: mask_test must mark a non-empty prefix of each test piece (valid steps first), "
+                         f"got a piece with none or with a valid step after padding")  # fmt: skip
+    _check_binary(x[mask], "x_test", where)
+    _check_shift(u, x, mask, "test", where)
+    x[~mask] = 0.0
+    return torch.from_numpy(x), torch.from_numpy(mask)
