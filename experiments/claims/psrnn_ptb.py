@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 from .claim import Claim
-from .readers import seed_runs
-from .rules import Beats
+from .readers import psrnn_official_side_by_side, seed_runs
+from .rules import Beats, Matches
 
 __all__ = ["PSRNN_PTB_CLAIMS"]
 
@@ -75,4 +75,17 @@ PSRNN_PTB_CLAIMS: dict[str, Claim] = {
                  *((f"rank {r}", "psrnn-ptb", (f"model.rank={r}", *_CONVERGE)) for r in _RANKS)),
         metric_key="test_bpc", rerun_cost=_COST,
         incomplete="no results file yet; run ppl-models reproduce psrnn-ptb-3c (15 runs)"),
+    "psrnn-official": Claim(
+        paper="psrnn", claim="our PSRNN learns PTB characters as the authors' own code does (the anchor of ours)",
+        paper_figure="the authors' code (github cmdowney/psrnn, TensorFlow 1) run here under TensorFlow 2's compat.v1 "
+                     "with the run-time edits its results file records, on the same character files",
+        metric="test bits per character after the same number of epochs (the authors' 10) and seeds, each side "
+               "with its own protocol: theirs trains 20 streams with the state carried (BPTT 20) and scores the test "
+               "text as one stream; ours as in psrnn-ptb-3a (chunks from the initial state, rows with 100 characters "
+               "of context), the full PSRNN",
+        tests=("psrnn-ptb",), seeds=_SEEDS3, rule=Matches("ours", "official code"),
+        results=("psrnn_official.json",), reader=psrnn_official_side_by_side,
+        manual="python -m ppl_models.experiments.studies.psrnn_official --official-git-dir OFFICIAL_GIT_DIR --python "
+               "TF_PYTHON --out docs/results/psrnn_official.json --epochs 10 --seeds 3 (OFFICIAL_GIT_DIR: a fetched "
+               "snapshot of github:cmdowney/psrnn; TF_PYTHON: a Python with tensorflow-cpu and tf-keras)"),
 }

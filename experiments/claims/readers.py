@@ -13,7 +13,7 @@ from collections.abc import Callable
 from .figures import Budget, Reading, Stat
 
 __all__ = ["REPRODUCE_FORMAT", "seed_runs", "joined", "jsb_seeds", "maze10_at_epoch_30", "official_side_by_side",
-           "smct_coverage_share", "smct_dropout_mse", "covid_paper_coverage",
+           "psrnn_official_side_by_side", "smct_coverage_share", "smct_dropout_mse", "covid_paper_coverage",
            "regimes_nlpd"]
 
 #: the ``format`` field of a results file written by ``ppl-models reproduce``
@@ -99,6 +99,20 @@ def official_side_by_side(data: dict) -> Reading:
         budgets.append(Budget(name, epochs=epochs, best_epochs=tuple(run["best_epoch"] for run in runs if stopped),
                               trials=1, wall_s=float(sum(run["train_wall_seconds"] for run in runs))))
     figures["constant predictor"] = Stat((data["constant_predictor"]["test"],) * len(data["runs"]["ours"]))
+    return Reading(figures, tuple(budgets))
+
+
+def psrnn_official_side_by_side(data: dict) -> Reading:
+    """Our PSRNN and the PSRNN authors' code on the PTB characters: test bits per character per seed after the same
+    epochs (:mod:`ppl_models.experiments.studies.psrnn_official`), each side's best epoch that of its lowest
+    validation BPC."""
+    figures, budgets = {}, []
+    for code, name in (("ours", "ours"), ("official", "official code")):
+        runs = data["runs"][code]
+        figures[name] = Stat(tuple(run["test_final"]["test_bpc"] for run in runs))
+        best = tuple(min(run["curve"], key=lambda c: c["valid_bpc"])["epoch"] for run in runs)
+        budgets.append(Budget(name, epochs=tuple(len(run["curve"]) for run in runs), best_epochs=best, trials=1,
+                              wall_s=float(sum(run["train_wall_seconds"] for run in runs))))  # fmt: skip
     return Reading(figures, tuple(budgets))
 
 
