@@ -73,5 +73,5 @@ def test_the_claims_metric_names_the_test_cities_of_the_shared_data():
         data = covid_deaths()
     except ValueError as error:  # no shared data folder on this machine
         pytest.skip(str(error))
-    assert f"{len(data.names['test'])} on the paper's 80/20 split" in CLAIMS["smct-covid"].metric
+    assert f"the {len(data.names['test'])} test cities of the paper's 80/20 split" in CLAIMS["smct-covid"].metric
     assert f"of the {sum(len(n) for n in data.names.values())} counties" in CLAIMS["smct-covid"].metric

@@ -77,6 +77,9 @@ EXPECTED = {
     "psrnn-rank": lambda: {**_psrnn("psrnn_layers_rank_seeds.json", {f"rank{r}": f"rank {r}" for r in (5, 10, 20, 40)}),
                            **_psrnn("psrnn_ablation_swimmer.json", {"psrnn": "PSRNN"})},
     "psrnn-ring": lambda: _psrnn("psrnn_ring_seeds.json", {f"{m}-n20": shown for m, shown in PSRNN.items()}),
+    "psrnn-official": lambda: {shown: [run["test_final"]["test_bpc"]
+                                       for run in _json("psrnn_official.json")["runs"][code]]
+                               for code, shown in (("ours", "ours"), ("official", "official code"))},
     "psrnn-ptb-3a-accuracy": lambda: {label: [run["test_accuracy"] for run in result["runs"]]
                                       for label, result in _json("reproduce_psrnn_ptb_3a.json")["results"].items()},
 }

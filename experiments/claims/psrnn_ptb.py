@@ -40,6 +40,11 @@ _COST = ("measured on the 2-core CPU machine under other jobs' load: LSTM and GR
          "starts with two-stage regression on 113k windows of 2000 random Fourier features (minutes) and then "
          "about a minute per epoch; 30 epochs per run")
 
+#: what one PSRNN run of the 3a reproduction cost here
+_RUN_COST = ("each PSRNN run took about 30 minutes of wall time here beside seven other jobs on the 2 cores (its 30 "
+             "epochs 1,829 s in psrnn-ptb-3a's file, after minutes of two-stage regression), about 10 to 15 CPU "
+             "minutes alone")
+
 PSRNN_PTB_CLAIMS: dict[str, Claim] = {
     "psrnn-ptb-3a": Claim(
         paper="psrnn", claim="a factorized PSRNN of rank 60 predicts PTB characters better than an LSTM and a GRU with "
@@ -64,7 +69,8 @@ PSRNN_PTB_CLAIMS: dict[str, Claim] = {
         metric=_BPC, tests=("psrnn-ptb",), seeds=_SEEDS3, rule=Beats("2 layers", ("1 layer",)),
         members=(("1 layer", "psrnn-ptb", _CONVERGE), ("2 layers", "psrnn-ptb", ("model.num_layers=2", *_CONVERGE))),
         metric_key="test_bpc", rerun_cost=_COST + " (2 layers: two-stage regression twice)",
-        incomplete="no results file yet; run ppl-models reproduce psrnn-ptb-3b (6 runs)"),
+        incomplete="not run this time: 6 PSRNN runs (the 2-layer ones fit two-stage regression twice); "
+                   f"{_RUN_COST}; ppl-models reproduce psrnn-ptb-3b runs them"),
     "psrnn-ptb-3c": Claim(
         paper="psrnn", claim="the full PSRNN predicts PTB characters better than factorized PSRNNs of any rank",
         paper_figure="Figure 3c: cross-entropy and accuracy on PTB of the PSRNN and factorized PSRNNs of various "
@@ -74,7 +80,8 @@ PSRNN_PTB_CLAIMS: dict[str, Claim] = {
         members=(("PSRNN", "psrnn-ptb", _CONVERGE),
                  *((f"rank {r}", "psrnn-ptb", (f"model.rank={r}", *_CONVERGE)) for r in _RANKS)),
         metric_key="test_bpc", rerun_cost=_COST,
-        incomplete="no results file yet; run ppl-models reproduce psrnn-ptb-3c (15 runs)"),
+        incomplete="not run this time: 15 PSRNN runs (the full PSRNN and 4 ranks, 3 seeds); "
+                   f"{_RUN_COST}; ppl-models reproduce psrnn-ptb-3c runs them"),
     "psrnn-official": Claim(
         paper="psrnn", claim="our PSRNN learns PTB characters as the authors' own code does (the anchor of ours)",
         paper_figure="the authors' code (github cmdowney/psrnn, TensorFlow 1) run here under TensorFlow 2's compat.v1 "

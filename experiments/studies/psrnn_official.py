@@ -152,7 +152,7 @@ def run_official(git_dir: Path, folder: Path, seed: int, epochs: int, python: Pa
     wall, lines = run_timed_lines([str(python), *command[1:]], folder, folder / "train.log", env)
     curve = official_curve(lines)
     test_end = next(s for s, t in lines if _TEST.match(t.strip()))
-    result = {"command": " ".join(command), "seed": seed, "train_wall_seconds": wall,
+    result = {"command": " ".join(official_command(Path("DATA_DIR"))), "seed": seed, "train_wall_seconds": wall,
               "setup_seconds": _valid_line_time(lines, 0), "initial": curve[0], "curve": curve[1:],
               "best_epoch": _best_epoch(curve[1:]), "test_final": official_test(lines),
               "test_seconds": test_end - _valid_line_time(lines, len(curve) - 1)}  # fmt: skip
