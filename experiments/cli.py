@@ -55,6 +55,7 @@ from . import (
 from .build import resolve_device
 from .config import apply_overrides
 from .data import DataWarning
+from .recorded_commands import stale_commands
 from .tables import format_table
 
 __all__ = ["main", "USER_ERRORS"]
@@ -239,7 +240,8 @@ def _reproduce(args) -> int:
         print(f"wrote {reproductions.write_page()}")
         return 0
     if args.check:
-        problems = reproductions.check()
+        root = reproductions.project_root()
+        problems = reproductions.check() + stale_commands(root / "docs" / "results", build_parser(), root)
         for problem in problems:
             print(problem)
         return 1 if problems else 0

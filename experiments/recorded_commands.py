@@ -60,10 +60,11 @@ def recorded_commands(data) -> list[str]:
     return found
 
 
-def command_problem(command: str, root: str | Path = ".") -> str | None:
+def command_problem(command: str, parser: argparse.ArgumentParser, root: str | Path = ".") -> str | None:
     """Why ``command`` (a recorded shell line) would be refused today, in one line; ``None`` if it would not.
 
-    ``root``: the folder the command runs in (relative experiment files are read from there).
+    ``parser``: the ``ppl-models`` parser (:func:`ppl_models.experiments.cli.build_parser`); ``root``: the folder
+    the command runs in (relative experiment files are read from there).
     """
     try:
         segments = _segments(command)
@@ -72,7 +73,7 @@ def command_problem(command: str, root: str | Path = ".") -> str | None:
     for words in segments:
         problem = None
         if words and (words[0] == "ppl-models" or words[0].endswith("/ppl-models")):
-            problem = _cli_problem(words[1:], Path(root))
+            problem = _cli_problem(words[1:], Path(root), parser)
         elif len(words) > 2 and re.fullmatch(r"(.*/)?python3?", words[0]) and words[1] == "-m":
             problem = _module_problem(words[2], words[3:])
         if problem:
@@ -80,14 +81,15 @@ def command_problem(command: str, root: str | Path = ".") -> str | None:
     return None
 
 
-def stale_commands(results_dir: str | Path, root: str | Path = ".") -> list[str]:
-    """One line per recorded command of the results files ``results_dir/*.json`` that today's code refuses."""
+def stale_commands(results_dir: str | Path, parser: argparse.ArgumentParser, root: str | Path = ".") -> list[str]:
+    """One line per recorded command of the results files ``results_dir/*.json`` that today's code refuses
+    (``parser``: the ``ppl-models`` parser)."""
     from .results_files import read_results_file
 
     problems = []
     for path in sorted(Path(results_dir).glob("*.json")):
         for command in dict.fromkeys(recorded_commands(read_results_file(path))):
-            problem = command_problem(command, root)
+            problem = command_problem(command, parser, root)
             if problem:
                 problems.append(f"docs/results/{path.name}: stale command {command!r}: {problem}")
     return problems
@@ -133,11 +135,11 @@ def _parsed(parse) -> tuple[object, str | None]:
         return None, (re.sub(r"^.*?error: ", "refused: ", lines[-1]) if lines else f"exit status {stop.code}")
 
 
-def _cli_problem(argv: list[str], root: Path) -> str | None:
+def _cli_problem(argv: list[str], root: Path, parser: argparse.ArgumentParser) -> str | None:
     """Why ``ppl-models ARGV`` would be refused: by the parser, or by a ``--set`` against the experiment's config."""
     from . import registry, suites
 
-    args, problem = _parsed(lambda: _cli_parser().parse_args(argv))
+    args, problem = _parsed(lambda: parser.parse_args(argv))
     if problem:
         return problem
     sets = tuple(item for item in getattr(args, "set", []) if item.split("=", 1)[-1] != PLACEHOLDER)
@@ -155,13 +157,6 @@ def _cli_problem(argv: list[str], root: Path) -> str | None:
         return next(filter(None, (_config_problem(experiment, sets, own)
                                   for _, experiment, own in suites.SUITES[args.suite].members)), None)
     return None
-
-
-@functools.cache
-def _cli_parser() -> argparse.ArgumentParser:
-    from . import cli
-
-    return cli.build_parser()
 
 
 @functools.cache

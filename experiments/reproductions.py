@@ -29,7 +29,6 @@ from . import compare
 from .claims import CLAIMS, PAPERS, REPRODUCE_FORMAT, Claim, Reading
 from .claims.rules import RELATIVE_TOLERANCE
 from .provenance import commit_label, provenance_problems
-from .recorded_commands import stale_commands
 from .results_files import read_results_file, results_destination
 from .transfers import TRANSFERS, run_transfer, table, transfer_file
 
@@ -312,8 +311,9 @@ def _pages_with_blocks(page: Path) -> list[Path]:
 
 def check(results_dir: str | Path | None = None, page: str | Path | None = None) -> list[str]:
     """Problems, one line each: the page or a claims block differs from a fresh render, a results file under
-    ``docs/results/`` (any, not only those a claim reads) lacks its command or seeds, or one of its recorded
-    commands is refused by today's code (:func:`~ppl_models.experiments.recorded_commands.stale_commands`)."""
+    ``docs/results/`` (any, not only those a claim reads) lacks its command or seeds. ``ppl-models reproduce
+    --check`` adds the recorded commands today's code refuses
+    (:func:`~ppl_models.experiments.recorded_commands.stale_commands`)."""
     problems = []
     page = Path(page) if page is not None else project_root() / "docs" / "reproductions.md"
     if not page.is_file():
@@ -328,7 +328,7 @@ def check(results_dir: str | Path | None = None, page: str | Path | None = None)
     for path in sorted(_results(results_dir).glob("*.json")):  # every results file, quoted by a claim or not
         data = read_results_file(path)
         problems += provenance_problems(path.name, data if isinstance(data, dict) else {})
-    return problems + stale_commands(_results(results_dir), project_root())
+    return problems
 
 
 def listing() -> str:
