@@ -91,7 +91,7 @@ PSRNN_PTB_CLAIMS: dict[str, Claim] = {
                "text as one stream; ours as in psrnn-ptb-3a (chunks from the initial state, rows with 100 characters "
                "of context), the full PSRNN",
         tests=("psrnn-ptb",), seeds=_SEEDS3, rule=Matches("ours", "official code"),
-        results=("psrnn_official.json",), reader=psrnn_official_side_by_side,
+        results=("psrnn_official.json",), reader=psrnn_official_side_by_side, metric_key="test_bpc",
         manual="python -m ppl_models.experiments.studies.psrnn_official --official-git-dir OFFICIAL_GIT_DIR --python "
                "TF_PYTHON --out docs/results/psrnn_official.json --epochs 10 --seeds 3 (OFFICIAL_GIT_DIR: a fetched "
                "snapshot of github:cmdowney/psrnn; TF_PYTHON: a Python with tensorflow-cpu and tf-keras)"),
