@@ -1,65 +1,119 @@
-"""The backtest of a finished run (``ppl-models backtest RUN_DIR``): its model's forecasts of ``H`` steps from many
-origins of each test series, each conditioned on the history before it (:mod:`ppl_models.inference.backtest`), judged
-per step ahead in the data's units.
+"""The backtest of a finished run or of a board's classical row (``ppl-models backtest FOLDER``): forecasts of ``H``
+steps from many origins of each test series, each conditioned on the history before it
+(:mod:`ppl_models.inference.backtest`), judged per step ahead in the data's units.
 
-The best checkpoint is loaded as :func:`ppl_models.experiments.runner.evaluate` loads it. On a split by time the
-test series' earlier steps are history only and the origins lie in the held-out segment (the data's ``scored``
-test mask); otherwise every step of a test series but its first may be an origin. ``backtest.json`` (every figure)
-and ``backtest.md`` (a table per step ahead) are written, each atomically, to ``out`` (default ``RUN_DIR/backtest``).
+A run's best checkpoint is loaded as :func:`ppl_models.experiments.runner.evaluate` loads it. A classical row's folder
+(``OUT/classical/<name>`` of a leaderboard) has no checkpoint: its forecaster is fitted again on the board's training
+split, as the board fitted it (:func:`~ppl_models.experiments.classical_rows.classical_row`), and judged on the same
+test series. On a split by time the test series' earlier steps are history only and the origins lie in the held-out
+segment (the data's ``scored`` test mask); otherwise every step of a test series but its first may be an origin. A
+horizon longer than every held-out segment is refused (no forecast would have a target that far ahead).
+``backtest.json`` (every figure) and ``backtest.md`` (the counts in words, a table per step ahead) are written, each
+atomically, to ``out`` (default ``FOLDER/backtest``).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import NamedTuple
 
 import pyro
 import torch
 
-from ppl_models.inference.backtest import backtest
+from ppl_models.inference.backtest import backtest, longest_reach
 from ppl_models.inference.io import write_json, write_text
 from ppl_models.inference.validation import check_positive_int
 
 from .build import build_experiment, resolve_device
+from .classical_rows import classical_row, fitted_classical, is_classical_folder
 from .config import check_config
 from .forecasting import FORECAST_PARTICLES
 from .run_folder import check_run_folder, check_writable, load_run_checkpoint, read_config_json
 
 __all__ = ["backtest_run"]
 
+#: the table's columns ``(figure, title)`` for real-valued and for binary data
+REAL_COLUMNS = (("crps", "CRPS"), ("coverage_80", "coverage 80 %"), ("mse", "MSE"), ("mase", "MASE"))
+BINARY_COLUMNS = (("brier", "Brier"), ("ece", "ECE"), ("mean_probability", "mean probability"),
+                  ("frequency_of_ones", "frequency of 1s"))  # fmt: skip
+
+
+class _Subject(NamedTuple):
+    """What is backtested: the report's first fields, the forecaster, the test split ``x [N, T, D]``, ``mask [N, T]``,
+    ``scored [N, T]`` (or ``None``), its way back to the data's units, whether it is binary, the seed, and more
+    keyword arguments of the forecaster's ``forecast``."""
+
+    header: dict
+    model: object
+    x: torch.Tensor
+    mask: torch.Tensor
+    scored: torch.Tensor | None
+    standardizer: object
+    binary: bool
+    seed: int
+    forecast_kwargs: dict
+
 
 def backtest_run(run_dir: str | Path, *, horizon: int, origins: int, num_samples: int = 200,
                  num_particles: int = FORECAST_PARTICLES, season: int = 1, device: str | None = None,
                  out: str | Path | None = None) -> dict:  # fmt: skip
-    """Backtest the best checkpoint of the run in ``run_dir`` on its test split; write ``backtest.json`` and
-    ``backtest.md`` to ``out`` (default ``RUN_DIR/backtest``) and return the report.
+    """Backtest the best checkpoint of the run in ``run_dir``, or the classical row of a board in ``run_dir``
+    (``OUT/classical/<name>``, on the CPU), on its test split; write ``backtest.json`` and ``backtest.md`` to ``out``
+    (default ``RUN_DIR/backtest``) and return the report.
 
-    ``horizon`` steps ahead from up to ``origins`` origins per test series, ``num_samples`` draws per forecast,
-    ``num_particles`` for a particle model's filter, ``season`` the lag of MASE's scale (see
-    :func:`ppl_models.inference.backtest.backtest`).
+    ``horizon`` steps ahead (at most the longest held-out segment of a test series) from up to ``origins`` origins per
+    test series, ``num_samples`` draws per forecast, ``num_particles`` for a particle model's filter, ``season`` the
+    lag of MASE's scale (see :func:`ppl_models.inference.backtest.backtest`).
     """
-    run_dir = check_run_folder(run_dir)
+    run_dir = Path(run_dir)
     for name, value in (("horizon", horizon), ("origins", origins), ("num_particles", num_particles),
                         ("season", season)):  # fmt: skip
         check_positive_int(value, name=name)
     check_positive_int(num_samples, name="num_samples", minimum=2)
+    classical = is_classical_folder(run_dir)
+    if not classical:
+        check_run_folder(run_dir)
     out = check_writable(Path(out) if out is not None else run_dir / "backtest", "out")
+    subject = _classical(run_dir, horizon) if classical else _run(run_dir, horizon, device, num_particles)
+    pyro.set_rng_seed(subject.seed)
+    generator = torch.Generator(device=subject.x.device).manual_seed(subject.seed)
+    result = backtest(subject.model, subject.x, subject.mask, subject.scored, horizon=horizon, origins=origins,
+                      num_samples=num_samples, standardizer=subject.standardizer, season=season, generator=generator,
+                      forecast_kwargs=subject.forecast_kwargs, binary=subject.binary)  # fmt: skip
+    report = {**subject.header, "features": subject.x.shape[-1], **result.to_dict()}
+    write_json(out / "backtest.json", report)
+    write_text(out / "backtest.md", _table(report))
+    return report
+
+
+def _run(run_dir: Path, horizon: int, device: str | None, num_particles: int) -> _Subject:
+    """A run's model (its best checkpoint, on ``device``) and test split."""
     config, data, model, device = _load(run_dir, device)
     if not model.supports("forecast"):
         raise ValueError(f"run_dir {run_dir}: model {config['model']['name']!r} cannot forecast "
                          f"({model.limitations.get('forecast', 'not declared')})")  # fmt: skip
     x, mask = (tensor.to(device) for tensor in data.test)
-    scored = data.scored_mask("test") if hasattr(data, "scored_mask") else None
-    pyro.set_rng_seed(config["seed"])
-    generator = torch.Generator(device=device).manual_seed(config["seed"])
-    result = backtest(model, x, mask, scored, horizon=horizon, origins=origins, num_samples=num_samples,
-                      standardizer=data.standardizer, season=season, generator=generator,
-                      forecast_kwargs={"num_particles": num_particles})  # fmt: skip
-    report = {"run_dir": str(run_dir), "model": config["model"]["name"], "data": data.description, "split": "test",
+    scored = data.scored_mask("test")
+    _check_horizon(horizon, mask, scored)
+    header = {"run_dir": str(run_dir), "model": config["model"]["name"], "kind": "collection",
+              "data": data.description, "split": "test",
               "units": "the data's" if getattr(data, "untransform", None) is None else "the model's (transformed)",
-              "num_particles": num_particles, **result.to_dict()}  # fmt: skip
-    write_json(out / "backtest.json", report)
-    write_text(out / "backtest.md", _table(report))
-    return report
+              "num_particles": num_particles}  # fmt: skip
+    return _Subject(header, model, x, mask, scored, data.standardizer, data.binary, config["seed"],
+                    {"num_particles": num_particles})  # fmt: skip
+
+
+def _classical(folder: Path, horizon: int) -> _Subject:
+    """A board's classical row: its forecaster fitted again on the board's training split, the board's test split as
+    read (seed 0, as the board's)."""
+    name, data = classical_row(folder)
+    x, mask = data.levels.test
+    scored = data.levels.scored["test"]
+    _check_horizon(horizon, mask, scored)  # before the fit, which can take a while
+    header = {"run_dir": str(folder), "model": name, "kind": "classical", "data": data.description, "split": "test",
+              "units": "the data's"}  # fmt: skip
+    return _Subject(header, fitted_classical(name, data), x.double(), mask, scored, data.levels.standardizer,
+                    data.binary, 0, {})  # fmt: skip
 
 
 def _load(run_dir: Path, device: str | None):
@@ -74,18 +128,80 @@ def _load(run_dir: Path, device: str | None):
     return config, data, model.to(device).eval(), device
 
 
+def _check_horizon(horizon: int, mask: torch.Tensor, scored: torch.Tensor | None) -> None:
+    """Refuse a ``horizon`` longer than the longest held-out segment of the test series (``scored [N, T]``, default
+    every step of ``mask [N, T]`` but each series' first): no forecast has a target further ahead."""
+    longest = longest_reach(mask, scored)
+    if not longest:
+        raise ValueError("the test series have no held-out step with history before it: nothing to forecast")
+    if horizon > longest:
+        raise ValueError(f"horizon {horizon} (--horizon) is longer than the longest held-out segment of a test series "
+                         f"({longest} steps with history before them), so no forecast has a target that far ahead: "
+                         f"choose --horizon {longest} or less")  # fmt: skip
+
+
 def _table(report: dict) -> str:
-    """``backtest.md``: one row per step ahead."""
+    """``backtest.md``: the counts and figures in words, then one row per step ahead that has a target."""
     figures = report["per_horizon"]
-    used = sorted(set(report["origins_used"]))
-    origins = f"{used[0]}" if len(used) == 1 else f"{used[0]} to {used[-1]}"
-    lines = [f"# Backtest: {report['model']} on {report['data']}", "",
-             f"{report['forecasts']} forecasts of {report['horizon']} steps from {origins} origins "
-             f"per test series, {report['num_samples']} draws each, in {report['units']} units; MASE scaled by the "
-             f"history's lag-{report['season']} differences ({report['mase_left_out']} forecasts x features "
-             "without one left out).", "",
-             "| h | targets | CRPS | coverage 80 % | MSE | MASE |", "|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
-    for h, count, *values in zip(figures["h"], figures["targets"], figures["crps"], figures["coverage_80"],
-                                 figures["mse"], figures["mase"]):  # fmt: skip
-        lines.append(f"| {h} | {count} | " + " | ".join("-" if v is None else f"{v:.4g}" for v in values) + " |")
+    columns = BINARY_COLUMNS if report["binary"] else REAL_COLUMNS
+    lines = [f"# Backtest: {report['model']} on {report['data']}", "", " ".join(_counts(report)), "",
+             _binary_note() if report["binary"] else _real_note(report), "",
+             "| h | targets | " + " | ".join(title for _, title in columns) + " |",
+             "|---:" * (len(columns) + 2) + "|"]  # fmt: skip
+    for i, (h, count) in enumerate(zip(figures["h"], figures["targets"])):
+        if count:
+            values = (figures[name][i] for name, _ in columns)
+            lines.append(f"| {h} | {count} | " + " | ".join("-" if v is None else f"{v:.4g}" for v in values) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _counts(report: dict) -> list[str]:
+    """Sentences of what was forecast and judged: forecasts, origins (and why fewer than asked), targets."""
+    used, possible, asked = report["origins_used"], report["origins_possible"], report["origins"]
+    series, forecasts, targets = len(used), report["forecasts"], report["per_horizon"]["targets"]
+    sentences = [f"{forecasts} forecasts of {report['horizon']} steps ahead from {_span(used)} origins per test "
+                 f"series ({series} series), {report['num_samples']} draws each, in {report['units']} "
+                 "units."]  # fmt: skip
+    short = [count for count in possible if count < asked]
+    if short:
+        which, where = ((f"each of the {series} test series has", "per series") if len(short) == series else
+                        (f"{len(short)} of the {series} test series have", "for those"))  # fmt: skip
+        sentences.append(f"Fewer origins than the {asked} asked: {which} only {_span(short)} held-out steps with "
+                         f"history before them (one origin each), so {_span(short)} origins were used "
+                         f"{where}.")  # fmt: skip
+    fewer = [h for h, count in zip(report["per_horizon"]["h"], targets) if 0 < count < forecasts]
+    if fewer:
+        sentences.append(f"A forecast's steps past the end of its series' held-out steps have no target, so from "
+                         f"h = {fewer[0]} on fewer than the {forecasts} forecasts are judged (the targets "
+                         "column).")  # fmt: skip
+    empty = [str(h) for h, count in zip(report["per_horizon"]["h"], targets) if not count]
+    if empty:
+        sentences.append(f"No forecast has a target at h = {', '.join(empty)} (no origin lies that far before the "
+                         "end of its held-out steps), so the table has no row there.")  # fmt: skip
+    return sentences
+
+
+def _real_note(report: dict) -> str:
+    """What the columns of real-valued data are, and how many forecasts MASE judged."""
+    season, left = report["season"], report["mase_left_out"]
+    pairs = report["forecasts"] * report["features"]
+    judged = (f"all {pairs} forecast-feature pairs had one" if not left else
+              f"{left} of the {pairs} forecast-feature pairs had none (a history of at most {season} steps, or "
+              "constant at that lag) and are left out of MASE")  # fmt: skip
+    return (f"Per step ahead h: CRPS, the share of targets inside the draws' central 80 % interval, the MSE of the "
+            f"draws' mean, and MASE: the absolute error of the draws' median over the mean absolute lag-{season} "
+            f"change of the series' history before the origin ({judged}).")  # fmt: skip
+
+
+def _binary_note() -> str:
+    """What the columns of binary data are."""
+    return ("Binary (0/1) data: a forecast's probability of a 1 at each step ahead is the share of its draws that are "
+            "1, judged per step ahead h by the Brier score (0 is perfect, 0.25 a constant 0.5) and the expected "
+            "calibration error (10 bins), beside the mean probability and the frequency of 1s; interval coverage, "
+            "CRPS and MASE say little of 0/1 values and are not reported.")  # fmt: skip
+
+
+def _span(counts: list[int]) -> str:
+    """``"7"`` or ``"5 to 7"``: the range of ``counts``."""
+    low, high = min(counts), max(counts)
+    return f"{low}" if low == high else f"{low} to {high}"

@@ -2,6 +2,7 @@
 
 A row is flagged (``flags`` in ``leaderboard.json``, a column of ``leaderboard.md``) when
 
+* it failed (``failed``: its one-line reason; it has no figures);
 * its held-out figure or MSE is not finite;
 * it is far below the last-value row (:data:`FAR_BELOW_NATS` nats per step, or :data:`FAR_ABOVE_MSE` times its
   one-step MSE): a forecast that ignores everything but the last value does better;
@@ -30,16 +31,18 @@ OUTSIDE_SHARE = 0.05
 
 
 def flag_rows(rows: list[dict]) -> list[dict]:
-    """``rows`` with their ``flags`` (:func:`row_flags`, against the ``last-value`` row where there is one), ranked
-    by held-out nats per step, rows with non-finite figures last."""
-    reference = next((row for row in rows if row["model"] == "last-value"), None)
+    """``rows`` with their ``flags`` (:func:`row_flags`, against the ``last-value`` row where there is one, unless it
+    failed), ranked by held-out nats per step, rows with non-finite figures after them and failed rows last."""
+    reference = next((row for row in rows if row["model"] == "last-value" and not row.get("failed")), None)
     flagged = [{**row, "flags": row_flags(row, reference)} for row in rows]
-    return sorted(flagged, key=lambda row: (not _finite(row["nats_per_step"]),
+    return sorted(flagged, key=lambda row: (bool(row.get("failed")), not _finite(row["nats_per_step"]),
                                             -row["nats_per_step"] if _finite(row["nats_per_step"]) else 0.0))
 
 
 def row_flags(row: dict, reference: dict | None = None) -> list[str]:
     """What is wrong with one board row, in words (empty: nothing seen)."""
+    if row.get("failed"):
+        return [f"failed: {row['failed']}"]
     flags = []
     if not _finite(row["nats_per_step"]) or (row.get("mse") is not None and not _finite(row["mse"])):
         flags.append("non-finite held-out figure")
@@ -59,7 +62,7 @@ def row_flags(row: dict, reference: dict | None = None) -> list[str]:
 
 
 #: the kinds of flag, each the start of its text in :func:`row_flags`' words -> its name over seeds
-FLAG_KINDS = {"non-finite": "non-finite figure", "nats/step below": "far below the last value",
+FLAG_KINDS = {"failed:": "failed", "non-finite": "non-finite figure", "nats/step below": "far below the last value",
               "one-step MSE": "MSE far above the last value's", "validation coverage": "validation coverage off",
               "still improving": "still improving"}  # fmt: skip
 
@@ -70,11 +73,14 @@ def flag_kind(flag: str) -> str:
 
 
 def board_warnings(data) -> list[str]:
-    """Warnings about ``data`` (:class:`~ppl_models.experiments.data.ExperimentData`): each feature whose scored test
-    values (as read, before a transform) lie outside the training split's range in a share above
-    :data:`OUTSIDE_SHARE`."""
+    """Warnings about ``data`` (:class:`~ppl_models.experiments.data.ExperimentData`): each feature of the file left
+    out of every row (constant, or an exact linear function of others: the split record's ``left_out``), and each
+    feature whose scored test values (as read, before a transform) lie outside the training split's range in a share
+    above :data:`OUTSIDE_SHARE`."""
+    left_out = [f"{name}: left out of every row, since it is {why}" for name, why in
+                (data.split_record or {}).get("left_out", {}).items()]  # fmt: skip
     if data.binary:
-        return []
+        return left_out
     source = data.levels if data.levels is not None else data  # the data as read, before any transform
     x, mask = source.train
     low, high = x[mask].amin(0), x[mask].amax(0)
@@ -83,7 +89,7 @@ def board_warnings(data) -> list[str]:
     values = test[test_mask if scored is None else scored]  # [n, D], standardised: monotone in the data's units
     names = (data.split_record or {}).get("standardizer", {}).get("features") or [f"feature {d}" for d in
                                                                                    range(x.shape[-1])]
-    warnings = []
+    warnings = left_out
     for d, name in enumerate(names):
         above, below = (values[:, d] > high[d]).double().mean().item(), (values[:, d] < low[d]).double().mean().item()
         if above + below > OUTSIDE_SHARE:

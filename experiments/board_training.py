@@ -7,6 +7,10 @@ data or with other settings is refused by name (or trained again with ``retrain`
 gets the same number of trials on the validation split in ``OUT/tuning/<model>`` (trial 0 its recipe), and its row
 is its best trial's run. With ``jobs > 1`` each model trains in a child process
 (``python -m ppl_models.experiments.board_training SPEC``), its output in ``OUT/logs/<model>.log``.
+
+A model that fails (a user error, :data:`~ppl_models.experiments.processes.USER_ERRORS`: bad settings, a run that
+diverges, a full disk; or a child process that ends otherwise than with exit status 0) is reported with its one-line
+reason and the others train on; a rerun tries it again.
 """
 
 from __future__ import annotations
@@ -18,59 +22,79 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
+from functools import partial
 from pathlib import Path
 
-from ppl_models.inference.io import write_json
+from ppl_models.inference.io import folder_lock, write_json
 from ppl_models.inference.training import load_checkpoint
 from ppl_models.inference.validation import check_positive_int
 
 from . import runner
-from .processes import run_processes
+from .processes import USER_ERRORS, one_line, run_processes
 from .run_folder import FINISHED, is_finished, read_config_json, run_differences
 
-__all__ = ["DEFAULT_BUDGET", "train_models", "tuned_rows"]
+__all__ = ["DEFAULT_BUDGET", "MAX_BUDGET", "train_models", "tuned_rows", "attempt"]
 
 #: trials per model of a board when ``--budget`` is not given (trial 0: the recipe)
 DEFAULT_BUDGET = 1
+#: the most trials per model a board searches (each a full training run)
+MAX_BUDGET = 1000
 
 
 def train_models(configs: dict[str, dict], out: Path, *, retrain: bool = False, budget: int = DEFAULT_BUDGET,
-                 jobs: int = 1, fixed: dict[str, set[str]] | None = None) -> dict[str, Path]:  # fmt: skip
+                 jobs: int = 1, fixed: dict[str, set[str]] | None = None,
+                 ) -> tuple[dict[str, Path], dict[str, str]]:  # fmt: skip
     """Bring every model of ``configs`` (``{model: checked configuration}``) up to date under ``out``; return
-    ``{model: the run folder of its row}``. ``fixed``: per model, the ``section.key`` settings the user gave (never
-    searched)."""
+    ``({model: the run folder of its row}, {model: why it failed, one line})``, each model in one of the two.
+    ``fixed``: per model, the ``section.key`` settings the user gave (never searched). ``budget`` is at most
+    :data:`MAX_BUDGET`; a model's folder that another process holds (a child of a board killed where the OS lets
+    children live on) is one ``ValueError`` naming it, before anything trains."""
     budget = check_positive_int(budget, name="budget")
+    if budget > MAX_BUDGET:
+        raise ValueError(f"budget must be <= {MAX_BUDGET} (trials per model, each a training run), got {budget}")
     jobs = check_positive_int(jobs, name="jobs")
     specs = {model: {"model": model, "config": config, "budget": budget, "retrain": retrain,
-                     "fixed": sorted((fixed or {}).get(model, ()))} for model, config in configs.items()}  # fmt: skip
+                     "fixed": sorted((fixed or {}).get(model, ())),
+                     "folder": str(out / ("runs" if budget == 1 else "tuning") / model)}
+             for model, config in configs.items()}  # fmt: skip
+    _check_not_in_use([Path(spec["folder"]) for spec in specs.values()])
     if budget == 1:
-        folders = {model: out / "runs" / model for model in configs}
-        plans = _plans(folders, configs, retrain)
+        plans = _plans({model: Path(spec["folder"]) for model, spec in specs.items()}, configs, retrain)
         for model, spec in specs.items():
-            spec.update(folder=str(folders[model]), plan=plans[model])
-    else:
-        for model, spec in specs.items():
-            spec["folder"] = str(out / "tuning" / model)
+            spec["plan"] = plans[model]
     if jobs == 1 or len(specs) == 1:
-        for spec in specs.values():
-            bring_up_to_date(spec)
+        failed = {model: reason for model, spec in specs.items()
+                  if (reason := attempt(model, partial(bring_up_to_date, spec))) is not None}  # fmt: skip
     else:
-        _in_child_processes(specs, out, jobs)
-    if budget == 1:
-        return {model: Path(spec["folder"]) for model, spec in specs.items()}
-    return {model: Path(_tuning_record(Path(spec["folder"]))["best"]["run"]) for model, spec in specs.items()}
+        failed = _in_child_processes(specs, out, jobs)
+    done = {model: Path(spec["folder"]) for model, spec in specs.items() if model not in failed}
+    if budget > 1:
+        done = {model: Path(_tuning_record(folder)["best"]["run"]) for model, folder in done.items()}
+    return done, failed
 
 
-def tuned_rows(rows: list[dict], out: Path) -> list[dict]:
-    """Board ``rows`` with each tuned model's ``trials`` and ``train_seconds`` (all its trials together) from
-    ``out/tuning/<model>/tuning.json``; rows of models run once get ``trials`` 1."""
+def attempt(name: str, work: Callable[[], object]) -> str | None:
+    """Run ``work()``; ``None``, or where it raised a user error (:data:`~ppl_models.experiments.processes.USER_ERRORS`)
+    its one-line reason, printed as ``NAME: failed: reason``. Any other error is a bug and goes on up."""
+    try:
+        work()
+    except USER_ERRORS as error:
+        reason = one_line(error)
+        print(f"{name}: failed: {reason}", flush=True)
+        return reason
+    return None
+
+
+def tuned_rows(rows: list[dict], out: Path, budget: int) -> list[dict]:
+    """Board ``rows`` with each collection model's ``trials``: with ``budget`` 1 it ran once (``trials`` 1, its run's
+    ``train_seconds``); else ``trials`` and ``train_seconds`` (all its trials together) are those of the search
+    ``out/tuning/<model>/tuning.json`` holds, the one this board made. Classical rows get ``trials`` ``None``."""
     tuned = []
     for row in rows:
-        record = out / "tuning" / row["model"] / "tuning.json"
-        if row.get("kind") != "collection" or not record.is_file():
+        if row.get("kind") != "collection" or budget == 1:
             tuned.append({**row, "trials": 1 if row.get("kind") == "collection" else None})
             continue
-        trials = json.loads(record.read_text())["trials"]
+        trials = _tuning_record(out / "tuning" / row["model"])["trials"]
         tuned.append({**row, "trials": len(trials), "train_seconds": sum(t.get("seconds") or 0.0 for t in trials)})
     return tuned
 
@@ -88,19 +112,43 @@ def bring_up_to_date(spec: dict) -> None:
          retrain=spec["retrain"])
 
 
-def _in_child_processes(specs: dict[str, dict], out: Path, jobs: int) -> None:
-    """Each model's spec in a child process, ``jobs`` at a time; one ``ValueError`` naming those that failed."""
+def _in_child_processes(specs: dict[str, dict], out: Path, jobs: int) -> dict[str, str]:
+    """Each model's spec in a child process, ``jobs`` at a time; ``{model: why it failed}`` of those whose child
+    did not end with exit status 0."""
     folder = out / "logs"
     commands = []
     for model, spec in specs.items():
         path = folder / f"{model}.spec.json"
         write_json(path, spec)
+        _failure_file(path).unlink(missing_ok=True)  # an earlier board's
         commands.append((model, [sys.executable, "-m", "ppl_models.experiments.board_training", str(path)]))
     codes = run_processes(commands, folder, jobs=jobs)
-    failed = [model for model, code in codes.items() if code != 0]
-    if failed:
-        raise ValueError(f"models {failed} failed (their logs: {', '.join(str(folder / f'{m}.log') for m in failed)})"
-                         "; run the same command again: finished runs are kept")  # fmt: skip
+    return {model: _child_failure(code, folder / f"{model}.spec.json", folder / f"{model}.log")
+            for model, code in codes.items() if code != 0}  # fmt: skip
+
+
+def _child_failure(code: int, spec: Path, log: Path) -> str:
+    """Why a child failed, one line: the reason it wrote (a user error), else its exit status and its log's last
+    line (a bug's exception, a kill)."""
+    failure = _failure_file(spec)
+    if failure.is_file():
+        return json.loads(failure.read_text())["reason"]
+    lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip()] if log.is_file() else []
+    last = f": {' '.join(lines[-1].split())}" if lines else ""
+    return f"its process ended with exit status {code}{last} (log {log})"
+
+
+def _failure_file(spec: Path) -> Path:
+    """Where a child writes why it failed (``{"reason": ...}``), beside its ``<model>.spec.json``."""
+    return spec.with_name(spec.name.removesuffix(".spec.json") + ".failure.json")
+
+
+def _check_not_in_use(folders: list[Path]) -> None:
+    """One ``ValueError`` naming the first of ``folders`` that another process holds (:func:`folder_lock`)."""
+    for folder in folders:
+        if folder.is_dir():
+            with folder_lock(folder, "run folder"):
+                pass
 
 
 def _tuning_record(folder: Path) -> dict:
@@ -190,10 +238,15 @@ def _wall_clock(path: Path, every: float = 1.0) -> Iterator[Callable[[], float]]
 
 
 def main(argv: list[str] | None = None) -> int:
-    """A child process of a board: ``python -m ppl_models.experiments.board_training SPEC.json``."""
-    arguments = sys.argv[1:] if argv is None else argv
-    bring_up_to_date(json.loads(Path(arguments[0]).read_text()))
-    return 0
+    """A child process of a board: ``python -m ppl_models.experiments.board_training SPEC.json``. Exit status 0, or
+    2 on a user error (its one-line reason printed and written beside the spec); a bug keeps its traceback."""
+    path = Path((sys.argv[1:] if argv is None else argv)[0])
+    spec = json.loads(path.read_text())
+    reason = attempt(spec["model"], partial(bring_up_to_date, spec))
+    if reason is None:
+        return 0
+    write_json(_failure_file(path), {"reason": reason})
+    return 2
 
 
 if __name__ == "__main__":

@@ -5,6 +5,10 @@ Each forecaster (:mod:`ppl_models.classical`) is fitted on the training split, w
 :func:`ppl_models.inference.evaluate` as the collection's models: the same scored test steps (each given its
 series' history), the same figures, in the data's units. Its files go to ``OUT/classical/<name>``
 (``metrics.json``, ``pit.pt``, ``classical.json``: what was chosen), where the board's figures read them.
+
+Such a folder is no run folder (it has no ``config.json`` or checkpoint): :func:`classical_row` reads the board's data
+again (as the board's runs read it) and :func:`fitted_classical` fits its forecaster again, which is how
+``ppl-models backtest`` takes it; the commands that need a run refuse it by :func:`refuse_classical_folder`.
 """
 
 from __future__ import annotations
@@ -18,7 +22,11 @@ from ppl_models.classical.sequence_model import ClassicalSequenceModel
 from ppl_models.inference import calibration, evaluation
 from ppl_models.inference.io import save_torch, write_json
 
-__all__ = ["CLASSICAL_SAMPLES", "applicable_classical", "run_classical", "classical_forecaster_row"]
+from .registry import DATASETS, build
+from .run_folder import read_config_json
+
+__all__ = ["CLASSICAL_SAMPLES", "applicable_classical", "run_classical", "classical_forecaster_row", "fitted_classical",
+           "classical_row", "is_classical_folder", "refuse_classical_folder"]  # fmt: skip
 
 #: one-step draws per step of a classical row's predictive (its coverage, CRPS and PIT)
 CLASSICAL_SAMPLES = 200
@@ -40,9 +48,8 @@ def run_classical(name: str, data, folder: Path, *, season: int | None = None, s
     """Fit classical forecaster ``name`` on ``data``'s training split and judge it on its test split; write its
     files into ``folder`` and return its metrics (``metrics.json``, with ``train_seconds``)."""
     started = time.perf_counter()
-    levels = data.levels  # the data as read (a transform of the collection's models undone): they model it whole
-    x, mask = levels.train
-    model = ClassicalSequenceModel(classical_model(name, season=season).fit(x.double(), mask))
+    levels = data.levels
+    model = fitted_classical(name, data, season=season)
     test_x, test_mask = levels.test
     options = evaluation.EvaluationOptions(estimators=("exact",), predictive_samples=CLASSICAL_SAMPLES, seed=seed)
     result = evaluation.evaluate(model, test_x.double(), test_mask, options, standardizer=levels.standardizer,
@@ -67,3 +74,47 @@ def classical_forecaster_row(name: str, folder: Path) -> dict:
             "epochs_run": None, "epochs_cap": None, "num_parameters": metrics["num_parameters"],
             "run": str(folder)}  # fmt: skip
 
+
+def fitted_classical(name: str, data, *, season: int | None = None) -> ClassicalSequenceModel:
+    """Classical forecaster ``name`` fitted on the training split of ``data`` as read (``data.levels``: a transform
+    of the collection's models undone, the classical models take the data whole), as a sequence model."""
+    x, mask = data.levels.train
+    return ClassicalSequenceModel(classical_model(name, season=season).fit(x.double(), mask))
+
+
+def is_classical_folder(folder: str | Path) -> bool:
+    """Whether ``folder`` is a board's classical row (``OUT/classical/<name>``: ``classical.json``, no
+    ``config.json``)."""
+    folder = Path(folder)
+    return (folder / "classical.json").is_file() and not (folder / "config.json").is_file()
+
+
+def refuse_classical_folder(folder: str | Path, name: str, python: str) -> None:
+    """One ``ValueError`` where ``folder`` (the argument ``name``) is a board's classical row; ``python`` says how
+    Python does what was asked."""
+    if is_classical_folder(folder):
+        raise ValueError(f"{name} {folder} is a leaderboard's classical row (classical.json), not a run folder: "
+                         f"{python}")  # fmt: skip
+
+
+def classical_row(folder: str | Path) -> tuple[str, object]:
+    """``(name, data)`` of the board's classical row in ``folder``: its forecaster's name (``classical.json``) and the
+    board's :class:`~ppl_models.experiments.data.ExperimentData`, read with the data settings of the board's runs."""
+    folder = Path(folder)
+    name = read_config_json(folder / "classical.json").get("name")
+    if name not in CLASSICAL:
+        raise ValueError(f"{folder / 'classical.json'}: name must be one of {list(CLASSICAL)}, got {name!r}")
+    return name, build(_board_data(folder), DATASETS, "data")
+
+
+def _board_data(folder: Path) -> dict:
+    """The ``[data]`` section that the runs of the board holding classical row ``folder`` share."""
+    board = folder.resolve().parent.parent
+    configs = [path for pattern in ("runs/*/config.json", "tuning/*/trials/*/config.json")
+               for path in board.glob(pattern)]  # fmt: skip
+    sections = {json.dumps(read_config_json(path).get("data"), sort_keys=True) for path in configs}
+    if len(sections) != 1:
+        why = "holds no run of a model" if not sections else "holds runs read with different data settings"
+        raise ValueError(f"classical row {folder}: its leaderboard folder {board} {why} (runs/*/config.json), so "
+                         "the board's data cannot be read again")  # fmt: skip
+    return json.loads(sections.pop())

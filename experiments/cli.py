@@ -34,8 +34,6 @@ from ppl_models.classical import CLASSICAL
 from ppl_models.inference.data.datasets import MISSING, TIME_ORDERS
 from ppl_models.inference.evaluation import EVALUATION_PARTICLES
 from ppl_models.inference.recalibration import RECALIBRATION_METHODS
-from ppl_models.inference.training import TrainingDiverged
-from ppl_models.inference.validation import InputTypeError
 
 from . import (
     board_training,
@@ -53,6 +51,7 @@ from . import (
     supervised,
 )
 from .build import resolve_device
+from .classical_rows import refuse_classical_folder
 from .config import apply_overrides
 from .data import DataWarning
 from .recorded_commands import stale_commands
@@ -65,10 +64,8 @@ DATA_HELP = ("your own file: .csv / .parquet in long format (one row per series 
              "--split series|time (--set data.fractions=[...]) or --split-column COL; --window N cuts training "
              "windows; every other [data] key by --set data.KEY=VALUE")
 
-#: what a user's input or environment causes (bad settings, files, folders, a diverging run; a TypeError
-#: only from the input checks of ppl_models.inference.validation): one line,
-#: exit status 2; anything else is a bug and keeps its traceback (``--debug`` keeps it for these too)
-USER_ERRORS = (ValueError, InputTypeError, OSError, TrainingDiverged)
+#: what a user's input or environment causes: one line, exit status 2 (:data:`.processes.USER_ERRORS`)
+USER_ERRORS = processes.USER_ERRORS
 
 
 def _list(args) -> int:
@@ -195,13 +192,30 @@ def _compare(args) -> int:
 
 
 def _forecast(args) -> int:
+    for label, folder in _labelled_runs(args.runs).items():
+        refuse_classical_folder(folder, f"run {label!r}:", "ppl-models backtest takes it; from Python, "
+                                "ppl_models.experiments.classical_rows.classical_row(folder) gives (name, data) and "
+                                "fitted_classical(name, data) its forecaster, whose forecast(x, mask, horizon, "
+                                "num_samples) draws the paths")  # fmt: skip
     device = str(resolve_device(args.device or "cpu"))
     if args.beyond is not None:
         if len(args.runs) != 1:
             raise ValueError(f"--beyond forecasts one run past the end of its data, got {len(args.runs)} runs")
-        path = forecasting.forecast_beyond(next(iter(_labelled_runs(args.runs).values())), args.out,
-                                           horizon=args.beyond, num_samples=args.samples,
-                                           num_particles=args.particles, device=device, data_path=args.data)
+        unused = [flag for flag, given in (("--horizon", args.horizon is not None),
+                                           ("--observed", args.observed is not None),
+                                           ("--em-iterations", args.em_iterations != 0),
+                                           ("--em-sites", args.em_sites is not None),
+                                           ("--recalibrate", args.recalibrate is not None),
+                                           ("--recalibrate-per-step", args.recalibrate_per_step)) if given]
+        if unused:
+            raise ValueError(f"{unused[0]} goes with forecasts of the test split, not with --beyond H (which forecasts "
+                             "H steps after each series' last one, given all of it)")  # fmt: skip
+        try:
+            path = forecasting.forecast_beyond(next(iter(_labelled_runs(args.runs).values())), args.out,
+                                               horizon=args.beyond, num_samples=args.samples,
+                                               num_particles=args.particles, device=device, data_path=args.data)
+        except forecasting.HorizonTooLong as error:
+            raise error.named("--beyond") from None
         print(f"wrote {path}")
         return 0
     forecasting.compare_forecasts(_labelled_runs(args.runs), args.out, observed=args.observed, horizon=args.horizon,
@@ -266,15 +280,17 @@ def _device(text: str) -> str:
     return text
 
 
-def _count(minimum: int):
-    """An ``int >= minimum`` argument type."""
+def _count(minimum: int, maximum: int | None = None):
+    """An ``int >= minimum`` (and ``<= maximum`` where given) argument type."""
+    expected = f"an integer >= {minimum}" if maximum is None else f"an integer from {minimum} to {maximum}"
+
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"must be an integer >= {minimum}, got {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be an integer >= {minimum}, got {value}")
+            raise argparse.ArgumentTypeError(f"must be {expected}, got {text!r}") from None
+        if value < minimum or (maximum is not None and value > maximum):
+            raise argparse.ArgumentTypeError(f"must be {expected}, got {value}")
         return value
     return parse
 
@@ -321,6 +337,9 @@ def _data_overrides(args) -> list[str]:
              if getattr(args, f"data_{key}") is not None]  # fmt: skip
     if given and args.data is None:
         raise ValueError(f"{given[0][0]} describes your file: give the file with --data PATH")
+    if args.data_split_by is not None and args.data_split is not None:
+        raise ValueError(f"--split {args.data_split_by} and --split-column {args.data_split} both say how to split: "
+                         "give one of them (a split column decides where each row goes)")  # fmt: skip
     settings = {item.split("=", 1)[0].rpartition(":")[2].strip(): item for item in args.set}  # MODEL:key=value too
     for flag, key, _ in given:
         if f"data.{key}" in settings:
@@ -397,9 +416,11 @@ def build_parser() -> argparse.ArgumentParser:
     board.add_argument("--jobs", type=_count(1), help="models trained at once, each in its own process (default: "
                                                      "one per core, at most 2)")
     _add_data_flags(board)
-    board.add_argument("--budget", type=_count(1), default=board_training.DEFAULT_BUDGET, metavar="N",
-                       help="trials per model searching its settings on the validation split, the same for every "
-                            f"model (trial 0: its recipe; default {board_training.DEFAULT_BUDGET})")  # fmt: skip
+    board.add_argument("--budget", type=_count(1, board_training.MAX_BUDGET), default=board_training.DEFAULT_BUDGET,
+                       metavar="N", help="trials per model searching its settings on the validation split, the same "
+                                         "for every model (trial 0: its recipe; default "
+                                         f"{board_training.DEFAULT_BUDGET}, at most "
+                                         f"{board_training.MAX_BUDGET})")  # fmt: skip
     board.add_argument("--classical", metavar="A,B|none",
                        help="the classical rows (default: those of " + ",".join(CLASSICAL) + " that suit the data; "
                             "none: no classical row)")  # fmt: skip
@@ -435,17 +456,21 @@ def build_parser() -> argparse.ArgumentParser:
                                                      "(a run trained on a file keeps its columns and standardisation)")
     ahead.add_argument("--beyond", type=_count(1), metavar="H",
                        help="forecast H steps past the end of each test series of one run (for your file split by "
-                            "time: past the end of the file) and write OUT/beyond.csv (mean and quantiles per series, "
-                            "step ahead and feature, in the data's units)")  # fmt: skip
+                            "time: past the end of the file; with --data, past the end of that file, read whole as "
+                            "each series' history) and write OUT/beyond.csv (mean and quantiles per series, step "
+                            "ahead and feature, in the data's units; for 0/1 data the probability of a 1)")  # fmt: skip
     ahead.add_argument("--device", type=_device, help="cpu, cuda, cuda:N")
     ahead.set_defaults(func=_forecast)
 
-    rolling = commands.add_parser("backtest", help="forecasts of a run's model from many origins of each test "
-                                                   "series, judged per step ahead (CRPS, coverage, MSE, MASE)")
-    rolling.add_argument("run_dir", help="a finished run folder")
-    rolling.add_argument("--horizon", type=_count(1), required=True, metavar="H", help="steps ahead of each forecast")
+    rolling = commands.add_parser("backtest", help="forecasts of a run's model or a board's classical row from many "
+                                                   "origins of each test series, judged per step ahead (CRPS, "
+                                                   "coverage, MSE, MASE; Brier score and ECE on 0/1 data)")
+    rolling.add_argument("run_dir", help="a finished run folder, or a leaderboard's classical row (OUT/classical/NAME)")
+    rolling.add_argument("--horizon", type=_count(1), required=True, metavar="H",
+                         help="steps ahead of each forecast (at most the longest held-out segment of a test series)")
     rolling.add_argument("--origins", type=_count(1), required=True, metavar="N",
-                         help="forecast origins per test series, evenly spaced over its held-out steps")
+                         help="forecast origins per test series, evenly spaced over its held-out steps (at most one "
+                              "per held-out step: fewer are used, and said, where a series has fewer)")
     rolling.add_argument("--samples", type=_count(2), default=200, help="draws per forecast (at least 2)")
     rolling.add_argument("--particles", type=_count(1), default=forecasting.FORECAST_PARTICLES,
                          help=f"filter size for particle models (default {forecasting.FORECAST_PARTICLES})")
@@ -491,7 +516,7 @@ def main(argv: list[str] | None = None) -> int:
     except USER_ERRORS as error:
         if args.debug:
             raise
-        message = _one_line(error)
+        message = processes.one_line(error)
         message = _as_flags(message) if flags and _from_data(error) else message
     except RuntimeError as error:  # running out of memory is the settings' doing, not a bug
         if args.debug or not _out_of_memory(error):
@@ -512,13 +537,6 @@ _CONTINUE = {"train": " (a training run continues with --resume)",
              "leaderboard": " (run the same command again: finished runs are kept, an interrupted one resumes)",
              "suite": " (run the same command again: finished members are kept, an interrupted one resumes)",
              "reproduce": " (run the same command again: finished runs are kept, an interrupted one resumes)"}
-
-
-def _one_line(error: BaseException) -> str:
-    """A user error as one line; an ``OSError`` names its file (``path: No space left on device (errno 28)``)."""
-    if isinstance(error, OSError) and error.filename is not None and error.strerror:
-        return f"{error.filename}: {error.strerror} (errno {error.errno})"
-    return " ".join(str(error).split()) or type(error).__name__
 
 
 #: the data modules, whose messages name the reader's keywords

@@ -14,12 +14,16 @@ kept, an interrupted one resumes; see :func:`run_leaderboard`), and the board is
   data's units.
 
 Of the default models, those that cannot represent the data are listed under the board with the
-reason (``not run: MODEL: reason``; ``not_run`` in ``leaderboard.json``).
+reason (``not run: MODEL: reason``; ``not_run`` in ``leaderboard.json``). A model or classical forecaster that fails
+(its run diverges, its settings or a file are wrong, its child process dies) keeps its row, with its one-line reason
+(``failed``, and a flag) and no figures; the other rows are trained, ranked and drawn. A board none of whose rows
+could be scored is a ``ValueError``.
 """
 
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 
 from ppl_models.classical import CLASSICAL
@@ -27,11 +31,12 @@ from ppl_models.inference.io import folder_lock, read_jsonl, remove_stale_tempor
 
 from . import board_figures, own_data
 from .board_flags import board_warnings, flag_rows
-from .board_training import DEFAULT_BUDGET, train_models, tuned_rows
+from .board_training import DEFAULT_BUDGET, attempt, train_models, tuned_rows
 from .classical_rows import applicable_classical, classical_forecaster_row, run_classical
 from .recipes import RECIPES, DataNotRepresentable
 from .registry import DATASETS, build
 from .run_folder import FINISHED, check_writable, is_finished
+from .tables import figure
 
 __all__ = ["DEFAULT_MODELS", "BOARD_FILES", "run_leaderboard", "leaderboard_rows"]
 
@@ -40,6 +45,9 @@ DEFAULT_MODELS = tuple(RECIPES)
 
 #: what a board writes into ``out`` besides its ``runs/`` folder
 BOARD_FILES = ("leaderboard.json", "leaderboard.md", "calibration.png", "fan_chart.png", "classical", "tuning", "logs")
+#: a row's figures of calibration (``None`` where the data's kind has none: CRPS to PIT KS for real values, Brier and
+#: ECE for binary data)
+CALIBRATION_KEYS = ("crps", "coverage_0.5", "coverage_0.8", "coverage_0.95", "pit_ks", "brier", "ece")
 
 
 def run_leaderboard(path: str | Path, out: str | Path, models: list[str] | None = None, overrides: list[str] = (),
@@ -59,7 +67,9 @@ def run_leaderboard(path: str | Path, out: str | Path, models: list[str] | None 
     (:mod:`~ppl_models.experiments.board_training`). The classical forecasters named in ``classical`` (default:
     those of :data:`~ppl_models.classical.CLASSICAL` that suit the data; ``[]``: none;
     :mod:`~ppl_models.experiments.classical_rows`) are rows of the same board, judged on the same scored steps;
-    each row carries its flags (:mod:`~ppl_models.experiments.board_flags`). Returns the rows of
+    each row carries its flags (:mod:`~ppl_models.experiments.board_flags`). A model or forecaster that fails on a
+    user error (or whose child process fails) is a row with its reason (``failed``) and no figures, and a rerun
+    tries it again; a board with no row scored is one ``ValueError`` giving each reason. Returns the rows of
     ``leaderboard.json``.
     """
     configs, not_run = _configs(path, models, overrides, device)
@@ -67,26 +77,34 @@ def run_leaderboard(path: str | Path, out: str | Path, models: list[str] | None 
     out = check_writable(out, "out")
     with folder_lock(out, "out"):
         remove_stale_temporaries(out)
-        folders = train_models(configs, out, retrain=retrain, budget=budget, jobs=jobs,
-                               fixed=_user_settings(configs, overrides))  # fmt: skip
+        folders, failed = train_models(configs, out, retrain=retrain, budget=budget, jobs=jobs,
+                                       fixed=_user_settings(configs, overrides))  # fmt: skip
         data = build(next(iter(configs.values()))["data"], DATASETS, "data")  # the read of the models' own splits
-        classical_folders = _classical(data, out, not_run, classical)
-        rows = tuned_rows(leaderboard_rows(folders), out) + [classical_forecaster_row(name, folder)
-                                                             for name, folder in classical_folders.items()]  # fmt: skip
-        rows = flag_rows(rows)
+        classical_folders, classical_failed = _classical(data, out, not_run, classical)
+        if not folders and not classical_folders:
+            raise ValueError("no row of the board could be scored: " + "; ".join(
+                f"{name}: {reason}" for name, reason in {**failed, **classical_failed}.items()))
+        rows = flag_rows(tuned_rows(leaderboard_rows(folders), out, budget)
+                         + [classical_forecaster_row(name, folder) for name, folder in classical_folders.items()]
+                         + [_failed_row(model, "collection", reason) for model, reason in failed.items()]
+                         + [_failed_row(name, "classical", reason) for name, reason in classical_failed.items()])
         warnings = board_warnings(data)
         write_json(out / "leaderboard.json", {"data": str(path), "overrides": list(overrides), "rows": rows,
                                               "not_run": not_run, "warnings": warnings})  # fmt: skip
         write_text(out / "leaderboard.md", _markdown(rows, path, not_run, warnings))
         board_figures.calibration_figure({**folders, **classical_folders}, out / "calibration.png")
-        board_figures.fan_chart(folders, out / "fan_chart.png", device or "cpu")
+        if folders:
+            board_figures.fan_chart(folders, out / "fan_chart.png", device or "cpu")
+        else:  # every model of the collection failed: an earlier board's chart would show what this one has not
+            (out / "fan_chart.png").unlink(missing_ok=True)
     return rows
 
 
-def _classical(data, out: Path, not_run: dict[str, str], named: list[str] | None) -> dict[str, Path]:
+def _classical(data, out: Path, not_run: dict[str, str],
+               named: list[str] | None) -> tuple[dict[str, Path], dict[str, str]]:  # fmt: skip
     """Fit and judge the classical forecasters ``named`` (``None``: those that suit ``data``) into
-    ``out/classical/<name>``; ``{name: folder}``. Those that do not suit the data join ``not_run`` with the reason
-    (one that was named is refused instead)."""
+    ``out/classical/<name>``; ``({name: folder}, {name: why it failed, one line})``. Those that do not suit the data
+    join ``not_run`` with the reason (one that was named is refused instead)."""
     names, refused = applicable_classical(data)
     if named is not None:
         unknown = sorted(set(named) - set(CLASSICAL))
@@ -96,13 +114,16 @@ def _classical(data, out: Path, not_run: dict[str, str], named: list[str] | None
                                                        f"cannot take the data: {refused[bad]}"))  # fmt: skip
         names, refused = [name for name in names if name in named], {}
     not_run.update({name: f"{name}: {why}" for name, why in refused.items()})
-    folders = {}
+    folders, failed = {}, {}
     for name in names:
         folder = out / "classical" / name
         print(f"{name}: fitting (classical)")
-        run_classical(name, data, folder)
-        folders[name] = folder
-    return folders
+        reason = attempt(name, partial(run_classical, name, data, folder))
+        if reason is None:
+            folders[name] = folder
+        else:
+            failed[name] = reason
+    return folders, failed
 
 
 def _configs(path, models: list[str] | None, overrides, device) -> tuple[dict[str, dict], dict[str, str]]:
@@ -182,8 +203,7 @@ def leaderboard_rows(folders: dict[str, Path]) -> list[dict]:
         config = json.loads((folder / "config.json").read_text())
         rows.append({
             "model": model, "kind": "collection", "estimator": estimator, "nats_per_step": loglik,
-            **{key: calibration.get(key) for key in ("crps", "coverage_0.5", "coverage_0.8", "coverage_0.95", "pit_ks",
-                                                     "brier", "ece")},
+            **{key: calibration.get(key) for key in CALIBRATION_KEYS},
             "mse": metrics.get("mse"), "train_seconds": _wall_time(folder, log),
             "best_epoch": best, "epochs_run": log[-1]["epoch"] if log else 0,
             "epochs_cap": config["train"]["epochs"], "patience": config["train"].get("patience"),
@@ -191,6 +211,14 @@ def leaderboard_rows(folders: dict[str, Path]) -> list[dict]:
             "run": str(folder),
         })  # fmt: skip
     return sorted(rows, key=lambda row: -row["nats_per_step"])
+
+
+def _failed_row(name: str, kind: str, reason: str) -> dict:
+    """The row of a model (``kind`` ``collection``) or forecaster (``classical``) that failed: its one-line reason
+    (``failed``) and no figures."""
+    return {"model": name, "kind": kind, "failed": reason, "estimator": None, "nats_per_step": None,
+            **dict.fromkeys(CALIBRATION_KEYS), "mse": None, "train_seconds": None, "best_epoch": None,
+            "epochs_run": None, "num_parameters": None, "trials": None}  # fmt: skip
 
 
 def _wall_time(folder: Path, log: list[dict]) -> float:
@@ -209,7 +237,7 @@ def _held_out(loglik: dict) -> tuple[str, float]:
 
 
 def _markdown(rows: list[dict], path, not_run: dict[str, str], warnings: list[str]) -> str:
-    binary = all(row["crps"] is None for row in rows)
+    binary = all(row["crps"] is None for row in rows if not row.get("failed"))
     spread = ("Brier", "ECE") if binary else ("CRPS", "cov. 50%", "cov. 80%", "cov. 95%", "PIT KS")
     keys = ("brier", "ece") if binary else ("crps", "coverage_0.5", "coverage_0.8", "coverage_0.95", "pit_ks")
     head = ("model", "kind", "held-out nats / step", "estimator", *spread, "one-step MSE", "train + eval s",
@@ -220,21 +248,27 @@ def _markdown(rows: list[dict], path, not_run: dict[str, str], warnings: list[st
              "collection at its recipe, each classical forecaster (statsmodels) fitted on the training split and on "
              "each series' history. Higher nats per step is better (a bound where the model has no exact "
              "likelihood). Coverage is the share of test values inside the central interval of that level (ideal: "
-             "the level); PIT KS is 0 for a calibrated predictive. Flags: a row far below the last value, with "
+             "the level); PIT KS is 0 for a calibrated predictive. Flags: a row that failed (its reason), a row far "
+             "below the last value, with "
              "validation coverage at 80 % below 0.5 or above 0.98, with non-finite figures, or still improving "
              "when it stopped.", ""]  # fmt: skip
     lines += [f"**Warning:** {warning}" for warning in warnings] + ([""] if warnings else [])
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in rows:
         epochs = "-" if row["best_epoch"] is None else f"{row['best_epoch']} / {row['epochs_run']}"
-        cells = (row["model"], row["kind"], _number(row["nats_per_step"]), row["estimator"],
-                 *(_number(row[k]) for k in keys), _number(row["mse"]), f"{row['train_seconds']:.0f}", epochs,
-                 f"{row['num_parameters']:,}", "; ".join(row["flags"]) or "-")  # fmt: skip
+        seconds, size = row["train_seconds"], row["num_parameters"]  # None in a failed row
+        cells = (row["model"], row["kind"], _number(row["nats_per_step"]), row["estimator"] or "-",
+                 *(_number(row[k]) for k in keys), _number(row["mse"]), "-" if seconds is None else f"{seconds:.0f}",
+                 epochs, "-" if size is None else f"{size:,}", "; ".join(row["flags"]) or "-")  # fmt: skip
         lines.append("| " + " | ".join(cells) + " |")
+    failed = [row["model"] for row in rows if row.get("failed")]
+    if failed:
+        lines += ["", f"Failed: {', '.join(failed)} (the reason in the flags); run the same command again to try again "
+                      "(finished runs are kept)."]  # fmt: skip
     if not_run:
         lines += ["", "Not run:", "", *(f"- not run: {reason}" for reason in not_run.values())]
     return "\n".join(lines) + "\n"
 
 
 def _number(value) -> str:
-    return "-" if value is None else f"{value:.4f}"
+    return "-" if value is None else figure(value)

@@ -66,6 +66,7 @@ def model_config(model: str, path: str | Path, overrides: list[str] = (), *, see
             raise DataNotRepresentable(binary_refusal(model))
         return config
     table = apply_overrides({"data": file_table(path)}, overrides)["data"]  # the user's data.* settings merged in
+    _refuse_targets(model, table)
     data = registry.build(table, registry.DATASETS, "data")  # the file's errors come first, before any model setting
     config = {**recipe(model, binary=data.binary, seed=seed, data=data), "data": file_table(path)}
     config = check_config(apply_overrides(config, overrides))  # its [data] is table again
@@ -88,7 +89,19 @@ def load_experiment(experiment: str | Path, overrides: list[str] = (), *, data: 
     table = apply_overrides(table, list(own))
     if data is not None:
         table["data"] = file_table(data)
-    return checked(apply_overrides(table, list(overrides)))
+    table = apply_overrides(table, list(overrides))
+    if table.get("kind") != "supervised" and table.get("data", {}).get("name") == "file":
+        _refuse_targets(str(experiment), table["data"])
+    return checked(table)
+
+
+def _refuse_targets(name: str, table: dict) -> None:
+    """A density model reads no target column: ``data.targets`` (``--targets``) given to it is refused, since the
+    columns named would be left out of what it models."""
+    if table.get("targets"):
+        raise ValueError(f"--targets (data.targets) {table['targets']}: {name} models the features of the file and "
+                         f"reads no target column; choose its columns with --features (only "
+                         f"{', '.join(SUPERVISED_MODELS)} predict target columns)")  # fmt: skip
 
 
 def _predicts_binary(config: dict) -> bool:

@@ -2,26 +2,44 @@
 
 :func:`run_processes` runs child commands ``jobs`` at a time, the costliest first, each with
 ``cores // jobs`` threads (two torch processes with default threads stall each other on two
-cores), each one's output kept in a log file of its own.
+cores), each one's output kept in a log file of its own. On Linux a child dies with the process
+that started it (``kill -9`` of a board ends its models' training too). A child, like the command
+line, reports a user error (:data:`USER_ERRORS`) in one line (:func:`one_line`).
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 import re
+import signal
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from ppl_models.inference.validation import check_positive_int
+from ppl_models.inference.training import TrainingDiverged
+from ppl_models.inference.validation import InputTypeError, check_positive_int
 
-__all__ = ["run_processes", "default_jobs", "cli_command", "LOG_TAIL"]
+__all__ = ["run_processes", "default_jobs", "cli_command", "LOG_TAIL", "USER_ERRORS", "one_line"]
+
+#: what a user's input or environment causes (bad settings, files, folders, a diverging run; a TypeError
+#: only from the input checks of ppl_models.inference.validation): one line,
+#: exit status 2; anything else is a bug and keeps its traceback (the command line's ``--debug`` keeps it for these too)
+USER_ERRORS = (ValueError, InputTypeError, OSError, TrainingDiverged)
 
 #: the lines of a failed child's log that :func:`run_processes` shows
 LOG_TAIL = 20
+_PR_SET_PDEATHSIG = 1  # prctl's option: the signal a process gets when its parent dies (<linux/prctl.h>)
 _CLI = "import sys; from ppl_models.experiments.cli import main; sys.exit(main(sys.argv[1:]))"
+
+
+def one_line(error: BaseException) -> str:
+    """A user error as one line; an ``OSError`` names its file (``path: No space left on device (errno 28)``)."""
+    if isinstance(error, OSError) and error.filename is not None and error.strerror:
+        return f"{error.filename}: {error.strerror} (errno {error.errno})"
+    return " ".join(str(error).split()) or type(error).__name__
 
 
 def default_jobs() -> int:
@@ -44,7 +62,8 @@ def run_processes(commands: Sequence[tuple[str, Sequence[str]]], logs: str | Pat
     without it, the order of ``commands``. Each child writes its stdout and stderr to ``logs/<label>.log`` and
     runs with ``max(1, cores // min(jobs, len(commands)))`` threads (``OMP_NUM_THREADS``, ``MKL_NUM_THREADS``;
     torch reads them). ``echo``: print a child's log whole when it ends. Each child that fails is reported on
-    stderr by its label, its exit status and the last :data:`LOG_TAIL` lines of its log.
+    stderr by its label and its exit status, and, its log not echoed, the last :data:`LOG_TAIL` lines of it. Where
+    the OS can (Linux), a child is killed when this process dies, however it dies.
     """
     jobs = check_positive_int(jobs, name="jobs")
     files = _log_files([label for label, _ in commands], Path(logs))
@@ -54,13 +73,14 @@ def run_processes(commands: Sequence[tuple[str, Sequence[str]]], logs: str | Pat
     Path(logs).mkdir(parents=True, exist_ok=True)
     print(f"running {len(commands)} processes, {jobs} at a time ({threads} thread(s) each); logs in {logs}",
           flush=True)  # fmt: skip
+    armed = _dies_with_parent()
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         ended = dict(zip([label for label, _ in order],
-                         pool.map(lambda item: _run(item[1], files[item[0]], env, echo), order)))  # fmt: skip
+                         pool.map(lambda item: _run(item[1], files[item[0]], env, echo, armed), order)))  # fmt: skip
     codes = {label: ended[label] for label, _ in commands}
     for label, code in codes.items():
         if code != 0:
-            print(_failure(label, code, files[label]), file=sys.stderr, flush=True)
+            print(_failure(label, code, files[label], 0 if echo else LOG_TAIL), file=sys.stderr, flush=True)
     return codes
 
 
@@ -73,17 +93,42 @@ def _log_files(labels: list[str], folder: Path) -> dict[str, Path]:
     return files
 
 
-def _run(argv: Sequence[str], log: Path, env: dict, echo: bool) -> int:
-    """One child, its output into ``log``; its exit status."""
+def _run(argv: Sequence[str], log: Path, env: dict, echo: bool, armed: Callable[[], None] | None) -> int:
+    """One child, its output into ``log``, ``armed`` run in it before its command (:func:`_dies_with_parent`); its
+    exit status."""
     with open(log, "w") as handle:
-        code = subprocess.run(list(argv), stdout=handle, stderr=subprocess.STDOUT, env=env).returncode
+        code = subprocess.run(list(argv), stdout=handle, stderr=subprocess.STDOUT, env=env,
+                              preexec_fn=armed).returncode  # fmt: skip
     if echo:
         print(log.read_text(errors="replace"), end="", flush=True)
     return code
 
 
-def _failure(label: str, code: int, log: Path) -> str:
-    """The report of a failed child: its label, exit status and the last lines of its log."""
-    tail = log.read_text(errors="replace").splitlines()[-LOG_TAIL:]
-    return "\n".join([f"{label}: failed with exit status {code} (log {log}); its last lines:",
-                      *(f"    {line}" for line in tail or ["(empty)"])])  # fmt: skip
+def _dies_with_parent() -> Callable[[], None] | None:
+    """What a child runs before its command so that the OS kills it when this process dies (Linux's
+    ``prctl(PR_SET_PDEATHSIG, SIGKILL)``), or ``None`` where the OS has no such call (the child then outlives a
+    killed parent). The signal follows the thread that started the child: :func:`run_processes`' threads outlive
+    their children."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):  # no C library to load, or one without prctl
+        return None
+    parent = os.getpid()
+
+    def arm() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before the signal was armed
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return arm
+
+
+def _failure(label: str, code: int, log: Path, lines: int) -> str:
+    """The report of a failed child: its label, exit status and the last ``lines`` lines of its log."""
+    head = f"{label}: failed with exit status {code} (log {log})"
+    if not lines:
+        return head
+    tail = log.read_text(errors="replace").splitlines()[-lines:]
+    return "\n".join([f"{head}; its last lines:", *(f"    {line}" for line in tail or ["(empty)"])])

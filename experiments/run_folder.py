@@ -277,8 +277,9 @@ def run_differences(run_dir: str | Path, config: dict, experiment: dict | None) 
 
     ``experiment`` is the one saved in the run's checkpoint. Each setting of ``config.json`` (or of
     the checkpoint's experiment, without ``config.json``) that differs gives ``'key: old -> new'``
-    (:data:`RUNTIME_KEYS` aside); a user's file whose content is not the one the run was trained on
-    (:func:`data_fingerprint`) gives a line naming it. Empty where the run is ``config``'s.
+    (:data:`RUNTIME_KEYS` aside); a user's file is matched by its content, not by how its path is spelled: one whose
+    content is not the one the run was trained on (:func:`data_fingerprint`) gives a line naming it. Empty where
+    the run is ``config``'s.
     """
     run_dir, given = Path(run_dir), _with_defaults(config)
     if (run_dir / "config.json").is_file():
@@ -286,7 +287,8 @@ def run_differences(run_dir: str | Path, config: dict, experiment: dict | None) 
     else:
         recorded = {k: v for k, v in (experiment or {}).items() if not k.startswith("data_")}
         changes = config_differences(_with_defaults(recorded), _fixed_part(given))
-    found = [f"{key}: {a!r} -> {b!r}" for key, (a, b) in sorted(changes.items()) if key not in RUNTIME_KEYS]
+    ignored = RUNTIME_KEYS + (("data.path",) if given.get("data", {}).get("name") == "file" else ())
+    found = [f"{key}: {a!r} -> {b!r}" for key, (a, b) in sorted(changes.items()) if key not in ignored]
     data = None if any(line.startswith("data.") for line in found) else _data_change(
         experiment, {"data_fingerprint": data_fingerprint(config)}, given, run_dir / "checkpoints" / "last.pt")
     return found + ([data] if data else [])

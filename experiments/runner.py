@@ -18,6 +18,7 @@ from ppl_models.inference.io import recover_staged, staged_folder, write_json
 from ppl_models.inference.training import TrainConfig, Trainer
 
 from .build import build_experiment, check_trainable, resolve_device
+from .classical_rows import refuse_classical_folder
 from .config import check_config, evaluate_section, evaluation_options
 from .memory import check_memory, evaluation_memory
 from .outputs import mse_monitor, write_outputs
@@ -68,8 +69,12 @@ def evaluate(run_dir: str | Path, overrides: dict | None = None, device: str | N
     ``config.json`` holding the settings used. They are written to a hidden folder beside ``out``
     and renamed into place whole (:func:`ppl_models.inference.io.staged_folder`), so a failed or interrupted
     evaluation leaves ``out`` as it was; a folder that already holds an evaluation is refused
-    unless ``force`` (then replaced whole), and so is a run folder or one holding other files.
+    unless ``force`` (then replaced whole), and so is a run folder or one holding other files. A board's classical
+    row is refused by name (its figures are in its ``metrics.json``).
     """
+    refuse_classical_folder(run_dir, "run_dir", "its test figures are in its metrics.json, and "
+                            "ppl_models.experiments.classical_rows.run_classical(name, data, folder) judges it again "
+                            "(ppl-models backtest takes the folder)")  # fmt: skip
     run_dir = check_run_folder(run_dir)
     config = read_config_json(run_dir / "config.json")
     if config.get("kind") == "supervised":

@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-__all__ = ["format_table"]
+__all__ = ["format_table", "figure"]
 
 #: the title of the gaps to a known truth
 GAP_TITLE = "Gap to the truth: estimate minus exact (true parameters), nats per step, with its standard error"
@@ -24,11 +24,19 @@ def format_table(metrics: dict, *, markdown: bool = False) -> str:
     return render(head, rows, skipped, gaps, _calibration_rows(metrics), source)
 
 
+def figure(value: float, decimals: int = 4) -> str:
+    """``value`` with ``decimals`` decimals, or in scientific notation where those would show fewer than three
+    significant digits of a non-zero value (data on a tiny scale: ``1.234e-13``, not ``0.0000``)."""
+    if value != 0 and abs(value) < 10.0 ** (2 - decimals):
+        return f"{value:.{decimals - 1}e}"
+    return f"{value:.{decimals}f}"
+
+
 def _calibration_rows(metrics: dict) -> list[tuple[str, str]]:
     """``(name, value)`` of the one-step MSE, the calibration metrics and those against the truth."""
-    rows = [("one-step mse", f"{metrics['mse']:.5f}")] if "mse" in metrics else []
-    rows += [(k, f"{v:.4f}") for k, v in metrics.get("calibration", {}).items()]
-    return rows + [(f"truth: {k}", f"{v:.4f}") for k, v in metrics.get("truth_metrics", {}).items()]
+    rows = [("one-step mse", figure(metrics["mse"], 5))] if "mse" in metrics else []
+    rows += [(k, figure(v)) for k, v in metrics.get("calibration", {}).items()]
+    return rows + [(f"truth: {k}", figure(v)) for k, v in metrics.get("truth_metrics", {}).items()]
 
 
 def _markdown(head: str, rows: list, skipped: list, gaps: list, cal: list, source: str) -> str:

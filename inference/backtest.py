@@ -5,10 +5,12 @@ At an origin ``o`` of a row, the forecaster sees the row's steps ``< o`` (a pref
 later values are zeroed) and draws the ``H`` steps ``o .. o + H - 1``; its targets are those steps up to the first
 that is not scored (a horizon running past the row's end, or its scored steps, is cut there). Each row gets up to
 ``origins`` origins, evenly spaced over its scored steps that follow at least one step of history, from the first
-to the last (a row with fewer such steps gets one origin per step). All rows' ``i``-th origins go to the forecaster
-in one call.
+to the last (a row with fewer such steps gets one origin per step: ``origins_possible``). All rows' ``i``-th
+origins go to the forecaster in one call. No forecast has a target more than :func:`longest_reach` steps ahead (the
+longest run of scored steps after step 0); a horizon beyond it, or past every origin's run, gets no figure.
 
-The figures, per step ahead ``h = 1 .. H``, are pooled over rows, origins and features, in the data's units:
+The figures of real-valued data, per step ahead ``h = 1 .. H``, are pooled over rows, origins and features, in the
+data's units:
 
 * ``crps``: the continuous ranked probability score of the draws
   (:func:`ppl_models.inference.calibration.crps`);
@@ -19,6 +21,12 @@ The figures, per step ahead ``h = 1 .. H``, are pooled over rows, origins and fe
   ``season``-lag difference ``|x_t - x_{t - season}|`` of its history before the origin, per feature. A history
   of at most ``season`` steps has no such difference and a constant one has a scale of 0: those forecasts (per
   feature) are left out of MASE and counted (``mase_left_out``).
+
+Binary (0/1) data gets the figures of a probability instead, per step ahead, from
+:func:`ppl_models.inference.evaluation.binary_calibration` (the one-step evaluation's): each forecast's probability of
+a 1 is the share of its draws that are 1; ``brier`` (the Brier score), ``ece`` (the expected calibration error over
+10 bins), ``mean_probability`` and ``frequency_of_ones``. Interval coverage, CRPS (the Brier score again, for 0/1
+draws) and MASE say little of 0/1 values and are not computed.
 """
 
 from __future__ import annotations
@@ -31,9 +39,10 @@ import torch
 
 from .calibration import coverage, crps
 from .data import DataUnits
+from .evaluation.figures import binary_calibration
 from .validation import InputTypeError, check_memory, check_positive_int, check_sequences
 
-__all__ = ["LEVELS", "Backtest", "backtest", "origin_steps"]
+__all__ = ["LEVELS", "Backtest", "backtest", "origin_steps", "longest_reach"]
 
 #: the levels of the central intervals whose coverage a backtest reports
 LEVELS = (0.5, 0.8, 0.95)
@@ -47,21 +56,27 @@ class Backtest:
 
     Attributes:
         per_horizon: ``{name: [H values]}``, entry ``h - 1`` for ``h`` steps ahead: ``h``, ``targets`` (the
-            forecast steps judged there, each of ``D`` values), ``crps``, ``coverage_50``, ``coverage_80``,
-            ``coverage_95``, ``mse``, ``mase`` and ``mase_targets`` (the values, steps times features, that MASE
-            judged); ``None`` where nothing was judged.
-        origins_used: ``[N]`` origins per row (fewer than asked where a row has fewer scored steps).
+            forecast steps judged there, each of ``D`` values), then for real-valued data ``crps``, ``coverage_50``,
+            ``coverage_80``, ``coverage_95``, ``mse``, ``mase`` and ``mase_targets`` (the values, steps times
+            features, that MASE judged), for binary data ``brier``, ``ece``, ``mean_probability`` and
+            ``frequency_of_ones``; ``None`` where nothing was judged.
+        origins_used: ``[N]`` origins per row: ``min(origins, origins_possible)``.
+        origins_possible: ``[N]`` the scored steps of each row after step 0, each of which can be an origin.
         forecasts: forecasts made, the sum of ``origins_used``.
         mase_left_out: forecasts times features left out of MASE (a history without a ``season``-lag difference,
-            or constant at that lag).
-        horizon, season, num_samples: the settings.
+            or constant at that lag); ``None`` for binary data.
+        binary: whether the data was judged as binary (0/1).
+        horizon, origins, season, num_samples: the settings.
     """
 
     per_horizon: dict[str, list]
     origins_used: list[int]
+    origins_possible: list[int]
     forecasts: int
-    mase_left_out: int
+    mase_left_out: int | None
+    binary: bool
     horizon: int
+    origins: int
     season: int
     num_samples: int
 
@@ -73,7 +88,8 @@ class Backtest:
 @torch.no_grad()
 def backtest(forecaster, x: torch.Tensor, mask: torch.Tensor | None, scored: torch.Tensor | None = None, *,
              horizon: int, origins: int, num_samples: int = 200, standardizer=None, season: int = 1,
-             generator: torch.Generator | None = None, forecast_kwargs: Mapping | None = None) -> Backtest:  # fmt: skip
+             generator: torch.Generator | None = None, forecast_kwargs: Mapping | None = None,
+             binary: bool | None = None) -> Backtest:  # fmt: skip
     """Backtest ``forecaster`` on ``x [N, T, D]`` from up to ``origins`` origins per row, ``horizon`` steps ahead.
 
     Args:
@@ -91,11 +107,14 @@ def backtest(forecaster, x: torch.Tensor, mask: torch.Tensor | None, scored: tor
         season: the lag of MASE's in-sample differences (1: the naive forecast's errors).
         generator: the forecaster's source of randomness.
         forecast_kwargs: more keyword arguments of ``forecast`` (``num_particles``).
+        binary: judge the draws as probabilities of 0/1 values (Brier score, calibration error; the draws must be 0
+            or 1); default: every valid value of ``x`` is 0 or 1.
 
     Returns:
         A :class:`Backtest`; see the module docstring for its figures.
     """
     x, mask, scored = _check_data(x, mask, scored)
+    binary = _check_binary(binary, x, mask)
     forecast = _check_forecaster(forecaster, forecast_kwargs, generator)
     horizon = check_positive_int(horizon, name="horizon")
     num_samples = check_positive_int(num_samples, name="num_samples", minimum=2)
@@ -106,7 +125,7 @@ def backtest(forecaster, x: torch.Tensor, mask: torch.Tensor | None, scored: tor
     used = [len(row) for row in starts]
     if not any(used):
         raise ValueError("scored marks no step after a first step of history: nothing to forecast")
-    totals = _Totals(horizon)
+    totals = _BinaryTotals(horizon) if binary else _Totals(horizon)
     for i in range(max(used)):
         rows = [r for r, row in enumerate(starts) if len(row) > i]
         start = torch.tensor([starts[r][i] for r in rows], device=x.device)
@@ -115,8 +134,9 @@ def backtest(forecaster, x: torch.Tensor, mask: torch.Tensor | None, scored: tor
                                (num_samples, len(rows), horizon, x.shape[-1]), i).to(x.device)  # fmt: skip
         target, valid = _targets(x[rows], scored[rows], start, horizon)
         draws, target, scale = _in_data_units(standardizer, draws, target, history, torch.tensor(rows), start, season)
-        totals.add(draws, target, valid, scale)
-    return Backtest(totals.per_horizon(), used, sum(used), totals.mase_left_out, horizon, season, num_samples)
+        totals.add(_checked_binary(draws, i) if binary else draws, target, valid, scale)
+    return Backtest(totals.per_horizon(), used, _possible(scored), sum(used), totals.mase_left_out, binary, horizon,
+                    origins, season, num_samples)  # fmt: skip
 
 
 def origin_steps(scored: torch.Tensor, origins: int) -> list[list[int]]:
@@ -125,6 +145,22 @@ def origin_steps(scored: torch.Tensor, origins: int) -> list[list[int]]:
     origins = check_positive_int(origins, name="origins")
     steps = [torch.nonzero(row[1:]).flatten().add(1).tolist() for row in scored.cpu()]
     return [[row[_spaced(i, len(row), origins)] for i in range(min(origins, len(row)))] for row in steps]
+
+
+def longest_reach(mask: torch.Tensor, scored: torch.Tensor | None = None) -> int:
+    """The most steps ahead that a forecast from an origin of ``scored [N, T]`` (default: every valid step of ``mask``
+    but the first) can have targets for: the longest run of consecutive scored steps after step 0 of any row."""
+    steps = (_default_scored(mask) if scored is None else scored)[:, 1:].cpu().int()
+    run, longest = torch.zeros(steps.shape[0], dtype=torch.int), 0
+    for column in steps.T:
+        run = (run + 1) * column
+        longest = max(longest, int(run.max()))
+    return longest
+
+
+def _possible(scored: torch.Tensor) -> list[int]:
+    """``[N]`` the steps of each row of ``scored [N, T]`` that can be an origin (scored, after step 0)."""
+    return scored[:, 1:].sum(1).tolist()
 
 
 def _spaced(i: int, size: int, count: int) -> int:
@@ -220,6 +256,45 @@ class _Totals:
         return figures
 
 
+class _BinaryTotals:
+    """The probabilities of a 1 and the outcomes per step ahead over the origins' forecasts, and the figures they give
+    (:func:`~ppl_models.inference.evaluation.binary_calibration`)."""
+
+    mase_left_out = None
+
+    def __init__(self, horizon: int):
+        self.probabilities, self.outcomes = [[] for _ in range(horizon)], [[] for _ in range(horizon)]
+
+    def add(self, draws, target, valid, scale=None) -> None:
+        """One origin's 0/1 ``draws [S, B, H, D]``, ``target [B, H, D]`` and ``valid [B, H]``."""
+        probability = draws.mean(0)
+        for h, (kept, judged) in enumerate(zip(self.probabilities, self.outcomes)):
+            kept.append(probability[:, h][valid[:, h]])
+            judged.append(target[:, h][valid[:, h]])
+
+    def per_horizon(self) -> dict[str, list]:
+        """The figures per step ahead (``None`` where nothing was judged)."""
+        names = ("brier", "ece", "mean_probability", "frequency_of_ones")
+        figures = {"h": list(range(1, len(self.outcomes) + 1)),
+                   "targets": [sum(len(part) for part in judged) for judged in self.outcomes],
+                   **{name: [] for name in names}}  # fmt: skip
+        for kept, judged, count in zip(self.probabilities, self.outcomes, figures["targets"]):
+            found = binary_calibration(torch.cat(kept)[:, None], torch.cat(judged)[:, None],
+                                       torch.ones(count, 1, dtype=torch.bool)) if count else {}  # fmt: skip
+            for name in names:
+                figures[name].append(found.get(name))
+        return figures
+
+
+def _checked_binary(draws: torch.Tensor, index: int) -> torch.Tensor:
+    """``draws [S, B, H, D]`` of binary data at origin ``index``, in its units; raise unless each is 0 or 1."""
+    other = draws[(draws != 0) & (draws != 1)]
+    if other.numel():
+        raise ValueError(f"forecaster.forecast must draw 0 or 1 on binary data, got {float(other[0]):g} at origin "
+                         f"{index}")  # fmt: skip
+    return draws
+
+
 def _means(totals: list[float], counts: list[float]) -> list[float | None]:
     """``total / count`` per step ahead, ``None`` where the count is 0."""
     return [total / count if count else None for total, count in zip(totals, counts)]
@@ -235,9 +310,7 @@ def _check_data(x, mask, scored):
     """``(x, mask, scored)`` checked; ``scored`` defaults to every valid step but the first."""
     x, mask = check_sequences(x, mask)
     if scored is None:
-        scored = mask.clone()
-        scored[:, 0] = False
-        return x, mask, scored
+        return x, mask, _default_scored(mask)
     if not isinstance(scored, torch.Tensor) or scored.dtype != torch.bool:
         raise InputTypeError(f"scored must be a bool torch.Tensor [N, T] or None, got {_kind(scored)}")
     if tuple(scored.shape) != tuple(mask.shape):
@@ -246,6 +319,21 @@ def _check_data(x, mask, scored):
     if bool((scored & ~mask).any()):
         raise ValueError("scored must mark valid steps only (a subset of mask), got a True where mask is False")
     return x, mask, scored
+
+
+def _default_scored(mask: torch.Tensor) -> torch.Tensor:
+    """``[N, T]`` every valid step of ``mask`` but each row's first."""
+    scored = mask.clone()
+    scored[:, 0] = False
+    return scored
+
+
+def _check_binary(binary, x: torch.Tensor, mask: torch.Tensor) -> bool:
+    """``binary`` checked (a bool or ``None``); ``None``: whether every valid value of ``x`` is 0 or 1."""
+    if binary is not None and not isinstance(binary, bool):
+        raise InputTypeError(f"binary must be a bool or None, got {type(binary).__name__}")
+    values = x[mask]
+    return bool(((values == 0) | (values == 1)).all()) if binary is None else binary
 
 
 def _check_forecaster(forecaster, forecast_kwargs, generator):

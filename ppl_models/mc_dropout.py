@@ -19,7 +19,8 @@ scale around the decoder's output and trains with the shared ``exact`` objective
 is on in training mode and off in evaluation mode, so :meth:`predictive_distribution` in
 eval mode is deterministic. :meth:`MCDropoutLSTM.mc_samples` gives the paper's predictive
 distribution: ``S`` stochastic forward passes with dropout on, vectorised by folding the
-passes into the batch.
+passes into the batch. A forecast path carries its LSTM state forward, a fresh output mask at each step; with
+``where="full"`` the path is one pass, which keeps its recurrent mask for all of its steps.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from torch import nn
 
 from ppl_models.inference.validation import check_choice, check_dropout, check_positive_int, check_sequences
 
-from .predictors import OneStepPredictor
+from .predictors import Carry, OneStepPredictor, recurrent_carry
 
 __all__ = ["MCDropoutLSTM", "DROPOUT_PLACES"]
 
@@ -108,9 +109,31 @@ class MCDropoutLSTM(OneStepPredictor):
         """The paper's predictive: ``S`` MC-dropout passes (:meth:`mc_samples`), ``[S, B, T, D]``."""
         return self.mc_samples(x, mask, num_samples)
 
-    def draw_last_step(self, paths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """One MC-dropout pass's forecast of the last step ``[N, 1, D]`` (a pass's output is its Gaussian's mean)."""
-        draw = self.mc_samples(paths, num_samples=1)[0, :, -1:]
+    @property
+    def shares_history(self) -> bool:
+        """Whether a sequence's paths share its history's carry: with ``where="full"`` each path runs it, one pass."""
+        return self.where == "output"
+
+    def carry_start(self, paths: torch.Tensor) -> Carry:
+        """The LSTM's output after ``paths [N, P, D]`` (zeros for ``P = 0``) and its hidden state. With
+        ``where="full"`` each path is one dropout pass: its recurrent mask, drawn here, stays with the path's
+        later steps (the input masks are fresh at every step)."""
+        if self.where == "output":
+            return recurrent_carry(self.lstm, paths)
+        zeros = paths.new_zeros(paths.shape[0], self.state_dim)
+        return self.carry_through(Carry(zeros, (zeros, zeros, self._state_mask(zeros))), paths)
+
+    def carry_on(self, carry: Carry, x_t: torch.Tensor) -> Carry:
+        if self.where == "output":
+            return recurrent_carry(self.lstm, x_t.unsqueeze(1), carry)
+        h, c, state_mask = carry.memory
+        h, c = self._lstm_step(self._input_gates(x_t), h, c, state_mask)
+        return Carry(h, (h, c, state_mask))
+
+    def carry_draw(self, carry: Carry) -> tuple[torch.Tensor, torch.Tensor]:
+        """One MC-dropout pass's forecast ``[N, D]`` of the next step, a fresh output mask on the carried state: the
+        draw and its mean (a pass's output is its Gaussian's mean)."""
+        draw = self.decoder(F.dropout(carry.state, self.dropout, training=True))
         return draw, draw
 
     def _states(self, x: torch.Tensor, *, active: bool) -> torch.Tensor:
@@ -131,18 +154,30 @@ class MCDropoutLSTM(OneStepPredictor):
 
         ``[B, T, D] -> [B, T, H]`` (the outputs ``h_t``); the state starts at zero.
         """
-        keep = 1.0 - self.dropout
-        batch, steps, _ = x.shape
-        state_mask = torch.bernoulli(x.new_full((batch, self.state_dim), keep)) / keep
-        lstm = self.lstm
-        dropped = F.dropout(x, self.dropout, training=True)  # a fresh mask per step and feature
-        inputs = F.linear(dropped, lstm.weight_ih_l0, lstm.bias_ih_l0 + lstm.bias_hh_l0)  # [B, T, 4H]
-        h = c = x.new_zeros(batch, self.state_dim)
+        h = c = x.new_zeros(x.shape[0], self.state_dim)
+        state_mask = self._state_mask(h)
+        inputs = self._input_gates(x)  # [B, T, 4H]
         outputs = []
-        for t in range(steps):
-            gates = inputs[:, t] + F.linear(h * state_mask, lstm.weight_hh_l0)
-            i, f, g, o = gates.chunk(4, -1)  # nn.LSTM's gate order
-            c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
-            h = torch.sigmoid(o) * torch.tanh(c)
+        for t in range(x.shape[1]):
+            h, c = self._lstm_step(inputs[:, t], h, c, state_mask)
             outputs.append(h)
         return torch.stack(outputs, 1)
+
+    def _state_mask(self, like: torch.Tensor) -> torch.Tensor:
+        """A variational dropout mask ``[B, H]`` of the recurrent state, shaped like ``like``, scaled by 1 / keep."""
+        keep = 1.0 - self.dropout
+        return torch.bernoulli(torch.full_like(like, keep)) / keep
+
+    def _input_gates(self, x: torch.Tensor) -> torch.Tensor:
+        """``[..., D] -> [..., 4H]``: the input's share of the gates, dropout on ``x`` (a fresh mask per step and
+        feature), both biases added."""
+        lstm = self.lstm
+        return F.linear(F.dropout(x, self.dropout, training=True), lstm.weight_ih_l0, lstm.bias_ih_l0 + lstm.bias_hh_l0)
+
+    def _lstm_step(self, inputs: torch.Tensor, h: torch.Tensor, c: torch.Tensor, state_mask: torch.Tensor):
+        """One step of ``nn.LSTM``'s recursion: ``inputs [B, 4H]`` (:meth:`_input_gates`), ``h_{t-1}`` dropped by
+        ``state_mask``; returns ``(h_t, c_t)``, ``[B, H]`` each."""
+        gates = inputs + F.linear(h * state_mask, self.lstm.weight_hh_l0)
+        i, f, g, o = gates.chunk(4, -1)  # nn.LSTM's gate order
+        c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+        return torch.sigmoid(o) * torch.tanh(c), c

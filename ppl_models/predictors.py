@@ -33,6 +33,7 @@ PSRNN paper (linear encoder, Elman RNN / GRU / LSTM, linear decoder, Xavier init
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import pyro
 import pyro.distributions as dist
@@ -54,11 +55,62 @@ from ppl_models.inference.validation import check_choice, check_positive_int, ch
 from .predictive_noise import bounded_log_scale, check_refit, fit_noise, noise_distribution, parse_refit
 
 __all__ = ["ExactPredictiveModel", "OneStepPredictor", "RecurrentPredictor", "RECURRENT_CELLS", "PREDICTOR_EMISSIONS",
-           "check_one_hot", "softmax_regression"]
+           "Carry", "check_one_hot", "recurrent_carry", "softmax_regression"]
 
 RECURRENT_CELLS = {"rnn": nn.RNN, "gru": nn.GRU, "lstm": nn.LSTM}
 #: the one-step predictors' emissions: real values, or one-hot symbols
 PREDICTOR_EMISSIONS = ("gaussian", "categorical")
+
+
+class Carry(NamedTuple):
+    """What a forecast carries from one drawn step to the next, for each path: ``state [N, S]``, from which the next
+    step is drawn (``None``: the predictive over the paths in ``memory`` decides), and ``memory``, what carries the
+    state on (a recurrent module's hidden state; by default the paths so far ``[N, P, D]``, rerun at every step).
+    Its tensors hold the ``N`` rows first."""
+
+    state: torch.Tensor | None
+    memory: object
+
+    def repeated(self, copies: int) -> Carry:
+        """The carry of ``copies`` paths per row, sample-major (path ``s`` of row ``b`` is row ``s N + b``): every
+        tensor in it holds its rows first."""
+        return _map_tensors(lambda tensor: tensor.repeat(copies, *[1] * (tensor.dim() - 1)), self)
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes of the carry's tensors."""
+        return sum(tensor.nbytes for tensor in _tensors(self))
+
+
+def recurrent_carry(rnn: nn.RNNBase, inputs: torch.Tensor, carry: Carry | None = None) -> Carry:
+    """The carry of torch recurrent module ``rnn`` (batch first) after ``inputs [N, P, I]``, on from ``carry``
+    (``None``: the zero state): its last output ``[N, S]`` (zeros for ``P = 0``) and its hidden state, rows first
+    (``[N, layers, S]``, a pair of them for an LSTM)."""
+    if not inputs.shape[1]:
+        return Carry(inputs.new_zeros(inputs.shape[0], rnn.hidden_size), None)
+    hidden = None if carry is None else _map_tensors(lambda tensor: tensor.transpose(0, 1).contiguous(), carry.memory)
+    outputs, hidden = rnn(inputs, hidden)
+    return Carry(outputs[:, -1], _map_tensors(lambda tensor: tensor.transpose(0, 1), hidden))
+
+
+def _tensors(tree):
+    """The tensors in ``tree`` (a :class:`Carry`, tuples and lists)."""
+    if isinstance(tree, torch.Tensor):
+        yield tree
+    elif isinstance(tree, (tuple, list)):
+        for item in tree:
+            yield from _tensors(item)
+
+
+def _map_tensors(function, tree):
+    """``tree`` (tensors in a :class:`Carry`, tuples and lists) with ``function`` applied to each of its tensors."""
+    if isinstance(tree, torch.Tensor):
+        return function(tree)
+    if isinstance(tree, Carry):
+        return Carry(*(_map_tensors(function, item) for item in tree))
+    if isinstance(tree, (tuple, list)):
+        return type(tree)(_map_tensors(function, item) for item in tree)
+    return tree
 
 
 def check_one_hot(x: torch.Tensor, mask: torch.Tensor, *, name: str = "x") -> None:
@@ -108,7 +160,17 @@ class ExactPredictiveModel(SequenceModel):
     step at a time and feeding the draw back) and the Pyro programs (one observed site ``x``
     and an empty guide, so Pyro's ELBOs equal the log-likelihood). Its draws use torch's
     global random numbers (seed them with ``pyro.set_rng_seed``).
+
+    A draw reads the :class:`Carry` of its path (:meth:`carry_start`, :meth:`carry_on`, :meth:`carry_draw`). By
+    default that is the path itself, whose predictive is recomputed at every step (a cost quadratic in the steps
+    drawn); a model with a recurrent state carries the state instead, each step then costing the same.
     """
+
+    #: the longest sequence the model reads (a learned position table's length); ``None``: any
+    max_steps: int | None = None
+    #: whether the paths of a sequence may share the carry of its history (computed once and copied): ``False``
+    #: where a carry holds draws of its own, so that each path runs the history itself
+    shares_history: bool = True
 
     uncondition = "teacher-forced"
     capabilities = frozenset({"programs", "exact", "predictive", "generate", "forecast"})
@@ -165,46 +227,90 @@ class ExactPredictiveModel(SequenceModel):
                                                       self.obs_dim)  # fmt: skip
         else:
             start, _ = check_sequences(prefix, None, name="prefix", model=self)
-        paths, means = self._draw_on(start, num_steps)
-        return Generation(paths, torch.cat([start, means], 1))
+        self.check_room(start.shape[1], num_steps, name="num_steps")
+        shape = (len(start), num_steps, self.obs_dim)
+        draws, means = start.new_empty(shape), start.new_empty(shape)
+        self._draw_on(self.carry_start(start), draws, means)
+        return Generation(torch.cat([start, draws], 1), torch.cat([start, means], 1))
 
     @torch.no_grad()
     def forecast(self, x: torch.Tensor, mask: torch.Tensor | None = None, horizon: int = 1, num_samples: int = 100,
                  *, num_particles: int = DEFAULT_PARTICLES, generator: torch.Generator | None = None,
                  ) -> torch.Tensor:  # fmt: skip
-        """``[S, B, H, D]``: ``S`` paths per sequence, each step drawn given the path so far.
+        """``[S, B, H, D]``: ``S`` paths per sequence, each step drawn given the path so far (its :class:`Carry`).
 
-        Sequences of different lengths continue from their own last valid step.
+        Sequences of different lengths continue from their own last valid step. The history's carry is computed
+        once per sequence and copied to its paths where :attr:`shares_history`, else once per path. A horizon past
+        :attr:`max_steps` is refused before any step is drawn.
         """
         x, mask = check_sequences(x, mask, model=self)
         check_positive_int(horizon, name="horizon")
         num_samples = check_num_samples(num_samples, allow_zero=False)
         batch, _, dim = x.shape
         lengths = mask.sum(1)
+        self.check_room(int(lengths.max()), horizon, name="horizon")
         out = x.new_empty(num_samples, batch, horizon, dim)
         for length in lengths.unique().tolist():
             rows = (lengths == length).nonzero().squeeze(1)
             prefix = x[rows, :length]
-            paths = prefix.unsqueeze(0).expand(num_samples, *prefix.shape).reshape(-1, length, dim)
-            drawn, _ = self._draw_on(paths, horizon)
-            out[:, rows] = drawn[:, length:].reshape(num_samples, len(rows), horizon, dim)
+            if self.shares_history:
+                carry = self.carry_start(prefix).repeated(num_samples)
+            else:
+                carry = self.carry_start(prefix.repeat(num_samples, 1, 1))
+            drawn = x.new_empty(num_samples * len(rows), horizon, dim)  # path s of row b is row s * len(rows) + b
+            self._draw_on(carry, drawn)
+            out[:, rows] = drawn.reshape(num_samples, len(rows), horizon, dim)
         return out
 
-    def _draw_on(self, paths: torch.Tensor, steps: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """``paths [N, P, D]`` extended by ``steps`` draws, and the draws' predictive means ``[N, steps, D]``."""
-        means = []
-        for _ in range(steps):
-            # step t forecasts x_t from x_<t: append a placeholder step, draw it, fill it in
-            paths = torch.cat([paths, paths.new_zeros(paths.shape[0], 1, paths.shape[2])], 1)
-            draw, mean = self.draw_last_step(paths)
-            paths[:, -1:] = draw
-            means.append(mean)
-        return paths, torch.cat(means, 1)
+    def check_room(self, start: int, steps: int, *, name: str) -> None:
+        """Refuse ``steps`` more steps after ``start`` where the sequence would outgrow :attr:`max_steps`."""
+        if self.max_steps is not None and start + steps > self.max_steps:
+            raise ValueError(f"{name}: {type(self).__name__} reads sequences of at most {self.max_steps} steps: "
+                             f"after {start} steps at most {max(self.max_steps - start, 0)} more fit, got "
+                             f"{steps}")  # fmt: skip
 
-    def draw_last_step(self, paths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """One draw ``[N, 1, D]`` of the last step of ``paths [N, T, D]`` given the steps before it, and its mean."""
-        exact = self.predictive_distribution(paths)
-        return exact.sample()[:, -1:], exact.mean[:, -1:]
+    def _draw_on(self, carry: Carry, draws: torch.Tensor, means: torch.Tensor | None = None) -> None:
+        """Fill ``draws [N, H, D]`` with ``H`` steps drawn after ``carry`` (of ``N`` paths), each carried on, and
+        ``means`` (where given, ``[N, H, D]``) with their predictive means. The draws are written in place: small
+        tensors kept between steps would scatter the process's memory."""
+        for step in range(draws.shape[1]):
+            if step:
+                carry = self.carry_on(carry, draws[:, step - 1])
+            draw, mean = self.carry_draw(carry)
+            draws[:, step] = draw
+            if means is not None:
+                means[:, step] = mean
+
+    def carry_start(self, paths: torch.Tensor) -> Carry:
+        """The :class:`Carry` of ``paths [N, P, D]`` (``P >= 0``), from which their next step is drawn. By default
+        the paths themselves, so that each step reruns :meth:`predictive_distribution` on the whole path; a model
+        with a recurrent state overrides this and :meth:`carry_on` to carry the state instead."""
+        return Carry(None, paths)
+
+    def carry_on(self, carry: Carry, x_t: torch.Tensor) -> Carry:
+        """``carry`` after one more step ``x_t [N, D]`` (by default: :meth:`carry_start` of the longer paths)."""
+        return self.carry_start(torch.cat([carry.memory, x_t.unsqueeze(1)], 1))
+
+    def carry_through(self, carry: Carry, paths: torch.Tensor) -> Carry:
+        """``carry`` after each step of ``paths [N, P, D]`` in turn (:meth:`carry_on`)."""
+        for t in range(paths.shape[1]):
+            carry = self.carry_on(carry, paths[:, t])
+        return carry
+
+    def carry_draw(self, carry: Carry) -> tuple[torch.Tensor, torch.Tensor]:
+        """One draw ``[N, D]`` of the next step and its mean ``[N, D]``: from :meth:`step_distribution` of the
+        carried state; without one, from :meth:`predictive_distribution` over the paths and a placeholder step."""
+        if carry.state is not None:
+            exact = self.step_distribution(carry.state)
+            return exact.sample(), exact.mean
+        paths = carry.memory
+        exact = self.predictive_distribution(torch.cat([paths, paths.new_zeros(paths.shape[0], 1, paths.shape[2])], 1))
+        return exact.sample()[:, -1], exact.mean[:, -1]
+
+    def step_distribution(self, states: torch.Tensor):
+        """The next step's predictive given carried ``states [N, S]``: batch ``[N]``, event ``[D]`` (a model whose
+        :meth:`carry_start` carries a state defines it)."""
+        raise NotImplementedError(f"{type(self).__name__} carries a state but defines no step_distribution")
 
     def model(self, x: torch.Tensor, mask: torch.Tensor | None = None):
         """Pyro program: one observed site ``x`` with batch shape ``[B]`` (padding masked out)."""
@@ -380,13 +486,12 @@ class OneStepPredictor(ExactPredictiveModel):
             return dist.OneHotCategorical(logits=self.decoder(states))
         return self.noise_distribution(self.decoder(states), states).to_event(1)
 
-    def draw_last_step(self, paths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """One draw ``[N, 1, D]`` of the last step of ``paths [N, T, D]`` and its mean. A categorical emission reads
-        the last step's state, which depends on the steps before it only: its placeholder is no symbol."""
-        if not self.categorical:
-            return super().draw_last_step(paths)
-        exact = self.step_distribution(self.states(paths)[:, -1:])
-        return exact.sample(), exact.mean
+    def carry_start(self, paths: torch.Tensor) -> Carry:
+        """The state that predicts the step after ``paths [N, P, D]`` (:meth:`states` over the paths and a
+        placeholder step, which the state does not read) and the paths, rerun at every step unless a subclass
+        carries its recurrent state."""
+        placeholder = paths.new_zeros(paths.shape[0], 1, paths.shape[2])
+        return Carry(self.states(torch.cat([paths, placeholder], 1))[:, -1], paths)
 
 
 class RecurrentPredictor(OneStepPredictor):
@@ -424,3 +529,10 @@ class RecurrentPredictor(OneStepPredictor):
         outputs, _ = self.rnn(self.encoder(x))
         first = outputs.new_zeros(x.shape[0], 1, self.state_dim)
         return torch.cat([first, outputs[:, :-1]], 1)
+
+    def carry_start(self, paths: torch.Tensor) -> Carry:
+        """The RNN's output after ``paths [N, P, D]`` (zeros for ``P = 0``) and its hidden state."""
+        return recurrent_carry(self.rnn, self.encoder(paths))
+
+    def carry_on(self, carry: Carry, x_t: torch.Tensor) -> Carry:
+        return recurrent_carry(self.rnn, self.encoder(x_t).unsqueeze(1), carry)

@@ -27,7 +27,7 @@ from torch import nn
 
 from ppl_models.inference.validation import check_choice, check_positive_int, check_sequences
 
-from .predictors import OneStepPredictor, softmax_regression
+from .predictors import Carry, OneStepPredictor, softmax_regression
 from .spectral import (
     RandomFourierFeatures,
     RidgeSolver,
@@ -267,6 +267,19 @@ class PSRNN(OneStepPredictor):
             u = layer(u)
         first = normalize(self.layers[-1].initial_state).expand(x.shape[0], 1, -1)
         return torch.cat([first, u[:, :-1]], 1)
+
+    def carry_start(self, paths: torch.Tensor) -> Carry:
+        """The top layer's state after ``paths [N, P, D]`` and every layer's (``q_1`` for ``P = 0``)."""
+        first = [normalize(layer.initial_state).expand(paths.shape[0], -1) for layer in self.layers]
+        return self.carry_through(Carry(first[-1], first), paths)
+
+    def carry_on(self, carry: Carry, x_t: torch.Tensor) -> Carry:
+        """Each layer's state updated by its input (``x_t [N, D]``, then the state of the layer below)."""
+        states, u = [], x_t
+        for layer, q in zip(self.layers, carry.memory):
+            u = layer.cell(layer.encode(u), q)
+            states.append(u)
+        return Carry(u, states)
 
     @torch.no_grad()
     def initialize(self, x: torch.Tensor, mask: torch.Tensor | None = None,

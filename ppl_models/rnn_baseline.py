@@ -10,12 +10,14 @@ return the same number.
 
 from __future__ import annotations
 
+import torch
+import torch.nn.functional as F
 from torch import nn
 
 from ppl_models.inference.validation import check_choice, check_positive_int, check_sequences
 
 from .nets import EMISSIONS, EmissionChecks, SplitInputMLP, emission_distribution, emission_params, shifted_inputs
-from .predictors import ExactPredictiveModel
+from .predictors import Carry, ExactPredictiveModel, recurrent_carry
 
 __all__ = ["GRUBaseline"]
 
@@ -49,4 +51,15 @@ class GRUBaseline(EmissionChecks, ExactPredictiveModel):
         """``p(x_t | x_{<t})`` for every step: batch shape ``[B, T]``, event ``[D]``."""
         x, mask = check_sequences(x, mask, model=self)
         d, _ = self.rnn(shifted_inputs(x))
+        return self.step_distribution(d)
+
+    def step_distribution(self, d):
+        """``p(x_t | d_t)`` of GRU states ``d [..., rnn_dim]``: batch ``[...]``, event ``[D]``."""
         return emission_distribution(self.emission_kind, self.emission_net(None, self.emission_net.project(d)))
+
+    def carry_start(self, paths: torch.Tensor) -> Carry:
+        """The GRU state ``d`` that predicts the step after ``paths [N, P, D]`` (its inputs ``0, x_1, ..., x_P``)."""
+        return recurrent_carry(self.rnn, F.pad(paths, (0, 0, 1, 0)))
+
+    def carry_on(self, carry: Carry, x_t: torch.Tensor) -> Carry:
+        return recurrent_carry(self.rnn, x_t.unsqueeze(1), carry)

@@ -13,20 +13,22 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from ppl_models.inference.validation import check_choice, check_dropout, check_positive_int
 
-from .predictors import OneStepPredictor
+from .predictors import Carry, OneStepPredictor
 
 __all__ = ["TransformerForecaster", "POSITION_ENCODINGS", "sinusoidal_positions"]
 
 POSITION_ENCODINGS = ("learned", "sinusoidal")
 
 
-def sinusoidal_positions(num_steps: int, d_model: int, *, dtype=None, device=None) -> torch.Tensor:
-    """Vaswani et al. (2017) encodings ``[T, d_model]``: ``sin`` / ``cos`` of ``t / 10000^(2i / d_model)``."""
-    position = torch.arange(num_steps, dtype=torch.float64, device=device).unsqueeze(1)
+def sinusoidal_positions(num_steps: int, d_model: int, *, start: int = 0, dtype=None, device=None) -> torch.Tensor:
+    """Vaswani et al. (2017) encodings ``[T, d_model]`` of positions ``start .. start + T - 1``: ``sin`` / ``cos`` of
+    ``t / 10000^(2i / d_model)``."""
+    position = torch.arange(start, start + num_steps, dtype=torch.float64, device=device).unsqueeze(1)
     frequency = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float64, device=device)
                           * (-math.log(10000.0) / d_model))  # fmt: skip
     table = torch.zeros(num_steps, d_model, dtype=torch.float64, device=device)
@@ -93,3 +95,56 @@ class TransformerForecaster(OneStepPredictor):
             inputs = inputs + self.position_table.weight[:steps]
         causal = torch.triu(torch.ones(steps, steps, dtype=torch.bool, device=x.device), diagonal=1)
         return self.encoder(inputs, mask=causal, is_causal=True)
+
+    @property
+    def max_steps(self) -> int | None:
+        """``max_len`` with learned positions (a longer sequence has no position to read: raise ``max_len`` or use
+        ``positions="sinusoidal"``); ``None``: any length."""
+        return self.max_len if self.position_table is not None else None
+
+    def carry_start(self, paths: torch.Tensor) -> Carry:
+        """The state of the position after ``paths [N, P, D]`` and each layer's keys and values of the positions up
+        to it, reached one position at a time (:meth:`carry_on`)."""
+        return self.carry_through(self._position(self.start.expand(paths.shape[0], -1), []), paths)
+
+    def carry_on(self, carry: Carry, x_t: torch.Tensor) -> Carry:
+        return self._position(self.embedding(x_t), carry.memory)
+
+    def _position(self, inputs: torch.Tensor, memory: list) -> Carry:
+        """The carry of the next position from its input ``[N, d_model]`` (before its position's encoding) and
+        ``memory``, each layer's keys and values ``[N, heads, t, d_model / heads]`` of the ``t`` positions before it
+        (``[]`` for the first): the position attends to them and to itself, as the causal mask of :meth:`states`."""
+        step = memory[0][0].shape[2] if memory else 0
+        if self.position_table is None:
+            u = inputs + sinusoidal_positions(1, self.state_dim, start=step, dtype=inputs.dtype, device=inputs.device)
+        else:
+            u = inputs + self.position_table.weight[step]
+        cache = []
+        for layer, past in zip(self.encoder.layers, memory or [None] * len(self.encoder.layers)):
+            u, keys, values = _layer_step(layer, u, past)
+            cache.append((keys, values))
+        return Carry(u if self.encoder.norm is None else self.encoder.norm(u), cache)
+
+
+def _layer_step(layer: nn.TransformerEncoderLayer, u: torch.Tensor, past: tuple | None):
+    """One new position ``u [N, d]`` through ``layer``, attending to the keys and values ``past`` of the positions
+    before it (``[N, heads, t, r]`` each, or ``None``) and its own: ``(output [N, d], keys, values)``, the keys and
+    values ``[N, heads, t + 1, r]``."""
+    attention = layer.self_attn
+    x = layer.norm1(u) if layer.norm_first else u
+    q, k, v = (part.unflatten(-1, (attention.num_heads, -1)).unsqueeze(2)
+               for part in F.linear(x, attention.in_proj_weight, attention.in_proj_bias).chunk(3, -1))  # fmt: skip
+    if past is not None:
+        k, v = torch.cat([past[0], k], 2), torch.cat([past[1], v], 2)
+    dropout = attention.dropout if layer.training else 0.0
+    z = attention.out_proj(F.scaled_dot_product_attention(q, k, v, dropout_p=dropout).squeeze(2).flatten(-2))
+    if layer.norm_first:
+        u = u + layer.dropout1(z)
+        return u + _feed_forward(layer, layer.norm2(u)), k, v
+    u = layer.norm1(u + layer.dropout1(z))
+    return layer.norm2(u + _feed_forward(layer, u)), k, v
+
+
+def _feed_forward(layer: nn.TransformerEncoderLayer, x: torch.Tensor) -> torch.Tensor:
+    """The feed-forward block of ``layer`` on ``x [..., d]``, with its dropouts."""
+    return layer.dropout2(layer.linear2(layer.dropout(layer.activation(layer.linear1(x)))))

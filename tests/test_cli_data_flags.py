@@ -178,7 +178,7 @@ def test_the_pf_rnn_without_targets_is_told_the_targets_flag(tmp_path, capsys):
 
 def test_a_data_warning_names_the_features_flag(tmp_path, capsys):
     path = tmp_path / "data.csv"
-    path.write_text("site,when,temp,weight\n" + "".join(f"{s},{t},{t % 3},{t}kg\n" for s in "ab" for t in range(3)))
+    path.write_text("site,when,temp,weight\n" + "".join(f"{s},{t},{t * t},{t}kg\n" for s in "ab" for t in range(3)))
     main(["train", "gru", "--data", str(path), "--series", "site", "--window", "9"])  # fails after the warning
     warning = [line for line in capsys.readouterr().err.splitlines() if line.startswith("ppl-models: warning:")]
     assert len(warning) == 1 and "name the value columns with --features A,B to read them" in warning[0], warning

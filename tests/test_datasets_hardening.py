@@ -134,7 +134,7 @@ def test_the_own_file_data_setting_passes_the_files_order_through(tmp_path):
 
 # --- columns ---------------------------------------------------------------------------------
 def test_a_quoted_number_with_thousands_separators_is_read_as_a_number(tmp_path):
-    text = 'id,t,price,n\n' + "".join(f'a,{t},"1,23{t},567.5",{t}\n' for t in range(4))
+    text = 'id,t,price,n\n' + "".join(f'a,{t},"1,23{t},567.5",{t * t}\n' for t in range(4))
     dataset = SequenceDataset.from_file(_write(tmp_path, "prices.csv", text), series="id", time="t")
     assert dataset.features == ["price", "n"]
     assert dataset.sequences[0][:, 0].tolist() == [1230567.5, 1231567.5, 1232567.5, 1233567.5]
@@ -160,7 +160,7 @@ def test_a_column_name_given_twice_is_refused(tmp_path):
     frame = pd.DataFrame([[0, 1.0, 2.0], [1, 3.0, 4.0]], columns=["t", "v", "v"])
     with pytest.raises(ValueError, match=r"frame: column name 'v' appears more than once"):
         SequenceDataset.from_dataframe(frame, time="t", source="frame")
-    renamed = _write(tmp_path, "dotted.csv", "t,v,v.1\n0,1,2\n1,3,4\n")  # a name that only looks renamed
+    renamed = _write(tmp_path, "dotted.csv", "t,v,v.1\n0,1,2\n1,3,4\n2,4,9\n")  # a name that only looks renamed
     assert SequenceDataset.from_file(renamed, time="t").features == ["v", "v.1"]
 
 

@@ -9,9 +9,10 @@ from factories import FACTORIES, MASK, VARIANTS, B, T
 from pyro.infer import SVI, Trace_ELBO
 
 import ppl_models
-from ppl_models import PFRNNPredictor, PFRNNProgram, RecurrentPredictor
+from ppl_models import PFRNNPredictor, PFRNNProgram
 from ppl_models.inference import CAPABILITIES, ESTIMATORS, ParticleFilter, Unsupported
 from ppl_models.inference.objectives import ELBO, IWAE
+from ppl_models.predictors import ExactPredictiveModel
 
 #: a call that exercises each capability with a method of its own
 CALLS = {
@@ -115,12 +116,14 @@ def test_the_conditional_predictor_draws_targets_from_its_particle_mixture():
 def test_forecasts_of_variable_length_sequences_continue_from_each_last_step():
     """A predictor's forecast of a short row equals the forecast of that row alone, cut to its length."""
 
-    class Climb(RecurrentPredictor):  # x_t = x_{t-1} + 1 with a tiny noise, read off the last valid step
+    class Climb(ExactPredictiveModel):  # x_t = x_{t-1} + 1 with a tiny noise, read off the last valid step
+        obs_dim = 1
+
         def predictive_distribution(self, x, mask=None):
             shifted = torch.cat([torch.zeros_like(x[:, :1]), x[:, :-1]], 1)
             return torch.distributions.Independent(torch.distributions.Normal(shifted + 1, 1e-6), 1)
 
-    model = Climb(1, state_dim=1, encoder_dim=1)
+    model = Climb()
     x = torch.tensor([[[1.0], [2.0], [3.0]], [[5.0], [0.0], [0.0]]])
     mask = torch.tensor([[True, True, True], [True, False, False]])
     paths = model.forecast(x, mask, 2, 3)

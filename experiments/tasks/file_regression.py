@@ -30,7 +30,7 @@ from ppl_models.inference.data import Standardizer
 from ppl_models.inference.data.datasets import SPLITS
 from ppl_models.inference.validation import check_choice, check_positive_int
 
-from .own_file import read_dataset
+from .own_file import check_split_options, read_dataset
 
 __all__ = ["FileRegressionData", "file_regression", "evaluate_file_regression"]
 
@@ -87,8 +87,9 @@ def file_regression(path: str | os.PathLike, targets: list[str] | None = None, s
         raise ValueError(f"{path}: targets are columns of a table: expected a {' or '.join(TABLES)} file")
     if stride is not None and window is None:
         raise ValueError("data.stride: needs data.window (training windows of window steps every stride)")
+    check_split_options(split, split_by, fractions)
     options = {"series": series, "time": time, "features": features, "split": split, "missing": missing, "sep": sep,
-               "time_order": time_order}
+               "time_order": time_order, "degenerate": "keep"}  # inputs: a constant one decides no score
     dataset = read_dataset(path, targets=list(targets), **{k: v for k, v in options.items() if v is not None})
     parts = dataset.split(by=split_by, fractions=fractions or (0.7, 0.15, 0.15), seed=split_seed, context=False)
     if window is not None:

@@ -15,7 +15,7 @@ from ppl_models.inference.data import DataSplits, SequenceDataset, Standardizer,
 
 from ..data import ExperimentData, LevelData
 
-__all__ = ["CACHED_READS", "read_dataset", "file_data"]
+__all__ = ["CACHED_READS", "read_dataset", "file_data", "check_split_options"]
 
 #: the reads a process keeps (:func:`read_dataset`), the least recently used dropped first
 CACHED_READS = 4
@@ -55,35 +55,50 @@ def file_data(path: str, series: str | None = None, time: str | None = None, fea
               fractions: list[float] | None = None, split_seed: int = 0, window: int | None = None,
               stride: int | None = None, missing: str = "error", time_order: str = "values", sep: str = ",",
               fs: float = 4.0, standardizer: dict | None = None, transform: str = "auto",
-              season: int | None = None) -> ExperimentData:
+              season: int | None = None, degenerate: str = "drop", history: bool = False) -> ExperimentData:
     """Read ``path`` (``.csv``, ``.parquet``, ``.npz`` or a folder of ``.mid`` files), split it, transform it and
     standardise it.
 
     ``series`` / ``time`` / ``features`` / ``targets`` / ``split`` name the columns of a long-format
-    table (:meth:`~ppl_models.inference.data.datasets.SequenceDataset.from_dataframe`), whose ``time_order`` is
+    table (:meth:`~ppl_models.inference.data.datasets.SequenceDataset.from_dataframe`, whose ``degenerate`` leaves out
+    features that are constant or exact linear functions of others, named in the split record's ``left_out``),
+    whose ``time_order`` is
     ``"values"`` (by
     the time column's numbers, dates or numbered labels) or ``"file"`` (the file's order); ``split_by`` is ``"series"``
     or ``"time"``, with ``fractions`` (train, valid, test; default 0.7, 0.15, 0.15) and
     ``split_seed``, unless a ``split`` column decides; ``window`` / ``stride`` cut training windows
     (held-out splits are scored whole: a held-out segment of a series keeps the series' earlier steps as context,
-    read but not scored: :attr:`~ppl_models.experiments.data.ExperimentData.scored`). ``transform``
+    read but not scored: :attr:`~ppl_models.experiments.data.ExperimentData.scored`); where the training lengths are
+    very skewed, the long training series are cut into pieces that keep the padding within
+    :data:`~ppl_models.inference.data.datasets.PADDING_LIMIT` times the steps
+    (:meth:`~ppl_models.inference.data.datasets.DataSplits.chunked`, with a warning). ``transform``
     (:func:`~ppl_models.inference.data.resolve_transform`): ``"auto"`` (chosen on the validation split among log,
     differencing at lag 1 or ``season`` and per-series scaling), ``"none"`` or a spec like ``"log+difference"``;
     training windows are cut from the transformed training split. Real-valued features are then standardised on the
     training split (or by ``standardizer``, a :meth:`~ppl_models.inference.data.Standardizer.to_dict` record: a
     trained model's own, to judge or forecast new data in its units); the tensors are in those units, each held-out
     split's way back to the data's units is :meth:`~ppl_models.experiments.data.ExperimentData.units`, and the data
-    as read is :attr:`~ppl_models.experiments.data.ExperimentData.levels`.
+    as read is :attr:`~ppl_models.experiments.data.ExperimentData.levels`. ``history=True`` reads each series whole,
+    in every split, as the history of a forecast past its end: no split and no training windows (a run's transform
+    and ``standardizer`` apply, per-series scales from each series' own steps).
     """
+    check_split_options(split, split_by, fractions)
+    if standardizer is not None:  # a trained model's features, as it was trained on them
+        features, degenerate = standardizer.get("features", features), "keep"
     table = {"series": series, "time": time, "features": features, "targets": targets, "split": split,
-             "missing": missing, "time_order": time_order, "sep": sep}
+             "missing": missing, "time_order": time_order, "sep": sep, "degenerate": degenerate}
     suffix = Path(path).suffix.lower()
-    options = {"fs": fs} if Path(path).is_dir() else {"features": features} if suffix == ".npz" else table
+    options = ({"fs": fs} if Path(path).is_dir() else {"features": features, "degenerate": degenerate}
+               if suffix == ".npz" else table)  # fmt: skip
     dataset = read_dataset(path, **{k: v for k, v in options.items() if v is not None})
-    splits = dataset.split(by=split_by, fractions=fractions or (0.7, 0.15, 0.15), seed=split_seed)
+    if history:
+        splits, window = _whole(dataset), None
+    else:
+        splits = dataset.split(by=split_by, fractions=fractions or (0.7, 0.15, 0.15), seed=split_seed)
     splits, choice = resolve_transform(transform, splits, season=season, window=window, prefix="data.")
     if window is not None:
         splits = splits.windows(window, stride)
+    splits = splits.chunked()
     if standardizer is not None:
         splits.standardizer = _recorded(standardizer, dataset.features, path)
     train, valid, test = splits.tensors()
@@ -91,8 +106,23 @@ def file_data(path: str, series: str | None = None, time: str | None = None, fea
     kind = "binary" if dataset.binary else "real-valued, standardised on the training split"
     return ExperimentData(train, valid, test, f"{path} ({len(dataset)} series, {dataset.obs_dim} features, {kind})",
                           binary=dataset.binary, standardizer=units["test"], split_units=units,
-                          split_record={**splits.to_dict(), "transform": choice}, scored=splits.scored(),
+                          split_record={**splits.to_dict(), "transform": choice, "left_out": dataset.left_out},
+                          scored=splits.scored(),
                           levels=_levels(splits))  # fmt: skip
+
+
+def check_split_options(split: str | None, split_by: str, fractions) -> None:
+    """Refuse a split column (``split``) given with a split by time or with fractions, which it would override."""
+    if split is not None and (split_by != "series" or fractions is not None):
+        other = "data.split_by (--split)" if split_by != "series" else "data.fractions"
+        raise ValueError(f"data.split (--split-column) {split!r} decides where each row goes, so {other} would not "
+                         "be used: give one or the other")  # fmt: skip
+
+
+def _whole(dataset: SequenceDataset) -> DataSplits:
+    """Every series of ``dataset`` whole in each split (``how``: ``{"by": "none"}``), standardised on all of them."""
+    standardizer = Standardizer.fit(dataset.sequences, dataset.features, binary=dataset.binary, source=dataset.source)
+    return DataSplits(dataset, dataset, dataset, {"by": "none"}, standardizer)
 
 
 def _levels(splits: DataSplits) -> LevelData:

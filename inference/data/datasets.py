@@ -19,8 +19,9 @@ starts cold at the segment's first step. The splits' :class:
 :class:`Standardizer` is fit on the training split (real-valued data; binary data is left as
 it is) and maps predictions back to the data's own units; targets, kept apart from the features,
 get their own (``target_standardizer``). :meth:`~SequenceDataset.windows`
-cuts long series into training windows. Every refusal is one ``ValueError`` naming the file,
-the column and the row.
+cuts long series into training windows; :meth:`DataSplits.chunked` cuts the long training series of very skewed
+lengths into pieces, so that the padded training tensors hold at most :data:`PADDING_LIMIT` times the steps.
+Every refusal is one ``ValueError`` naming the file, the column and the row.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ import numpy as np
 import torch
 
 from ..validation import check_positive_int
+from .degenerate import degenerate_features
 from .readers import (
     EXTREME_ABSOLUTE,
     EXTREME_SPREADS,
@@ -55,12 +57,18 @@ from .readers import (
 )
 from .standardize import Standardizer
 
-__all__ = ["SequenceDataset", "DataSplits", "DataWarning", "check_values", "FILE_SUFFIXES", "MISSING",
-           "TIME_ORDERS", "EXTREME_ABSOLUTE", "EXTREME_SPREADS"]
+__all__ = ["SequenceDataset", "DataSplits", "DataWarning", "check_values", "FILE_SUFFIXES", "MISSING", "DEGENERATE",
+           "TIME_ORDERS", "EXTREME_ABSOLUTE", "EXTREME_SPREADS", "PADDING_LIMIT", "chunk_length", "skewed"]
 
 #: what to do with a NaN or infinite value inside a series
 MISSING = ("error", "drop-series")
+#: what a file reader does with real-valued features that carry no series of their own
+#: (:func:`~ppl_models.inference.data.degenerate.degenerate_features`): leave them out with a warning, or keep them
+DEGENERATE = ("drop", "keep")
 SPLITS = ("train", "valid", "test")
+#: a split whose padding to its longest sequence would hold more than this many times its steps is skewed: its long
+#: training series are cut into pieces (:meth:`DataSplits.chunked`), and a warning says so
+PADDING_LIMIT = 10
 _SPLIT_NAMES = {"train": "train", "training": "train", "valid": "valid", "validation": "valid", "val": "valid",
                 "test": "test", "testing": "test"}  # fmt: skip
 
@@ -88,6 +96,8 @@ class SequenceDataset:
         #: per sequence, the index of the series of the source data set it was cut from (``None``: its own index)
         self.origin = origin
         self.source = source
+        #: ``{feature: why}`` of the file's features left out (:meth:`from_dataframe`'s ``degenerate``)
+        self.left_out: dict[str, str] = {}
 
     # --- construction ---------------------------------------------------------------------
     @classmethod
@@ -125,7 +135,8 @@ class SequenceDataset:
     def from_dataframe(cls, frame, *, series: str | None = None, time: str | None = None,
                        features: Sequence[str] | None = None, targets: Sequence[str] | None = None,
                        split: str | None = None, missing: str = "error", time_order: str = "values",
-                       source: str = "data frame", row_offset: int = 1) -> SequenceDataset:  # fmt: skip
+                       degenerate: str = "drop", source: str = "data frame",
+                       row_offset: int = 1) -> SequenceDataset:  # fmt: skip
         """A data set from a long-format ``pandas.DataFrame``: one row per series and time step.
 
         ``series``: the id column (``None``: one series); ``time``: the ordering column (``None``:
@@ -137,7 +148,10 @@ class SequenceDataset:
         with digits in it that is left out is named in a warning); ``targets``: columns a
         conditional model predicts (kept apart from the features); ``split``: a column of
         ``train`` / ``valid`` / ``test`` labels; ``missing``: ``"error"`` or ``"drop-series"``
-        (drop, with a warning, each series holding a NaN or infinite value). Messages give rows
+        (drop, with a warning, each series holding a NaN or infinite value); ``degenerate``: ``"drop"`` leaves
+        out, with a warning, each real-valued feature that is constant, constant within every series, or an exact
+        linear function of the others (:func:`~ppl_models.inference.data.degenerate.degenerate_features`: it would
+        decide any likelihood comparison by itself), ``"keep"`` keeps them. Messages give rows
         counted from ``row_offset`` (the line of the first data row in a CSV file is 2).
         """
         import pandas as pd
@@ -148,12 +162,14 @@ class SequenceDataset:
             raise ValueError(f"missing: expected one of {list(MISSING)}, got {missing!r}")
         if time_order not in TIME_ORDERS:
             raise ValueError(f"time_order: expected one of {list(TIME_ORDERS)}, got {time_order!r}")
+        _check_degenerate(degenerate)
         if len(frame) == 0:
             raise ValueError(f"{source}: no data rows")
         frame = frame.reset_index(drop=True)
         columns = unique_columns(frame.columns, source)
         frame.columns = columns
         named = {"series": series, "time": time, "split": split}
+        _check_distinct(named, list(features or ()), list(targets or ()), source)
         for option, column in [*named.items(), *(("features", c) for c in features or ()),
                                *(("targets", c) for c in targets or ())]:  # fmt: skip
             if column is not None and column not in columns:
@@ -177,8 +193,10 @@ class SequenceDataset:
             bad = ~raw.isin(list(_SPLIT_NAMES))
             if bad.any():
                 row = int(np.flatnonzero(bad.to_numpy())[0])
-                raise ValueError(f"{source}: column {split!r}, row {row + row_offset}: {frame[split].iloc[row]!r} is "
-                                 f"not a split name (expected one of {sorted(_SPLIT_NAMES)})")  # fmt: skip
+                cell = frame[split].iloc[row]
+                cell = cell.item() if isinstance(cell, np.generic) else cell  # 0, not np.int64(0)
+                raise ValueError(f"{source}: column {split!r}, row {row + row_offset}: {cell!r} is not a split name "
+                                 f"(expected one of {sorted(_SPLIT_NAMES)})")  # fmt: skip
             labels = raw.map(_SPLIT_NAMES).to_numpy()
         ordered = ids[order]  # grouped by series, in order of first appearance: one cut where the id changes
         groups = np.split(order, np.flatnonzero(ordered[1:] != ordered[:-1]) + 1)
@@ -188,7 +206,7 @@ class SequenceDataset:
                       features=features, targets=target_arrays, target_names=targets, split_labels=label_arrays,
                       source=source)  # fmt: skip
         dataset._check_values(missing, [index + row_offset for index in groups])
-        return dataset
+        return dataset._leave_out_degenerate(degenerate)
 
     @classmethod
     def from_file(cls, path: str | os.PathLike, **options) -> SequenceDataset:
@@ -196,7 +214,7 @@ class SequenceDataset:
 
         ``.csv`` / ``.parquet`` take :meth:`from_dataframe`'s options (``time_order`` among them; and ``sep``
         for CSV);
-        ``.npz`` takes ``features``; a folder of ``.mid`` files takes ``fs`` (frames per second,
+        ``.npz`` takes ``features`` and ``degenerate``; a folder of ``.mid`` files takes ``fs`` (frames per second,
         default 4).
         """
         path = Path(path)
@@ -213,8 +231,10 @@ class SequenceDataset:
             raise ValueError(f"{path}: the file is empty")
         if suffix == ".npz":
             arrays, ids = read_npz(path)
-            return cls.from_sequences(arrays, ids=ids, features=options.get("features"), source=str(path))
-        return cls.from_dataframe(read_table(path, suffix, options.pop("sep", ",")), source=str(path),
+            dataset = cls.from_sequences(arrays, ids=ids, features=options.get("features"), source=str(path))
+            return dataset._leave_out_degenerate(options.get("degenerate", "drop"))
+        text = [options[key] for key in ("series",) if options.get(key) is not None]
+        return cls.from_dataframe(read_table(path, suffix, options.pop("sep", ","), text), source=str(path),
                                   row_offset=2 if suffix == ".csv" else 1, **options)  # fmt: skip
 
     # --- access ---------------------------------------------------------------------------
@@ -253,6 +273,11 @@ class SequenceDataset:
         """``(x [N, max T, D], mask [N, max T])``, zeros after each sequence's end, in standard units
         if a ``standardizer`` is given."""
         return _pad(self.sequences, dtype, standardizer)
+
+    def rows(self, standardizer: Standardizer | None = None, *,
+             dtype: torch.dtype = torch.float32) -> list[torch.Tensor]:  # fmt: skip
+        """Each sequence as a tensor ``[T_i, D]``: the rows of :meth:`padded` without their padding."""
+        return _rows(self.sequences, dtype, standardizer)
 
     def scored_mask(self) -> torch.Tensor:
         """``scored [N, max T]``: the valid steps after each sequence's :attr:`context` (all valid steps where there
@@ -396,6 +421,26 @@ class SequenceDataset:
         return parts
 
     # --- checks ---------------------------------------------------------------------------
+    def _leave_out_degenerate(self, degenerate: str) -> SequenceDataset:
+        """With ``degenerate="drop"``, leave out the real-valued features that carry no series of their own (named in
+        :attr:`left_out` and in one warning; binary data is kept whole; a data set with no other feature is
+        refused). Returns the data set."""
+        _check_degenerate(degenerate)
+        found = {} if degenerate == "keep" or self.binary else degenerate_features(self.sequences, self.features)
+        if not found:
+            return self
+        reasons = [f"{name!r}: {why}" for name, why in found.items()]
+        if len(found) == len(self.features):
+            raise ValueError(f"{self.source}: no feature moves on its own ({'; '.join(reasons)}): nothing to model")
+        keep = [d for d, name in enumerate(self.features) if name not in found]
+        self.sequences = [s[:, keep] for s in self.sequences]
+        self.features = [self.features[d] for d in keep]
+        self.left_out = found
+        warn_once(self.source, "left out of the modelled and scored features:", reasons,
+                  f"every model is fit and scored on the others ({', '.join(map(repr, self.features))}), since a "
+                  "feature predicted exactly would decide the scores by itself", stacklevel=4)  # fmt: skip
+        return self
+
     def _check_values(self, missing: str, rows: list[np.ndarray] | None = None) -> None:
         """Refuse short series and (``missing="error"``) NaN / inf; drop those series otherwise; warn on extremes."""
         names = self.features + self.target_names
@@ -473,6 +518,22 @@ class DataSplits:
         return dataclasses.replace(self, train=self.train.windows(window, stride), valid=valid, test=test,
                                    how={**self.how, "window": window, "stride": stride or window})
 
+    def chunked(self, limit: float = PADDING_LIMIT) -> DataSplits:
+        """These splits with each training series longer than :func:`chunk_length` steps cut into consecutive pieces
+        of that many steps (:meth:`SequenceDataset.windows` with ``cover=True``; ``how["chunk"]``) where the training
+        lengths are so skewed that padding them to the longest would hold more than ``limit`` times their steps;
+        unchanged otherwise. Each split that skewed is named in one :class:`DataWarning` (held-out splits are scored
+        whole, each step given its history)."""
+        length = chunk_length(self.train.lengths, limit)
+        named = [_skew(name, part) for name, part in zip(SPLITS, self) if skewed(part.lengths, limit)]
+        cut = f"training series longer than {length} steps are cut into pieces of {length} steps; " if length else ""
+        warn_once(self.train.source, "series lengths are very skewed:", named,
+                  f"{cut}held-out series are scored whole, each step given its history")  # fmt: skip
+        if length is None:
+            return self
+        return dataclasses.replace(self, train=self.train.windows(length, cover=True),
+                                   how={**self.how, "chunk": length})  # fmt: skip
+
     def tensors(self, *, standardize: bool = True, dtype: torch.dtype = torch.float32):
         """``[(x, mask)]`` of train, validation and test, in standard units unless ``standardize=False``."""
         standardizer = self.standardizer if standardize else None
@@ -511,8 +572,12 @@ class DataSplits:
 
     def level_tensors(self, *, dtype: torch.dtype = torch.float32):
         """``[(x, mask)]`` of train, validation and test as read (before any transform; the whole training parts,
-        not windows), in the standard units of the standardizer fit on the untransformed training split."""
-        return (self.levels if self.levels is not None else self).tensors(dtype=dtype)
+        not windows, but cut into the pieces of :meth:`chunked` where it cut the training split), in the standard
+        units of the standardizer fit on the untransformed training split."""
+        read = self.levels if self.levels is not None else self
+        if self.levels is not None and "chunk" in self.how:
+            read = dataclasses.replace(read, train=read.train.windows(self.how["chunk"], cover=True))
+        return read.tensors(dtype=dtype)
 
     def to_dict(self) -> dict:
         """What went where (series ids and step counts of the data as read, the first scored step of each held-out
@@ -560,19 +625,80 @@ def _as_2d(array, name: str) -> np.ndarray:
     return array
 
 
+def _rows(sequences: list[np.ndarray], dtype: torch.dtype,
+          standardizer: Standardizer | None = None) -> list[torch.Tensor]:  # fmt: skip
+    """Each of ``sequences`` ``[T_i, D]`` as a tensor in ``dtype``, standardised (in float64, before the cast to
+    ``dtype``) by ``standardizer`` if given."""
+    if standardizer is None:
+        return [torch.as_tensor(s, dtype=dtype) for s in sequences]
+    return [standardizer.transform(torch.as_tensor(s, dtype=torch.float64)).to(dtype) for s in sequences]
+
+
 def _pad(sequences: list[np.ndarray], dtype: torch.dtype,
          standardizer: Standardizer | None = None) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
-    """``(x [N, max T, D] in dtype, mask [N, max T])``, zeros after each end; standardised (in float64, before the
-    cast to ``dtype``) by ``standardizer`` if given."""
-    lengths = torch.tensor([len(s) for s in sequences])
-    wide = torch.float64 if standardizer is not None else dtype
-    x = torch.zeros(len(sequences), int(lengths.max()), sequences[0].shape[1], dtype=wide)
-    for i, s in enumerate(sequences):
-        x[i, : len(s)] = torch.as_tensor(s, dtype=wide)
-    mask = torch.arange(x.shape[1]) < lengths.unsqueeze(1)
-    if standardizer is not None:
-        x = torch.where(mask.unsqueeze(-1), standardizer.transform(x), torch.zeros((), dtype=wide))
-    return x.to(dtype), mask
+    """``(x [N, max T, D] in dtype, mask [N, max T])`` of :func:`_rows`, zeros after each end: one sequence at a
+    time, so nothing wider than ``dtype`` is ever padded."""
+    rows = _rows(sequences, dtype, standardizer)
+    lengths = torch.tensor([len(row) for row in rows])
+    x = torch.zeros(len(rows), int(lengths.max()), rows[0].shape[1], dtype=dtype)
+    for i, row in enumerate(rows):
+        x[i, : len(row)] = row
+    return x, torch.arange(x.shape[1]) < lengths.unsqueeze(1)
+
+
+def chunk_length(lengths: Sequence[int], limit: float = PADDING_LIMIT) -> int | None:
+    """The piece length ``C >= 2`` at which sequences of ``lengths``, each longer than ``C`` cut into consecutive
+    pieces of ``C`` steps, pad to at most ``limit`` times their steps (pieces x ``C`` elements); ``None`` where
+    padding them whole to the longest already does."""
+    if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not limit >= 1.5:
+        raise ValueError(f"limit: expected a number >= 1.5 (pieces of 2 steps pad to up to 1.5 times), got {limit!r}")
+    lengths = np.asarray(lengths, dtype=np.int64)
+    budget = limit * lengths.sum()
+    if not skewed(lengths, limit):
+        return None
+    fits, too_long = 2, int(lengths.max())
+    while too_long - fits > 1:  # the pieces' padding grows with their length, up to multiples
+        middle = (fits + too_long) // 2
+        fits, too_long = (middle, too_long) if np.ceil(lengths / middle).sum() * middle <= budget else (fits, middle)
+    return fits
+
+
+def skewed(lengths: Sequence[int], limit: float = PADDING_LIMIT) -> bool:
+    """Whether sequences of ``lengths`` padded to the longest would hold more than ``limit`` times their steps."""
+    return _padding(lengths) > limit
+
+
+def _padding(lengths: Sequence[int]) -> float:
+    """How many times its steps sequences of ``lengths`` hold padded to the longest: ``N max(T_i) / sum(T_i)``."""
+    return float(len(lengths) * np.max(lengths) / np.sum(lengths))
+
+
+def _skew(name: str, part: SequenceDataset) -> str:
+    """One line on split ``name``'s skewed lengths."""
+    lengths = part.lengths
+    name = {"train": "training", "valid": "validation"}.get(name, name)
+    return (f"the {name} split's {len(part)} series have {min(lengths)} to {max(lengths)} steps, and padded to the "
+            f"longest they would hold {_padding(lengths):.0f} times their {sum(lengths):,} steps")  # fmt: skip
+
+
+def _check_distinct(named: dict, features: list, targets: list, source: str) -> None:
+    """Refuse a column named twice among the features or the targets, or given two roles of ``named`` (series,
+    time, split)."""
+    for option, columns in (("features", features), ("targets", targets)):
+        twice = sorted({c for c in columns if columns.count(c) > 1})
+        if twice:
+            raise ValueError(f"{source}: column {twice[0]!r} is named twice in {option}")
+    roles = [(option, column) for option, column in named.items() if column is not None]
+    for k, (option, column) in enumerate(roles):
+        other = [o for o, c in roles[k + 1:] if c == column]
+        if other:
+            raise ValueError(f"{source}: column {column!r} is given both as {option} and as {other[0]}: each needs a "
+                             "column of its own")  # fmt: skip
+
+
+def _check_degenerate(degenerate) -> None:
+    if degenerate not in DEGENERATE:
+        raise ValueError(f"degenerate: expected one of {list(DEGENERATE)}, got {degenerate!r}")
 
 
 def _fractions(fractions) -> tuple[float, float, float]:

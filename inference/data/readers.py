@@ -38,14 +38,18 @@ TIME_ORDERS = ("values", "file")
 _GROUPED = r"[+-]?\d{1,3}(?:,\d{3})+(?:\.\d*)?(?:[eE][+-]?\d+)?"
 #: a numbered label: a prefix without digits, then a whole number (``t12``, ``week_3``)
 _LABEL = r"^(\D*)(\d+)$"
+#: a time step at least this many times the column's usual (median) step is a gap of missing steps
+GAP_FACTOR = 2.0
+#: gaps in more than this share of the steps are the data's own calendar (trading days), not missing steps
+GAP_SHARE = 0.1
 #: the findings already reported, as (file, what, finding)
 _reported: set[tuple[str, str, str]] = set()
 
 
 class DataWarning(UserWarning):
     """A data file holds extreme values (:func:`check_values`), a constant feature, a left-out column of text with
-    digits in it, series dropped for their NaN, or an unreadable file among readable ones; the run goes on, but
-    the file is likely wrong."""
+    digits in it or with no value at all, gaps in its time column, series dropped for their NaN, or an unreadable
+    file among readable ones; the run goes on, but the file is likely wrong."""
 
 
 def warn_once(where: str, what: str, findings: Sequence[str], advice: str, *, stacklevel: int = 3) -> None:
@@ -57,10 +61,11 @@ def warn_once(where: str, what: str, findings: Sequence[str], advice: str, *, st
         warnings.warn(f"{where}: {what} {'; '.join(new)}: {advice}", DataWarning, stacklevel=stacklevel)
 
 
-def read_table(path: Path, suffix: str, sep: str):
+def read_table(path: Path, suffix: str, sep: str, text: Sequence[str] = ()):
     """A ``.csv`` (separator ``sep``) or ``.parquet`` file as a ``pandas.DataFrame``; one ``ValueError`` naming it.
 
-    A CSV header that names a column twice is refused (pandas would rename the second ``a.1``).
+    The ``text`` columns of a CSV are read as written (series ids: ``007`` and ``7`` stay two series). A CSV header
+    that names a column twice is refused (pandas would rename the second ``a.1``).
     """
     import pandas as pd
 
@@ -68,7 +73,7 @@ def read_table(path: Path, suffix: str, sep: str):
     try:
         if suffix == ".parquet":
             return pd.read_parquet(path)
-        frame = pd.read_csv(path, sep=sep)
+        frame = pd.read_csv(path, sep=sep, dtype={column: str for column in text})
         if any(re.search(r"\.\d+$", str(name)) for name in frame.columns):  # how pandas renames a repeated name
             header = pd.read_csv(path, sep=sep, header=None, nrows=1, dtype=str).iloc[0].tolist()
     except pd.errors.EmptyDataError:
@@ -197,9 +202,12 @@ def value_columns(frame, reserved: set[str], source: str) -> list[str]:
     A column left out whose filled cells mostly hold digits (numbers with a unit, a decimal comma, an
     id) is named in a :class:`DataWarning`.
     """
-    chosen, number_like = [], []
+    chosen, number_like, empty = [], [], []
     for name in frame.columns:
         if name in reserved:
+            continue
+        if not _filled(frame[name]).any():
+            empty.append(repr(name))
             continue
         if mostly_numeric(frame[name]):
             chosen.append(name)
@@ -210,6 +218,9 @@ def value_columns(frame, reserved: set[str], source: str) -> list[str]:
     if number_like:
         warn_once(source, "columns of text with digits in them, left out of the features:", number_like,
                   "name the value columns with features= to read them (each cell must then be a number)")  # fmt: skip
+    if empty:
+        warn_once(source, "columns with no value in any row, left out of the features:", empty, "the other columns "
+                  "are read")  # fmt: skip
     return chosen
 
 
@@ -220,6 +231,9 @@ def numeric_columns(frame, columns: list[str], source: str, row_offset: int) -> 
     for k, column in enumerate(columns):
         out[:, k] = _numbers(frame[column])
         bad = np.isnan(out[:, k])
+        if not _filled(frame[column]).any():
+            raise ValueError(f"{source}: column {column!r} has no value in any row: leave it out (name the value "
+                             "columns with features=, the targets with targets=)")  # fmt: skip
         if bad.any() and (bad := bad & _filled(frame[column])).any():
             row = int(np.flatnonzero(bad)[0])
             raise ValueError(f"{source}: column {column!r}, row {row + row_offset}: {frame[column].iloc[row]!r} is "
@@ -307,7 +321,30 @@ def row_order(frame, ids: np.ndarray, time: str | None, source: str, row_offset:
                          f"({ids[first[0]]}, {raw.iloc[first[0]]})")  # fmt: skip
     if order == "file":
         return np.argsort(rank, kind="stable")
-    return keyed.sort_values(["series", "time"], kind="stable").index.to_numpy()
+    ordered = keyed.sort_values(["series", "time"], kind="stable")
+    _warn_gaps(ordered["series"].to_numpy(), ordered["time"].to_numpy(), raw.to_numpy()[ordered.index], ids, time,
+               source)  # fmt: skip
+    return ordered.index.to_numpy()
+
+
+def _warn_gaps(rank: np.ndarray, keys: np.ndarray, cells: np.ndarray, ids: np.ndarray, column: str,
+               source: str) -> None:  # fmt: skip
+    """Warn once where the time ``keys [rows]`` (sorted within each series ``rank``) jump by at least
+    :data:`GAP_FACTOR` usual steps (the median step) in a few places, under :data:`GAP_SHARE` of the steps: missing
+    steps, which the models would take as one. A calendar that skips often (trading days) is its own step."""
+    same = rank[1:] == rank[:-1]
+    if not same.any():
+        return
+    numbers = keys.astype("datetime64[ns]").astype(np.int64) if np.issubdtype(keys.dtype, np.datetime64) else keys
+    steps = np.diff(numbers.astype(np.float64))[same]
+    usual = float(np.median(steps))
+    gaps = np.flatnonzero(same)[steps >= GAP_FACTOR * usual] if usual > 0 else np.array([], dtype=int)
+    if len(gaps) == 0 or len(gaps) > GAP_SHARE * len(steps):
+        return
+    shown = [f"series {ids[rank == rank[g]][0]!s}: {cells[g]} then {cells[g + 1]}" for g in gaps[:3]]
+    warn_once(source, f"column {column!r} skips steps in {len(gaps)} place(s) (at least {GAP_FACTOR:g} times its "
+                      "usual step):", shown, "the models take consecutive rows as consecutive steps; fill the "
+                      "missing steps if their spacing matters", stacklevel=5)  # fmt: skip
 
 
 def check_values(values: np.ndarray, where: str, columns: Sequence[str], *, lines: Sequence[int] | None = None,

@@ -27,13 +27,14 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import re
 import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
-from .datasets import SPLITS, DataSplits, SequenceDataset
+from .datasets import SPLITS, DataSplits, SequenceDataset, skewed
 from .standardize import Standardizer
 
 __all__ = ["SeriesTransform", "DataUnits", "choose_transform", "resolve_transform", "detect_season", "AR_ORDER",
@@ -206,7 +207,7 @@ class DataUnits:
     @property
     def levels(self) -> torch.Tensor:
         """``[N, T - L, D]``: the level (log space with log) ``L`` steps before each position; zeros for ``L = 0``."""
-        return self._levels[:, : self.positions] if self.lag else torch.zeros_like(self.observed)
+        return self._levels(slice(None), slice(0, self.positions)) if self.lag else torch.zeros_like(self.observed)
 
     def check(self, like: torch.Tensor) -> None:
         """Raise ``ValueError`` unless ``like [N, T', D]`` (the transformed data) fits these rows."""
@@ -221,7 +222,7 @@ class DataUnits:
         index = self._rows(index)
         u = self._affine(z, index)
         if self.lag:
-            u = u + self._levels[index, start : start + z.shape[-2]]
+            u = u + self._levels(index, slice(start, start + z.shape[-2]))
         return u.exp() if self.log else u
 
     def observed_at(self, index: torch.Tensor | None = None, steps: int | None = None, start: int = 0) -> torch.Tensor:
@@ -253,7 +254,7 @@ class DataUnits:
         if self.lag:
             levels = torch.empty_like(u)
             for h in range(u.shape[-2]):
-                before = self._levels[index, start + h] if h < self.lag else levels[..., h - self.lag, :]
+                before = self._levels(index, start + h) if h < self.lag else levels[..., h - self.lag, :]
                 levels[..., h, :] = u[..., h, :] + before
             u = levels
         return u.exp() if self.log else u
@@ -265,10 +266,10 @@ class DataUnits:
         """``offset + scale z`` of rows ``index``, ``z [..., b, H, D]`` (float64, on the CPU)."""
         return self.offset[index].unsqueeze(-2) + self.scale[index].unsqueeze(-2) * z.detach().double().cpu()
 
-    @property
-    def _levels(self) -> torch.Tensor:
-        """``[N, T, D]``: the data as read, in log space with log."""
-        return self.data.log() if self.log else self.data
+    def _levels(self, rows, steps) -> torch.Tensor:
+        """The data as read at ``data[rows, steps]``, in log space with log (only those entries taken)."""
+        data = self.data[rows, steps]
+        return data.log() if self.log else data
 
 
 def detect_season(sequences: list[np.ndarray], *, threshold: float = SEASON_THRESHOLD,
@@ -415,20 +416,32 @@ def _ar_figure(applied: DataSplits) -> tuple[float, int]:
     """``(mean log density per scored validation data step, order p)`` of a pooled Gaussian AR(p) per feature fit on
     ``applied``'s transformed standardised training split (mean 0, so no intercept: a drift the standardiser takes
     from differences is one a model of levels must find), in the data's units."""
-    x, mask = applied.train.padded(applied.standardizer, dtype=torch.float64)
+    rows = applied.train.rows(applied.standardizer, dtype=torch.float64)  # row by row: no padding to the longest
     order = max(1, min(AR_ORDER, min(applied.train.lengths) - 1))
-    design = _design(x, order)[:, order:][mask[:, order:]]  # [n, D, p]
-    target = x[:, order:][mask[:, order:]]  # [n, D]
+    design = torch.cat([_design(row.unsqueeze(0), order)[0, order:] for row in rows])  # [n, D, p]
+    target = torch.cat([row[order:] for row in rows])  # [n, D]
     weights = torch.linalg.lstsq(design.transpose(0, 1), target.T.unsqueeze(-1)).solution  # [D, p, 1]
     residuals = target - torch.einsum("ndk,dk->nd", design, weights.squeeze(-1))
     variance = residuals.pow(2).mean(0).clamp(min=_SMALLEST_VARIANCE)
-    valid, _ = applied.valid.padded(applied.standardizer, dtype=torch.float64)
-    mean = torch.einsum("ntdk,dk->ntd", _design(valid, order), weights.squeeze(-1))
-    log_density = torch.distributions.Normal(mean, variance.sqrt()).log_prob(valid).sum(-1)
+    valid = applied.valid.rows(applied.standardizer, dtype=torch.float64)
     units = applied.transform.units(applied.levels, "valid", applied.standardizer)
-    log_density = log_density + units.log_jacobian(steps=valid.shape[1])
     scored = applied.valid.scored_mask()
-    return float(log_density[scored].sum()) / int(scored.sum()), order
+    groups = [[i] for i in range(len(valid))] if skewed(applied.valid.lengths) else [None]  # skewed: row by row
+    total = sum(_scored_log_density(valid, index, units, scored, weights.squeeze(-1), variance) for index in groups)
+    return total / int(scored.sum()), order
+
+
+def _scored_log_density(rows: list[torch.Tensor], index: list[int] | None, units: DataUnits, scored: torch.Tensor,
+                        weights: torch.Tensor, variance: torch.Tensor) -> float:  # fmt: skip
+    """The log density in the data's units (``units``) of the ``scored [N, T]`` steps of the standardised ``rows``
+    ``index`` (``None``: all), padded to their longest, under the AR model of ``weights [D, p]`` and noise
+    ``variance [D]``."""
+    x = torch.nn.utils.rnn.pad_sequence(rows if index is None else [rows[i] for i in index], batch_first=True)
+    mean = torch.einsum("ntdk,dk->ntd", _design(x, weights.shape[-1]), weights)
+    log_density = torch.distributions.Normal(mean, variance.sqrt()).log_prob(x).sum(-1)
+    log_density = log_density + units.log_jacobian(index, x.shape[1])
+    kept = scored if index is None else scored[index]
+    return float(log_density[kept[:, : x.shape[1]]].sum())
 
 
 def _design(x: torch.Tensor, order: int) -> torch.Tensor:
@@ -486,11 +499,12 @@ def _binary(splits: DataSplits) -> bool:
 
 def _seasonal_lag(part: str, season: int | None, name: str) -> int:
     """The lag of a ``seasonal-difference`` part: its own number (``seasonal-difference-12``), else ``season``."""
-    number = part[len("seasonal-difference") :].lstrip("-")
-    if number:
-        if not number.isdigit() or int(number) < 2:
-            raise ValueError(f"{name}: {part!r}: expected seasonal-difference-<m> with an integer m >= 2")
-        return int(number)
+    match = re.fullmatch(r"seasonal-difference(?:-([0-9]+))?", part)
+    if match is None or (match[1] is not None and int(match[1]) < 2):
+        raise ValueError(f"{name}: {part!r}: expected seasonal-difference-<m> with an integer m >= 2 (or "
+                         "seasonal-difference, whose lag is the season)")  # fmt: skip
+    if match[1] is not None:
+        return int(match[1])
     if season is None:
         raise ValueError(f"{name}: 'seasonal-difference' needs a season: none was given (season) and the "
                          f"training split shows none (autocorrelation of first differences above "

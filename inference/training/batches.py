@@ -2,7 +2,8 @@
 
 Training data is ``(x [N, T, D], mask [N, T])`` or, for a supervised objective, ``(x, mask, y [N, ...])``
 (:func:`check_data`). An epoch shuffles it into minibatches (:func:`epoch_batches`); evaluation takes it in batches
-of similar length (:func:`length_batches`), each cut to its longest sequence (:func:`trim_padding`).
+of similar length (:func:`length_batches`; fewer rows where the lengths are skewed), each cut to its longest sequence
+(:func:`trim_padding`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import math
 import torch
 from torch import nn
 
+from ..data.datasets import PADDING_LIMIT, skewed
 from ..validation import check_sequences
 from .rng import SHUFFLE_STREAM, derived_seed
 
@@ -64,10 +66,32 @@ def length_batches(mask: torch.Tensor, batch_size: int, *, rank: int = 0, world_
     """Evaluation batches (CPU ``int64`` index tensors): rows of ``mask [N, T]`` longest first.
 
     Sequences of similar length share a batch, so :func:`trim_padding` leaves little padding;
-    the rows are dealt out ``rank::world_size`` before being cut into ``batch_size`` batches.
+    the rows are dealt out ``rank::world_size`` before being cut into batches of ``batch_size``
+    rows, fewer where the lengths are skewed (:func:`~ppl_models.inference.data.datasets.skewed`): a batch then
+    pads to at most ``batch_size`` times :data:`~ppl_models.inference.data.datasets.PADDING_LIMIT` times the
+    mean length, and holds no row shorter than its longest over that limit, so a sequence far longer than the
+    others goes alone and no batch pads to more than that limit times its steps (where padding every row to the
+    longest stays within that limit, every batch has ``batch_size`` rows).
     """
-    order = mask.sum(1).cpu().argsort(descending=True, stable=True)
-    return list(order[rank::world_size].split(batch_size))
+    lengths = mask.sum(1).cpu()
+    order = lengths.argsort(descending=True, stable=True)[rank::world_size]
+    budget = batch_size * PADDING_LIMIT * int(lengths.sum())  # rows x longest x N, in whole numbers
+    ends = _similar_ends(lengths[order]) if skewed(lengths.tolist()) else None
+    batches, start = [], 0
+    while start < len(order):
+        longest = max(1, int(lengths[order[start]])) * len(lengths)
+        size = min(batch_size, max(1, budget // longest))
+        batches.append(order[start : start + size if ends is None else min(start + size, int(ends[start]))])
+        start += len(batches[-1])
+    return batches
+
+
+def _similar_ends(lengths: torch.Tensor) -> torch.Tensor:
+    """For each position ``i`` of ``lengths [n]`` (longest first), the first position after it whose length is
+    shorter than ``lengths[i]`` over :data:`~ppl_models.inference.data.datasets.PADDING_LIMIT` ``[n]``."""
+    shortest = -lengths.double()  # ascending
+    return torch.maximum(torch.searchsorted(shortest, shortest / PADDING_LIMIT, side="right"),
+                         torch.arange(1, len(lengths) + 1))  # fmt: skip
 
 
 def trim_padding(x: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
