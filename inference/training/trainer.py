@@ -264,7 +264,8 @@ class Trainer:
         norm, start = self._parameter_norm(), self._start_norm
         if math.isfinite(norm) and norm <= _BLOWN_UP * max(start, 1e-12):
             return
-        reason = " ".join(str(error).split())[:200]
+        reason = " ".join(str(error).split())
+        reason = reason if len(reason) <= 200 else reason[:200].rsplit(" ", 1)[0] + " ..."  # cut at a word, said so
         self._diverged(where, f"the parameters' norm went from {start:.3g} (start of fit) to {norm:.3g} and this "
                               f"failed ({type(error).__name__}: {reason})", error)
 
