@@ -24,5 +24,6 @@ def evaluation_memory(model, data, options) -> dict[str, tuple[int, int, str]]:
     ``evaluate.<setting>``."""
     from ppl_models.inference.evaluation import evaluation_memory as needs_of
 
-    needs = needs_of(model, data.test[0], options, binary=data.binary)
+    x, mask = data.test
+    needs = needs_of(model, x, options, binary=data.binary, mask=mask, scored=data.scored_mask("test"))
     return {f"evaluate.{name}": need for name, need in needs.items()}

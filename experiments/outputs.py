@@ -17,7 +17,8 @@ from . import board_figures, plots
 from .tables import format_table
 from .tasks import music
 
-__all__ = ["PARTICLE_CLOUD_PARTICLES", "mse_monitor", "first_test_prediction", "write_outputs", "metrics_coverage"]
+__all__ = ["PARTICLE_CLOUD_PARTICLES", "mse_monitor", "first_test_prediction", "first_test_observed", "write_outputs",
+           "metrics_coverage"]
 
 #: the most particles the filter behind ``plots/particles.png`` runs with (fewer where ``evaluate.num_particles``
 #: is smaller): the plot draws every particle of every step, and more than this many make an unreadable cloud
@@ -56,6 +57,13 @@ def first_test_prediction(model, data) -> list:
     return Units(data.units("test"), x).values(mean, torch.tensor([0]))[0].tolist()
 
 
+def first_test_observed(data) -> list:
+    """The valid steps ``[T, D]`` of the first test sequence in the data's units (for transformed data, as read), as
+    lists."""
+    x, mask = data.test
+    return Units(data.units("test"), x).observed(x[:1][:, mask[0]], torch.tensor([0]))[0].tolist()
+
+
 def write_outputs(run_dir: Path, model, data, config, result, seed: int, records: Path) -> None:
     """Write the evaluation ``result`` (:func:`ppl_models.inference.evaluate`'s) of ``model`` on ``data``'s test split
     into ``run_dir``: the metrics table, the predictive and PIT files, the split record, the predictions before and
@@ -68,29 +76,42 @@ def write_outputs(run_dir: Path, model, data, config, result, seed: int, records
         write_json(run_dir / "data_split.json", data.split_record)
     if (records / "predictions.json").is_file() and model.supports("exact"):
         record = json.loads((records / "predictions.json").read_text())
-        record.update(observed=result.x[0][result.mask[0]].tolist(), final=first_test_prediction(model, data),
+        record.update(observed=first_test_observed(data), final=first_test_prediction(model, data),
                       final_mse=metrics["mse"])  # fmt: skip
         write_json(run_dir / "predictions.json", record)
     write_text(run_dir / "metrics.md", format_table(metrics, markdown=True))
     figures = run_dir / "plots"
     plots.learning_curve(records / "metrics.jsonl", figures / "learning_curve.png")
-    x, mask = result.x, result.mask  # in the data's own units
+    x, mask = result.x, result.mask  # in the data's own units (padded, or packed to the scored steps)
     scored = mask if result.scored is None else result.scored  # the steps judged: each row's context left out
+    row, steps = result.steps_of(0)  # the first sequence's scored steps
     if isinstance(predictive, torch.Tensor):
-        idata = calibration.to_inference_data(predictive, x, mask=scored)
-        calibration.save_inference_data(idata, run_dir / "predictive.nc")
+        calibration.save_inference_data(result.predictive_data(), run_dir / "predictive.nc")
         pit_values = calibration.pit(predictive, x, scored)[scored]
         save_torch(run_dir / "pit.pt", pit_values)  # every valid entry's PIT, for comparisons (leaderboard)
         calibration.plot_pit_ecdf(pit_values, figures / "pit_ecdf.png")
         calibration.plot_coverage(metrics_coverage(metrics["calibration"]), figures / "coverage.png")
-        calibration.plot_predictive_bands(predictive, x, mask=mask, path=figures / "predictive_bands.png")
+        _predictive_bands(result, row, steps, figures / "predictive_bands.png")
     if isinstance(probabilities, torch.Tensor):
         curve = calibration.reliability_curve(probabilities, x, scored)
         board_figures.write_reliability(curve, run_dir)  # the leaderboard's reliability curves
         calibration.plot_reliability(curve, figures / "reliability.png")
-        music.piano_roll_outputs(model, x[0][scored[0]], probabilities[0][scored[0]], run_dir, seed=seed)
+        music.piano_roll_outputs(model, x[row][steps], probabilities[row][steps], run_dir, seed=seed)
     if "smc" in config.estimators and model.supports("particles") and not data.binary:
-        _particle_cloud(model, data.test[0], mask, config.num_particles, figures / "particles.png")
+        _particle_cloud(model, *data.test, config.num_particles, figures / "particles.png")
+
+
+def _predictive_bands(result, row: int, steps: torch.Tensor, path: Path) -> None:
+    """The predictive bands of the first sequence: its valid steps (padded layout), or its scored steps ``steps`` of
+    held row ``row`` from their first time step (packed layout)."""
+    if result.positions is None:
+        calibration.plot_predictive_bands(result.predictive, result.x, mask=result.mask, path=path)
+        return
+    if not bool(steps.any()):  # no scored step in the first sequence: no band to draw
+        return
+    start = int(result.positions[1][steps][0])
+    calibration.plot_predictive_bands(result.predictive[:, row : row + 1, steps], result.x[row : row + 1, steps],
+                                      path=path, start=start)  # fmt: skip
 
 
 def _particle_cloud(model, x: torch.Tensor, mask: torch.Tensor, num_particles: int, path: Path) -> None:

@@ -15,8 +15,12 @@ read from the kernel (``wait4``: the process and the processes it waited for):
 * ``train``: ``ppl-models train gru --data FILE --series series --time t --set train.epochs=1``.
 
 On the largest skewed file, also a board (``ppl-models leaderboard`` of ``gru`` and ``lgssm`` with the
-``last-value`` and ``arima`` rows, one epoch) and ``train gru`` with the long series held out (``data.split_seed``
-that puts it in the validation split, where it is scored whole).
+``last-value`` and ``arima`` rows, one epoch) and, with the long series held out (:data:`HELD_OUT`: scored whole,
+each step given its history), ``train gru`` with it in the validation split, in the test split and split by time,
+and the board with it in the test split.
+
+``--before FILE`` copies the held-out runs of an earlier results file of this benchmark (run on the code before a
+change, e.g. in a checkout of an earlier commit) beside this run's, as ``held_out_before``.
 
 Usage::
 
@@ -51,8 +55,11 @@ FULL = (100, 330, 1000)
 QUICK = (30, 100)
 #: the short series' steps, the long one's per short series, and the steps of each series of an even file
 SHORT_STEPS, LONG_PER_SHORT, EVEN_STEPS = 10, 100, 100
-#: the split seed that puts the long series of ``skewed-1000`` in the validation split (seed 0: the training split)
-HELD_OUT_SEED = 3
+#: the ``train`` arguments that hold the long series of ``skewed-1000`` out of the training split: the split seeds
+#: that put it in the validation and the test split (seed 0: the training split), and a split by time, where every
+#: held-out segment keeps its series' history (fractions that leave the 10-step series 2 steps in each part)
+HELD_OUT = {"validation": ("--set", "data.split_seed=3"), "test": ("--set", "data.split_seed=6"),
+            "time": ("--split", "time", "--set", "data.fractions=[0.6,0.2,0.2]")}
 #: what the commands name the columns by
 COLUMNS = ["--series", "series", "--time", "t"]
 
@@ -121,20 +128,33 @@ def measured(command: list[str], cap_bytes: int, timeout: float, threads: int) -
             "output_tail": output.strip().splitlines()[-3:], "load_average": load_average()}  # fmt: skip
 
 
-def _commands(path: Path, folder: Path, extra: tuple[str, ...] = ()) -> dict[str, list[str]]:
-    """The ``data`` probe and ``train gru`` commands of the file at ``path`` (``extra``: more ``train`` arguments)."""
+def _commands(path: Path, folder: Path, held_out: str | None = None) -> dict[str, list[str]]:
+    """The ``data`` probe and ``train gru`` commands of the file at ``path`` (``held_out``: a case of
+    :data:`HELD_OUT`)."""
     python = [sys.executable, "-m"]
     return {"data": [*python, "ppl_models.experiments.benchmarks.skewed_memory", "--probe", str(path)],
             "train": [*python, "ppl_models.experiments.cli", "train", "gru", "--data", str(path), *COLUMNS,
-                      "--run-dir", str(folder / f"run-{path.stem}{'-held-out' if extra else ''}"), "--set",
-                      "train.epochs=1", *extra]}  # fmt: skip
+                      "--run-dir", str(folder / f"run-{path.stem}{_suffix(held_out)}"), "--set", "train.epochs=1",
+                      *HELD_OUT.get(held_out, ())]}  # fmt: skip
 
 
-def _board(path: Path, folder: Path) -> list[str]:
-    """The one-epoch board command of the file at ``path``."""
+def _board(path: Path, folder: Path, held_out: str | None = None) -> list[str]:
+    """The one-epoch board command of the file at ``path`` (``held_out``: a case of :data:`HELD_OUT`)."""
     return [sys.executable, "-m", "ppl_models.experiments.cli", "leaderboard", "--data", str(path), *COLUMNS,
             "--models", "gru,lgssm", "--classical", "last-value,arima", "--jobs", "1", "--set", "train.epochs=1",
-            "--out", str(folder / "board")]  # fmt: skip
+            "--out", str(folder / f"board{_suffix(held_out)}"), *HELD_OUT.get(held_out, ())]  # fmt: skip
+
+
+def _suffix(held_out: str | None) -> str:
+    """The folder name suffix of a :data:`HELD_OUT` case."""
+    return f"-held-out-{held_out}" if held_out else ""
+
+
+def _held_out(path: Path, folder: Path, args) -> dict:
+    """The ``train gru`` runs of the file at ``path`` with its long series held out (:data:`HELD_OUT`), and the
+    board with it in the test split."""
+    runs = {name: _run(f"train, {name}", _commands(path, folder, name)["train"], args) for name in HELD_OUT}
+    return {**runs, "board, test": _run("board, test", _board(path, folder, "test"), args)}
 
 
 def _file_row(kind: str, path: Path, short: int, results: dict) -> dict:
@@ -149,7 +169,7 @@ def _run(name: str, command: list[str], args) -> dict:
     run = measured(command, int(args.cap_gb * 2**30), args.timeout, args.threads)
     probe = run["output_tail"][-1] if name == "data" and run["exit_status"] == 0 else None
     shown = "stopped by the cap" if run["stopped_by_cap"] else f"exit status {run['exit_status']}"
-    print(f"  {name:<10}{run['peak_rss_mb']:9.0f} MB  {run['seconds']:7.1f} s  {shown}", flush=True)
+    print(f"  {name:<18}{run['peak_rss_mb']:9.0f} MB  {run['seconds']:7.1f} s  {shown}", flush=True)
     return {**run, "command": " ".join(command[2:]), **({"probe": json.loads(probe)} if probe else {})}
 
 
@@ -161,6 +181,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="seed of the files' values")
     parser.add_argument("--quick", action="store_true", help="two small files, no board")
     parser.add_argument("--out", type=Path, default=None, help="write the results to this JSON file (atomically)")
+    parser.add_argument("--before", type=Path, default=None,
+                        help="an earlier results file of this benchmark whose held-out runs to record beside these")
     parser.add_argument("--probe", default=None, help=argparse.SUPPRESS)  # the data command, in its own process
     args = parser.parse_args(argv)
     if args.probe is not None:
@@ -168,6 +190,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.cap_gb <= 0 or args.timeout <= 0 or args.threads < 1:
         parser.error("--cap-gb and --timeout must be > 0 and --threads >= 1")
+    before = _before(parser, args.before)
     sizes = QUICK if args.quick else FULL
     results = {"seed": args.seed, "cap_gb": args.cap_gb, "threads": args.threads, "quick": args.quick,
                "machine": machine_info("cpu"), "load_average_start": load_average(), "files": []}  # fmt: skip
@@ -184,14 +207,29 @@ def main(argv: list[str] | None = None) -> int:
             path = folder / f"skewed-{sizes[-1]}.csv"
             print(f"{path.name}: board, and the long series held out", flush=True)
             results["board"] = _run("board", _board(path, folder), args)
-            held_out = _commands(path, folder, ("--set", f"data.split_seed={HELD_OUT_SEED}"))["train"]
-            results["held_out_train"] = _run("held out", held_out, args)
+            results["held_out"] = _held_out(path, folder, args)
+    if before is not None:
+        results["held_out_before"] = before
     results["load_average_end"] = load_average()
     results["wall_s"] = time.perf_counter() - started
     if args.out is not None:
         module = "ppl_models.experiments.benchmarks.skewed_memory"
         write_json(args.out, {**results, **script_provenance(module, argv, (args.seed,))})
     return 0
+
+
+def _before(parser, path: Path | None) -> dict | None:
+    """The held-out runs of the results file at ``path`` with the code they ran (``None`` without one); a file
+    without them is refused."""
+    if path is None:
+        return None
+    try:
+        earlier = json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        parser.error(f"--before {path}: not a results file of this benchmark ({error})")
+    if not isinstance(earlier, dict) or "held_out" not in earlier:
+        parser.error(f"--before {path}: no held-out runs (a full run of this benchmark has them)")
+    return {"file": path.name, "machine": earlier.get("machine"), "runs": earlier["held_out"]}
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from ..io import atomic_write
+from ..validation import check_positive_int
 from ._checks import _as_float_tensor, _check_levels, _check_predictive, _to_numpy
 from .metrics import ReliabilityCurve, _central_intervals, _sample_quantiles
 
@@ -80,6 +81,7 @@ def plot_predictive_bands(
     levels: Sequence[float] = (0.5, 0.9),
     mask=None,
     path: str | os.PathLike | None = None,
+    start: int = 0,
 ) -> Figure:
     """Median and central bands of the samples over time for one sequence and feature, with the data.
 
@@ -90,16 +92,18 @@ def plot_predictive_bands(
         levels: levels of the shaded central intervals.
         mask: optional bool ``[B, T]``; only the valid steps of the sequence are drawn.
         path: optional PNG file to write.
+        start: the time step of the sequence's first drawn step (its earlier steps not given).
     """
     levels = _check_levels(levels)
     predictive, observed, mask = _check_predictive(predictive, observed, mask)
+    start = check_positive_int(start, name="start", minimum=0)
     _check_index(sequence, observed.shape[0], "sequence")
     _check_index(feature, observed.shape[2], "feature")
     steps = int(mask[sequence].sum())
     samples = predictive[:, sequence, :steps, feature]
     lower, upper = (_to_numpy(bound) for bound in _central_intervals(samples, levels))
     median = _to_numpy(_sample_quantiles(samples, samples.new_tensor([0.5]))[0])
-    time = np.arange(steps)
+    time = start + np.arange(steps)
     figure = Figure(figsize=(7, 3.5), layout="constrained")
     axes = figure.subplots()
     for index in np.argsort(levels)[::-1]:

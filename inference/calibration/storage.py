@@ -1,7 +1,8 @@
 """ArviZ storage of draws and observations: ``InferenceData`` for ArviZ's statistics and plots, netCDF files.
 
 A batch with padding is stored as its valid steps only (one dim ``step`` with coordinates
-``sequence`` and ``time``), so that no padding reaches ArviZ.
+``sequence`` and ``time``), so that no padding reaches ArviZ; draws already packed to their steps (``positions``)
+are stored the same way.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ def to_inference_data(
     observed,
     *,
     mask=None,
+    positions=None,
     log_likelihood=None,
     posterior: Mapping[str, object] | None = None,
     var_name: str = "x",
@@ -42,6 +44,9 @@ def to_inference_data(
             calibration, or replicates given posterior draws (:func:`posterior_inference_data`).
         observed: observations ``[B, T, D]``.
         mask: optional bool ``[B, T]``.
+        positions: optional ``[2, n]`` integers, for draws already packed to ``n`` steps (``predictive [S, 1, n, D]``,
+            ``observed [1, n, D]``, no ``mask``): each step's sequence and time, stored along ``step`` with those
+            coordinates, as the valid steps of a batch with padding are.
         log_likelihood: optional ``[S, B, T, D]`` pointwise log-likelihood of each entry given
             each draw (:class:`~ppl_models.inference.pointwise.PosteriorDraws`), for ``az.loo``, ``az.waic``
             and ``az.plot_loo_pit``.
@@ -56,17 +61,19 @@ def to_inference_data(
         ``log_likelihood`` (chain, draw, sequence, time, feature) and ``posterior`` (chain,
         draw, sequence, time, ``<name>_dim``). A batch with padding is stored as its valid steps
         only: the dims ``(sequence, time)`` become one dim ``step``, with coordinates
-        ``sequence`` and ``time`` along it, so that no padding reaches ArviZ's statistics.
+        ``sequence`` and ``time`` along it, so that no padding reaches ArviZ's statistics (packed draws
+        likewise, their coordinates from ``positions``).
     """
     if not isinstance(var_name, str) or not var_name:
         raise ValueError(f"var_name must be a non-empty string, got {var_name!r}")
     predictive, observed, mask = _check_predictive(predictive, observed, mask)
-    pack = _step_packer(mask)
+    pack = _step_packer(mask) if positions is None else _checked_positions(positions, observed, mask)
+    coordinates = _step_coordinates(mask, pack, positions)
     step_dims = list(SEQUENCE_DIMS[:2]) if pack is None else ["step"]
     dims = {var_name: step_dims + ["feature"]}
 
     def group(values, draws=True):
-        return _with_step_coords(dataset(values, coords=coords, dims=dims, draws=draws), mask, pack)
+        return _with_step_coords(dataset(values, coords=coords, dims=dims, draws=draws), coordinates)
 
     groups = {
         "posterior_predictive": group({var_name: _packed(predictive, pack, draws=True)}),
@@ -81,7 +88,7 @@ def to_inference_data(
             raise ValueError("log_likelihood contains NaN or inf at valid (unmasked) steps")
         groups["log_likelihood"] = group({var_name: _packed(values, pack, draws=True)})
     if posterior is not None:
-        groups["posterior"] = _posterior_dataset(posterior, mask, pack, step_dims, coords)
+        groups["posterior"] = _posterior_dataset(posterior, mask, pack, coordinates, step_dims, coords)
     return inference_data(groups)
 
 
@@ -180,15 +187,34 @@ def _packed(values: torch.Tensor, pack, *, draws: bool = False) -> np.ndarray:
     return values[None] if draws else values
 
 
-def _with_step_coords(dataset, mask, pack):
-    """Add the ``sequence`` and ``time`` coordinates along the ``step`` dim of a packed dataset."""
-    if pack is None or "step" not in dataset.dims:
+def _checked_positions(positions, observed: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """The flat indices ``[n]`` of draws packed to ``n`` steps (``observed [1, n, D]``, every step of ``mask``
+    valid), ``positions [2, n]`` checked against them."""
+    if not isinstance(positions, torch.Tensor) or positions.dtype != torch.int64:
+        raise TypeError(f"positions must be an int64 torch.Tensor [2, n], got {type(positions).__name__}")
+    if observed.shape[0] != 1 or not bool(mask.all()) or positions.shape != (2, observed.shape[1]):
+        raise ValueError(f"positions [2, n] go with draws packed to n steps (observed [1, n, D], no mask): got "
+                         f"positions {list(positions.shape)}, observed {list(observed.shape)}")  # fmt: skip
+    return torch.arange(observed.shape[1])
+
+
+def _step_coordinates(mask: torch.Tensor, pack, positions) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(sequence [n], time [n])`` of the packed steps (``positions``, else the valid steps of ``mask``), or
+    ``None`` when the batch is stored whole."""
+    if positions is not None:
+        return _to_numpy(positions[0]), _to_numpy(positions[1])
+    return None if pack is None else np.divmod(_to_numpy(pack), mask.shape[1])
+
+
+def _with_step_coords(dataset, coordinates):
+    """Add the ``sequence`` and ``time`` ``coordinates`` along the ``step`` dim of a packed dataset."""
+    if coordinates is None or "step" not in dataset.dims:
         return dataset
-    sequence, time = np.divmod(_to_numpy(pack), mask.shape[1])
+    sequence, time = coordinates
     return dataset.assign_coords(sequence=("step", sequence), time=("step", time))
 
 
-def _posterior_dataset(posterior, mask, pack, step_dims, coords):
+def _posterior_dataset(posterior, mask, pack, coordinates, step_dims, coords):
     if not isinstance(posterior, Mapping) or not posterior:
         raise ValueError(f"posterior must be a non-empty dict name -> [S, B, T, ...] draws, got {posterior!r}")
     values, dims = {}, {}
@@ -207,4 +233,4 @@ def _posterior_dataset(posterior, mask, pack, step_dims, coords):
     if pack is not None and per_sequence and len(per_sequence) < len(dims):
         raise ValueError(f"posterior variables {per_sequence} are per sequence [S, B]: with padding they cannot share "
                          "a group with per-step variables [S, B, T, ...]")  # fmt: skip
-    return _with_step_coords(dataset(values, coords=coords, dims=dims), mask, pack)
+    return _with_step_coords(dataset(values, coords=coords, dims=dims), coordinates)

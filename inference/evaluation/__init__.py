@@ -7,8 +7,9 @@ real-valued data; Brier score and reliability for binary data); PSIS-LOO / WAIC 
 draws; and, where the data's source is known, each estimate's gap to the exact log-likelihood
 under the true parameters. How it judges is an :class:`EvaluationOptions` (or its fields as keywords). The
 :class:`Evaluation` it returns holds the figures (:attr:`Evaluation.metrics`, the ``metrics.json`` of a run
-folder), the draws behind them and :meth:`~Evaluation.to_inference_data` for ArviZ; the command line prints them
-as a table (:func:`ppl_models.experiments.tables.format_table`).
+folder), the draws behind them (padded like the data, or, for data of skewed lengths, kept at the scored steps only)
+and :meth:`~Evaluation.to_inference_data` for ArviZ; the command line prints them as a table
+(:func:`ppl_models.experiments.tables.format_table`).
 
 Modules: :mod:`.options` (:class:`EvaluationOptions`), :mod:`.judge` (:func:`evaluate`, :class:`Evaluation`),
 :mod:`.figures` (:func:`one_step_mse`, :func:`gap_to_truth`, :func:`binary_calibration`), :mod:`.memory`

@@ -1,5 +1,6 @@
 """The data as :func:`~ppl_models.inference.evaluation.evaluate` reads it: in batches of similar lengths, put back
-in data order, and mapped from the model's (standardised) units back to the data's own."""
+in data order (padded, or packed to the scored steps where the lengths are skewed: :func:`packed_layout`), and mapped
+from the model's (standardised) units back to the data's own."""
 
 from __future__ import annotations
 
@@ -11,10 +12,11 @@ import torch
 from torch import nn
 
 from ..data import DataUnits, Standardizer
+from ..data.datasets import skewed
 from ..training import length_batches, trim_padding
 from ..validation import InputTypeError
 
-__all__ = ["Units", "batches", "in_order", "check_some_valid"]
+__all__ = ["Units", "batches", "in_order", "packed_layout", "check_some_valid"]
 
 
 def check_some_valid(mask: torch.Tensor, caller: str) -> None:
@@ -29,6 +31,13 @@ def batches(x: torch.Tensor, mask: torch.Tensor, size: int, device) -> Iterator[
     for index in length_batches(mask, size):
         xb, mb = trim_padding(x[index], mask[index])
         yield index, xb.to(device), mb.to(device)
+
+
+def packed_layout(mask: torch.Tensor) -> bool:
+    """Whether an evaluation of rows ``mask [N, T]`` keeps its per-step arrays packed to the scored steps: where
+    their lengths are skewed, padding them to the longest holding more than
+    :data:`~ppl_models.inference.data.datasets.PADDING_LIMIT` times their valid steps (the data side's rule)."""
+    return skewed(mask.sum(1).tolist())
 
 
 def in_order(pieces: list[torch.Tensor], indices: list[torch.Tensor], steps: int, batch_dim: int = 0) -> torch.Tensor:

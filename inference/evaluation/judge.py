@@ -22,7 +22,7 @@ from ..protocol import OneStepPredictive, model_device, particle_predictive
 from ..saturation import each_warning_once
 from ..training import trim_padding
 from ..validation import InputTypeError, check_memory, check_scored, check_sequences
-from .batches import Units, batches, check_some_valid, in_order
+from .batches import Units, batches, check_some_valid, in_order, packed_layout
 from .figures import (
     binary_calibration,
     categorical_figures,
@@ -47,6 +47,15 @@ class Evaluation:
     ``probabilities``: ``E[x_t | x_<t]`` ``[N, T, D]`` (binary data); ``posterior``: the guide's
     draws as ``InferenceData`` (``posterior_draws > 0``); ``x``, ``mask``: the data, ``[N, T, D]``, ``[N, T]``;
     ``scored``: the steps judged ``[N, T]`` (the valid steps after each row's context; ``mask`` where there is none).
+
+    That is the padded layout. Where the data's lengths are skewed
+    (:func:`~ppl_models.inference.evaluation.batches.packed_layout`: padding its rows to the longest would hold more
+    than :data:`~ppl_models.inference.data.datasets.PADDING_LIMIT` times their valid steps), the per-step arrays hold
+    the ``n`` scored steps only, in data order (by row, then step), as one row: ``x [1, n, D]``, ``mask`` and
+    ``scored`` ``[1, n]`` (all true), ``predictive [S, 1, n, D]``, ``log_density [1, n]``, ``probabilities
+    [1, n, D]``; ``positions [2, n]`` then gives each step's row and time step in the data (``None`` in the padded
+    layout). Either way the figures are those of the scored steps, and
+    :meth:`predictive_data` stores them alike.
     """
 
     metrics: dict
@@ -57,20 +66,36 @@ class Evaluation:
     probabilities: torch.Tensor | None = None
     posterior: Any = None
     scored: torch.Tensor | None = None
+    positions: torch.Tensor | None = None
 
     def __getitem__(self, key: str):
         return self.metrics[key]
 
+    def steps_of(self, row: int) -> tuple[int, torch.Tensor]:
+        """``(held, steps)``: where data row ``row``'s scored steps are held, ``x[held][steps]`` (``steps``: bool
+        ``[T]``, or ``[n]`` in the packed layout)."""
+        if self.positions is None:
+            return row, (self.mask if self.scored is None else self.scored)[row]
+        return 0, self.positions[0] == row
+
+    def predictive_data(self):
+        """ArviZ ``InferenceData`` of the one-step draws (posterior predictive) and the observed data at the scored
+        steps (:func:`~ppl_models.inference.calibration.to_inference_data`; padded and packed layouts alike)."""
+        if self.positions is not None:
+            return calibration.to_inference_data(self.predictive, self.x, positions=self.positions)
+        return calibration.to_inference_data(self.predictive, self.x, mask=self.mask if self.scored is None
+                                             else self.scored)  # fmt: skip
+
     def to_inference_data(self):
         """ArviZ ``InferenceData``: the observed data with the one-step predictive draws as posterior
-        predictive, and the guide's draws with their pointwise log-likelihood where they were taken."""
+        predictive (:meth:`predictive_data`), and the guide's draws with their pointwise log-likelihood where they
+        were taken."""
         if self.predictive is None:
             if self.posterior is not None:
                 return self.posterior
             raise ValueError("evaluate() took no predictive draws: pass predictive_samples > 0 (real-valued data) "
                              "or posterior_draws > 0")  # fmt: skip
-        idata = calibration.to_inference_data(self.predictive, self.x, mask=self.mask if self.scored is None
-                                              else self.scored)  # fmt: skip
+        idata = self.predictive_data()
         if self.posterior is not None:
             idata.extend(self.posterior)
         return idata
@@ -108,7 +133,9 @@ def evaluate(model, x: torch.Tensor, mask: torch.Tensor | None = None, options: 
     model, else from the model's own ``predictive``. Settings whose draws cannot fit in the memory
     available are refused by name before anything is drawn
     (:func:`~ppl_models.inference.evaluation.evaluation_memory`); an unknown keyword is a ``TypeError`` naming it.
-    Returns an :class:`Evaluation`.
+    Returns an :class:`Evaluation`: its per-step arrays padded like ``x``, or packed to the scored steps where the
+    lengths are skewed (:func:`~ppl_models.inference.evaluation.batches.packed_layout`), so that its memory follows
+    the scored steps rather than the rows times the longest.
     """
     options = _with_settings(options, settings)
     x, mask, binary = _checked_data(model, x, mask, binary=binary, description=description, valid=valid)
@@ -116,18 +143,18 @@ def evaluate(model, x: torch.Tensor, mask: torch.Tensor | None = None, options: 
     if scored is not None:
         check_some_valid(scored, "evaluate")
     units = Units(standardizer, x)
-    plan = _checked_plan(model, x, options, binary, given_context=scored is not None)
+    scored_steps = mask if scored is None else scored
+    plan = _checked_plan(model, x, mask, scored_steps, options, binary, given_context=scored is not None)
     if options.seed is not None:
         pyro.set_rng_seed(options.seed)
     refit = _refit_noise(model, valid, options.noise_refit)
     model.eval()
-    scored_steps = mask if scored is None else scored
     gathered = _gather(model, x, mask, scored_steps, options, plan, units, truth)
-    result = Evaluation(_likelihood_figures(model, x, scored_steps, description, gathered, plan, units, refit),
-                        units.observed(x), mask, scored=scored)  # fmt: skip
-    _predictive_figures(result, gathered, plan, truth_metrics)
+    result = _held(_likelihood_figures(model, x, scored_steps, description, gathered, plan, units, refit), gathered,
+                   x, mask, scored, units)  # fmt: skip
+    _predictive_figures(result, gathered.source, plan, truth_metrics)
     if plan.posterior:
-        _posterior_figures(result, model, x, options.posterior_draws)
+        _posterior_figures(result, model, x, mask, options.posterior_draws)
     return result
 
 
@@ -140,14 +167,19 @@ class _Gathered:
     """What one pass over the data gathers, a piece per batch: the batches' ``indices``, the log-likelihood
     estimates ``per_sequence`` (``{name: [b]}``, in the data's units), the one-step ``draws`` ``[S, b, T', D]``,
     their ``log_density`` ``[b, T']``, the ``probabilities`` ``[b, T', D]`` (binary data), the ``squared_errors``
-    of the predictive mean and the predictive's ``source``."""
+    of the predictive mean and the predictive's ``source``. ``packed``: the per-step pieces are kept at the scored
+    steps only (``[S, n_b, D]``, ``[n_b]``, ``[n_b, D]``), with the data there (``observed`` ``[n_b, D]``, in its
+    units) and the ``positions`` ``[2, n_b]`` (row, time step) of those steps."""
 
+    packed: bool = False
     indices: list[torch.Tensor] = field(default_factory=list)
     per_sequence: dict[str, list[torch.Tensor]] = field(default_factory=dict)
     draws: list[torch.Tensor] = field(default_factory=list)
     log_density: list[torch.Tensor] = field(default_factory=list)
     probabilities: list[torch.Tensor] = field(default_factory=list)
     squared_errors: list[float] = field(default_factory=list)
+    observed: list[torch.Tensor] = field(default_factory=list)
+    positions: list[torch.Tensor] = field(default_factory=list)
     source: str | None = None
 
     def add(self, index, estimates: dict, step: OneStepPredictive, xb, sb, units: Units, plan: Plan) -> None:
@@ -158,20 +190,30 @@ class _Gathered:
             self.per_sequence.setdefault(name, []).append(units.sequence_log_density(bound.detach().double().cpu(), sb,
                                                                                      index))  # fmt: skip
         self.source = step.source
+        sb = sb.cpu()
+        if self.packed:
+            rows, times = sb.nonzero(as_tuple=True)
+            self.positions.append(torch.stack([index[rows], times]))
+            self.observed.append(units.observed(xb, index).cpu()[sb])
         if plan.binary:
-            self.probabilities.append(step.mean.cpu())
+            self.probabilities.append(self._kept(step.mean.cpu(), sb))
             return
         if step.log_density is not None:
-            self.log_density.append(units.step_log_density(step.log_density.cpu(), index))
+            self.log_density.append(self._kept(units.step_log_density(step.log_density.cpu(), index), sb))
         self.squared_errors.append(squared_error(step.mean, xb, sb, units, index))
         if plan.samples:
-            self.draws.append(units.values(step.samples, index).cpu())
+            self.draws.append(self._kept(units.values(step.samples, index).cpu(), sb, batch_dim=1))
+
+    def _kept(self, values: torch.Tensor, sb: torch.Tensor, batch_dim: int = 0) -> torch.Tensor:
+        """A batch's per-step ``values`` (its rows at ``batch_dim``, then its steps): whole, or where packed, at its
+        scored steps ``sb [b, T']`` only."""
+        return values[(slice(None),) * batch_dim + (sb,)] if self.packed else values
 
 
 def _gather(model, x, mask, scored, options: EvaluationOptions, plan: Plan, units: Units, truth) -> _Gathered:
     """One pass over ``x [N, T, D]`` in batches: each batch's estimates and one-step predictive, of the ``scored``
     steps ``[N, T]``."""
-    gathered = _Gathered()
+    gathered = _Gathered(packed=packed_layout(mask))
     with each_warning_once():  # the estimators score the same steps: one warning, not one per estimator
         for index, xb, mb in batches(x, mask, options.batch_size, model_device(model)):
             sb = scored[index][:, : xb.shape[1]].to(mb.device)
@@ -259,33 +301,63 @@ def _likelihood_figures(model, x, scored, description: str, gathered: _Gathered,
     return metrics
 
 
-def _predictive_figures(result: Evaluation, gathered: _Gathered, plan: Plan, truth_metrics) -> None:
-    """The calibration of the one-step predictive, from its draws (real-valued data) or probabilities (binary)."""
-    metrics, steps = result.metrics, result.x.shape[1]
+def _held(metrics: dict, gathered: _Gathered, x, mask, scored, units: Units) -> Evaluation:
+    """The :class:`Evaluation` of ``metrics`` and the ``gathered`` pieces put in data order: padded like ``x [N, T, D]``
+    (``mask``, ``scored`` ``[N, T]``), or packed to the scored steps (:attr:`_Gathered.packed`)."""
+    steps = x.shape[1]
+    if gathered.packed:
+        return _packed(metrics, gathered, steps)
+    draws = in_order(gathered.draws, gathered.indices, steps, batch_dim=1) if gathered.draws else None
+    log_density = (in_order(gathered.log_density, gathered.indices, steps) if draws is not None and gathered.log_density
+                   else None)  # fmt: skip
+    probabilities = in_order(gathered.probabilities, gathered.indices, steps) if gathered.probabilities else None
+    return Evaluation(metrics, units.observed(x), mask, draws, log_density, probabilities, scored=scored)
+
+
+def _packed(metrics: dict, gathered: _Gathered, steps: int) -> Evaluation:
+    """The :class:`Evaluation` in the packed layout: the ``n`` scored steps of rows of ``steps`` steps as one row, by
+    row then time step."""
+    positions = torch.cat(gathered.positions, 1)
+    order = (positions[0] * steps + positions[1]).argsort()
+
+    def put(pieces: list[torch.Tensor], dim: int = 0) -> torch.Tensor | None:
+        return torch.cat(pieces, dim).index_select(dim, order).unsqueeze(dim) if pieces else None
+
+    every = torch.ones(1, len(order), dtype=torch.bool)
+    draws = put(gathered.draws, 1)
+    log_density = put(gathered.log_density) if draws is not None else None
+    return Evaluation(metrics, put(gathered.observed), every, draws, log_density, put(gathered.probabilities),
+                      scored=every, positions=positions[:, order])
+
+
+def _predictive_figures(result: Evaluation, source: str | None, plan: Plan, truth_metrics) -> None:
+    """The calibration of the one-step predictive (of ``source``), from its draws (real-valued data) or
+    probabilities (binary)."""
+    metrics = result.metrics
     scored = result.mask if result.scored is None else result.scored
-    if gathered.draws:
-        result.predictive = in_order(gathered.draws, gathered.indices, steps, batch_dim=1)
-        result.log_density = in_order(gathered.log_density, gathered.indices, steps) if gathered.log_density else None
+    if result.predictive is not None:
         metrics["calibration"] = calibration.calibration_summary(result.predictive, result.x, scored,
                                                                  result.log_density)  # fmt: skip
-        metrics["calibration_source"] = (f"one-step-ahead predictive of {gathered.source}, {plan.samples} samples "
+        metrics["calibration_source"] = (f"one-step-ahead predictive of {source}, {plan.samples} samples "
                                          "per step; nlpd from its per-step log density")  # fmt: skip
-        if truth_metrics is not None:
+        if truth_metrics is not None and result.positions is None:
             metrics["truth_metrics"] = truth_metrics(result.predictive, result.x)
-    if gathered.probabilities:
-        result.probabilities = in_order(gathered.probabilities, gathered.indices, steps)
+        elif truth_metrics is not None:
+            metrics["skipped_figures"] = {"truth_metrics": "they read each step's history, and the draws of data of "
+                                                           "skewed lengths are kept at the scored steps only"}
+    if result.probabilities is not None:
         metrics["calibration"] = binary_calibration(result.probabilities, result.x, scored)
-        metrics["calibration_source"] = f"one-step-ahead note probabilities E[x_t | x_<t] from {gathered.source}"
+        metrics["calibration_source"] = f"one-step-ahead note probabilities E[x_t | x_<t] from {source}"
         if is_one_hot(result.x, scored):  # symbols: bits per symbol and one-step accuracy of the scored steps
             figures = categorical_figures(result.probabilities, result.x, scored)
             metrics["test_bpc"], metrics["test_accuracy"] = figures["bpc"], figures["accuracy"]
 
 
-def _posterior_figures(result: Evaluation, model, x: torch.Tensor, draws: int) -> None:
-    """``draws`` draws of the guide on ``x [N, T, D]`` as the model sees it (``result.posterior``) and their PSIS-LOO
-    / WAIC (the ``loo`` metrics)."""
+def _posterior_figures(result: Evaluation, model, x: torch.Tensor, mask: torch.Tensor, draws: int) -> None:
+    """``draws`` draws of the guide on ``x [N, T, D]`` (``mask [N, T]``) as the model sees it (``result.posterior``)
+    and their PSIS-LOO / WAIC (the ``loo`` metrics)."""
     device = model_device(model)
-    result.posterior = calibration.posterior_inference_data(model, x.to(device), result.mask.to(device), draws)
+    result.posterior = calibration.posterior_inference_data(model, x.to(device), mask.to(device), draws)
     result.metrics["loo"] = loo_metrics(result.posterior, result.metrics["test_steps"])
 
 
@@ -315,10 +387,12 @@ def _checked_data(model, x, mask, *, binary, description, valid) -> tuple[torch.
     return x, mask, binary
 
 
-def _checked_plan(model, x: torch.Tensor, options: EvaluationOptions, binary: bool, *, given_context: bool) -> Plan:
-    """What ``options`` ask of ``model`` on ``x`` (scored steps ``given_context``, or every step), refused where its
-    draws cannot fit in memory or the model has no one-step predictive to judge."""
-    check_memory(evaluation_memory(model, x, options, binary=binary))
+def _checked_plan(model, x: torch.Tensor, mask: torch.Tensor, scored: torch.Tensor, options: EvaluationOptions,
+                  binary: bool, *, given_context: bool) -> Plan:  # fmt: skip
+    """What ``options`` ask of ``model`` on ``x`` (``mask``; ``scored`` steps given their context where
+    ``given_context``, else every valid step), refused where its draws cannot fit in memory or the model has no
+    one-step predictive to judge."""
+    check_memory(evaluation_memory(model, x, options, binary=binary, mask=mask, scored=scored))
     plan = options.plan(model, binary=binary)
     if given_context:
         plan = plan.given_context()

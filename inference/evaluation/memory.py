@@ -5,20 +5,27 @@ from __future__ import annotations
 
 import torch
 
+from ..training import length_batches
+from .batches import packed_layout
 from .options import EvaluationOptions
 
 __all__ = ["evaluation_memory"]
 
 
-def evaluation_memory(model, x: torch.Tensor, options: EvaluationOptions, *,
-                      binary: bool) -> dict[str, tuple[int, int, str]]:  # fmt: skip
-    """Lower bounds of the memory that the sample counts of ``options`` make an evaluation hold on ``x [N, T, D]``.
+def evaluation_memory(model, x: torch.Tensor, options: EvaluationOptions, *, binary: bool,
+                      mask: torch.Tensor | None = None,
+                      scored: torch.Tensor | None = None) -> dict[str, tuple[int, int, str]]:  # fmt: skip
+    """Lower bounds of the memory that the sample counts of ``options`` make an evaluation hold on ``x [N, T, D]``
+    (``mask [N, T]``, default every step valid; ``scored [N, T]``, the steps judged, default ``mask``).
 
     Returns ``{setting: (value, bytes, how)}`` (for :func:`~ppl_models.inference.validation.check_memory`) for
     each setting that applies to ``model`` on binary (or real-valued) data, the bytes counting only the tensors
     that grow with the setting, of ``x``'s element size ``e`` (``b``: sequences a batch):
 
-    * ``predictive_samples`` ``S``: the one-step draws, gathered then put in order, ``2 S N T D e``;
+    * ``predictive_samples`` ``S``: the one-step draws, gathered then put in order, ``2 S N T D e``; where the
+      lengths are skewed (:func:`~ppl_models.inference.evaluation.batches.packed_layout`), those of the largest
+      batch (``B`` steps: its rows times its longest) and, gathered then put in order, those of the ``n`` scored
+      steps, ``S (B + 2 n) D e``;
     * ``posterior_draws`` ``S``: replicates and pointwise log-likelihoods, ``2 S N T D e``;
     * ``num_particles`` ``K`` (``smc``): one step's particle predictions of a batch, ``K b D e``;
     * ``iwae_particles`` ``K`` (``iwae``): one log-density per step of ``min(K, particle_chunk)``
@@ -30,9 +37,7 @@ def evaluation_memory(model, x: torch.Tensor, options: EvaluationOptions, *,
     slice_ = f"{steps} steps x {features} features x {size} bytes"
     needs = {}
     if plan.samples:
-        draws = plan.samples
-        needs["predictive_samples"] = (draws, 2 * draws * n * steps * features * size,
-                                       f"{draws} draws x 2 copies x {n} test sequences x {slice_}")
+        needs["predictive_samples"] = _draws_memory(plan.samples, x, mask, scored, options.batch_size)
     if plan.posterior:
         draws = options.posterior_draws
         needs["posterior_draws"] = (draws, 2 * draws * n * steps * features * size,
@@ -47,3 +52,21 @@ def evaluation_memory(model, x: torch.Tensor, options: EvaluationOptions, *,
         needs["iwae_particles"] = (options.iwae_particles, chunk * batch * steps * size,
                                    f"{chunk} particles a pass x {batch} sequences x {steps} steps x {size} bytes")
     return needs
+
+
+def _draws_memory(draws: int, x: torch.Tensor, mask: torch.Tensor | None, scored: torch.Tensor | None,
+                  batch_size: int) -> tuple[int, int, str]:  # fmt: skip
+    """``predictive_samples``' entry of :func:`evaluation_memory` (``draws`` per step): padded like ``x [N, T, D]``,
+    or packed to the ``scored`` steps ``[N, T]`` where ``mask``'s lengths are skewed (``batch_size`` rows a batch at
+    most)."""
+    n, steps, features = (int(size) for size in x.shape)
+    size = x.element_size()
+    slice_ = f"{features} features x {size} bytes"
+    if mask is None or not packed_layout(mask):
+        return draws, 2 * draws * n * steps * features * size, (f"{draws} draws x 2 copies x {n} test sequences x "
+                                                                f"{steps} steps x {slice_}")  # fmt: skip
+    lengths = mask.sum(1)
+    largest = max(len(rows) * int(lengths[rows].max()) for rows in length_batches(mask, batch_size))
+    kept = int((mask if scored is None else scored).sum())
+    how = f"{draws} draws x ({largest} steps of the largest batch + 2 copies x {kept} scored steps) x {slice_}"
+    return draws, draws * (largest + 2 * kept) * features * size, how
