@@ -108,10 +108,13 @@ def reproduce(name: str, seeds: int | None = None, run_dir: str | Path | None = 
 
 
 def _run_study(claim: Claim, seeds: int | None, run_dir: str | Path, results_dir: str | Path | None) -> Path:
-    """Run the claim's study for its first ``seeds`` seeds; the results file it wrote."""
-    path = _results(results_dir) / claim.results[0]
+    """Run the claim's study for its first ``seeds`` seeds; the results file it wrote (beside its runs where the
+    published file holds seeds this rerun lacks: :func:`~ppl_models.experiments.results_files.results_destination`)."""
+    count = seeds or len(claim.seeds)
+    path = results_destination(_results(results_dir) / claim.results[0], range(count),
+                               Path(run_dir) / claim.results[0])  # fmt: skip
     study = importlib.import_module(f"ppl_models.experiments.studies.{claim.study}")
-    study.main(["--seeds", str(seeds or len(claim.seeds)), "--run-dir", str(run_dir), "--out", str(path)])
+    study.main(["--seeds", str(count), "--run-dir", str(run_dir), "--out", str(path)])
     return path
 
 

@@ -254,6 +254,25 @@ def test_reproduce_runs_a_claims_study_with_its_seeds_run_dir_and_results_file(t
     assert calls == [["--seeds", "2", "--run-dir", str(tmp_path / "runs"), "--out", str(path)]]
 
 
+def test_a_study_rerun_on_fewer_seeds_never_replaces_the_published_file(tmp_path, monkeypatch, capsys):
+    from ppl_models.experiments.studies import covid_forecasts
+
+    def fake_main(argv):
+        out = Path(argv[argv.index("--out") + 1])
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps({"seeds": list(range(int(argv[argv.index("--seeds") + 1])))}))
+        return 0
+
+    monkeypatch.setattr(covid_forecasts, "main", fake_main)
+    published = tmp_path / "smct_covid_paper_split.json"
+    published.write_text(json.dumps({"seeds": [0, 1, 2], "results": "three seeds"}))
+    path = reproductions.reproduce("smct-covid", 1, tmp_path / "runs", results_dir=tmp_path)
+    assert path == tmp_path / "runs" / "smct_covid_paper_split.json" and json.loads(path.read_text())["seeds"] == [0]
+    assert json.loads(published.read_text()) == {"seeds": [0, 1, 2], "results": "three seeds"}
+    assert "it is kept" in capsys.readouterr().out
+    assert reproductions.reproduce("smct-covid", 3, tmp_path / "runs", results_dir=tmp_path) == published
+
+
 def test_reproduce_refuses_bad_input_in_one_line(capsys):
     assert main(["reproduce", "srnn-speech"]) == 2
     assert main(["reproduce", "no-such-claim"]) == 2
