@@ -62,9 +62,8 @@ def file_data(path: str, series: str | None = None, time: str | None = None, fea
     ``series`` / ``time`` / ``features`` / ``targets`` / ``split`` name the columns of a long-format
     table (:meth:`~ppl_models.inference.data.datasets.SequenceDataset.from_dataframe`, whose ``degenerate`` leaves out
     features that are constant or exact linear functions of others, named in the split record's ``left_out``),
-    whose ``time_order`` is
-    ``"values"`` (by
-    the time column's numbers, dates or numbered labels) or ``"file"`` (the file's order); ``split_by`` is ``"series"``
+    whose ``time_order`` is ``"values"`` (by the time column's numbers, dates or numbered labels) or ``"file"`` (the
+    file's order); ``split_by`` is ``"series"``
     or ``"time"``, with ``fractions`` (train, valid, test; default 0.7, 0.15, 0.15) and
     ``split_seed``, unless a ``split`` column decides; ``window`` / ``stride`` cut training windows
     (held-out splits are scored whole: a held-out segment of a series keeps the series' earlier steps as context,
