@@ -7,16 +7,6 @@ generation, forecasts) and states why it lacks the others. :data:`COLLECTION` li
 :func:`catalog` gives each its one-line description (``ppl-models list`` prints it).
 """
 
-from pathlib import Path as _Path
-
-# The installed package holds inference/ and experiments/ as its subpackages. In a source checkout they are folders
-# beside this one (pyproject.toml maps them with package-dir), so the checkout's root joins the package's search
-# path: ``ppl_models.inference`` is then the checkout's inference/ whether it is installed, editable or only on
-# sys.path (``python -m ppl_models.experiments...`` from the checkout's root).
-_checkout = _Path(__file__).resolve().parent.parent
-if (_checkout / "pyproject.toml").is_file() and (_checkout / "inference" / "__init__.py").is_file():
-    __path__.append(str(_checkout))
-
 from ppl_models.inference.protocol import Generation, OneStepPredictive, SequenceModel
 
 from .lgssm import KalmanResult, LinearGaussianSSM, TwoStageKalmanFilter

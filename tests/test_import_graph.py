@@ -9,14 +9,14 @@ modules is an edge like any other, not a circle with them).
 """
 
 import ast
+import os
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-#: the folder of each top package (pyproject.toml's package-dir): ``ppl_models/`` holds neither of the other two
-FOLDERS = {"ppl_models": ROOT / "ppl_models", "ppl_models.inference": ROOT / "inference",
-           "ppl_models.experiments": ROOT / "experiments"}  # fmt: skip
+#: the package's folder (``ppl_models/inference`` and ``ppl_models/experiments`` link to the top-level folders)
+PACKAGE = ROOT / "ppl_models"
 #: each layer with the layers it may import from
 ALLOWED = {"engines": {"engines"}, "models": {"engines", "models"}, "product": {"engines", "models", "product"},
            "research": {"engines", "models", "product", "research"}}  # fmt: skip
@@ -25,11 +25,11 @@ ALLOWED = {"engines": {"engines"}, "models": {"engines", "models"}, "product": {
 def _modules() -> dict[str, tuple[Path, bool]]:
     """``{dotted module name: (file, whether it is a package's __init__)}`` of every module of the package."""
     modules = {}
-    for top, folder in FOLDERS.items():
-        for path in folder.rglob("*.py"):
-            parts = path.relative_to(folder).with_suffix("").parts
+    for folder, _, files in os.walk(PACKAGE, followlinks=True):
+        for path in (Path(folder, f) for f in files if f.endswith(".py")):
+            parts = path.relative_to(ROOT).with_suffix("").parts
             package = parts[-1] == "__init__"
-            modules[".".join((top, *(parts[:-1] if package else parts)))] = (path, package)
+            modules[".".join(parts[:-1] if package else parts)] = (path, package)
     return modules
 
 

@@ -1,5 +1,7 @@
-"""The distribution installs one top-level import package, ``ppl_models``, holding every module of the checkout."""
+"""The distribution installs one top-level import package, ``ppl_models``: the product's modules of the checkout,
+without the research (studies, benchmarks, paper claims)."""
 
+import os
 import shutil
 import subprocess
 import sys
@@ -9,8 +11,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-#: repository folder -> the package it installs as (pyproject.toml's package-dir)
-FOLDERS = {"ppl_models": "ppl_models", "inference": "ppl_models/inference", "experiments": "ppl_models/experiments"}
+#: the research folders of the checkout, which the wheel does not ship
+RESEARCH = ("ppl_models/experiments/studies", "ppl_models/experiments/benchmarks", "ppl_models/experiments/claims")
 
 
 @pytest.fixture(scope="module")
@@ -21,8 +23,12 @@ def wheel(tmp_path_factory) -> zipfile.ZipFile:
     source, out = tmp_path_factory.mktemp("source"), tmp_path_factory.mktemp("wheel")
     tracked = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, text=True, check=True)
     for name in filter(None, tracked.stdout.split("\0")):
-        if (ROOT / name).is_file() and not name.startswith(("docs/results/", "tests/")):
-            (source / name).parent.mkdir(parents=True, exist_ok=True)
+        if name.startswith(("docs/results/", "tests/")):
+            continue
+        (source / name).parent.mkdir(parents=True, exist_ok=True)
+        if (ROOT / name).is_symlink():  # ppl_models/inference -> ../inference
+            (source / name).symlink_to(os.readlink(ROOT / name))
+        elif (ROOT / name).is_file():
             shutil.copy2(ROOT / name, source / name)
     done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
                            "-w", str(out), str(source)], capture_output=True, text=True, timeout=300)  # fmt: skip
@@ -39,12 +45,29 @@ def test_the_wheel_installs_exactly_one_top_level_name(wheel):
     assert wheel.read(top_level).decode().split() == ["ppl_models"]
 
 
-def test_the_wheel_holds_every_module_and_config_of_the_three_folders(wheel):
-    names = set(wheel.namelist())
-    for folder, package in FOLDERS.items():
-        for path in (ROOT / folder).rglob("*"):
-            if path.suffix in (".py", ".toml") and "__pycache__" not in path.parts:
-                assert f"{package}/{path.relative_to(ROOT / folder).as_posix()}" in names, path
+def _package_files() -> list[str]:
+    """Every module and config under ``ppl_models/`` as Python imports it (through the folder links)."""
+    found = []
+    for folder, _, files in os.walk(ROOT / "ppl_models", followlinks=True):
+        if "__pycache__" not in folder:
+            found += [Path(folder, f).relative_to(ROOT).as_posix() for f in files if f.endswith((".py", ".toml"))]
+    return found
+
+
+def test_the_wheel_holds_every_module_and_config_of_the_product_and_no_research(wheel):
+    names, files = set(wheel.namelist()), _package_files()
+    assert {"ppl_models/inference/protocol.py", "ppl_models/experiments/cli.py"} <= set(files)
+    for path in files:
+        assert (path in names) != path.startswith(RESEARCH), path
+    assert not [name for name in names if name.startswith(RESEARCH)]
+
+
+def test_the_source_tree_is_laid_out_as_python_imports_it():
+    """The design card's folders are the engines and the command line; the package reaches them through links."""
+    for folder in ("inference", "experiments"):
+        link = ROOT / "ppl_models" / folder
+        assert link.is_symlink() and link.resolve() == (ROOT / folder).resolve(), link
+    assert "__path__" not in (ROOT / "ppl_models" / "__init__.py").read_text()
 
 
 def test_the_console_script_points_into_the_package(wheel):
