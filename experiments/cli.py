@@ -13,9 +13,7 @@ Examples::
     ppl-models suite pfrnn-mazes --run-dir runs/mazes --only "PF-GRU / maze 18"
     ppl-models compare GRU=runs/a PSRNN=runs/b --out runs/gru-vs-psrnn
     ppl-models forecast SMC-T=runs/smct-covid LSTM=runs/lstm-covid --out runs/covid-forecasts
-    ppl-models reproduce --list
-    ppl-models reproduce psrnn-swimmer --seeds 3 --run-dir runs/reproduce-psrnn
-    ppl-models reproduce --render && ppl-models reproduce --check
+    ppl-models reproduce --list                       (from a source checkout: a plug-in command)
 """
 
 from __future__ import annotations
@@ -44,17 +42,17 @@ from . import (
     own_data,
     processes,
     registry,
-    reproductions,
     run_folder,
     runner,
     suites,
     supervised,
 )
+from .arguments import Parser, columns, count, device_option
 from .build import resolve_device
 from .classical_rows import refuse_classical_folder
 from .config import apply_overrides
 from .data import DataWarning
-from .recorded_commands import stale_commands
+from .plugins import add_plugin_commands
 from .tables import format_table
 
 __all__ = ["main", "USER_ERRORS"]
@@ -240,82 +238,19 @@ def _backtest(args) -> int:
     return 0
 
 
-def _reproduce(args) -> int:
-    modes = [flag for flag, on in (("--list", args.list), ("--render", args.render), ("--check", args.check)) if on]
-    if len(modes) + (args.claim is not None) != 1:
-        raise ValueError("reproduce needs exactly one of NAME, --list, --render, --check, got "
-                         f"{modes + ([args.claim] if args.claim is not None else []) or 'none'}")
-    if (args.seeds is not None or args.run_dir is not None) and args.claim is None:
-        raise ValueError("--seeds and --run-dir go with a claim NAME")
-    if args.list:
-        print(reproductions.listing())
-        return 0
-    if args.render:
-        print(f"wrote {reproductions.write_page()}")
-        return 0
-    if args.check:
-        root = reproductions.project_root()
-        problems = reproductions.check() + stale_commands(root / "docs" / "results", build_parser(), root)
-        for problem in problems:
-            print(problem)
-        return 1 if problems else 0
-    path = reproductions.reproduce(args.claim, args.seeds, args.run_dir, device=args.device)
-    published = path.parent.resolve() == (reproductions.project_root() / "docs" / "results").resolve()
-    print(f"wrote {path}" + ("; ppl-models reproduce --render updates docs/reproductions.md" if published
-                             else " (docs/results is left as it was)"))
-    return 0
-
-
-class _Parser(argparse.ArgumentParser):
-    """An argument parser whose usage errors are one line (``ppl-models CMD: error: ...``), exit status 2."""
-
-    def error(self, message):
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
-
-
-def _device(text: str) -> str:
-    """``--device`` values: ``auto``, ``cpu``, ``cuda`` or ``cuda:N``."""
-    if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", text):
-        raise argparse.ArgumentTypeError(f"must be auto, cpu, cuda or cuda:N, got {text!r}")
-    return text
-
-
-def _count(minimum: int, maximum: int | None = None):
-    """An ``int >= minimum`` (and ``<= maximum`` where given) argument type."""
-    expected = f"an integer >= {minimum}" if maximum is None else f"an integer from {minimum} to {maximum}"
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"must be {expected}, got {text!r}") from None
-        if value < minimum or (maximum is not None and value > maximum):
-            raise argparse.ArgumentTypeError(f"must be {expected}, got {value}")
-        return value
-    return parse
-
-
-def _columns(text: str) -> list[str]:
-    """A comma-separated list of column names (``A,B``)."""
-    names = [name.strip() for name in text.split(",")]
-    if not all(names):
-        raise argparse.ArgumentTypeError(f"must be comma-separated column names, got {text!r}")
-    return names
-
-
 #: the flags of train, leaderboard and suite that describe the --data file: (flag, the key of [data] it sets, as
 #: --set data.KEY=VALUE would, its argparse options)
 DATA_FLAGS = (
     ("--series", "series", {"metavar": "COL", "help": "the column of series ids (default: one series)"}),
     ("--time", "time", {"metavar": "COL", "help": "the column that orders the steps (default: the file's order)"}),
-    ("--features", "features", {"metavar": "A,B", "type": _columns,
+    ("--features", "features", {"metavar": "A,B", "type": columns,
                                 "help": "the value columns (default: every other numeric column)"}),
-    ("--targets", "targets", {"metavar": "C[,D]", "type": _columns,
+    ("--targets", "targets", {"metavar": "C[,D]", "type": columns,
                               "help": "target columns (the y of pf-lstm, pf-gru)"}),
     ("--split", "split_by", {"choices": ("series", "time"),
                              "help": "held-out data: whole series, or each series' last steps (default series)"}),
     ("--split-column", "split", {"metavar": "COL", "help": "a column of train / valid / test labels that splits"}),
-    ("--window", "window", {"metavar": "N", "type": _count(2), "help": "cut training windows of N steps"}),
+    ("--window", "window", {"metavar": "N", "type": count(2), "help": "cut training windows of N steps"}),
     ("--missing", "missing", {"choices": MISSING, "help": "a NaN inside a series: refuse the file (error, default) "
                                                           "or drop the series (drop-series)"}),
     ("--time-order", "time_order", {"choices": TIME_ORDERS, "help": "order each series by the time column's values "
@@ -348,7 +283,7 @@ def _data_overrides(args) -> list[str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="ppl-models", description=__doc__.split("\n")[0],
+    parser = Parser(prog="ppl-models", description=__doc__.split("\n")[0],
                      formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     parser.add_argument("--debug", action="store_true", help="show the traceback of every error")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -368,10 +303,10 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--run-dir", help="run folder (default runs/<name>-<time>)")
     train.add_argument("--resume", action="store_true",
                        help="continue the run in --run-dir from its last checkpoint, with its saved settings")
-    train.add_argument("--epochs", type=_count(1), metavar="N",
+    train.add_argument("--epochs", type=count(1), metavar="N",
                        help="with --resume: train the run to N epochs in all instead of its own number (recorded "
                             "in RUN_DIR/resume.jsonl; config.json is never rewritten)")  # fmt: skip
-    train.add_argument("--device", type=_device, help="cpu, cuda, cuda:N or auto (overrides the config)")
+    train.add_argument("--device", type=device_option, help="cpu, cuda, cuda:N or auto (overrides the config)")
     train.set_defaults(func=_train)
 
     evaluate = commands.add_parser("evaluate", help="re-evaluate a run folder's best checkpoint")
@@ -380,7 +315,7 @@ def build_parser() -> argparse.ArgumentParser:
                           help="override an [evaluate] value of the run's config, repeatable, e.g. "
                                "num_particles=5000, the SMC estimate's particles (the run's own by default: "
                                f"{EVALUATION_PARTICLES} where its config set none)")  # fmt: skip
-    evaluate.add_argument("--device", type=_device, help="cpu, cuda, cuda:N or auto")
+    evaluate.add_argument("--device", type=device_option, help="cpu, cuda, cuda:N or auto")
     evaluate.add_argument("--out", help="folder of this evaluation's outputs (default RUN_DIR/evaluations/"
                                         "evaluate-<time>); the run's own outputs are never overwritten")
     evaluate.add_argument("--force", action="store_true",
@@ -394,7 +329,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="override a config value of every member, repeatable")  # fmt: skip
     suite.add_argument("--data", metavar="PATH", help="train every member on your file instead (see train --data)")
     _add_data_flags(suite)
-    suite.add_argument("--device", type=_device, help="cpu, cuda, cuda:N or auto")
+    suite.add_argument("--device", type=device_option, help="cpu, cuda, cuda:N or auto")
     suite.add_argument("--only", action="append", metavar="LABEL",
                        help="train only this member (repeatable), e.g. to split a suite over processes sharing "
                             "--run-dir; the table then covers the members finished so far")  # fmt: skip
@@ -409,14 +344,14 @@ def build_parser() -> argparse.ArgumentParser:
     board.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                        help="override a config value of every model (e.g. train.epochs=5), or of one "
                             "model (MODEL:section.key=value), repeatable")
-    board.add_argument("--device", type=_device, help="cpu, cuda, cuda:N or auto")
+    board.add_argument("--device", type=device_option, help="cpu, cuda, cuda:N or auto")
     board.add_argument("--retrain", action="store_true",
                        help="train again the runs in --out made on other data or with other settings (their old "
                             "results are deleted); without it such runs are refused by name")  # fmt: skip
-    board.add_argument("--jobs", type=_count(1), help="models trained at once, each in its own process (default: "
+    board.add_argument("--jobs", type=count(1), help="models trained at once, each in its own process (default: "
                                                      "one per core, at most 2)")
     _add_data_flags(board)
-    board.add_argument("--budget", type=_count(1, board_training.MAX_BUDGET), default=board_training.DEFAULT_BUDGET,
+    board.add_argument("--budget", type=count(1, board_training.MAX_BUDGET), default=board_training.DEFAULT_BUDGET,
                        metavar="N", help="trials per model searching its settings on the validation split, the same "
                                          "for every model (trial 0: its recipe; default "
                                          f"{board_training.DEFAULT_BUDGET}, at most "
@@ -429,19 +364,19 @@ def build_parser() -> argparse.ArgumentParser:
     comparison = commands.add_parser("compare", help="compare finished run folders (MSE vs epoch, predictions)")
     comparison.add_argument("runs", nargs="+", metavar="LABEL=RUN_FOLDER", help="run folders and their labels")
     comparison.add_argument("--out", required=True, help="folder for comparison.md and the figures")
-    comparison.add_argument("--feature", type=_count(0), default=0, help="feature drawn in predictions.png")
+    comparison.add_argument("--feature", type=count(0), default=0, help="feature drawn in predictions.png")
     comparison.set_defaults(func=_compare)
 
     ahead = commands.add_parser("forecast", help="many-steps-ahead forecasts of finished runs on their test split")
     ahead.add_argument("runs", nargs="+", metavar="LABEL=RUN_FOLDER", help="run folders and their labels")
     ahead.add_argument("--out", required=True, help="folder for forecast.md, forecast.json and forecast.png")
-    ahead.add_argument("--observed", type=_count(1),
+    ahead.add_argument("--observed", type=count(1),
                        help="steps given before forecasting (default: the data's, e.g. 40)")
-    ahead.add_argument("--horizon", type=_count(1), help="steps to forecast (default: the rest of each sequence)")
-    ahead.add_argument("--samples", type=_count(2), default=1000, help="forecast paths per sequence (at least 2)")
-    ahead.add_argument("--particles", type=_count(1), default=forecasting.FORECAST_PARTICLES,
+    ahead.add_argument("--horizon", type=count(1), help="steps to forecast (default: the rest of each sequence)")
+    ahead.add_argument("--samples", type=count(2), default=1000, help="forecast paths per sequence (at least 2)")
+    ahead.add_argument("--particles", type=count(1), default=forecasting.FORECAST_PARTICLES,
                        help=f"filter size for particle models (default {forecasting.FORECAST_PARTICLES})")
-    ahead.add_argument("--em-iterations", type=_count(0), default=0,
+    ahead.add_argument("--em-iterations", type=count(0), default=0,
                        help="EM steps fitting each test sequence's own covariances on its observed steps "
                             "before forecasting (SMC Transformer; the paper uses 30)")  # fmt: skip
     ahead.add_argument("--em-sites", help="comma-separated covariances the EM steps fit (default all; an SMC "
@@ -454,52 +389,41 @@ def build_parser() -> argparse.ArgumentParser:
                             "many validation sequences)")
     ahead.add_argument("--data", metavar="PATH", help="forecast the test split of your file instead of the runs' data "
                                                      "(a run trained on a file keeps its columns and standardisation)")
-    ahead.add_argument("--beyond", type=_count(1), metavar="H",
+    ahead.add_argument("--beyond", type=count(1), metavar="H",
                        help="forecast H steps past the end of each test series of one run (for your file split by "
                             "time: past the end of the file; with --data, past the end of that file, read whole as "
                             "each series' history) and write OUT/beyond.csv (mean and quantiles per series, step "
                             "ahead and feature, in the data's units; for 0/1 data the probability of a 1)")  # fmt: skip
-    ahead.add_argument("--device", type=_device, help="cpu, cuda, cuda:N")
+    ahead.add_argument("--device", type=device_option, help="cpu, cuda, cuda:N")
     ahead.set_defaults(func=_forecast)
 
     rolling = commands.add_parser("backtest", help="forecasts of a run's model or a board's classical row from many "
                                                    "origins of each test series, judged per step ahead (CRPS, "
                                                    "coverage, MSE, MASE; Brier score and ECE on 0/1 data)")
     rolling.add_argument("run_dir", help="a finished run folder, or a leaderboard's classical row (OUT/classical/NAME)")
-    rolling.add_argument("--horizon", type=_count(1), required=True, metavar="H",
+    rolling.add_argument("--horizon", type=count(1), required=True, metavar="H",
                          help="steps ahead of each forecast (at most the longest held-out segment of a test series)")
-    rolling.add_argument("--origins", type=_count(1), required=True, metavar="N",
+    rolling.add_argument("--origins", type=count(1), required=True, metavar="N",
                          help="forecast origins per test series, evenly spaced over its held-out steps (at most one "
                               "per held-out step: fewer are used, and said, where a series has fewer)")
-    rolling.add_argument("--samples", type=_count(2), default=200, help="draws per forecast (at least 2)")
-    rolling.add_argument("--particles", type=_count(1), default=forecasting.FORECAST_PARTICLES,
+    rolling.add_argument("--samples", type=count(2), default=200, help="draws per forecast (at least 2)")
+    rolling.add_argument("--particles", type=count(1), default=forecasting.FORECAST_PARTICLES,
                          help=f"filter size for particle models (default {forecasting.FORECAST_PARTICLES})")
-    rolling.add_argument("--season", type=_count(1), default=1,
+    rolling.add_argument("--season", type=count(1), default=1,
                          help="lag of MASE's in-sample differences (1: the naive forecast; 52: weekly data's year)")
     rolling.add_argument("--out", help="folder for backtest.json and backtest.md (default RUN_DIR/backtest)")
-    rolling.add_argument("--device", type=_device, help="cpu, cuda, cuda:N or auto (default the run's)")
+    rolling.add_argument("--device", type=device_option, help="cpu, cuda, cuda:N or auto (default the run's)")
     rolling.set_defaults(func=_backtest)
 
     demos = commands.add_parser("demo", help="the quick demos: " + ", ".join(registry.DEMOS))
     demos.add_argument("--run-dir", help="run folder (default runs/demo-<time>)")
-    demos.add_argument("--device", type=_device, help="cpu, cuda, cuda:N or auto")
+    demos.add_argument("--device", type=device_option, help="cpu, cuda, cuda:N or auto")
     demos.add_argument("--quick", action="store_true", help="a few epochs only (a smoke test)")
     demos.add_argument("--only", choices=registry.DEMOS, help="run one of the demos only")
-    demos.add_argument("--jobs", type=_count(1), help="demos run at once, each in its own process (default: one per "
+    demos.add_argument("--jobs", type=count(1), help="demos run at once, each in its own process (default: one per "
                                                      "core, at most 2)")
     demos.set_defaults(func=_demo)
-    again = commands.add_parser("reproduce", help="the papers' claims: list, rerun one for its seeds, render or "
-                                                   "check docs/reproductions.md")
-    again.add_argument("claim", nargs="?", metavar="NAME", help="a claim to rerun, or transfer-RECIPE (see --list); "
-                                                                "writes its results file under docs/results/")
-    again.add_argument("--seeds", type=_count(1), metavar="N", help="with NAME: seeds 0..N-1 (default the claim's)")
-    again.add_argument("--run-dir", help="with NAME: folder of the runs (default runs/reproduce-NAME); rerun to resume")
-    again.add_argument("--device", type=_device, help="cpu, cuda, cuda:N or auto")
-    again.add_argument("--list", action="store_true", help="list the claims")
-    again.add_argument("--render", action="store_true", help="write docs/reproductions.md from the results files")
-    again.add_argument("--check", action="store_true", help="exit 1, one line per problem, when docs/"
-                       "reproductions.md is out of date or a results file lacks its command or seeds")
-    again.set_defaults(func=_reproduce)
+    add_plugin_commands(commands)
     for command in commands.choices.values():  # --debug also after the command's name
         command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks")
     return parser
@@ -526,7 +450,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         if args.debug:
             raise
-        print(f"ppl-models: interrupted{_CONTINUE.get(args.command, '')}", file=sys.stderr)
+        hint = getattr(args, "interrupted", _CONTINUE.get(args.command, ""))
+        print(f"ppl-models: interrupted{hint}", file=sys.stderr)
         return 130
     print(f"ppl-models: error: {message}", file=sys.stderr)
     return 2
@@ -535,8 +460,7 @@ def main(argv: list[str] | None = None) -> int:
 #: how each command that can be interrupted goes on, as the Ctrl-C line says it
 _CONTINUE = {"train": " (a training run continues with --resume)",
              "leaderboard": " (run the same command again: finished runs are kept, an interrupted one resumes)",
-             "suite": " (run the same command again: finished members are kept, an interrupted one resumes)",
-             "reproduce": " (run the same command again: finished runs are kept, an interrupted one resumes)"}
+             "suite": " (run the same command again: finished members are kept, an interrupted one resumes)"}
 
 
 #: the data modules, whose messages name the reader's keywords

@@ -114,7 +114,7 @@ def test_manifest_lists_engine_files_that_differ_from_the_commit(tmp_path, monke
     ``sha1("blob <size>\\0" + bytes)``, computed here by hand for a two-file tree)."""
     import hashlib
 
-    from ppl_models.experiments import provenance
+    from ppl_models.experiments.claims import provenance
 
     (tmp_path / "inference").mkdir()
     (tmp_path / "ppl_models").mkdir()

@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ppl_models.experiments import provenance
-from ppl_models.experiments.claims import Budget, Claim, Reading, Stat, Within, seed_runs
+from ppl_models.experiments.claims import Budget, Claim, Reading, Stat, Within, provenance, seed_runs
 from ppl_models.experiments.claims.readers import joined
 
 EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
@@ -100,17 +99,6 @@ def _imports(path: Path) -> set[str]:
             found |= {alias.name.removeprefix("ppl_models.experiments.") for alias in node.names
                       if alias.name.startswith("ppl_models.experiments.")}  # fmt: skip
     return found
-
-
-def test_the_product_never_imports_studies_or_benchmarks():
-    """The command line, runner, claims, reproductions and the rest of the product stand without the one-off
-    studies and the timed benchmarks (which may import the product)."""
-    product = [p for p in EXPERIMENTS.rglob("*.py") if p.relative_to(EXPERIMENTS).parts[0] not in
-               ("studies", "benchmarks")]  # fmt: skip
-    assert EXPERIMENTS / "claims" / "table.py" in product and EXPERIMENTS / "transfers.py" in product
-    for path in product:
-        wrong = sorted(m for m in _imports(path) if m.split(".")[0] in ("studies", "benchmarks"))
-        assert not wrong, f"{path.relative_to(EXPERIMENTS)} imports {wrong}"
 
 
 def test_the_benchmarks_import_one_another_without_a_circle():

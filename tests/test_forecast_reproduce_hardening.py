@@ -9,10 +9,11 @@ import pandas as pd
 import pytest
 import torch
 
-from ppl_models.experiments import compare, forecasting, reproductions, results_files, runner, transfers
+from ppl_models.experiments import compare, forecasting, runner
+from ppl_models.experiments.claims import reproductions, results_files, transfers
 from ppl_models.experiments.claims import CLAIMS, Claim, Within
+from ppl_models.experiments.claims.transfers import TRANSFERS, Transfer
 from ppl_models.experiments.cli import main
-from ppl_models.experiments.transfers import TRANSFERS, Transfer
 
 RESULTS = Path(__file__).resolve().parent.parent / "docs" / "results"
 

@@ -117,10 +117,10 @@ def test_truth_fit_scores_the_training_split_against_the_forward_algorithm(tmp_p
     """ppl_models.experiments.studies.truth_fit on a GRU checkpoint: each split's gap equals the gap computed here by
     hand."""
     from ppl_models.experiments.build import build_experiment
+    from ppl_models.experiments.claims.truth_gaps import split_gaps
     from ppl_models.experiments.config import load_config
     from ppl_models.experiments.registry import EXPERIMENTS
     from ppl_models.experiments.studies.truth_fit import main
-    from ppl_models.experiments.truth_gaps import split_gaps
     from ppl_models.inference.io import write_json
 
     config = load_config(EXPERIMENTS["srnn-hmm"].build, [

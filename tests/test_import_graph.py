@@ -2,14 +2,16 @@
 
 The layers, lowest first: the engines (``ppl_models.inference``), the models (the rest of ``ppl_models`` outside
 ``inference`` and ``experiments``), the product (``ppl_models.experiments`` outside ``studies`` and ``benchmarks``),
-then the studies and benchmarks. A module imports only from its own layer and the layers below it, whether the import
-is absolute or relative, at module level or inside a function. No modules import one another in a circle, at module
-level or through an import moved inside a function to dodge the circle (a package's ``__init__`` importing its own
-modules is an edge like any other, not a circle with them).
+then the research (studies, benchmarks and the paper claims, which the wheel does not ship). A module imports only from
+its own layer and the layers below it, whether the import is absolute or relative, at module level or inside a
+function, or by a string that names a module (``importlib.import_module("ppl_models....")``). No modules import one
+another in a circle, at module level or through an import moved inside a function to dodge the circle (a package's
+``__init__`` importing its own modules is an edge like any other, not a circle with them).
 """
 
 import ast
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -58,6 +60,28 @@ def imports(source: str, name: str, package: bool, known=MODULES) -> list[tuple[
     return [(target, line, level) for target, line, level in found if target.split(".")[0] == "ppl_models"]
 
 
+def named_modules(source: str, known=MODULES) -> list[tuple[str, int]]:
+    """``[(module, line)]`` named by the strings of ``source`` that are not docstrings: a string (or an f-string's
+    leading text) ``ppl_models.a.b...`` names the longest module of ``known`` it starts with."""
+    tree = ast.parse(source)
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                  and node.body and isinstance(node.body[0], ast.Expr)}  # fmt: skip
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.JoinedStr) and node.values and isinstance(node.values[0], ast.Constant):
+            text = node.values[0].value
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            text = node.value
+        else:
+            continue
+        for match in re.finditer(r"\bppl_models(?:\.\w+)+", text):
+            parts = match.group().split(".")
+            names = [".".join(parts[:n]) for n in range(len(parts), 1, -1) if ".".join(parts[:n]) in known]
+            found += [(names[0], node.lineno)] if names else []
+    return sorted(set(found))  # an f-string's leading text is also a constant of its own
+
+
 def _absolute(node: ast.ImportFrom, name: str, package: bool) -> str:
     """The dotted module a ``from ... import`` reads from, relative levels resolved against module ``name``."""
     if not node.level:
@@ -68,12 +92,12 @@ def _absolute(node: ast.ImportFrom, name: str, package: bool) -> str:
 
 
 def layer(module: str) -> str:
-    """``engines``, ``models``, ``product`` or ``research`` (studies and benchmarks) of a dotted module name."""
+    """``engines``, ``models``, ``product`` or ``research`` (studies, benchmarks, claims) of a dotted module name."""
     parts = module.split(".")
     if parts[1:2] == ["inference"]:
         return "engines"
     if parts[1:2] == ["experiments"]:
-        return "research" if parts[2:3] in (["studies"], ["benchmarks"]) else "product"
+        return "research" if parts[2:3] in (["studies"], ["benchmarks"], ["claims"]) else "product"
     return "models"
 
 
@@ -83,8 +107,15 @@ def _edges() -> list[tuple[str, str, int, bool]]:
             for target, line, level in imports(path.read_text(), name, package)]  # fmt: skip
 
 
+def _named() -> list[tuple[str, str, int]]:
+    """``[(module, module named by one of its strings, line)]`` of the whole package."""
+    return [(name, target, line) for name, (path, _) in sorted(MODULES.items())
+            for target, line in named_modules(path.read_text())]  # fmt: skip
+
+
 def _upward(importer_layer: str) -> list[str]:
-    return [f"{name}:{line} imports {target} ({layer(target)})" for name, target, line, _ in _edges()
+    edges = [(name, target, line) for name, target, line, _ in _edges()] + _named()
+    return [f"{name}:{line} imports {target} ({layer(target)})" for name, target, line in edges
             if layer(name) == importer_layer and layer(target) not in ALLOWED[importer_layer]]  # fmt: skip
 
 
@@ -125,11 +156,19 @@ def test_the_reader_resolves_absolute_relative_and_function_level_imports():
         ("ppl_models.a.b", 1, True), ("ppl_models.a.c", 2, True)]  # fmt: skip
 
 
+def test_the_reader_finds_modules_named_by_strings_but_not_by_docstrings():
+    known = {"ppl_models", "ppl_models.a", "ppl_models.a.b"}
+    source = ('"""See ppl_models.a.b."""\nimport importlib\n'
+              'def f(x):\n    """ppl_models.a"""\n    return importlib.import_module(f"ppl_models.a.b.{x}")\n'
+              'NAMES = ("ppl_models.a", "nothing")\n')
+    assert sorted(named_modules(source, known)) == [("ppl_models.a", 6), ("ppl_models.a.b", 5)]
+
+
 def test_the_layers_and_the_circle_finder_read_names_and_graphs_as_written():
     assert [layer(n) for n in ("ppl_models", "ppl_models.pf_rnn.cells", "ppl_models.inference.training.trainer",
                                "ppl_models.experiments.tasks.music", "ppl_models.experiments.studies.truth_fit",
-                               "ppl_models.experiments.benchmarks")] == [
-        "models", "models", "engines", "product", "research", "research"]  # fmt: skip
+                               "ppl_models.experiments.benchmarks", "ppl_models.experiments.claims.reproductions")] == [
+        "models", "models", "engines", "product", "research", "research", "research"]  # fmt: skip
     assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c", "a"]]
     assert _circles({"a": {"b"}, "b": set()}) == []
 

@@ -2,11 +2,11 @@
 
 import json
 
-from ppl_models.experiments import reproductions
+from ppl_models.experiments.claims import reproductions
+from ppl_models.experiments.claims.recorded_commands import command_problem, recorded_commands, stale_commands
 from ppl_models.experiments.cli import build_parser
 from ppl_models.experiments.config import apply_overrides
 from ppl_models.experiments.own_data import load_experiment
-from ppl_models.experiments.recorded_commands import command_problem, recorded_commands, stale_commands
 
 MOVED = "python -m experiments.psrnn_seeds runs/psrnn6/ring --out docs/results/psrnn_ring_seeds.json"
 PARSER = build_parser()

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from ppl_models.experiments import claims, reproductions
-from ppl_models.experiments.claims import CLAIMS, Beats, Budget, Claim, Matches, Reading, Stat, Within
+from ppl_models.experiments import claims
+from ppl_models.experiments.claims import CLAIMS, Beats, Budget, Claim, Matches, Reading, Stat, Within, reproductions
 from ppl_models.experiments.cli import main
 from ppl_models.experiments.registry import EXPERIMENTS
 from ppl_models.experiments.suites import SUITES

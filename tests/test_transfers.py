@@ -5,10 +5,10 @@ import json
 import pytest
 import torch
 
-from ppl_models.experiments import reproductions, transfers
+from ppl_models.experiments.claims import reproductions, transfers
+from ppl_models.experiments.claims.transfers import TRANSFERS, Transfer, shares
 from ppl_models.experiments.cli import main
 from ppl_models.experiments.registry import EXPERIMENTS
-from ppl_models.experiments.transfers import TRANSFERS, Transfer, shares
 
 TINY = ("train.epochs=2", "data.num_train=8", "data.num_valid=4", "data.num_test=6", "data.num_steps=10",
         "evaluate.num_particles=10", "evaluate.iwae_particles=5", "evaluate.predictive_samples=10")  # fmt: skip

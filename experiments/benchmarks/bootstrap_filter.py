@@ -58,7 +58,7 @@ from ppl_models.experiments.benchmarks.lgssm_problem import (
 )
 from ppl_models.experiments.benchmarks.reference_filters import prepare_particles, prepare_pyro
 from ppl_models.experiments.benchmarks.timing import fit_scaling, load_average, machine_info, stats, sync, time_repeats
-from ppl_models.experiments.provenance import script_provenance
+from ppl_models.experiments.claims.provenance import script_provenance
 from ppl_models.inference import ParticleFilter
 from ppl_models.inference.io import write_json
 

@@ -33,7 +33,7 @@ import torch
 
 from ppl_models.experiments.benchmarks.lgssm_problem import ESS_THRESHOLD, make_data, make_model
 from ppl_models.experiments.benchmarks.timing import machine_info, stats, time_repeats
-from ppl_models.experiments.provenance import script_provenance
+from ppl_models.experiments.claims.provenance import script_provenance
 from ppl_models.inference import ParticleFilter
 from ppl_models.inference.discriminative import DiscriminativeLoss
 from ppl_models.inference.io import write_json

@@ -17,7 +17,7 @@ import torch
 
 from ppl_models.experiments.benchmarks.lgssm_problem import ESS_THRESHOLD, make_data, make_model
 from ppl_models.experiments.benchmarks.timing import current_and_peak_rss, reset_peak_rss
-from ppl_models.experiments.provenance import REPO_ROOT
+from ppl_models.experiments.claims.provenance import REPO_ROOT
 from ppl_models.inference import ParticleFilter
 
 __all__ = ["memory", "memory_probe", "ALLOCATORS"]

@@ -49,7 +49,7 @@ from ppl_models.experiments.benchmarks.timing import (
     stats,
     time_repeats,
 )
-from ppl_models.experiments.provenance import script_provenance
+from ppl_models.experiments.claims.provenance import script_provenance
 from ppl_models.inference.io import write_json
 from ppl_models.inference.training import GraphedCall
 from ppl_models.pf_rnn import PFGRU, PFLSTM

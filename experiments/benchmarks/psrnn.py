@@ -29,7 +29,7 @@ import torch
 
 from ppl_models import PSRNN, RecurrentPredictor
 from ppl_models.experiments.benchmarks.timing import load_average, machine_info, stats, time_repeats
-from ppl_models.experiments.provenance import script_provenance
+from ppl_models.experiments.claims.provenance import script_provenance
 from ppl_models.inference.io import write_json
 from ppl_models.inference.objectives import ExactLikelihood
 

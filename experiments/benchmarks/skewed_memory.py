@@ -45,7 +45,7 @@ import numpy as np
 import pandas as pd
 
 from ppl_models.experiments.benchmarks.timing import load_average, machine_info
-from ppl_models.experiments.provenance import script_provenance
+from ppl_models.experiments.claims.provenance import script_provenance
 from ppl_models.inference.io import write_json
 
 __all__ = ["FULL", "QUICK", "skewed_file", "even_file", "data_probe", "measured", "main"]

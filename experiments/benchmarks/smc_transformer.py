@@ -31,7 +31,7 @@ from ppl_models.experiments.benchmarks.timing import (
     stats,
     time_repeats,
 )
-from ppl_models.experiments.provenance import script_provenance
+from ppl_models.experiments.claims.provenance import script_provenance
 from ppl_models.inference import ParticleFilter
 from ppl_models.inference.io import write_json
 from ppl_models.inference.objectives import SMCBound

@@ -4,7 +4,7 @@ Every benchmark module times its rows with :func:`time_repeats`, summarises them
 :func:`stats`, records :func:`machine_info` and :func:`load_average` beside its figures (other
 processes make timings noisy) and, where it measures memory, uses :func:`reset_peak_rss` and
 :func:`current_and_peak_rss` in a fresh process. The commit, and the ``commands`` and ``seeds`` of a results file,
-come from :mod:`ppl_models.experiments.provenance`.
+come from :mod:`ppl_models.experiments.claims.provenance`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ppl_models.experiments.provenance import git_state
+from ppl_models.experiments.claims.provenance import git_state
 
 __all__ = ["time_repeats", "sync", "stats", "fit_scaling", "machine_info", "load_average", "reset_peak_rss",
            "current_and_peak_rss", "package_version"]  # fmt: skip

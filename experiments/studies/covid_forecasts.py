@@ -23,9 +23,9 @@ import torch
 
 from ppl_models.inference.io import write_json
 
+from ..claims.provenance import commit_label
 from ..cli import main as cli_main
 from ..compare import run_budget
-from ..provenance import commit_label
 from ..run_folder import is_finished
 
 __all__ = ["MODELS", "seed_commands", "collect", "main"]

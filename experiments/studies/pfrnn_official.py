@@ -39,7 +39,7 @@ import torch
 from ppl_models.inference.io import write_json
 from ppl_models.inference.training import load_checkpoint
 
-from ..provenance import git_state
+from ..claims.provenance import git_state
 from ..supervised import build_supervised
 from ..tasks.localization_paper import evaluate_localization_paper, layout_grid, localization_paper_data
 from .official_code import (

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from ppl_models.inference.io import write_json
 
-from ..provenance import git_state
+from ..claims.provenance import git_state
 from .official_code import (
     apply_edits,
     edits_record,

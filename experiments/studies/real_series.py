@@ -30,9 +30,9 @@ import numpy as np
 from ppl_models.inference.io import write_json
 
 from ..board_flags import flag_kind
+from ..claims.provenance import commit_label, script_provenance
+from ..claims.reproductions import project_root
 from ..leaderboard import run_leaderboard
-from ..provenance import commit_label, script_provenance
-from ..reproductions import project_root
 
 __all__ = ["SERIES", "series_csv", "run_boards", "summary"]
 

@@ -34,7 +34,7 @@ import torch
 
 from ppl_models.inference.io import write_json
 
-from ..provenance import git_state
+from ..claims.provenance import git_state
 from ..tasks.synthetic_ar import ar_model_one_data, ar_model_two_data
 from .official_code import (
     apply_edits,

@@ -1,6 +1,6 @@
 """A run's gap to a known source's truth on its training sequences beside its test sequences.
 
-The command line of :func:`ppl_models.experiments.truth_gaps.split_gaps` (see there for what the gaps tell): one
+The command line of :func:`ppl_models.experiments.claims.truth_gaps.split_gaps` (see there for what the gaps tell): one
 JSON line per run folder.
 
 Usage::
@@ -17,7 +17,7 @@ import sys
 
 from ppl_models.inference.io import write_json
 
-from ..truth_gaps import split_gaps
+from ..claims.truth_gaps import split_gaps
 
 __all__ = ["main"]
 

@@ -137,7 +137,7 @@ def _parsed(parse) -> tuple[object, str | None]:
 
 def _cli_problem(argv: list[str], root: Path, parser: argparse.ArgumentParser) -> str | None:
     """Why ``ppl-models ARGV`` would be refused: by the parser, or by a ``--set`` against the experiment's config."""
-    from . import registry, suites
+    from .. import registry, suites
 
     args, problem = _parsed(lambda: parser.parse_args(argv))
     if problem:
@@ -162,7 +162,7 @@ def _cli_problem(argv: list[str], root: Path, parser: argparse.ArgumentParser) -
 @functools.cache
 def _config_problem(experiment: str, sets: tuple[str, ...], own: tuple[str, ...] = ()) -> str | None:
     """Why ``load_experiment`` refuses ``experiment`` with its ``own`` settings and the overrides ``sets``."""
-    from . import own_data
+    from .. import own_data
 
     try:
         own_data.load_experiment(experiment, list(sets), own=list(own))

@@ -17,8 +17,9 @@ from pathlib import Path
 
 __all__ = ["REPO_ROOT", "git_state", "commit_label", "script_provenance", "provenance_problems"]
 
-#: the project's checkout: the folder of ``inference/``, ``ppl_models/`` and ``experiments/``
-REPO_ROOT = Path(__file__).resolve().parents[1]
+#: the project's checkout: the folder of ``inference/``, ``ppl_models/`` and ``experiments/`` (the research runs
+#: from a checkout only; the wheel does not ship it)
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def git_state() -> dict:
@@ -56,8 +57,10 @@ def _manifest_state(manifest: Path) -> dict:
     for line in lines[1:]:
         meta, _, path = line.partition("\t")
         expected[path] = meta.split()[1]
-    present = {str(p.relative_to(REPO_ROOT)) for folder in ("inference", "ppl_models")
-               for p in (REPO_ROOT / folder).rglob("*") if p.is_file() and "__pycache__" not in p.parts}  # fmt: skip
+    # os.walk leaves the package's links to the folders alone: each file is listed once, at its own path
+    present = {str(Path(top, name).relative_to(REPO_ROOT)) for folder in ("inference", "ppl_models")
+               for top, _, names in os.walk(REPO_ROOT / folder) if "__pycache__" not in Path(top).parts
+               for name in names}  # fmt: skip
     changed = []
     for path in sorted(present | set(expected)):
         if path not in expected:

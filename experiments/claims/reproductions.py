@@ -25,25 +25,25 @@ import torch
 
 from ppl_models.inference.io import write_json, write_text
 
-from . import compare
-from .claims import CLAIMS, PAPERS, REPRODUCE_FORMAT, Claim, Reading
-from .claims.rules import RELATIVE_TOLERANCE
-from .provenance import commit_label, provenance_problems
+from .. import compare
+from . import CLAIMS, PAPERS, REPRODUCE_FORMAT, Claim, Reading
+from .provenance import REPO_ROOT, commit_label, provenance_problems
 from .results_files import read_results_file, results_destination
+from .rules import RELATIVE_TOLERANCE
 from .transfers import TRANSFERS, run_transfer, table, transfer_file
 
 __all__ = ["project_root", "reproduction_file", "reproduce", "load_results", "row", "render", "write_page", "check",
            "listing", "TRANSFER_PREFIX"]
 
-#: a name ``transfer-RECIPE`` given to ``reproduce`` runs :data:`ppl_models.experiments.transfers.TRANSFERS`
+#: a name ``transfer-RECIPE`` given to ``reproduce`` runs :data:`ppl_models.experiments.claims.transfers.TRANSFERS`
 # ``[RECIPE]``
 TRANSFER_PREFIX = "transfer-"
 
 
 def project_root() -> Path:
-    """The project folder whose ``docs/results`` the claims read: the working directory where it holds one (the
-    package may be installed elsewhere), else the source tree around this module."""
-    for candidate in (Path.cwd(), Path(__file__).resolve().parent.parent):
+    """The project folder whose ``docs/results`` the claims read: the working directory where it holds one, else the
+    checkout this module belongs to."""
+    for candidate in (Path.cwd(), REPO_ROOT):
         if (candidate / "docs" / "results").is_dir():
             return candidate
     raise ValueError(f"no docs/results folder in {Path.cwd()}: run ppl-models reproduce from the project's root")
@@ -70,7 +70,7 @@ def reproduce(name: str, seeds: int | None = None, run_dir: str | Path | None = 
     """Train claim ``name``'s members for its first ``seeds`` seeds (default all) and write its results file.
 
     ``transfer-RECIPE`` runs a recipe's check on unseen sources instead
-    (:func:`ppl_models.experiments.transfers.run_transfer`).
+    (:func:`ppl_models.experiments.claims.transfers.run_transfer`).
     """
     if name.startswith(TRANSFER_PREFIX) and name[len(TRANSFER_PREFIX):] in TRANSFERS:
         recipe = name[len(TRANSFER_PREFIX):]
@@ -109,7 +109,7 @@ def reproduce(name: str, seeds: int | None = None, run_dir: str | Path | None = 
 
 def _run_study(claim: Claim, seeds: int | None, run_dir: str | Path, results_dir: str | Path | None) -> Path:
     """Run the claim's study for its first ``seeds`` seeds; the results file it wrote (beside its runs where the
-    published file holds seeds this rerun lacks: :func:`~ppl_models.experiments.results_files.results_destination`)."""
+    published file holds seeds this rerun lacks: :func:`.results_files.results_destination`)."""
     count = seeds or len(claim.seeds)
     path = results_destination(_results(results_dir) / claim.results[0], range(count),
                                Path(run_dir) / claim.results[0])  # fmt: skip
@@ -316,7 +316,7 @@ def check(results_dir: str | Path | None = None, page: str | Path | None = None)
     """Problems, one line each: the page or a claims block differs from a fresh render, a results file under
     ``docs/results/`` (any, not only those a claim reads) lacks its command or seeds. ``ppl-models reproduce
     --check`` adds the recorded commands today's code refuses
-    (:func:`~ppl_models.experiments.recorded_commands.stale_commands`)."""
+    (:func:`~ppl_models.experiments.claims.recorded_commands.stale_commands`)."""
     problems = []
     page = Path(page) if page is not None else project_root() / "docs" / "reproductions.md"
     if not page.is_file():

@@ -28,9 +28,9 @@ from pathlib import Path
 
 from ppl_models.inference.io import write_json
 
-from . import compare
-from .claims import Stat
-from .recipes import recipe
+from .. import compare
+from ..recipes import recipe
+from .figures import Stat
 from .results_files import results_destination
 from .truth_gaps import split_gaps
 

@@ -8,7 +8,7 @@ whose training gap is near 0 but whose test gap is not has overfit (finite data)
 both has not fit (capacity, optimisation or the training objective's bias).
 
 :func:`split_gaps` is what ``ppl-models reproduce transfer-NAME``
-(:mod:`ppl_models.experiments.transfers`) and the study ``python -m ppl_models.experiments.studies.truth_fit``
+(:mod:`ppl_models.experiments.claims.transfers`) and the study ``python -m ppl_models.experiments.studies.truth_fit``
 call.
 """
 
@@ -20,10 +20,10 @@ from pathlib import Path
 from ppl_models.inference.training import load_best
 from ppl_models.inference.validation import check_positive_int
 
-from .build import build_experiment
-from .config import check_config, evaluation_options
-from .run_folder import check_run_folder, read_config_json
-from .runner import evaluate_model
+from ..build import build_experiment
+from ..config import check_config, evaluation_options
+from ..run_folder import check_run_folder, read_config_json
+from ..runner import evaluate_model
 
 __all__ = ["split_gaps"]
 
