@@ -34,8 +34,12 @@ __all__ = ["backtest_run"]
 
 #: the table's columns ``(figure, title)`` for real-valued and for binary data
 REAL_COLUMNS = (("crps", "CRPS"), ("coverage_80", "coverage 80 %"), ("mse", "MSE"), ("mase", "MASE"))
-BINARY_COLUMNS = (("brier", "Brier"), ("ece", "ECE"), ("mean_probability", "mean probability"),
-                  ("frequency_of_ones", "frequency of 1s"))  # fmt: skip
+BINARY_COLUMNS = (
+    ("brier", "Brier"),
+    ("ece", "ECE"),
+    ("mean_probability", "mean probability"),
+    ("frequency_of_ones", "frequency of 1s"),
+)
 
 
 class _Subject(NamedTuple):
@@ -54,9 +58,17 @@ class _Subject(NamedTuple):
     forecast_kwargs: dict
 
 
-def backtest_run(run_dir: str | Path, *, horizon: int, origins: int, num_samples: int = 200,
-                 num_particles: int = FORECAST_PARTICLES, season: int = 1, device: str | None = None,
-                 out: str | Path | None = None) -> dict:  # fmt: skip
+def backtest_run(
+    run_dir: str | Path,
+    *,
+    horizon: int,
+    origins: int,
+    num_samples: int = 200,
+    num_particles: int = FORECAST_PARTICLES,
+    season: int = 1,
+    device: str | None = None,
+    out: str | Path | None = None,
+) -> dict:
     """Backtest the best checkpoint of the run in ``run_dir``, or the classical row of a board in ``run_dir``
     (``OUT/classical/<name>``, on the CPU), on its test split; write ``backtest.json`` and ``backtest.md`` to ``out``
     (default ``RUN_DIR/backtest``) and return the report.
@@ -66,8 +78,12 @@ def backtest_run(run_dir: str | Path, *, horizon: int, origins: int, num_samples
     lag of MASE's scale (see :func:`ppl_models.inference.backtest.backtest`).
     """
     run_dir = Path(run_dir)
-    for name, value in (("horizon", horizon), ("origins", origins), ("num_particles", num_particles),
-                        ("season", season)):  # fmt: skip
+    for name, value in (
+        ("horizon", horizon),
+        ("origins", origins),
+        ("num_particles", num_particles),
+        ("season", season),
+    ):
         check_positive_int(value, name=name)
     check_positive_int(num_samples, name="num_samples", minimum=2)
     classical = is_classical_folder(run_dir)
@@ -77,9 +93,20 @@ def backtest_run(run_dir: str | Path, *, horizon: int, origins: int, num_samples
     subject = _classical(run_dir, horizon) if classical else _run(run_dir, horizon, device, num_particles)
     pyro.set_rng_seed(subject.seed)
     generator = torch.Generator(device=subject.x.device).manual_seed(subject.seed)
-    result = backtest(subject.model, subject.x, subject.mask, subject.scored, horizon=horizon, origins=origins,
-                      num_samples=num_samples, standardizer=subject.standardizer, season=season, generator=generator,
-                      forecast_kwargs=subject.forecast_kwargs, binary=subject.binary)  # fmt: skip
+    result = backtest(
+        subject.model,
+        subject.x,
+        subject.mask,
+        subject.scored,
+        horizon=horizon,
+        origins=origins,
+        num_samples=num_samples,
+        standardizer=subject.standardizer,
+        season=season,
+        generator=generator,
+        forecast_kwargs=subject.forecast_kwargs,
+        binary=subject.binary,
+    )
     report = {**subject.header, "features": subject.x.shape[-1], **result.to_dict()}
     write_json(out / "backtest.json", report)
     write_text(out / "backtest.md", _table(report))
@@ -90,17 +117,25 @@ def _run(run_dir: Path, horizon: int, device: str | None, num_particles: int) ->
     """A run's model (its best checkpoint, on ``device``) and test split."""
     config, data, model, device = _load(run_dir, device)
     if not model.supports("forecast"):
-        raise ValueError(f"run_dir {run_dir}: model {config['model']['name']!r} cannot forecast "
-                         f"({model.limitations.get('forecast', 'not declared')})")  # fmt: skip
+        raise ValueError(
+            f"run_dir {run_dir}: model {config['model']['name']!r} cannot forecast "
+            f"({model.limitations.get('forecast', 'not declared')})"
+        )
     x, mask = (tensor.to(device) for tensor in data.test)
     scored = data.scored_mask("test")
     _check_horizon(horizon, mask, scored)
-    header = {"run_dir": str(run_dir), "model": config["model"]["name"], "kind": "collection",
-              "data": data.description, "split": "test",
-              "units": "the data's" if getattr(data, "untransform", None) is None else "the model's (transformed)",
-              "num_particles": num_particles}  # fmt: skip
-    return _Subject(header, model, x, mask, scored, data.standardizer, data.binary, config["seed"],
-                    {"num_particles": num_particles})  # fmt: skip
+    header = {
+        "run_dir": str(run_dir),
+        "model": config["model"]["name"],
+        "kind": "collection",
+        "data": data.description,
+        "split": "test",
+        "units": "the data's" if getattr(data, "untransform", None) is None else "the model's (transformed)",
+        "num_particles": num_particles,
+    }
+    return _Subject(
+        header, model, x, mask, scored, data.standardizer, data.binary, config["seed"], {"num_particles": num_particles}
+    )
 
 
 def _classical(folder: Path, horizon: int) -> _Subject:
@@ -110,10 +145,17 @@ def _classical(folder: Path, horizon: int) -> _Subject:
     x, mask = data.levels.test
     scored = data.levels.scored["test"]
     _check_horizon(horizon, mask, scored)  # before the fit, which can take a while
-    header = {"run_dir": str(folder), "model": name, "kind": "classical", "data": data.description, "split": "test",
-              "units": "the data's"}  # fmt: skip
-    return _Subject(header, fitted_classical(name, data), x.double(), mask, scored, data.levels.standardizer,
-                    data.binary, 0, {})  # fmt: skip
+    header = {
+        "run_dir": str(folder),
+        "model": name,
+        "kind": "classical",
+        "data": data.description,
+        "split": "test",
+        "units": "the data's",
+    }
+    return _Subject(
+        header, fitted_classical(name, data), x.double(), mask, scored, data.levels.standardizer, data.binary, 0, {}
+    )
 
 
 def _load(run_dir: Path, device: str | None):
@@ -135,19 +177,27 @@ def _check_horizon(horizon: int, mask: torch.Tensor, scored: torch.Tensor | None
     if not longest:
         raise ValueError("the test series have no held-out step with history before it: nothing to forecast")
     if horizon > longest:
-        raise ValueError(f"horizon {horizon} (--horizon) is longer than the longest held-out segment of a test series "
-                         f"({longest} steps with history before them), so no forecast has a target that far ahead: "
-                         f"choose --horizon {longest} or less")  # fmt: skip
+        raise ValueError(
+            f"horizon {horizon} (--horizon) is longer than the longest held-out segment of a test series "
+            f"({longest} steps with history before them), so no forecast has a target that far ahead: "
+            f"choose --horizon {longest} or less"
+        )
 
 
 def _table(report: dict) -> str:
     """``backtest.md``: the counts and figures in words, then one row per step ahead that has a target."""
     figures = report["per_horizon"]
     columns = BINARY_COLUMNS if report["binary"] else REAL_COLUMNS
-    lines = [f"# Backtest: {report['model']} on {report['data']}", "", " ".join(_counts(report)), "",
-             _binary_note() if report["binary"] else _real_note(report), "",
-             "| h | targets | " + " | ".join(title for _, title in columns) + " |",
-             "|---:" * (len(columns) + 2) + "|"]  # fmt: skip
+    lines = [
+        f"# Backtest: {report['model']} on {report['data']}",
+        "",
+        " ".join(_counts(report)),
+        "",
+        _binary_note() if report["binary"] else _real_note(report),
+        "",
+        "| h | targets | " + " | ".join(title for _, title in columns) + " |",
+        "|---:" * (len(columns) + 2) + "|",
+    ]
     for i, (h, count) in enumerate(zip(figures["h"], figures["targets"])):
         if count:
             values = (figures[name][i] for name, _ in columns)
@@ -159,25 +209,36 @@ def _counts(report: dict) -> list[str]:
     """Sentences of what was forecast and judged: forecasts, origins (and why fewer than asked), targets."""
     used, possible, asked = report["origins_used"], report["origins_possible"], report["origins"]
     series, forecasts, targets = len(used), report["forecasts"], report["per_horizon"]["targets"]
-    sentences = [f"{forecasts} forecasts of {report['horizon']} steps ahead from {_span(used)} origins per test "
-                 f"series ({series} series), {report['num_samples']} draws each, in {report['units']} "
-                 "units."]  # fmt: skip
+    sentences = [
+        f"{forecasts} forecasts of {report['horizon']} steps ahead from {_span(used)} origins per test "
+        f"series ({series} series), {report['num_samples']} draws each, in {report['units']} "
+        "units."
+    ]
     short = [count for count in possible if count < asked]
     if short:
-        which, where = ((f"each of the {series} test series has", "per series") if len(short) == series else
-                        (f"{len(short)} of the {series} test series have", "for those"))  # fmt: skip
-        sentences.append(f"Fewer origins than the {asked} asked: {which} only {_span(short)} held-out steps with "
-                         f"history before them (one origin each), so {_span(short)} origins were used "
-                         f"{where}.")  # fmt: skip
+        which, where = (
+            (f"each of the {series} test series has", "per series")
+            if len(short) == series
+            else (f"{len(short)} of the {series} test series have", "for those")
+        )
+        sentences.append(
+            f"Fewer origins than the {asked} asked: {which} only {_span(short)} held-out steps with "
+            f"history before them (one origin each), so {_span(short)} origins were used "
+            f"{where}."
+        )
     fewer = [h for h, count in zip(report["per_horizon"]["h"], targets) if 0 < count < forecasts]
     if fewer:
-        sentences.append(f"A forecast's steps past the end of its series' held-out steps have no target, so from "
-                         f"h = {fewer[0]} on fewer than the {forecasts} forecasts are judged (the targets "
-                         "column).")  # fmt: skip
+        sentences.append(
+            f"A forecast's steps past the end of its series' held-out steps have no target, so from "
+            f"h = {fewer[0]} on fewer than the {forecasts} forecasts are judged (the targets "
+            "column)."
+        )
     empty = [str(h) for h, count in zip(report["per_horizon"]["h"], targets) if not count]
     if empty:
-        sentences.append(f"No forecast has a target at h = {', '.join(empty)} (no origin lies that far before the "
-                         "end of its held-out steps), so the table has no row there.")  # fmt: skip
+        sentences.append(
+            f"No forecast has a target at h = {', '.join(empty)} (no origin lies that far before the "
+            "end of its held-out steps), so the table has no row there."
+        )
     return sentences
 
 
@@ -185,20 +246,27 @@ def _real_note(report: dict) -> str:
     """What the columns of real-valued data are, and how many forecasts MASE judged."""
     season, left = report["season"], report["mase_left_out"]
     pairs = report["forecasts"] * report["features"]
-    judged = (f"all {pairs} forecast-feature pairs had one" if not left else
-              f"{left} of the {pairs} forecast-feature pairs had none (a history of at most {season} steps, or "
-              "constant at that lag) and are left out of MASE")  # fmt: skip
-    return (f"Per step ahead h: CRPS, the share of targets inside the draws' central 80 % interval, the MSE of the "
-            f"draws' mean, and MASE: the absolute error of the draws' median over the mean absolute lag-{season} "
-            f"change of the series' history before the origin ({judged}).")  # fmt: skip
+    judged = (
+        f"all {pairs} forecast-feature pairs had one"
+        if not left
+        else f"{left} of the {pairs} forecast-feature pairs had none (a history of at most {season} steps, or "
+        "constant at that lag) and are left out of MASE"
+    )
+    return (
+        f"Per step ahead h: CRPS, the share of targets inside the draws' central 80 % interval, the MSE of the "
+        f"draws' mean, and MASE: the absolute error of the draws' median over the mean absolute lag-{season} "
+        f"change of the series' history before the origin ({judged})."
+    )
 
 
 def _binary_note() -> str:
     """What the columns of binary data are."""
-    return ("Binary (0/1) data: a forecast's probability of a 1 at each step ahead is the share of its draws that are "
-            "1, judged per step ahead h by the Brier score (0 is perfect, 0.25 a constant 0.5) and the expected "
-            "calibration error (10 bins), beside the mean probability and the frequency of 1s; interval coverage, "
-            "CRPS and MASE say little of 0/1 values and are not reported.")  # fmt: skip
+    return (
+        "Binary (0/1) data: a forecast's probability of a 1 at each step ahead is the share of its draws that are "
+        "1, judged per step ahead h by the Brier score (0 is perfect, 0.25 a constant 0.5) and the expected "
+        "calibration error (10 bins), beside the mean probability and the frequency of 1s; interval coverage, "
+        "CRPS and MASE say little of 0/1 values and are not reported."
+    )
 
 
 def _span(counts: list[int]) -> str:

@@ -24,8 +24,16 @@ from ppl_models.inference.io import write_json
 
 from .plots import save_png
 
-__all__ = ["RELIABILITY_FILE", "calibration_figure", "fan_chart", "pit_ecdf", "write_reliability",
-           "read_reliability", "fan_choice", "fan_names"]
+__all__ = [
+    "RELIABILITY_FILE",
+    "calibration_figure",
+    "fan_chart",
+    "pit_ecdf",
+    "write_reliability",
+    "read_reliability",
+    "fan_choice",
+    "fan_names",
+]
 
 #: the most steps a fan chart forecasts
 FAN_HORIZON = 104
@@ -49,10 +57,14 @@ def pit_ecdf(values) -> tuple[np.ndarray, np.ndarray]:
 def write_reliability(curve: ReliabilityCurve, run_dir: str | Path) -> None:
     """Write a :class:`~ppl_models.inference.calibration.ReliabilityCurve` into run folder ``run_dir`` as
     :data:`RELIABILITY_FILE` (atomically; an empty bin's frequency ``null``)."""
-    write_json(Path(run_dir) / RELIABILITY_FILE, {
-        "bin_centers": [float(c) for c in curve.bin_centers],
-        "observed_frequency": [None if math.isnan(f) else float(f) for f in curve.observed_frequency],
-        "counts": [int(c) for c in curve.counts]})  # fmt: skip
+    write_json(
+        Path(run_dir) / RELIABILITY_FILE,
+        {
+            "bin_centers": [float(c) for c in curve.bin_centers],
+            "observed_frequency": [None if math.isnan(f) else float(f) for f in curve.observed_frequency],
+            "counts": [int(c) for c in curve.counts],
+        },
+    )
 
 
 def read_reliability(folder: Path) -> ReliabilityCurve | None:
@@ -63,14 +75,19 @@ def read_reliability(folder: Path) -> ReliabilityCurve | None:
         return None
     record = json.loads(path.read_text())
     frequency = [math.nan if f is None else f for f in record["observed_frequency"]]
-    return ReliabilityCurve(np.asarray(record["bin_centers"], dtype=float), np.asarray(frequency, dtype=float),
-                            np.asarray(record["counts"], dtype=float))  # fmt: skip
+    return ReliabilityCurve(
+        np.asarray(record["bin_centers"], dtype=float),
+        np.asarray(frequency, dtype=float),
+        np.asarray(record["counts"], dtype=float),
+    )
 
 
 def calibration_figure(folders: dict[str, Path], path: Path) -> Figure:
     """Coverage and PIT ECDF (real-valued data) or reliability and its bins' counts (binary data) of every model."""
-    calibrations = {model: json.loads((folder / "metrics.json").read_text()).get("calibration", {})
-                    for model, folder in folders.items()}  # fmt: skip
+    calibrations = {
+        model: json.loads((folder / "metrics.json").read_text()).get("calibration", {})
+        for model, folder in folders.items()
+    }
     figure = Figure(figsize=(10, 4.2))
     left, right = figure.subplots(1, 2)
     binary = any("brier" in calibration for calibration in calibrations.values())
@@ -92,12 +109,21 @@ def _coverage_panels(folders, calibrations, coverage_axis, pit_axis) -> None:
             continue
         line = coverage_axis.plot(*zip(*levels), marker="o", lw=1.2, label=model)[0]
         if (folder / "pit.pt").is_file():
-            pit_axis.plot(*pit_ecdf(torch.load(folder / "pit.pt").double().numpy()), drawstyle="steps-post",
-                          lw=1.2, color=line.get_color(), label=model)  # fmt: skip
-    coverage_axis.set(xlabel="nominal level of the central interval", ylabel="share of test values inside",
-                      title="coverage (on the diagonal: calibrated)")  # fmt: skip
-    pit_axis.set(xlim=(0, 1), ylim=(0, 1), xlabel="PIT value", ylabel="ECDF",
-                 title="PIT ECDF (on the diagonal: calibrated)")  # fmt: skip
+            pit_axis.plot(
+                *pit_ecdf(torch.load(folder / "pit.pt").double().numpy()),
+                drawstyle="steps-post",
+                lw=1.2,
+                color=line.get_color(),
+                label=model,
+            )
+    coverage_axis.set(
+        xlabel="nominal level of the central interval",
+        ylabel="share of test values inside",
+        title="coverage (on the diagonal: calibrated)",
+    )
+    pit_axis.set(
+        xlim=(0, 1), ylim=(0, 1), xlabel="PIT value", ylabel="ECDF", title="PIT ECDF (on the diagonal: calibrated)"
+    )
 
 
 def _reliability_panels(folders, calibrations, reliability_axis, counts_axis) -> None:
@@ -107,21 +133,49 @@ def _reliability_panels(folders, calibrations, reliability_axis, counts_axis) ->
         calibration, curve = calibrations[model], read_reliability(folder)
         label = f"{model} (Brier {calibration['brier']:.3f}, ECE {calibration['ece']:.3f})"
         if curve is None:  # a run without the curve: its overall point
-            reliability_axis.plot([calibration["mean_probability"]], [calibration["frequency_of_ones"]], marker="s",
-                                  ls="none", label=f"{label}, overall only")  # fmt: skip
+            reliability_axis.plot(
+                [calibration["mean_probability"]],
+                [calibration["frequency_of_ones"]],
+                marker="s",
+                ls="none",
+                label=f"{label}, overall only",
+            )
             continue
         filled = curve.counts > 0
-        line = reliability_axis.plot(curve.bin_centers[filled], curve.observed_frequency[filled], marker="o",
-                                     lw=1.2, label=label)[0]  # fmt: skip
-        counts_axis.plot(curve.bin_centers[filled], curve.counts[filled] / curve.counts.sum(), marker="o", lw=1.2,
-                         color=line.get_color(), label=model)  # fmt: skip
+        line = reliability_axis.plot(
+            curve.bin_centers[filled], curve.observed_frequency[filled], marker="o", lw=1.2, label=label
+        )[0]
+        counts_axis.plot(
+            curve.bin_centers[filled],
+            curve.counts[filled] / curve.counts.sum(),
+            marker="o",
+            lw=1.2,
+            color=line.get_color(),
+            label=model,
+        )
     if not counts_axis.lines:
-        counts_axis.text(0.5, 0.5, f"no run folder holds {RELIABILITY_FILE}", transform=counts_axis.transAxes,
-                         ha="center", fontsize=8)  # fmt: skip
-    reliability_axis.set(xlim=(0, 1), ylim=(0, 1), xlabel="predicted probability of a 1",
-                         ylabel="observed frequency of 1s", title="reliability (on the diagonal: calibrated)")
-    counts_axis.set(xlim=(0, 1), yscale="log", xlabel="predicted probability of a 1 (bin centre)",
-                    ylabel="share of test entries", title="predictions per probability bin")  # fmt: skip
+        counts_axis.text(
+            0.5,
+            0.5,
+            f"no run folder holds {RELIABILITY_FILE}",
+            transform=counts_axis.transAxes,
+            ha="center",
+            fontsize=8,
+        )
+    reliability_axis.set(
+        xlim=(0, 1),
+        ylim=(0, 1),
+        xlabel="predicted probability of a 1",
+        ylabel="observed frequency of 1s",
+        title="reliability (on the diagonal: calibrated)",
+    )
+    counts_axis.set(
+        xlim=(0, 1),
+        yscale="log",
+        xlabel="predicted probability of a 1 (bin centre)",
+        ylabel="share of test entries",
+        title="predictions per probability bin",
+    )
 
 
 def fan_choice(x: torch.Tensor, mask: torch.Tensor) -> tuple[int, int]:
@@ -157,21 +211,35 @@ def fan_chart(folders: dict[str, Path], path: Path, device: str, *, num_samples:
         series, feature = fan_choice(x, mask)
         length, lag = int(mask[series].sum()), _lag(data)  # the model's steps start lag steps into the data
         scored = data.scored_mask("test") if hasattr(data, "scored_mask") else None
-        start = (int(scored[series].nonzero()[0]) if scored is not None and bool(scored[series].any())
-                 else (2 * length) // 3)  # fmt: skip
+        start = (
+            int(scored[series].nonzero()[0]) if scored is not None and bool(scored[series].any()) else (2 * length) // 3
+        )
         start = max(1, start)
         end = min(length, start + FAN_HORIZON)
         shown = max(0, start - 2 * (end - start))
         truth = _truth(data, "test")[series, shown + lag : end + lag, feature]
-        axis.plot(range(shown + lag, end + lag), truth, color="black", lw=1.0, label="data",
-                  drawstyle="steps-mid" if data.binary else "default")  # fmt: skip
+        axis.plot(
+            range(shown + lag, end + lag),
+            truth,
+            color="black",
+            lw=1.0,
+            label="data",
+            drawstyle="steps-mid" if data.binary else "default",
+        )
         axis.axvline(start + lag - 0.5, color="grey", ls=":")
         name, feature_name = fan_names(data.split_record, series, feature)
         axis.set_title(f"{model_name}: series {name}, {feature_name}", fontsize=9)
         axis.set(xlabel="time step", ylabel=feature_name)
         if not model.supports("forecast") or start >= length:
-            axis.text(0.5, 0.5, model.limitations.get("forecast", "no forecast"), transform=axis.transAxes,
-                      ha="center", fontsize=7, wrap=True)  # fmt: skip
+            axis.text(
+                0.5,
+                0.5,
+                model.limitations.get("forecast", "no forecast"),
+                transform=axis.transAxes,
+                ha="center",
+                fontsize=7,
+                wrap=True,
+            )
             continue
         torch.manual_seed(seed)
         paths = model.forecast(x[series : series + 1, :start].to(device), None, end - start, num_samples).cpu()
@@ -191,8 +259,9 @@ def _draw_fan(axis, steps, paths: torch.Tensor, *, binary: bool) -> None:
         axis.plot(steps, paths.double().mean(0), color="C0", lw=1.2, marker=".", label="P(1), forecast")
         axis.set_ylim(-0.05, 1.05)
         return
-    low, q25, median, q75, high = torch.quantile(paths.double(), torch.tensor([0.05, 0.25, 0.5, 0.75, 0.95],
-                                                                               dtype=torch.float64), dim=0)
+    low, q25, median, q75, high = torch.quantile(
+        paths.double(), torch.tensor([0.05, 0.25, 0.5, 0.75, 0.95], dtype=torch.float64), dim=0
+    )
     axis.fill_between(steps, low, high, alpha=0.2, color="C0", label="90%")
     axis.fill_between(steps, q25, q75, alpha=0.4, color="C0", label="50%")
     axis.plot(steps, median, color="C0", lw=1.2, label="median")

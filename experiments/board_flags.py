@@ -17,8 +17,17 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["FAR_BELOW_NATS", "FAR_ABOVE_MSE", "COVERAGE_RANGE", "OUTSIDE_SHARE", "FLAG_KINDS", "flag_rows",
-           "row_flags", "flag_kind", "board_warnings"]
+__all__ = [
+    "FAR_BELOW_NATS",
+    "FAR_ABOVE_MSE",
+    "COVERAGE_RANGE",
+    "OUTSIDE_SHARE",
+    "FLAG_KINDS",
+    "flag_rows",
+    "row_flags",
+    "flag_kind",
+    "board_warnings",
+]
 
 #: nats per step below the last-value row from which a row is flagged
 FAR_BELOW_NATS = 1.0
@@ -35,8 +44,14 @@ def flag_rows(rows: list[dict]) -> list[dict]:
     failed), ranked by held-out nats per step, rows with non-finite figures after them and failed rows last."""
     reference = next((row for row in rows if row["model"] == "last-value" and not row.get("failed")), None)
     flagged = [{**row, "flags": row_flags(row, reference)} for row in rows]
-    return sorted(flagged, key=lambda row: (bool(row.get("failed")), not _finite(row["nats_per_step"]),
-                                            -row["nats_per_step"] if _finite(row["nats_per_step"]) else 0.0))
+    return sorted(
+        flagged,
+        key=lambda row: (
+            bool(row.get("failed")),
+            not _finite(row["nats_per_step"]),
+            -row["nats_per_step"] if _finite(row["nats_per_step"]) else 0.0,
+        ),
+    )
 
 
 def row_flags(row: dict, reference: dict | None = None) -> list[str]:
@@ -62,9 +77,14 @@ def row_flags(row: dict, reference: dict | None = None) -> list[str]:
 
 
 #: the kinds of flag, each the start of its text in :func:`row_flags`' words -> its name over seeds
-FLAG_KINDS = {"failed:": "failed", "non-finite": "non-finite figure", "nats/step below": "far below the last value",
-              "one-step MSE": "MSE far above the last value's", "validation coverage": "validation coverage off",
-              "still improving": "still improving"}  # fmt: skip
+FLAG_KINDS = {
+    "failed:": "failed",
+    "non-finite": "non-finite figure",
+    "nats/step below": "far below the last value",
+    "one-step MSE": "MSE far above the last value's",
+    "validation coverage": "validation coverage off",
+    "still improving": "still improving",
+}
 
 
 def flag_kind(flag: str) -> str:
@@ -77,8 +97,10 @@ def board_warnings(data) -> list[str]:
     out of every row (constant, or an exact linear function of others: the split record's ``left_out``), and each
     feature whose scored test values (as read, before a transform) lie outside the training split's range in a share
     above :data:`OUTSIDE_SHARE`."""
-    left_out = [f"{name}: left out of every row, since it is {why}" for name, why in
-                (data.split_record or {}).get("left_out", {}).items()]  # fmt: skip
+    left_out = [
+        f"{name}: left out of every row, since it is {why}"
+        for name, why in (data.split_record or {}).get("left_out", {}).items()
+    ]
     if data.binary:
         return left_out
     source = data.levels if data.levels is not None else data  # the data as read, before any transform
@@ -87,19 +109,21 @@ def board_warnings(data) -> list[str]:
     test, test_mask = source.test
     scored = source.scored["test"] if data.levels is not None else data.scored_mask("test")
     values = test[test_mask if scored is None else scored]  # [n, D], standardised: monotone in the data's units
-    names = (data.split_record or {}).get("standardizer", {}).get("features") or [f"feature {d}" for d in
-                                                                                   range(x.shape[-1])]
+    names = (data.split_record or {}).get("standardizer", {}).get("features") or [
+        f"feature {d}" for d in range(x.shape[-1])
+    ]
     warnings = left_out
     for d, name in enumerate(names):
         above, below = (values[:, d] > high[d]).double().mean().item(), (values[:, d] < low[d]).double().mean().item()
         if above + below > OUTSIDE_SHARE:
-            warnings.append(f"{name}: {100 * (above + below):.0f} % of the test values lie outside the training "
-                            f"range ({100 * above:.0f} % above its maximum, {100 * below:.0f} % below its minimum): "
-                            "a model of the levels extrapolates there (the transform chosen for the collection's "
-                            "models is in data_split.json)")  # fmt: skip
+            warnings.append(
+                f"{name}: {100 * (above + below):.0f} % of the test values lie outside the training "
+                f"range ({100 * above:.0f} % above its maximum, {100 * below:.0f} % below its minimum): "
+                "a model of the levels extrapolates there (the transform chosen for the collection's "
+                "models is in data_split.json)"
+            )
     return warnings
 
 
 def _finite(value) -> bool:
     return value is not None and math.isfinite(value)
-

@@ -41,9 +41,15 @@ DEFAULT_BUDGET = 1
 MAX_BUDGET = 1000
 
 
-def train_models(configs: dict[str, dict], out: Path, *, retrain: bool = False, budget: int = DEFAULT_BUDGET,
-                 jobs: int = 1, fixed: dict[str, set[str]] | None = None,
-                 ) -> tuple[dict[str, Path], dict[str, str]]:  # fmt: skip
+def train_models(
+    configs: dict[str, dict],
+    out: Path,
+    *,
+    retrain: bool = False,
+    budget: int = DEFAULT_BUDGET,
+    jobs: int = 1,
+    fixed: dict[str, set[str]] | None = None,
+) -> tuple[dict[str, Path], dict[str, str]]:
     """Bring every model of ``configs`` (``{model: checked configuration}``) up to date under ``out``; return
     ``({model: the run folder of its row}, {model: why it failed, one line})``, each model in one of the two.
     ``fixed``: per model, the ``section.key`` settings the user gave (never searched). ``budget`` is at most
@@ -53,18 +59,28 @@ def train_models(configs: dict[str, dict], out: Path, *, retrain: bool = False, 
     if budget > MAX_BUDGET:
         raise ValueError(f"budget must be <= {MAX_BUDGET} (trials per model, each a training run), got {budget}")
     jobs = check_positive_int(jobs, name="jobs")
-    specs = {model: {"model": model, "config": config, "budget": budget, "retrain": retrain,
-                     "fixed": sorted((fixed or {}).get(model, ())),
-                     "folder": str(out / ("runs" if budget == 1 else "tuning") / model)}
-             for model, config in configs.items()}  # fmt: skip
+    specs = {
+        model: {
+            "model": model,
+            "config": config,
+            "budget": budget,
+            "retrain": retrain,
+            "fixed": sorted((fixed or {}).get(model, ())),
+            "folder": str(out / ("runs" if budget == 1 else "tuning") / model),
+        }
+        for model, config in configs.items()
+    }
     _check_not_in_use([Path(spec["folder"]) for spec in specs.values()])
     if budget == 1:
         plans = _plans({model: Path(spec["folder"]) for model, spec in specs.items()}, configs, retrain)
         for model, spec in specs.items():
             spec["plan"] = plans[model]
     if jobs == 1 or len(specs) == 1:
-        failed = {model: reason for model, spec in specs.items()
-                  if (reason := attempt(model, partial(bring_up_to_date, spec))) is not None}  # fmt: skip
+        failed = {
+            model: reason
+            for model, spec in specs.items()
+            if (reason := attempt(model, partial(bring_up_to_date, spec))) is not None
+        }
     else:
         failed = _in_child_processes(specs, out, jobs)
     done = {model: Path(spec["folder"]) for model, spec in specs.items() if model not in failed}
@@ -108,8 +124,14 @@ def bring_up_to_date(spec: dict) -> None:
     from .tuning import tune  # optuna's import is paid by boards that search only
 
     print(f"{model}: searching {spec['budget']} trials ({folder})", flush=True)
-    tune(spec["config"], folder, budget=spec["budget"], seed=spec["config"]["seed"], fixed=spec["fixed"],
-         retrain=spec["retrain"])
+    tune(
+        spec["config"],
+        folder,
+        budget=spec["budget"],
+        seed=spec["config"]["seed"],
+        fixed=spec["fixed"],
+        retrain=spec["retrain"],
+    )
 
 
 def _in_child_processes(specs: dict[str, dict], out: Path, jobs: int) -> dict[str, str]:
@@ -123,8 +145,11 @@ def _in_child_processes(specs: dict[str, dict], out: Path, jobs: int) -> dict[st
         _failure_file(path).unlink(missing_ok=True)  # an earlier board's
         commands.append((model, [sys.executable, "-m", "ppl_models.experiments.board_training", str(path)]))
     codes = run_processes(commands, folder, jobs=jobs)
-    return {model: _child_failure(code, folder / f"{model}.spec.json", folder / f"{model}.log")
-            for model, code in codes.items() if code != 0}  # fmt: skip
+    return {
+        model: _child_failure(code, folder / f"{model}.spec.json", folder / f"{model}.log")
+        for model, code in codes.items()
+        if code != 0
+    }
 
 
 def _child_failure(code: int, spec: Path, log: Path) -> str:
@@ -161,19 +186,23 @@ def _plans(folders: dict[str, Path], configs: dict[str, dict], retrain: bool) ->
     plans, refused = {}, {}
     for model, folder in folders.items():
         checkpoint = _last_checkpoint(folder)
-        differences = [] if checkpoint is None else run_differences(folder, configs[model],
-                                                                   checkpoint.get("experiment"))
+        differences = (
+            [] if checkpoint is None else run_differences(folder, configs[model], checkpoint.get("experiment"))
+        )
         if differences:
             refused[model] = differences
-        plans[model] = ("start" if checkpoint is None else "retrain" if differences else
-                        "kept" if is_finished(folder) else "resume")  # fmt: skip
+        plans[model] = (
+            "start" if checkpoint is None else "retrain" if differences else "kept" if is_finished(folder) else "resume"
+        )
     if refused and not retrain:
         model, differences = next(iter(refused.items()))
         others = [folders[m].name for m in refused if m != model]
         also = f" (and {', '.join(others)} likewise)" if others else ""
-        raise ValueError(f"{folders[model]} holds a run made on other data or with other settings "
-                         f"({'; '.join(differences[:3])}){also}: pick another --out, or pass --retrain to train "
-                         f"{'them' if others else 'it'} again (the old results are deleted)")  # fmt: skip
+        raise ValueError(
+            f"{folders[model]} holds a run made on other data or with other settings "
+            f"({'; '.join(differences[:3])}){also}: pick another --out, or pass --retrain to train "
+            f"{'them' if others else 'it'} again (the old results are deleted)"
+        )
     return plans
 
 
@@ -233,8 +262,6 @@ def _wall_clock(path: Path, every: float = 1.0) -> Iterator[Callable[[], float]]
         stop.set()
         thread.join()
         record()
-
-
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -71,5 +71,7 @@ def check_finite(data) -> None:
         bad = ~torch.isfinite(x) & (mask.unsqueeze(-1) if mask is not None else True)
         if bool(bad.any()):
             sequence, step, feature = (int(i) for i in bad.nonzero()[0])
-            raise ValueError(f"data {data.description!r}: the {split} split holds {int(bad.sum())} NaN or inf values "
-                             f"at valid steps, the first at sequence {sequence}, step {step}, feature {feature}")
+            raise ValueError(
+                f"data {data.description!r}: the {split} split holds {int(bad.sum())} NaN or inf values "
+                f"at valid steps, the first at sequence {sequence}, step {step}, feature {feature}"
+            )

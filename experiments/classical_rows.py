@@ -25,8 +25,16 @@ from ppl_models.inference.io import save_torch, write_json
 from .registry import DATASETS, build
 from .run_folder import read_config_json
 
-__all__ = ["CLASSICAL_SAMPLES", "applicable_classical", "run_classical", "classical_forecaster_row", "fitted_classical",
-           "classical_row", "is_classical_folder", "refuse_classical_folder"]  # fmt: skip
+__all__ = [
+    "CLASSICAL_SAMPLES",
+    "applicable_classical",
+    "run_classical",
+    "classical_forecaster_row",
+    "fitted_classical",
+    "classical_row",
+    "is_classical_folder",
+    "refuse_classical_folder",
+]
 
 #: one-step draws per step of a classical row's predictive (its coverage, CRPS and PIT)
 CLASSICAL_SAMPLES = 200
@@ -52,8 +60,16 @@ def run_classical(name: str, data, folder: Path, *, season: int | None = None, s
     model = fitted_classical(name, data, season=season)
     test_x, test_mask = levels.test
     options = evaluation.EvaluationOptions(estimators=("exact",), predictive_samples=CLASSICAL_SAMPLES, seed=seed)
-    result = evaluation.evaluate(model, test_x.double(), test_mask, options, standardizer=levels.standardizer,
-                                 scored=levels.scored["test"], binary=False, description=data.description)
+    result = evaluation.evaluate(
+        model,
+        test_x.double(),
+        test_mask,
+        options,
+        standardizer=levels.standardizer,
+        scored=levels.scored["test"],
+        binary=False,
+        description=data.description,
+    )
     metrics = {**result.metrics, "train_seconds": time.perf_counter() - started}
     scored = result.mask if result.scored is None else result.scored
     save_torch(folder / "pit.pt", calibration.pit(result.predictive, result.x, scored)[scored])
@@ -66,13 +82,23 @@ def classical_forecaster_row(name: str, folder: Path) -> dict:
     """The board's row of a classical forecaster from the files :func:`run_classical` wrote into ``folder``."""
     metrics = json.loads((folder / "metrics.json").read_text())
     calibration_figures = metrics.get("calibration", {})
-    return {"model": name, "kind": "classical", "estimator": "exact",
-            "nats_per_step": metrics["loglik"]["exact"]["per_step"],
-            **{key: calibration_figures.get(key) for key in ("crps", "coverage_0.5", "coverage_0.8", "coverage_0.95",
-                                                             "pit_ks", "brier", "ece")},
-            "mse": metrics.get("mse"), "train_seconds": metrics["train_seconds"], "best_epoch": None,
-            "epochs_run": None, "epochs_cap": None, "num_parameters": metrics["num_parameters"],
-            "run": str(folder)}  # fmt: skip
+    return {
+        "model": name,
+        "kind": "classical",
+        "estimator": "exact",
+        "nats_per_step": metrics["loglik"]["exact"]["per_step"],
+        **{
+            key: calibration_figures.get(key)
+            for key in ("crps", "coverage_0.5", "coverage_0.8", "coverage_0.95", "pit_ks", "brier", "ece")
+        },
+        "mse": metrics.get("mse"),
+        "train_seconds": metrics["train_seconds"],
+        "best_epoch": None,
+        "epochs_run": None,
+        "epochs_cap": None,
+        "num_parameters": metrics["num_parameters"],
+        "run": str(folder),
+    }
 
 
 def fitted_classical(name: str, data, *, season: int | None = None) -> ClassicalSequenceModel:
@@ -93,8 +119,9 @@ def refuse_classical_folder(folder: str | Path, name: str, python: str) -> None:
     """One ``ValueError`` where ``folder`` (the argument ``name``) is a board's classical row; ``python`` says how
     Python does what was asked."""
     if is_classical_folder(folder):
-        raise ValueError(f"{name} {folder} is a leaderboard's classical row (classical.json), not a run folder: "
-                         f"{python}")  # fmt: skip
+        raise ValueError(
+            f"{name} {folder} is a leaderboard's classical row (classical.json), not a run folder: {python}"
+        )
 
 
 def classical_row(folder: str | Path) -> tuple[str, object]:
@@ -110,11 +137,14 @@ def classical_row(folder: str | Path) -> tuple[str, object]:
 def _board_data(folder: Path) -> dict:
     """The ``[data]`` section that the runs of the board holding classical row ``folder`` share."""
     board = folder.resolve().parent.parent
-    configs = [path for pattern in ("runs/*/config.json", "tuning/*/trials/*/config.json")
-               for path in board.glob(pattern)]  # fmt: skip
+    configs = [
+        path for pattern in ("runs/*/config.json", "tuning/*/trials/*/config.json") for path in board.glob(pattern)
+    ]
     sections = {json.dumps(read_config_json(path).get("data"), sort_keys=True) for path in configs}
     if len(sections) != 1:
         why = "holds no run of a model" if not sections else "holds runs read with different data settings"
-        raise ValueError(f"classical row {folder}: its leaderboard folder {board} {why} (runs/*/config.json), so "
-                         "the board's data cannot be read again")  # fmt: skip
+        raise ValueError(
+            f"classical row {folder}: its leaderboard folder {board} {why} (runs/*/config.json), so "
+            "the board's data cannot be read again"
+        )
     return json.loads(sections.pop())

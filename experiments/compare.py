@@ -61,8 +61,15 @@ def run_budget(folder: Path) -> dict:
     return budget
 
 
-def run_suite(members, root: str | Path, overrides: list[str] = (), device: str | None = None,
-              only: list[str] | None = None, *, data: str | Path | None = None) -> dict:  # fmt: skip
+def run_suite(
+    members,
+    root: str | Path,
+    overrides: list[str] = (),
+    device: str | None = None,
+    only: list[str] | None = None,
+    *,
+    data: str | Path | None = None,
+) -> dict:
     """Train every member (skipping finished ones, resuming interrupted ones), then :func:`compare`.
 
     Members may be likelihood experiments (:mod:`ppl_models.experiments.runner`) or supervised ones
@@ -113,17 +120,32 @@ def _check_distinct(members, configs: dict, overrides: list[str]) -> None:
     first, second = same[0]
     own = {label: load_experiment(experiment, own=sets) for label, experiment, sets in members if label in same[0]}
     replaced = sorted(key for key in config_differences(own[first], own[second]) if key != "name")
-    why = (f"they differ only in {', '.join(replaced)}, which the overrides replace" if replaced
-           else "they have the same settings")
+    why = (
+        f"they differ only in {', '.join(replaced)}, which the overrides replace"
+        if replaced
+        else "they have the same settings"
+    )
     more = f" (and {len(same) - 1} more such pairs)" if len(same) > 1 else ""
-    raise ValueError(f"suite members {first!r} and {second!r} become the same run under the overrides "
-                     f"{list(overrides)}{more}: {why}; drop the override (e.g. --data) or train distinct members "
-                     "only (--only LABEL)")  # fmt: skip
+    raise ValueError(
+        f"suite members {first!r} and {second!r} become the same run under the overrides "
+        f"{list(overrides)}{more}: {why}; drop the override (e.g. --data) or train distinct members "
+        "only (--only LABEL)"
+    )
 
 
 #: the test metrics a supervised member's row shows, where its task reports them
-SUPERVISED_COLUMNS = ("num_parameters", "num_particles", "last_step_mse", "last_step_position_mse", "mse", "rmse",
-                      "crps", "accuracy", "epochs", "seconds")
+SUPERVISED_COLUMNS = (
+    "num_parameters",
+    "num_particles",
+    "last_step_mse",
+    "last_step_position_mse",
+    "mse",
+    "rmse",
+    "crps",
+    "accuracy",
+    "epochs",
+    "seconds",
+)
 
 
 def _member_summary(folder: Path) -> dict:
@@ -136,8 +158,11 @@ def _member_summary(folder: Path) -> dict:
     return {
         "num_parameters": metrics.get("num_parameters"),
         **{f"{name}_per_step": value["per_step"] for name, value in metrics.get("loglik", {}).items()},
-        **{f"{name}_per_sequence_step": value["per_sequence_step"] for name, value in metrics.get("loglik", {}).items()
-           if "per_sequence_step" in value},
+        **{
+            f"{name}_per_sequence_step": value["per_sequence_step"]
+            for name, value in metrics.get("loglik", {}).items()
+            if "per_sequence_step" in value
+        },
         "initial_test_mse": initial.get("test_mse"),
         "test_mse": metrics.get("mse"),
         "nlpd": calibration.get("nlpd"),
@@ -197,8 +222,7 @@ def compare(folders: dict[str, str | Path], out_dir: str | Path, feature: int = 
 
 def _table(summary: dict) -> str:
     columns = list(dict.fromkeys(column for row in summary.values() for column in row))
-    lines = ["| model | " + " | ".join(c.replace("_", " ") for c in columns) + " |",
-             "|---|" + "---:|" * len(columns)]  # fmt: skip
+    lines = ["| model | " + " | ".join(c.replace("_", " ") for c in columns) + " |", "|---|" + "---:|" * len(columns)]
 
     def cell(value):
         if value is None:
@@ -211,11 +235,17 @@ def _table(summary: dict) -> str:
 
 def _means_table(means: dict[str, dict]) -> str:
     columns = list(next(iter(means.values())))
-    lines = ["", "Mean (standard deviation) over folds or seeds:", "",
-             "| model | " + " | ".join(c.replace("_", " ") for c in columns) + " |",
-             "|---|" + "---:|" * len(columns)]  # fmt: skip
-    lines += [f"| {group} | " + " | ".join(f"{m:.4g} ({sd:.2g})" for m, sd in (row[c] for c in columns)) + " |"
-              for group, row in means.items()]  # fmt: skip
+    lines = [
+        "",
+        "Mean (standard deviation) over folds or seeds:",
+        "",
+        "| model | " + " | ".join(c.replace("_", " ") for c in columns) + " |",
+        "|---|" + "---:|" * len(columns),
+    ]
+    lines += [
+        f"| {group} | " + " | ".join(f"{m:.4g} ({sd:.2g})" for m, sd in (row[c] for c in columns)) + " |"
+        for group, row in means.items()
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -230,8 +260,11 @@ def _mse_curves(folders: dict[str, Path], path: Path) -> None:
             if "test_mse" in initial:
                 points.append((0, initial["test_mse"]))
         if (folder / "metrics.jsonl").is_file():
-            points += [(r["epoch"], r["monitor"]["test_mse"]) for r in read_jsonl(folder / "metrics.jsonl")
-                       if "test_mse" in r.get("monitor", {})]  # fmt: skip
+            points += [
+                (r["epoch"], r["monitor"]["test_mse"])
+                for r in read_jsonl(folder / "metrics.jsonl")
+                if "test_mse" in r.get("monitor", {})
+            ]
         if points:
             ax.plot(*zip(*points), label=label)
     if not ax.lines:  # supervised members: their test metrics are in the table only
@@ -251,8 +284,11 @@ def _check_feature(folders: dict[str, Path], feature: int) -> None:
 
 
 def _prediction_grid(folders: dict[str, Path], path: Path, feature: int) -> None:
-    records = {label: json.loads((f / "predictions.json").read_text()) for label, f in folders.items()
-               if (f / "predictions.json").is_file()}  # fmt: skip
+    records = {
+        label: json.loads((f / "predictions.json").read_text())
+        for label, f in folders.items()
+        if (f / "predictions.json").is_file()
+    }
     records = {k: v for k, v in records.items() if "observed" in v and "final" in v}
     if not records:
         return

@@ -32,8 +32,19 @@ import tomllib
 from ppl_models.inference.evaluation import EvaluationOptions
 from ppl_models.inference.validation import InputTypeError
 
-__all__ = ["evaluation_options", "evaluate_section", "EVALUATE_KEYS", "RUN_EVALUATION", "load_config", "read_toml",
-           "apply_overrides", "check_config", "check_common", "check_arguments", "SECTIONS"]
+__all__ = [
+    "evaluation_options",
+    "evaluate_section",
+    "EVALUATE_KEYS",
+    "RUN_EVALUATION",
+    "load_config",
+    "read_toml",
+    "apply_overrides",
+    "check_config",
+    "check_common",
+    "check_arguments",
+    "SECTIONS",
+]
 
 SECTIONS = ("data", "model", "objective", "train", "evaluate")
 TOP_LEVEL = {"name": "experiment", "seed": 0, "device": "auto"}

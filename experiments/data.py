@@ -32,8 +32,21 @@ import torch
 
 from ppl_models.inference.data.readers import EXTREME_ABSOLUTE, EXTREME_SPREADS, DataWarning, check_values
 
-__all__ = ["ExperimentData", "LevelData", "pad_sequences", "resolve_data_dir", "verified_path", "load_mat", "mat_array",
-           "SharedCsvRows", "read_shared_csv", "check_values", "DataWarning", "EXTREME_ABSOLUTE", "EXTREME_SPREADS"]
+__all__ = [
+    "ExperimentData",
+    "LevelData",
+    "pad_sequences",
+    "resolve_data_dir",
+    "verified_path",
+    "load_mat",
+    "mat_array",
+    "SharedCsvRows",
+    "read_shared_csv",
+    "check_values",
+    "DataWarning",
+    "EXTREME_ABSOLUTE",
+    "EXTREME_SPREADS",
+]
 
 DATA_ENV = "PPL_MODELS_DATA"
 
@@ -102,8 +115,9 @@ class ExperimentData:
         return self.train[0].shape[-1]
 
 
-def sample_splits(source, sizes: Sequence[int], num_steps: int,
-                  first_seed: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+def sample_splits(
+    source, sizes: Sequence[int], num_steps: int, first_seed: int
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """Train / validation / test ``(x [n, num_steps, D], mask [n, num_steps] all True)`` drawn from a source.
 
     Split ``i`` of size ``sizes[i]`` is ``source.sample(n, num_steps, generator)`` with its own
@@ -176,8 +190,10 @@ def _read_sums(path: Path) -> dict[str, str]:
             continue
         parts = line.split(maxsplit=1)
         if len(parts) != 2 or not re.fullmatch(r"[0-9a-fA-F]{64}", parts[0]):
-            raise ValueError(f"{path} line {number}: expected a SHA-256 digest (64 hex digits), spaces and a file "
-                             f"name, as sha256sum writes them; got {line.strip()[:80]!r}")  # fmt: skip
+            raise ValueError(
+                f"{path} line {number}: expected a SHA-256 digest (64 hex digits), spaces and a file "
+                f"name, as sha256sum writes them; got {line.strip()[:80]!r}"
+            )
         sums[parts[1].strip().lstrip("*").lstrip("./")] = parts[0].lower()
     return sums
 
@@ -243,8 +259,9 @@ class SharedCsvRows:
                 try:
                     parse(row[position])
                 except (TypeError, ValueError) as error:
-                    raise ValueError(f"{self.name} line {line}, column {column!r}: {row[position]!r} is not a number"
-                                     f" ({error})") from None  # fmt: skip
+                    raise ValueError(
+                        f"{self.name} line {line}, column {column!r}: {row[position]!r} is not a number ({error})"
+                    ) from None
         raise AssertionError("unreachable: some cell failed to parse")
 
     def where(self, keep: Callable[[list[str]], bool]) -> SharedCsvRows:
@@ -276,8 +293,10 @@ def read_shared_csv(relative: str, data_dir: str | os.PathLike | None = None, *,
                 if header is None:
                     header = row
                 elif len(row) != len(header):
-                    raise ValueError(f"{relative} line {reader.line_num}: {len(row)} cells where the header has "
-                                     f"{len(header)} (a truncated or malformed row)")  # fmt: skip
+                    raise ValueError(
+                        f"{relative} line {reader.line_num}: {len(row)} cells where the header has "
+                        f"{len(header)} (a truncated or malformed row)"
+                    )
                 else:
                     rows.append(row)
                     lines.append(reader.line_num)

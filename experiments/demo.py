@@ -35,8 +35,12 @@ def run_demos(names, root: str | Path, *, jobs: int = 1, device: str | None = No
             _run_one(name, root, device, quick)
         return 0
     logs = root / "logs"
-    codes = run_processes([(name, _command(name, root, device, quick)) for name in names], logs, jobs=jobs,
-                          cost={name: -LONGEST_FIRST.index(name) for name in LONGEST_FIRST})  # fmt: skip
+    codes = run_processes(
+        [(name, _command(name, root, device, quick)) for name in names],
+        logs,
+        jobs=jobs,
+        cost={name: -LONGEST_FIRST.index(name) for name in LONGEST_FIRST},
+    )
     failed = [name for name, code in codes.items() if code != 0]
     if failed:
         print(f"ppl-models: error: demos {failed} failed (see their logs in {logs})", file=sys.stderr)
@@ -62,5 +66,14 @@ def _run_one(name: str, root: Path, device: str | None, quick: bool) -> None:
 
 def _command(name: str, root: Path, device: str | None, quick: bool) -> list[str]:
     """The child command of one demo: ``ppl-models demo --only NAME --jobs 1``."""
-    return cli_command("demo", "--only", name, "--jobs", "1", "--run-dir", str(root),
-                       *(["--device", device] if device else []), *(["--quick"] if quick else []))  # fmt: skip
+    return cli_command(
+        "demo",
+        "--only",
+        name,
+        "--jobs",
+        "1",
+        "--run-dir",
+        str(root),
+        *(["--device", device] if device else []),
+        *(["--quick"] if quick else []),
+    )

@@ -115,21 +115,37 @@ def _check_em(loaded: dict, em_iterations: int, em_sites) -> None:
     tuned = {label: _em_sites(model) for label, (_, _, model) in loaded.items() if _em_sites(model)}
     if not tuned:
         models = sorted({config["model"]["name"] for config, _, _ in loaded.values()})
-        raise ValueError(f"em_iterations: no run has per-sequence EM (models {models}; only SMC Transformer runs "
-                         "have covariances to fit)")  # fmt: skip
+        raise ValueError(
+            f"em_iterations: no run has per-sequence EM (models {models}; only SMC Transformer runs "
+            "have covariances to fit)"
+        )
     for label, valid in tuned.items():
         unknown = [site for site in em_sites or () if site not in valid]
         if unknown or (em_sites is not None and not em_sites):
             model = loaded[label][0]["model"]["name"]
-            raise ValueError(f"em_sites: run {label!r} (model {model!r}) has no covariances {unknown or em_sites}; "
-                             f"its valid sites are {', '.join(valid)}")  # fmt: skip
+            raise ValueError(
+                f"em_sites: run {label!r} (model {model!r}) has no covariances {unknown or em_sites}; "
+                f"its valid sites are {', '.join(valid)}"
+            )
 
 
-def compare_forecasts(runs: dict[str, str | Path], out: str | Path, *, observed: int | None = None,
-                      horizon: int | None = None, num_samples: int = 1000, num_particles: int = FORECAST_PARTICLES,
-                      em_iterations: int = 0, em_sites=None, recalibrate: str | None = None,
-                      recalibrate_per_step: bool = False, shown: int = 3, seed: int = 0,
-                      device: str = "cpu", data_path: str | Path | None = None) -> dict:  # fmt: skip
+def compare_forecasts(
+    runs: dict[str, str | Path],
+    out: str | Path,
+    *,
+    observed: int | None = None,
+    horizon: int | None = None,
+    num_samples: int = 1000,
+    num_particles: int = FORECAST_PARTICLES,
+    em_iterations: int = 0,
+    em_sites=None,
+    recalibrate: str | None = None,
+    recalibrate_per_step: bool = False,
+    shown: int = 3,
+    seed: int = 0,
+    device: str = "cpu",
+    data_path: str | Path | None = None,
+) -> dict:
     """Forecast the test split of every run in ``runs`` (``{label: run folder}``); write the report to ``out``.
 
     ``observed`` defaults to the data's ``observed_days`` (COVID: 40) and ``horizon`` to the
@@ -175,14 +191,23 @@ def compare_forecasts(runs: dict[str, str | Path], out: str | Path, *, observed:
             fitted = fit_recalibration(*validation, recalibrate, per_step=recalibrate_per_step)
             rows[f"{label} + {recalibrate}"] = (fitted.apply(samples), recalibrate)
         for row_label, (row_samples, method) in rows.items():
-            results[row_label] = {"model": config["model"]["name"], "em_iterations": em_iterations if tuned else 0,
-                                  "recalibration": _recalibration_name(method, recalibrate_per_step),
-                                  **_scores(row_samples, target)}  # fmt: skip
+            results[row_label] = {
+                "model": config["model"]["name"],
+                "em_iterations": em_iterations if tuned else 0,
+                "recalibration": _recalibration_name(method, recalibrate_per_step),
+                **_scores(row_samples, target),
+            }
             bands[row_label] = (row_samples.mean(0), row_samples.std(0))
         truth_shown = (_truth(data, "test"), start, steps)
     data_description = next(iter(loaded.values()))[1].description
-    report = {"data": data_description, "observed": truth_shown[1], "horizon": truth_shown[2],
-              "samples": num_samples, "runs": {k: str(v) for k, v in runs.items()}, "metrics": results}  # fmt: skip
+    report = {
+        "data": data_description,
+        "observed": truth_shown[1],
+        "horizon": truth_shown[2],
+        "samples": num_samples,
+        "runs": {k: str(v) for k, v in runs.items()},
+        "metrics": results,
+    }
     write_json(out / "forecast.json", report)
     write_text(out / "forecast.md", _table(report))
     _plot(truth_shown, bands, min(shown, truth_shown[0].shape[0]), out / "forecast.png")
@@ -201,8 +226,9 @@ def _windows(loaded: dict, observed: int | None, horizon: int | None, num_sample
         # the COVID data set says how many days are observed; others need --observed
         start = getattr(data, "observed_days", None) if observed is None else observed
         if start is None or not lag < start < total:
-            raise ValueError(f"observed must be in {lag + 1}..{total - 1} (steps given before forecasting), got "
-                             f"{start!r}")  # fmt: skip
+            raise ValueError(
+                f"observed must be in {lag + 1}..{total - 1} (steps given before forecasting), got {start!r}"
+            )
         steps = total - start if horizon is None else check_positive_int(horizon, name="horizon")
         if start + steps > total:
             raise ValueError(f"observed + horizon = {start + steps} exceeds the {total} test steps")
@@ -210,15 +236,31 @@ def _windows(loaded: dict, observed: int | None, horizon: int | None, num_sample
             raise ValueError(f"run {label!r} uses other data than the runs before it: {data.description!r}")
         description = data.description
         size = [num_samples, x.shape[0], steps, x.shape[-1]]
-        check_memory({"num_samples": (num_samples, num_samples * x.shape[0] * steps * x.shape[-1] * FLOAT32,
-                                      " x ".join(map(str, size)) + " (paths x sequences x steps x features) x 4 "
-                                      "bytes")})  # fmt: skip
+        check_memory(
+            {
+                "num_samples": (
+                    num_samples,
+                    num_samples * x.shape[0] * steps * x.shape[-1] * FLOAT32,
+                    " x ".join(map(str, size)) + " (paths x sequences x steps x features) x 4 bytes",
+                )
+            }
+        )
         windows[label] = start, steps
     return windows
 
 
-def _forecast_split(model, data, split: str, start: int, steps: int, *, num_samples: int, num_particles: int,
-                    em: dict | None, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+def _forecast_split(
+    model,
+    data,
+    split: str,
+    start: int,
+    steps: int,
+    *,
+    num_samples: int,
+    num_particles: int,
+    em: dict | None,
+    generator: torch.Generator,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Forecasts ``[S, B, steps, D]`` of ``split`` from its first ``start`` steps of data, and the outcomes
     ``[B, steps, D]``, in the data's own units (:func:`_paths_in_units`, :func:`_truth`).
 
@@ -231,8 +273,9 @@ def _forecast_split(model, data, split: str, start: int, steps: int, *, num_samp
     first = start - _lag(data)  # the model's steps: a differenced row starts lag steps into the data
     prefix = values[:, :first].to(generator.device)
     if em is not None:
-        model = model.fine_tuned(prefix, iterations=em["iterations"], num_particles=num_particles, sites=em["sites"],
-                                 generator=generator)  # fmt: skip
+        model = model.fine_tuned(
+            prefix, iterations=em["iterations"], num_particles=num_particles, sites=em["sites"], generator=generator
+        )
     samples = model.forecast(prefix, None, steps, num_samples, num_particles=num_particles, generator=generator).cpu()
     return _paths_in_units(data, samples, split, first), _truth(data, split)[:, start : start + steps]
 
@@ -286,17 +329,28 @@ def _scores(samples: torch.Tensor, target: torch.Tensor) -> dict:
 def _table(report: dict) -> str:
     described = ("model", "em_iterations", "recalibration", "coverage_by_step")
     keys = [k for k in next(iter(report["metrics"].values())) if k not in described]
-    lines = [f"# Forecasts: {report['data']}", "",
-             f"{report['observed']} steps observed, {report['horizon']} forecast, {report['samples']} paths each.",
-             "", "| run | EM steps per sequence | recalibration | " + " | ".join(keys) + " |",
-             "|---|---:|---|" + "---:|" * len(keys)]  # fmt: skip
+    lines = [
+        f"# Forecasts: {report['data']}",
+        "",
+        f"{report['observed']} steps observed, {report['horizon']} forecast, {report['samples']} paths each.",
+        "",
+        "| run | EM steps per sequence | recalibration | " + " | ".join(keys) + " |",
+        "|---|---:|---|" + "---:|" * len(keys),
+    ]
     for label, row in report["metrics"].items():
-        lines.append(f"| {label} | {row['em_iterations']} | {row['recalibration']} | "
-                     + " | ".join(f"{row[k]:.4f}" for k in keys) + " |")  # fmt: skip
+        lines.append(
+            f"| {label} | {row['em_iterations']} | {row['recalibration']} | "
+            + " | ".join(f"{row[k]:.4f}" for k in keys)
+            + " |"
+        )
     for level in ("0.8", "0.95"):
-        lines += ["", f"Coverage of the {float(level):.0%} interval by step ahead:", "",
-                  "| run | " + " | ".join(str(h + 1) for h in range(report["horizon"])) + " |",
-                  "|---|" + "---:|" * report["horizon"]]  # fmt: skip
+        lines += [
+            "",
+            f"Coverage of the {float(level):.0%} interval by step ahead:",
+            "",
+            "| run | " + " | ".join(str(h + 1) for h in range(report["horizon"])) + " |",
+            "|---|" + "---:|" * report["horizon"],
+        ]
         for label, row in report["metrics"].items():
             lines.append(f"| {label} | " + " | ".join(f"{v:.2f}" for v in row["coverage_by_step"][level]) + " |")
     return "\n".join(lines) + "\n"
@@ -312,8 +366,9 @@ def _plot(truth, bands, shown: int, path: Path) -> None:
         axis.plot(days, x[i, : start + steps, 0], color="black", lw=1.2, label="truth")
         for label, (mean, std) in bands.items():
             line = axis.plot(ahead, mean[i, :, 0], lw=1.2, label=label)[0]
-            axis.fill_between(ahead, mean[i, :, 0] - std[i, :, 0], mean[i, :, 0] + std[i, :, 0],
-                              color=line.get_color(), alpha=0.25)  # fmt: skip
+            axis.fill_between(
+                ahead, mean[i, :, 0] - std[i, :, 0], mean[i, :, 0] + std[i, :, 0], color=line.get_color(), alpha=0.25
+            )
         axis.axvline(start - 0.5, color="grey", ls=":")
         axis.set_title(f"test sequence {i}")
         axis.set_xlabel("step")
@@ -342,9 +397,17 @@ class HorizonTooLong(ValueError):
 
 
 @torch.no_grad()
-def forecast_beyond(folder: str | Path, out: str | Path, *, horizon: int, num_samples: int = 1000,
-                    num_particles: int = FORECAST_PARTICLES, device: str = "cpu",
-                    data_path: str | Path | None = None, seed: int = 0) -> Path:  # fmt: skip
+def forecast_beyond(
+    folder: str | Path,
+    out: str | Path,
+    *,
+    horizon: int,
+    num_samples: int = 1000,
+    num_particles: int = FORECAST_PARTICLES,
+    device: str = "cpu",
+    data_path: str | Path | None = None,
+    seed: int = 0,
+) -> Path:
     """Forecast ``horizon`` steps past the end of each test sequence of a finished run (for a user's file split by
     time: past the end of the file, each series given all of its steps) and write ``out/beyond.csv``.
 
@@ -371,9 +434,17 @@ def forecast_beyond(folder: str | Path, out: str | Path, *, horizon: int, num_sa
     names = _series_names(record, len(x))
     features = record.get("standardizer", {}).get("features") or [f"x{d}" for d in range(x.shape[-1])]
     figures = _binary_figures(paths) if data.binary else _real_figures(paths)
-    rows = [{"series": names[b], "step_ahead": h + 1, "feature": feature,
-             **{column: float(values[b, h, d]) for column, values in figures.items()}}
-            for b in range(len(x)) for h in range(horizon) for d, feature in enumerate(features)]  # fmt: skip
+    rows = [
+        {
+            "series": names[b],
+            "step_ahead": h + 1,
+            "feature": feature,
+            **{column: float(values[b, h, d]) for column, values in figures.items()},
+        }
+        for b in range(len(x))
+        for h in range(horizon)
+        for d, feature in enumerate(features)
+    ]
     path = Path(out) / "beyond.csv"
     path.parent.mkdir(parents=True, exist_ok=True)
     write_text(path, pd.DataFrame(rows).to_csv(index=False))
@@ -387,18 +458,24 @@ def _check_beyond(model, horizon: int, num_samples: int, x: torch.Tensor, mask: 
     longest, (rows, _, features) = int(mask.sum(1).max()), x.shape
     most = getattr(model, "max_steps", None)
     if most is not None and longest + horizon > most:
-        raise HorizonTooLong(horizon, most - longest, f"goes past the {most} steps {type(model).__name__} reads "
-                             f"after the longest series' {longest}")  # fmt: skip
+        raise HorizonTooLong(
+            horizon,
+            most - longest,
+            f"goes past the {most} steps {type(model).__name__} reads after the longest series' {longest}",
+        )
     available = available_memory()
     state, growth = _carry_bytes(model, x, mask)
     per_step, fixed = num_samples * rows * (features * PATH_BYTES + growth), num_samples * rows * state
     needed = fixed + horizon * per_step
     if available is not None and needed > available:
         carried = f", and each path's state: {state} bytes, {growth} more a step" if state else ""
-        raise HorizonTooLong(horizon, (available - fixed) // per_step,
-                             f"needs at least {needed / 2**30:.3g} GiB of memory ({num_samples} paths x {rows} series "
-                             f"x {horizon} steps x {features} features x {PATH_BYTES} bytes{carried}), but "
-                             f"{available / 2**30:.3g} GiB are available")  # fmt: skip
+        raise HorizonTooLong(
+            horizon,
+            (available - fixed) // per_step,
+            f"needs at least {needed / 2**30:.3g} GiB of memory ({num_samples} paths x {rows} series "
+            f"x {horizon} steps x {features} features x {PATH_BYTES} bytes{carried}), but "
+            f"{available / 2**30:.3g} GiB are available",
+        )
 
 
 def _carry_bytes(model, x: torch.Tensor, mask: torch.Tensor) -> tuple[int, int]:

@@ -50,9 +50,18 @@ BOARD_FILES = ("leaderboard.json", "leaderboard.md", "calibration.png", "fan_cha
 CALIBRATION_KEYS = ("crps", "coverage_0.5", "coverage_0.8", "coverage_0.95", "pit_ks", "brier", "ece")
 
 
-def run_leaderboard(path: str | Path, out: str | Path, models: list[str] | None = None, overrides: list[str] = (),
-                    device: str | None = None, *, retrain: bool = False, classical: list[str] | None = None,
-                    jobs: int = 1, budget: int = DEFAULT_BUDGET) -> list[dict]:  # fmt: skip
+def run_leaderboard(
+    path: str | Path,
+    out: str | Path,
+    models: list[str] | None = None,
+    overrides: list[str] = (),
+    device: str | None = None,
+    *,
+    retrain: bool = False,
+    classical: list[str] | None = None,
+    jobs: int = 1,
+    budget: int = DEFAULT_BUDGET,
+) -> list[dict]:
     """Train each of ``models`` (default :data:`DEFAULT_MODELS`) on the file at ``path``; write the board to ``out``.
 
     ``overrides`` (``section.key=value``) apply to every model after its recipe (``data.series=...``
@@ -77,20 +86,27 @@ def run_leaderboard(path: str | Path, out: str | Path, models: list[str] | None 
     out = check_writable(out, "out")
     with folder_lock(out, "out"):
         remove_stale_temporaries(out)
-        folders, failed = train_models(configs, out, retrain=retrain, budget=budget, jobs=jobs,
-                                       fixed=_user_settings(configs, overrides))  # fmt: skip
+        folders, failed = train_models(
+            configs, out, retrain=retrain, budget=budget, jobs=jobs, fixed=_user_settings(configs, overrides)
+        )
         data = build(next(iter(configs.values()))["data"], DATASETS, "data")  # the read of the models' own splits
         classical_folders, classical_failed = _classical(data, out, not_run, classical)
         if not folders and not classical_folders:
-            raise ValueError("no row of the board could be scored: " + "; ".join(
-                f"{name}: {reason}" for name, reason in {**failed, **classical_failed}.items()))
-        rows = flag_rows(tuned_rows(leaderboard_rows(folders), out, budget)
-                         + [classical_forecaster_row(name, folder) for name, folder in classical_folders.items()]
-                         + [_failed_row(model, "collection", reason) for model, reason in failed.items()]
-                         + [_failed_row(name, "classical", reason) for name, reason in classical_failed.items()])
+            raise ValueError(
+                "no row of the board could be scored: "
+                + "; ".join(f"{name}: {reason}" for name, reason in {**failed, **classical_failed}.items())
+            )
+        rows = flag_rows(
+            tuned_rows(leaderboard_rows(folders), out, budget)
+            + [classical_forecaster_row(name, folder) for name, folder in classical_folders.items()]
+            + [_failed_row(model, "collection", reason) for model, reason in failed.items()]
+            + [_failed_row(name, "classical", reason) for name, reason in classical_failed.items()]
+        )
         warnings = board_warnings(data)
-        write_json(out / "leaderboard.json", {"data": str(path), "overrides": list(overrides), "rows": rows,
-                                              "not_run": not_run, "warnings": warnings})  # fmt: skip
+        write_json(
+            out / "leaderboard.json",
+            {"data": str(path), "overrides": list(overrides), "rows": rows, "not_run": not_run, "warnings": warnings},
+        )
         write_text(out / "leaderboard.md", _markdown(rows, path, not_run, warnings))
         board_figures.calibration_figure({**folders, **classical_folders}, out / "calibration.png")
         if folders:
@@ -100,8 +116,9 @@ def run_leaderboard(path: str | Path, out: str | Path, models: list[str] | None 
     return rows
 
 
-def _classical(data, out: Path, not_run: dict[str, str],
-               named: list[str] | None) -> tuple[dict[str, Path], dict[str, str]]:  # fmt: skip
+def _classical(
+    data, out: Path, not_run: dict[str, str], named: list[str] | None
+) -> tuple[dict[str, Path], dict[str, str]]:
     """Fit and judge the classical forecasters ``named`` (``None``: those that suit ``data``) into
     ``out/classical/<name>``; ``({name: folder}, {name: why it failed, one line})``. Those that do not suit the data
     join ``not_run`` with the reason (one that was named is refused instead)."""
@@ -110,8 +127,10 @@ def _classical(data, out: Path, not_run: dict[str, str],
         unknown = sorted(set(named) - set(CLASSICAL))
         if unknown or set(named) & set(refused):
             bad = unknown[0] if unknown else sorted(set(named) & set(refused))[0]
-            raise ValueError(f"classical: {bad!r} " + (f"is not one of {list(CLASSICAL)}" if unknown else
-                                                       f"cannot take the data: {refused[bad]}"))  # fmt: skip
+            raise ValueError(
+                f"classical: {bad!r} "
+                + (f"is not one of {list(CLASSICAL)}" if unknown else f"cannot take the data: {refused[bad]}")
+            )
         names, refused = [name for name in names if name in named], {}
     not_run.update({name: f"{name}: {why}" for name, why in refused.items()})
     folders, failed = {}, {}
@@ -132,12 +151,16 @@ def _configs(path, models: list[str] | None, overrides, device) -> tuple[dict[st
     named = models is not None
     models = list(DEFAULT_MODELS if models is None else models)
     if not models:
-        raise ValueError(f"models: expected at least one model name, got none (leave --models out to compare all of "
-                         f"{list(DEFAULT_MODELS)})")  # fmt: skip
+        raise ValueError(
+            f"models: expected at least one model name, got none (leave --models out to compare all of "
+            f"{list(DEFAULT_MODELS)})"
+        )
     unknown = [m for m in models if m not in RECIPES]
     if unknown:
-        raise ValueError(f"models: {unknown} are not density models of the collection; expected names from "
-                         f"{list(RECIPES)} (pf-lstm and pf-gru predict targets: train them with ppl-models train)")
+        raise ValueError(
+            f"models: {unknown} are not density models of the collection; expected names from "
+            f"{list(RECIPES)} (pf-lstm and pf-gru predict targets: train them with ppl-models train)"
+        )
     if len(set(models)) != len(models):
         raise ValueError(f"models: each model once, got {models}")
     own = [item.split(":", 1) for item in overrides if item.split(":", 1)[0] in RECIPES]
@@ -171,7 +194,7 @@ def _user_settings(configs: dict[str, dict], overrides) -> dict[str, set[str]]:
     for item in overrides:
         name, setting = item.split(":", 1) if item.split(":", 1)[0] in RECIPES else ("", item)
         key = setting.split("=", 1)[0].strip()
-        for model in ([name] if name else configs):
+        for model in [name] if name else configs:
             keys.setdefault(model, set()).add(key)
     return keys
 
@@ -183,8 +206,10 @@ def _check_board_folder(out: Path) -> None:
     other = sorted(p.name for p in out.iterdir() if p.name not in ("runs", *BOARD_FILES) and p.name[0] != ".")
     if other:
         shown = ", ".join(other[:3]) + (f" and {len(other) - 3} more" if len(other) > 3 else "")
-        raise ValueError(f"out {out} is not a leaderboard folder (it holds {shown}; a run or evaluation folder?): "
-                         "pick a new or empty --out")  # fmt: skip
+        raise ValueError(
+            f"out {out} is not a leaderboard folder (it holds {shown}; a run or evaluation folder?): "
+            "pick a new or empty --out"
+        )
 
 
 def leaderboard_rows(folders: dict[str, Path]) -> list[dict]:
@@ -201,24 +226,44 @@ def leaderboard_rows(folders: dict[str, Path]) -> list[dict]:
         validated = [r for r in log if r.get("valid_bound_per_step") is not None]
         best = max(validated, key=lambda r: r["valid_bound_per_step"])["epoch"] if validated else None
         config = json.loads((folder / "config.json").read_text())
-        rows.append({
-            "model": model, "kind": "collection", "estimator": estimator, "nats_per_step": loglik,
-            **{key: calibration.get(key) for key in CALIBRATION_KEYS},
-            "mse": metrics.get("mse"), "train_seconds": _wall_time(folder, log),
-            "best_epoch": best, "epochs_run": log[-1]["epoch"] if log else 0,
-            "epochs_cap": config["train"]["epochs"], "patience": config["train"].get("patience"),
-            "num_parameters": metrics["num_parameters"], "validation": metrics.get("validation"),
-            "run": str(folder),
-        })  # fmt: skip
+        rows.append(
+            {
+                "model": model,
+                "kind": "collection",
+                "estimator": estimator,
+                "nats_per_step": loglik,
+                **{key: calibration.get(key) for key in CALIBRATION_KEYS},
+                "mse": metrics.get("mse"),
+                "train_seconds": _wall_time(folder, log),
+                "best_epoch": best,
+                "epochs_run": log[-1]["epoch"] if log else 0,
+                "epochs_cap": config["train"]["epochs"],
+                "patience": config["train"].get("patience"),
+                "num_parameters": metrics["num_parameters"],
+                "validation": metrics.get("validation"),
+                "run": str(folder),
+            }
+        )
     return sorted(rows, key=lambda row: -row["nats_per_step"])
 
 
 def _failed_row(name: str, kind: str, reason: str) -> dict:
     """The row of a model (``kind`` ``collection``) or forecaster (``classical``) that failed: its one-line reason
     (``failed``) and no figures."""
-    return {"model": name, "kind": kind, "failed": reason, "estimator": None, "nats_per_step": None,
-            **dict.fromkeys(CALIBRATION_KEYS), "mse": None, "train_seconds": None, "best_epoch": None,
-            "epochs_run": None, "num_parameters": None, "trials": None}  # fmt: skip
+    return {
+        "model": name,
+        "kind": kind,
+        "failed": reason,
+        "estimator": None,
+        "nats_per_step": None,
+        **dict.fromkeys(CALIBRATION_KEYS),
+        "mse": None,
+        "train_seconds": None,
+        "best_epoch": None,
+        "epochs_run": None,
+        "num_parameters": None,
+        "trials": None,
+    }
 
 
 def _wall_time(folder: Path, log: list[dict]) -> float:
@@ -240,31 +285,57 @@ def _markdown(rows: list[dict], path, not_run: dict[str, str], warnings: list[st
     binary = all(row["crps"] is None for row in rows if not row.get("failed"))
     spread = ("Brier", "ECE") if binary else ("CRPS", "cov. 50%", "cov. 80%", "cov. 95%", "PIT KS")
     keys = ("brier", "ece") if binary else ("crps", "coverage_0.5", "coverage_0.8", "coverage_0.95", "pit_ks")
-    head = ("model", "kind", "held-out nats / step", "estimator", *spread, "one-step MSE", "train + eval s",
-            "best / last epoch", "parameters", "flags")
-    lines = [f"# Leaderboard: {path}", "",
-             "Held-out (test split) figures in the data's own units, on the same scored steps for every row (a "
-             "held-out segment of a series is predicted given all of the series' earlier steps); each model of the "
-             "collection at its recipe, each classical forecaster (statsmodels) fitted on the training split and on "
-             "each series' history. Higher nats per step is better (a bound where the model has no exact "
-             "likelihood). Coverage is the share of test values inside the central interval of that level (ideal: "
-             "the level); PIT KS is 0 for a calibrated predictive. Flags: a row that failed (its reason), a row far "
-             "below the last value, with "
-             "validation coverage at 80 % below 0.5 or above 0.98, with non-finite figures, or still improving "
-             "when it stopped.", ""]  # fmt: skip
+    head = (
+        "model",
+        "kind",
+        "held-out nats / step",
+        "estimator",
+        *spread,
+        "one-step MSE",
+        "train + eval s",
+        "best / last epoch",
+        "parameters",
+        "flags",
+    )
+    lines = [
+        f"# Leaderboard: {path}",
+        "",
+        "Held-out (test split) figures in the data's own units, on the same scored steps for every row (a "
+        "held-out segment of a series is predicted given all of the series' earlier steps); each model of the "
+        "collection at its recipe, each classical forecaster (statsmodels) fitted on the training split and on "
+        "each series' history. Higher nats per step is better (a bound where the model has no exact "
+        "likelihood). Coverage is the share of test values inside the central interval of that level (ideal: "
+        "the level); PIT KS is 0 for a calibrated predictive. Flags: a row that failed (its reason), a row far "
+        "below the last value, with "
+        "validation coverage at 80 % below 0.5 or above 0.98, with non-finite figures, or still improving "
+        "when it stopped.",
+        "",
+    ]
     lines += [f"**Warning:** {warning}" for warning in warnings] + ([""] if warnings else [])
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in rows:
         epochs = "-" if row["best_epoch"] is None else f"{row['best_epoch']} / {row['epochs_run']}"
         seconds, size = row["train_seconds"], row["num_parameters"]  # None in a failed row
-        cells = (row["model"], row["kind"], _number(row["nats_per_step"]), row["estimator"] or "-",
-                 *(_number(row[k]) for k in keys), _number(row["mse"]), "-" if seconds is None else f"{seconds:.0f}",
-                 epochs, "-" if size is None else f"{size:,}", "; ".join(row["flags"]) or "-")  # fmt: skip
+        cells = (
+            row["model"],
+            row["kind"],
+            _number(row["nats_per_step"]),
+            row["estimator"] or "-",
+            *(_number(row[k]) for k in keys),
+            _number(row["mse"]),
+            "-" if seconds is None else f"{seconds:.0f}",
+            epochs,
+            "-" if size is None else f"{size:,}",
+            "; ".join(row["flags"]) or "-",
+        )
         lines.append("| " + " | ".join(cells) + " |")
     failed = [row["model"] for row in rows if row.get("failed")]
     if failed:
-        lines += ["", f"Failed: {', '.join(failed)} (the reason in the flags); run the same command again to try again "
-                      "(finished runs are kept)."]  # fmt: skip
+        lines += [
+            "",
+            f"Failed: {', '.join(failed)} (the reason in the flags); run the same command again to try again "
+            "(finished runs are kept).",
+        ]
     if not_run:
         lines += ["", "Not run:", "", *(f"- not run: {reason}" for reason in not_run.values())]
     return "\n".join(lines) + "\n"

@@ -17,8 +17,14 @@ from . import board_figures, plots
 from .tables import format_table
 from .tasks import music
 
-__all__ = ["PARTICLE_CLOUD_PARTICLES", "mse_monitor", "first_test_prediction", "first_test_observed", "write_outputs",
-           "metrics_coverage"]
+__all__ = [
+    "PARTICLE_CLOUD_PARTICLES",
+    "mse_monitor",
+    "first_test_prediction",
+    "first_test_observed",
+    "write_outputs",
+    "metrics_coverage",
+]
 
 #: the most particles the filter behind ``plots/particles.png`` runs with (fewer where ``evaluate.num_particles``
 #: is smaller): the plot draws every particle of every step, and more than this many make an unreadable cloud
@@ -36,13 +42,17 @@ def mse_monitor(model, data, run_dir: Path, *, fresh: bool) -> Callable[[], dict
     @torch.no_grad()
     def monitor() -> dict:
         model.eval()
-        return {f"{name}_mse": one_step_mse(model, *getattr(data, name), standardizer=data.units(name),
-                                            scored=data.scored_mask(name))
-                for name in ("valid", "test")}  # fmt: skip
+        return {
+            f"{name}_mse": one_step_mse(
+                model, *getattr(data, name), standardizer=data.units(name), scored=data.scored_mask(name)
+            )
+            for name in ("valid", "test")
+        }
 
     if fresh:
-        write_json(run_dir / "predictions.json", {"initial": first_test_prediction(model, data),
-                                                  "initial_mse": monitor()})  # fmt: skip
+        write_json(
+            run_dir / "predictions.json", {"initial": first_test_prediction(model, data), "initial_mse": monitor()}
+        )
     return monitor
 
 
@@ -76,8 +86,9 @@ def write_outputs(run_dir: Path, model, data, config, result, seed: int, records
         write_json(run_dir / "data_split.json", data.split_record)
     if (records / "predictions.json").is_file() and model.supports("exact"):
         record = json.loads((records / "predictions.json").read_text())
-        record.update(observed=first_test_observed(data), final=first_test_prediction(model, data),
-                      final_mse=metrics["mse"])  # fmt: skip
+        record.update(
+            observed=first_test_observed(data), final=first_test_prediction(model, data), final_mse=metrics["mse"]
+        )
         write_json(run_dir / "predictions.json", record)
     write_text(run_dir / "metrics.md", format_table(metrics, markdown=True))
     figures = run_dir / "plots"
@@ -110,8 +121,9 @@ def _predictive_bands(result, row: int, steps: torch.Tensor, path: Path) -> None
     if not bool(steps.any()):  # no scored step in the first sequence: no band to draw
         return
     start = int(result.positions[1][steps][0])
-    calibration.plot_predictive_bands(result.predictive[:, row : row + 1, steps], result.x[row : row + 1, steps],
-                                      path=path, start=start)  # fmt: skip
+    calibration.plot_predictive_bands(
+        result.predictive[:, row : row + 1, steps], result.x[row : row + 1, steps], path=path, start=start
+    )
 
 
 def _particle_cloud(model, x: torch.Tensor, mask: torch.Tensor, num_particles: int, path: Path) -> None:

@@ -76,8 +76,9 @@ def model_config(model: str, path: str | Path, overrides: list[str] = (), *, see
     return config
 
 
-def load_experiment(experiment: str | Path, overrides: list[str] = (), *, data: str | Path | None = None,
-                    own: list[str] = ()) -> dict:  # fmt: skip
+def load_experiment(
+    experiment: str | Path, overrides: list[str] = (), *, data: str | Path | None = None, own: list[str] = ()
+) -> dict:
     """The checked configuration of ``experiment`` (a registered name or a ``.toml`` file), supervised or not.
 
     ``own`` (a suite member's settings) apply first; then ``data`` (a user's file, ``--data``) replaces the
@@ -99,9 +100,11 @@ def _refuse_targets(name: str, table: dict) -> None:
     """A density model reads no target column: ``data.targets`` (``--targets``) given to it is refused, since the
     columns named would be left out of what it models."""
     if table.get("targets"):
-        raise ValueError(f"--targets (data.targets) {table['targets']}: {name} models the features of the file and "
-                         f"reads no target column; choose its columns with --features (only "
-                         f"{', '.join(SUPERVISED_MODELS)} predict target columns)")  # fmt: skip
+        raise ValueError(
+            f"--targets (data.targets) {table['targets']}: {name} models the features of the file and "
+            f"reads no target column; choose its columns with --features (only "
+            f"{', '.join(SUPERVISED_MODELS)} predict target columns)"
+        )
 
 
 def _predicts_binary(config: dict) -> bool:
@@ -114,7 +117,8 @@ def _predicts_binary(config: dict) -> bool:
         return registry.build(table, registry.DATASETS, "data").binary
     data, splits, _, _ = supervised.build_supervised(config)
     return isinstance(data, FileRegressionData) and all(
-        _zeros_and_ones(data.target_standardizer.inverse(y.double()), mask) for _, mask, y in splits.values())
+        _zeros_and_ones(data.target_standardizer.inverse(y.double()), mask) for _, mask, y in splits.values()
+    )
 
 
 def _zeros_and_ones(values, mask) -> bool:

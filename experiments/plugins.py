@@ -39,8 +39,10 @@ class _Missing(argparse.ArgumentParser):
 
     def __init__(self, entry: EntryPoint, error: ImportError):
         super().__init__(prog=f"ppl-models {entry.name}")
-        self.message = (f"{entry.name}: its code ({entry.value}) is not installed ({error}); the research commands "
-                        "come with a source checkout installed with pip install -e .")  # fmt: skip
+        self.message = (
+            f"{entry.name}: its code ({entry.value}) is not installed ({error}); the research commands "
+            "come with a source checkout installed with pip install -e ."
+        )
 
     def parse_known_args(self, args=None, namespace=None):
         namespace = namespace if namespace is not None else argparse.Namespace()

@@ -53,8 +53,14 @@ def cli_command(*arguments: str) -> list[str]:
     return [sys.executable, "-c", _CLI, *arguments]
 
 
-def run_processes(commands: Sequence[tuple[str, Sequence[str]]], logs: str | Path, *, jobs: int,
-                  cost: Mapping[str, float] | None = None, echo: bool = True) -> dict[str, int]:  # fmt: skip
+def run_processes(
+    commands: Sequence[tuple[str, Sequence[str]]],
+    logs: str | Path,
+    *,
+    jobs: int,
+    cost: Mapping[str, float] | None = None,
+    echo: bool = True,
+) -> dict[str, int]:
     """Run the child ``commands`` (``(label, argv)``, labels distinct) ``jobs`` at a time; ``{label: exit status}``
     in the order of ``commands`` (a child killed by signal N: ``-N``).
 
@@ -71,12 +77,15 @@ def run_processes(commands: Sequence[tuple[str, Sequence[str]]], logs: str | Pat
     threads = max(1, (os.cpu_count() or 1) // max(1, min(jobs, len(commands))))
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
     Path(logs).mkdir(parents=True, exist_ok=True)
-    print(f"running {len(commands)} processes, {jobs} at a time ({threads} thread(s) each); logs in {logs}",
-          flush=True)  # fmt: skip
+    print(f"running {len(commands)} processes, {jobs} at a time ({threads} thread(s) each); logs in {logs}", flush=True)
     armed = _dies_with_parent()
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        ended = dict(zip([label for label, _ in order],
-                         pool.map(lambda item: _run(item[1], files[item[0]], env, echo, armed), order)))  # fmt: skip
+        ended = dict(
+            zip(
+                [label for label, _ in order],
+                pool.map(lambda item: _run(item[1], files[item[0]], env, echo, armed), order),
+            )
+        )
     codes = {label: ended[label] for label, _ in commands}
     for label, code in codes.items():
         if code != 0:
@@ -97,8 +106,7 @@ def _run(argv: Sequence[str], log: Path, env: dict, echo: bool, armed: Callable[
     """One child, its output into ``log``, ``armed`` run in it before its command (:func:`_dies_with_parent`); its
     exit status."""
     with open(log, "w") as handle:
-        code = subprocess.run(list(argv), stdout=handle, stderr=subprocess.STDOUT, env=env,
-                              preexec_fn=armed).returncode  # fmt: skip
+        code = subprocess.run(list(argv), stdout=handle, stderr=subprocess.STDOUT, env=env, preexec_fn=armed).returncode
     if echo:
         print(log.read_text(errors="replace"), end="", flush=True)
     return code

@@ -21,20 +21,32 @@ import copy
 
 from ppl_models.spectral import window_count
 
-__all__ = ["RECIPES", "EMISSIONS", "EMISSION_MODELS", "SUPERVISED_MODELS", "DataNotRepresentable", "recipe",
-           "check_data", "binary_refusal", "supervised_recipe"]
+__all__ = [
+    "RECIPES",
+    "EMISSIONS",
+    "EMISSION_MODELS",
+    "SUPERVISED_MODELS",
+    "DataNotRepresentable",
+    "recipe",
+    "check_data",
+    "binary_refusal",
+    "supervised_recipe",
+]
 
 
 class DataNotRepresentable(ValueError):
     """A model cannot represent a user's data (Gaussian-only models on binary rolls, say): refused before training,
     with the reason; a leaderboard over its default models leaves such a model out and says why."""
 
+
 _TRAIN = {"epochs": 200, "patience": 10, "batch_size": 16, "lr": 0.003, "clip_norm": 10.0, "progress": False}
 _EVALUATE = {"num_particles": 100, "iwae_particles": 50, "predictive_samples": 100, "batch_size": 32}
 _EXACT = {"objective": {"name": "exact"}, "evaluate": {**_EVALUATE, "estimators": ["exact"]}}
-_VARIATIONAL = {"objective": {"name": "elbo", "mean_field": True},
-                "train": {**_TRAIN, "lr": 0.01, "kl_start": 0.2, "kl_anneal_steps": 200},
-                "evaluate": {**_EVALUATE, "estimators": ["elbo", "iwae", "smc"]}}  # fmt: skip
+_VARIATIONAL = {
+    "objective": {"name": "elbo", "mean_field": True},
+    "train": {**_TRAIN, "lr": 0.01, "kl_start": 0.2, "kl_anneal_steps": 200},
+    "evaluate": {**_EVALUATE, "estimators": ["elbo", "iwae", "smc"]},
+}
 
 #: model registry name -> its recipe (``model``, ``objective``, ``train``, ``evaluate`` sections)
 RECIPES = {
@@ -42,31 +54,52 @@ RECIPES = {
     "gru": {"model": {"rnn_dim": 64, "hidden_dim": 64}, **_EXACT},
     "recurrent": {"model": {"cell": "gru", "state_dim": 32, "encoder_dim": 32}, **_EXACT},
     "vrnn": {"model": {"latent_dim": 16, "rnn_dim": 64, "hidden_dim": 64}, **_VARIATIONAL},
-    "srnn": {"model": {"latent_dim": 16, "rnn_dim": 64, "hidden_dim": 64, "inference": "smooth", "residual": True},
-             **_VARIATIONAL},
-    "smc-transformer": {"model": {"d_model": 16, "window": 24},
-                        "objective": {"name": "smc", "num_particles": 10, "resampling": "multinomial",
-                                      "ess_threshold": 1.0, "gradient": "stop_weights"},
-                        "train": {**_TRAIN, "lr": 0.003, "epochs": 100},
-                        "evaluate": {**_EVALUATE, "estimators": ["smc"], "num_particles": 30}},
-    "psrnn": {"model": {"state_dim": 20, "obs_features": 20, "num_features": 1000, "horizon": 10, "init": "2sr"},
-              **_EXACT,
-              "train": {**_TRAIN, "lr": 0.001}},
+    "srnn": {
+        "model": {"latent_dim": 16, "rnn_dim": 64, "hidden_dim": 64, "inference": "smooth", "residual": True},
+        **_VARIATIONAL,
+    },
+    "smc-transformer": {
+        "model": {"d_model": 16, "window": 24},
+        "objective": {
+            "name": "smc",
+            "num_particles": 10,
+            "resampling": "multinomial",
+            "ess_threshold": 1.0,
+            "gradient": "stop_weights",
+        },
+        "train": {**_TRAIN, "lr": 0.003, "epochs": 100},
+        "evaluate": {**_EVALUATE, "estimators": ["smc"], "num_particles": 30},
+    },
+    "psrnn": {
+        "model": {"state_dim": 20, "obs_features": 20, "num_features": 1000, "horizon": 10, "init": "2sr"},
+        **_EXACT,
+        "train": {**_TRAIN, "lr": 0.001},
+    },
     "kf": {"model": {"state_dim": 10, "horizon": 10}, **_EXACT, "train": {**_TRAIN, "lr": 0.001}},
     "mc-dropout-lstm": {"model": {"hidden_size": 64, "dropout": 0.2, "where": "output"}, **_EXACT},
-    "transformer-forecaster": {"model": {"d_model": 16, "num_layers": 1, "feedforward_dim": 64, "max_len": 512},
-                               **_EXACT},
-}  # fmt: skip
+    "transformer-forecaster": {
+        "model": {"d_model": 16, "num_layers": 1, "feedforward_dim": 64, "max_len": 512},
+        **_EXACT,
+    },
+}
 
 #: what each model of the collection (:data:`RECIPES` and :data:`SUPERVISED_MODELS`) can represent: the emissions
 #: it offers. Binary (0/1) data needs a Bernoulli one: a Gaussian density on 0/1 values grows without bound as its
 #: variance shrinks, and it gives no probabilities of 1s to judge.
 EMISSIONS = {
-    "lgssm": ("gaussian",), "gru": ("gaussian", "bernoulli"), "recurrent": ("gaussian", "categorical"),
-    "vrnn": ("gaussian", "bernoulli"), "srnn": ("gaussian", "bernoulli"), "smc-transformer": ("gaussian",),
-    "psrnn": ("gaussian", "categorical"), "kf": ("gaussian",), "mc-dropout-lstm": ("gaussian",),
-    "transformer-forecaster": ("gaussian",), "pf-lstm": ("gaussian",), "pf-gru": ("gaussian",),
-}  # fmt: skip
+    "lgssm": ("gaussian",),
+    "gru": ("gaussian", "bernoulli"),
+    "recurrent": ("gaussian", "categorical"),
+    "vrnn": ("gaussian", "bernoulli"),
+    "srnn": ("gaussian", "bernoulli"),
+    "smc-transformer": ("gaussian",),
+    "psrnn": ("gaussian", "categorical"),
+    "kf": ("gaussian",),
+    "mc-dropout-lstm": ("gaussian",),
+    "transformer-forecaster": ("gaussian",),
+    "pf-lstm": ("gaussian",),
+    "pf-gru": ("gaussian",),
+}
 #: models whose ``emission`` the data decides (Bernoulli for binary data, else Gaussian)
 EMISSION_MODELS = tuple(model for model, emissions in EMISSIONS.items() if "bernoulli" in emissions)
 
@@ -75,10 +108,14 @@ def binary_refusal(model: str, emission: str = "gaussian") -> str:
     """The one line that refuses ``model`` (its ``emission``) on binary data."""
     why = "(a Gaussian density on 0/1 values has no bound and gives no probabilities of 1s)"
     if "bernoulli" in EMISSIONS[model]:
-        return (f"{model}: the data is binary (0/1) and model.emission is {emission!r}, which cannot represent it "
-                f"{why}: set model.emission=\"bernoulli\" (the recipe's for binary data)")
-    return (f"{model}: the data is binary (0/1) and the model's emission is Gaussian-only, which cannot represent "
-            f"it {why}; the models that take binary data, with a Bernoulli emission: {', '.join(EMISSION_MODELS)}")
+        return (
+            f"{model}: the data is binary (0/1) and model.emission is {emission!r}, which cannot represent it "
+            f'{why}: set model.emission="bernoulli" (the recipe\'s for binary data)'
+        )
+    return (
+        f"{model}: the data is binary (0/1) and the model's emission is Gaussian-only, which cannot represent "
+        f"it {why}; the models that take binary data, with a Bernoulli emission: {', '.join(EMISSION_MODELS)}"
+    )
 
 
 def recipe(model: str, *, binary: bool, seed: int = 0, data=None) -> dict:
@@ -93,10 +130,15 @@ def recipe(model: str, *, binary: bool, seed: int = 0, data=None) -> dict:
     if binary and model not in EMISSION_MODELS:
         raise DataNotRepresentable(binary_refusal(model))
     sections = copy.deepcopy(RECIPES[model])
-    config = {"name": f"{model}-own-data", "seed": seed, "device": "auto",
-              "model": {"name": model, **sections["model"]}, "objective": sections["objective"],
-              "train": {**_TRAIN, **sections.get("train", {}), "seed": seed},
-              "evaluate": sections["evaluate"]}  # fmt: skip
+    config = {
+        "name": f"{model}-own-data",
+        "seed": seed,
+        "device": "auto",
+        "model": {"name": model, **sections["model"]},
+        "objective": sections["objective"],
+        "train": {**_TRAIN, **sections.get("train", {}), "seed": seed},
+        "evaluate": sections["evaluate"],
+    }
     if model in EMISSION_MODELS:
         config["model"]["emission"] = "bernoulli" if binary else "gaussian"
     if data is not None and model in _FITS:
@@ -123,16 +165,20 @@ def _two_stage_shortfall(model: str, section: dict, mask) -> str | None:
     and as many windows as each size it keeps (``state_dim``, and ``obs_features`` for ``psrnn``)."""
     if model == "psrnn" and section["init"] != "2sr":
         return None
-    sizes = {"state_dim": section["state_dim"], **({"obs_features": section["obs_features"]} if model == "psrnn"
-                                                   else {})}  # fmt: skip
+    sizes = {
+        "state_dim": section["state_dim"],
+        **({"obs_features": section["obs_features"]} if model == "psrnn" else {}),
+    }
     horizon, lengths = section["horizon"], mask.sum(1)
     windows, need = window_count(mask, horizon), max(1, *sizes.values())
     if windows >= need:
         return None
     kept = ", ".join(f"{name} {value}" for name, value in sizes.items())
-    return (f"{model}'s two-stage regression with horizon {horizon} needs at least {need} windows of 2 * {horizon} + "
-            f"1 = {2 * horizon + 1} steps ({kept}), and the training split gives {windows} ({len(lengths)} sequences "
-            f"of {int(lengths.min())} to {int(lengths.max())} steps)")
+    return (
+        f"{model}'s two-stage regression with horizon {horizon} needs at least {need} windows of 2 * {horizon} + "
+        f"1 = {2 * horizon + 1} steps ({kept}), and the training split gives {windows} ({len(lengths)} sequences "
+        f"of {int(lengths.min())} to {int(lengths.max())} steps)"
+    )
 
 
 def _fit_horizon(model: str, section: dict, data) -> None:
@@ -169,8 +215,12 @@ def _fit_positions(model: str, section: dict, data) -> None:
 
 
 #: recipe model -> ``fit(model, model_section, data)``: its settings that depend on the sequences' lengths
-_FITS = {"psrnn": _fit_horizon, "kf": _fit_horizon, "smc-transformer": _fit_window,
-         "transformer-forecaster": _fit_positions}  # fmt: skip
+_FITS = {
+    "psrnn": _fit_horizon,
+    "kf": _fit_horizon,
+    "smc-transformer": _fit_window,
+    "transformer-forecaster": _fit_positions,
+}
 
 
 #: the supervised models a user's table trains: PF-RNN cells predicting its ``targets`` columns from its features
@@ -191,8 +241,13 @@ def supervised_recipe(cell: str, seed: int = 0) -> dict:
     """
     if cell not in SUPERVISED_MODELS:
         raise ValueError(f"cell: expected one of {list(SUPERVISED_MODELS)}, got {cell!r}")
-    return {"kind": "supervised", "name": f"{cell}-own-data", "seed": seed, "device": "auto",
-            "data": {"name": "file"},
-            "model": {"cell": cell, "hidden_size": 32, "encoder_size": 32, "num_particles": 20, "learn_scale": True},
-            "loss": {"target": "sequence", "pred_weight": 1.0, "elbo_weight": 1.0},
-            "train": {**_TRAIN, "batch_size": 8, "lr": 0.003, "clip_norm": 5.0, "seed": seed}}  # fmt: skip
+    return {
+        "kind": "supervised",
+        "name": f"{cell}-own-data",
+        "seed": seed,
+        "device": "auto",
+        "data": {"name": "file"},
+        "model": {"cell": cell, "hidden_size": 32, "encoder_size": 32, "num_particles": 20, "learn_scale": True},
+        "loss": {"target": "sequence", "pred_weight": 1.0, "elbo_weight": 1.0},
+        "train": {**_TRAIN, "batch_size": 8, "lr": 0.003, "clip_norm": 5.0, "seed": seed},
+    }

@@ -54,10 +54,25 @@ from ppl_models.inference.training import RESUMABLE_CHANGES, check_experiment, l
 
 from .registry import DATASETS, MODELS, OBJECTIVES
 
-__all__ = ["RUNTIME_KEYS", "FINISHED", "timestamped", "check_writable", "check_run_folder", "read_config_json",
-           "is_finished", "mark_finished", "run_session", "prepare_run_dir", "run_epochs", "experiment_record",
-           "data_fingerprint", "run_differences", "config_differences", "load_run_checkpoint",
-           "check_evaluation_folder"]
+__all__ = [
+    "RUNTIME_KEYS",
+    "FINISHED",
+    "timestamped",
+    "check_writable",
+    "check_run_folder",
+    "read_config_json",
+    "is_finished",
+    "mark_finished",
+    "run_session",
+    "prepare_run_dir",
+    "run_epochs",
+    "experiment_record",
+    "data_fingerprint",
+    "run_differences",
+    "config_differences",
+    "load_run_checkpoint",
+    "check_evaluation_folder",
+]
 
 #: what a resumption may change without changing the run: where and how fast it runs, whether it prints progress
 RUNTIME_KEYS = ("device", "train.progress", "train.cuda_graph")
@@ -121,8 +136,9 @@ def mark_finished(run_dir: Path, **record) -> None:
 
 
 @contextmanager
-def run_session(run_dir: str | Path, config: dict, *, resume: bool, change_epochs: bool,
-                experiment: dict) -> Iterator[Path]:  # fmt: skip
+def run_session(
+    run_dir: str | Path, config: dict, *, resume: bool, change_epochs: bool, experiment: dict
+) -> Iterator[Path]:
     """Lock ``run_dir`` (a second process on it is refused), prepare it (:func:`prepare_run_dir`) and mark it
     unfinished; yields the folder, which gets :data:`FINISHED` (with the data's content hash) when the block ends
     without an error."""
@@ -133,8 +149,14 @@ def run_session(run_dir: str | Path, config: dict, *, resume: bool, change_epoch
         mark_finished(run_dir, data_fingerprint=experiment.get("data_fingerprint"))
 
 
-def prepare_run_dir(run_dir: str | Path, config: dict, *, resume: bool = False, change_epochs: bool = False,
-                    experiment: dict | None = None) -> Path:  # fmt: skip
+def prepare_run_dir(
+    run_dir: str | Path,
+    config: dict,
+    *,
+    resume: bool = False,
+    change_epochs: bool = False,
+    experiment: dict | None = None,
+) -> Path:
     """Check ``run_dir`` against ``resume``, write ``config.json`` (a new run) or ``resume.jsonl`` (a resumed one).
 
     A fresh run refuses a folder that already holds checkpoints. A resumed one never rewrites the
@@ -171,15 +193,23 @@ def prepare_run_dir(run_dir: str | Path, config: dict, *, resume: bool = False, 
     wanted = given["train"]["epochs"]
     if epochs is not None and wanted != epochs:
         if not change_epochs:
-            raise ValueError(f"resume: train.epochs={wanted} differs from the run's {epochs} ({saved_path} is never "
-                             f"rewritten): resume without it, or pass --epochs {wanted} to change the run's length")
+            raise ValueError(
+                f"resume: train.epochs={wanted} differs from the run's {epochs} ({saved_path} is never "
+                f"rewritten): resume without it, or pass --epochs {wanted} to change the run's length"
+            )
         if given["train"].get("lr_schedule") == "cosine":
-            raise ValueError(f"resume: train.epochs cannot change on a run with lr_schedule='cosine' (its length is "
-                             f"the schedule's); the run trains to {epochs} epochs")  # fmt: skip
+            raise ValueError(
+                f"resume: train.epochs cannot change on a run with lr_schedule='cosine' (its length is "
+                f"the schedule's); the run trains to {epochs} epochs"
+            )
     if not saved_path.is_file():
         write_json(saved_path, config)  # restored from the experiment the checkpoint confirmed
-    record = {"time": time.strftime("%Y-%m-%dT%H:%M:%S"), "from_epoch": start.get("epoch", 0), "epochs": wanted,
-              "device": given.get("device")}  # fmt: skip
+    record = {
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "from_epoch": start.get("epoch", 0),
+        "epochs": wanted,
+        "device": given.get("device"),
+    }
     if epochs is not None and wanted != epochs:
         record["changed"] = {"train.epochs": [epochs, wanted]}
     runtime = {key: list(pair) for key, pair in config_differences(saved or {}, given).items() if key in RUNTIME_KEYS}
@@ -205,14 +235,19 @@ def run_epochs(run_dir: str | Path) -> int | None:
 def _check_unchanged(saved: dict, given: dict, path: Path) -> None:
     """Raise ``ValueError`` naming each setting of ``given`` that differs from ``saved`` (:data:`RUNTIME_KEYS` and
     ``train.epochs`` aside)."""
-    changed = {key: values for key, values in config_differences(saved, given).items()
-               if key not in (*RUNTIME_KEYS, "train.epochs")}  # fmt: skip
+    changed = {
+        key: values
+        for key, values in config_differences(saved, given).items()
+        if key not in (*RUNTIME_KEYS, "train.epochs")
+    }
     if changed:
         sections = sorted({key.split(".")[0] for key in changed})
         shown = ", ".join(f"{key}: {a!r} -> {b!r}" for key, (a, b) in sorted(changed.items())[:4])
-        raise ValueError(f"resume: the configuration differs from the one saved in {path} (in {sections}): {shown}; "
-                         "pass the same experiment and --set overrides as the first run (config.json is never "
-                         "rewritten; only --device and --epochs may change)")  # fmt: skip
+        raise ValueError(
+            f"resume: the configuration differs from the one saved in {path} (in {sections}): {shown}; "
+            "pass the same experiment and --set overrides as the first run (config.json is never "
+            "rewritten; only --device and --epochs may change)"
+        )
 
 
 def experiment_record(config: dict, data) -> dict:
@@ -244,8 +279,7 @@ def data_fingerprint(config: dict) -> str | None:
     if data.get("name") != "file":
         return None
     path = Path(data["path"])
-    files = sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith(".")) if path.is_dir() \
-        else [path]  # fmt: skip
+    files = sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith(".")) if path.is_dir() else [path]
     digest = hashlib.sha256()
     for file in files:
         if file != path:
@@ -265,11 +299,15 @@ def _data_change(saved: dict | None, given: dict, config: dict, checkpoint: Path
         return None
     path = config["data"]["path"]
     if "data_fingerprint" not in saved:
-        return (f"{checkpoint} holds no record of its data's content (an earlier version wrote it), so the data "
-                f"{path} cannot be checked against it")
+        return (
+            f"{checkpoint} holds no record of its data's content (an earlier version wrote it), so the data "
+            f"{path} cannot be checked against it"
+        )
     also = sorted(k for k in given if k.startswith("data_") and k != "data_fingerprint" and saved.get(k) != given[k])
-    return (f"the data {path} is not the data the run was trained on (its content changed"
-            f"{'; so did ' + ', '.join(also) if also else ''})")
+    return (
+        f"the data {path} is not the data the run was trained on (its content changed"
+        f"{'; so did ' + ', '.join(also) if also else ''})"
+    )
 
 
 def run_differences(run_dir: str | Path, config: dict, experiment: dict | None) -> list[str]:
@@ -289,8 +327,13 @@ def run_differences(run_dir: str | Path, config: dict, experiment: dict | None) 
         changes = config_differences(_with_defaults(recorded), _fixed_part(given))
     ignored = RUNTIME_KEYS + (("data.path",) if given.get("data", {}).get("name") == "file" else ())
     found = [f"{key}: {a!r} -> {b!r}" for key, (a, b) in sorted(changes.items()) if key not in ignored]
-    data = None if any(line.startswith("data.") for line in found) else _data_change(
-        experiment, {"data_fingerprint": data_fingerprint(config)}, given, run_dir / "checkpoints" / "last.pt")
+    data = (
+        None
+        if any(line.startswith("data.") for line in found)
+        else _data_change(
+            experiment, {"data_fingerprint": data_fingerprint(config)}, given, run_dir / "checkpoints" / "last.pt"
+        )
+    )
     return found + ([data] if data else [])
 
 
@@ -331,14 +374,18 @@ def load_run_checkpoint(run_dir: Path, objective, config: dict) -> dict:
         expected = json.loads(json.dumps(config[section]))
         if section in saved and saved[section] != expected:
             ours, theirs = _describe(saved[section], expected), _describe(expected, saved[section])
-            raise ValueError(f"{path} is for {section} {ours} but {Path(run_dir) / 'config.json'} expects {section} "
-                             f"{theirs}: the two files come from different runs")  # fmt: skip
+            raise ValueError(
+                f"{path} is for {section} {ours} but {Path(run_dir) / 'config.json'} expects {section} "
+                f"{theirs}: the two files come from different runs"
+            )
     try:
         return load_best(run_dir, objective)
     except RuntimeError as error:  # no saved experiment (an older run), and parameters of another shape or name
         first = str(error).split("\n")[1].strip() if "\n" in str(error) else str(error)
-        raise ValueError(f"{path} does not fit model {config['model'].get('name')!r} of "
-                         f"{Path(run_dir) / 'config.json'} (the two files come from different runs): {first}") from None
+        raise ValueError(
+            f"{path} does not fit model {config['model'].get('name')!r} of "
+            f"{Path(run_dir) / 'config.json'} (the two files come from different runs): {first}"
+        ) from None
 
 
 def _describe(section: dict, other: dict) -> str:
@@ -352,12 +399,18 @@ def check_evaluation_folder(out: Path, run_dir: Path, force: bool) -> None:
     ``force``) an evaluation already."""
     if out.exists() and not out.is_dir():
         raise ValueError(f"evaluation folder {out} is a file, not a folder")
-    if out.resolve() == run_dir.resolve() or out.resolve() in run_dir.resolve().parents or (
-            out / "checkpoints").exists():
-        raise ValueError(f"evaluation folder {out} is (or holds) a run folder: evaluate writes beside a run, "
-                         "never over it; pick another --out")  # fmt: skip
+    if (
+        out.resolve() == run_dir.resolve()
+        or out.resolve() in run_dir.resolve().parents
+        or (out / "checkpoints").exists()
+    ):
+        raise ValueError(
+            f"evaluation folder {out} is (or holds) a run folder: evaluate writes beside a run, "
+            "never over it; pick another --out"
+        )
     if (out / "metrics.json").exists() and not force:
-        raise ValueError(f"{out} already holds an evaluation (metrics.json): pass --force to replace it "
-                         "or --out to write elsewhere")
+        raise ValueError(
+            f"{out} already holds an evaluation (metrics.json): pass --force to replace it or --out to write elsewhere"
+        )
     if out.is_dir() and any(out.iterdir()) and not (out / "metrics.json").exists():
         raise ValueError(f"evaluation folder {out} holds other files, not an evaluation: pick a new or empty --out")

@@ -52,17 +52,31 @@ def train(config: dict, run_dir: str | Path, *, resume: bool = False, change_epo
         fresh = not (run_dir / "checkpoints" / "last.pt").exists()
         if fresh:
             model.initialize(*data.train)
-        trainer = Trainer(objective, data.train, data.valid, TrainConfig.from_dict(config["train"]), run_dir, device,
-                          monitor=mse_monitor(model, data, run_dir, fresh=fresh), experiment=experiment,
-                          valid_scored=data.scored_mask("valid"))  # fmt: skip
+        trainer = Trainer(
+            objective,
+            data.train,
+            data.valid,
+            TrainConfig.from_dict(config["train"]),
+            run_dir,
+            device,
+            monitor=mse_monitor(model, data, run_dir, fresh=fresh),
+            experiment=experiment,
+            valid_scored=data.scored_mask("valid"),
+        )
         trainer.fit(resume=resume)
         if (run_dir / "checkpoints" / "best.pt").exists():
             load_run_checkpoint(run_dir, objective, config)
         return evaluate_model(model, data, evaluation_options(config["evaluate"]), run_dir, config["seed"])
 
 
-def evaluate(run_dir: str | Path, overrides: dict | None = None, device: str | None = None, *,
-             out: str | Path | None = None, force: bool = False) -> dict:
+def evaluate(
+    run_dir: str | Path,
+    overrides: dict | None = None,
+    device: str | None = None,
+    *,
+    out: str | Path | None = None,
+    force: bool = False,
+) -> dict:
     """Re-evaluate a finished run folder's best checkpoint (``overrides`` update ``[evaluate]``).
 
     The outputs go to ``out`` (default ``run_dir/evaluations/evaluate-<time>-<pid>``), with a
@@ -72,14 +86,20 @@ def evaluate(run_dir: str | Path, overrides: dict | None = None, device: str | N
     unless ``force`` (then replaced whole), and so is a run folder or one holding other files. A board's classical
     row is refused by name (its figures are in its ``metrics.json``).
     """
-    refuse_classical_folder(run_dir, "run_dir", "its test figures are in its metrics.json, and "
-                            "ppl_models.experiments.classical_rows.run_classical(name, data, folder) judges it again "
-                            "(ppl-models backtest takes the folder)")  # fmt: skip
+    refuse_classical_folder(
+        run_dir,
+        "run_dir",
+        "its test figures are in its metrics.json, and "
+        "ppl_models.experiments.classical_rows.run_classical(name, data, folder) judges it again "
+        "(ppl-models backtest takes the folder)",
+    )
     run_dir = check_run_folder(run_dir)
     config = read_config_json(run_dir / "config.json")
     if config.get("kind") == "supervised":
-        raise ValueError(f"run_dir {run_dir} is a supervised run: its test metrics are in metrics.json; "
-                         "evaluate re-evaluates likelihood runs only")
+        raise ValueError(
+            f"run_dir {run_dir} is a supervised run: its test metrics are in metrics.json; "
+            "evaluate re-evaluates likelihood runs only"
+        )
     config = check_config(config)
     evaluate_config = evaluation_options({**config["evaluate"], **(overrides or {})})
     out = Path(out) if out is not None else run_dir / "evaluations" / timestamped("evaluate").name
@@ -106,15 +126,35 @@ def validation_figures(model, data, config: evaluation.EvaluationOptions, seed: 
     intervals are far off before it looks at the test split."""
     options = dataclasses.replace(config, noise_refit="none", posterior_draws=0)
     x, mask = data.valid
-    metrics = evaluation.evaluate(model, x, mask, options, seed=seed, binary=False, description="validation split",
-                                  standardizer=data.units("valid"), scored=data.scored_mask("valid")).metrics
-    return {"coverage_0.8": metrics["calibration"].get("coverage_0.8"), "crps": metrics["calibration"].get("crps"),
-            "loglik": metrics["loglik"], "steps": metrics["test_steps"]}
+    metrics = evaluation.evaluate(
+        model,
+        x,
+        mask,
+        options,
+        seed=seed,
+        binary=False,
+        description="validation split",
+        standardizer=data.units("valid"),
+        scored=data.scored_mask("valid"),
+    ).metrics
+    return {
+        "coverage_0.8": metrics["calibration"].get("coverage_0.8"),
+        "crps": metrics["calibration"].get("crps"),
+        "loglik": metrics["loglik"],
+        "steps": metrics["test_steps"],
+    }
 
 
 @torch.no_grad()
-def evaluate_model(model, data, config: evaluation.EvaluationOptions, run_dir: str | Path | None = None,
-                   seed: int = 0, *, records_from: str | Path | None = None) -> dict:
+def evaluate_model(
+    model,
+    data,
+    config: evaluation.EvaluationOptions,
+    run_dir: str | Path | None = None,
+    seed: int = 0,
+    *,
+    records_from: str | Path | None = None,
+) -> dict:
     """:func:`ppl_models.inference.evaluate` of ``model`` on ``data``'s test split with the ``[evaluate]`` settings;
     writes the run folder (:func:`~ppl_models.experiments.outputs.write_outputs`).
 
@@ -123,12 +163,26 @@ def evaluate_model(model, data, config: evaluation.EvaluationOptions, run_dir: s
     outputs go to ``run_dir``; the training records (``metrics.jsonl``, ``predictions.json``) are
     read from ``records_from`` (default ``run_dir``). Returns the metrics (``metrics.json``).
     """
-    validation = (validation_figures(model, data, config, seed)  # before a noise refit on the validation split
-                  if data.split_record is not None and not data.binary and config.predictive_samples else None)
+    validation = (
+        validation_figures(model, data, config, seed)  # before a noise refit on the validation split
+        if data.split_record is not None and not data.binary and config.predictive_samples
+        else None
+    )
     x, mask = data.test
-    result = evaluation.evaluate(model, x, mask, config, seed=seed, valid=data.valid, binary=data.binary,
-                                 truth=data.truth, truth_metrics=data.truth_metrics, description=data.description,
-                                 standardizer=data.standardizer, scored=data.scored_mask("test"))  # fmt: skip
+    result = evaluation.evaluate(
+        model,
+        x,
+        mask,
+        config,
+        seed=seed,
+        valid=data.valid,
+        binary=data.binary,
+        truth=data.truth,
+        truth_metrics=data.truth_metrics,
+        description=data.description,
+        standardizer=data.standardizer,
+        scored=data.scored_mask("test"),
+    )
     if validation is not None:
         result.metrics["validation"] = validation
     if run_dir is not None:

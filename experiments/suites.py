@@ -20,21 +20,31 @@ def _baselines(*overrides: str) -> tuple:
     """The PSRNN paper's section-6 comparison: KF, RNN, GRU, LSTM, PSRNN, and PSRNN from a random start."""
     return (
         ("KF", "kf-swimmer", overrides),
-        *((name, "recurrent-swimmer", (f'model.cell="{cell}"', *overrides))
-          for name, cell in (("RNN", "rnn"), ("GRU", "gru"), ("LSTM", "lstm"))),
+        *(
+            (name, "recurrent-swimmer", (f'model.cell="{cell}"', *overrides))
+            for name, cell in (("RNN", "rnn"), ("GRU", "gru"), ("LSTM", "lstm"))
+        ),
         ("PSRNN", "psrnn-swimmer", overrides),
         ("PSRNN random init", "psrnn-swimmer", ('model.init="random"', *overrides)),
-    )  # fmt: skip
+    )
 
 
 def _ring_hmm_members() -> tuple:
     """The section-6 models (8 states, 60 epochs) on the ring HMM with 20 and 200 training sequences."""
     members = []
     for n in (20, 200):
-        common = ('data.name="ring-hmm"', f"data.num_train={n}", "model.state_dim=8", "train.epochs=60",
-                  "train.batch_size=10")  # fmt: skip
-        members += [(f"{label} / n={n}", experiment, (*extra, *common)) for label, experiment, extra in _baselines()
-                    if label != "PSRNN random init"]  # fmt: skip
+        common = (
+            'data.name="ring-hmm"',
+            f"data.num_train={n}",
+            "model.state_dim=8",
+            "train.epochs=60",
+            "train.batch_size=10",
+        )
+        members += [
+            (f"{label} / n={n}", experiment, (*extra, *common))
+            for label, experiment, extra in _baselines()
+            if label != "PSRNN random init"
+        ]
     return tuple(members)
 
 
@@ -43,15 +53,29 @@ def _smc_transformer_folds(*overrides: str) -> tuple:
     members = []
     for fold in range(5):
         members += [
-            (f"SMC-T M=30 / fold {fold}", "smct-ar1",
-             ("objective.num_particles=30", "evaluate.num_particles=30", f"data.fold={fold}", *overrides)),
-            (f"LSTM dropout 0.2 output / fold {fold}", "mcdropout-ar1",
-             (f"data.fold={fold}", "evaluate.predictive_samples=1000", *overrides)),
-            (f"LSTM dropout 0.5 full / fold {fold}", "mcdropout-ar1",
-             ("model.dropout=0.5", 'model.where="full"', f"data.fold={fold}", "evaluate.predictive_samples=1000",
-              *overrides)),
+            (
+                f"SMC-T M=30 / fold {fold}",
+                "smct-ar1",
+                ("objective.num_particles=30", "evaluate.num_particles=30", f"data.fold={fold}", *overrides),
+            ),
+            (
+                f"LSTM dropout 0.2 output / fold {fold}",
+                "mcdropout-ar1",
+                (f"data.fold={fold}", "evaluate.predictive_samples=1000", *overrides),
+            ),
+            (
+                f"LSTM dropout 0.5 full / fold {fold}",
+                "mcdropout-ar1",
+                (
+                    "model.dropout=0.5",
+                    'model.where="full"',
+                    f"data.fold={fold}",
+                    "evaluate.predictive_samples=1000",
+                    *overrides,
+                ),
+            ),
             (f"Transformer / fold {fold}", "transformer-ar1", (f"data.fold={fold}", *overrides)),
-        ]  # fmt: skip
+        ]
     return tuple(members)
 
 
@@ -65,10 +89,19 @@ def _pf_lstm_ablation(pf: str = "pfrnn-maze10", rnn: str = "rnn-maze10") -> tupl
         ("PF-LSTM-NoELBO", pf, ("loss.elbo_weight=0",)),
         ("PF-LSTM-ELBOonly", pf, ("loss.pred_weight=0",)),
         # one deterministic particle with BatchNorm + ReLU: an LSTM cell with the paper's activation
-        ("LSTM-BNReLU", pf, ("model.num_particles=1", "model.stochastic=false", 'model.resampling="none"',
-                             "model.hidden_size=80", "loss.elbo_weight=0")),
+        (
+            "LSTM-BNReLU",
+            pf,
+            (
+                "model.num_particles=1",
+                "model.stochastic=false",
+                'model.resampling="none"',
+                "model.hidden_size=80",
+                "loss.elbo_weight=0",
+            ),
+        ),
         ("LSTM-80", rnn, ()),
-    )  # fmt: skip
+    )
 
 
 def _pf_rnn_mazes(pf: str = "pfrnn-maze10", rnn: str = "rnn-maze10") -> tuple:
@@ -81,7 +114,7 @@ def _pf_rnn_mazes(pf: str = "pfrnn-maze10", rnn: str = "rnn-maze10") -> tuple:
             (f"PF-GRU / maze {size}", pf, (maze, 'model.cell="pf-gru"')),
             (f"LSTM-80 / maze {size}", rnn, (maze,)),
             (f"GRU-86 / maze {size}", rnn, (maze, 'model.cell="gru"', "model.hidden_size=86")),
-        ]  # fmt: skip
+        ]
     return tuple(members)
 
 
@@ -91,11 +124,19 @@ def _srnn_ablation() -> tuple:
     In the paper's setting, without srnn-jsb's dropout and weight decay.
     """
     return tuple(
-        (f"SRNN {inference}{' + Res_q' if residual else ''}", "srnn-jsb",
-         (f'model.inference="{inference}"', f"model.residual={str(residual).lower()}", "model.dropout=0",
-          "train.weight_decay=0"))
-        for inference in ("smooth", "filter") for residual in (True, False)
-    )  # fmt: skip
+        (
+            f"SRNN {inference}{' + Res_q' if residual else ''}",
+            "srnn-jsb",
+            (
+                f'model.inference="{inference}"',
+                f"model.residual={str(residual).lower()}",
+                "model.dropout=0",
+                "train.weight_decay=0",
+            ),
+        )
+        for inference in ("smooth", "filter")
+        for residual in (True, False)
+    )
 
 
 #: srnn-hmm's training before its weight-decay recipe (15 epochs, no weight decay), which the hmm suites keep, so
@@ -105,11 +146,10 @@ HMM_EARLIER_TRAINING = ("train.epochs=15", "train.weight_decay=0")
 #: the hmm-gap suite's training objectives: label and ``--set`` overrides (the ELBO keeps srnn-hmm's KL ramp)
 HMM_OBJECTIVES = (
     ("ELBO", ()),
-    ("IWAE-8", ("objective={name=\"iwae\", num_particles=8}", "train.kl_start=1.0")),
-    ("SMC-8", ("objective={name=\"smc\", num_particles=8}", "train.kl_start=1.0")),
-    ("SMC-8 no resampling", ("objective={name=\"smc\", num_particles=8, resampling=\"none\"}",
-                             "train.kl_start=1.0")),
-)  # fmt: skip
+    ("IWAE-8", ('objective={name="iwae", num_particles=8}', "train.kl_start=1.0")),
+    ("SMC-8", ('objective={name="smc", num_particles=8}', "train.kl_start=1.0")),
+    ("SMC-8 no resampling", ('objective={name="smc", num_particles=8, resampling="none"}', "train.kl_start=1.0")),
+)
 
 
 def _hmm_gap_members(seeds=(0, 1, 2)) -> tuple:
@@ -117,18 +157,35 @@ def _hmm_gap_members(seeds=(0, 1, 2)) -> tuple:
 
     Trained as :data:`HMM_EARLIER_TRAINING`.
     """
-    models = [(f"SRNN {guide}{' + Res_q' if residual else ''}",
-               (f'model.inference="{guide}"', f"model.residual={str(residual).lower()}"))
-              for guide in ("smooth", "filter") for residual in (True, False)]
+    models = [
+        (
+            f"SRNN {guide}{' + Res_q' if residual else ''}",
+            (f'model.inference="{guide}"', f"model.residual={str(residual).lower()}"),
+        )
+        for guide in ("smooth", "filter")
+        for residual in (True, False)
+    ]
     models.append(("VRNN", ('model={name="vrnn", latent_dim=16, rnn_dim=64, hidden_dim=64}',)))
     members = []
     for seed in seeds:
         seeded = (*HMM_EARLIER_TRAINING, f"seed={seed}", f"train.seed={seed}")
-        members.append((f"GRU / exact / seed {seed}", "srnn-hmm",
-                        (*seeded, 'model={name="gru", rnn_dim=64, hidden_dim=64}', 'objective={name="exact"}',
-                         'evaluate.estimators=["exact"]')))
-        members += [(f"{model} / {objective} / seed {seed}", "srnn-hmm", (*seeded, *model_sets, *objective_sets))
-                    for model, model_sets in models for objective, objective_sets in HMM_OBJECTIVES]
+        members.append(
+            (
+                f"GRU / exact / seed {seed}",
+                "srnn-hmm",
+                (
+                    *seeded,
+                    'model={name="gru", rnn_dim=64, hidden_dim=64}',
+                    'objective={name="exact"}',
+                    'evaluate.estimators=["exact"]',
+                ),
+            )
+        )
+        members += [
+            (f"{model} / {objective} / seed {seed}", "srnn-hmm", (*seeded, *model_sets, *objective_sets))
+            for model, model_sets in models
+            for objective, objective_sets in HMM_OBJECTIVES
+        ]
     return tuple(members)
 
 
@@ -158,33 +215,49 @@ HMM_RECIPE_CHANGES = (
     ("batch 20", ("train.batch_size=20",), (0,)),
     ("batch 5", ("train.batch_size=5",), (0,)),
     ("500 training sequences", ("data.num_train=500",), (0,)),
-    ("weight decay 1e-3, 60 epochs, patience 10, 500 training sequences", (*HMM_RECIPE_PATIENCE, "data.num_train=500"),
-     (0,)),
-    ("weight decay 1e-3, 60 epochs, patience 10, 1000 training sequences",
-     (*HMM_RECIPE_PATIENCE, "data.num_train=1000"), (0,)),
+    (
+        "weight decay 1e-3, 60 epochs, patience 10, 500 training sequences",
+        (*HMM_RECIPE_PATIENCE, "data.num_train=500"),
+        (0,),
+    ),
+    (
+        "weight decay 1e-3, 60 epochs, patience 10, 1000 training sequences",
+        (*HMM_RECIPE_PATIENCE, "data.num_train=1000"),
+        (0,),
+    ),
     ("lr 0.003, 30 epochs", ("train.lr=0.003", "train.epochs=30"), (0,)),
     ("dropout 0.3", ("model.dropout=0.3",), (0,)),
     ("latent 4, GRU 32", ("model.latent_dim=4", "model.rnn_dim=32", "model.hidden_dim=32"), (0,)),
-    ("SMC-32", ("objective={name=\"smc\", num_particles=32}", "train.kl_start=1.0"), (0,)),
+    ("SMC-32", ('objective={name="smc", num_particles=32}', "train.kl_start=1.0"), (0,)),
     ("1000 training sequences", ("data.num_train=1000",), (0,)),
     ("cosine lr, 30 epochs", ('train.lr_schedule="cosine"', "train.epochs=30"), (0,)),
-)  # fmt: skip
+)
 
 
 def _hmm_recipe_members() -> tuple:
     """hmm-gap's SRNN with each of :data:`HMM_RECIPE_CHANGES`, for its seeds (the baseline is hmm-gap's row)."""
-    return tuple((f"SRNN smooth + Res_q / {change} / seed {seed}", "srnn-hmm",
-                  (*HMM_EARLIER_TRAINING, *sets, f"seed={seed}", f"train.seed={seed}"))
-                 for change, sets, seeds in HMM_RECIPE_CHANGES for seed in seeds)  # fmt: skip
+    return tuple(
+        (
+            f"SRNN smooth + Res_q / {change} / seed {seed}",
+            "srnn-hmm",
+            (*HMM_EARLIER_TRAINING, *sets, f"seed={seed}", f"train.seed={seed}"),
+        )
+        for change, sets, seeds in HMM_RECIPE_CHANGES
+        for seed in seeds
+    )
 
 
 #: other HMM-roll sources than srnn-hmm's (4 states, 8 keys, persistence 0.9, sharpness 2): label and data settings
 HMM_SOURCES = (
-    ("8 states, 16 keys, persistence 0.8, sharpness 3", ("data.num_states=8", "data.num_keys=16",
-                                                        "data.persistence=0.8", "data.sharpness=3.0")),
-    ("3 states, 12 keys, persistence 0.95, sharpness 1", ("data.num_states=3", "data.num_keys=12",
-                                                         "data.persistence=0.95", "data.sharpness=1.0")),
-)  # fmt: skip
+    (
+        "8 states, 16 keys, persistence 0.8, sharpness 3",
+        ("data.num_states=8", "data.num_keys=16", "data.persistence=0.8", "data.sharpness=3.0"),
+    ),
+    (
+        "3 states, 12 keys, persistence 0.95, sharpness 1",
+        ("data.num_states=3", "data.num_keys=12", "data.persistence=0.95", "data.sharpness=1.0"),
+    ),
+)
 
 
 def _hmm_source_members(seed: int = 0) -> tuple:
@@ -195,70 +268,134 @@ def _hmm_source_members(seed: int = 0) -> tuple:
     the recipe.
     """
     seeded = (*HMM_EARLIER_TRAINING, f"seed={seed}", f"train.seed={seed}")
-    models = (("GRU / exact", ('model={name="gru", rnn_dim=64, hidden_dim=64}', 'objective={name="exact"}',
-                               'evaluate.estimators=["exact"]')),
-              ("SRNN smooth + Res_q / ELBO", ()), ("SRNN smooth / ELBO", ("model.residual=false",)))
+    models = (
+        (
+            "GRU / exact",
+            (
+                'model={name="gru", rnn_dim=64, hidden_dim=64}',
+                'objective={name="exact"}',
+                'evaluate.estimators=["exact"]',
+            ),
+        ),
+        ("SRNN smooth + Res_q / ELBO", ()),
+        ("SRNN smooth / ELBO", ("model.residual=false",)),
+    )
     switching = ('data={name="switching-lg"}', 'model.emission="gaussian"')  # real-valued, 8 steps; after model=
     sources = (*HMM_SOURCES, ("switching LG", switching))
     source, data_sets = HMM_SOURCES[0]
-    changes = [(f"{objective}, 60 epochs, patience 10", (*objective_sets, "train.epochs=60", "train.patience=10"))
-               for objective, objective_sets in HMM_OBJECTIVES[:3:2]]  # ELBO and SMC-8
-    changes += [(f"{objective}, 1000 training sequences", (*objective_sets, "data.num_train=1000"))
-                for objective, objective_sets in HMM_OBJECTIVES[:3:2]]
-    changes.append(("SMC-8, weight decay 1e-3, 60 epochs, patience 10",
-                    (*HMM_OBJECTIVES[2][1], *HMM_RECIPE_PATIENCE)))
-    recipes = tuple((f"{source} / SRNN smooth + Res_q / {change} / seed {seed}", "srnn-hmm",
-                     (*seeded, *sets, *data_sets)) for change, sets in changes)
-    recipes += tuple((f"{source} / SRNN smooth + Res_q / ELBO, {change} / seed {seed}", "srnn-hmm",
-                      (*seeded, *sets, *data_sets)) for source, data_sets in sources
-                     for change, sets in (("weight decay 1e-3, 60 epochs", HMM_RECIPE),
-                                          ("weight decay 1e-3, 60 epochs, patience 10", HMM_RECIPE_PATIENCE)))
-    return recipes + tuple((f"{source} / {model} / seed {seed}", "srnn-hmm", (*seeded, *model_sets, *data_sets))
-                           for source, data_sets in sources for model, model_sets in models)  # fmt: skip
+    changes = [
+        (f"{objective}, 60 epochs, patience 10", (*objective_sets, "train.epochs=60", "train.patience=10"))
+        for objective, objective_sets in HMM_OBJECTIVES[:3:2]
+    ]  # ELBO and SMC-8
+    changes += [
+        (f"{objective}, 1000 training sequences", (*objective_sets, "data.num_train=1000"))
+        for objective, objective_sets in HMM_OBJECTIVES[:3:2]
+    ]
+    changes.append(("SMC-8, weight decay 1e-3, 60 epochs, patience 10", (*HMM_OBJECTIVES[2][1], *HMM_RECIPE_PATIENCE)))
+    recipes = tuple(
+        (f"{source} / SRNN smooth + Res_q / {change} / seed {seed}", "srnn-hmm", (*seeded, *sets, *data_sets))
+        for change, sets in changes
+    )
+    recipes += tuple(
+        (f"{source} / SRNN smooth + Res_q / ELBO, {change} / seed {seed}", "srnn-hmm", (*seeded, *sets, *data_sets))
+        for source, data_sets in sources
+        for change, sets in (
+            ("weight decay 1e-3, 60 epochs", HMM_RECIPE),
+            ("weight decay 1e-3, 60 epochs, patience 10", HMM_RECIPE_PATIENCE),
+        )
+    )
+    return recipes + tuple(
+        (f"{source} / {model} / seed {seed}", "srnn-hmm", (*seeded, *model_sets, *data_sets))
+        for source, data_sets in sources
+        for model, model_sets in models
+    )
 
 
 SUITES = {
-    "psrnn-swimmer": Suite(_baselines(), "KF, RNN, GRU, LSTM and PSRNN (2SR and random start) on Swimmer: "
-                           "MSE vs epoch and predictions before/after BPTT (the PSRNN paper's Figure 4)"),  # fmt: skip
-    "psrnn-air-quality": Suite(_baselines('data.name="air-quality"', "train.batch_size=13"),
-                               "the same comparison on UCI air quality (in place of Mocap and Handwriting, "
-                               "not available offline)"),  # fmt: skip
-    "psrnn-layers": Suite((("1 layer", "psrnn-swimmer", ()), ("2 layers", "psrnn-swimmer", ("model.num_layers=2",))),
-                          "1-layer vs 2-layer PSRNN on Swimmer (the PSRNN paper's Figure 3b)"),
-    "psrnn-ring": Suite(_ring_hmm_members(), "KF, RNN, GRU, LSTM and PSRNN with 8 states on the ring HMM (predictive-"
-                        "state dimension 4), 20 and 200 training sequences"),  # fmt: skip
-    "psrnn-rank": Suite((("PSRNN", "psrnn-swimmer", ()),
-                         *((f"rank {r}", "psrnn-swimmer", (f"model.rank={r}",)) for r in (5, 10, 20, 40))),
-                        "PSRNN vs factorized PSRNNs of several CP ranks on Swimmer (the PSRNN paper's Figure 3c)"),
-    "psrnn-ptb": Suite((("PSRNN rank 60", "psrnn-ptb", ("model.rank=60",)),
-                        ("LSTM", "recurrent-ptb", ('model.cell="lstm"',)),
-                        ("GRU", "recurrent-ptb", ('model.cell="gru"',))),
-                       "rank-60 PSRNN vs LSTM and GRU (20 states) on PTB characters: test BPC and one-step accuracy "
-                       "(the PSRNN paper's Figure 3a)"),  # fmt: skip
-    "smct-ar1-folds": Suite(_smc_transformer_folds(), "SMC Transformer (M=30) vs MC-dropout LSTMs and a deterministic "
-                            "Transformer on Model I, "
-                            "5 folds: predictive MSE, share in the true 80%/95% intervals, coverage, CRPS, mean (sd)"),
-    "smct-ar2-folds": Suite(_smc_transformer_folds('data.name="ar-model-2"'),
-                            "the same on the SMC Transformer paper's Model II (two-regime AR)"),
-    "pfrnn-maze10-ablation": Suite(_pf_lstm_ablation(), "the PF-RNN paper's Table 4 on the 10 x 10 maze: particle "
-                                   "counts, no resampling, tanh, no ELBO, ELBO only, LSTM-BNReLU, LSTM-80; "
-                                   "last-step pose MSE"),
-    "pfrnn-mazes": Suite(_pf_rnn_mazes(), "the PF-RNN paper's Figure 5: PF-LSTM, PF-GRU, LSTM-80 and GRU-86 on the "
-                         "10, 18 and 27 mazes; last-step pose MSE (split by --only)"),
-    "pfrnn-paper-mazes": Suite(_pf_rnn_mazes("pfrnn-paper-maze10", "rnn-paper-maze10"),
-                               "the same four models under the paper's own localization protocol; last-step "
-                               "(x, y) MSE in cells, the paper's metric"),
-    "pfrnn-paper-ablation": Suite(_pf_lstm_ablation("pfrnn-paper-maze10", "rnn-paper-maze10"),
-                                  "the PF-RNN paper's Table 4 on its own 10 x 10 maze protocol"),
-    "hmm-gap": Suite(_hmm_gap_members(), "known-truth benchmark: GRU, VRNN, SRNN (smooth/filter, +/- Res_q) x ELBO, "
-                     "IWAE-8, SMC-8 with and without resampling x 3 seeds on HMM rolls; each estimate's gap to "
-                     "the exact log-likelihood per step"),
-    "hmm-recipe": Suite(_hmm_recipe_members(), "SRNN training recipes on HMM rolls, one change at a time from "
-                        "hmm-gap's SRNN (weight decay, epochs and early stopping, SMC-8, learning rate, dropout, "
-                        "size, data); gap to the truth per step"),
-    "hmm-sources": Suite(_hmm_source_members(), "GRU and SRNN (ELBO, smooth guide +/- Res_q) on two more HMM-roll "
-                         "sources (more states and keys; weak emissions and long persistence) and on the switching "
-                         "LGSSM (Gaussian emission), each also with srnn-hmm's recipe; gap to the truth"),
-    "srnn-jsb-ablation": Suite(_srnn_ablation(), "the SRNN paper's ablation on JSB: smooth/filter guide with and "
-                               "without Res_q; ELBO, IWAE, SMC per step"),
-}  # fmt: skip
+    "psrnn-swimmer": Suite(
+        _baselines(),
+        "KF, RNN, GRU, LSTM and PSRNN (2SR and random start) on Swimmer: "
+        "MSE vs epoch and predictions before/after BPTT (the PSRNN paper's Figure 4)",
+    ),
+    "psrnn-air-quality": Suite(
+        _baselines('data.name="air-quality"', "train.batch_size=13"),
+        "the same comparison on UCI air quality (in place of Mocap and Handwriting, not available offline)",
+    ),
+    "psrnn-layers": Suite(
+        (("1 layer", "psrnn-swimmer", ()), ("2 layers", "psrnn-swimmer", ("model.num_layers=2",))),
+        "1-layer vs 2-layer PSRNN on Swimmer (the PSRNN paper's Figure 3b)",
+    ),
+    "psrnn-ring": Suite(
+        _ring_hmm_members(),
+        "KF, RNN, GRU, LSTM and PSRNN with 8 states on the ring HMM (predictive-"
+        "state dimension 4), 20 and 200 training sequences",
+    ),
+    "psrnn-rank": Suite(
+        (
+            ("PSRNN", "psrnn-swimmer", ()),
+            *((f"rank {r}", "psrnn-swimmer", (f"model.rank={r}",)) for r in (5, 10, 20, 40)),
+        ),
+        "PSRNN vs factorized PSRNNs of several CP ranks on Swimmer (the PSRNN paper's Figure 3c)",
+    ),
+    "psrnn-ptb": Suite(
+        (
+            ("PSRNN rank 60", "psrnn-ptb", ("model.rank=60",)),
+            ("LSTM", "recurrent-ptb", ('model.cell="lstm"',)),
+            ("GRU", "recurrent-ptb", ('model.cell="gru"',)),
+        ),
+        "rank-60 PSRNN vs LSTM and GRU (20 states) on PTB characters: test BPC and one-step accuracy "
+        "(the PSRNN paper's Figure 3a)",
+    ),
+    "smct-ar1-folds": Suite(
+        _smc_transformer_folds(),
+        "SMC Transformer (M=30) vs MC-dropout LSTMs and a deterministic "
+        "Transformer on Model I, "
+        "5 folds: predictive MSE, share in the true 80%/95% intervals, coverage, CRPS, mean (sd)",
+    ),
+    "smct-ar2-folds": Suite(
+        _smc_transformer_folds('data.name="ar-model-2"'),
+        "the same on the SMC Transformer paper's Model II (two-regime AR)",
+    ),
+    "pfrnn-maze10-ablation": Suite(
+        _pf_lstm_ablation(),
+        "the PF-RNN paper's Table 4 on the 10 x 10 maze: particle "
+        "counts, no resampling, tanh, no ELBO, ELBO only, LSTM-BNReLU, LSTM-80; "
+        "last-step pose MSE",
+    ),
+    "pfrnn-mazes": Suite(
+        _pf_rnn_mazes(),
+        "the PF-RNN paper's Figure 5: PF-LSTM, PF-GRU, LSTM-80 and GRU-86 on the "
+        "10, 18 and 27 mazes; last-step pose MSE (split by --only)",
+    ),
+    "pfrnn-paper-mazes": Suite(
+        _pf_rnn_mazes("pfrnn-paper-maze10", "rnn-paper-maze10"),
+        "the same four models under the paper's own localization protocol; last-step "
+        "(x, y) MSE in cells, the paper's metric",
+    ),
+    "pfrnn-paper-ablation": Suite(
+        _pf_lstm_ablation("pfrnn-paper-maze10", "rnn-paper-maze10"),
+        "the PF-RNN paper's Table 4 on its own 10 x 10 maze protocol",
+    ),
+    "hmm-gap": Suite(
+        _hmm_gap_members(),
+        "known-truth benchmark: GRU, VRNN, SRNN (smooth/filter, +/- Res_q) x ELBO, "
+        "IWAE-8, SMC-8 with and without resampling x 3 seeds on HMM rolls; each estimate's gap to "
+        "the exact log-likelihood per step",
+    ),
+    "hmm-recipe": Suite(
+        _hmm_recipe_members(),
+        "SRNN training recipes on HMM rolls, one change at a time from "
+        "hmm-gap's SRNN (weight decay, epochs and early stopping, SMC-8, learning rate, dropout, "
+        "size, data); gap to the truth per step",
+    ),
+    "hmm-sources": Suite(
+        _hmm_source_members(),
+        "GRU and SRNN (ELBO, smooth guide +/- Res_q) on two more HMM-roll "
+        "sources (more states and keys; weak emissions and long persistence) and on the switching "
+        "LGSSM (Gaussian emission), each also with srnn-hmm's recipe; gap to the truth",
+    ),
+    "srnn-jsb-ablation": Suite(
+        _srnn_ablation(),
+        "the SRNN paper's ablation on JSB: smooth/filter guide with and without Res_q; ELBO, IWAE, SMC per step",
+    ),
+}

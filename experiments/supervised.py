@@ -46,17 +46,41 @@ from .tasks.regime_switching import RegimeSwitchingData, evaluate_regime_switchi
 from .tasks.uci_regression import RegressionData, air_quality_regression, evaluate_regression, pm25_regression
 from .tasks.uea_classification import ClassificationData, evaluate_classification, japanese_vowels
 
-__all__ = ["TASKS", "PF_ONLY_OPTIONS", "METRIC_LABELS", "is_supervised", "load_supervised_config",
-           "check_supervised_config", "build_supervised", "train", "describe_metric", "format_table"]
+__all__ = [
+    "TASKS",
+    "PF_ONLY_OPTIONS",
+    "METRIC_LABELS",
+    "is_supervised",
+    "load_supervised_config",
+    "check_supervised_config",
+    "build_supervised",
+    "train",
+    "describe_metric",
+    "format_table",
+]
 
 SECTIONS = ("data", "model", "loss", "train")
 TOP_LEVEL = {"kind": "supervised", "name": "experiment", "seed": 0, "device": "auto"}
-TASKS = {"localization": localization_data, "localization-paper": localization_paper_data,
-         "air": air_quality_regression, "pm25": pm25_regression, "vowels": japanese_vowels,
-         "regime-switching": regime_switching, "file": file_regression}  # fmt: skip
+TASKS = {
+    "localization": localization_data,
+    "localization-paper": localization_paper_data,
+    "air": air_quality_regression,
+    "pm25": pm25_regression,
+    "vowels": japanese_vowels,
+    "regime-switching": regime_switching,
+    "file": file_regression,
+}
 #: model options that only the particle cells take
-PF_ONLY_OPTIONS = ("num_particles", "resampling", "alpha", "stochastic", "activation", "norm_steps",
-                   "eval_randomness", "eval_seed")
+PF_ONLY_OPTIONS = (
+    "num_particles",
+    "resampling",
+    "alpha",
+    "stochastic",
+    "activation",
+    "norm_steps",
+    "eval_randomness",
+    "eval_seed",
+)
 
 
 def is_supervised(path: str | Path) -> bool:
@@ -119,37 +143,58 @@ def train(config: dict, run_dir: str | Path, *, resume: bool = False, change_epo
     if paper_task:  # the learning curve in the paper's metric, on the validation split
 
         def monitor():
-            return {"valid_last_step_mse": evaluate_localization_paper(predictor, context, splits["valid"],
-                                                                       device=device)["last_step_mse"]}
+            return {
+                "valid_last_step_mse": evaluate_localization_paper(predictor, context, splits["valid"], device=device)[
+                    "last_step_mse"
+                ]
+            }
 
-    trainer = Trainer(objective, splits["train"], splits["valid"], TrainConfig.from_dict(config["train"]),
-                      run_dir=run_dir, device=device, monitor=monitor)  # fmt: skip
+    trainer = Trainer(
+        objective,
+        splits["train"],
+        splits["valid"],
+        TrainConfig.from_dict(config["train"]),
+        run_dir=run_dir,
+        device=device,
+        monitor=monitor,
+    )
     history = trainer.fit(resume=resume)
     load_best(run_dir, objective, map_location=device)
     if isinstance(context, RegressionData):
-        metrics = evaluate_regression(predictor, context, "test", device=device, seed=config["seed"],
-                                      plots_dir=run_dir / "plots")  # fmt: skip
+        metrics = evaluate_regression(
+            predictor, context, "test", device=device, seed=config["seed"], plots_dir=run_dir / "plots"
+        )
     elif isinstance(context, FileRegressionData):
-        metrics = evaluate_file_regression(predictor, context, "test", device=device, seed=config["seed"],
-                                           plots_dir=run_dir / "plots")  # fmt: skip
+        metrics = evaluate_file_regression(
+            predictor, context, "test", device=device, seed=config["seed"], plots_dir=run_dir / "plots"
+        )
         write_json(run_dir / "data_split.json", context.split_record)
     elif isinstance(context, RegimeSwitchingData):
         metrics = evaluate_regime_switching(predictor, context, "test", device=device, seed=config["seed"])
     elif isinstance(context, ClassificationData):
-        metrics = evaluate_classification(predictor, context, "test", device=device, seed=config["seed"],
-                                          plots_dir=run_dir / "plots")  # fmt: skip
+        metrics = evaluate_classification(
+            predictor, context, "test", device=device, seed=config["seed"], plots_dir=run_dir / "plots"
+        )
     elif paper_task:
         metrics = evaluate_localization_paper(predictor, context, splits["test"], device=device, seed=config["seed"])
     else:
         metrics = evaluate_localization(predictor, splits["test"], device=device, seed=config["seed"])
-    metrics.update(experiment=config["name"], epochs=len(history), seconds=sum(r["seconds"] for r in history),
-                   num_parameters=sum(p.numel() for p in predictor.parameters() if p.requires_grad),
-                   num_particles=predictor.num_particles, cell=predictor.cell_name)  # fmt: skip
+    metrics.update(
+        experiment=config["name"],
+        epochs=len(history),
+        seconds=sum(r["seconds"] for r in history),
+        num_parameters=sum(p.numel() for p in predictor.parameters() if p.requires_grad),
+        num_particles=predictor.num_particles,
+        cell=predictor.cell_name,
+    )
     write_json(run_dir / "metrics.json", metrics)
     plots.learning_curve(run_dir / "metrics.jsonl", run_dir / "plots" / "learning_curve.png")
     if not isinstance(context, (RegressionData, FileRegressionData, RegimeSwitchingData, ClassificationData)):
-        plot_belief_over_time(metrics["position_mse_by_step"], metrics.get("particle_spread_by_step"),
-                              run_dir / "plots" / "belief_over_time.png")  # fmt: skip
+        plot_belief_over_time(
+            metrics["position_mse_by_step"],
+            metrics.get("particle_spread_by_step"),
+            run_dir / "plots" / "belief_over_time.png",
+        )
         if predictor.num_particles > 1:
             figure = paper_belief_figure if paper_task else belief_figure
             figure(predictor, context, splits["test"], run_dir / "plots" / "belief.png", device)
@@ -211,7 +256,7 @@ def describe_metric(name: str) -> str:
     """What the figure ``name`` (a dotted name of a supervised run's ``metrics.json``) is, in words."""
     for pattern, text in METRIC_GROUPS:
         group = re.match(pattern, name)
-        inner = describe_metric(name[group.end():]) if group else ""
+        inner = describe_metric(name[group.end() :]) if group else ""
         if inner:
             return f"{inner}, {text.format(*group.groups())}"
     for pattern, text in METRIC_LABELS:
@@ -236,8 +281,13 @@ def format_table(metrics: dict) -> str:
                 add(f"{name}.", value)
             elif isinstance(value, list):
                 if key.endswith("_by_step") and value:
-                    rows.append((f"{name} (t=0 -> t={len(value) - 1})", f"{value[0]:.4g} -> {value[-1]:.4g}",
-                                 describe_metric(name)))  # fmt: skip
+                    rows.append(
+                        (
+                            f"{name} (t=0 -> t={len(value) - 1})",
+                            f"{value[0]:.4g} -> {value[-1]:.4g}",
+                            describe_metric(name),
+                        )
+                    )
             else:
                 rows.append((name, f"{value:.4g}" if isinstance(value, float) else str(value), describe_metric(name)))
 

@@ -17,8 +17,10 @@ def format_table(metrics: dict, *, markdown: bool = False) -> str:
     rows += [(k, f"{v['per_step']:.4f}", f"{v['per_sequence']:.2f}") for k, v in metrics["loglik"].items()]
     head = f"{metrics['data']}: {metrics['test_sequences']} test sequences, {metrics['test_steps']} steps"
     skipped = [f"not estimated: {name} ({reason})" for name, reason in metrics.get("skipped_estimators", {}).items()]
-    gaps = [(k, f"{v['gap_per_step']:+.4f}", f"{v['standard_error_per_step']:.4f}{' above' * v['above_truth']}")
-            for k, v in metrics.get("gap_to_truth", {}).items()]  # fmt: skip
+    gaps = [
+        (k, f"{v['gap_per_step']:+.4f}", f"{v['standard_error_per_step']:.4f}{' above' * v['above_truth']}")
+        for k, v in metrics.get("gap_to_truth", {}).items()
+    ]
     source = metrics.get("calibration_source", "the one-step predictive mean")
     render = _markdown if markdown else _text
     return render(head, rows, skipped, gaps, _calibration_rows(metrics), source)

@@ -52,22 +52,46 @@ _WIDTH = ("int", 16, 128, 16)
 SEARCH_SPACES = {
     "lgssm": {"model.latent_dim": ("int", 1, 16), "train.lr": ("log", 1e-3, 1e-1)},
     "gru": {"model.rnn_dim": _WIDTH, "model.hidden_dim": _WIDTH, "train.lr": _LR},
-    "recurrent": {"model.cell": ("categorical", ("gru", "lstm", "rnn")), "model.state_dim": ("int", 8, 64, 8),
-                  "model.encoder_dim": ("int", 8, 64, 8), "train.lr": _LR},
-    "vrnn": {"model.latent_dim": ("int", 4, 32, "log"), "model.rnn_dim": _WIDTH, "model.hidden_dim": _WIDTH,
-             "train.lr": ("log", 1e-3, 3e-2)},
-    "srnn": {"model.latent_dim": ("int", 4, 32, "log"), "model.rnn_dim": _WIDTH, "model.hidden_dim": _WIDTH,
-             "model.dropout": ("float", 0.0, 0.5), "train.lr": ("log", 1e-3, 3e-2)},
-    "smc-transformer": {"model.d_model": ("int", 8, 64, 8), "model.window": ("int", 4, None),
-                        "train.lr": ("log", 3e-4, 3e-2)},
-    "psrnn": {"model.state_dim": ("int", 4, None), "model.ridge": ("log", 1e-4, 1e-1),
-              "model.bandwidth_scale": ("log", 0.25, 4.0), "train.lr": ("log", 1e-4, 1e-2)},
+    "recurrent": {
+        "model.cell": ("categorical", ("gru", "lstm", "rnn")),
+        "model.state_dim": ("int", 8, 64, 8),
+        "model.encoder_dim": ("int", 8, 64, 8),
+        "train.lr": _LR,
+    },
+    "vrnn": {
+        "model.latent_dim": ("int", 4, 32, "log"),
+        "model.rnn_dim": _WIDTH,
+        "model.hidden_dim": _WIDTH,
+        "train.lr": ("log", 1e-3, 3e-2),
+    },
+    "srnn": {
+        "model.latent_dim": ("int", 4, 32, "log"),
+        "model.rnn_dim": _WIDTH,
+        "model.hidden_dim": _WIDTH,
+        "model.dropout": ("float", 0.0, 0.5),
+        "train.lr": ("log", 1e-3, 3e-2),
+    },
+    "smc-transformer": {
+        "model.d_model": ("int", 8, 64, 8),
+        "model.window": ("int", 4, None),
+        "train.lr": ("log", 3e-4, 3e-2),
+    },
+    "psrnn": {
+        "model.state_dim": ("int", 4, None),
+        "model.ridge": ("log", 1e-4, 1e-1),
+        "model.bandwidth_scale": ("log", 0.25, 4.0),
+        "train.lr": ("log", 1e-4, 1e-2),
+    },
     "kf": {"model.state_dim": ("int", 1, None), "model.ridge": ("log", 1e-6, 1e-2), "train.lr": ("log", 1e-4, 1e-2)},
     "mc-dropout-lstm": {"model.hidden_size": _WIDTH, "model.dropout": ("float", 0.0, 0.5), "train.lr": _LR},
-    "transformer-forecaster": {"model.d_model": ("int", 8, 64, 8), "model.num_layers": ("int", 1, 3),
-                               "model.feedforward_dim": ("int", 16, 256, "log"), "model.dropout": ("float", 0.0, 0.3),
-                               "train.lr": _LR},
-}  # fmt: skip
+    "transformer-forecaster": {
+        "model.d_model": ("int", 8, 64, 8),
+        "model.num_layers": ("int", 1, 3),
+        "model.feedforward_dim": ("int", 16, 256, "log"),
+        "model.dropout": ("float", 0.0, 0.3),
+        "train.lr": _LR,
+    },
+}
 
 #: the Optuna study's name in ``study.log``
 STUDY_NAME = "tuning"
@@ -99,10 +123,19 @@ class Tuning:
     fixed: tuple[str, ...]
 
     def to_dict(self) -> dict:
-        best = {"number": self.best.number, "config": self.best.config, "run": str(self.best.run),
-                "valid_bound_per_step": self.best.valid_bound_per_step}  # fmt: skip
-        return {"budget": self.budget, "seed": self.seed, "fixed": list(self.fixed), "best": best,
-                "trials": self.trials}  # fmt: skip
+        best = {
+            "number": self.best.number,
+            "config": self.best.config,
+            "run": str(self.best.run),
+            "valid_bound_per_step": self.best.valid_bound_per_step,
+        }
+        return {
+            "budget": self.budget,
+            "seed": self.seed,
+            "fixed": list(self.fixed),
+            "best": best,
+            "trials": self.trials,
+        }
 
 
 def search_space(config: dict, fixed: Collection[str] = ()) -> dict[str, tuple]:
@@ -122,8 +155,16 @@ def search_space(config: dict, fixed: Collection[str] = ()) -> dict[str, tuple]:
     return space
 
 
-def tune(config: dict, folder: str | Path, *, budget: int, seed: int = 0, fixed: Collection[str] = (),
-         train: Callable = runner.train, retrain: bool = False) -> Tuning:  # fmt: skip
+def tune(
+    config: dict,
+    folder: str | Path,
+    *,
+    budget: int,
+    seed: int = 0,
+    fixed: Collection[str] = (),
+    train: Callable = runner.train,
+    retrain: bool = False,
+) -> Tuning:
     """Search ``config``'s model settings over ``budget`` trials on its validation split, in ``folder``.
 
     ``config`` is a model's checked own-data configuration; ``fixed`` the ``"section.key"`` settings the user gave,
@@ -166,8 +207,9 @@ def tune(config: dict, folder: str | Path, *, budget: int, seed: int = 0, fixed:
 def _checked(config, fixed, budget, seed, train, retrain) -> tuple[dict, frozenset, int, int]:
     """The arguments of :func:`tune` checked: ``config`` as JSON values, ``fixed`` a set of ``section.key`` names."""
     if not isinstance(config, dict) or not isinstance(config.get("model"), dict):
-        raise TypeError(f"config: expected a checked configuration (a dict with a [model] table), got "
-                        f"{type(config).__name__}")  # fmt: skip
+        raise TypeError(
+            f"config: expected a checked configuration (a dict with a [model] table), got {type(config).__name__}"
+        )
     if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
         raise ValueError(f"budget: expected an int >= 1 (the number of trials), got {budget!r}")
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
@@ -228,11 +270,16 @@ def _tuning_folder(folder: str | Path) -> Path:
     """``folder``, made if new; one ``ValueError`` if it holds anything but a search (a run folder, a board, ...)."""
     folder = Path(folder)
     if folder.is_dir():
-        other = sorted(p.name for p in folder.iterdir() if p.name not in (*TUNING_FILES, _STUDY_LOCK)
-                       and not p.name.startswith("."))  # fmt: skip
+        other = sorted(
+            p.name
+            for p in folder.iterdir()
+            if p.name not in (*TUNING_FILES, _STUDY_LOCK) and not p.name.startswith(".")
+        )
         if other:
-            raise ValueError(f"folder {folder} is not a tuning folder (it holds {', '.join(other[:3])}"
-                             f"{' and more' if len(other) > 3 else ''}): pick a new or empty folder")  # fmt: skip
+            raise ValueError(
+                f"folder {folder} is not a tuning folder (it holds {', '.join(other[:3])}"
+                f"{' and more' if len(other) > 3 else ''}): pick a new or empty folder"
+            )
     return check_writable(folder, "folder")
 
 
@@ -263,12 +310,17 @@ def _study(folder: Path, identity: dict) -> optuna.Study:
     if saved is None:
         study.set_user_attr("search", identity)
         return study
-    changes = {key: pair for key, pair in config_differences(saved, identity).items()
-               if key.removeprefix("config.") not in RUNTIME_KEYS}  # fmt: skip
+    changes = {
+        key: pair
+        for key, pair in config_differences(saved, identity).items()
+        if key.removeprefix("config.") not in RUNTIME_KEYS
+    }
     if changes:
         shown = "; ".join(f"{key}: {a!r} -> {b!r}" for key, (a, b) in sorted(changes.items())[:3])
-        raise ValueError(f"folder {folder} holds a search made with other settings or data ({shown}): pass --retrain "
-                         "to search again (its trials are deleted), or pick another folder")  # fmt: skip
+        raise ValueError(
+            f"folder {folder} holds a search made with other settings or data ({shown}): pass --retrain "
+            "to search again (its trials are deleted), or pick another folder"
+        )
     return study
 
 
@@ -283,8 +335,9 @@ def _started(study: optuna.Study) -> list:
     return [t for t in study.get_trials(deepcopy=False) if t.state != TrialState.WAITING]
 
 
-def _run_trial(study: optuna.Study, trial: optuna.Trial, space: dict, config: dict, folder: Path,
-               train: Callable) -> None:  # fmt: skip
+def _run_trial(
+    study: optuna.Study, trial: optuna.Trial, space: dict, config: dict, folder: Path, train: Callable
+) -> None:
     """Draw ``trial``'s settings, train them into its run folder and tell the study its validation figure."""
     params = {key: _suggest(trial, key, spec) for key, spec in space.items()}
     run = _run_folder(folder, trial.number)
@@ -319,8 +372,11 @@ def _resumable(run: Path) -> bool:
 def _validation(run: Path) -> tuple[float, int]:
     """``(best validation bound per step, its epoch)`` of the run's ``metrics.jsonl``; ``ValueError`` if none."""
     log = run / "metrics.jsonl"
-    records = [r for r in read_jsonl(log) if "epoch" in r and r.get("valid_bound_per_step") is not None] \
-        if log.is_file() else []  # fmt: skip
+    records = (
+        [r for r in read_jsonl(log) if "epoch" in r and r.get("valid_bound_per_step") is not None]
+        if log.is_file()
+        else []
+    )
     finite = [r for r in records if math.isfinite(r["valid_bound_per_step"])]
     if not finite:
         raise ValueError(f"{log}: no epoch with a finite validation bound (valid_bound_per_step)")
@@ -329,8 +385,12 @@ def _validation(run: Path) -> tuple[float, int]:
 
 
 def _shown(params: dict) -> str:
-    return ", ".join(f"{key}={value:.3g}" if isinstance(value, float) else f"{key}={value}"
-                     for key, value in params.items()) or "as given"  # fmt: skip
+    return (
+        ", ".join(
+            f"{key}={value:.3g}" if isinstance(value, float) else f"{key}={value}" for key, value in params.items()
+        )
+        or "as given"
+    )
 
 
 def _result(trials: list, config: dict, folder: Path, budget: int, seed: int, fixed: frozenset) -> Tuning:
@@ -338,11 +398,17 @@ def _result(trials: list, config: dict, folder: Path, budget: int, seed: int, fi
     complete = [t for t in trials if t.state == TrialState.COMPLETE]
     if not complete:
         first = trials[0]
-        raise ValueError(f"tuning {folder}: all {len(trials)} trials failed (trial {first.number}: "
-                         f"{first.user_attrs.get('error')})")  # fmt: skip
+        raise ValueError(
+            f"tuning {folder}: all {len(trials)} trials failed (trial {first.number}: {first.user_attrs.get('error')})"
+        )
     best = max(complete, key=lambda t: (t.value, -t.number))
-    return Tuning(BestTrial(best.number, _with_params(config, best.params), _run_folder(folder, best.number),
-                            best.value), [_record(t, folder) for t in trials], budget, seed, tuple(sorted(fixed)))
+    return Tuning(
+        BestTrial(best.number, _with_params(config, best.params), _run_folder(folder, best.number), best.value),
+        [_record(t, folder) for t in trials],
+        budget,
+        seed,
+        tuple(sorted(fixed)),
+    )
 
 
 def _run_folder(folder: Path, number: int) -> Path:
@@ -352,10 +418,16 @@ def _run_folder(folder: Path, number: int) -> Path:
 def _record(trial, folder: Path) -> dict:
     """The JSON-ready record of a finished (frozen) trial."""
     failed = trial.state != TrialState.COMPLETE
-    return {"number": trial.number, "params": dict(trial.params), "state": "failed" if failed else "complete",
-            "valid_bound_per_step": trial.value, "best_epoch": trial.user_attrs.get("best_epoch"),
-            "seconds": trial.user_attrs.get("seconds"), "run": str(_run_folder(folder, trial.number)),
-            **({"error": trial.user_attrs.get("error")} if failed else {})}  # fmt: skip
+    return {
+        "number": trial.number,
+        "params": dict(trial.params),
+        "state": "failed" if failed else "complete",
+        "valid_bound_per_step": trial.value,
+        "best_epoch": trial.user_attrs.get("best_epoch"),
+        "seconds": trial.user_attrs.get("seconds"),
+        "run": str(_run_folder(folder, trial.number)),
+        **({"error": trial.user_attrs.get("error")} if failed else {}),
+    }
 
 
 @contextmanager

@@ -20,8 +20,16 @@ with warnings.catch_warnings():
     warnings.filterwarnings("ignore", message=r"\s*ArviZ is undergoing a major refactor", category=FutureWarning)
     import arviz as az
 
-__all__ = ["az", "ARVIZ_1", "dataset", "inference_data", "is_inference_data", "group_names", "loo_summary",
-           "waic_summary"]
+__all__ = [
+    "az",
+    "ARVIZ_1",
+    "dataset",
+    "inference_data",
+    "is_inference_data",
+    "group_names",
+    "loo_summary",
+    "waic_summary",
+]
 
 #: ArviZ 1.x (``xarray.DataTree`` containers, ``arviz_stats``), rather than 0.x (``InferenceData``)
 ARVIZ_1 = int(az.__version__.split(".")[0]) >= 1
@@ -66,12 +74,21 @@ def loo_summary(data) -> dict:
     NaN (no tail to fit), on both ArviZ versions (ArviZ 1.x's ``loo`` raises there, 0.x reports
     ``k = inf``).
     """
-    pointwise = np.concatenate([values.values.reshape(values.shape[0] * values.shape[1], -1)
-                                for values in data["log_likelihood"].data_vars.values()], axis=1)  # fmt: skip
+    pointwise = np.concatenate(
+        [
+            values.values.reshape(values.shape[0] * values.shape[1], -1)
+            for values in data["log_likelihood"].data_vars.values()
+        ],
+        axis=1,
+    )
     if np.all(pointwise == pointwise[:1]):
         exact = pointwise[0]
-        return {"elpd": float(exact.sum()), "se": float(np.sqrt(exact.size) * exact.std()), "p": 0.0,
-                "max_pareto_k": float("nan")}  # fmt: skip
+        return {
+            "elpd": float(exact.sum()),
+            "se": float(np.sqrt(exact.size) * exact.std()),
+            "p": 0.0,
+            "max_pareto_k": float("nan"),
+        }
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # ArviZ's Pareto k warnings: the largest k is returned
         loo = az.loo(data, pointwise=True)

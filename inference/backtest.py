@@ -86,10 +86,21 @@ class Backtest:
 
 
 @torch.no_grad()
-def backtest(forecaster, x: torch.Tensor, mask: torch.Tensor | None, scored: torch.Tensor | None = None, *,
-             horizon: int, origins: int, num_samples: int = 200, standardizer=None, season: int = 1,
-             generator: torch.Generator | None = None, forecast_kwargs: Mapping | None = None,
-             binary: bool | None = None) -> Backtest:  # fmt: skip
+def backtest(
+    forecaster,
+    x: torch.Tensor,
+    mask: torch.Tensor | None,
+    scored: torch.Tensor | None = None,
+    *,
+    horizon: int,
+    origins: int,
+    num_samples: int = 200,
+    standardizer=None,
+    season: int = 1,
+    generator: torch.Generator | None = None,
+    forecast_kwargs: Mapping | None = None,
+    binary: bool | None = None,
+) -> Backtest:
     """Backtest ``forecaster`` on ``x [N, T, D]`` from up to ``origins`` origins per row, ``horizon`` steps ahead.
 
     Args:
@@ -130,13 +141,24 @@ def backtest(forecaster, x: torch.Tensor, mask: torch.Tensor | None, scored: tor
         rows = [r for r, row in enumerate(starts) if len(row) > i]
         start = torch.tensor([starts[r][i] for r in rows], device=x.device)
         history, history_mask = _history(x[rows], start)
-        draws = _checked_draws(forecast(history, history_mask, horizon, num_samples),
-                               (num_samples, len(rows), horizon, x.shape[-1]), i).to(x.device)  # fmt: skip
+        draws = _checked_draws(
+            forecast(history, history_mask, horizon, num_samples), (num_samples, len(rows), horizon, x.shape[-1]), i
+        ).to(x.device)
         target, valid = _targets(x[rows], scored[rows], start, horizon)
         draws, target, scale = _in_data_units(standardizer, draws, target, history, torch.tensor(rows), start, season)
         totals.add(_checked_binary(draws, i) if binary else draws, target, valid, scale)
-    return Backtest(totals.per_horizon(), used, _possible(scored), sum(used), totals.mase_left_out, binary, horizon,
-                    origins, season, num_samples)  # fmt: skip
+    return Backtest(
+        totals.per_horizon(),
+        used,
+        _possible(scored),
+        sum(used),
+        totals.mase_left_out,
+        binary,
+        horizon,
+        origins,
+        season,
+        num_samples,
+    )
 
 
 def origin_steps(scored: torch.Tensor, origins: int) -> list[list[int]]:
@@ -197,8 +219,11 @@ def _in_data_units(standardizer, draws, target, history, rows, start, season: in
     :class:`~ppl_models.inference.data.DataUnits` (the draws' differences added to the level before them, the
     targets and the history as read, the history ``lag`` steps longer)."""
     if not isinstance(standardizer, DataUnits):
-        return (_units(draws, standardizer), _units(target, standardizer),
-                _mase_scale(_units(history, standardizer), start, season))  # fmt: skip
+        return (
+            _units(draws, standardizer),
+            _units(target, standardizer),
+            _mase_scale(_units(history, standardizer), start, season),
+        )
     start, device = start.cpu(), draws.device
     steps = (start[:, None] + torch.arange(target.shape[1])).clamp(max=standardizer.positions - 1)
     observed = standardizer.observed[rows].gather(1, steps[..., None].expand(-1, -1, target.shape[-1]))
@@ -247,12 +272,19 @@ class _Totals:
 
     def per_horizon(self) -> dict[str, list]:
         """The figures per step ahead (``None`` where nothing was judged)."""
-        figures = {"h": list(range(1, len(self.targets) + 1)), "targets": [int(n) for n in self.targets],
-                   "crps": _means(self.crps, self.targets)}  # fmt: skip
-        figures.update({f"coverage_{round(100 * level)}": _means(self.covered[level], self.targets)
-                        for level in LEVELS})  # fmt: skip
-        figures.update(mse=_means(self.squared, self.targets), mase=_means(self.mase, self.mase_targets),
-                       mase_targets=[int(n) for n in self.mase_targets])  # fmt: skip
+        figures = {
+            "h": list(range(1, len(self.targets) + 1)),
+            "targets": [int(n) for n in self.targets],
+            "crps": _means(self.crps, self.targets),
+        }
+        figures.update(
+            {f"coverage_{round(100 * level)}": _means(self.covered[level], self.targets) for level in LEVELS}
+        )
+        figures.update(
+            mse=_means(self.squared, self.targets),
+            mase=_means(self.mase, self.mase_targets),
+            mase_targets=[int(n) for n in self.mase_targets],
+        )
         return figures
 
 
@@ -275,12 +307,19 @@ class _BinaryTotals:
     def per_horizon(self) -> dict[str, list]:
         """The figures per step ahead (``None`` where nothing was judged)."""
         names = ("brier", "ece", "mean_probability", "frequency_of_ones")
-        figures = {"h": list(range(1, len(self.outcomes) + 1)),
-                   "targets": [sum(len(part) for part in judged) for judged in self.outcomes],
-                   **{name: [] for name in names}}  # fmt: skip
+        figures = {
+            "h": list(range(1, len(self.outcomes) + 1)),
+            "targets": [sum(len(part) for part in judged) for judged in self.outcomes],
+            **{name: [] for name in names},
+        }
         for kept, judged, count in zip(self.probabilities, self.outcomes, figures["targets"]):
-            found = binary_calibration(torch.cat(kept)[:, None], torch.cat(judged)[:, None],
-                                       torch.ones(count, 1, dtype=torch.bool)) if count else {}  # fmt: skip
+            found = (
+                binary_calibration(
+                    torch.cat(kept)[:, None], torch.cat(judged)[:, None], torch.ones(count, 1, dtype=torch.bool)
+                )
+                if count
+                else {}
+            )
             for name in names:
                 figures[name].append(found.get(name))
         return figures
@@ -290,8 +329,9 @@ def _checked_binary(draws: torch.Tensor, index: int) -> torch.Tensor:
     """``draws [S, B, H, D]`` of binary data at origin ``index``, in its units; raise unless each is 0 or 1."""
     other = draws[(draws != 0) & (draws != 1)]
     if other.numel():
-        raise ValueError(f"forecaster.forecast must draw 0 or 1 on binary data, got {float(other[0]):g} at origin "
-                         f"{index}")  # fmt: skip
+        raise ValueError(
+            f"forecaster.forecast must draw 0 or 1 on binary data, got {float(other[0]):g} at origin {index}"
+        )
     return draws
 
 
@@ -340,8 +380,10 @@ def _check_forecaster(forecaster, forecast_kwargs, generator):
     """``forecast(x, mask, horizon, num_samples)`` of ``forecaster`` with ``generator`` and ``forecast_kwargs``."""
     method = getattr(forecaster, "forecast", None)
     if not callable(method):
-        raise InputTypeError("forecaster must have a method forecast(x, mask, horizon, num_samples, generator=...), "
-                             f"got {type(forecaster).__name__}")  # fmt: skip
+        raise InputTypeError(
+            "forecaster must have a method forecast(x, mask, horizon, num_samples, generator=...), "
+            f"got {type(forecaster).__name__}"
+        )
     if generator is not None and not isinstance(generator, torch.Generator):
         raise InputTypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
     if forecast_kwargs is not None and not isinstance(forecast_kwargs, Mapping):
@@ -379,8 +421,9 @@ def _checked_draws(draws, shape: tuple, index: int) -> torch.Tensor:
     if isinstance(draws, np.ndarray):
         draws = torch.from_numpy(draws)
     if not isinstance(draws, torch.Tensor) or tuple(draws.shape) != shape:
-        raise ValueError(f"forecaster.forecast must return draws [S, B, H, D] = {list(shape)} at origin {index}, "
-                         f"got {_kind(draws)}")  # fmt: skip
+        raise ValueError(
+            f"forecaster.forecast must return draws [S, B, H, D] = {list(shape)} at origin {index}, got {_kind(draws)}"
+        )
     if not bool(torch.isfinite(draws).all()):
         raise ValueError(f"forecaster.forecast returned NaN or inf draws at origin {index}")
     return draws

@@ -33,8 +33,9 @@ __all__ = ["TARGETS", "prediction_loss", "particle_elbo_loss", "belief_loss", "D
 TARGETS = ("sequence", "last")
 
 
-def _task_loss(prediction: torch.Tensor, y: torch.Tensor, task: str,
-               output_weights: torch.Tensor | None = None) -> torch.Tensor:  # fmt: skip
+def _task_loss(
+    prediction: torch.Tensor, y: torch.Tensor, task: str, output_weights: torch.Tensor | None = None
+) -> torch.Tensor:
     """Squared error summed over the last dim, optionally weighted per output (regression), or
     cross-entropy of logits (classification)."""
     if task == "classification":
@@ -43,8 +44,13 @@ def _task_loss(prediction: torch.Tensor, y: torch.Tensor, task: str,
     return (error if output_weights is None else error * output_weights).sum(-1)
 
 
-def prediction_loss(prediction: torch.Tensor, y: torch.Tensor, valid: torch.Tensor, task: str,
-                    output_weights: torch.Tensor | None = None) -> torch.Tensor:  # fmt: skip
+def prediction_loss(
+    prediction: torch.Tensor,
+    y: torch.Tensor,
+    valid: torch.Tensor,
+    task: str,
+    output_weights: torch.Tensor | None = None,
+) -> torch.Tensor:
     """Eq. 4 per sequence ``[B]``.
 
     Args:
@@ -73,8 +79,9 @@ def belief_loss(particle_loss: torch.Tensor, log_weights: torch.Tensor, valid: t
     return ((log_weights.exp() * particle_loss).sum(1).T * valid).sum(1)
 
 
-def check_targets(y, x: torch.Tensor, target: str, task: str, output_size: int, *,
-                  allow_missing: bool = False) -> torch.Tensor:  # fmt: skip
+def check_targets(
+    y, x: torch.Tensor, target: str, task: str, output_size: int, *, allow_missing: bool = False
+) -> torch.Tensor:
     """Validate targets for inputs ``x [B, T, D]``; returns ``y``.
 
     ``target="sequence"``: ``[B, T, O]`` (regression) or ``[B, T]`` class indices; ``"last"``:
@@ -89,17 +96,20 @@ def check_targets(y, x: torch.Tensor, target: str, task: str, output_size: int, 
     if tuple(y.shape) != expected:
         what = "[B, T" if target == "sequence" else "[B"
         what += ", O]" if task == "regression" else "] class indices"
-        raise ValueError(f"y must have shape {what} = {expected} for target={target!r}, task={task!r}, "
-                         f"got {tuple(y.shape)}")
+        raise ValueError(
+            f"y must have shape {what} = {expected} for target={target!r}, task={task!r}, got {tuple(y.shape)}"
+        )
     if task == "classification":
         if y.dtype != torch.long:
             raise TypeError(f"classification targets y must be int64 class indices, got dtype {y.dtype}")
         if value_checks_enabled() and bool(((y < 0) | (y >= output_size)).any()):
             raise ValueError(f"class indices in y must lie in [0, {output_size}), got {int(y.min())}..{int(y.max())}")
-    elif not y.is_floating_point() or (value_checks_enabled() and (
-            bool(torch.isinf(y).any()) or (not allow_missing and bool(torch.isnan(y).any())))):
-        raise ValueError("regression targets y must be finite floating-point values"
-                         + (" or NaN (missing)" if allow_missing else ""))
+    elif not y.is_floating_point() or (
+        value_checks_enabled() and (bool(torch.isinf(y).any()) or (not allow_missing and bool(torch.isnan(y).any())))
+    ):
+        raise ValueError(
+            "regression targets y must be finite floating-point values" + (" or NaN (missing)" if allow_missing else "")
+        )
     return y
 
 
@@ -108,12 +118,13 @@ def _check_output_weights(output_weights, model: nn.Module) -> torch.Tensor:
     if getattr(model, "task", "regression") != "regression":
         raise ValueError("output_weights applies to regression only")
     if not isinstance(output_weights, (list, tuple)) or not all(
-            isinstance(w, (int, float)) and not isinstance(w, bool) and math.isfinite(w) and w > 0
-            for w in output_weights):
+        isinstance(w, (int, float)) and not isinstance(w, bool) and math.isfinite(w) and w > 0 for w in output_weights
+    ):
         raise ValueError(f"output_weights must be a list of finite numbers > 0, got {output_weights!r}")
     if len(output_weights) != model.output_size:
-        raise ValueError(f"output_weights must have one entry per output ({model.output_size}), "
-                         f"got {len(output_weights)}")
+        raise ValueError(
+            f"output_weights must have one entry per output ({model.output_size}), got {len(output_weights)}"
+        )
     return torch.tensor([float(w) for w in output_weights])
 
 
@@ -154,9 +165,18 @@ class DiscriminativeLoss(nn.Module):
 
     kind = "-loss"
 
-    def __init__(self, model: nn.Module, *, target: str = "sequence", pred_weight: float = 1.0,
-                 elbo_weight: float = 1.0, belief_weight: float = 0.0, missing_targets: bool = False,
-                 time_decay: float = 0.0, output_weights: list[float] | None = None):  # fmt: skip
+    def __init__(
+        self,
+        model: nn.Module,
+        *,
+        target: str = "sequence",
+        pred_weight: float = 1.0,
+        elbo_weight: float = 1.0,
+        belief_weight: float = 0.0,
+        missing_targets: bool = False,
+        time_decay: float = 0.0,
+        output_weights: list[float] | None = None,
+    ):
         super().__init__()
         if not isinstance(missing_targets, bool):
             raise TypeError(f"missing_targets must be a bool, got {missing_targets!r}")
@@ -171,14 +191,18 @@ class DiscriminativeLoss(nn.Module):
                 raise ValueError(f"{name} must be a number >= 0, got {value!r}")
         if not any(weights.values()):
             raise ValueError("at least one of pred_weight, elbo_weight, belief_weight must be positive")
-        self.pred_weight, self.elbo_weight, self.belief_weight = float(pred_weight), float(elbo_weight), \
-            float(belief_weight)
+        self.pred_weight, self.elbo_weight, self.belief_weight = (
+            float(pred_weight),
+            float(elbo_weight),
+            float(belief_weight),
+        )
         self.kl_factor = 1.0  # the Trainer sets it; these losses have no KL term
         if isinstance(time_decay, bool) or not isinstance(time_decay, (int, float)) or not math.isfinite(time_decay):
             raise ValueError(f"time_decay must be a finite number, got {time_decay!r}")
         self.time_decay = float(time_decay)
-        self.register_buffer("output_weights", None if output_weights is None else
-                             _check_output_weights(output_weights, model))  # fmt: skip
+        self.register_buffer(
+            "output_weights", None if output_weights is None else _check_output_weights(output_weights, model)
+        )
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None, y: torch.Tensor) -> ObjectiveOutput:
         x, mask = check_sequences(x, mask)
@@ -210,8 +234,9 @@ class DiscriminativeLoss(nn.Module):
             log_prob = distribution.log_prob(y_particles)
             per_sequence = per_sequence + self.elbo_weight * particle_elbo_loss(log_prob, log_w, steps)
         if self.belief_weight:
-            losses = _task_loss(model.head(particles), y_particles.expand(particles.shape[:3] + y.shape[2:]),
-                                model.task, weights)
+            losses = _task_loss(
+                model.head(particles), y_particles.expand(particles.shape[:3] + y.shape[2:]), model.task, weights
+            )
             per_sequence = per_sequence + self.belief_weight * belief_loss(losses, log_w, steps)
         num_targets = valid.sum(1)
         loss = per_sequence.sum() / num_targets.sum().clamp(min=1)

@@ -19,8 +19,9 @@ from .validation import check_positive_int
 __all__ = ["forecast", "pick_particles"]
 
 
-def pick_particles(result: FilterResult, count: int, generator: torch.Generator | None = None, *,
-                   replacement: bool = True) -> torch.Tensor:  # fmt: skip
+def pick_particles(
+    result: FilterResult, count: int, generator: torch.Generator | None = None, *, replacement: bool = True
+) -> torch.Tensor:
     """``[count, B]`` indices of particles drawn from the final weighted set of ``result`` (its posterior)."""
     weights = result.log_weights.detach().exp().T  # [B, K]
     return torch.multinomial(weights, count, replacement=replacement, generator=generator).T

@@ -18,8 +18,9 @@ import torch
 __all__ = ["forward_filter"]
 
 
-def forward_filter(log_emission: torch.Tensor, initial: torch.Tensor, transition: torch.Tensor,
-                   mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+def forward_filter(
+    log_emission: torch.Tensor, initial: torch.Tensor, transition: torch.Tensor, mask: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-step ``log p(x_t | x_<t) [B, T]`` (0 at padding) and predictive beliefs ``p(s_t | x_<t) [B, T, N]``.
 
     Args:

@@ -25,8 +25,20 @@ try:
 except ImportError:  # Windows
     fcntl = None
 
-__all__ = ["atomic_write", "write_text", "write_json", "save_torch", "append_jsonl", "read_jsonl",
-           "remove_stale_temporaries", "naming", "staged_folder", "recover_staged", "folder_lock", "LOCK_FILE"]
+__all__ = [
+    "atomic_write",
+    "write_text",
+    "write_json",
+    "save_torch",
+    "append_jsonl",
+    "read_jsonl",
+    "remove_stale_temporaries",
+    "naming",
+    "staged_folder",
+    "recover_staged",
+    "folder_lock",
+    "LOCK_FILE",
+]
 
 #: the file in a folder that :func:`folder_lock` locks
 LOCK_FILE = ".lock"
@@ -100,8 +112,9 @@ def _publish(staging: Path, target: Path, replace: bool) -> None:
     if not replace:
         kept = Path(tempfile.mkdtemp(prefix=f"{target.name}-", dir=target.parent))
         os.rename(staging, kept)
-        raise FileExistsError(errno.EEXIST, f"another writer filled it meanwhile; these results are in {kept}",
-                              str(target))  # fmt: skip
+        raise FileExistsError(
+            errno.EEXIST, f"another writer filled it meanwhile; these results are in {kept}", str(target)
+        )
     old = Path(tempfile.mkdtemp(prefix=f".{target.name}.replaced-{os.getpid()}-", dir=target.parent))
     os.rename(target, old)  # onto the empty placeholder
     try:
@@ -121,7 +134,7 @@ def recover_staged(target: str | os.PathLike) -> None:
     for kind in ("replaced", "partial"):
         prefix = f".{target.name}.{kind}-"
         for path in sorted(p for p in target.parent.iterdir() if p.name.startswith(prefix)):
-            pid = path.name[len(prefix):].split("-", 1)[0]
+            pid = path.name[len(prefix) :].split("-", 1)[0]
             if not pid.isdigit() or _alive(int(pid)):
                 continue
             if kind == "replaced" and not target.exists():
@@ -164,8 +177,10 @@ def folder_lock(folder: str | os.PathLike, name: str = "folder") -> Iterator[Pat
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise ValueError(f"{name} {folder} is in use by another process writing to it: wait until it ends, or "
-                             "pick another folder") from None
+            raise ValueError(
+                f"{name} {folder} is in use by another process writing to it: wait until it ends, or "
+                "pick another folder"
+            ) from None
         yield folder
     finally:
         os.close(fd)  # releases the lock

@@ -26,16 +26,18 @@ import torch
 __all__ = ["gaussian_mixture_log_density", "gaussian_mixture_crps"]
 
 
-def gaussian_mixture_log_density(y: torch.Tensor, loc: torch.Tensor, scale: torch.Tensor,
-                                 log_weights: torch.Tensor) -> torch.Tensor:  # fmt: skip
+def gaussian_mixture_log_density(
+    y: torch.Tensor, loc: torch.Tensor, scale: torch.Tensor, log_weights: torch.Tensor
+) -> torch.Tensor:
     """``log sum_i w_i N(y; loc_i, scale_i^2)``, ``[...]`` (see the module for shapes)."""
     y, loc, scale, log_weights = _check_mixture(y, loc, scale, log_weights)
     component = torch.distributions.Normal(loc, scale).log_prob(y.unsqueeze(-1))
     return torch.logsumexp(log_weights + component, dim=-1)
 
 
-def gaussian_mixture_crps(y: torch.Tensor, loc: torch.Tensor, scale: torch.Tensor,
-                          log_weights: torch.Tensor) -> torch.Tensor:  # fmt: skip
+def gaussian_mixture_crps(
+    y: torch.Tensor, loc: torch.Tensor, scale: torch.Tensor, log_weights: torch.Tensor
+) -> torch.Tensor:
     """Exact CRPS of ``sum_i w_i N(loc_i, scale_i^2)`` at ``y``, ``[...]`` (units of ``y``; lower is better)."""
     y, loc, scale, log_weights = _check_mixture(y, loc, scale, log_weights)
     loc, scale, weights = torch.broadcast_tensors(loc, scale, log_weights.exp())
@@ -68,9 +70,11 @@ def _check_mixture(y, loc, scale, log_weights):
         lead = torch.broadcast_shapes(loc.shape, scale.shape, log_weights.shape)
         torch.broadcast_shapes(y.shape + (1,), lead)
     except RuntimeError:
-        raise ValueError(f"shapes do not broadcast: y {tuple(y.shape)} against loc {tuple(loc.shape)}, "
-                         f"scale {tuple(scale.shape)}, log_weights {tuple(log_weights.shape)} "
-                         "(expected y [...] and [..., K])") from None
+        raise ValueError(
+            f"shapes do not broadcast: y {tuple(y.shape)} against loc {tuple(loc.shape)}, "
+            f"scale {tuple(scale.shape)}, log_weights {tuple(log_weights.shape)} "
+            "(expected y [...] and [..., K])"
+        ) from None
     for name in ("y", "loc", "scale"):
         if not bool(torch.isfinite(named[name]).all()):
             raise ValueError(f"{name} must be finite")

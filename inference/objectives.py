@@ -182,20 +182,31 @@ class IWAE(Objective):
             the memory of an evaluation without gradients; the estimate has the same law either way.
     """
 
-    def __init__(self, model: nn.Module, num_particles: int = 10, *, max_plate_nesting: int = 1,
-                 particle_chunk: int | None = None):
+    def __init__(
+        self,
+        model: nn.Module,
+        num_particles: int = 10,
+        *,
+        max_plate_nesting: int = 1,
+        particle_chunk: int | None = None,
+    ):
         super().__init__(model)
         _require_density(model)
         self.num_particles = check_positive_int(num_particles, name="num_particles")
         self.max_plate_nesting = check_positive_int(max_plate_nesting, name="max_plate_nesting")
-        self.particle_chunk = self.num_particles if particle_chunk is None else min(
-            check_positive_int(particle_chunk, name="particle_chunk"), self.num_particles)
+        self.particle_chunk = (
+            self.num_particles
+            if particle_chunk is None
+            else min(check_positive_int(particle_chunk, name="particle_chunk"), self.num_particles)
+        )
         self.kind = f"iwae-{num_particles}"
 
     def log_weights(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """``[K, B]`` importance log-weights ``log p(x, z_k) - log q(z_k | x)``."""
-        chunks = [min(self.particle_chunk, self.num_particles - start)
-                  for start in range(0, self.num_particles, self.particle_chunk)]
+        chunks = [
+            min(self.particle_chunk, self.num_particles - start)
+            for start in range(0, self.num_particles, self.particle_chunk)
+        ]
         return torch.cat([self._chunk_log_weights(x, mask, size) for size in chunks])
 
     def _chunk_log_weights(self, x, mask, size):

@@ -38,8 +38,15 @@ PARAMS_FORMAT = "ppl-models-params-1"
 def save_params(model: torch.nn.Module, path: str | os.PathLike) -> Path:
     """Write ``model``'s parameters and buffers, by names relative to it, to ``path`` (atomically)."""
     state = {name: value.detach().clone() for name, value in model.state_dict().items()}
-    return save_torch(path, {"format": PARAMS_FORMAT, "class": type(model).__name__,
-                             "pyro_name": getattr(model, "pyro_name", None), "state_dict": state})  # fmt: skip
+    return save_torch(
+        path,
+        {
+            "format": PARAMS_FORMAT,
+            "class": type(model).__name__,
+            "pyro_name": getattr(model, "pyro_name", None),
+            "state_dict": state,
+        },
+    )
 
 
 @torch.no_grad()
@@ -72,16 +79,22 @@ def load_params(model: torch.nn.Module, path: str | os.PathLike, *, name: str | 
 
 def _read(path):
     """``torch.load`` without arbitrary code: tensors, plain values, and the store's constraint objects."""
-    allowed = [obj for module in (constraints, pyro_constraints) for obj in vars(module).values()
-               if isinstance(obj, type) and issubclass(obj, constraints.Constraint)]  # fmt: skip
+    allowed = [
+        obj
+        for module in (constraints, pyro_constraints)
+        for obj in vars(module).values()
+        if isinstance(obj, type) and issubclass(obj, constraints.Constraint)
+    ]
     try:
         with torch.serialization.safe_globals(allowed):
             return torch.load(path, map_location="cpu", weights_only=True)
     except (FileNotFoundError, IsADirectoryError, PermissionError):
         raise
     except Exception as error:  # torch.load fails in many ways on a bad file; none is the caller's bug
-        raise ValueError(f"{path} is not a readable parameter file (torch.load raised {type(error).__name__}: "
-                         f"{str(error).splitlines()[0][:200]})") from error
+        raise ValueError(
+            f"{path} is not a readable parameter file (torch.load raised {type(error).__name__}: "
+            f"{str(error).splitlines()[0][:200]})"
+        ) from error
 
 
 def _state_dict(content, path) -> dict:
@@ -89,11 +102,16 @@ def _state_dict(content, path) -> dict:
         return content["state_dict"]
     if isinstance(content, dict) and isinstance(content.get("objective"), dict):  # a Trainer checkpoint
         return {k.removeprefix("model."): v for k, v in content["objective"].items() if k.startswith("model.")}
-    if isinstance(content, dict) and content and all(isinstance(k, str) and isinstance(v, torch.Tensor)
-                                                     for k, v in content.items()):  # fmt: skip
+    if (
+        isinstance(content, dict)
+        and content
+        and all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in content.items())
+    ):
         return content
-    raise ValueError(f"{path} holds no parameters: expected a file of save_params, a state_dict, a Trainer "
-                     "checkpoint or a Pyro parameter-store file")  # fmt: skip
+    raise ValueError(
+        f"{path} holds no parameters: expected a file of save_params, a state_dict, a Trainer "
+        "checkpoint or a Pyro parameter-store file"
+    )
 
 
 def _from_param_store(model, content, path, name) -> dict:
@@ -111,8 +129,11 @@ def _from_param_store(model, content, path, name) -> dict:
         name = own_name if own_name in matching else (matching[0] if len(matching) == 1 else None)
         if name is None:
             found = ", ".join(f"{p!r} ({len(e)} parameters)" for p, e in sorted(by_name.items())) or "none"
-            why = f"several ({', '.join(map(repr, matching))}) match: pass name=" if matching else (
-                f"none holds exactly the {len(own)} parameters of this {type(model).__name__}")
+            why = (
+                f"several ({', '.join(map(repr, matching))}) match: pass name="
+                if matching
+                else (f"none holds exactly the {len(own)} parameters of this {type(model).__name__}")
+            )
             raise ValueError(f"{path} is a Pyro parameter-store file with module names {found}; {why}")
     elif name not in by_name:
         raise ValueError(f"{path} has no parameters under the Pyro name {name!r}; it has {sorted(by_name)}")
@@ -124,14 +145,20 @@ def _check_state(model, state, path, strict) -> None:
     needed = set(expected) if strict else {n for n, p in model.named_parameters() if p.requires_grad}
     missing, unexpected = sorted(needed - set(state)), sorted(set(state) - set(expected))
     if missing or unexpected:
-        raise ValueError(f"{path} does not hold the parameters of this {type(model).__name__}: missing "
-                         f"{missing[:5]}{' ...' if len(missing) > 5 else ''}, unexpected "
-                         f"{unexpected[:5]}{' ...' if len(unexpected) > 5 else ''}")  # fmt: skip
-    wrong = [f"{n} {tuple(state[n].shape)} (the model's: {tuple(expected[n].shape)})"
-             for n in state if tuple(state[n].shape) != tuple(expected[n].shape)]  # fmt: skip
+        raise ValueError(
+            f"{path} does not hold the parameters of this {type(model).__name__}: missing "
+            f"{missing[:5]}{' ...' if len(missing) > 5 else ''}, unexpected "
+            f"{unexpected[:5]}{' ...' if len(unexpected) > 5 else ''}"
+        )
+    wrong = [
+        f"{n} {tuple(state[n].shape)} (the model's: {tuple(expected[n].shape)})"
+        for n in state
+        if tuple(state[n].shape) != tuple(expected[n].shape)
+    ]
     if wrong:
-        raise ValueError(f"{path} holds parameters of other shapes than this {type(model).__name__}'s: "
-                         f"{'; '.join(wrong[:3])}")  # fmt: skip
+        raise ValueError(
+            f"{path} holds parameters of other shapes than this {type(model).__name__}'s: {'; '.join(wrong[:3])}"
+        )
 
 
 def _refresh_param_store(model) -> None:

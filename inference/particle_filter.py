@@ -74,8 +74,16 @@ from .validation import (
     value_checks_enabled,
 )
 
-__all__ = ["Step", "ParticleModel", "ParticleFilter", "FilterResult", "FilterFailed", "GRADIENT_MODES",
-           "PARTICLE_OPTIONS", "particle_option"]  # fmt: skip
+__all__ = [
+    "Step",
+    "ParticleModel",
+    "ParticleFilter",
+    "FilterResult",
+    "FilterFailed",
+    "GRADIENT_MODES",
+    "PARTICLE_OPTIONS",
+    "particle_option",
+]
 
 GRADIENT_MODES = ("reparam", "soft", "stop_weights")
 #: the optional methods of the particle-model interface -> their signature; a model lists those it defines
@@ -113,9 +121,7 @@ class ParticleModel(Protocol):
 
     def start(self, x: torch.Tensor, mask: torch.Tensor, num_particles: int) -> tuple[dict, Any]: ...
 
-    def step(
-        self, state: dict, t: int, x_t: torch.Tensor, context: Any, *, reparameterize: bool = True
-    ) -> Step: ...
+    def step(self, state: dict, t: int, x_t: torch.Tensor, context: Any, *, reparameterize: bool = True) -> Step: ...
 
 
 def particle_option(model, name: str, *, needed_for: str | None = None):
@@ -128,8 +134,10 @@ def particle_option(model, name: str, *, needed_for: str | None = None):
     declared = _declared_options(model)
     if name not in declared:
         asker = f"{needed_for} needs" if needed_for else "this call needs"
-        raise ValueError(f"{asker} {PARTICLE_OPTIONS[name]}, which {type(model).__name__} does not declare in "
-                         f"its particle_options ({sorted(declared)})")
+        raise ValueError(
+            f"{asker} {PARTICLE_OPTIONS[name]}, which {type(model).__name__} does not declare in "
+            f"its particle_options ({sorted(declared)})"
+        )
     return getattr(model, name)
 
 
@@ -138,12 +146,12 @@ def _declared_options(model) -> frozenset[str]:
     declared = getattr(model, "particle_options", frozenset())
     name = type(model).__name__
     if not isinstance(declared, (set, frozenset)) or not declared <= PARTICLE_OPTIONS.keys():
-        raise TypeError(f"{name}.particle_options must be a frozenset of {sorted(PARTICLE_OPTIONS)}, "
-                        f"got {declared!r}")
+        raise TypeError(f"{name}.particle_options must be a frozenset of {sorted(PARTICLE_OPTIONS)}, got {declared!r}")
     for option in sorted(declared):
         if not callable(getattr(model, option, None)):
-            raise TypeError(f"{name} declares {option!r} in its particle_options but defines no method "
-                            f"{PARTICLE_OPTIONS[option]}")
+            raise TypeError(
+                f"{name} declares {option!r} in its particle_options but defines no method {PARTICLE_OPTIONS[option]}"
+            )
     return declared
 
 
@@ -338,9 +346,11 @@ class ParticleFilter:
             FilterFailed: a NaN or ``+inf`` incremental log-weight at a valid step (the first is named).
         """
         if not (callable(getattr(model, "start", None)) and callable(getattr(model, "step", None))):
-            raise InputTypeError("model must be a particle model with start(x, mask, num_particles) and "
-                                 "step(state, t, x_t, context) methods (a SequenceModel declaring 'particles'), "
-                                 f"got {type(model).__name__}")  # fmt: skip
+            raise InputTypeError(
+                "model must be a particle model with start(x, mask, num_particles) and "
+                "step(state, t, x_t, context) methods (a SequenceModel declaring 'particles'), "
+                f"got {type(model).__name__}"
+            )
         all_valid = mask is None
         x, mask = check_sequences(x, mask, model=model)
         _declared_options(model)
@@ -443,8 +453,9 @@ class ParticleFilter:
         if not isinstance(value, torch.Tensor):
             raise TypeError(f"initial_log_weights must be a torch.Tensor [K, B], got {type(value).__name__}")
         if value.shape != like.shape:
-            raise ValueError(f"initial_log_weights must have shape [K, B] = {tuple(like.shape)}, "
-                             f"got {tuple(value.shape)}")
+            raise ValueError(
+                f"initial_log_weights must have shape [K, B] = {tuple(like.shape)}, got {tuple(value.shape)}"
+            )
         if value_checks_enabled() and not bool(torch.isfinite(torch.logsumexp(value.detach(), 0)).all()):
             raise ValueError("initial_log_weights must give every sequence a finite total weight")
         return normalize(value.to(like))
@@ -481,12 +492,21 @@ def _report_failures(increments: torch.Tensor, lowest: float) -> None:
     one was held there. Checked once after the loop, so the hot loop reads nothing per step;
     reported as every engine reports them (:mod:`ppl_models.inference.saturation`), a failure as :class:`FilterFailed`.
     """
-    raise_failures(~torch.isfinite(increments), what="the model's incremental log-weight", error=FilterFailed,
-                   cause="a model or proposal that cannot score this observation, or whose network overflowed on "
-                         "it or on an earlier value of the sequence; rescale the data or use float64")  # fmt: skip
-    warn_saturated(increments == lowest, dtype=increments.dtype, what="every particle's log-weight",
-                   consequence="the weights there are held at the dtype's lowest value (uniform), so the "
-                               "log-evidence is an upper bound", stacklevel=4)  # fmt: skip
+    raise_failures(
+        ~torch.isfinite(increments),
+        what="the model's incremental log-weight",
+        error=FilterFailed,
+        cause="a model or proposal that cannot score this observation, or whose network overflowed on "
+        "it or on an earlier value of the sequence; rescale the data or use float64",
+    )
+    warn_saturated(
+        increments == lowest,
+        dtype=increments.dtype,
+        what="every particle's log-weight",
+        consequence="the weights there are held at the dtype's lowest value (uniform), so the "
+        "log-evidence is an upper bound",
+        stacklevel=4,
+    )
 
 
 def _select(valid: torch.Tensor | None, new: torch.Tensor, old: torch.Tensor) -> torch.Tensor:
@@ -527,8 +547,10 @@ class _History:
 
     def finish(self) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
         if self.keys is not None and set(self.keys) - set(self.states):
-            raise ValueError(f"keep_ancestry names states {sorted(set(self.keys) - set(self.states))} "
-                             f"that the model does not have; its states are {sorted(self.states)}")
+            raise ValueError(
+                f"keep_ancestry names states {sorted(set(self.keys) - set(self.states))} "
+                f"that the model does not have; its states are {sorted(self.states)}"
+            )
         states = {key: torch.stack(values) for key, values in self.states.items()}
         return torch.stack(self.ancestors), torch.stack(self.log_w), states
 
@@ -547,8 +569,10 @@ class _Means:
             return
         missing = set(self.keys) - set(state)
         if missing:
-            raise ValueError(f"keep_means names states {sorted(missing)} that the model does not have; "
-                             f"its states are {sorted(state)}")
+            raise ValueError(
+                f"keep_means names states {sorted(missing)} that the model does not have; "
+                f"its states are {sorted(state)}"
+            )
         for key in self.keys:
             self.steps[key].append(_weighted_sum(state[key], weights))
 

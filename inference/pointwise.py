@@ -32,8 +32,14 @@ from pyro.distributions.torch_distribution import ExpandedDistribution, MaskedDi
 from .traces import latent_sites, observed_sites, sample_sites, trace_log_prob
 from .validation import check_flag, check_memory, check_positive_int, check_sequences
 
-__all__ = ["DRAWS_PLATE", "PosteriorDraws", "posterior_draws", "PosteriorPredictive", "posterior_predictive",
-           "entry_log_prob"]
+__all__ = [
+    "DRAWS_PLATE",
+    "PosteriorDraws",
+    "posterior_draws",
+    "PosteriorPredictive",
+    "posterior_predictive",
+    "entry_log_prob",
+]
 
 #: name of the vectorised plate of draws (outside the programs' own plates)
 DRAWS_PLATE = "draws"
@@ -62,10 +68,18 @@ class PosteriorDraws:
 
 
 @torch.no_grad()
-def posterior_draws(model, x: torch.Tensor, mask: torch.Tensor | None = None, num_draws: int = 100, *,
-                    targets: torch.Tensor | None = None, resample: bool = False, parallel: bool = True,
-                    max_plate_nesting: int = 2, generator: torch.Generator | None = None,
-                    ) -> PosteriorDraws:  # fmt: skip
+def posterior_draws(
+    model,
+    x: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    num_draws: int = 100,
+    *,
+    targets: torch.Tensor | None = None,
+    resample: bool = False,
+    parallel: bool = True,
+    max_plate_nesting: int = 2,
+    generator: torch.Generator | None = None,
+) -> PosteriorDraws:
     """Draws of ``model``'s latent sites from its guide, with pointwise log-likelihoods and replicates.
 
     Args:
@@ -127,10 +141,18 @@ class PosteriorPredictive:
 
 
 @torch.no_grad()
-def posterior_predictive(model, x: torch.Tensor, mask: torch.Tensor | None = None, num_samples: int = 100, *,
-                         targets: torch.Tensor | None = None, resample: bool = False, parallel: bool = True,
-                         max_plate_nesting: int = 2, generator: torch.Generator | None = None,
-                         ) -> PosteriorPredictive:  # fmt: skip
+def posterior_predictive(
+    model,
+    x: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    num_samples: int = 100,
+    *,
+    targets: torch.Tensor | None = None,
+    resample: bool = False,
+    parallel: bool = True,
+    max_plate_nesting: int = 2,
+    generator: torch.Generator | None = None,
+) -> PosteriorPredictive:
     """The posterior predictive of ``model`` on ``x``: replicates of the data given posterior draws.
 
     Each draw runs the guide, then the model with the guide's latent values replayed and its
@@ -209,8 +231,10 @@ def entry_log_prob(fn: dist.Distribution, value: torch.Tensor) -> torch.Tensor:
         return joint - torch.cat([torch.zeros_like(joint[..., :1]), joint[..., :-1]], -1)
     if fn.event_shape[-1:] == (1,):
         return fn.log_prob(value).reshape(fn.batch_shape + fn.event_shape)
-    raise ValueError(f"cannot split the log-density of {type(fn).__name__} (event shape {tuple(fn.event_shape)}) "
-                     "into per-feature factors")  # fmt: skip
+    raise ValueError(
+        f"cannot split the log-density of {type(fn).__name__} (event shape {tuple(fn.event_shape)}) "
+        "into per-feature factors"
+    )
 
 
 # --------------------------------------------------------------------------- helpers
@@ -247,9 +271,15 @@ def _check_draw_memory(name: str, count: int, x: torch.Tensor, targets, what: st
     if isinstance(targets, torch.Tensor):
         features = targets.shape[-1] if targets.dim() == 3 else 1
     size = x.element_size()
-    check_memory({name: (count, 2 * count * batch * steps * features * size,
-                         f"{count} draws x 2 ({what}) x {batch} sequences x {steps} steps x {features} features x "
-                         f"{size} bytes")})  # fmt: skip
+    check_memory(
+        {
+            name: (
+                count,
+                2 * count * batch * steps * features * size,
+                f"{count} draws x 2 ({what}) x {batch} sequences x {steps} steps x {features} features x {size} bytes",
+            )
+        }
+    )
 
 
 def _program_args(model, x, mask, targets, max_plate_nesting):
@@ -278,8 +308,9 @@ def _replicate_pass(model, args, shape, size, dim, weigh):
     if weigh:
         model_trace = poutine.trace(replayed).get_trace(*args)
         log_w = _log_weights(model_trace, guide_trace, (count,) + shape[:1], size is not None)
-    names = [name for name, site in trace.nodes.items()
-             if site["type"] == "sample" and site["infer"].get("was_observed")]  # fmt: skip
+    names = [
+        name for name, site in trace.nodes.items() if site["type"] == "sample" and site["infer"].get("was_observed")
+    ]
     values = {name: trace.nodes[name]["value"] for name in names}
     return _stack_steps(values, count, shape), _latent_steps(guide_trace, count, shape), log_w
 
@@ -328,8 +359,11 @@ def _latent_steps(trace, count, shape):
         if step is None or site["value"].numel() != count * batch * site["fn"].event_shape.numel():
             continue  # a site of another plate (the PF-RNN's particles) or of no step
         found.setdefault(_step_base(name), {})[step] = site["value"].reshape(count, batch, *site["fn"].event_shape)
-    return {base: torch.stack([by_step[t] for t in range(steps)], 2)
-            for base, by_step in found.items() if sorted(by_step) == list(range(steps))}  # fmt: skip
+    return {
+        base: torch.stack([by_step[t] for t in range(steps)], 2)
+        for base, by_step in found.items()
+        if sorted(by_step) == list(range(steps))
+    }
 
 
 def _as_draws(values, count, batch, steps=None):

@@ -62,10 +62,23 @@ from .particle_filter import ParticleFilter
 from .saturation import saturate
 from .validation import check_positive_int, check_sequences
 
-__all__ = ["CAPABILITIES", "ESTIMATORS", "UNCONDITION", "NOISE_REFITS", "DEFAULT_PARTICLES", "SequenceModel",
-           "OneStepPredictive", "Generation", "Score", "Unsupported",
-           "particle_predictive", "particle_forecast", "exact_predictive", "check_num_samples",
-           "model_device"]  # fmt: skip
+__all__ = [
+    "CAPABILITIES",
+    "ESTIMATORS",
+    "UNCONDITION",
+    "NOISE_REFITS",
+    "DEFAULT_PARTICLES",
+    "SequenceModel",
+    "OneStepPredictive",
+    "Generation",
+    "Score",
+    "Unsupported",
+    "particle_predictive",
+    "particle_forecast",
+    "exact_predictive",
+    "check_num_samples",
+    "model_device",
+]
 
 #: capability name -> what it provides (see the module docstring)
 CAPABILITIES = {
@@ -80,15 +93,23 @@ CAPABILITIES = {
 #: what a model's ``model`` program draws when its observed sites are unconditioned
 UNCONDITION = {
     "teacher-forced": "one-step draws of each x_t given the observed x_{<t}: a deterministic state computed from "
-                      "the data in one pass (SRNN's GRU, the exact predictors) does not read the drawn values",
+    "the data in one pass (SRNN's GRU, the exact predictors) does not read the drawn values",
     "free": "a free simulation: each drawn x_t (y_t) feeds the next step, the observed values are not read",
-}  # fmt: skip
+}
 #: log-likelihood estimator -> the capability it needs
 ESTIMATORS = {"exact": "exact", "elbo": "latent", "iwae": "latent", "smc": "particles"}
 #: how :meth:`SequenceModel.refit_noise` may refit a predictive's noise: the shape of the errors (``auto`` chooses
 #: by held-out likelihood), with ``+state`` for a scale that depends on the model's state
-NOISE_REFITS = ("auto+state", "student-t+state", "empirical+state", "normal+state", "auto", "student-t", "empirical",
-                "normal")  # fmt: skip
+NOISE_REFITS = (
+    "auto+state",
+    "student-t+state",
+    "empirical+state",
+    "normal+state",
+    "auto",
+    "student-t",
+    "empirical",
+    "normal",
+)
 #: ``K`` of the protocol's particle methods (``score``, ``predictive``, ``forecast``) when the caller gives none
 DEFAULT_PARTICLES = 100
 
@@ -241,8 +262,14 @@ class SequenceModel(DeclaredModel):
         self.require("exact")
         raise NotImplementedError(f"{type(self).__name__} declares exact but defines no log_likelihood")
 
-    def score(self, x: torch.Tensor, mask: torch.Tensor | None = None, estimator: str | None = None, *,
-              num_particles: int = DEFAULT_PARTICLES) -> Score:  # fmt: skip
+    def score(
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        estimator: str | None = None,
+        *,
+        num_particles: int = DEFAULT_PARTICLES,
+    ) -> Score:
         """``log p(x_{1:T_b})`` of each sequence of ``x [B, T, D]``, exact or estimated, in nats.
 
         ``estimator``: ``"exact"``, ``"elbo"``, ``"iwae"`` or ``"smc"`` (:data:`ESTIMATORS` says
@@ -255,8 +282,10 @@ class SequenceModel(DeclaredModel):
         if estimator is None:
             estimator = next((name for name in ("exact", "smc", "iwae") if self.supports(ESTIMATORS[name])), None)
             if estimator is None:
-                raise Unsupported(f"{type(self).__name__} declares no way to score x: "
-                                  f"{self.limitations.get('exact', 'no exact likelihood, guide or particle form')}")
+                raise Unsupported(
+                    f"{type(self).__name__} declares no way to score x: "
+                    f"{self.limitations.get('exact', 'no exact likelihood, guide or particle form')}"
+                )
         if estimator not in ESTIMATORS:
             raise ValueError(f"estimator must be one of {sorted(ESTIMATORS)}, got {estimator!r}")
         self.require(ESTIMATORS[estimator])
@@ -268,9 +297,15 @@ class SequenceModel(DeclaredModel):
             return Score(f"iwae-{num_particles}", IWAE(self, num_particles)(x, mask).bound)
         return Score(f"smc-{num_particles}", ParticleFilter(num_particles).run(self, x, mask).log_evidence)
 
-    def predictive(self, x: torch.Tensor, mask: torch.Tensor | None = None, num_samples: int = 100, *,
-                   num_particles: int = DEFAULT_PARTICLES, generator: torch.Generator | None = None,
-                   ) -> OneStepPredictive:  # fmt: skip
+    def predictive(
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        num_samples: int = 100,
+        *,
+        num_particles: int = DEFAULT_PARTICLES,
+        generator: torch.Generator | None = None,
+    ) -> OneStepPredictive:
         """The one-step-ahead predictive of ``x [B, T, D]``: draws ``[S, B, T, D]``, mean, log density.
 
         Particle models get it from the shared filter with ``num_particles`` (its log density
@@ -281,15 +316,28 @@ class SequenceModel(DeclaredModel):
             raise NotImplementedError(f"{type(self).__name__} declares predictive but defines none")
         return particle_predictive(self, x, mask, num_samples, num_particles=num_particles, generator=generator)
 
-    def generate(self, num_steps: int, *, num_sequences: int = 1, prefix: torch.Tensor | None = None,
-                 generator: torch.Generator | None = None) -> Generation:  # fmt: skip
+    def generate(
+        self,
+        num_steps: int,
+        *,
+        num_sequences: int = 1,
+        prefix: torch.Tensor | None = None,
+        generator: torch.Generator | None = None,
+    ) -> Generation:
         """``num_steps`` new steps of ``num_sequences`` sequences, or after each row of ``prefix [B, P, D]``."""
         self.require("generate")
         raise NotImplementedError(f"{type(self).__name__} declares generate but defines none")
 
-    def forecast(self, x: torch.Tensor, mask: torch.Tensor | None = None, horizon: int = 1, num_samples: int = 100,
-                 *, num_particles: int = DEFAULT_PARTICLES, generator: torch.Generator | None = None,
-                 ) -> torch.Tensor:  # fmt: skip
+    def forecast(
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        horizon: int = 1,
+        num_samples: int = 100,
+        *,
+        num_particles: int = DEFAULT_PARTICLES,
+        generator: torch.Generator | None = None,
+    ) -> torch.Tensor:
         """``[S, B, H, D]`` joint draws of the ``horizon`` steps after each sequence of ``x [B, T, D]``.
 
         Particle models filter ``x`` with ``num_particles`` and simulate on from the final
@@ -298,8 +346,7 @@ class SequenceModel(DeclaredModel):
         self.require("forecast")
         if not self.supports("particles"):
             raise NotImplementedError(f"{type(self).__name__} declares forecast but defines none")
-        return particle_forecast(self, x, mask, horizon, num_samples, num_particles=num_particles,
-                                 generator=generator)  # fmt: skip
+        return particle_forecast(self, x, mask, horizon, num_samples, num_particles=num_particles, generator=generator)
 
     def parameter_count(self) -> int:
         """How many numbers the model has learned (its parameters' entries; a classical forecaster counts its own)."""
@@ -326,8 +373,13 @@ def model_device(model) -> torch.device:
     return torch.device("cpu")
 
 
-def exact_predictive(distribution, x: torch.Tensor, mask: torch.Tensor, samples: torch.Tensor | None,
-                     source: str = "the exact predictive") -> OneStepPredictive:  # fmt: skip
+def exact_predictive(
+    distribution,
+    x: torch.Tensor,
+    mask: torch.Tensor,
+    samples: torch.Tensor | None,
+    source: str = "the exact predictive",
+) -> OneStepPredictive:
     """The one-step predictive of an exact ``p(x_t | x_{<t})`` (batch ``[B, T]``, event ``[D]``) and its ``samples``.
 
     A log density below the dtype's range is held at its lowest value, with a warning, as the
@@ -338,9 +390,15 @@ def exact_predictive(distribution, x: torch.Tensor, mask: torch.Tensor, samples:
 
 
 @torch.no_grad()
-def particle_predictive(model, x: torch.Tensor, mask: torch.Tensor | None = None, num_samples: int = 100, *,
-                        num_particles: int = DEFAULT_PARTICLES, generator: torch.Generator | None = None,
-                        ) -> OneStepPredictive:  # fmt: skip
+def particle_predictive(
+    model,
+    x: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    num_samples: int = 100,
+    *,
+    num_particles: int = DEFAULT_PARTICLES,
+    generator: torch.Generator | None = None,
+) -> OneStepPredictive:
     """The one-step predictive of a particle model from one run of the shared filter.
 
     ``samples`` are the filter's predictive draws, ``mean`` its weighted ``predict_mean``, and
@@ -348,15 +406,24 @@ def particle_predictive(model, x: torch.Tensor, mask: torch.Tensor | None = None
     """
     num_samples = check_num_samples(num_samples)
     result = ParticleFilter(num_particles, generator=generator).run(
-        model, x, mask, predictive_samples=num_samples, predictive_mean=True)  # fmt: skip
-    return OneStepPredictive(result.predictive, result.predictive_mean, result.log_evidence_steps,
-                             f"the smc-{num_particles} filter")  # fmt: skip
+        model, x, mask, predictive_samples=num_samples, predictive_mean=True
+    )
+    return OneStepPredictive(
+        result.predictive, result.predictive_mean, result.log_evidence_steps, f"the smc-{num_particles} filter"
+    )
 
 
 @torch.no_grad()
-def particle_forecast(model, x: torch.Tensor, mask: torch.Tensor | None = None, horizon: int = 1,
-                      num_samples: int = 100, *, num_particles: int = DEFAULT_PARTICLES,
-                      generator: torch.Generator | None = None) -> torch.Tensor:  # fmt: skip
+def particle_forecast(
+    model,
+    x: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    horizon: int = 1,
+    num_samples: int = 100,
+    *,
+    num_particles: int = DEFAULT_PARTICLES,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
     """``[S, B, H, D]``: filter ``x`` with ``num_particles``, then simulate from the final weighted particles."""
     x, mask = check_sequences(x, mask)
     check_positive_int(horizon, name="horizon")

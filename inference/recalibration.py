@@ -66,8 +66,10 @@ class Recalibration:
         """Corrected samples ``[S, B, H, D]`` from forecast samples of the same shape (and horizon ``H``)."""
         samples = _check_samples(samples, name="samples")
         if samples.shape[2] != self.horizon:
-            raise ValueError(f"samples must forecast the fitted horizon H = {self.horizon} (shape [S, B, H, D]), "
-                             f"got H = {samples.shape[2]}")  # fmt: skip
+            raise ValueError(
+                f"samples must forecast the fitted horizon H = {self.horizon} (shape [S, B, H, D]), "
+                f"got H = {samples.shape[2]}"
+            )
         samples = _scaled(samples, self.factors)
         if self.pits is None:
             return samples
@@ -77,8 +79,9 @@ class Recalibration:
         return _quantiles_per_step(samples, levels.expand(self.horizon, -1).to(samples))
 
 
-def fit_recalibration(samples: torch.Tensor, observed: torch.Tensor, method: str = "conformal", *,
-                      per_step: bool = False) -> Recalibration:  # fmt: skip
+def fit_recalibration(
+    samples: torch.Tensor, observed: torch.Tensor, method: str = "conformal", *, per_step: bool = False
+) -> Recalibration:
     """Fit a :class:`Recalibration` from validation forecasts and what happened.
 
     Args:
@@ -98,8 +101,9 @@ def fit_recalibration(samples: torch.Tensor, observed: torch.Tensor, method: str
     samples = _check_samples(samples, name="samples")
     if not torch.is_tensor(observed) or tuple(observed.shape) != tuple(samples.shape[1:]):
         shape = tuple(observed.shape) if torch.is_tensor(observed) else type(observed).__name__
-        raise ValueError(f"observed must be a tensor [B, H, D] = {tuple(samples.shape[1:])} (the samples' outcomes), "
-                         f"got {shape}")  # fmt: skip
+        raise ValueError(
+            f"observed must be a tensor [B, H, D] = {tuple(samples.shape[1:])} (the samples' outcomes), got {shape}"
+        )
     if not bool(torch.isfinite(observed).all()):
         raise ValueError("observed must hold finite values")
     horizon = samples.shape[2]

@@ -176,8 +176,10 @@ def _check_log_weights(log_weights: torch.Tensor) -> None:
     bad = torch.isnan(values).any(0) | (values == math.inf).any(0) | (values == -math.inf).all(0)
     if bool(bad.any()):
         column = int(bad.nonzero()[0, 0])
-        raise ValueError(f"log_weights must be finite or -inf with some finite weight per sequence [K, B]; "
-                         f"sequence {column} has {values[:, column].tolist()[:8]}")
+        raise ValueError(
+            f"log_weights must be finite or -inf with some finite weight per sequence [K, B]; "
+            f"sequence {column} has {values[:, column].tolist()[:8]}"
+        )
 
 
 def _resample_normalized(log_w, scheme, alpha, generator):

@@ -36,9 +36,15 @@ class LatentRollout:
     limitations = {"exact": "the latent states make log p(x) intractable: it is scored by ELBO, IWAE-K or SMC-K"}
 
     @torch.no_grad()
-    def generate(self, num_steps: int, *, num_sequences: int = 1, prefix: torch.Tensor | None = None,
-                 num_particles: int = DEFAULT_PARTICLES, generator: torch.Generator | None = None,
-                 ) -> Generation:  # fmt: skip
+    def generate(
+        self,
+        num_steps: int,
+        *,
+        num_sequences: int = 1,
+        prefix: torch.Tensor | None = None,
+        num_particles: int = DEFAULT_PARTICLES,
+        generator: torch.Generator | None = None,
+    ) -> Generation:
         """Sample ``num_steps`` new steps, from scratch or continuing ``prefix``.
 
         Args:
@@ -69,9 +75,16 @@ class LatentRollout:
         return Generation(torch.stack(xs, 1), torch.stack(means, 1))
 
     @torch.no_grad()
-    def forecast(self, x: torch.Tensor, mask: torch.Tensor | None = None, horizon: int = 1, num_samples: int = 100,
-                 *, num_particles: int = DEFAULT_PARTICLES, generator: torch.Generator | None = None,
-                 ) -> torch.Tensor:  # fmt: skip
+    def forecast(
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        horizon: int = 1,
+        num_samples: int = 100,
+        *,
+        num_particles: int = DEFAULT_PARTICLES,
+        generator: torch.Generator | None = None,
+    ) -> torch.Tensor:
         """``[S, B, H, D]`` joint draws of the ``horizon`` steps after each sequence's last valid step.
 
         ``x [B, T, D]`` is filtered with ``num_particles``; each of the ``S`` paths starts from a

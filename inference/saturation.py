@@ -33,12 +33,16 @@ __all__ = ["saturate", "saturated_sum", "warn_saturated", "raise_failures", "eac
 _SHOWN: ContextVar[set | None] = ContextVar("shown_saturation_warnings", default=None)
 
 #: why a value falls below the range, and what to do
-_ADVICE = ("an observation outside the model's support or so far out that its log-density overflows; "
-           "{consequence}; use float64 or rescale the data")
+_ADVICE = (
+    "an observation outside the model's support or so far out that its log-density overflows; "
+    "{consequence}; use float64 or rescale the data"
+)
 
 #: why a log-density is NaN or +inf, and what to do
-_FAILURE = ("the model cannot score this value, or its network overflowed on it or on an earlier value of the "
-            "sequence; rescale the data or use float64")
+_FAILURE = (
+    "the model cannot score this value, or its network overflowed on it or on an earlier value of the "
+    "sequence; rescale the data or use float64"
+)
 
 
 def _where(index: tuple[int, ...], name: str) -> str:
@@ -48,8 +52,14 @@ def _where(index: tuple[int, ...], name: str) -> str:
     return f"sequence {index[0]} ({name}[{index[0]}])"
 
 
-def raise_failures(failed: torch.Tensor, *, name: str = "x", what: str = "the log-density",
-                   cause: str = _FAILURE, error: type[ValueError] = ValueError) -> None:  # fmt: skip
+def raise_failures(
+    failed: torch.Tensor,
+    *,
+    name: str = "x",
+    what: str = "the log-density",
+    cause: str = _FAILURE,
+    error: type[ValueError] = ValueError,
+) -> None:
     """Raise one ``error`` naming the first true entry of ``failed`` (``[B, T]`` or ``[B]``), if any.
 
     ``error``: ``ValueError`` or a subclass (the particle filter's
@@ -60,17 +70,25 @@ def raise_failures(failed: torch.Tensor, *, name: str = "x", what: str = "the lo
         raise error(f"{what} is NaN or +inf at {_where(first, name)}: {cause}")
 
 
-def warn_saturated(saturated: torch.Tensor, *, dtype: torch.dtype, name: str = "x",
-                   what: str = "the log-density", consequence: str = "held at the dtype's lowest value there, "
-                   "the result is an upper bound", stacklevel: int = 3) -> None:  # fmt: skip
+def warn_saturated(
+    saturated: torch.Tensor,
+    *,
+    dtype: torch.dtype,
+    name: str = "x",
+    what: str = "the log-density",
+    consequence: str = "held at the dtype's lowest value there, the result is an upper bound",
+    stacklevel: int = 3,
+) -> None:
     """One ``RuntimeWarning`` if any entry of ``saturated`` (``[B, T]`` or ``[B]``) is true: how many, the first."""
     count = int(saturated.sum())
     if count:
         first = tuple(int(i) for i in saturated.nonzero()[0])
         unit = "step" if saturated.dim() == 2 else "sequence"
         values = f"{count} valid {unit}{'s' if count > 1 else ''} of {name}"
-        message = (f"{what} fell below the {dtype} range (-inf) at {values}, the first at {_where(first, name)}: "
-                   + _ADVICE.format(consequence=consequence))
+        message = (
+            f"{what} fell below the {dtype} range (-inf) at {values}, the first at {_where(first, name)}: "
+            + _ADVICE.format(consequence=consequence)
+        )
         shown = _SHOWN.get()
         if shown is None or message not in shown:
             warnings.warn(message, RuntimeWarning, stacklevel=stacklevel)
@@ -78,8 +96,15 @@ def warn_saturated(saturated: torch.Tensor, *, dtype: torch.dtype, name: str = "
             shown.add(message)
 
 
-def saturate(log_density: torch.Tensor, mask: torch.Tensor | None = None, *, name: str = "x",
-             what: str = "the log-density", failures: bool = True, stacklevel: int = 4) -> torch.Tensor:  # fmt: skip
+def saturate(
+    log_density: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    *,
+    name: str = "x",
+    what: str = "the log-density",
+    failures: bool = True,
+    stacklevel: int = 4,
+) -> torch.Tensor:
     """``log_density`` (``[B, T]`` per step or ``[B]`` per sequence) with ``-inf`` held at the dtype's lowest value.
 
     Entries where ``mask`` (same shape) is false are set to 0 and never reported. A ``-inf`` at
@@ -94,14 +119,14 @@ def saturate(log_density: torch.Tensor, mask: torch.Tensor | None = None, *, nam
         valid = torch.ones_like(values, dtype=torch.bool) if mask is None else mask
         if failures:
             raise_failures(valid & (values.isnan() | (values == torch.inf)), name=name, what=what)
-        warn_saturated(valid & (values == -torch.inf), dtype=values.dtype, name=name, what=what,
-                       stacklevel=stacklevel)  # fmt: skip
+        warn_saturated(valid & (values == -torch.inf), dtype=values.dtype, name=name, what=what, stacklevel=stacklevel)
     held = log_density.clamp(min=lowest)
     return held if mask is None else torch.where(mask, held, torch.zeros_like(held))
 
 
-def saturated_sum(log_density: torch.Tensor, mask: torch.Tensor | None = None, *, name: str = "x",
-                  what: str = "the log-density") -> torch.Tensor:  # fmt: skip
+def saturated_sum(
+    log_density: torch.Tensor, mask: torch.Tensor | None = None, *, name: str = "x", what: str = "the log-density"
+) -> torch.Tensor:
     """``[B]``: the sum over steps of ``log_density [B, T]`` held by :func:`saturate`, the sum held too.
 
     A sum of held steps (or of finite ones near the lowest value) overflows again; it is held at
@@ -113,10 +138,8 @@ def saturated_sum(log_density: torch.Tensor, mask: torch.Tensor | None = None, *
     if value_checks_enabled():
         overflowed = total.detach() == -torch.inf
         overflowed &= ~(steps.detach() == lowest).any(-1)  # those were reported step by step
-        warn_saturated(overflowed, dtype=total.dtype, name=name, what=f"the sum over the steps of {what}",
-                       stacklevel=4)  # fmt: skip
+        warn_saturated(overflowed, dtype=total.dtype, name=name, what=f"the sum over the steps of {what}", stacklevel=4)
     return total.clamp(min=lowest)
-
 
 
 @contextmanager

@@ -23,8 +23,9 @@ class SquaredError(Objective):
     def __init__(self, model):
         super().__init__(model)
         if not callable(getattr(model, "predict", None)):
-            raise InputTypeError(f"objective mse needs a model with predict(x, mask) (a one-step predictor), "
-                                 f"got {type(model).__name__}")
+            raise InputTypeError(
+                f"objective mse needs a model with predict(x, mask) (a one-step predictor), got {type(model).__name__}"
+            )
 
     def estimate(self, x, mask):
         squared = (x - self.model.predict(x, mask)).pow(2).mean(-1) * mask

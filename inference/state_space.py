@@ -52,10 +52,11 @@ class MarkovStateSpace(SequenceModel):
     uncondition = "free"
     capabilities = frozenset({"programs", "latent", "particles", "predictive", "forecast"})
     particle_options = frozenset({"simulate", "predict_mean"})
-    limitations = {"exact": "the latent states make log p(x) intractable in general: it is scored by ELBO, "
-                            "IWAE-K or SMC-K",
-                   "generate": "not declared: MarkovStateSpace.generate is right only when context(x, mask) does "
-                               "not read x's values, which a subclass says by adding 'generate'"}  # fmt: skip
+    limitations = {
+        "exact": "the latent states make log p(x) intractable in general: it is scored by ELBO, IWAE-K or SMC-K",
+        "generate": "not declared: MarkovStateSpace.generate is right only when context(x, mask) does "
+        "not read x's values, which a subclass says by adding 'generate'",
+    }
 
     latent_dim: int
     obs_dim: int
@@ -176,9 +177,15 @@ class MarkovStateSpace(SequenceModel):
         return self.emission(z, t, context).mean
 
     @torch.no_grad()
-    def generate(self, num_steps: int, *, num_sequences: int = 1, prefix: torch.Tensor | None = None,
-                 num_particles: int = DEFAULT_PARTICLES, generator: torch.Generator | None = None,
-                 ) -> Generation:  # fmt: skip
+    def generate(
+        self,
+        num_steps: int,
+        *,
+        num_sequences: int = 1,
+        prefix: torch.Tensor | None = None,
+        num_particles: int = DEFAULT_PARTICLES,
+        generator: torch.Generator | None = None,
+    ) -> Generation:
         """``num_steps`` steps from ``prior`` and ``emission``, from scratch or after ``prefix [B, P, D]``.
 
         A prefix is continued from one particle per sequence drawn from the filter's final

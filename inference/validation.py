@@ -25,10 +25,21 @@ from pathlib import Path
 import numpy as np
 import torch
 
-__all__ = ["InputTypeError", "check_sequences", "check_scored", "check_choice", "check_positive_int",
-           "check_draw_count",
-           "check_seed", "check_flag", "check_probability", "value_checks", "value_checks_enabled",
-           "available_memory", "check_memory"]  # fmt: skip
+__all__ = [
+    "InputTypeError",
+    "check_sequences",
+    "check_scored",
+    "check_choice",
+    "check_positive_int",
+    "check_draw_count",
+    "check_seed",
+    "check_flag",
+    "check_probability",
+    "value_checks",
+    "value_checks_enabled",
+    "available_memory",
+    "check_memory",
+]
 
 _VALUE_CHECKS = contextvars.ContextVar("value_checks", default=True)
 
@@ -102,15 +113,12 @@ def check_sequences(
         if not isinstance(mask, torch.Tensor):
             raise InputTypeError(f"mask must be a torch.Tensor of shape [B, T], got {type(mask).__name__}")
         if tuple(mask.shape) != (batch, steps):
-            raise ValueError(
-                f"mask must have shape [B, T] = {(batch, steps)} to match {name}, got {tuple(mask.shape)}"
-            )
+            raise ValueError(f"mask must have shape [B, T] = {(batch, steps)} to match {name}, got {tuple(mask.shape)}")
         if mask.dtype != torch.bool:
             raise InputTypeError(f"mask must be a bool tensor, got dtype {mask.dtype}")
         if prefix and steps > 1 and value_checks_enabled() and bool((mask[:, 1:] & ~mask[:, :-1]).any()):
             raise ValueError(
-                "mask must mark a prefix of each sequence (valid steps first, padding after); "
-                "got a True after a False"
+                "mask must mark a prefix of each sequence (valid steps first, padding after); got a True after a False"
             )
     if value_checks_enabled():
         values, valid = x.detach(), mask.unsqueeze(-1)
@@ -141,8 +149,10 @@ def check_scored(scored, mask: torch.Tensor, *, name: str = "scored") -> torch.T
     if bool((scored & ~mask).any()):
         raise ValueError(f"{name} marks padding steps (outside mask): only valid steps can be scored")
     if bool((scored[:, :-1] & ~scored[:, 1:] & mask[:, 1:]).any()):
-        raise ValueError(f"{name}: each row's scored steps must follow its context, to the row's end (a context "
-                         "step after a scored one)")  # fmt: skip
+        raise ValueError(
+            f"{name}: each row's scored steps must follow its context, to the row's end (a context "
+            "step after a scored one)"
+        )
     return scored
 
 
@@ -153,8 +163,10 @@ def _check_dtype(x: torch.Tensor, model, name: str) -> None:
     tensors = [*model.parameters(), *model.buffers()]
     dtype = next((t.dtype for t in tensors if t.is_floating_point()), None)
     if dtype is not None and x.dtype != dtype:
-        raise InputTypeError(f"{name} has dtype {x.dtype} but the model's parameters are {dtype}: convert one of them, "
-                        f"{name}.to({dtype}) or model.to({x.dtype})")
+        raise InputTypeError(
+            f"{name} has dtype {x.dtype} but the model's parameters are {dtype}: convert one of them, "
+            f"{name}.to({dtype}) or model.to({x.dtype})"
+        )
 
 
 def check_choice(value, choices, *, name: str):
@@ -254,8 +266,10 @@ def check_memory(needs: dict[str, tuple[int, int, str]], available: int | None =
         return
     name, (value, size, how) = max(needs.items(), key=lambda item: item[1][1])
     others = f"; {_gib(total)} with the other settings" if total > 1.01 * size else ""
-    raise ValueError(f"{name}={value} needs at least {_gib(size)} of memory ({how}{others}), but {_gib(available)} "
-                     f"are available: lower {name}")  # fmt: skip
+    raise ValueError(
+        f"{name}={value} needs at least {_gib(size)} of memory ({how}{others}), but {_gib(available)} "
+        f"are available: lower {name}"
+    )
 
 
 def _gib(size: int) -> str:

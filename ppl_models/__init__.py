@@ -21,8 +21,22 @@ from .transformer_forecaster import TransformerForecaster
 from .vrnn import VRNN
 
 #: every model class of the collection, in the order of the papers
-COLLECTION = (SRNN, VRNN, GRUBaseline, SMCTransformer, MCDropoutLSTM, TransformerForecaster, PFLSTM, PFGRU,
-              PFRNNPredictor, PFRNNProgram, PSRNN, RecurrentPredictor, LinearGaussianSSM, TwoStageKalmanFilter)
+COLLECTION = (
+    SRNN,
+    VRNN,
+    GRUBaseline,
+    SMCTransformer,
+    MCDropoutLSTM,
+    TransformerForecaster,
+    PFLSTM,
+    PFGRU,
+    PFRNNPredictor,
+    PFRNNProgram,
+    PSRNN,
+    RecurrentPredictor,
+    LinearGaussianSSM,
+    TwoStageKalmanFilter,
+)
 
 
 def catalog() -> dict[str, str]:
@@ -30,5 +44,12 @@ def catalog() -> dict[str, str]:
     return {cls.__name__: cls.description for cls in COLLECTION}
 
 
-__all__ = [cls.__name__ for cls in COLLECTION] + ["COLLECTION", "catalog", "SequenceModel", "OneStepPredictive",
-                                                  "Generation", "KalmanResult", "OneStepPredictor"]
+__all__ = [cls.__name__ for cls in COLLECTION] + [
+    "COLLECTION",
+    "catalog",
+    "SequenceModel",
+    "OneStepPredictive",
+    "Generation",
+    "KalmanResult",
+    "OneStepPredictor",
+]

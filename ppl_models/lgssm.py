@@ -185,8 +185,9 @@ def _covariance_pass(moves, C, Q, R, init_cov, steps: int) -> _Covariances:
     filtered, rows = None, []
     for t in range(steps):
         move = moves[0 if steady else t]
-        predicted = init_cov.expand(sets, -1, -1) if t == 0 else torch.baddbmm(
-            Q, move @ filtered, move.transpose(-1, -2))  # fmt: skip
+        predicted = (
+            init_cov.expand(sets, -1, -1) if t == 0 else torch.baddbmm(Q, move @ filtered, move.transpose(-1, -2))
+        )
         observed = torch.bmm(C_rows, predicted)  # C P_t
         innovation = torch.baddbmm(R, observed, C_cols)
         gain = torch.linalg.solve_ex(innovation, observed).result  # K_t^T = S_t^{-1} C P_t
@@ -435,8 +436,9 @@ class LinearGaussianSSM(MarkovStateSpace):
         eye = torch.eye(self.latent_dim, dtype=A.dtype, device=A.device)
         whitened = torch.linalg.solve_triangular(R_tril, C, upper=False)  # R^{-1/2} C
         obs_info = whitened.T @ whitened  # C^T R^{-1} C
-        obs_h = whitened.T @ torch.linalg.solve_triangular(R_tril, x.double().unsqueeze(-1),
-                                                           upper=False)  # C^T R^{-1} x_t: [B, T, Dz, 1]
+        obs_h = whitened.T @ torch.linalg.solve_triangular(
+            R_tril, x.double().unsqueeze(-1), upper=False
+        )  # C^T R^{-1} x_t: [B, T, Dz, 1]
         init_tril = torch.linalg.cholesky_ex(self.init_cov.double()).L  # positive definite: checked at construction
         prior_precisions = [torch.cholesky_inverse(tril) for tril in (init_tril, Q_tril)]
         J = A.new_zeros(x.shape[0], self.latent_dim, self.latent_dim)
@@ -469,10 +471,14 @@ class LinearGaussianSSM(MarkovStateSpace):
         if not all(bool(torch.isfinite(p).all()) for p in (self.A, self.C, self.Q_raw, self.R_raw)):
             cause = "A, C, Q or R holds NaN or inf (diverged training: lower the learning rate)"
         else:
-            cause = ("the parameters are too ill-conditioned for floating point (Q, R or init_cov near singular "
-                     'against the others): rescale the data or use proposal="learned"')  # fmt: skip
-        raise ValueError(f"{type(self).__name__} proposal='exact': the posterior precision does not factorise or "
-                         f"its moments are not finite; {cause}")
+            cause = (
+                "the parameters are too ill-conditioned for floating point (Q, R or init_cov near singular "
+                'against the others): rescale the data or use proposal="learned"'
+            )
+        raise ValueError(
+            f"{type(self).__name__} proposal='exact': the posterior precision does not factorise or "
+            f"its moments are not finite; {cause}"
+        )
 
     def prior(self, z_prev, t, context):
         if z_prev is None:
@@ -497,8 +503,9 @@ class LinearGaussianSSM(MarkovStateSpace):
         return MultivariateNormal(loc, scale_tril=context["S_tril"][i])
 
     # --- exact inference ---------------------------------------------------------------
-    def kalman_filter(self, x: torch.Tensor, mask: torch.Tensor | None = None, *,
-                      transitions: torch.Tensor | None = None) -> KalmanResult:  # fmt: skip
+    def kalman_filter(
+        self, x: torch.Tensor, mask: torch.Tensor | None = None, *, transitions: torch.Tensor | None = None
+    ) -> KalmanResult:
         """Exact filtering of ``x [B, T, Dx]`` (``mask [B, T]``, valid steps first).
 
         ``transitions``: optional ``[B, T, Dz, Dz]`` matrices ``A_t`` taking ``z_{t-1}`` to ``z_t``
@@ -508,15 +515,22 @@ class LinearGaussianSSM(MarkovStateSpace):
         """
         x, mask = check_sequences(x, mask, model=self)
         if transitions is not None and transitions.shape != (*x.shape[:2], self.latent_dim, self.latent_dim):
-            raise ValueError(f"transitions must have shape {(*x.shape[:2], self.latent_dim, self.latent_dim)}, "
-                             f"got {tuple(transitions.shape)}")
+            raise ValueError(
+                f"transitions must have shape {(*x.shape[:2], self.latent_dim, self.latent_dim)}, "
+                f"got {tuple(transitions.shape)}"
+            )
         run = self._filter(x, mask, transitions)
         held, ahead = _indices(mask)
         filtered_means = torch.cat([run.means.new_zeros(x.shape[0], 1, self.latent_dim), run.means], 1)
         filtered_covs = torch.cat([run.init_cov.expand(len(run.covs.filtered), 1, -1, -1), run.covs.filtered], 1)
-        moments = (_rows(filtered_means, held), _rows(filtered_covs, held), _rows(run.predicted_means, ahead),
-                   _rows(run.covs.predicted, ahead), _rows(run.predictive_means, ahead),
-                   _rows(run.covs.innovation, ahead))  # fmt: skip
+        moments = (
+            _rows(filtered_means, held),
+            _rows(filtered_covs, held),
+            _rows(run.predicted_means, ahead),
+            _rows(run.covs.predicted, ahead),
+            _rows(run.predictive_means, ahead),
+            _rows(run.covs.innovation, ahead),
+        )
         ll, *moments = (part.to(x.dtype) for part in (run.steps, *moments))
         return KalmanResult(ll.sum(1), ll, *moments)
 
@@ -538,8 +552,10 @@ class LinearGaussianSSM(MarkovStateSpace):
         init_cov = self.init_cov.double()
         covs = _covariance_pass(moves, C, Q_tril @ Q_tril.T, R_tril @ R_tril.T, init_cov, steps)
         if value_checks_enabled() and bool(covs.failed.ne(0).any()):  # one device read for the whole pass
-            raise ValueError(f"{type(self).__name__}.kalman_filter: an innovation covariance C P C^T + R is not "
-                             "positive definite (A, C, Q or R holds NaN or inf, or is too ill-conditioned)")
+            raise ValueError(
+                f"{type(self).__name__}.kalman_filter: an innovation covariance C P C^T + R is not "
+                "positive definite (A, C, Q or R holds NaN or inf, or is too ill-conditioned)"
+            )
         known = covs.gain.shape[1]  # the steps computed: the later ones repeat the last
         observed = torch.where(mask.unsqueeze(-1), x.double(), 0.0)  # the padding's values never reach a mean
         later = moves if transitions is None else moves[:, 1:]  # A_t for t >= 1
@@ -576,9 +592,15 @@ class LinearGaussianSSM(MarkovStateSpace):
         return dist.MultivariateNormal(loc.to(x.dtype), scale_tril=tril.to(x.dtype))
 
     @torch.no_grad()
-    def predictive(self, x: torch.Tensor, mask: torch.Tensor | None = None, num_samples: int = 100, *,
-                   num_particles: int = DEFAULT_PARTICLES, generator: torch.Generator | None = None,
-                   ) -> OneStepPredictive:  # fmt: skip
+    def predictive(
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        num_samples: int = 100,
+        *,
+        num_particles: int = DEFAULT_PARTICLES,
+        generator: torch.Generator | None = None,
+    ) -> OneStepPredictive:
         """The exact Kalman one-step predictive (``num_particles`` and ``generator`` unused; torch's RNG draws)."""
         num_samples = check_num_samples(num_samples)
         x, mask = check_sequences(x, mask, model=self)
@@ -587,8 +609,14 @@ class LinearGaussianSSM(MarkovStateSpace):
         return exact_predictive(exact, x, mask, samples)
 
     @torch.no_grad()
-    def generate(self, num_steps: int, *, num_sequences: int = 1, prefix: torch.Tensor | None = None,
-                 generator: torch.Generator | None = None) -> Generation:  # fmt: skip
+    def generate(
+        self,
+        num_steps: int,
+        *,
+        num_sequences: int = 1,
+        prefix: torch.Tensor | None = None,
+        generator: torch.Generator | None = None,
+    ) -> Generation:
         """``num_steps`` steps from the model, from scratch or after ``prefix [B, P, Dx]``.
 
         A prefix is continued from an exact draw of ``p(z_P | x_{1:P})`` (Kalman filter). ``mean``
@@ -601,8 +629,9 @@ class LinearGaussianSSM(MarkovStateSpace):
         prefix, _ = check_sequences(prefix, None, name="prefix", model=self)
         k = self.kalman_filter(prefix)
         chol = torch.linalg.cholesky(k.filtered_covs[:, -1])
-        z = k.filtered_means[:, -1] + (chol @ self._noise(prefix.shape[0], self.latent_dim, generator).unsqueeze(-1)
-                                       ).squeeze(-1)  # fmt: skip
+        z = k.filtered_means[:, -1] + (
+            chol @ self._noise(prefix.shape[0], self.latent_dim, generator).unsqueeze(-1)
+        ).squeeze(-1)
         xs, means = [], []
         for _ in range(num_steps):
             z = z @ self.A.T + self._noise(prefix.shape[0], self.latent_dim, generator) @ self.Q_tril.T
@@ -669,11 +698,13 @@ class TwoStageKalmanFilter(LinearGaussianSSM):
         proposal: the guide and particle proposal, as :class:`LinearGaussianSSM`'s.
     """
 
-    description = ("Kalman filter started by linear two-stage regression (the PSRNN paper's KF baseline), "
-                   "exact likelihood")
+    description = (
+        "Kalman filter started by linear two-stage regression (the PSRNN paper's KF baseline), exact likelihood"
+    )
 
-    def __init__(self, obs_dim: int, *, state_dim: int = 20, horizon: int = 10, ridge: float = 1e-4,
-                 proposal: str = "exact"):  # fmt: skip
+    def __init__(
+        self, obs_dim: int, *, state_dim: int = 20, horizon: int = 10, ridge: float = 1e-4, proposal: str = "exact"
+    ):
         for name, value in (("obs_dim", obs_dim), ("state_dim", state_dim), ("horizon", horizon)):
             check_positive_int(value, name=name)
         if state_dim > horizon * obs_dim:
@@ -681,8 +712,7 @@ class TwoStageKalmanFilter(LinearGaussianSSM):
         if isinstance(ridge, bool) or not isinstance(ridge, (int, float)) or ridge < 0:
             raise ValueError(f"ridge must be a number >= 0, got {ridge!r}")
         eye_z, eye_x = torch.eye(state_dim + obs_dim), torch.eye(obs_dim)
-        super().__init__(0.5 * eye_z, torch.zeros(obs_dim, state_dim + obs_dim), eye_z, eye_x, eye_z,
-                         proposal=proposal)  # fmt: skip
+        super().__init__(0.5 * eye_z, torch.zeros(obs_dim, state_dim + obs_dim), eye_z, eye_x, eye_z, proposal=proposal)
         self.state_dim, self.horizon, self.ridge = state_dim, horizon, float(ridge)
 
     @torch.no_grad()

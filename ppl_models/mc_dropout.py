@@ -53,8 +53,10 @@ class MCDropoutLSTM(OneStepPredictor):
     """
 
     pyro_prefix = "mc_dropout_lstm"
-    description = ("LSTM + MC dropout (where= output / full: also input and recurrent), linear decoder, "
-                   "Gaussian predictive; predictive draws are MC-dropout passes (the SMC Transformer paper's baseline)")
+    description = (
+        "LSTM + MC dropout (where= output / full: also input and recurrent), linear decoder, "
+        "Gaussian predictive; predictive draws are MC-dropout passes (the SMC Transformer paper's baseline)"
+    )
     predictive_source = "the model's Monte Carlo passes (mc_samples; nlpd from its exact predictive)"
 
     def __init__(self, obs_dim: int, hidden_size: int = 64, dropout: float = 0.2, where: str = "output"):
@@ -69,8 +71,9 @@ class MCDropoutLSTM(OneStepPredictor):
         return self._states(x, active=self.training)
 
     @torch.no_grad()
-    def mc_samples(self, x: torch.Tensor, mask: torch.Tensor | None = None, num_samples: int = 1000, *,
-                   noise: bool = False) -> torch.Tensor:  # fmt: skip
+    def mc_samples(
+        self, x: torch.Tensor, mask: torch.Tensor | None = None, num_samples: int = 1000, *, noise: bool = False
+    ) -> torch.Tensor:
         """``S`` stochastic forward passes with dropout on, whatever the module's mode.
 
         The passes are folded into the batch, a chunk of passes at a time (with output dropout

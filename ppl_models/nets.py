@@ -15,9 +15,18 @@ from torch.nn import functional as F
 
 from ppl_models.inference.validation import check_choice, check_positive_int, value_checks_enabled
 
-__all__ = ["EMISSIONS", "SplitInputMLP", "clipped_leaky_relu", "diagonal_normal", "emission_distribution",
-           "emission_params", "reverse_padded", "shifted_inputs", "check_binary",
-           "EmissionChecks"]  # fmt: skip
+__all__ = [
+    "EMISSIONS",
+    "SplitInputMLP",
+    "clipped_leaky_relu",
+    "diagonal_normal",
+    "emission_distribution",
+    "emission_params",
+    "reverse_padded",
+    "shifted_inputs",
+    "check_binary",
+    "EmissionChecks",
+]
 
 EMISSIONS = ("bernoulli", "gaussian")
 

@@ -33,8 +33,20 @@ from pyro.distributions import Categorical, MixtureSameFamily, Normal, StudentT
 
 from ppl_models.inference.protocol import NOISE_REFITS
 
-__all__ = ["AUTO_SHAPES", "DF_RANGE", "SHAPE_POINTS", "SCALE_FLOOR", "NoiseFit", "RefitCheck",
-           "fit_noise", "choose_shape", "check_refit", "parse_refit", "noise_distribution", "bounded_log_scale"]
+__all__ = [
+    "AUTO_SHAPES",
+    "DF_RANGE",
+    "SHAPE_POINTS",
+    "SCALE_FLOOR",
+    "NoiseFit",
+    "RefitCheck",
+    "fit_noise",
+    "choose_shape",
+    "check_refit",
+    "parse_refit",
+    "noise_distribution",
+    "bounded_log_scale",
+]
 
 #: the shapes ``auto`` chooses from, by two-fold held-out likelihood
 AUTO_SHAPES = ("student-t", "empirical")
@@ -66,14 +78,20 @@ class NoiseFit:
         """``log sigma [N, D]`` (``[D]`` without features) at ``features [N, F]``, both clamped to their ranges."""
         if features is None:
             return self.log_scale
-        return bounded_log_scale(self.log_scale, self.weight, features.to(self.weight), self.log_scale_range,
-                                 self.feature_range)  # fmt: skip
+        return bounded_log_scale(
+            self.log_scale, self.weight, features.to(self.weight), self.log_scale_range, self.feature_range
+        )
 
     def log_density(self, residuals: torch.Tensor, features: torch.Tensor | None = None) -> torch.Tensor:
         """``log p(r_n) [N]`` of ``residuals [N, D]`` (summed over ``D``), at ``features [N, F]`` when fit with them."""
         r = residuals.to(self.log_scale)
-        noise = noise_distribution(torch.zeros_like(r), self.log_scales(features).exp().expand_as(r), self.df,
-                                   self.shape_points, self.bandwidth)  # fmt: skip
+        noise = noise_distribution(
+            torch.zeros_like(r),
+            self.log_scales(features).exp().expand_as(r),
+            self.df,
+            self.shape_points,
+            self.bandwidth,
+        )
         return noise.log_prob(r).sum(-1)
 
 
@@ -87,8 +105,13 @@ class RefitCheck:
     kept: bool
 
 
-def bounded_log_scale(log_scale: torch.Tensor, weight: torch.Tensor, features: torch.Tensor,
-                      log_scale_range: torch.Tensor, feature_range: torch.Tensor) -> torch.Tensor:  # fmt: skip
+def bounded_log_scale(
+    log_scale: torch.Tensor,
+    weight: torch.Tensor,
+    features: torch.Tensor,
+    log_scale_range: torch.Tensor,
+    feature_range: torch.Tensor,
+) -> torch.Tensor:
     """``clamp(b + clamp(f, feature_range)^T W, log_scale_range)``: ``[..., D]`` for ``features [..., F]``."""
     f = torch.maximum(torch.minimum(features, feature_range[1]), feature_range[0])
     return torch.maximum(torch.minimum(log_scale + f @ weight, log_scale_range[1]), log_scale_range[0])
@@ -104,8 +127,9 @@ def parse_refit(name: str) -> tuple[str, bool]:
     return shape, state == "state"
 
 
-def noise_distribution(loc: torch.Tensor, scale: torch.Tensor, df: torch.Tensor, shape_points: torch.Tensor,
-                       bandwidth: torch.Tensor):  # fmt: skip
+def noise_distribution(
+    loc: torch.Tensor, scale: torch.Tensor, df: torch.Tensor, shape_points: torch.Tensor, bandwidth: torch.Tensor
+):
     """``loc + scale * eps`` elementwise: a Pyro distribution of the batch shape of ``loc``, ``eps`` as fit.
 
     ``df``, ``bandwidth [D]`` and ``shape_points [D, Q]`` follow the last dimension of ``loc``;
@@ -120,8 +144,14 @@ def noise_distribution(loc: torch.Tensor, scale: torch.Tensor, df: torch.Tensor,
     return StudentT(df, loc, scale)
 
 
-def fit_noise(residuals: torch.Tensor, features: torch.Tensor | None = None, *, shape: str = "student-t",
-              ridge: float = 1e-3, max_iter: int = 500) -> NoiseFit:  # fmt: skip
+def fit_noise(
+    residuals: torch.Tensor,
+    features: torch.Tensor | None = None,
+    *,
+    shape: str = "student-t",
+    ridge: float = 1e-3,
+    max_iter: int = 500,
+) -> NoiseFit:
     """Maximum-likelihood noise for ``residuals [N, D]``, optionally log-linear in ``features [N, F]``.
 
     The Gaussian without features is the closed form ``b_d = log sqrt(mean_n r_nd^2)``; the
@@ -136,8 +166,9 @@ def fit_noise(residuals: torch.Tensor, features: torch.Tensor | None = None, *, 
     if not isinstance(residuals, torch.Tensor) or residuals.dim() != 2 or residuals.shape[0] < 2:
         got = tuple(residuals.shape) if isinstance(residuals, torch.Tensor) else type(residuals).__name__
         raise ValueError(f"residuals must be a tensor [N >= 2, D], got {got}")
-    if features is not None and (not isinstance(features, torch.Tensor) or features.dim() != 2
-                                 or features.shape[0] != residuals.shape[0]):  # fmt: skip
+    if features is not None and (
+        not isinstance(features, torch.Tensor) or features.dim() != 2 or features.shape[0] != residuals.shape[0]
+    ):
         got = tuple(features.shape) if isinstance(features, torch.Tensor) else type(features).__name__
         raise ValueError(f"features must be a tensor [N = {residuals.shape[0]}, F] or None, got {got}")
     if shape == "auto":
@@ -168,13 +199,13 @@ def choose_shape(residuals: torch.Tensor, features: torch.Tensor | None = None, 
     The rows are split into their first and second halves (for a model's residuals, earlier
     and later sequences); each shape is fit on one half and scored on the other, both ways.
     """
-    scores = {shape: float(_two_fold_log_density(residuals, features, shape, **options).sum())
-              for shape in AUTO_SHAPES}  # fmt: skip
+    scores = {shape: float(_two_fold_log_density(residuals, features, shape, **options).sum()) for shape in AUTO_SHAPES}
     return max(scores, key=scores.get)
 
 
-def check_refit(residuals: torch.Tensor, features: torch.Tensor | None, unrefit_log_density: torch.Tensor, *,
-                shape: str, **options) -> RefitCheck:  # fmt: skip
+def check_refit(
+    residuals: torch.Tensor, features: torch.Tensor | None, unrefit_log_density: torch.Tensor, *, shape: str, **options
+) -> RefitCheck:
     """Is a refit better than the noise in place on data it was not fit to? Two-fold held-out NLPD per row.
 
     The rows of ``residuals [N, D]`` (and ``features [N, F]``) are split into their first and
@@ -184,8 +215,9 @@ def check_refit(residuals: torch.Tensor, features: torch.Tensor | None, unrefit_
     (fit elsewhere, so held out everywhere). ``kept`` when the refit's NLPD is lower.
     """
     if unrefit_log_density.shape != residuals.shape[:1]:
-        raise ValueError(f"unrefit_log_density must have shape [N = {residuals.shape[0]}], "
-                         f"got {tuple(unrefit_log_density.shape)}")  # fmt: skip
+        raise ValueError(
+            f"unrefit_log_density must have shape [N = {residuals.shape[0]}], got {tuple(unrefit_log_density.shape)}"
+        )
     if residuals.shape[0] < 4:
         raise ValueError(f"checking a refit needs at least 4 residual rows (2 per half), got {residuals.shape[0]}")
     refit = -float(_two_fold_log_density(residuals, features, shape, **options).mean())
@@ -202,8 +234,7 @@ def _two_fold_log_density(residuals, features, shape: str, **options) -> torch.T
         rows = (features[fit_rows], features[score_rows]) if features is not None else (None, None)
         fit = fit_noise(residuals[fit_rows], rows[0], shape=shape, **options)
         fit = NoiseFit(*(t.double() for t in vars(fit).values()))
-        out[score_rows] = fit.log_density(residuals[score_rows].double(),
-                                          None if rows[1] is None else rows[1].double())  # fmt: skip
+        out[score_rows] = fit.log_density(residuals[score_rows].double(), None if rows[1] is None else rows[1].double())
     return out
 
 
@@ -219,8 +250,9 @@ def _fit_scale(r, f, *, student_t: bool, ridge: float, max_iter: int):
     bias = log_rms.clone().requires_grad_()
     weight = r.new_zeros(z.shape[1], r.shape[1], requires_grad=True)
     logit_df = torch.full_like(log_rms, math.log((10.0 - low) / (high - 10.0)), requires_grad=student_t)
-    optimizer = torch.optim.LBFGS([bias, weight, *([logit_df] if student_t else [])], max_iter=max_iter,
-                                  line_search_fn="strong_wolfe")  # fmt: skip
+    optimizer = torch.optim.LBFGS(
+        [bias, weight, *([logit_df] if student_t else [])], max_iter=max_iter, line_search_fn="strong_wolfe"
+    )
 
     def closure():
         optimizer.zero_grad()

@@ -54,8 +54,17 @@ from ppl_models.inference.validation import check_choice, check_positive_int, ch
 
 from .predictive_noise import bounded_log_scale, check_refit, fit_noise, noise_distribution, parse_refit
 
-__all__ = ["ExactPredictiveModel", "OneStepPredictor", "RecurrentPredictor", "RECURRENT_CELLS", "PREDICTOR_EMISSIONS",
-           "Carry", "check_one_hot", "recurrent_carry", "softmax_regression"]
+__all__ = [
+    "ExactPredictiveModel",
+    "OneStepPredictor",
+    "RecurrentPredictor",
+    "RECURRENT_CELLS",
+    "PREDICTOR_EMISSIONS",
+    "Carry",
+    "check_one_hot",
+    "recurrent_carry",
+    "softmax_regression",
+]
 
 RECURRENT_CELLS = {"rnn": nn.RNN, "gru": nn.GRU, "lstm": nn.LSTM}
 #: the one-step predictors' emissions: real values, or one-hot symbols
@@ -124,12 +133,15 @@ def check_one_hot(x: torch.Tensor, mask: torch.Tensor, *, name: str = "x") -> No
     bad = ~(((valid == 0) | (valid == 1)).all(-1) & (valid.sum(-1) == 1))
     if bool(bad.any()):
         row, step = (int(i) for i in (mask.nonzero()[bad.nonzero()[0, 0]]))
-        raise ValueError(f"{name} must be one-hot (one 1, the rest 0, at every valid step) for a categorical "
-                         f"emission, got {valid[bad][0].tolist()[:8]}... at sequence {row}, step {step}")
+        raise ValueError(
+            f"{name} must be one-hot (one 1, the rest 0, at every valid step) for a categorical "
+            f"emission, got {valid[bad][0].tolist()[:8]}... at sequence {row}, step {step}"
+        )
 
 
-def softmax_regression(inputs: torch.Tensor, labels: torch.Tensor, num_classes: int, ridge: float = 1e-2,
-                       iterations: int = 500) -> tuple[torch.Tensor, torch.Tensor]:
+def softmax_regression(
+    inputs: torch.Tensor, labels: torch.Tensor, num_classes: int, ridge: float = 1e-2, iterations: int = 500
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Multinomial logistic regression: ``(W [K, p], b [K])`` minimising
     ``mean_n -log softmax(W u_n + b)[y_n] + ridge * |W|_F^2`` for ``inputs u [n, p]``, ``labels y [n]`` in ``0..K-1``.
 
@@ -174,8 +186,10 @@ class ExactPredictiveModel(SequenceModel):
 
     uncondition = "teacher-forced"
     capabilities = frozenset({"programs", "exact", "predictive", "generate", "forecast"})
-    limitations = {"latent": "no latent variables: its guide is empty and ELBO / IWAE equal the exact likelihood",
-                   "particles": "no latent state to filter: its likelihood is exact"}  # fmt: skip
+    limitations = {
+        "latent": "no latent variables: its guide is empty and ELBO / IWAE equal the exact likelihood",
+        "particles": "no latent state to filter: its likelihood is exact",
+    }
 
     def predictive_distribution(self, x: torch.Tensor, mask: torch.Tensor | None = None):
         raise NotImplementedError
@@ -192,9 +206,15 @@ class ExactPredictiveModel(SequenceModel):
         return saturated_sum(log_p, mask, what=f"{type(self).__name__}'s log-density")
 
     @torch.no_grad()
-    def predictive(self, x: torch.Tensor, mask: torch.Tensor | None = None, num_samples: int = 100, *,
-                   num_particles: int = DEFAULT_PARTICLES, generator: torch.Generator | None = None,
-                   ) -> OneStepPredictive:  # fmt: skip
+    def predictive(
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        num_samples: int = 100,
+        *,
+        num_particles: int = DEFAULT_PARTICLES,
+        generator: torch.Generator | None = None,
+    ) -> OneStepPredictive:
         """The exact one-step predictive: ``S`` draws ``[S, B, T, D]``, its mean and log density ``[B, T]``.
 
         ``num_particles`` and ``generator`` are unused (the predictive is exact; draws use torch's RNG).
@@ -214,8 +234,14 @@ class ExactPredictiveModel(SequenceModel):
         return exact.sample((num_samples,))
 
     @torch.no_grad()
-    def generate(self, num_steps: int, *, num_sequences: int = 1, prefix: torch.Tensor | None = None,
-                 generator: torch.Generator | None = None) -> Generation:  # fmt: skip
+    def generate(
+        self,
+        num_steps: int,
+        *,
+        num_sequences: int = 1,
+        prefix: torch.Tensor | None = None,
+        generator: torch.Generator | None = None,
+    ) -> Generation:
         """``num_steps`` steps drawn one at a time, from scratch (``num_sequences``) or after ``prefix [B, P, D]``.
 
         Returns the prefix and the draws, ``x [B, P + num_steps, D]``, with the predictive means of
@@ -223,8 +249,9 @@ class ExactPredictiveModel(SequenceModel):
         """
         check_positive_int(num_steps, name="num_steps")
         if prefix is None:
-            start = next(self.parameters()).new_zeros(check_positive_int(num_sequences, name="num_sequences"), 0,
-                                                      self.obs_dim)  # fmt: skip
+            start = next(self.parameters()).new_zeros(
+                check_positive_int(num_sequences, name="num_sequences"), 0, self.obs_dim
+            )
         else:
             start, _ = check_sequences(prefix, None, name="prefix", model=self)
         self.check_room(start.shape[1], num_steps, name="num_steps")
@@ -234,9 +261,16 @@ class ExactPredictiveModel(SequenceModel):
         return Generation(torch.cat([start, draws], 1), torch.cat([start, means], 1))
 
     @torch.no_grad()
-    def forecast(self, x: torch.Tensor, mask: torch.Tensor | None = None, horizon: int = 1, num_samples: int = 100,
-                 *, num_particles: int = DEFAULT_PARTICLES, generator: torch.Generator | None = None,
-                 ) -> torch.Tensor:  # fmt: skip
+    def forecast(
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        horizon: int = 1,
+        num_samples: int = 100,
+        *,
+        num_particles: int = DEFAULT_PARTICLES,
+        generator: torch.Generator | None = None,
+    ) -> torch.Tensor:
         """``[S, B, H, D]``: ``S`` paths per sequence, each step drawn given the path so far (its :class:`Carry`).
 
         Sequences of different lengths continue from their own last valid step. The history's carry is computed
@@ -265,9 +299,11 @@ class ExactPredictiveModel(SequenceModel):
     def check_room(self, start: int, steps: int, *, name: str) -> None:
         """Refuse ``steps`` more steps after ``start`` where the sequence would outgrow :attr:`max_steps`."""
         if self.max_steps is not None and start + steps > self.max_steps:
-            raise ValueError(f"{name}: {type(self).__name__} reads sequences of at most {self.max_steps} steps: "
-                             f"after {start} steps at most {max(self.max_steps - start, 0)} more fit, got "
-                             f"{steps}")  # fmt: skip
+            raise ValueError(
+                f"{name}: {type(self).__name__} reads sequences of at most {self.max_steps} steps: "
+                f"after {start} steps at most {max(self.max_steps - start, 0)} more fit, got "
+                f"{steps}"
+            )
 
     def _draw_on(self, carry: Carry, draws: torch.Tensor, means: torch.Tensor | None = None) -> None:
         """Fill ``draws [N, H, D]`` with ``H`` steps drawn after ``carry`` (of ``N`` paths), each carried on, and
@@ -387,8 +423,9 @@ class OneStepPredictor(ExactPredictiveModel):
         return self if self.categorical else self.calibrate(x, mask, "normal")
 
     @torch.no_grad()
-    def calibrate(self, x: torch.Tensor, mask: torch.Tensor | None = None, refit: str = "auto+state", *,
-                  check: bool = False) -> OneStepPredictor:  # fmt: skip
+    def calibrate(
+        self, x: torch.Tensor, mask: torch.Tensor | None = None, refit: str = "auto+state", *, check: bool = False
+    ) -> OneStepPredictor:
         """Refit the noise by maximum likelihood to the residuals of the current means on ``x [B, T, D]``.
 
         ``refit`` (:data:`~ppl_models.inference.protocol.NOISE_REFITS`): ``"normal"`` (a constant
@@ -425,8 +462,11 @@ class OneStepPredictor(ExactPredictiveModel):
         self.log_noise_scale.copy_(fit.log_scale)
         self.noise_weight.copy_(fit.weight if on_state else torch.zeros_like(self.noise_weight))
         self.noise_log_scale_range.copy_(fit.log_scale_range)
-        self.noise_state_range.copy_(fit.feature_range if on_state else self.noise_state_range.new_tensor(
-            [[-math.inf], [math.inf]]).expand_as(self.noise_state_range))  # fmt: skip
+        self.noise_state_range.copy_(
+            fit.feature_range
+            if on_state
+            else self.noise_state_range.new_tensor([[-math.inf], [math.inf]]).expand_as(self.noise_state_range)
+        )
         self.noise_df.copy_(fit.df)
         self.noise_shape_points = fit.shape_points.to(self.noise_weight)
         self.noise_bandwidth.copy_(fit.bandwidth)
@@ -447,12 +487,22 @@ class OneStepPredictor(ExactPredictiveModel):
         x, mask = check_sequences(x, mask, name="valid", model=self)
         self.eval()
         if int(mask.sum()) < 4:
-            return {"refit": how, "kept": False, "reason": f"{int(mask.sum())} validation steps: at least 4 are "
-                    "needed to check a refit on held-out steps; the trained noise is kept"}  # fmt: skip
+            return {
+                "refit": how,
+                "kept": False,
+                "reason": f"{int(mask.sum())} validation steps: at least 4 are "
+                "needed to check a refit on held-out steps; the trained noise is kept",
+            }
         self.calibrate(x.to(device), mask.to(device), how, check=True)
-        return {**self.refit_check, "split": "valid", "check": "two-fold on the validation split",
-                "log_scale": self.log_noise_scale.tolist(), "state_weight": self.noise_weight.tolist(),
-                "log_scale_range": self.noise_log_scale_range.tolist(), "df": self.noise_df.tolist()}
+        return {
+            **self.refit_check,
+            "split": "valid",
+            "check": "two-fold on the validation split",
+            "log_scale": self.log_noise_scale.tolist(),
+            "state_weight": self.noise_weight.tolist(),
+            "log_scale_range": self.noise_log_scale_range.tolist(),
+            "df": self.noise_df.tolist(),
+        }
 
     def noise_distribution(self, loc: torch.Tensor, states: torch.Tensor):
         """``loc + noise`` elementwise, its scale ``exp(log_noise_scale + states @ noise_weight)``.
@@ -462,10 +512,12 @@ class OneStepPredictor(ExactPredictiveModel):
         state-dependent log-scale is evaluated at the state clamped to ``noise_state_range`` and
         clamped to ``noise_log_scale_range`` (the ranges on the data it was refit to).
         """
-        scale = bounded_log_scale(self.log_noise_scale, self.noise_weight, states, self.noise_log_scale_range,
-                                  self.noise_state_range).exp()  # fmt: skip
-        return noise_distribution(loc, scale.expand_as(loc), self.noise_df, self.noise_shape_points,
-                                  self.noise_bandwidth)  # fmt: skip
+        scale = bounded_log_scale(
+            self.log_noise_scale, self.noise_weight, states, self.noise_log_scale_range, self.noise_state_range
+        ).exp()
+        return noise_distribution(
+            loc, scale.expand_as(loc), self.noise_df, self.noise_shape_points, self.noise_bandwidth
+        )
 
     def predict(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """One-step-ahead predictions ``[B, T, D]`` (step ``t`` from ``x_{<t}``): the means, for a categorical
@@ -507,11 +559,14 @@ class RecurrentPredictor(OneStepPredictor):
         emission: ``"gaussian"`` or ``"categorical"`` (one-hot symbols; the encoder is then an embedding).
     """
 
-    description = ("linear encoder + Elman RNN / GRU / LSTM + linear decoder, Xavier init; Gaussian or categorical "
-                   "predictive (the PSRNN paper's baselines)")
+    description = (
+        "linear encoder + Elman RNN / GRU / LSTM + linear decoder, Xavier init; Gaussian or categorical "
+        "predictive (the PSRNN paper's baselines)"
+    )
 
-    def __init__(self, obs_dim: int, *, cell: str = "gru", state_dim: int = 20, encoder_dim: int = 20,
-                 emission: str = "gaussian"):  # fmt: skip
+    def __init__(
+        self, obs_dim: int, *, cell: str = "gru", state_dim: int = 20, encoder_dim: int = 20, emission: str = "gaussian"
+    ):
         super().__init__(obs_dim, state_dim, emission)
         self.cell = check_choice(cell, RECURRENT_CELLS, name="cell")
         check_positive_int(encoder_dim, name="encoder_dim")

@@ -97,8 +97,9 @@ class FactorizedPSRNNCell(nn.Module):
         a, b, c = factors
         cell = cls(a.shape[1], b.shape[1], a.shape[0])
         with torch.no_grad():
-            for parameter, value in zip((cell.out_factor, cell.obs_factor, cell.state_factor, cell.bias),
-                                        (a, b, c, bias)):  # fmt: skip
+            for parameter, value in zip(
+                (cell.out_factor, cell.obs_factor, cell.state_factor, cell.bias), (a, b, c, bias)
+            ):
                 parameter.copy_(value)
         return cell
 
@@ -123,8 +124,15 @@ class PSRNNLayer(nn.Module):
         append_input: append the raw input ``u_t`` to the encoding (the cell then reads ``P + in_dim``).
     """
 
-    def __init__(self, in_dim: int, state_dim: int, obs_dim: int, num_features: int, rank: int | None = None,
-                 append_input: bool = False):  # fmt: skip
+    def __init__(
+        self,
+        in_dim: int,
+        state_dim: int,
+        obs_dim: int,
+        num_features: int,
+        rank: int | None = None,
+        append_input: bool = False,
+    ):
         super().__init__()
         self.append_input = bool(append_input)
         encoded = obs_dim + in_dim * self.append_input
@@ -153,9 +161,15 @@ class PSRNNLayer(nn.Module):
         return (states, torch.stack(raw, 1)) if preactivations else states
 
     @torch.no_grad()
-    def two_stage_regression(self, u: torch.Tensor, mask: torch.Tensor, horizon: int, ridge: float,
-                             generator: torch.Generator | None = None, bandwidth_scale: float = 1.0,
-                             ) -> None:  # fmt: skip
+    def two_stage_regression(
+        self,
+        u: torch.Tensor,
+        mask: torch.Tensor,
+        horizon: int,
+        ridge: float,
+        generator: torch.Generator | None = None,
+        bandwidth_scale: float = 1.0,
+    ) -> None:
         """Set the encoder, a full cell with ``W`` (bias 0) and ``q_1`` by two-stage regression on ``u [B, T, in_dim]``.
 
         Features: ``omega_t = P^T z_o(u_t)`` with ``P`` the leading directions of ``z_o``;
@@ -169,7 +183,8 @@ class PSRNNLayer(nn.Module):
         obs_dim, state_dim = self.projection.out_features, self.initial_state.numel()
         self.features, future_rff, history_rff = (
             RandomFourierFeatures.fit(points, num_features, generator, bandwidth_scale).to(u.device)
-            for points in (w.observation, w.future, w.history))  # fmt: skip
+            for points in (w.observation, w.future, w.history)
+        )
         omega = self.features(w.observation)
         projection = top_directions(omega, obs_dim)
         encoded = torch.cat([omega @ projection, w.observation], 1) if self.append_input else omega @ projection
@@ -177,15 +192,20 @@ class PSRNNLayer(nn.Module):
         stage1 = RidgeSolver(history, ridge)  # one factorisation for the basis and for stage 1
         fitted = stage1(future).T  # [F, F]: E[z_f | eta] = history @ fitted; its leading directions, from the Gram
         basis = leading_eigenvectors(fitted.T @ stage1.gram @ fitted, state_dim)
-        result = two_stage_regression(future @ basis, next_future @ basis, encoded, history, ridge,
-                                      stage1=stage1)  # fmt: skip
+        result = two_stage_regression(future @ basis, next_future @ basis, encoded, history, ridge, stage1=stage1)
         self.projection.weight.copy_(projection.T)
         self.cell = PSRNNCell(state_dim, encoded.shape[1], result.transition)
         self.initial_state.copy_(normalize(result.initial_state))
 
     @torch.no_grad()
-    def factorize(self, rank: int, u: torch.Tensor, mask: torch.Tensor, bias_scale: float,
-                  generator: torch.Generator | None = None) -> None:  # fmt: skip
+    def factorize(
+        self,
+        rank: int,
+        u: torch.Tensor,
+        mask: torch.Tensor,
+        bias_scale: float,
+        generator: torch.Generator | None = None,
+    ) -> None:
         """Replace the full cell by the rank-``rank`` CP decomposition of its ``W``.
 
         The bias becomes ``bias_scale`` times the mean filtered state on ``u`` (states of the
@@ -225,17 +245,36 @@ class PSRNN(OneStepPredictor):
             logistic regression, ``|W|^2 / 2`` on the summed log-loss, is ``0.5 / n``).
     """
 
-    description = ("PSRNN (Downey et al. 2017): bilinear predictive-state updates, two-stage-regression start, "
-                   "optionally factorized (rank) and multilayer; Gaussian or categorical (emission=) predictive")
+    description = (
+        "PSRNN (Downey et al. 2017): bilinear predictive-state updates, two-stage-regression start, "
+        "optionally factorized (rank) and multilayer; Gaussian or categorical (emission=) predictive"
+    )
 
-    def __init__(self, obs_dim: int, *, state_dim: int = 20, obs_features: int = 20, num_features: int = 2000,
-                 horizon: int = 10, num_layers: int = 1, rank: int | None = None, ridge: float = 1e-2,
-                 bias_scale: float = 0.1, init: str = "2sr", bandwidth_scale: float = 1.0,
-                 append_input: bool = False, emission: str = "gaussian",
-                 decoder_ridge: float | None = None):  # fmt: skip
+    def __init__(
+        self,
+        obs_dim: int,
+        *,
+        state_dim: int = 20,
+        obs_features: int = 20,
+        num_features: int = 2000,
+        horizon: int = 10,
+        num_layers: int = 1,
+        rank: int | None = None,
+        ridge: float = 1e-2,
+        bias_scale: float = 0.1,
+        init: str = "2sr",
+        bandwidth_scale: float = 1.0,
+        append_input: bool = False,
+        emission: str = "gaussian",
+        decoder_ridge: float | None = None,
+    ):
         super().__init__(obs_dim, state_dim, emission)
-        for name, value in (("obs_features", obs_features), ("num_features", num_features), ("horizon", horizon),
-                            ("num_layers", num_layers)):  # fmt: skip
+        for name, value in (
+            ("obs_features", obs_features),
+            ("num_features", num_features),
+            ("horizon", horizon),
+            ("num_layers", num_layers),
+        ):
             check_positive_int(value, name=name)
         if rank is not None:
             check_positive_int(rank, name="rank")
@@ -243,13 +282,17 @@ class PSRNN(OneStepPredictor):
             raise ValueError(f"num_features ({num_features}) must be >= state_dim and obs_features")
         if isinstance(ridge, bool) or not isinstance(ridge, (int, float)) or ridge < 0:
             raise ValueError(f"ridge must be a number >= 0, got {ridge!r}")
-        if decoder_ridge is not None and (isinstance(decoder_ridge, bool) or not isinstance(decoder_ridge, (int, float))
-                                          or decoder_ridge < 0):  # fmt: skip
+        if decoder_ridge is not None and (
+            isinstance(decoder_ridge, bool) or not isinstance(decoder_ridge, (int, float)) or decoder_ridge < 0
+        ):
             raise ValueError(f"decoder_ridge must be None or a number >= 0, got {decoder_ridge!r}")
         if isinstance(bias_scale, bool) or not isinstance(bias_scale, (int, float)) or bias_scale < 0:
             raise ValueError(f"bias_scale must be a number >= 0, got {bias_scale!r}")
-        if isinstance(bandwidth_scale, bool) or not isinstance(bandwidth_scale, (int, float)) \
-                or not bandwidth_scale > 0:  # fmt: skip
+        if (
+            isinstance(bandwidth_scale, bool)
+            or not isinstance(bandwidth_scale, (int, float))
+            or not bandwidth_scale > 0
+        ):
             raise ValueError(f"bandwidth_scale must be a number > 0, got {bandwidth_scale!r}")
         if not isinstance(append_input, bool):
             raise TypeError(f"append_input must be a bool, got {append_input!r}")
@@ -258,8 +301,9 @@ class PSRNN(OneStepPredictor):
         self.horizon, self.rank, self.ridge, self.bias_scale = horizon, rank, float(ridge), float(bias_scale)
         self.decoder_ridge = self.ridge if decoder_ridge is None else float(decoder_ridge)
         in_dims = [obs_dim] + [state_dim] * (num_layers - 1)
-        self.layers = nn.ModuleList(PSRNNLayer(d, state_dim, obs_features, num_features, rank, append_input)
-                                    for d in in_dims)  # fmt: skip
+        self.layers = nn.ModuleList(
+            PSRNNLayer(d, state_dim, obs_features, num_features, rank, append_input) for d in in_dims
+        )
 
     def states(self, x):
         u = x
@@ -282,8 +326,9 @@ class PSRNN(OneStepPredictor):
         return Carry(u, states)
 
     @torch.no_grad()
-    def initialize(self, x: torch.Tensor, mask: torch.Tensor | None = None,
-                   generator: torch.Generator | None = None) -> PSRNN:  # fmt: skip
+    def initialize(
+        self, x: torch.Tensor, mask: torch.Tensor | None = None, generator: torch.Generator | None = None
+    ) -> PSRNN:
         """Set every parameter from training data ``x [B, T, D]`` before BPTT (see ``init``).
 
         ``"2sr"``: two-stage regression layer by layer, each on the states filtered by the
@@ -296,8 +341,9 @@ class PSRNN(OneStepPredictor):
         """
         x, mask = check_sequences(x, mask, model=self)
         if self.init == "2sr":
-            check_window_count(mask, self.horizon, obs_features=self.layers[0].projection.out_features,
-                               state_dim=self.state_dim)  # fmt: skip
+            check_window_count(
+                mask, self.horizon, obs_features=self.layers[0].projection.out_features, state_dim=self.state_dim
+            )
         u = x
         for layer in self.layers:
             if self.init == "2sr":
@@ -316,8 +362,9 @@ class PSRNN(OneStepPredictor):
 
     def _random_layer(self, layer: PSRNNLayer, u, mask, generator) -> None:
         bandwidth = self.bandwidth_scale * median_distance(u[mask], generator=generator)
-        layer.features = RandomFourierFeatures(u.shape[-1], layer.features.phases.numel(), bandwidth,
-                                               generator).to(u.device)  # fmt: skip
+        layer.features = RandomFourierFeatures(u.shape[-1], layer.features.phases.numel(), bandwidth, generator).to(
+            u.device
+        )
         nn.init.xavier_uniform_(layer.projection.weight, generator=generator)
         for parameter in layer.cell.parameters():
             if parameter.dim() > 1:

@@ -36,16 +36,22 @@ class GRUBaseline(EmissionChecks, ExactPredictiveModel):
     pyro_prefix = "gru_baseline"
     description = "deterministic GRU with SRNN's emission (the SRNN paper's RNN row), exact likelihood"
 
-    def __init__(self, obs_dim: int, *, emission: str = "bernoulli", rnn_dim: int = 300, hidden_dim: int = 500,
-                 num_hidden_layers: int = 1):  # fmt: skip
+    def __init__(
+        self,
+        obs_dim: int,
+        *,
+        emission: str = "bernoulli",
+        rnn_dim: int = 300,
+        hidden_dim: int = 500,
+        num_hidden_layers: int = 1,
+    ):
         super().__init__()
         for name, value in (("obs_dim", obs_dim), ("rnn_dim", rnn_dim), ("hidden_dim", hidden_dim)):
             check_positive_int(value, name=name)
         self.obs_dim = obs_dim
         self.emission_kind = check_choice(emission, EMISSIONS, name="emission")
         self.rnn = nn.GRU(obs_dim, rnn_dim, batch_first=True)
-        self.emission_net = SplitInputMLP(0, rnn_dim, hidden_dim, emission_params(emission, obs_dim),
-                                          num_hidden_layers)  # fmt: skip
+        self.emission_net = SplitInputMLP(0, rnn_dim, hidden_dim, emission_params(emission, obs_dim), num_hidden_layers)
 
     def predictive_distribution(self, x, mask=None):
         """``p(x_t | x_{<t})`` for every step: batch shape ``[B, T]``, event ``[D]``."""

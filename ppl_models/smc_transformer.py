@@ -88,11 +88,15 @@ class SMCTransformer(ParticlePrograms, SequenceModel):
     guide_proposes = False
     pyro_prefix = "smc_transformer"
     capabilities = frozenset({"programs", "particles", "predictive", "generate", "forecast"})
-    limitations = {"exact": "the latent attention states make log p(x) intractable: it is scored by SMC-K",
-                   "latent": "its guide is the bootstrap proposal (the prior of the latent sites), so an ELBO or "
-                             "IWAE bound would only score the prior's draws: it is trained and scored by SMC-K"}
-    description = ("SMC Transformer (Martin et al. 2020): latent Gaussian queries, keys, values and attention "
-                   "outputs; trained by SMC with Fisher's identity and EM covariances")
+    limitations = {
+        "exact": "the latent attention states make log p(x) intractable: it is scored by SMC-K",
+        "latent": "its guide is the bootstrap proposal (the prior of the latent sites), so an ELBO or "
+        "IWAE bound would only score the prior's draws: it is trained and scored by SMC-K",
+    }
+    description = (
+        "SMC Transformer (Martin et al. 2020): latent Gaussian queries, keys, values and attention "
+        "outputs; trained by SMC with Fisher's identity and EM covariances"
+    )
 
     def __init__(
         self,
@@ -118,8 +122,11 @@ class SMCTransformer(ParticlePrograms, SequenceModel):
         ff_dim = 4 * d_model if ff_dim is None else check_positive_int(ff_dim, name="ff_dim")
         self.emission = check_choice(emission, EMISSIONS, name="emission")
         self.covariance = check_choice(covariance, COVARIANCES, name="covariance")
-        for name, value in (("init_variance", init_variance), ("init_obs_variance", init_obs_variance),
-                            ("em_exponent", em_exponent)):  # fmt: skip
+        for name, value in (
+            ("init_variance", init_variance),
+            ("init_obs_variance", init_obs_variance),
+            ("em_exponent", em_exponent),
+        ):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
                 raise ValueError(f"{name} must be a number >= 0, got {value!r}")
         if init_obs_variance == 0:
@@ -127,8 +134,9 @@ class SMCTransformer(ParticlePrograms, SequenceModel):
         self.em_exponent = float(em_exponent)
         if self.emission == "categorical":
             if obs_dim != 1:
-                raise ValueError(f"a categorical emission observes one class index per step: obs_dim must be 1, "
-                                 f"got {obs_dim}")
+                raise ValueError(
+                    f"a categorical emission observes one class index per step: obs_dim must be 1, got {obs_dim}"
+                )
             self.num_classes = check_positive_int(num_classes, name="num_classes")
             self.embed = nn.Embedding(self.num_classes + 1, d_model)  # the last index is the start token
             out_dim = self.num_classes
@@ -227,9 +235,15 @@ class SMCTransformer(ParticlePrograms, SequenceModel):
         poutine.block(self.model, hide_types=["observe"])(x, mask)
 
     @torch.no_grad()
-    def generate(self, num_steps: int, *, num_sequences: int = 1, prefix: torch.Tensor | None = None,
-                 num_particles: int = DEFAULT_PARTICLES, generator: torch.Generator | None = None,
-                 ) -> Generation:  # fmt: skip
+    def generate(
+        self,
+        num_steps: int,
+        *,
+        num_sequences: int = 1,
+        prefix: torch.Tensor | None = None,
+        num_particles: int = DEFAULT_PARTICLES,
+        generator: torch.Generator | None = None,
+    ) -> Generation:
         """``num_steps`` steps simulated by :meth:`model` (unconditioned), or after ``prefix [B, P, D]``.
 
         A prefix is continued by :func:`~ppl_models.inference.protocol.particle_forecast` (one path per
@@ -238,8 +252,9 @@ class SMCTransformer(ParticlePrograms, SequenceModel):
         """
         check_positive_int(num_steps, name="num_steps")
         if prefix is None:
-            blank = next(self.parameters()).new_zeros(check_positive_int(num_sequences, name="num_sequences"),
-                                                       num_steps, self.obs_dim)  # fmt: skip
+            blank = next(self.parameters()).new_zeros(
+                check_positive_int(num_sequences, name="num_sequences"), num_steps, self.obs_dim
+            )
             return Generation(poutine.uncondition(self.model)(blank), None)
         prefix, _ = self.check_particle_input(prefix, None)
         ahead = particle_forecast(self, prefix, None, num_steps, 1, num_particles=num_particles, generator=generator)
@@ -312,8 +327,16 @@ class SMCTransformer(ParticlePrograms, SequenceModel):
             setattr(self, f"var_{name}", (1 - eta) * old + eta * estimate)
 
     @torch.no_grad()
-    def fine_tuned(self, x: torch.Tensor, mask: torch.Tensor | None = None, *, iterations: int = 30,
-                   num_particles: int = 10, sites=None, generator: torch.Generator | None = None) -> SMCTransformer:
+    def fine_tuned(
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        *,
+        iterations: int = 30,
+        num_particles: int = 10,
+        sites=None,
+        generator: torch.Generator | None = None,
+    ) -> SMCTransformer:
         """A copy with covariances of its own for each sequence of ``x [B, T, D]`` (buffers ``[B, size]``).
 
         The paper's section 4.2 fits a global variance in training, then the noise of each test

@@ -26,12 +26,24 @@ from torch import nn
 
 from ppl_models.inference.validation import check_positive_int, check_sequences
 
-__all__ = ["RandomFourierFeatures", "median_distance", "time_windows", "window_count", "check_window_count",
-           "RidgeSolver", "ridge_regression",
-           "TwoStageRegression",
-           "two_stage_regression", "top_directions", "leading_eigenvectors", "CPDecomposition", "cp_decompose",
-           "cp_reconstruct",
-           "LinearSystem", "linear_two_stage_regression"]  # fmt: skip
+__all__ = [
+    "RandomFourierFeatures",
+    "median_distance",
+    "time_windows",
+    "window_count",
+    "check_window_count",
+    "RidgeSolver",
+    "ridge_regression",
+    "TwoStageRegression",
+    "two_stage_regression",
+    "top_directions",
+    "leading_eigenvectors",
+    "CPDecomposition",
+    "cp_decompose",
+    "cp_reconstruct",
+    "LinearSystem",
+    "linear_two_stage_regression",
+]
 
 
 def _check_ridge(ridge) -> float:
@@ -66,8 +78,9 @@ class RandomFourierFeatures(nn.Module):
         generator: source of the draw.
     """
 
-    def __init__(self, in_dim: int, num_features: int, bandwidth: float = 1.0,
-                 generator: torch.Generator | None = None):  # fmt: skip
+    def __init__(
+        self, in_dim: int, num_features: int, bandwidth: float = 1.0, generator: torch.Generator | None = None
+    ):
         super().__init__()
         check_positive_int(in_dim, name="in_dim")
         check_positive_int(num_features, name="num_features")
@@ -78,8 +91,13 @@ class RandomFourierFeatures(nn.Module):
         self.register_buffer("bandwidth", torch.tensor(float(bandwidth)))
 
     @classmethod
-    def fit(cls, points: torch.Tensor, num_features: int, generator: torch.Generator | None = None,
-            bandwidth_scale: float = 1.0):  # fmt: skip
+    def fit(
+        cls,
+        points: torch.Tensor,
+        num_features: int,
+        generator: torch.Generator | None = None,
+        bandwidth_scale: float = 1.0,
+    ):
         """Features for inputs like ``points [n, d]``: bandwidth ``bandwidth_scale`` times :func:`median_distance`."""
         bandwidth = bandwidth_scale * median_distance(points, generator=generator)
         return cls(points.shape[-1], num_features, bandwidth, generator)
@@ -119,9 +137,11 @@ def check_window_count(mask: torch.Tensor, horizon: int, **sizes: int) -> None:
     count = window_count(mask, horizon)
     for name, value in sizes.items():
         if 0 < count < value:
-            raise ValueError(f"{name}={value} is more than the {count} windows two-stage regression finds in the "
-                             f"training data (valid steps with horizon={horizon} steps before and after them): use "
-                             f"a smaller {name} or horizon, or more or longer sequences")  # fmt: skip
+            raise ValueError(
+                f"{name}={value} is more than the {count} windows two-stage regression finds in the "
+                f"training data (valid steps with horizon={horizon} steps before and after them): use "
+                f"a smaller {name} or horizon, or more or longer sequences"
+            )
 
 
 def time_windows(x: torch.Tensor, mask: torch.Tensor | None, horizon: int) -> Windows:
@@ -141,8 +161,9 @@ def time_windows(x: torch.Tensor, mask: torch.Tensor | None, horizon: int) -> Wi
     if windows.shape[0] == 0:
         raise ValueError(f"no sequence has 2 * horizon + 1 = {size} valid steps")
     k = horizon
-    return Windows(windows[:, :k].flatten(1), windows[:, k], windows[:, k : 2 * k].flatten(1),
-                   windows[:, k + 1 :].flatten(1))  # fmt: skip
+    return Windows(
+        windows[:, :k].flatten(1), windows[:, k], windows[:, k : 2 * k].flatten(1), windows[:, k + 1 :].flatten(1)
+    )
 
 
 class RidgeSolver:
@@ -161,8 +182,9 @@ class RidgeSolver:
         regularised = self.gram + ridge * n * torch.eye(p, dtype=inputs.dtype, device=inputs.device)
         self._cholesky, info = torch.linalg.cholesky_ex(regularised)
         if int(info) != 0:
-            raise ValueError(f"ridge={ridge!r}: the inputs' Gram matrix is singular (rank-deficient inputs); "
-                             "use ridge > 0")  # fmt: skip
+            raise ValueError(
+                f"ridge={ridge!r}: the inputs' Gram matrix is singular (rank-deficient inputs); use ridge > 0"
+            )
 
     def __call__(self, targets: torch.Tensor) -> torch.Tensor:
         """``M [q, p]`` minimising ``sum_n |y_n - M u_n|^2 + ridge * n * |M|_F^2`` for ``targets y [n, q]``."""
@@ -208,9 +230,15 @@ class TwoStageRegression:
     transition: torch.Tensor
 
 
-def two_stage_regression(future: torch.Tensor, next_future: torch.Tensor, observation: torch.Tensor,
-                         history: torch.Tensor, ridge: float = 1e-2, *,
-                         stage1: RidgeSolver | None = None) -> TwoStageRegression:  # fmt: skip
+def two_stage_regression(
+    future: torch.Tensor,
+    next_future: torch.Tensor,
+    observation: torch.Tensor,
+    history: torch.Tensor,
+    ridge: float = 1e-2,
+    *,
+    stage1: RidgeSolver | None = None,
+) -> TwoStageRegression:
     """Two-stage regression of a predictive-state model from features of ``n`` examples.
 
     Stage 1 denoises by ridge regression on the history features ``eta_t``:
@@ -253,8 +281,14 @@ def cp_reconstruct(factors) -> torch.Tensor:
     return torch.einsum("ri,rj,rk->ijk", a, b, c)
 
 
-def cp_decompose(tensor: torch.Tensor, rank: int, *, max_iterations: int = 1000, tol: float = 1e-10,
-                 generator: torch.Generator | None = None) -> CPDecomposition:  # fmt: skip
+def cp_decompose(
+    tensor: torch.Tensor,
+    rank: int,
+    *,
+    max_iterations: int = 1000,
+    tol: float = 1e-10,
+    generator: torch.Generator | None = None,
+) -> CPDecomposition:
     """Rank-``rank`` CP decomposition of a 3-mode ``tensor [I, J, K]`` by alternating least squares.
 
     Each sweep solves for one factor with the other two fixed (normal equations with the
@@ -304,8 +338,9 @@ def _covariance(residuals: torch.Tensor) -> torch.Tensor:
     return (cov + cov.T) / 2
 
 
-def linear_two_stage_regression(x: torch.Tensor, mask: torch.Tensor | None, state_dim: int, horizon: int,
-                                ridge: float = 1e-2, jitter: float = 1e-4) -> LinearSystem:  # fmt: skip
+def linear_two_stage_regression(
+    x: torch.Tensor, mask: torch.Tensor | None, state_dim: int, horizon: int, ridge: float = 1e-2, jitter: float = 1e-4
+) -> LinearSystem:
     """A linear-Gaussian state-space model learned by two-stage regression with linear features.
 
     Stage 1: the predictive state ``s_t = U^T E[x_{t:t+k-1} | x_{t-k:t-1}]`` (ridge), projected

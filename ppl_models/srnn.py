@@ -142,8 +142,12 @@ class SRNN(EmissionChecks, LatentRollout, MarkovStateSpace):
         input_dropout: float = 0.0,
     ):
         super().__init__()
-        for name, value in (("obs_dim", obs_dim), ("latent_dim", latent_dim), ("rnn_dim", rnn_dim),
-                            ("hidden_dim", hidden_dim)):  # fmt: skip
+        for name, value in (
+            ("obs_dim", obs_dim),
+            ("latent_dim", latent_dim),
+            ("rnn_dim", rnn_dim),
+            ("hidden_dim", hidden_dim),
+        ):
             check_positive_int(value, name=name)
         if not isinstance(residual, bool):
             raise TypeError(f"residual must be a bool, got {type(residual).__name__}")
@@ -225,9 +229,11 @@ class SRNN(EmissionChecks, LatentRollout, MarkovStateSpace):
     def rollout_start(self, num_sequences: int) -> dict:
         """GRU state ``d [N, rnn_dim]``, ``z_0 = 0`` and ``u_1 = 0`` before the first step."""
         parameter = next(self.parameters())
-        return {"d": parameter.new_zeros(num_sequences, self.rnn.hidden_size),
-                "z": parameter.new_zeros(num_sequences, self.latent_dim),
-                "u": parameter.new_zeros(num_sequences, self.obs_dim)}  # fmt: skip
+        return {
+            "d": parameter.new_zeros(num_sequences, self.rnn.hidden_size),
+            "z": parameter.new_zeros(num_sequences, self.latent_dim),
+            "u": parameter.new_zeros(num_sequences, self.obs_dim),
+        }
 
     def rollout_continue(self, x, mask, result, picks) -> dict:
         """``d`` and ``u`` at each sequence's last valid step, ``z`` of the picked particles ``[S * B, ...]``."""
@@ -246,8 +252,9 @@ class SRNN(EmissionChecks, LatentRollout, MarkovStateSpace):
         out, d = self.rnn(self.gru_input(state["u"]).unsqueeze(1), state["d"].unsqueeze(0))
         step_input = self.dropped(out.squeeze(1))
         mean, log_var = self.prior_net(state["z"], self.prior_net.project(step_input)).chunk(2, dim=-1)
-        z = mean + (0.5 * log_var).exp() * torch.randn(mean.shape, generator=generator, device=mean.device,
-                                                        dtype=mean.dtype)  # fmt: skip
+        z = mean + (0.5 * log_var).exp() * torch.randn(
+            mean.shape, generator=generator, device=mean.device, dtype=mean.dtype
+        )
         x, mean_x = self._draw_emission(self.emission_net(z, self.emission_net.project(step_input)), generator)
         return {"d": d.squeeze(0), "z": z, "u": x}, x, mean_x
 

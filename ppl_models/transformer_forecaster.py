@@ -29,8 +29,9 @@ def sinusoidal_positions(num_steps: int, d_model: int, *, start: int = 0, dtype=
     """Vaswani et al. (2017) encodings ``[T, d_model]`` of positions ``start .. start + T - 1``: ``sin`` / ``cos`` of
     ``t / 10000^(2i / d_model)``."""
     position = torch.arange(start, start + num_steps, dtype=torch.float64, device=device).unsqueeze(1)
-    frequency = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float64, device=device)
-                          * (-math.log(10000.0) / d_model))  # fmt: skip
+    frequency = torch.exp(
+        torch.arange(0, d_model, 2, dtype=torch.float64, device=device) * (-math.log(10000.0) / d_model)
+    )
     table = torch.zeros(num_steps, d_model, dtype=torch.float64, device=device)
     table[:, 0::2] = torch.sin(position * frequency)
     table[:, 1::2] = torch.cos(position * frequency[: d_model // 2])
@@ -58,16 +59,30 @@ class TransformerForecaster(OneStepPredictor):
     """
 
     pyro_prefix = "transformer_forecaster"
-    description = ("deterministic causal Transformer (learned or sinusoidal positions), Gaussian predictive "
-                   "(the SMC Transformer paper's deterministic Transformer)")
+    description = (
+        "deterministic causal Transformer (learned or sinusoidal positions), Gaussian predictive "
+        "(the SMC Transformer paper's deterministic Transformer)"
+    )
 
-    def __init__(self, obs_dim: int, d_model: int = 16, num_heads: int = 1, num_layers: int = 1,
-                 feedforward_dim: int = 64, dropout: float = 0.0, positions: str = "learned",
-                 max_len: int = 512):  # fmt: skip
+    def __init__(
+        self,
+        obs_dim: int,
+        d_model: int = 16,
+        num_heads: int = 1,
+        num_layers: int = 1,
+        feedforward_dim: int = 64,
+        dropout: float = 0.0,
+        positions: str = "learned",
+        max_len: int = 512,
+    ):
         check_positive_int(obs_dim, name="obs_dim")
         super().__init__(obs_dim, check_positive_int(d_model, name="d_model"))
-        for name, value in (("num_heads", num_heads), ("num_layers", num_layers),
-                            ("feedforward_dim", feedforward_dim), ("max_len", max_len)):  # fmt: skip
+        for name, value in (
+            ("num_heads", num_heads),
+            ("num_layers", num_layers),
+            ("feedforward_dim", feedforward_dim),
+            ("max_len", max_len),
+        ):
             check_positive_int(value, name=name)
         if d_model % num_heads:
             raise ValueError(f"num_heads must divide d_model = {d_model}, got {num_heads}")
@@ -77,16 +92,19 @@ class TransformerForecaster(OneStepPredictor):
         self.embedding = nn.Linear(obs_dim, d_model)
         self.start = nn.Parameter(torch.zeros(d_model))
         self.position_table = nn.Embedding(max_len, d_model) if positions == "learned" else None
-        layer = nn.TransformerEncoderLayer(d_model, num_heads, dim_feedforward=feedforward_dim, dropout=dropout,
-                                           batch_first=True)  # fmt: skip
+        layer = nn.TransformerEncoderLayer(
+            d_model, num_heads, dim_feedforward=feedforward_dim, dropout=dropout, batch_first=True
+        )
         self.encoder = nn.TransformerEncoder(layer, num_layers, enable_nested_tensor=False)
 
     def states(self, x: torch.Tensor) -> torch.Tensor:
         """``[B, T, D] -> [B, T, d_model]``: position ``t`` attends to the start vector and ``x_{<t}`` only."""
         batch, steps, _ = x.shape
         if self.position_table is not None and steps > self.max_len:
-            raise ValueError(f"x has {steps} steps but max_len = {self.max_len} learned positions; "
-                             "raise max_len or use positions='sinusoidal'")  # fmt: skip
+            raise ValueError(
+                f"x has {steps} steps but max_len = {self.max_len} learned positions; "
+                "raise max_len or use positions='sinusoidal'"
+            )
         start = self.start.expand(batch, 1, -1)
         inputs = torch.cat([start, self.embedding(x[:, :-1])], 1)
         if self.position_table is None:
@@ -132,8 +150,10 @@ def _layer_step(layer: nn.TransformerEncoderLayer, u: torch.Tensor, past: tuple 
     values ``[N, heads, t + 1, r]``."""
     attention = layer.self_attn
     x = layer.norm1(u) if layer.norm_first else u
-    q, k, v = (part.unflatten(-1, (attention.num_heads, -1)).unsqueeze(2)
-               for part in F.linear(x, attention.in_proj_weight, attention.in_proj_bias).chunk(3, -1))  # fmt: skip
+    q, k, v = (
+        part.unflatten(-1, (attention.num_heads, -1)).unsqueeze(2)
+        for part in F.linear(x, attention.in_proj_weight, attention.in_proj_bias).chunk(3, -1)
+    )
     if past is not None:
         k, v = torch.cat([past[0], k], 2), torch.cat([past[1], v], 2)
     dropout = attention.dropout if layer.training else 0.0

@@ -80,8 +80,10 @@ class VRNN(EmissionChecks, LatentRollout, ParticlePrograms, SequenceModel):
     """
 
     uncondition = "free"
-    description = ("VRNN (Chung et al. 2015): GRU state that reads the sampled z, filtering guide (the SRNN "
-                   "paper's stochastic baseline)")
+    description = (
+        "VRNN (Chung et al. 2015): GRU state that reads the sampled z, filtering guide (the SRNN "
+        "paper's stochastic baseline)"
+    )
 
     def __init__(
         self,
@@ -96,9 +98,14 @@ class VRNN(EmissionChecks, LatentRollout, ParticlePrograms, SequenceModel):
     ):
         super().__init__()
         feature_dim = hidden_dim if feature_dim is None else feature_dim
-        for name, value in (("obs_dim", obs_dim), ("latent_dim", latent_dim), ("rnn_dim", rnn_dim),
-                            ("hidden_dim", hidden_dim), ("feature_dim", feature_dim),
-                            ("num_hidden_layers", num_hidden_layers)):  # fmt: skip
+        for name, value in (
+            ("obs_dim", obs_dim),
+            ("latent_dim", latent_dim),
+            ("rnn_dim", rnn_dim),
+            ("hidden_dim", hidden_dim),
+            ("feature_dim", feature_dim),
+            ("num_hidden_layers", num_hidden_layers),
+        ):
             check_positive_int(value, name=name)
         self.obs_dim, self.latent_dim, self.rnn_dim = obs_dim, latent_dim, rnn_dim
         self.emission_kind = check_choice(emission, EMISSIONS, name="emission")
@@ -139,8 +146,9 @@ class VRNN(EmissionChecks, LatentRollout, ParticlePrograms, SequenceModel):
         """``h_t = GRU(h_{t-1}, [phi_x(x_t), phi_z(z_t)])`` ``[..., rnn_dim]`` (leading dims broadcast)."""
         z_features = self.z_features(z)
         shape = torch.broadcast_shapes(h.shape[:-1], x_features.shape[:-1], z_features.shape[:-1])
-        inputs = torch.cat([x_features.expand(shape + x_features.shape[-1:]),
-                            z_features.expand(shape + z_features.shape[-1:])], dim=-1)  # fmt: skip
+        inputs = torch.cat(
+            [x_features.expand(shape + x_features.shape[-1:]), z_features.expand(shape + z_features.shape[-1:])], dim=-1
+        )
         h = self.rnn(inputs.reshape(-1, inputs.shape[-1]), h.expand(shape + h.shape[-1:]).reshape(-1, self.rnn_dim))
         return h.reshape(shape + (self.rnn_dim,))
 

@@ -58,24 +58,42 @@ MASK = torch.arange(T).expand(B, T) < torch.tensor([[T], [T - 2], [1]])
 #: other settings of the same classes: emissions, guides, cells, covariances, proposals
 VARIANTS = {
     "SRNN gaussian filter guide without Res_q, dropout": lambda: (
-        SRNN(D, emission="gaussian", inference="filter", residual=False, latent_dim=2, rnn_dim=4, hidden_dim=4,
-             dropout=0.2), _real()),
+        SRNN(
+            D,
+            emission="gaussian",
+            inference="filter",
+            residual=False,
+            latent_dim=2,
+            rnn_dim=4,
+            hidden_dim=4,
+            dropout=0.2,
+        ),
+        _real(),
+    ),
     "VRNN bernoulli": lambda: (VRNN(D, latent_dim=2, rnn_dim=4, hidden_dim=4), _binary()),
     "SMCTransformer categorical": lambda: (
         SMCTransformer(1, d_model=4, window=3, emission="categorical", num_classes=4),
-        torch.randint(0, 4, (B, T, 1), generator=torch.Generator().manual_seed(0)).float()),
+        torch.randint(0, 4, (B, T, 1), generator=torch.Generator().manual_seed(0)).float(),
+    ),
     "SMCTransformer diagonal, 2 heads": lambda: (
-        SMCTransformer(D, d_model=4, num_heads=2, window=2, covariance="diagonal"), _real()),
+        SMCTransformer(D, d_model=4, num_heads=2, window=2, covariance="diagonal"),
+        _real(),
+    ),
     "PSRNN factorized, 2 layers": lambda: (
         PSRNN(D, state_dim=3, obs_features=3, num_features=20, horizon=2, rank=2, num_layers=2).initialize(_real(1)),
-        _real()),
+        _real(),
+    ),
     "TransformerForecaster sinusoidal": lambda: (
-        TransformerForecaster(D, d_model=4, feedforward_dim=8, positions="sinusoidal", dropout=0.1), _real()),
+        TransformerForecaster(D, d_model=4, feedforward_dim=8, positions="sinusoidal", dropout=0.1),
+        _real(),
+    ),
     "MCDropoutLSTM full": lambda: (MCDropoutLSTM(D, hidden_size=4, where="full"), _real()),
     "RecurrentPredictor rnn": lambda: (RecurrentPredictor(D, cell="rnn", state_dim=3, encoder_dim=3), _real()),
     "GRUBaseline gaussian": lambda: (GRUBaseline(D, emission="gaussian", rnn_dim=4, hidden_dim=4), _real()),
     "LinearGaussianSSM bootstrap": lambda: (
-        LinearGaussianSSM.random(3, D, proposal="bootstrap", generator=torch.Generator().manual_seed(0)), _real()),
+        LinearGaussianSSM.random(3, D, proposal="bootstrap", generator=torch.Generator().manual_seed(0)),
+        _real(),
+    ),
 }
 
 
@@ -92,8 +110,11 @@ def lgssm_sequences(model, batch, steps, seed=1) -> torch.Tensor:
 def long_frame(lengths=(7, 5, 9, 6), features=2, seed=0) -> pd.DataFrame:
     """Long format, rows shuffled: series ``s0..``, integer time, ``f0..`` real values and a ``label`` text column."""
     rng = np.random.default_rng(seed)
-    rows = [{"id": f"s{i}", "step": t, **{f"f{d}": rng.normal(3.0 * d, 1 + d) for d in range(features)},
-             "label": "x"} for i, n in enumerate(lengths) for t in range(n)]  # fmt: skip
+    rows = [
+        {"id": f"s{i}", "step": t, **{f"f{d}": rng.normal(3.0 * d, 1 + d) for d in range(features)}, "label": "x"}
+        for i, n in enumerate(lengths)
+        for t in range(n)
+    ]
     return pd.DataFrame(rows).sample(frac=1.0, random_state=1).reset_index(drop=True)
 
 

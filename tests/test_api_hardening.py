@@ -46,9 +46,20 @@ def test_each_count_of_evaluate_names_itself(small, name, value):
         evaluate(model, x, estimators=["exact", "iwae", "smc"], **{name: value})
 
 
-@pytest.mark.parametrize(("name", "value"), [("seed", -1), ("seed", 2**32), ("seed", 1.5), ("seed", "3"),
-                                             ("seed", True), ("binary", "yes"), ("binary", 1),
-                                             ("description", 5), ("valid", "data")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("seed", -1),
+        ("seed", 2**32),
+        ("seed", 1.5),
+        ("seed", "3"),
+        ("seed", True),
+        ("binary", "yes"),
+        ("binary", 1),
+        ("description", 5),
+        ("valid", "data"),
+    ],
+)
 def test_other_arguments_of_evaluate_name_themselves(small, name, value):
     model, x = small
     with pytest.raises((ValueError, TypeError), match=rf"^{name} must be"):
@@ -83,15 +94,19 @@ def test_the_flags_of_the_posterior_draws_must_be_bools(small, call, flag):
 GIB = 2**30
 
 
-@pytest.mark.parametrize(("call", "name", "copies"), [(posterior_predictive, "num_samples", 2),
-                                                      (posterior_draws, "num_draws", 2)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("call", "name", "copies"), [(posterior_predictive, "num_samples", 2), (posterior_draws, "num_draws", 2)]
+)
 def test_posterior_draws_beyond_memory_are_refused_by_name_before_allocating(small, monkeypatch, call, name, copies):
     model, x = small
     monkeypatch.setattr(validation, "available_memory", lambda: GIB)
     draws = 10**7
     need = copies * draws * 4 * 6 * 3 * 4  # copies x S x B x T x D x 4 bytes (float32)
-    with pytest.raises(ValueError, match=rf"^{name}={draws} needs at least {need / GIB:.3g} GiB of memory .*but 1 GiB "
-                                         rf"are available: lower {name}$"):  # fmt: skip
+    with pytest.raises(
+        ValueError,
+        match=rf"^{name}={draws} needs at least {need / GIB:.3g} GiB of memory .*but 1 GiB "
+        rf"are available: lower {name}$",
+    ):
         call(model, x, None, draws)
     assert call(model, x, None, 3) is not None  # a count that fits is drawn
 
@@ -124,22 +139,32 @@ def test_a_standardizer_given_as_its_dict_reports_the_data_units():
     x, _ = model.sample(num_sequences=4, num_steps=8, generator=torch.Generator().manual_seed(2))
     scale = torch.tensor([2.0, 0.5, 4.0])
     with torch.no_grad():
-        scaled = LinearGaussianSSM(model.A, model.C / scale[:, None], model.Q,
-                                   model.R / scale[:, None] / scale[None, :], model.init_cov)  # fmt: skip
+        scaled = LinearGaussianSSM(
+            model.A, model.C / scale[:, None], model.Q, model.R / scale[:, None] / scale[None, :], model.init_cov
+        )
     record = Standardizer([0.0, 0.0, 0.0], scale.tolist(), ["a", "b", "c"]).to_dict()
     result = evaluate(scaled, x / scale, estimators=["exact"], predictive_samples=0, standardizer=record)
     truth = float(model.log_likelihood(x).detach().double().sum()) / (4 * 8)
     assert result["loglik"]["exact"]["per_step"] == pytest.approx(truth, rel=1e-5)
 
 
-@pytest.mark.parametrize(("standardizer", "kind", "message"), [
-    (42, TypeError, "standardizer must be a Standardizer or its to_dict"),
-    ({"mean": [0.0]}, ValueError, "standardizer must have the keys"),
-    ({"mean": [0.0, 0.0], "scale": [1.0, 1.0], "features": ["a", "b"]}, ValueError,
-     "standardizer: 2 features for data of 3"),
-    ({"mean": [0.0] * 3, "scale": [1.0, 0.0, 1.0], "features": ["a", "b", "c"]}, ValueError,
-     "standardizer.scale must be finite and positive"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("standardizer", "kind", "message"),
+    [
+        (42, TypeError, "standardizer must be a Standardizer or its to_dict"),
+        ({"mean": [0.0]}, ValueError, "standardizer must have the keys"),
+        (
+            {"mean": [0.0, 0.0], "scale": [1.0, 1.0], "features": ["a", "b"]},
+            ValueError,
+            "standardizer: 2 features for data of 3",
+        ),
+        (
+            {"mean": [0.0] * 3, "scale": [1.0, 0.0, 1.0], "features": ["a", "b", "c"]},
+            ValueError,
+            "standardizer.scale must be finite and positive",
+        ),
+    ],
+)
 def test_a_bad_standardizer_is_refused_by_name(small, standardizer, kind, message):
     model, x = small
     with pytest.raises(kind, match=rf"^{message}"):

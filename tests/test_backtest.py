@@ -131,8 +131,16 @@ def test_lgssm_end_to_end():
     model = LinearGaussianSSM.random(2, 1, generator=torch.Generator().manual_seed(0))
     x = model.sample(3, 15, generator=torch.Generator().manual_seed(1))[0]
     mask = torch.arange(15) < torch.tensor([15, 15, 10])[:, None]
-    result = backtest(model, x, mask, horizon=3, origins=4, num_samples=30, generator=torch.Generator().manual_seed(2),
-                      forecast_kwargs={"num_particles": 20})  # fmt: skip
+    result = backtest(
+        model,
+        x,
+        mask,
+        horizon=3,
+        origins=4,
+        num_samples=30,
+        generator=torch.Generator().manual_seed(2),
+        forecast_kwargs={"num_particles": 20},
+    )
     figures = result.per_horizon
     # steps 1..14 (rows 0, 1: origins 1, 5, 10, 14) and 1..9 (row 2: 1, 4, 6, 9); the last origins reach no further
     assert result.origins_used == [4, 4, 4] and figures["targets"] == [12, 9, 9]
@@ -162,8 +170,16 @@ def test_lgssm_end_to_end():
 )
 def test_bad_arguments_are_refused(change, match):
     x, mask = _series()
-    arguments = {"forecaster": LastValue(), "x": x, "mask": mask, "scored": None, "horizon": 2, "origins": 2,
-                 "num_samples": 4, **change}  # fmt: skip
+    arguments = {
+        "forecaster": LastValue(),
+        "x": x,
+        "mask": mask,
+        "scored": None,
+        "horizon": 2,
+        "origins": 2,
+        "num_samples": 4,
+        **change,
+    }
     if arguments["mask"].dim() == 1:
         arguments["mask"] = arguments["mask"][None]
     with pytest.raises((ValueError, TypeError), match=match):
@@ -191,12 +207,21 @@ def test_bad_draws_are_refused(fault):
 def time_split_run(tmp_path):
     """A one-epoch LGSSM run on 6 series of 30 steps split by time: the test series keep their earlier steps."""
     rng = np.random.default_rng(0)
-    rows = [{"id": f"s{i}", "t": t, "v": float(np.sin(t / 3) + i + 0.1 * rng.normal())} for i in range(6)
-            for t in range(30)]  # fmt: skip
+    rows = [
+        {"id": f"s{i}", "t": t, "v": float(np.sin(t / 3) + i + 0.1 * rng.normal())} for i in range(6) for t in range(30)
+    ]
     pd.DataFrame(rows).to_csv(tmp_path / "tiny.csv", index=False)
     run = tmp_path / "run"
-    sets = ['data.series="id"', 'data.time="t"', 'data.split_by="time"', "train.epochs=1", "model.latent_dim=2",
-            "evaluate.predictive_samples=10", "evaluate.num_particles=10", "evaluate.iwae_particles=4"]  # fmt: skip
+    sets = [
+        'data.series="id"',
+        'data.time="t"',
+        'data.split_by="time"',
+        "train.epochs=1",
+        "model.latent_dim=2",
+        "evaluate.predictive_samples=10",
+        "evaluate.num_particles=10",
+        "evaluate.iwae_particles=4",
+    ]
     args = ["train", "lgssm", "--data", str(tmp_path / "tiny.csv"), "--run-dir", str(run)]
     assert main([*args, *(a for item in sets for a in ("--set", item))]) == 0
     return run

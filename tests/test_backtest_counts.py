@@ -17,15 +17,23 @@ from ppl_models.inference.backtest import backtest, longest_reach
 #: 4 series of 40 steps split by time (fractions 0.7, 0.15, 0.15): 28 training steps, round(6.0) = 6 validation
 #: steps and 40 - 28 - 6 = 6 held-out test steps per series, each with history before it
 SERIES, STEPS, HELD_OUT = 4, 40, 6
-FAST = ["train.epochs=1", "model.latent_dim=2", "evaluate.predictive_samples=10", "evaluate.num_particles=10",
-        "evaluate.iwae_particles=4"]  # fmt: skip
+FAST = [
+    "train.epochs=1",
+    "model.latent_dim=2",
+    "evaluate.predictive_samples=10",
+    "evaluate.num_particles=10",
+    "evaluate.iwae_particles=4",
+]
 DATA_FLAGS = ["--series", "station", "--time", "hour", "--split", "time"]
 
 
 def _csv(path, values):
     """A long-format CSV of ``values [SERIES, STEPS, 2]`` (columns station, hour, a, b)."""
-    rows = [{"station": f"s{i}", "hour": t, "a": values[i, t, 0], "b": values[i, t, 1]} for i in range(SERIES)
-            for t in range(STEPS)]  # fmt: skip
+    rows = [
+        {"station": f"s{i}", "hour": t, "a": values[i, t, 0], "b": values[i, t, 1]}
+        for i in range(SERIES)
+        for t in range(STEPS)
+    ]
     pd.DataFrame(rows).to_csv(path, index=False)
     return path
 
@@ -40,8 +48,19 @@ def board(tmp_path_factory):
     root = tmp_path_factory.mktemp("board")
     walks = np.cumsum(np.random.default_rng(0).normal(size=(SERIES, STEPS, 2)), axis=1)
     data = _csv(root / "walks.csv", walks)
-    args = ["leaderboard", "--data", str(data), *DATA_FLAGS, "--out", str(root / "b"), "--models", "lgssm",
-            "--classical", "last-value", *_sets(FAST)]  # fmt: skip
+    args = [
+        "leaderboard",
+        "--data",
+        str(data),
+        *DATA_FLAGS,
+        "--out",
+        str(root / "b"),
+        "--models",
+        "lgssm",
+        "--classical",
+        "last-value",
+        *_sets(FAST),
+    ]
     assert main(args) == 0
     return root / "b"
 
@@ -50,8 +69,11 @@ def _backtest(folder, out, *flags):
     """``backtest`` of ``folder`` into ``out``: ``(exit status, report or None, backtest.md or None)``."""
     status = main(["backtest", str(folder), "--samples", "10", "--particles", "5", "--out", str(out), *flags])
     written = (out / "backtest.json").is_file()
-    return (status, json.loads((out / "backtest.json").read_text()) if written else None,
-            (out / "backtest.md").read_text() if written else None)  # fmt: skip
+    return (
+        status,
+        json.loads((out / "backtest.json").read_text()) if written else None,
+        (out / "backtest.md").read_text() if written else None,
+    )
 
 
 def test_fewer_origins_than_asked_are_said_and_counted(board, tmp_path):
@@ -63,9 +85,11 @@ def test_fewer_origins_than_asked_are_said_and_counted(board, tmp_path):
     # h steps ahead reach from the segment's first HELD_OUT - h + 1 origins
     assert report["per_horizon"]["targets"] == [SERIES * (HELD_OUT - h + 1) for h in (1, 2, 3)]
     assert f"{SERIES * HELD_OUT} forecasts of 3 steps ahead from {HELD_OUT} origins per test series" in table
-    assert (f"Fewer origins than the 20 asked: each of the {SERIES} test series has only {HELD_OUT} held-out steps "
-            f"with history before them (one origin each), so {HELD_OUT} origins were used per "
-            "series.") in table  # fmt: skip
+    assert (
+        f"Fewer origins than the 20 asked: each of the {SERIES} test series has only {HELD_OUT} held-out steps "
+        f"with history before them (one origin each), so {HELD_OUT} origins were used per "
+        "series."
+    ) in table
     left = report["mase_left_out"]
     pairs = SERIES * HELD_OUT * 2
     assert (f"all {pairs} forecast-feature pairs had one" if not left else f"{left} of the {pairs}") in table
@@ -151,8 +175,17 @@ def test_a_classical_row_is_backtested_as_the_board_fitted_it(board, tmp_path):
     levels = build(config["data"], DATASETS, "data").levels
     model = ClassicalSequenceModel(classical_model("last-value").fit(levels.train[0].double(), levels.train[1]))
     x, mask = levels.test
-    expected = backtest(model, x.double(), mask, levels.scored["test"], horizon=2, origins=3, num_samples=10,
-                        standardizer=levels.standardizer, generator=torch.Generator().manual_seed(0))  # fmt: skip
+    expected = backtest(
+        model,
+        x.double(),
+        mask,
+        levels.scored["test"],
+        horizon=2,
+        origins=3,
+        num_samples=10,
+        standardizer=levels.standardizer,
+        generator=torch.Generator().manual_seed(0),
+    )
     assert report["per_horizon"].keys() == expected.per_horizon.keys()
     for name, values in expected.per_horizon.items():
         assert report["per_horizon"][name] == pytest.approx(values, rel=1e-12), name

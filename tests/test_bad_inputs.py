@@ -57,8 +57,9 @@ predictive_samples = 8
 
 
 #: the same data, another model: its config.json and best.pt belong to another run
-OTHER_MODEL = SMALL.replace('[model]\nname = "lgssm"\n', '[model]\nname = "recurrent"\ncell = "gru"\nstate_dim = 2\n'
-                            'encoder_dim = 2\n').replace('name = "smc"\nnum_particles = 4\n', 'name = "exact"\n')
+OTHER_MODEL = SMALL.replace(
+    '[model]\nname = "lgssm"\n', '[model]\nname = "recurrent"\ncell = "gru"\nstate_dim = 2\nencoder_dim = 2\n'
+).replace('name = "smc"\nnum_particles = 4\n', 'name = "exact"\n')
 
 
 @pytest.fixture(scope="module")
@@ -75,8 +76,11 @@ def finished(tmp_path_factory):
 
 
 def _snapshot(folder):
-    return {str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns)
-            for p in sorted(folder.rglob("*"))} if folder.exists() else None
+    return (
+        {str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(folder.rglob("*"))}
+        if folder.exists()
+        else None
+    )
 
 
 def _cli(argv, capsys):
@@ -96,10 +100,12 @@ def _copy(run, tmp_path):
 
 def _from_other_run(name):
     """A copy of the run whose file ``name`` is the GRU run's (copied from another model's run)."""
+
     def apply(run, tmp_path):
         copy = _copy(run, tmp_path)
         shutil.copyfile(run.parent / "other" / name, copy / name)
         return copy
+
     return apply
 
 
@@ -114,13 +120,17 @@ def _corrupt(name, content):
         else:
             target.write_bytes(content)
         return run
+
     return apply
 
 
 # (id, argv with {config} / {run} / {tmp}, what the one line must say); {run} may be prepared by a function
 TRAIN_CASES = [
-    ("float-for-int", ["train", "{config}", "--set", "objective.num_particles=1.5"],
-     "objective.num_particles must be int"),
+    (
+        "float-for-int",
+        ["train", "{config}", "--set", "objective.num_particles=1.5"],
+        "objective.num_particles must be int",
+    ),
     ("text-for-int", ["train", "{config}", "--set", "model.latent_dim=abc"], "model.latent_dim must be int"),
     ("section-as-value", ["train", "{config}", "--set", "train=5"], "[train] must be a table"),
     ("lr-inf", ["train", "{config}", "--set", "train.lr=inf"], "TrainConfig.lr must be a finite number"),
@@ -143,8 +153,11 @@ TRAIN_CASES = [
     ("supervised-bad-model-value", ["train", "pfrnn-demo", "--set", "model.num_particles=0"], "num_particles"),
     ("supervised-bad-data-value", ["train", "pfrnn-demo", "--set", "data.maze_size=11"], "maze_size"),
     ("epochs-without-resume", ["train", "{config}", "--epochs", "3"], "--epochs changes a resumed run's length"),
-    ("posterior-draws-beyond-memory", ["train", "{config}", "--set", "evaluate.posterior_draws=1000000000000"],
-     "evaluate.posterior_draws=1000000000000 needs at least"),
+    (
+        "posterior-draws-beyond-memory",
+        ["train", "{config}", "--set", "evaluate.posterior_draws=1000000000000"],
+        "evaluate.posterior_draws=1000000000000 needs at least",
+    ),
 ]
 
 
@@ -164,8 +177,12 @@ def test_train_user_errors_are_one_line_with_exit_status_2(finished, tmp_path, c
     config, run = finished
     _write_inputs(tmp_path)
     before = _snapshot(tmp_path)
-    status, err = _cli(_format(argv, config, run, tmp_path) + ["--run-dir", tmp_path / "new"]
-                       if "--run-dir" not in argv else _format(argv, config, run, tmp_path), capsys)
+    status, err = _cli(
+        _format(argv, config, run, tmp_path) + ["--run-dir", tmp_path / "new"]
+        if "--run-dir" not in argv
+        else _format(argv, config, run, tmp_path),
+        capsys,
+    )
     assert status == 2, err
     assert err.count("\n") == 1 and "Traceback" not in err, err
     assert expected.format(tmp=tmp_path) in err, err
@@ -190,13 +207,17 @@ def test_unwritable_run_dir_is_one_line_for_any_user(finished, tmp_path, capsys,
 
     def refuse(path, text):
         raise PermissionError(13, "Permission denied", str(path))
+
     monkeypatch.setattr(run_folder, "write_text", refuse)
     status, err = _cli(["train", config, "--run-dir", tmp_path / "run"], capsys)
     assert status == 2 and err.count("\n") == 1 and "run" in err and "cannot be written to (Permission denied)" in err
 
 
-@pytest.mark.parametrize("content", [None, b"", b"\x00garbage with its own checksum" * 20],
-                         ids=["missing", "empty", "garbage-matching-checksum"])
+@pytest.mark.parametrize(
+    "content",
+    [None, b"", b"\x00garbage with its own checksum" * 20],
+    ids=["missing", "empty", "garbage-matching-checksum"],
+)
 def test_missing_or_empty_data_file_is_one_line_naming_it(finished, tmp_path, capsys, monkeypatch, content):
     digest = hashlib.sha256(content).hexdigest() if content else "0" * 64
     (tmp_path / "SHA256SUMS").write_text(digest + "  polyphonic/JSB_Chorales.mat\n")
@@ -212,8 +233,12 @@ def test_missing_or_empty_data_file_is_one_line_naming_it(finished, tmp_path, ca
 EVALUATE_CASES = [
     ("float-particles", None, ["--set", "num_particles=1.5"], "evaluate.num_particles must be an int >= 1"),
     ("estimators-not-list", None, ["--set", "estimators=smc"], "evaluate.estimators must be a non-empty list"),
-    ("out-of-memory", None, ["--set", "num_particles=10000000000000"],
-     "evaluate.num_particles=10000000000000 needs at least"),
+    (
+        "out-of-memory",
+        None,
+        ["--set", "num_particles=10000000000000"],
+        "evaluate.num_particles=10000000000000 needs at least",
+    ),
     ("out-is-a-file", None, ["--out", "{tmp}/afile"], "afile is a file, not a folder"),
     ("empty-best", _corrupt("checkpoints/best.pt", b""), [], "best.pt is not a readable checkpoint"),
     ("garbage-best", _corrupt("checkpoints/best.pt", b"\x80\x02garbage" * 10), [], "best.pt is not a readable"),
@@ -223,25 +248,43 @@ EVALUATE_CASES = [
     ("config-json-list", _corrupt("config.json", b"[1, 2]"), [], "config.json is not a run configuration"),
     ("no-config-json", _corrupt("config.json", None), [], "has no config.json"),
     ("supervised-run", _corrupt("config.json", b'{"kind": "supervised"}'), [], "is a supervised run"),
-    ("config-json-of-another-model", _from_other_run("config.json"), [],
-     "best.pt is for model 'lgssm' but {run}/config.json expects model 'recurrent' (cell='gru'"),
-    ("best-pt-of-another-model", _from_other_run("checkpoints/best.pt"), [],
-     "best.pt is for model 'recurrent' (cell='gru', state_dim=2, encoder_dim=2) but {run}/config.json expects "
-     "model 'lgssm'"),
-    ("posterior-draws-beyond-memory", None, ["--set", "posterior_draws=1000000000000"],
-     "evaluate.posterior_draws=1000000000000 needs at least"),
-    ("predictive-samples-beyond-memory", None, ["--set", "predictive_samples=1000000000000"],
-     "evaluate.predictive_samples=1000000000000 needs at least"),
+    (
+        "config-json-of-another-model",
+        _from_other_run("config.json"),
+        [],
+        "best.pt is for model 'lgssm' but {run}/config.json expects model 'recurrent' (cell='gru'",
+    ),
+    (
+        "best-pt-of-another-model",
+        _from_other_run("checkpoints/best.pt"),
+        [],
+        "best.pt is for model 'recurrent' (cell='gru', state_dim=2, encoder_dim=2) but {run}/config.json expects "
+        "model 'lgssm'",
+    ),
+    (
+        "posterior-draws-beyond-memory",
+        None,
+        ["--set", "posterior_draws=1000000000000"],
+        "evaluate.posterior_draws=1000000000000 needs at least",
+    ),
+    (
+        "predictive-samples-beyond-memory",
+        None,
+        ["--set", "predictive_samples=1000000000000"],
+        "evaluate.predictive_samples=1000000000000 needs at least",
+    ),
     ("out-is-the-run", None, ["--out", "{run}", "--force"], "is (or holds) a run folder"),
     ("out-holds-the-run", None, ["--out", "{run}/..", "--force"], "is (or holds) a run folder"),
     ("out-holds-other-files", None, ["--out", "{tmp}"], "holds other files, not an evaluation"),
 ]
 
 
-@pytest.mark.parametrize(("prepare", "extra", "expected"), [c[1:] for c in EVALUATE_CASES],
-                         ids=[c[0] for c in EVALUATE_CASES])
-def test_evaluate_user_errors_are_one_line_and_leave_the_run_untouched(finished, tmp_path, capsys, prepare, extra,
-                                                                       expected):
+@pytest.mark.parametrize(
+    ("prepare", "extra", "expected"), [c[1:] for c in EVALUATE_CASES], ids=[c[0] for c in EVALUATE_CASES]
+)
+def test_evaluate_user_errors_are_one_line_and_leave_the_run_untouched(
+    finished, tmp_path, capsys, prepare, extra, expected
+):
     _, run = finished
     _write_inputs(tmp_path)
     run = prepare(run, tmp_path) if prepare else run
@@ -275,8 +318,10 @@ def test_evaluate_fills_a_missing_evaluate_section(finished, tmp_path, capsys):
     config = json.loads((run / "config.json").read_text())
     del config["evaluate"]
     (run / "config.json").write_text(json.dumps(config))
-    status, err = _cli(["evaluate", run, "--set", "estimators=['exact']", "--set", "predictive_samples=0",
-                        "--out", tmp_path / "eval"], capsys)
+    status, err = _cli(
+        ["evaluate", run, "--set", "estimators=['exact']", "--set", "predictive_samples=0", "--out", tmp_path / "eval"],
+        capsys,
+    )
     assert status == 0, err
 
 
@@ -294,21 +339,34 @@ def test_resume_without_config_json_refuses_other_data(finished, tmp_path, capsy
 # (id, how the run's copy is prepared, arguments after ``train {config} --run-dir {copy} --resume``, the one line)
 RESUME_CASES = [
     ("set-epochs", _copy, ["--set", "train.epochs=10"], "train.epochs=10 differs from the run's 1"),
-    ("set-evaluate", _copy, ["--set", "evaluate.num_particles=5"],
-     "(in ['evaluate']): evaluate.num_particles: 16 -> 5"),
+    (
+        "set-evaluate",
+        _copy,
+        ["--set", "evaluate.num_particles=5"],
+        "(in ['evaluate']): evaluate.num_particles: 16 -> 5",
+    ),
     ("set-data", _copy, ["--set", "data.num_train=9"], "(in ['data']): data.num_train: 8 -> 9"),
-    ("epochs-twice", _copy, ["--epochs", "3", "--set", "train.epochs=3"],
-     "give the number of epochs of a resumed run once"),
+    (
+        "epochs-twice",
+        _copy,
+        ["--epochs", "3", "--set", "train.epochs=3"],
+        "give the number of epochs of a resumed run once",
+    ),
     ("epochs-zero", _copy, ["--epochs", "0"], "argument --epochs: must be an integer >= 1"),
     ("another-models-experiment", _copy, ["--set", 'model={name="recurrent", cell="gru"}'], "(in ['model'])"),
     ("config-json-of-another-model", _from_other_run("config.json"), [], "(in ['model', 'objective'])"),
-    ("best-pt-of-another-model", _from_other_run("checkpoints/best.pt"), [],
-     "experiment differs from the one saved in {run}/checkpoints/best.pt (in ['model', 'objective'])"),
+    (
+        "best-pt-of-another-model",
+        _from_other_run("checkpoints/best.pt"),
+        [],
+        "experiment differs from the one saved in {run}/checkpoints/best.pt (in ['model', 'objective'])",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("prepare", "extra", "expected"), [c[1:] for c in RESUME_CASES],
-                         ids=[c[0] for c in RESUME_CASES])
+@pytest.mark.parametrize(
+    ("prepare", "extra", "expected"), [c[1:] for c in RESUME_CASES], ids=[c[0] for c in RESUME_CASES]
+)
 def test_resume_refuses_any_change_of_the_saved_configuration(finished, tmp_path, capsys, prepare, extra, expected):
     config, run = finished
     run = prepare(run, tmp_path)
@@ -349,12 +407,19 @@ def _rolls(*shapes):
     return cells
 
 
-COVID_HEADER = ("UID,iso2,iso3,code3,FIPS,Admin2,Province_State,Country_Region,Lat,Long_,Combined_Key,Population,"
-                + ",".join(f"{m}/{d}/20" for m, days in ((1, range(22, 32)), (2, range(1, 30)), (3, range(1, 32)),
-                                                          (4, range(1, 31)), (5, range(1, 23))) for d in days))
+COVID_HEADER = (
+    "UID,iso2,iso3,code3,FIPS,Admin2,Province_State,Country_Region,Lat,Long_,Combined_Key,Population,"
+    + ",".join(
+        f"{m}/{d}/20"
+        for m, days in ((1, range(22, 32)), (2, range(1, 30)), (3, range(1, 32)), (4, range(1, 31)), (5, range(1, 23)))
+        for d in days
+    )
+)
 COVID_ROW = '1,US,USA,840,1001,Autauga,Alabama,US,32.5,-86.6,"Autauga, Alabama, US",55869,' + ",".join(["0"] * 122)
-AIR_HEADER = ("Date;Time;CO(GT);PT08.S1(CO);NMHC(GT);C6H6(GT);PT08.S2(NMHC);NOx(GT);PT08.S3(NOx);NO2(GT);"
-              "PT08.S4(NO2);PT08.S5(O3);T;RH;AH;;")
+AIR_HEADER = (
+    "Date;Time;CO(GT);PT08.S1(CO);NMHC(GT);C6H6(GT);PT08.S2(NMHC);NOx(GT);PT08.S3(NOx);NO2(GT);"
+    "PT08.S4(NO2);PT08.S5(O3);T;RH;AH;;"
+)
 AIR_ROW = "10/03/2004;18.00.00;2,6;1360;150;11,9;1046;166;1056;113;1692;1268;13,6;48,9;0,7578;;"
 
 
@@ -368,48 +433,116 @@ def _covid(text: str) -> dict:
 
 # (id, experiment and overrides, the data folder's files, what the one line must say)
 DATA_CASES = [
-    ("mat-without-its-array", ["recurrent-swimmer"], _swimmer(positions=_trajs()),
-     "swimmers_trajs_1.0.mat has no array 'trajs' (it holds ['positions'])"),
-    ("mat-of-the-wrong-shape", ["recurrent-swimmer"], _swimmer(_trajs()[0]),
-     "swimmer/swimmers_trajs_1.0.mat: array 'trajs' must have 3 dimensions of sizes [>= 1, >= 2, >= 11], got shape "
-     "[10, 11]"),
-    ("mat-too-few-columns", ["recurrent-swimmer"], _swimmer(_trajs(columns=5)),
-     "array 'trajs' must have 3 dimensions of sizes [>= 1, >= 2, >= 11], got shape [4, 10, 5]"),
-    ("mat-paper-split-too-short", ["recurrent-swimmer", "--set", "data.paper_split=true"], _swimmer(_trajs()),
-     "got shape [4, 10, 11]"),
-    ("mat-with-nan", ["recurrent-swimmer"], _swimmer(_nan_at(_trajs(), (2, 3, 8))),
-     "swimmer/swimmers_trajs_1.0.mat: array 'trajs', column 'trajs[..., 8]', index (2, 3): nan is not a finite "
-     "float32 number"),
-    ("mat-beyond-float32", ["recurrent-swimmer"], _swimmer(np.where(np.arange(11) == 0, 1e39, _trajs())),
-     "1e+39 is not a finite float32 number"),
-    ("rolls-without-test-split", ["gru-jsb"],
-     {"polyphonic/JSB_Chorales.mat": _mat(traindata=_rolls((5, 88)), validdata=_rolls((5, 88)))},
-     "JSB_Chorales.mat has no array 'testdata'"),
-    ("rolls-of-87-keys", ["gru-jsb"], {"polyphonic/JSB_Chorales.mat": _mat(
-        traindata=_rolls((5, 88), (4, 87)), validdata=_rolls((5, 88)), testdata=_rolls((5, 88)))},
-     "polyphonic/JSB_Chorales.mat: array 'traindata', sequence 1 must be a [T, 88] piano roll of 0s and 1s, got "
-     "shape [4, 87]"),
+    (
+        "mat-without-its-array",
+        ["recurrent-swimmer"],
+        _swimmer(positions=_trajs()),
+        "swimmers_trajs_1.0.mat has no array 'trajs' (it holds ['positions'])",
+    ),
+    (
+        "mat-of-the-wrong-shape",
+        ["recurrent-swimmer"],
+        _swimmer(_trajs()[0]),
+        "swimmer/swimmers_trajs_1.0.mat: array 'trajs' must have 3 dimensions of sizes [>= 1, >= 2, >= 11], got shape "
+        "[10, 11]",
+    ),
+    (
+        "mat-too-few-columns",
+        ["recurrent-swimmer"],
+        _swimmer(_trajs(columns=5)),
+        "array 'trajs' must have 3 dimensions of sizes [>= 1, >= 2, >= 11], got shape [4, 10, 5]",
+    ),
+    (
+        "mat-paper-split-too-short",
+        ["recurrent-swimmer", "--set", "data.paper_split=true"],
+        _swimmer(_trajs()),
+        "got shape [4, 10, 11]",
+    ),
+    (
+        "mat-with-nan",
+        ["recurrent-swimmer"],
+        _swimmer(_nan_at(_trajs(), (2, 3, 8))),
+        "swimmer/swimmers_trajs_1.0.mat: array 'trajs', column 'trajs[..., 8]', index (2, 3): nan is not a finite "
+        "float32 number",
+    ),
+    (
+        "mat-beyond-float32",
+        ["recurrent-swimmer"],
+        _swimmer(np.where(np.arange(11) == 0, 1e39, _trajs())),
+        "1e+39 is not a finite float32 number",
+    ),
+    (
+        "rolls-without-test-split",
+        ["gru-jsb"],
+        {"polyphonic/JSB_Chorales.mat": _mat(traindata=_rolls((5, 88)), validdata=_rolls((5, 88)))},
+        "JSB_Chorales.mat has no array 'testdata'",
+    ),
+    (
+        "rolls-of-87-keys",
+        ["gru-jsb"],
+        {
+            "polyphonic/JSB_Chorales.mat": _mat(
+                traindata=_rolls((5, 88), (4, 87)), validdata=_rolls((5, 88)), testdata=_rolls((5, 88))
+            )
+        },
+        "polyphonic/JSB_Chorales.mat: array 'traindata', sequence 1 must be a [T, 88] piano roll of 0s and 1s, got "
+        "shape [4, 87]",
+    ),
     ("csv-empty", ["mcdropout-covid"], _covid(""), "covid/time_series_covid19_deaths_US.csv is empty"),
-    ("csv-header-only", ["mcdropout-covid"], _covid(COVID_HEADER + "\n"),
-     "covid/time_series_covid19_deaths_US.csv holds a header but no data rows"),
-    ("csv-truncated", ["mcdropout-covid"], _covid("\n".join((COVID_HEADER, COVID_ROW, COVID_ROW[:60]))),
-     "covid/time_series_covid19_deaths_US.csv line 3: 11 cells where the header has 134 (a truncated"),
-    ("csv-not-a-number", ["mcdropout-covid"], _covid("\n".join((COVID_HEADER, COVID_ROW.replace(",0,0", ",0,x", 1)))),
-     "covid/time_series_covid19_deaths_US.csv line 2, column '1/23/20': 'x' is not a number"),
-    ("csv-no-such-column", ["mcdropout-covid"], _covid("\n".join((COVID_HEADER.replace("Population", "Pop"),
-                                                                   COVID_ROW))),
-     "covid/time_series_covid19_deaths_US.csv has no column 'Population'"),
-    ("air-truncated", ["recurrent-swimmer", "--set", 'data.name="air-quality"'], _air(AIR_ROW, AIR_ROW, AIR_ROW[:30]),
-     "air_quality/AirQualityUCI.csv line 4: 5 cells where the header has 17"),
-    ("air-empty-cell", ["recurrent-swimmer", "--set", 'data.name="air-quality"'],
-     _air(AIR_ROW, AIR_ROW.replace(";1360;", ";;")),
-     "air_quality/AirQualityUCI.csv line 3, column 'PT08.S1(CO)': '' is not a number"),
-    ("air-only-empty-rows", ["recurrent-swimmer", "--set", 'data.name="air-quality"'], _air(";" * 16),
-     "air_quality/AirQualityUCI.csv has no data rows"),
-    ("air-regression-truncated", ["pfrnn-air"], _air(AIR_ROW, AIR_ROW[:30]),
-     "air_quality/AirQualityUCI.csv line 3: 5 cells where the header has 17"),
-    ("sha256sums-bad-line", ["recurrent-swimmer"], {**_swimmer(_trajs()), "SHA256SUMS": b"not a checksum line\n"},
-     "SHA256SUMS line 1: expected a SHA-256 digest (64 hex digits), spaces and a file name"),
+    (
+        "csv-header-only",
+        ["mcdropout-covid"],
+        _covid(COVID_HEADER + "\n"),
+        "covid/time_series_covid19_deaths_US.csv holds a header but no data rows",
+    ),
+    (
+        "csv-truncated",
+        ["mcdropout-covid"],
+        _covid("\n".join((COVID_HEADER, COVID_ROW, COVID_ROW[:60]))),
+        "covid/time_series_covid19_deaths_US.csv line 3: 11 cells where the header has 134 (a truncated",
+    ),
+    (
+        "csv-not-a-number",
+        ["mcdropout-covid"],
+        _covid("\n".join((COVID_HEADER, COVID_ROW.replace(",0,0", ",0,x", 1)))),
+        "covid/time_series_covid19_deaths_US.csv line 2, column '1/23/20': 'x' is not a number",
+    ),
+    (
+        "csv-no-such-column",
+        ["mcdropout-covid"],
+        _covid("\n".join((COVID_HEADER.replace("Population", "Pop"), COVID_ROW))),
+        "covid/time_series_covid19_deaths_US.csv has no column 'Population'",
+    ),
+    (
+        "air-truncated",
+        ["recurrent-swimmer", "--set", 'data.name="air-quality"'],
+        _air(AIR_ROW, AIR_ROW, AIR_ROW[:30]),
+        "air_quality/AirQualityUCI.csv line 4: 5 cells where the header has 17",
+    ),
+    (
+        "air-empty-cell",
+        ["recurrent-swimmer", "--set", 'data.name="air-quality"'],
+        _air(AIR_ROW, AIR_ROW.replace(";1360;", ";;")),
+        "air_quality/AirQualityUCI.csv line 3, column 'PT08.S1(CO)': '' is not a number",
+    ),
+    (
+        "air-only-empty-rows",
+        ["recurrent-swimmer", "--set", 'data.name="air-quality"'],
+        _air(";" * 16),
+        "air_quality/AirQualityUCI.csv has no data rows",
+    ),
+    (
+        "air-regression-truncated",
+        ["pfrnn-air"],
+        _air(AIR_ROW, AIR_ROW[:30]),
+        "air_quality/AirQualityUCI.csv line 3: 5 cells where the header has 17",
+    ),
+    (
+        "sha256sums-bad-line",
+        ["recurrent-swimmer"],
+        {**_swimmer(_trajs()), "SHA256SUMS": b"not a checksum line\n"},
+        "SHA256SUMS line 1: expected a SHA-256 digest (64 hex digits), spaces and a file name",
+    ),
 ]
 
 
@@ -424,8 +557,7 @@ def _data_folder(root, files: dict) -> None:
 
 
 @pytest.mark.parametrize(("argv", "files", "expected"), [c[1:] for c in DATA_CASES], ids=[c[0] for c in DATA_CASES])
-def test_malformed_data_files_are_one_line_naming_file_and_place(tmp_path, capsys, monkeypatch, argv, files,
-                                                                 expected):
+def test_malformed_data_files_are_one_line_naming_file_and_place(tmp_path, capsys, monkeypatch, argv, files, expected):
     _data_folder(tmp_path, files)
     monkeypatch.setenv("PPL_MODELS_DATA", str(tmp_path))
     before = _snapshot(tmp_path)
@@ -435,16 +567,29 @@ def test_malformed_data_files_are_one_line_naming_file_and_place(tmp_path, capsy
     assert _snapshot(tmp_path) == before  # no run folder, the data untouched
 
 
-def test_an_extreme_value_in_a_data_file_trains_with_one_warning_naming_file_and_column(tmp_path, capsys,
-                                                                                        monkeypatch):
+def test_an_extreme_value_in_a_data_file_trains_with_one_warning_naming_file_and_column(tmp_path, capsys, monkeypatch):
     trajs = _trajs()
     trajs[1, 3, 8] = 1e30
     _data_folder(tmp_path, _swimmer(trajs))
     monkeypatch.setenv("PPL_MODELS_DATA", str(tmp_path))
-    tiny = ["model.state_dim=2", "model.encoder_dim=2", "train.epochs=1", "evaluate.predictive_samples=4",
-            'evaluate.noise_refit="none"', "device='cpu'"]
-    status, err = _cli(["train", "recurrent-swimmer", "--run-dir", tmp_path / "run",
-                        *[arg for item in tiny for arg in ("--set", item)]], capsys)  # fmt: skip
+    tiny = [
+        "model.state_dim=2",
+        "model.encoder_dim=2",
+        "train.epochs=1",
+        "evaluate.predictive_samples=4",
+        'evaluate.noise_refit="none"',
+        "device='cpu'",
+    ]
+    status, err = _cli(
+        [
+            "train",
+            "recurrent-swimmer",
+            "--run-dir",
+            tmp_path / "run",
+            *[arg for item in tiny for arg in ("--set", item)],
+        ],
+        capsys,
+    )
     assert status == 0, err
     (warning,) = [line for line in err.splitlines() if "warning" in line]
     assert warning.startswith("ppl-models: warning: swimmer/swimmers_trajs_1.0.mat: array 'trajs': extreme values")
@@ -471,6 +616,7 @@ def test_a_full_disk_is_one_line_naming_the_file(finished, tmp_path, capsys, mon
 
     def full(fd):
         raise OSError(errno.ENOSPC, "No space left on device")
+
     monkeypatch.setattr(ppl_models.inference.io.os, "fsync", full)
     status, err = _cli(["evaluate", run, "--out", tmp_path / "eval"], capsys)
     assert status == 2 and err.count("\n") == 1, err
@@ -481,29 +627,63 @@ def test_a_full_disk_is_one_line_naming_the_file(finished, tmp_path, capsys, mon
 @pytest.fixture(scope="module")
 def smct_run(tmp_path_factory):
     """A one-epoch SMC Transformer run: a model with per-sequence EM."""
-    config = load_config(registry.experiment_config("smct-demo"), [
-        "data.num_samples=10", "train.epochs=1", "model.d_model=4", "model.window=4", "objective.num_particles=2",
-        "evaluate.predictive_samples=2", "evaluate.num_particles=2", "device='cpu'"])  # fmt: skip
+    config = load_config(
+        registry.experiment_config("smct-demo"),
+        [
+            "data.num_samples=10",
+            "train.epochs=1",
+            "model.d_model=4",
+            "model.window=4",
+            "objective.num_particles=2",
+            "evaluate.predictive_samples=2",
+            "evaluate.num_particles=2",
+            "device='cpu'",
+        ],
+    )
     run = tmp_path_factory.mktemp("smct") / "run"
     runner.train(config, run)
     return run
 
 
-@pytest.mark.parametrize(("sites", "expected"), [
-    ("q,bogus", "run 'A' (model 'smc-transformer') has no covariances ['bogus']; its valid sites are q, k, v, z, x, "
-                "x_first"),
-    ("q,,k", "has no covariances ['']"),
-])
+@pytest.mark.parametrize(
+    ("sites", "expected"),
+    [
+        (
+            "q,bogus",
+            "run 'A' (model 'smc-transformer') has no covariances ['bogus']; its valid sites are q, k, v, z, x, "
+            "x_first",
+        ),
+        ("q,,k", "has no covariances ['']"),
+    ],
+)
 def test_unknown_em_sites_are_refused_naming_the_valid_ones(smct_run, tmp_path, capsys, sites, expected):
-    status, err = _cli(["forecast", f"A={smct_run}", "--out", tmp_path / "f", "--observed", "5", "--samples", "2",
-                        "--em-iterations", "1", "--em-sites", sites], capsys)  # fmt: skip
+    status, err = _cli(
+        [
+            "forecast",
+            f"A={smct_run}",
+            "--out",
+            tmp_path / "f",
+            "--observed",
+            "5",
+            "--samples",
+            "2",
+            "--em-iterations",
+            "1",
+            "--em-sites",
+            sites,
+        ],
+        capsys,
+    )
     assert status == 2 and err.count("\n") == 1 and expected in err, err
     assert not (tmp_path / "f").exists()
 
 
 OTHER_CASES = [
-    ("compare-feature-99", ["compare", "A={run}", "--out", "{tmp}/cmp", "--feature", "99"],
-     "--feature must be in [0, "),
+    (
+        "compare-feature-99",
+        ["compare", "A={run}", "--out", "{tmp}/cmp", "--feature", "99"],
+        "--feature must be in [0, ",
+    ),
     ("compare-feature-negative", ["compare", "A={run}", "--out", "{tmp}/cmp", "--feature", "-1"], "--feature"),
     ("compare-unfinished", ["compare", "A={tmp}", "--out", "{tmp}/cmp"], "not finished run folders"),
     ("compare-no-label", ["compare", "{run}", "--out", "{tmp}/cmp"], "LABEL=RUN_FOLDER"),
@@ -512,17 +692,31 @@ OTHER_CASES = [
     ("train-device-tpu", ["train", "{config}", "--device", "tpu"], "--device"),
     ("evaluate-device-tpu", ["evaluate", "{run}", "--device", "tpu"], "--device"),
     ("forecast-samples-0", ["forecast", "A={run}", "--out", "{tmp}/f", "--samples", "0"], "--samples"),
-    ("forecast-samples-1", ["forecast", "A={run}", "--out", "{tmp}/f", "--samples", "1"],
-     "argument --samples: must be an integer >= 2, got 1"),
-    ("forecast-samples-beyond-memory", ["forecast", "A={run}", "--out", "{tmp}/f", "--observed", "4", "--samples",
-                                        "1000000000000"], "num_samples=1000000000000 needs at least"),
-    ("forecast-em-sites-without-em", ["forecast", "A={run}", "--out", "{tmp}/f", "--observed", "4", "--em-sites",
-                                      "bogus"], "em_sites needs em_iterations > 0"),
-    ("forecast-em-on-a-model-without-em", ["forecast", "A={run}", "--out", "{tmp}/f", "--observed", "4",
-                                           "--em-iterations", "2", "--em-sites", "bogus"],
-     "no run has per-sequence EM (models ['lgssm']"),
-    ("compare-label-twice", ["compare", "A={run}", "A={tmp}", "--out", "{tmp}/cmp"],
-     "label 'A' is given twice ({run} and {tmp})"),
+    (
+        "forecast-samples-1",
+        ["forecast", "A={run}", "--out", "{tmp}/f", "--samples", "1"],
+        "argument --samples: must be an integer >= 2, got 1",
+    ),
+    (
+        "forecast-samples-beyond-memory",
+        ["forecast", "A={run}", "--out", "{tmp}/f", "--observed", "4", "--samples", "1000000000000"],
+        "num_samples=1000000000000 needs at least",
+    ),
+    (
+        "forecast-em-sites-without-em",
+        ["forecast", "A={run}", "--out", "{tmp}/f", "--observed", "4", "--em-sites", "bogus"],
+        "em_sites needs em_iterations > 0",
+    ),
+    (
+        "forecast-em-on-a-model-without-em",
+        ["forecast", "A={run}", "--out", "{tmp}/f", "--observed", "4", "--em-iterations", "2", "--em-sites", "bogus"],
+        "no run has per-sequence EM (models ['lgssm']",
+    ),
+    (
+        "compare-label-twice",
+        ["compare", "A={run}", "A={tmp}", "--out", "{tmp}/cmp"],
+        "label 'A' is given twice ({run} and {tmp})",
+    ),
     ("forecast-label-twice", ["forecast", "A={run}", "A={run}", "--out", "{tmp}/f"], "label 'A' is given twice"),
     ("unknown-command", ["fly"], "invalid choice"),
     ("unknown-suite", ["suite", "nope"], "suite must be one of"),
@@ -563,6 +757,7 @@ def test_debug_shows_the_traceback(tmp_path):
 def test_ctrl_c_is_one_line_with_exit_status_130(monkeypatch, capsys):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
+
     monkeypatch.setattr(registry, "experiment_config", interrupted)
     status, err = _cli(["train", "lgssm-demo"], capsys)
     assert status == 130 and err == "ppl-models: interrupted (a training run continues with --resume)\n"
@@ -571,6 +766,7 @@ def test_ctrl_c_is_one_line_with_exit_status_130(monkeypatch, capsys):
 def test_a_bug_keeps_its_traceback(monkeypatch, tmp_path):
     def broken(*args, **kwargs):
         raise KeyError("a bug")
+
     monkeypatch.setattr(registry, "experiment_config", broken)
     with pytest.raises(KeyError):
         cli.main(["train", "lgssm-demo"])
@@ -586,43 +782,99 @@ def _x(dtype=torch.float32, features=1):
 
 
 API_CASES = [
-    ("filter-float64", lambda: ParticleFilter(8).run(_lgssm(), _x(torch.float64)), TypeError,
-     r"x has dtype torch.float64 but the model's parameters are torch.float32"),
-    ("filter-float16", lambda: ParticleFilter(8).run(_lgssm(), _x(torch.float16)), TypeError,
-     r"x has dtype torch.float16 but the model's parameters are torch.float32"),
-    ("filter-features", lambda: ParticleFilter(8).run(_lgssm(), _x(features=3)), ValueError,
-     r"x must have 1 features \(last dim\), got 3"),
+    (
+        "filter-float64",
+        lambda: ParticleFilter(8).run(_lgssm(), _x(torch.float64)),
+        TypeError,
+        r"x has dtype torch.float64 but the model's parameters are torch.float32",
+    ),
+    (
+        "filter-float16",
+        lambda: ParticleFilter(8).run(_lgssm(), _x(torch.float16)),
+        TypeError,
+        r"x has dtype torch.float16 but the model's parameters are torch.float32",
+    ),
+    (
+        "filter-features",
+        lambda: ParticleFilter(8).run(_lgssm(), _x(features=3)),
+        ValueError,
+        r"x must have 1 features \(last dim\), got 3",
+    ),
     ("iwae-float64", lambda: IWAE(_lgssm(), 4)(_x(torch.float64)), TypeError, "x has dtype torch.float64"),
     ("elbo-features", lambda: ELBO(_lgssm())(_x(features=2)), ValueError, "x must have 1 features"),
-    ("filter-nan-valid", lambda: ParticleFilter(8).run(_lgssm(), _x().index_fill(1, torch.tensor([2]), float("nan"))),
-     ValueError, "NaN or inf at valid"),
-    ("kalman-float64", lambda: _lgssm().log_likelihood(_x(torch.float64)), TypeError,
-     "x has dtype torch.float64 but the model's parameters are torch.float32"),
+    (
+        "filter-nan-valid",
+        lambda: ParticleFilter(8).run(_lgssm(), _x().index_fill(1, torch.tensor([2]), float("nan"))),
+        ValueError,
+        "NaN or inf at valid",
+    ),
+    (
+        "kalman-float64",
+        lambda: _lgssm().log_likelihood(_x(torch.float64)),
+        TypeError,
+        "x has dtype torch.float64 but the model's parameters are torch.float32",
+    ),
     ("lgssm-predictive-features", lambda: _lgssm().predictive(_x(features=2)), ValueError, "x must have 1 features"),
     ("psrnn-float16", lambda: _psrnn().log_likelihood(_x(torch.float16)), TypeError, "x has dtype torch.float16"),
     ("filter-bad-particles", lambda: ParticleFilter(1.5), InputTypeError, "num_particles must be an int >= 1"),
-    ("filter-int-x", lambda: ParticleFilter(8).run(_lgssm(), torch.ones(2, 3, 1, dtype=torch.long)), TypeError,
-     "floating-point"),
-    ("trainer-valid-features", lambda: Trainer(ExactLikelihood(_lgssm()), (_x(), None), (_x(features=2), None)),
-     ValueError, r"valid_data\[0\] must have 1 features"),
-    ("trainer-train-float64", lambda: Trainer(ExactLikelihood(_lgssm()), (_x(torch.float64), None)), TypeError,
-     r"train_data\[0\] has dtype torch.float64"),
+    (
+        "filter-int-x",
+        lambda: ParticleFilter(8).run(_lgssm(), torch.ones(2, 3, 1, dtype=torch.long)),
+        TypeError,
+        "floating-point",
+    ),
+    (
+        "trainer-valid-features",
+        lambda: Trainer(ExactLikelihood(_lgssm()), (_x(), None), (_x(features=2), None)),
+        ValueError,
+        r"valid_data\[0\] must have 1 features",
+    ),
+    (
+        "trainer-train-float64",
+        lambda: Trainer(ExactLikelihood(_lgssm()), (_x(torch.float64), None)),
+        TypeError,
+        r"train_data\[0\] has dtype torch.float64",
+    ),
     ("filter-generator", lambda: ParticleFilter(8, generator=3), InputTypeError, "generator must be a torch.Generator"),
     ("objective-not-a-module", lambda: ELBO("srnn"), InputTypeError, "model must be an nn.Module"),
-    ("lgssm-nan-parameter", lambda: LinearGaussianSSM(torch.full((1, 1), float("nan")), *[torch.eye(1)] * 4),
-     ValueError, "A must hold finite floating-point numbers"),
+    (
+        "lgssm-nan-parameter",
+        lambda: LinearGaussianSSM(torch.full((1, 1), float("nan")), *[torch.eye(1)] * 4),
+        ValueError,
+        "A must hold finite floating-point numbers",
+    ),
     # a Bernoulli emission's data are refused before any Pyro program runs (whose errors carry trace shapes)
-    ("srnn-elbo-not-binary", lambda: ELBO(SRNN(1, latent_dim=2, rnn_dim=3, hidden_dim=4))(_x()), ValueError,
-     "x must be binary"),
-    ("vrnn-iwae-not-binary", lambda: IWAE(VRNN(1, latent_dim=2, rnn_dim=3, hidden_dim=4), 2)(_x()), ValueError,
-     "x must be binary"),
-    ("srnn-filter-not-binary", lambda: ParticleFilter(4).run(SRNN(1, latent_dim=2, rnn_dim=3, hidden_dim=4), _x()),
-     ValueError, "x must be binary"),
-    ("gru-score-not-binary", lambda: GRUBaseline(1, rnn_dim=3, hidden_dim=4).score(_x()), ValueError,
-     "x must be binary"),
-    ("runner-nan-data", lambda: build.check_finite(_data_with_nan()), ValueError,
-     r"data 'nan': the valid split holds 1 NaN or inf values at valid steps, the first at sequence 2, step 1, "
-     "feature 0"),
+    (
+        "srnn-elbo-not-binary",
+        lambda: ELBO(SRNN(1, latent_dim=2, rnn_dim=3, hidden_dim=4))(_x()),
+        ValueError,
+        "x must be binary",
+    ),
+    (
+        "vrnn-iwae-not-binary",
+        lambda: IWAE(VRNN(1, latent_dim=2, rnn_dim=3, hidden_dim=4), 2)(_x()),
+        ValueError,
+        "x must be binary",
+    ),
+    (
+        "srnn-filter-not-binary",
+        lambda: ParticleFilter(4).run(SRNN(1, latent_dim=2, rnn_dim=3, hidden_dim=4), _x()),
+        ValueError,
+        "x must be binary",
+    ),
+    (
+        "gru-score-not-binary",
+        lambda: GRUBaseline(1, rnn_dim=3, hidden_dim=4).score(_x()),
+        ValueError,
+        "x must be binary",
+    ),
+    (
+        "runner-nan-data",
+        lambda: build.check_finite(_data_with_nan()),
+        ValueError,
+        r"data 'nan': the valid split holds 1 NaN or inf values at valid steps, the first at sequence 2, step 1, "
+        "feature 0",
+    ),
 ]
 
 
@@ -656,8 +908,13 @@ def _psrnn():
 
 NAN_PADDING = [
     ("kalman", lambda x, m: _lgssm().log_likelihood(x, m)),
-    ("filter", lambda x, m: (torch.manual_seed(0), ParticleFilter(8, generator=torch.Generator().manual_seed(0))
-                              .run(_lgssm(), x, m).log_evidence)[1]),
+    (
+        "filter",
+        lambda x, m: (
+            torch.manual_seed(0),
+            ParticleFilter(8, generator=torch.Generator().manual_seed(0)).run(_lgssm(), x, m).log_evidence,
+        )[1],
+    ),
     ("iwae", lambda x, m: (torch.manual_seed(0), IWAE(_lgssm(), 4)(x, m).bound)[1]),
     ("elbo", lambda x, m: (torch.manual_seed(0), ELBO(_lgssm())(x, m).bound)[1]),
     ("psrnn", lambda x, m: _psrnn().log_likelihood(x, m)),

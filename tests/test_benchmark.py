@@ -57,8 +57,16 @@ def test_quick_pf_rnn_benchmark_runs_and_writes_its_results(tmp_path):
     assert pf_rnn.main(["--quick", "--out", str(out)]) == 0
     results = json.loads(out.read_text())
     rows = results["rows"]
-    assert set(rows) == {"pf-lstm layer", "pf-gru layer", "lstmcell loop B*K", "grucell loop B*K", "nn.LSTM B*K",
-                         "nn.GRU B*K", "pf-lstm training step", "pf-gru training step"}  # fmt: skip
+    assert set(rows) == {
+        "pf-lstm layer",
+        "pf-gru layer",
+        "lstmcell loop B*K",
+        "grucell loop B*K",
+        "nn.LSTM B*K",
+        "nn.GRU B*K",
+        "pf-lstm training step",
+        "pf-gru training step",
+    }
     assert rows["pf-gru layer"]["reference"] == "grucell loop B*K"
     assert rows["grucell loop B*K"]["ratio_to_reference"] == 1
     lstm_step = rows["pf-lstm training step"]
@@ -103,8 +111,9 @@ def test_quick_speed_targets_report_every_ratio_beside_its_target(tmp_path, caps
     rows = results["pf_rnn"]["rows"]
     ratios = results["ratios"]
     # each ratio is the quotient of the medians it names (computed independently here)
-    assert ratios["pf-gru layer / grucell loop"] == rows["pf-gru layer"]["median_s"] / rows["grucell loop B*K"][
-        "median_s"]  # fmt: skip
+    assert (
+        ratios["pf-gru layer / grucell loop"] == rows["pf-gru layer"]["median_s"] / rows["grucell loop B*K"]["median_s"]
+    )
     assert ratios["srnn step / hand-written torch"] == results["srnn_step"]["methods"]["ours"]["ratio_to_torch"]
     assert set(results["targets"]) <= set(ratios) and "target <= 1.5" in capsys.readouterr().out
 
@@ -122,8 +131,10 @@ def test_manifest_lists_engine_files_that_differ_from_the_commit(tmp_path, monke
     (tmp_path / "ppl_models" / "b.py").write_bytes(b"y = 2\n")
     blob = hashlib.sha1(b"blob 6\0x = 1\n").hexdigest()
     manifest = tmp_path / "manifest.txt"
-    manifest.write_text(f"commit abc123\n100644 {blob} 0\tinference/a.py\n100644 {'0' * 40} 0\tppl_models/b.py\n"
-                        f"100644 {blob} 0\tppl_models/gone.py\n")
+    manifest.write_text(
+        f"commit abc123\n100644 {blob} 0\tinference/a.py\n100644 {'0' * 40} 0\tppl_models/b.py\n"
+        f"100644 {blob} 0\tppl_models/gone.py\n"
+    )
     monkeypatch.setattr(provenance, "REPO_ROOT", tmp_path)
     monkeypatch.setenv("PPL_MODELS_MANIFEST", str(manifest))
     state = provenance.git_state()

@@ -13,8 +13,22 @@ from scipy.stats import norm
 from ppl_models.experiments.board_flags import row_flags
 from ppl_models.experiments.cli import main
 
-SETS = ["--series", "id", "--time", "t", "--split", "time", "--set", 'data.transform="none"', "--set",
-        "train.epochs=2", "--set", "model.latent_dim=2", "--set", "evaluate.predictive_samples=20"]  # fmt: skip
+SETS = [
+    "--series",
+    "id",
+    "--time",
+    "t",
+    "--split",
+    "time",
+    "--set",
+    'data.transform="none"',
+    "--set",
+    "train.epochs=2",
+    "--set",
+    "model.latent_dim=2",
+    "--set",
+    "evaluate.predictive_samples=20",
+]
 
 
 @pytest.fixture(scope="module")
@@ -22,16 +36,36 @@ def walks(tmp_path_factory):
     """Three random walks of 60 steps with drift, a long-format CSV."""
     folder = tmp_path_factory.mktemp("walks")
     rng = np.random.default_rng(0)
-    rows = [{"id": s, "t": t, "v": float(v)} for s in "abc"
-            for t, v in enumerate(100 + np.cumsum(rng.normal(0.5, 1.0, size=60)))]
+    rows = [
+        {"id": s, "t": t, "v": float(v)}
+        for s in "abc"
+        for t, v in enumerate(100 + np.cumsum(rng.normal(0.5, 1.0, size=60)))
+    ]
     pd.DataFrame(rows).to_csv(folder / "walks.csv", index=False)
     return folder
 
 
 def test_the_last_value_row_is_the_hand_computed_random_walk_density(walks, monkeypatch):
     monkeypatch.chdir(walks)
-    assert main(["leaderboard", "--data", "walks.csv", "--models", "lgssm", "--out", "board", "--jobs", "1",
-                 "--classical", "last-value", *SETS]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "leaderboard",
+                "--data",
+                "walks.csv",
+                "--models",
+                "lgssm",
+                "--out",
+                "board",
+                "--jobs",
+                "1",
+                "--classical",
+                "last-value",
+                *SETS,
+            ]
+        )
+        == 0
+    )
     board = json.loads((walks / "board" / "leaderboard.json").read_text())
     rows = {row["model"]: row for row in board["rows"]}
     assert set(rows) == {"lgssm", "last-value"} and rows["last-value"]["kind"] == "classical"
@@ -54,11 +88,21 @@ def test_the_last_value_row_is_the_hand_computed_random_walk_density(walks, monk
 
 def test_rows_far_below_the_last_value_or_miscalibrated_are_flagged():
     reference = {"model": "last-value", "nats_per_step": -1.0, "mse": 1.0}
-    bad = {"model": "gru", "nats_per_step": -2.5, "mse": 5.0, "validation": {"coverage_0.8": 0.3},
-           "best_epoch": 40, "epochs_run": 50, "patience": 10}
+    bad = {
+        "model": "gru",
+        "nats_per_step": -2.5,
+        "mse": 5.0,
+        "validation": {"coverage_0.8": 0.3},
+        "best_epoch": 40,
+        "epochs_run": 50,
+        "patience": 10,
+    }
     flags = row_flags(bad, reference)
-    assert flags == ["1.50 nats/step below the last value", "one-step MSE 5.0x the last value's",
-                     "validation coverage at 80 % is 0.30"]  # fmt: skip
+    assert flags == [
+        "1.50 nats/step below the last value",
+        "one-step MSE 5.0x the last value's",
+        "validation coverage at 80 % is 0.30",
+    ]
     still = {**bad, "nats_per_step": -1.2, "mse": 1.1, "validation": {"coverage_0.8": 0.8}, "best_epoch": 45}
     assert row_flags(still, reference) == ["still improving (best epoch 45 of 50)"]
     assert row_flags({**still, "nats_per_step": float("nan")}, reference)[0] == "non-finite held-out figure"

@@ -25,8 +25,9 @@ def drawn(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     stations(tmp_path / "a.csv")
     figures = {}
-    monkeypatch.setattr(board_figures, "calibration_figure", lambda folders, path: figures.update(calibration=list(
-        folders)))
+    monkeypatch.setattr(
+        board_figures, "calibration_figure", lambda folders, path: figures.update(calibration=list(folders))
+    )
     monkeypatch.setattr(board_figures, "fan_chart", lambda folders, path, device: figures.update(fan=list(folders)))
     return figures
 
@@ -86,6 +87,7 @@ def test_a_classical_forecaster_that_fails_is_a_row_with_its_reason(drawn, capsy
         if name == "arima":
             raise ValueError("arima: the fit found no stationary order (a stand-in for a statsmodels failure)")
         return fit(name, *args, **kwargs)
+
     monkeypatch.setattr(leaderboard, "run_classical", run_classical)
     assert main(board_args("--classical", "last-value,arima")) == 0
     assert "arima: failed: arima: the fit found no stationary order" in capsys.readouterr().out
@@ -121,9 +123,11 @@ def _running(pid: int) -> bool:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="children die with their parent on Linux only")
 def test_a_child_dies_when_its_parent_is_killed(tmp_path):
-    script = ("import sys\nfrom ppl_models.experiments.processes import run_processes\n"
-              "run_processes([('sleeper', [sys.executable, '-c', 'import os, time; print(os.getpid(), flush=True); "
-              "time.sleep(60)'])], sys.argv[1], jobs=1)\n")  # fmt: skip
+    script = (
+        "import sys\nfrom ppl_models.experiments.processes import run_processes\n"
+        "run_processes([('sleeper', [sys.executable, '-c', 'import os, time; print(os.getpid(), flush=True); "
+        "time.sleep(60)'])], sys.argv[1], jobs=1)\n"
+    )
     parent = subprocess.Popen([sys.executable, "-c", script, str(tmp_path)], stdout=subprocess.DEVNULL)
     log, child = tmp_path / "sleeper.log", None
     try:
@@ -145,10 +149,18 @@ def test_a_child_dies_when_its_parent_is_killed(tmp_path):
 
 def test_a_run_folder_another_process_holds_is_one_line_naming_it(drawn, capsys):
     os.makedirs("out/runs/gru")
-    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, os, sys, time\n"
-                               "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)\n"
-                               "fcntl.flock(fd, fcntl.LOCK_EX)\nprint('held', flush=True)\ntime.sleep(60)",
-                               "out/runs/gru/.lock"], stdout=subprocess.PIPE, text=True)  # fmt: skip
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, os, sys, time\n"
+            "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)\n"
+            "fcntl.flock(fd, fcntl.LOCK_EX)\nprint('held', flush=True)\ntime.sleep(60)",
+            "out/runs/gru/.lock",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline() == "held\n"
         assert main(board_args("--jobs", "2", models="lgssm,gru")) == 2

@@ -13,8 +13,13 @@ from ppl_models.experiments.cli import main
 from ppl_models.experiments.tasks import music
 from ppl_models.inference.calibration import reliability_curve
 
-TINY = ["train.epochs=1", "train.batch_size=8", "evaluate.predictive_samples=10", "model.rnn_dim=8",
-        "model.hidden_dim=8"]  # fmt: skip
+TINY = [
+    "train.epochs=1",
+    "train.batch_size=8",
+    "evaluate.predictive_samples=10",
+    "model.rnn_dim=8",
+    "model.hidden_dim=8",
+]
 
 
 def sets(*items):
@@ -59,8 +64,9 @@ def test_binary_runs_get_reliability_curves_from_their_folders(tmp_path):
     binary = {"brier": 0.2, "ece": 0.05, "mean_probability": 0.3, "frequency_of_ones": 0.25}
     curved = run_folder(tmp_path / "curved", binary)
     probabilities = torch.tensor([0.05, 0.15, 0.95, 0.97]).reshape(1, 4, 1)
-    board_figures.write_reliability(reliability_curve(probabilities, torch.tensor([0.0, 1, 1, 1]).reshape(1, 4, 1)),
-                                    curved)  # fmt: skip
+    board_figures.write_reliability(
+        reliability_curve(probabilities, torch.tensor([0.0, 1, 1, 1]).reshape(1, 4, 1)), curved
+    )
     record = json.loads((curved / board_figures.RELIABILITY_FILE).read_text())
     assert record["counts"] == [1, 1, 0, 0, 0, 0, 0, 0, 0, 2]
     assert record["observed_frequency"] == [0.0, 1.0, *[None] * 7, 1.0]
@@ -93,13 +99,35 @@ def test_the_fan_chart_forecasts_the_most_variable_named_series_in_the_data_unit
     """Test series ``wild`` swings its ``level`` ten times wider than training did; ``calm`` and ``noise`` do not."""
     rng = np.random.default_rng(0)
     parts = {**{f"a{i}": "train" for i in range(8)}, "v0": "valid", "v1": "valid", "calm": "test", "wild": "test"}
-    frame = pd.DataFrame([{"id": name, "t": t, "part": part, "noise": rng.normal(),
-                           "level": 100 + (10 if name == "wild" else 1) * rng.normal()}
-                          for name, part in parts.items() for t in range(12)])  # fmt: skip
+    frame = pd.DataFrame(
+        [
+            {
+                "id": name,
+                "t": t,
+                "part": part,
+                "noise": rng.normal(),
+                "level": 100 + (10 if name == "wild" else 1) * rng.normal(),
+            }
+            for name, part in parts.items()
+            for t in range(12)
+        ]
+    )
     frame.to_csv(tmp_path / "d.csv", index=False)
     run = tmp_path / "run"
-    assert main(["train", "gru", "--data", str(tmp_path / "d.csv"), "--run-dir", str(run),
-                 *sets('data.series="id"', 'data.time="t"', 'data.split="part"', *TINY)]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "train",
+                "gru",
+                "--data",
+                str(tmp_path / "d.csv"),
+                "--run-dir",
+                str(run),
+                *sets('data.series="id"', 'data.time="t"', 'data.split="part"', *TINY),
+            ]
+        )
+        == 0
+    )
     axis = board_figures.fan_chart({"gru": run}, tmp_path / "fan.png", "cpu", num_samples=20).axes[0]
     assert axis.get_title() == "gru: series wild:test, level"
     truth = line_of(axis, "data")

@@ -283,8 +283,15 @@ def test_inference_data_groups_dims_and_padding():
     (predictive, observed, _), mask, (whole_predictive, whole_observed, _) = padded_and_concatenated()
     log_lik = predictive.clone().neg()  # any per-draw, per-entry values
     latent = torch.randn(50, 2, 6, 4, dtype=torch.float64)
-    idata = to_inference_data(predictive, observed, mask=mask, log_likelihood=log_lik, posterior={"z": latent},
-                              var_name="y", coords={"feature": ["a", "b", "c"]})  # fmt: skip
+    idata = to_inference_data(
+        predictive,
+        observed,
+        mask=mask,
+        log_likelihood=log_lik,
+        posterior={"z": latent},
+        var_name="y",
+        coords={"feature": ["a", "b", "c"]},
+    )
     assert group_names(idata) == {"posterior", "posterior_predictive", "observed_data", "log_likelihood"}
     # padding: only the 10 valid steps are stored, along one dim "step" with their (sequence, time)
     samples = idata.posterior_predictive["y"]
@@ -306,8 +313,9 @@ def test_inference_data_groups_dims_and_padding():
 
 def test_inference_data_round_trips_through_h5netcdf(tmp_path):
     (predictive, observed, _), mask, _ = padded_and_concatenated()
-    idata = to_inference_data(predictive.numpy(), observed.numpy(), mask=mask.numpy(),
-                              log_likelihood=predictive.numpy() * 0 - 1.0)  # fmt: skip
+    idata = to_inference_data(
+        predictive.numpy(), observed.numpy(), mask=mask.numpy(), log_likelihood=predictive.numpy() * 0 - 1.0
+    )
     path = save_inference_data(idata, tmp_path / "run" / "predictive.nc")
     assert sorted(p.name for p in path.parent.iterdir()) == ["predictive.nc"]  # no temporary file left behind
     loaded = az.from_netcdf(path, engine="h5netcdf")
@@ -404,9 +412,11 @@ def test_predictive_output_stacks_into_sequences_for_arviz(kind):
     """Per-step sites (x_t, t{t}/x) or one site x: one [S, B, T, D] tensor in time order, then InferenceData."""
     torch.manual_seed(0)
     x = torch.randn(3, 5, 2)
-    model = {"srnn": lambda: SRNN(2, emission="gaussian", latent_dim=2, rnn_dim=4, hidden_dim=4),
-             "smc-transformer": lambda: SMCTransformer(2, d_model=4, window=3),
-             "gru": lambda: GRUBaseline(2, emission="gaussian", rnn_dim=4, hidden_dim=4)}[kind]()  # fmt: skip
+    model = {
+        "srnn": lambda: SRNN(2, emission="gaussian", latent_dim=2, rnn_dim=4, hidden_dim=4),
+        "smc-transformer": lambda: SMCTransformer(2, d_model=4, window=3),
+        "gru": lambda: GRUBaseline(2, emission="gaussian", rnn_dim=4, hidden_dim=4),
+    }[kind]()
     samples = Predictive(model.model, guide=model.guide, num_samples=7)(x)
     stacked = stack_sequence_sites(samples)
     assert stacked.shape == (7, 3, 5, 2)

@@ -52,8 +52,9 @@ def test_psrnn_two_stage_regression_start_on_one_hot_data():
     assert log_lik > -math.log(4)  # better than the symbols' shares alone (uniform here)
     # the next symbol is a function of the state's input: a lightly penalised decoder reads the state, well above
     # the shares (-1.386); the default penalty (the 2SR's ridge) stays nearer them (-1.13)
-    model = PSRNN(4, state_dim=3, obs_features=3, num_features=50, horizon=1, emission="categorical",
-                  decoder_ridge=1e-5)
+    model = PSRNN(
+        4, state_dim=3, obs_features=3, num_features=50, horizon=1, emission="categorical", decoder_ridge=1e-5
+    )
     model.initialize(x, generator=torch.Generator().manual_seed(0))
     assert model.log_likelihood(x).sum().item() / x[..., 0].numel() > -1.0
     for name in ("weight", "bias"):
@@ -99,7 +100,8 @@ def test_evaluate_reports_test_bpc_and_accuracy_of_the_scored_steps():
         model.decoder.bias.copy_(torch.tensor([math.log(3.0), 0.0]))  # p = (3/4, 1/4) at every step
     x = _one_hot([[0, 1, 0, 0]], 2)
     scored = torch.tensor([[False, True, True, True]])  # the first step is context
-    metrics = evaluate(model, x, torch.ones(1, 4, dtype=torch.bool), estimators=["exact"], predictive_samples=0,
-                       scored=scored).metrics
+    metrics = evaluate(
+        model, x, torch.ones(1, 4, dtype=torch.bool), estimators=["exact"], predictive_samples=0, scored=scored
+    ).metrics
     assert metrics["test_bpc"] == pytest.approx((2 + 2 * math.log2(4 / 3)) / 3)  # -log2 1/4, then -log2 3/4 twice
     assert metrics["test_accuracy"] == pytest.approx(2 / 3)

@@ -14,14 +14,30 @@ EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
 
 def _claim(**fields):
     """A claim on two results files: X's test MSE in ``a.json``, Y's RMSE in ``b.json`` (7 epochs, not recorded)."""
-    return Claim(paper="psrnn", claim="X is near 1", paper_figure="-", metric="MSE", tests=(), seeds=(0, 1),
-                 rule=Within("X", 1.0, 0.5, higher_is_better=False), results=("a.json", "b.json"),
-                 reader=joined(seed_runs("test_mse", {"x": "X"}), seed_runs("rmse", {"y": "Y"}, epochs=7)),
-                 **fields)  # fmt: skip
+    return Claim(
+        paper="psrnn",
+        claim="X is near 1",
+        paper_figure="-",
+        metric="MSE",
+        tests=(),
+        seeds=(0, 1),
+        rule=Within("X", 1.0, 0.5, higher_is_better=False),
+        results=("a.json", "b.json"),
+        reader=joined(seed_runs("test_mse", {"x": "X"}), seed_runs("rmse", {"y": "Y"}, epochs=7)),
+        **fields,
+    )
 
 
-A = {"results": {"x": {"runs": [{"test_mse": 1.0, "best_epoch": 3, "epochs": 5, "seconds": 10.0},
-                                {"test_mse": 2.0, "best_epoch": 5, "epochs": 5, "seconds": 20.0}]}}}
+A = {
+    "results": {
+        "x": {
+            "runs": [
+                {"test_mse": 1.0, "best_epoch": 3, "epochs": 5, "seconds": 10.0},
+                {"test_mse": 2.0, "best_epoch": 5, "epochs": 5, "seconds": 20.0},
+            ]
+        }
+    }
+}
 B = {"results": {"y": {"runs": [{"rmse": 4.0}, {"rmse": 6.0, "seconds": 1.0}]}}}
 
 
@@ -36,8 +52,10 @@ def test_a_reader_takes_the_files_in_the_order_of_the_claims_results():
     reading = _claim().read({"b.json": B, "a.json": A, "other.json": {"results": {}}})
     assert reading.figures == {"X": Stat((1.0, 2.0)), "Y": Stat((4.0, 6.0))}
     assert reading.figures["X"].mean == 1.5 and reading.figures["Y"].sd == pytest.approx(2**0.5)
-    assert reading.budgets == (Budget("X", epochs=(5, 5), best_epochs=(3, 5), trials=1, wall_s=30.0),
-                               Budget("Y", epochs=(7, 7), trials=1, wall_s=None))  # one run lacks its seconds
+    assert reading.budgets == (
+        Budget("X", epochs=(5, 5), best_epochs=(3, 5), trials=1, wall_s=30.0),
+        Budget("Y", epochs=(7, 7), trials=1, wall_s=None),
+    )  # one run lacks its seconds
     assert reading.budgets[0].still_improving and not reading.budgets[1].still_improving
     assert _claim().rule.decide(reading) == "met"  # 1.5 is within 0.5 of 1 (lower is better)
 
@@ -76,8 +94,9 @@ def test_script_provenance_records_the_command_as_run_and_its_seeds():
     record = provenance.script_provenance("pkg.bench", ["--out", "a b.json"], (3,))
     assert record == {"commands": ["python -m pkg.bench --out 'a b.json'"], "seeds": [3]}
     assert provenance.provenance_problems("x.json", record) == []
-    assert provenance.provenance_problems("x.json", {"seed": 0}) == ["docs/results/x.json: no 'commands' (or "
-                                                                      "'command') field"]  # fmt: skip
+    assert provenance.provenance_problems("x.json", {"seed": 0}) == [
+        "docs/results/x.json: no 'commands' (or 'command') field"
+    ]
 
 
 def _imports(path: Path) -> set[str]:
@@ -96,19 +115,24 @@ def _imports(path: Path) -> set[str]:
             module = module.strip(".")
             found |= {module, *(f"{module}.{alias.name}".strip(".") for alias in node.names)}
         elif isinstance(node, ast.Import):
-            found |= {alias.name.removeprefix("ppl_models.experiments.") for alias in node.names
-                      if alias.name.startswith("ppl_models.experiments.")}  # fmt: skip
+            found |= {
+                alias.name.removeprefix("ppl_models.experiments.")
+                for alias in node.names
+                if alias.name.startswith("ppl_models.experiments.")
+            }
     return found
 
 
 def test_the_benchmarks_import_one_another_without_a_circle():
-    graph = {p.stem: {m.split(".")[1] for m in _imports(p) if m.startswith("benchmarks.")} - {p.stem}
-             for p in (EXPERIMENTS / "benchmarks").glob("*.py")}  # fmt: skip
+    graph = {
+        p.stem: {m.split(".")[1] for m in _imports(p) if m.startswith("benchmarks.")} - {p.stem}
+        for p in (EXPERIMENTS / "benchmarks").glob("*.py")
+    }
     assert "lgssm_problem" in graph["filter_memory"] and "lgssm_problem" in graph["bootstrap_filter"]
     done: set[str] = set()
 
     def visit(node: str, path: tuple[str, ...]) -> None:
-        assert node not in path, f"import circle: {' -> '.join((*path[path.index(node):], node))}"
+        assert node not in path, f"import circle: {' -> '.join((*path[path.index(node) :], node))}"
         if node not in done:
             for target in sorted(graph.get(node, ())):
                 visit(target, (*path, node))

@@ -50,8 +50,11 @@ def test_last_value_is_the_previous_step_with_the_contexts_difference_noise():
     x, mask = _batch([[5, 6, 8, 7, 10], [3, 2, 4, 4], [1, 1, 2]])
     scored = _scored(mask, [3, 2, 0])  # contexts: [5, 6, 8] (differences 1, 2: 2.5), too short, none
     out = classical_model("last-value").fit(train_x, train_mask).one_step(x, mask, scored)
-    expected = {0: ([1.2, 5, 6, 8, 7], [2.96, 2.5, 2.5, 2.5, 2.5]), 1: ([1.2, 3, 2, 4], [2.96, 2, 2, 2]),
-                2: ([1.2, 1, 1], [2.96, 2, 2])}  # fmt: skip
+    expected = {
+        0: ([1.2, 5, 6, 8, 7], [2.96, 2.5, 2.5, 2.5, 2.5]),
+        1: ([1.2, 3, 2, 4], [2.96, 2, 2, 2]),
+        2: ([1.2, 1, 1], [2.96, 2, 2]),
+    }
     for row, (means, variances) in expected.items():
         steps = len(means)
         assert out.mean[row, :steps, 0].tolist() == pytest.approx(means)
@@ -72,8 +75,10 @@ def test_seasonal_naive_reads_one_season_back_and_sums_the_features():
     variances = [5 / 9, 4.5] + [2.0] * 5
     for scale, feature in ((1, 0), (3, 1)):
         assert out.mean[0, :, feature].tolist() == pytest.approx([scale * m for m in means])
-    density = [_normal_log_density(s, m, v) + _normal_log_density(3 * s, 3 * m, 9 * v)
-               for s, m, v in zip(series, means, variances)]  # fmt: skip
+    density = [
+        _normal_log_density(s, m, v) + _normal_log_density(3 * s, 3 * m, 9 * v)
+        for s, m, v in zip(series, means, variances)
+    ]
     assert out.log_density[0].tolist() == pytest.approx(density, rel=1e-12)
     assert out.samples.shape == (3, 1, 7, 2)
     assert forecaster.describe()["season"] == 2 and forecaster.num_parameters == 4
@@ -160,8 +165,10 @@ def test_ets_chooses_by_aic_and_filters_the_scored_steps_as_statsmodels_does():
     trends = {"N": {"trend": False}, "A": {"trend": True}, "Ad": {"trend": True, "damped_trend": True}}
     labels = []
     for row in range(2):
-        fits = {name: _quiet_fit(ExponentialSmoothing(series[row, :context], **kw), method="powell")
-                for name, kw in trends.items()}  # fmt: skip
+        fits = {
+            name: _quiet_fit(ExponentialSmoothing(series[row, :context], **kw), method="powell")
+            for name, kw in trends.items()
+        }
         name = min(fits, key=lambda n: fits[n].aic)
         labels.append(f"ETS(A,{name},N)")
         full = ExponentialSmoothing(series[row], concentrate_scale=False, **trends[name])
@@ -191,8 +198,13 @@ def test_seasonal_arima_and_ets_choose_in_statsmodels_terms_and_forecast_its_dis
     # ARIMA: (p, d, q) first, then (P, D, Q) in {0, 1}^3 with it; every candidate burns 1 + m steps
     def sarimax(order, seasonal=(0, 0, 0)):
         trend = "c" if order[1] + seasonal[1] == 0 else "n"
-        return SARIMAX(series[:context], order=order, seasonal_order=(*seasonal, season) if any(seasonal) else
-                       (0, 0, 0, 0), trend=trend, loglikelihood_burn=1 + season)  # fmt: skip
+        return SARIMAX(
+            series[:context],
+            order=order,
+            seasonal_order=(*seasonal, season) if any(seasonal) else (0, 0, 0, 0),
+            trend=trend,
+            loglikelihood_burn=1 + season,
+        )
 
     first = {(order, (0, 0, 0)): _quiet_fit(sarimax(order)) for order in ORDERS}
     best = min(first, key=lambda k: first[k].aic)[0]
@@ -203,8 +215,14 @@ def test_seasonal_arima_and_ets_choose_in_statsmodels_terms_and_forecast_its_dis
     check(arima.one_step(x, mask, scored), fits[order, seasonal].apply(series))
 
     # ETS: trend none, additive or damped, season none or additive
-    options = {(t, s): ({"trend": t != "N", "damped_trend": t == "Ad", "seasonal": season if s else None},
-                        "lbfgs" if s else "powell") for t in ("N", "A", "Ad") for s in (False, True)}  # fmt: skip
+    options = {
+        (t, s): (
+            {"trend": t != "N", "damped_trend": t == "Ad", "seasonal": season if s else None},
+            "lbfgs" if s else "powell",
+        )
+        for t in ("N", "A", "Ad")
+        for s in (False, True)
+    }
 
     def ets_fit(values, key):
         return _quiet_fit(ExponentialSmoothing(values, **options[key][0]), method=options[key][1])

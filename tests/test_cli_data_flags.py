@@ -17,15 +17,31 @@ from ppl_models.experiments.own_data import model_config
 from ppl_models.experiments.run_folder import run_differences
 from ppl_models.inference.training import load_checkpoint
 
-TINY = ["train.epochs=1", "train.batch_size=8", "evaluate.predictive_samples=10", "evaluate.num_particles=10",
-        "evaluate.iwae_particles=4", "evaluate.batch_size=8"]  # fmt: skip
+TINY = [
+    "train.epochs=1",
+    "train.batch_size=8",
+    "evaluate.predictive_samples=10",
+    "evaluate.num_particles=10",
+    "evaluate.iwae_particles=4",
+    "evaluate.batch_size=8",
+]
 
 
 def stations(path: Path, *, series=6, steps=24) -> Path:
     """Long format: ``site``, ``when``, ``temp``, ``wind``, ``load`` and a ``part`` column of split labels."""
     rng = np.random.default_rng(0)
-    rows = [{"site": f"s{s}", "when": t, "temp": rng.normal(), "wind": rng.gamma(2.0), "load": rng.normal(),
-             "part": "train" if t < 16 else "valid" if t < 20 else "test"} for s in range(series) for t in range(steps)]
+    rows = [
+        {
+            "site": f"s{s}",
+            "when": t,
+            "temp": rng.normal(),
+            "wind": rng.gamma(2.0),
+            "load": rng.normal(),
+            "part": "train" if t < 16 else "valid" if t < 20 else "test",
+        }
+        for s in range(series)
+        for t in range(steps)
+    ]
     pd.DataFrame(rows).to_csv(path, index=False)
     return path
 
@@ -47,7 +63,7 @@ SPELLINGS = [
     (["--window", "12"], "data.window=12"),
     (["--missing", "drop-series"], 'data.missing="drop-series"'),
     (["--time-order", "file"], 'data.time_order="file"'),
-    (["--series", "Zürich \"A\""], 'data.series="Zürich \\"A\\""'),
+    (["--series", 'Zürich "A"'], 'data.series="Zürich \\"A\\""'),
 ]
 
 
@@ -60,17 +76,46 @@ def test_each_flag_is_the_set_of_its_key(command, flag, setting):
 
 def test_a_run_trained_with_the_flags_has_the_config_of_the_set_spelling(tmp_path, capsys):
     data = stations(tmp_path / "stations.csv")
-    flags = ["--series", "site", "--time", "when", "--features", "temp,wind", "--split", "time", "--window", "8",
-             "--missing", "drop-series", "--time-order", "values"]  # fmt: skip
-    spelled = ['data.series="site"', 'data.time="when"', 'data.features=["temp", "wind"]', 'data.split_by="time"',
-               "data.window=8", 'data.missing="drop-series"', 'data.time_order="values"']  # fmt: skip
+    flags = [
+        "--series",
+        "site",
+        "--time",
+        "when",
+        "--features",
+        "temp,wind",
+        "--split",
+        "time",
+        "--window",
+        "8",
+        "--missing",
+        "drop-series",
+        "--time-order",
+        "values",
+    ]
+    spelled = [
+        'data.series="site"',
+        'data.time="when"',
+        'data.features=["temp", "wind"]',
+        'data.split_by="time"',
+        "data.window=8",
+        'data.missing="drop-series"',
+        'data.time_order="values"',
+    ]
     for run, extra in (("flags", flags), ("set", sets(spelled))):
         assert main(["train", "gru", "--data", str(data), "--run-dir", str(tmp_path / run), *extra, *sets(TINY)]) == 0
     assert (tmp_path / "flags" / "config.json").read_bytes() == (tmp_path / "set" / "config.json").read_bytes()
     config = json.loads((tmp_path / "flags" / "config.json").read_text())
-    assert config["data"] == {"name": "file", "path": str(data), "series": "site", "time": "when",
-                              "features": ["temp", "wind"], "split_by": "time", "window": 8, "missing": "drop-series",
-                              "time_order": "values"}  # fmt: skip
+    assert config["data"] == {
+        "name": "file",
+        "path": str(data),
+        "series": "site",
+        "time": "when",
+        "features": ["temp", "wind"],
+        "split_by": "time",
+        "window": 8,
+        "missing": "drop-series",
+        "time_order": "values",
+    }
     experiment = load_checkpoint(tmp_path / "flags" / "checkpoints" / "last.pt").get("experiment")
     assert run_differences(tmp_path / "flags", model_config("gru", data, [*spelled, *TINY]), experiment) == []
 
@@ -84,8 +129,26 @@ def test_the_board_gets_the_flags_as_overrides_and_its_jobs(tmp_path, monkeypatc
         (Path(out) / "leaderboard.md").write_text("board")
 
     monkeypatch.setattr(leaderboard, "run_leaderboard", board)
-    assert main(["leaderboard", "--data", "x.csv", "--out", str(tmp_path / "b"), "--series", "site", "--features",
-                 "temp,wind", "--set", "train.epochs=1", "--jobs", "3"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "leaderboard",
+                "--data",
+                "x.csv",
+                "--out",
+                str(tmp_path / "b"),
+                "--series",
+                "site",
+                "--features",
+                "temp,wind",
+                "--set",
+                "train.epochs=1",
+                "--jobs",
+                "3",
+            ]
+        )
+        == 0
+    )
     assert calls == [(['data.series="site"', 'data.features=["temp", "wind"]', "train.epochs=1"], 3)]
     assert main(["leaderboard", "--data", "x.csv", "--out", str(tmp_path / "c")]) == 0
     assert calls[1] == ([], processes.default_jobs())
@@ -94,8 +157,20 @@ def test_the_board_gets_the_flags_as_overrides_and_its_jobs(tmp_path, monkeypatc
 @pytest.mark.slow
 def test_a_board_made_with_the_flags_is_kept_by_its_rerun_with_the_set_spelling(tmp_path, capsys):
     data, out = stations(tmp_path / "stations.csv"), tmp_path / "board"
-    common = ["leaderboard", "--data", str(data), "--models", "gru", "--out", str(out), "--jobs", "1",
-              "--classical", "none", *sets(TINY)]  # fmt: skip
+    common = [
+        "leaderboard",
+        "--data",
+        str(data),
+        "--models",
+        "gru",
+        "--out",
+        str(out),
+        "--jobs",
+        "1",
+        "--classical",
+        "none",
+        *sets(TINY),
+    ]
     assert main([*common, "--series", "site", "--time", "when", "--split-column", "part"]) == 0
     finished = (out / "runs" / "gru" / "metrics.json").stat().st_mtime_ns
     assert main([*common, *sets(['data.series="site"', 'data.time="when"', 'data.split="part"'])]) == 0  # kept
@@ -152,8 +227,12 @@ MESSAGES = [
     (ROWS, ["--set", 'data.split_by="random"'], "--split: expected 'series' or 'time'", None),
     (ROWS, ["--set", "data.fractions=[0.5, 0.5]"], "data.fractions: expected three", None),
     (ROWS, ["--set", "data.split_seed=-1"], "data.split_seed must be >= 0, got -1", None),
-    ("site,when,temp\n" + "".join(f"{s},{t},{t % 3}\n" for s in "ab" for t in range(5)), [],
-     "other data.fractions, or --split time", "split by time"),
+    (
+        "site,when,temp\n" + "".join(f"{s},{t},{t % 3}\n" for s in "ab" for t in range(5)),
+        [],
+        "other data.fractions, or --split time",
+        "split by time",
+    ),
 ]
 
 
@@ -161,8 +240,24 @@ MESSAGES = [
 def test_a_data_message_names_the_command_line_option(tmp_path, capsys, text, extra, says, not_said):
     path = tmp_path / "data.csv"
     path.write_text(text)
-    assert main(["train", "gru", "--data", str(path), "--series", "site", "--time", "when", *extra,
-                 "--run-dir", str(tmp_path / "run")]) == 2  # fmt: skip
+    assert (
+        main(
+            [
+                "train",
+                "gru",
+                "--data",
+                str(path),
+                "--series",
+                "site",
+                "--time",
+                "when",
+                *extra,
+                "--run-dir",
+                str(tmp_path / "run"),
+            ]
+        )
+        == 2
+    )
     error = capsys.readouterr().err.strip()
     assert error.count("\n") == 0 and error.startswith("ppl-models: error:") and says in error, error
     assert not_said is None or not_said not in error, error
@@ -184,20 +279,34 @@ def test_a_data_warning_names_the_features_flag(tmp_path, capsys):
     assert len(warning) == 1 and "name the value columns with --features A,B to read them" in warning[0], warning
 
 
-@pytest.mark.parametrize("message, flags", [
-    ("f.csv: no targets: name the target columns with targets=", "f.csv: no targets: name the target columns with "
-                                                                 "--targets C[,D]"),
-    ("f.csv: no split column was named (split=)", "f.csv: no split column was named (--split-column COL)"),
-    ("f.csv: window 9 is longer than series 'b' (3 steps); choose window <= 3",
-     "f.csv: --window 9 is longer than series 'b' (3 steps); choose --window <= 3"),
-    ("data.transform: training series 'a' has 9 steps, 8 after differencing at lag 1: fewer than window 12",
-     "data.transform: training series 'a' has 9 steps, 8 after differencing at lag 1: fewer than --window 12"),
-    ("data.transform: 'seasonal-difference' needs a season: none was given (season) and the training split shows "
-     "none", "data.transform: 'seasonal-difference' needs a season: none was given (--set data.season=M) and the "
-             "training split shows none"),
-    ("f.csv: column 'x' (given as series) not found; columns: ['a']",
-     "f.csv: column 'x' (given as series) not found; columns: ['a']"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "message, flags",
+    [
+        (
+            "f.csv: no targets: name the target columns with targets=",
+            "f.csv: no targets: name the target columns with --targets C[,D]",
+        ),
+        ("f.csv: no split column was named (split=)", "f.csv: no split column was named (--split-column COL)"),
+        (
+            "f.csv: window 9 is longer than series 'b' (3 steps); choose window <= 3",
+            "f.csv: --window 9 is longer than series 'b' (3 steps); choose --window <= 3",
+        ),
+        (
+            "data.transform: training series 'a' has 9 steps, 8 after differencing at lag 1: fewer than window 12",
+            "data.transform: training series 'a' has 9 steps, 8 after differencing at lag 1: fewer than --window 12",
+        ),
+        (
+            "data.transform: 'seasonal-difference' needs a season: none was given (season) and the training split "
+            "shows none",
+            "data.transform: 'seasonal-difference' needs a season: none was given (--set data.season=M) and the "
+            "training split shows none",
+        ),
+        (
+            "f.csv: column 'x' (given as series) not found; columns: ['a']",
+            "f.csv: column 'x' (given as series) not found; columns: ['a']",
+        ),
+    ],
+)
 def test_the_hints_table_on_messages_the_command_line_seldom_meets(message, flags):
     assert cli._as_flags(message) == flags
 
@@ -205,8 +314,25 @@ def test_the_hints_table_on_messages_the_command_line_seldom_meets(message, flag
 def test_a_model_message_keeps_its_words(tmp_path, capsys):
     path = tmp_path / "data.csv"
     path.write_text(ROWS)
-    assert main(["train", "smc-transformer", "--data", str(path), "--series", "site", "--time", "when",
-                 "--set", "model.window=0", "--run-dir", str(tmp_path / "run")]) == 2  # fmt: skip
+    assert (
+        main(
+            [
+                "train",
+                "smc-transformer",
+                "--data",
+                str(path),
+                "--series",
+                "site",
+                "--time",
+                "when",
+                "--set",
+                "model.window=0",
+                "--run-dir",
+                str(tmp_path / "run"),
+            ]
+        )
+        == 2
+    )
     error = capsys.readouterr().err.strip().splitlines()[-1]
     assert "window" in error and "--window" not in error, error
 
@@ -218,6 +344,7 @@ def test_the_leaderboard_takes_jobs(capsys):
 
 
 # --- child processes -----------------------------------------------------------------------------------------------
+
 
 def child(code: str) -> list[str]:
     return [sys.executable, "-c", code]
@@ -242,8 +369,9 @@ def test_the_costliest_children_start_first(tmp_path, capsys):
 
 def test_a_failing_child_is_reported_by_its_label_with_the_end_of_its_log(tmp_path, capsys):
     failing = "import sys; print('\\n'.join(f'line {i}' for i in range(30))); sys.exit(3)"
-    status = processes.run_processes([("good one", child("print('fine')")), ("bad one", child(failing))],
-                                     tmp_path / "logs", jobs=2, echo=False)  # fmt: skip
+    status = processes.run_processes(
+        [("good one", child("print('fine')")), ("bad one", child(failing))], tmp_path / "logs", jobs=2, echo=False
+    )
     assert status == {"good one": 0, "bad one": 3}
     err = capsys.readouterr().err
     assert "bad one: failed with exit status 3" in err and "good one" not in err

@@ -28,8 +28,6 @@ def _data_dir(tmp_path, totals=TOTALS):
     return tmp_path
 
 
-
-
 @pytest.mark.parametrize("split, sizes", [("80/20", (8, 1, 2)), ("80/10/10", (9, 1, 1))])
 def test_split_sizes_and_rows_kept_on_a_synthetic_file(tmp_path, split, sizes):
     data = covid_deaths(_data_dir(tmp_path), split=split)

@@ -15,8 +15,16 @@ from ppl_models.experiments.registry import MODELS, build
 
 #: the models of the collection with a Bernoulli emission (the first test checks it against their constructors)
 BERNOULLI = ("gru", "vrnn", "srnn")
-TINY = ["train.epochs=1", "train.batch_size=8", "evaluate.predictive_samples=10", "evaluate.num_particles=10",
-        "evaluate.iwae_particles=4", "evaluate.batch_size=8", "model.rnn_dim=8", "model.hidden_dim=8"]  # fmt: skip
+TINY = [
+    "train.epochs=1",
+    "train.batch_size=8",
+    "evaluate.predictive_samples=10",
+    "evaluate.num_particles=10",
+    "evaluate.iwae_particles=4",
+    "evaluate.batch_size=8",
+    "model.rnn_dim=8",
+    "model.hidden_dim=8",
+]
 
 
 def sets(*items):
@@ -38,8 +46,11 @@ def rolls(tmp_path):
 def split_table(path, lengths: dict, *, features=2, seed=0):
     """A CSV of real values whose series ``{name: (split, steps)}`` go to the split the ``part`` column says."""
     rng = np.random.default_rng(seed)
-    rows = [{"id": name, "t": t, "part": part, **{f"v{k}": rng.normal() for k in range(features)}}
-            for name, (part, steps) in lengths.items() for t in range(steps)]  # fmt: skip
+    rows = [
+        {"id": name, "t": t, "part": part, **{f"v{k}": rng.normal() for k in range(features)}}
+        for name, (part, steps) in lengths.items()
+        for t in range(steps)
+    ]
     pd.DataFrame(rows).to_csv(path, index=False)
     return path
 
@@ -87,8 +98,14 @@ def test_a_gaussian_emission_set_on_binary_data_is_refused(tmp_path, rolls, caps
 
 def test_a_pf_rnn_is_refused_on_binary_targets_and_takes_real_ones(tmp_path, rolls):
     rng = np.random.default_rng(0)
-    frame = pd.DataFrame({"id": np.repeat(np.arange(10), 8), "t": np.tile(np.arange(8), 10),
-                          "u": rng.normal(size=80), "on": (rng.random(80) < 0.4).astype(float)})  # fmt: skip
+    frame = pd.DataFrame(
+        {
+            "id": np.repeat(np.arange(10), 8),
+            "t": np.tile(np.arange(8), 10),
+            "u": rng.normal(size=80),
+            "on": (rng.random(80) < 0.4).astype(float),
+        }
+    )
     frame.to_csv(tmp_path / "table.csv", index=False)
     columns = ['data.series="id"', 'data.time="t"', 'data.targets=["on"]']
     for cell in ("pf-lstm", "pf-gru"):
@@ -133,8 +150,10 @@ def test_data_too_short_for_two_stage_regression_is_refused_before_any_folder(tm
     (horizon 1), under psrnn's 20."""
     path = split_table(tmp_path / "d.csv", {**{f"a{i}": ("train", 4) for i in range(3)}, **held_out(4)})
     run = tmp_path / "run"
-    assert main(["train", "psrnn", "--data", str(path), "--run-dir", str(run),
-                 *sets(*COLUMNS, 'data.transform="none"')]) == 2
+    assert (
+        main(["train", "psrnn", "--data", str(path), "--run-dir", str(run), *sets(*COLUMNS, 'data.transform="none"')])
+        == 2
+    )
     error = capsys.readouterr().err.strip()
     assert error.count("\n") == 0 and "needs at least 20 windows" in error and "gives 6" in error, error
     assert not run.exists()
@@ -156,8 +175,9 @@ def test_the_attention_window_and_position_table_follow_the_sequences(tmp_path):
     short = split_table(tmp_path / "short.csv", {**{f"a{i}": ("train", 9) for i in range(6)}, **held_out(7)})
     assert model_config("smc-transformer", short, COLUMNS)["model"]["window"] == 8
     assert model_config("transformer-forecaster", short, COLUMNS)["model"]["max_len"] == 512
-    long = split_table(tmp_path / "long.csv", {**{f"a{i}": ("train", 30) for i in range(6)}, **held_out(20),
-                                               "s2": ("test", 600)})  # fmt: skip
+    long = split_table(
+        tmp_path / "long.csv", {**{f"a{i}": ("train", 30) for i in range(6)}, **held_out(20), "s2": ("test", 600)}
+    )
     assert model_config("transformer-forecaster", long, COLUMNS)["model"]["max_len"] == 600
     assert model_config("smc-transformer", long, COLUMNS)["model"]["window"] == 24
 
@@ -167,8 +187,15 @@ def test_psrnn_and_kf_train_on_short_sequences_at_their_fitted_horizon(tmp_path,
     path = split_table(tmp_path / "d.csv", {**{f"a{i}": ("train", 9) for i in range(28)}, **held_out(12)})
     for model, extra in (("psrnn", ["model.num_features=50"]), ("kf", [])):
         run = tmp_path / model
-        args = ["train", model, "--data", str(path), "--run-dir", str(run),
-                *sets(*COLUMNS, "train.epochs=1", "evaluate.predictive_samples=10", *extra)]  # fmt: skip
+        args = [
+            "train",
+            model,
+            "--data",
+            str(path),
+            "--run-dir",
+            str(run),
+            *sets(*COLUMNS, "train.epochs=1", "evaluate.predictive_samples=10", *extra),
+        ]
         assert main(args) == 0
         metrics = json.loads((run / "metrics.json").read_text())
         assert math.isfinite(metrics["loglik"]["exact"]["per_step"]), model

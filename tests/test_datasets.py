@@ -26,10 +26,13 @@ def test_csv_parquet_npz_and_sequences_give_the_same_tensors(tmp_path):
     frame.to_parquet(tmp_path / "d.parquet")
     np.savez(tmp_path / "d.npz", x=x.double().numpy(), mask=mask.numpy())
     np.savez(tmp_path / "each.npz", **{f"s{i}": x[i, : int(mask[i].sum())].double().numpy() for i in range(len(x))})
-    sets = [SequenceDataset.from_file(tmp_path / "d.csv", series="id", time="step"),
-            SequenceDataset.from_file(tmp_path / "d.parquet", series="id", time="step"),
-            SequenceDataset.from_file(tmp_path / "d.npz"), SequenceDataset.from_file(tmp_path / "each.npz"),
-            SequenceDataset.from_sequences([x[i, : int(mask[i].sum())] for i in range(len(x))])]  # fmt: skip
+    sets = [
+        SequenceDataset.from_file(tmp_path / "d.csv", series="id", time="step"),
+        SequenceDataset.from_file(tmp_path / "d.parquet", series="id", time="step"),
+        SequenceDataset.from_file(tmp_path / "d.npz"),
+        SequenceDataset.from_file(tmp_path / "each.npz"),
+        SequenceDataset.from_sequences([x[i, : int(mask[i].sum())] for i in range(len(x))]),
+    ]
     for dataset in sets:
         got_x, got_mask = dataset.padded()
         assert torch.equal(got_mask, mask) and torch.allclose(got_x, x, atol=1e-6), dataset.source
@@ -67,7 +70,8 @@ def test_targets_get_their_own_training_standardisation_kept_through_windows():
     raw = np.concatenate(splits.train.targets)[:, 0]  # by hand: mean and sd (ddof 0) of the training targets
     assert splits.target_standardizer.features == ["y"] and splits.standardizer.features == ["f0", "f1"]
     assert np.allclose(splits.target_standardizer.mean, [raw.mean()]) and np.allclose(
-        splits.target_standardizer.scale, [raw.std()])
+        splits.target_standardizer.scale, [raw.std()]
+    )
     _, mask = splits.test.padded()
     y = splits.test.padded_targets(splits.target_standardizer)
     expected = (splits.test.padded_targets().double() - raw.mean()) / raw.std()
@@ -122,20 +126,44 @@ BAD_FILES = [  # (file name, its text or None for absent, options, words the one
     ("data.xlsx", "a,b\n1,2\n", {}, ["data.xlsx", "unknown suffix", ".csv"]),
     ("header.csv", "a,b\n", {}, ["header.csv", "no data rows"]),
     ("col.csv", "id,t,v\na,0,1\na,1,2\n", {"series": "id", "features": ["w"]}, ["col.csv", "'w'", "not found"]),
-    ("cell.csv", "id,t,v\na,0,1\na,1,oops\na,2,3\n", {"series": "id", "time": "t"},
-     ["cell.csv", "'v'", "row 3", "'oops'", "not a number"]),
-    ("nan.csv", "id,t,v\na,0,1\na,1,\na,2,3\n", {"series": "id", "time": "t"},
-     ["nan.csv", "'v'", "row 3", "series 'a'", "missing='drop-series'"]),
+    (
+        "cell.csv",
+        "id,t,v\na,0,1\na,1,oops\na,2,3\n",
+        {"series": "id", "time": "t"},
+        ["cell.csv", "'v'", "row 3", "'oops'", "not a number"],
+    ),
+    (
+        "nan.csv",
+        "id,t,v\na,0,1\na,1,\na,2,3\n",
+        {"series": "id", "time": "t"},
+        ["nan.csv", "'v'", "row 3", "series 'a'", "missing='drop-series'"],
+    ),
     ("inf.csv", "id,t,v\na,0,1\na,1,inf\na,2,3\n", {"series": "id", "time": "t"}, ["inf.csv", "'v'", "row 3", "inf"]),
-    ("dup.csv", "id,t,v\na,0,1\na,1,2\na,1,3\n", {"series": "id", "time": "t"},
-     ["dup.csv", "rows 3 and 4", "duplicate (series, time)", "(a, 1)"]),
-    ("short.csv", "id,t,v\na,0,1\na,1,2\nb,0,3\n", {"series": "id", "time": "t"},
-     ["short.csv", "series 'b'", "row 4", "at least 2 steps"]),
+    (
+        "dup.csv",
+        "id,t,v\na,0,1\na,1,2\na,1,3\n",
+        {"series": "id", "time": "t"},
+        ["dup.csv", "rows 3 and 4", "duplicate (series, time)", "(a, 1)"],
+    ),
+    (
+        "short.csv",
+        "id,t,v\na,0,1\na,1,2\nb,0,3\n",
+        {"series": "id", "time": "t"},
+        ["short.csv", "series 'b'", "row 4", "at least 2 steps"],
+    ),
     ("trunc.csv", "id,t,v\na,0,1\na,1,2\na,2", {"series": "id", "time": "t"}, ["trunc.csv", "'v'", "row 4"]),
-    ("split.csv", "id,t,v,s\na,0,1,train\na,1,2,tset\n", {"series": "id", "split": "s"},
-     ["split.csv", "'s'", "row 3", "'tset'"]),
-    ("both.csv", "id,v,y\na,0,1\na,1,2\n", {"series": "id", "features": ["v", "y"], "targets": ["y"]},
-     ["both.csv", "'y'", "both as a feature and as a target"]),
+    (
+        "split.csv",
+        "id,t,v,s\na,0,1,train\na,1,2,tset\n",
+        {"series": "id", "split": "s"},
+        ["split.csv", "'s'", "row 3", "'tset'"],
+    ),
+    (
+        "both.csv",
+        "id,v,y\na,0,1\na,1,2\n",
+        {"series": "id", "features": ["v", "y"], "targets": ["y"]},
+        ["both.csv", "'y'", "both as a feature and as a target"],
+    ),
     ("bad.npz", "not a zip", {}, ["bad.npz", "not a readable .npz"]),
 ]
 

@@ -43,7 +43,7 @@ def test_a_large_offset_keeps_its_digits_through_standardisation(tmp_path, offse
     splits = SequenceDataset.from_file(path, series="id", time="t").split(by="time")
     series = raw[:, 0].reshape(4, -1)  # the file's four series, in time order
     train = np.concatenate([s[: len(part)] for s, part in zip(series, splits.train.sequences)])
-    test = np.concatenate([s[len(s) - len(part):] for s, part in zip(series, splits.test.sequences)])
+    test = np.concatenate([s[len(s) - len(part) :] for s, part in zip(series, splits.test.sequences)])
     exact_mean = math.fsum(train) / len(train)
     exact_sd = math.sqrt(math.fsum((v - exact_mean) ** 2 for v in train) / len(train))
     assert abs(splits.standardizer.mean[0] - exact_mean) < 1e-12 * offset
@@ -89,8 +89,9 @@ def test_numbered_labels_are_ordered_by_their_number(tmp_path):
 
 
 def test_dates_in_several_forms_are_ordered_as_dates(tmp_path):
-    text = ("id,t,v\na,2024-01-02,3\nb,12/31/2023,1\na,12/31/2023 23:00,2\nb,2024-01-01,2\na,01/10/2024,4\n"
-            "b,2023-12-30,0\n")
+    text = (
+        "id,t,v\na,2024-01-02,3\nb,12/31/2023,1\na,12/31/2023 23:00,2\nb,2024-01-01,2\na,01/10/2024,4\nb,2023-12-30,0\n"
+    )
     dataset = SequenceDataset.from_file(_write(tmp_path, "dates.csv", text), series="id", time="t")
     assert dataset.ids == ["a", "b"]
     assert [s[:, 0].tolist() for s in dataset.sequences] == [[2.0, 3.0, 4.0], [0.0, 1.0, 2.0]]
@@ -105,8 +106,9 @@ TIMES = [  # the time cells of series a (3) and b (2), the cell refused and its 
 
 
 @pytest.mark.parametrize(("cells", "others", "bad", "row"), TIMES, ids=["date", "words", "number", "label"])
-def test_a_time_cell_that_does_not_read_is_refused_unless_the_files_order_is_asked_for(tmp_path, cells, others, bad,
-                                                                                       row):  # fmt: skip
+def test_a_time_cell_that_does_not_read_is_refused_unless_the_files_order_is_asked_for(
+    tmp_path, cells, others, bad, row
+):
     text = "id,t,v\n" + "".join(f"a,{c},{i}\n" for i, c in enumerate(cells)) + f"b,{others[0]},7\nb,{others[1]},8\n"
     path = _write(tmp_path, "times.csv", text)
     with pytest.raises(ValueError) as error:
@@ -120,8 +122,20 @@ def test_a_time_cell_that_does_not_read_is_refused_unless_the_files_order_is_ask
 
 
 def test_the_own_file_data_setting_passes_the_files_order_through(tmp_path):
-    words = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliett", "kilo",
-             "lima"]  # fmt: skip
+    words = [
+        "alpha",
+        "bravo",
+        "charlie",
+        "delta",
+        "echo",
+        "foxtrot",
+        "golf",
+        "hotel",
+        "india",
+        "juliett",
+        "kilo",
+        "lima",
+    ]
     text = "t,v\n" + "".join(f"{word},{v}\n" for v, word in enumerate(words))
     path = _write(tmp_path, "days.csv", text)
     with pytest.raises(ValueError, match="days.csv: column 't', row 2"):
@@ -134,7 +148,7 @@ def test_the_own_file_data_setting_passes_the_files_order_through(tmp_path):
 
 # --- columns ---------------------------------------------------------------------------------
 def test_a_quoted_number_with_thousands_separators_is_read_as_a_number(tmp_path):
-    text = 'id,t,price,n\n' + "".join(f'a,{t},"1,23{t},567.5",{t * t}\n' for t in range(4))
+    text = "id,t,price,n\n" + "".join(f'a,{t},"1,23{t},567.5",{t * t}\n' for t in range(4))
     dataset = SequenceDataset.from_file(_write(tmp_path, "prices.csv", text), series="id", time="t")
     assert dataset.features == ["price", "n"]
     assert dataset.sequences[0][:, 0].tolist() == [1230567.5, 1231567.5, 1232567.5, 1233567.5]
@@ -146,8 +160,9 @@ def test_a_quoted_number_with_thousands_separators_is_read_as_a_number(tmp_path)
 
 def test_a_text_column_with_digits_left_out_of_the_features_is_named(tmp_path):
     text = "id,t,v,weight,colour\n" + "".join(f'a,{t},{t},"{t},5 kg",red\n' for t in range(4))
-    dataset, messages = _recorded(lambda: SequenceDataset.from_file(_write(tmp_path, "kg.csv", text), series="id",
-                                                                    time="t"))  # fmt: skip
+    dataset, messages = _recorded(
+        lambda: SequenceDataset.from_file(_write(tmp_path, "kg.csv", text), series="id", time="t")
+    )
     assert dataset.features == ["v"]
     assert len(messages) == 1 and "kg.csv" in messages[0] and "'weight'" in messages[0]
     assert "'colour'" not in messages[0]  # words (labels, categories) are left out without a word
@@ -177,9 +192,12 @@ def test_complex_and_featureless_arrays_are_refused_naming_the_array(tmp_path):
     np.savez(tmp_path / "each.npz", first=np.ones((5, 2)), second=np.ones((5, 2), dtype=np.complex64))
     np.savez(tmp_path / "empty.npz", x=np.ones((5, 10, 0)))
     np.savez(tmp_path / "columns.npz", a=np.ones((5, 0)), b=np.ones((4, 0)))
-    for name, words in (("complex.npz", ["'x'", "complex128", "real numbers"]),
-                        ("each.npz", ["'second'", "complex64"]), ("empty.npz", ["'x'", "[5, 10, 0]", "D >= 1"]),
-                        ("columns.npz", ["no features", "D >= 1"])):  # fmt: skip
+    for name, words in (
+        ("complex.npz", ["'x'", "complex128", "real numbers"]),
+        ("each.npz", ["'second'", "complex64"]),
+        ("empty.npz", ["'x'", "[5, 10, 0]", "D >= 1"]),
+        ("columns.npz", ["no features", "D >= 1"]),
+    ):
         with pytest.raises(ValueError) as error:
             SequenceDataset.from_file(tmp_path / name)
         assert name in str(error.value) and all(w in str(error.value) for w in words), str(error.value)
@@ -220,8 +238,10 @@ def test_an_extreme_value_warns_once_however_often_the_file_is_read(tmp_path):
     other = _write(tmp_path, "other.csv", "id,t,v\n" + values)  # another file: its own warning
     assert len(_recorded(lambda: SequenceDataset.from_file(other, series="id", time="t"))[1]) == 1
     gaps = _write(tmp_path, "gaps.csv", "id,t,v\na,0,1\na,1,\nb,0,3\nb,1,4\n")
-    read = [_recorded(lambda: SequenceDataset.from_file(gaps, series="id", time="t", missing="drop-series"))[1]
-            for _ in range(2)]  # fmt: skip
+    read = [
+        _recorded(lambda: SequenceDataset.from_file(gaps, series="id", time="t", missing="drop-series"))[1]
+        for _ in range(2)
+    ]
     assert len(read[0]) == 1 and "gaps.csv: dropped 1 series" in read[0][0] and "'a'" in read[0][0] and read[1] == []
 
 

@@ -22,8 +22,10 @@ def test_log_prob_equals_pyros_for_shared_and_batched_scales(d):
         assert ours.batch_shape == theirs.batch_shape == (5, 4) and ours.event_shape == (d,)
         torch.testing.assert_close(ours.log_prob(value), theirs.log_prob(value))
     cov = _tril(d) @ _tril(d).T
-    torch.testing.assert_close(MultivariateNormal(loc, covariance_matrix=cov).log_prob(value),
-                               dist.MultivariateNormal(loc, covariance_matrix=cov).log_prob(value))  # fmt: skip
+    torch.testing.assert_close(
+        MultivariateNormal(loc, covariance_matrix=cov).log_prob(value),
+        dist.MultivariateNormal(loc, covariance_matrix=cov).log_prob(value),
+    )
 
 
 @pytest.mark.parametrize("d", [1, 3])
@@ -44,11 +46,16 @@ def test_expand_keeps_the_class_and_kl_matches():
     q = MultivariateNormal(torch.ones(4, 3, dtype=torch.float64), scale_tril=_tril(seed=2))
     expanded = p.expand((4,))
     assert type(expanded) is MultivariateNormal and expanded.batch_shape == (4,)
-    torch.testing.assert_close(expanded.log_prob(torch.ones(3, dtype=torch.float64)),
-                               dist.MultivariateNormal(torch.zeros(4, 3, dtype=torch.float64),
-                                                       scale_tril=_tril(seed=1)).log_prob(torch.ones(3)))  # fmt: skip
-    reference = kl_divergence(dist.MultivariateNormal(q.loc, scale_tril=_tril(seed=2)),
-                              dist.MultivariateNormal(torch.zeros(3, dtype=torch.float64), scale_tril=_tril(seed=1)))
+    torch.testing.assert_close(
+        expanded.log_prob(torch.ones(3, dtype=torch.float64)),
+        dist.MultivariateNormal(torch.zeros(4, 3, dtype=torch.float64), scale_tril=_tril(seed=1)).log_prob(
+            torch.ones(3)
+        ),
+    )
+    reference = kl_divergence(
+        dist.MultivariateNormal(q.loc, scale_tril=_tril(seed=2)),
+        dist.MultivariateNormal(torch.zeros(3, dtype=torch.float64), scale_tril=_tril(seed=1)),
+    )
     torch.testing.assert_close(kl_divergence(q, p), reference)
 
 

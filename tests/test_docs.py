@@ -9,8 +9,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_docs_build_strictly_with_the_api_reference(tmp_path):
     site = tmp_path / "site"
-    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     protocol = (site / "api" / "protocol" / "index.html").read_text()
     assert 'id="ppl_models.inference.protocol.SequenceModel"' in protocol  # rendered from the docstrings

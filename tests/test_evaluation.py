@@ -36,8 +36,9 @@ def test_figures_come_back_in_the_data_units_by_the_change_of_variables():
     x, _ = model.sample(num_sequences=5, num_steps=12, generator=torch.Generator().manual_seed(2))
     scale = torch.tensor([2.0, 0.5, 4.0])
     with torch.no_grad():
-        scaled = LinearGaussianSSM(model.A, model.C / scale[:, None], model.Q,
-                                   model.R / scale[:, None] / scale[None, :], model.init_cov)  # fmt: skip
+        scaled = LinearGaussianSSM(
+            model.A, model.C / scale[:, None], model.Q, model.R / scale[:, None] / scale[None, :], model.init_cov
+        )
     standardizer = Standardizer([0.0, 0.0, 0.0], scale.tolist(), ["a", "b", "c"])
     z = x / scale
     in_units = evaluate(scaled, z, estimators=["exact"], predictive_samples=400, seed=0, standardizer=standardizer)
@@ -90,16 +91,33 @@ def test_evaluate_from_python_equals_the_metrics_json_of_a_cli_run(tmp_path):
     from ppl_models.experiments import registry, runner
     from ppl_models.experiments.config import load_config
 
-    config = load_config(registry.experiment_config("lgssm-demo"),
-                         ["train.epochs=2", "data.num_train=8", "data.num_valid=4", "data.num_test=6",
-                          "data.num_steps=20", "evaluate.num_particles=50", "evaluate.iwae_particles=5",
-                          "evaluate.predictive_samples=20", "train.progress=false"])  # fmt: skip
+    config = load_config(
+        registry.experiment_config("lgssm-demo"),
+        [
+            "train.epochs=2",
+            "data.num_train=8",
+            "data.num_valid=4",
+            "data.num_test=6",
+            "data.num_steps=20",
+            "evaluate.num_particles=50",
+            "evaluate.iwae_particles=5",
+            "evaluate.predictive_samples=20",
+            "train.progress=false",
+        ],
+    )
     runner.train(config, tmp_path / "run")
     on_disk = json.loads((tmp_path / "run" / "metrics.json").read_text())
     data = registry.build(config["data"], registry.DATASETS, "data")
     model = registry.build(config["model"], registry.MODELS, "model", obs_dim=data.obs_dim)
     model.load_params(tmp_path / "run" / "checkpoints" / "best.pt")
     settings = dict(config["evaluate"])
-    result = evaluate(model, *data.test, valid=data.valid, truth=data.truth, description=data.description,
-                      seed=config["seed"], **settings)  # fmt: skip
+    result = evaluate(
+        model,
+        *data.test,
+        valid=data.valid,
+        truth=data.truth,
+        description=data.description,
+        seed=config["seed"],
+        **settings,
+    )
     assert json.loads(json.dumps(result.metrics)) == on_disk

@@ -32,9 +32,16 @@ def test_the_documented_defaults_have_one_home():
     assert (options.batch_size, options.particle_chunk, options.noise_refit, options.seed) == (64, 25, "none", None)
     # a run's [evaluate] section: the same settings but the seed, with the noise refit on
     section = evaluate_section(evaluation_options({}))
-    assert section == {"estimators": ["exact", "elbo", "iwae", "smc"], "num_particles": 1000, "iwae_particles": 100,
-                       "predictive_samples": 200, "posterior_draws": 0, "batch_size": 64, "particle_chunk": 25,
-                       "noise_refit": "auto+state"}  # fmt: skip
+    assert section == {
+        "estimators": ["exact", "elbo", "iwae", "smc"],
+        "num_particles": 1000,
+        "iwae_particles": 100,
+        "predictive_samples": 200,
+        "posterior_draws": 0,
+        "batch_size": 64,
+        "particle_chunk": 25,
+        "noise_refit": "auto+state",
+    }
     config = check_config({"data": {"name": "x"}, "model": {"name": "y"}, "objective": {"name": "exact"}})
     assert config["evaluate"] == section
 
@@ -48,13 +55,16 @@ def test_the_protocol_and_the_smc_objective_keep_their_particle_counts():
     assert objective.kind == "smc-64"
 
 
-@pytest.mark.parametrize(("settings", "kind", "message"), [
-    ({"num_particles": 0}, ValueError, "num_particles must be >= 1, got 0"),
-    ({"iwae_particles": 2.5}, TypeError, "iwae_particles must be an int >= 1, got float 2.5"),
-    ({"estimators": "smc"}, ValueError, "estimators must be a non-empty list from"),
-    ({"estimators": []}, ValueError, "estimators must be a non-empty list from"),
-    ({"noise_refit": "laplace"}, ValueError, "noise_refit must be one of"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("settings", "kind", "message"),
+    [
+        ({"num_particles": 0}, ValueError, "num_particles must be >= 1, got 0"),
+        ({"iwae_particles": 2.5}, TypeError, "iwae_particles must be an int >= 1, got float 2.5"),
+        ({"estimators": "smc"}, ValueError, "estimators must be a non-empty list from"),
+        ({"estimators": []}, ValueError, "estimators must be a non-empty list from"),
+        ({"noise_refit": "laplace"}, ValueError, "noise_refit must be one of"),
+    ],
+)
 def test_each_option_is_checked_once_by_name(settings, kind, message):
     with pytest.raises(kind, match=f"^{message}"):
         EvaluationOptions(**settings)
@@ -124,10 +134,20 @@ def test_one_step_mse_refuses_bad_input_by_name():
 def test_evaluate_set_num_particles_reaches_the_filter(tmp_path, monkeypatch):
     """``ppl-models evaluate RUN --set num_particles=K``: the command line, the run's [evaluate] section, the
     evaluation and the filter all use K."""
-    config = load_config(registry.experiment_config("lgssm-demo"),
-                         ["train.epochs=1", "data.num_train=4", "data.num_valid=2", "data.num_test=3",
-                          "data.num_steps=5", "train.progress=false", "evaluate.predictive_samples=0",
-                          "evaluate.estimators=['smc']", "evaluate.num_particles=11"])  # fmt: skip
+    config = load_config(
+        registry.experiment_config("lgssm-demo"),
+        [
+            "train.epochs=1",
+            "data.num_train=4",
+            "data.num_valid=2",
+            "data.num_test=3",
+            "data.num_steps=5",
+            "train.progress=false",
+            "evaluate.predictive_samples=0",
+            "evaluate.estimators=['smc']",
+            "evaluate.num_particles=11",
+        ],
+    )
     runner.train(config, tmp_path / "run")
     built = []
     filter_class = protocol.ParticleFilter
@@ -139,8 +159,10 @@ def test_evaluate_set_num_particles_reaches_the_filter(tmp_path, monkeypatch):
 
     monkeypatch.setattr(protocol, "ParticleFilter", Recording)
     out = tmp_path / "again"
-    assert cli.main(["evaluate", str(tmp_path / "run"), "--set", "num_particles=7", "--out", str(out),
-                     "--device", "cpu"]) == 0  # fmt: skip
+    assert (
+        cli.main(["evaluate", str(tmp_path / "run"), "--set", "num_particles=7", "--out", str(out), "--device", "cpu"])
+        == 0
+    )
     assert built and set(built) == {7}
     assert set(json.loads((out / "metrics.json").read_text())["loglik"]) == {"smc-7", "exact (true parameters)"}
     assert json.loads((out / "config.json").read_text())["evaluate"]["num_particles"] == 7

@@ -106,9 +106,20 @@ def test_quick_demo_writes_a_complete_run_folder_and_evaluate_reuses_it(tmp_path
     _check_psrnn_demo(root / "psrnn-demo")
     _check_smct_demo(root / "smct-demo")
     run = root / "lgssm-demo"
-    for name in ["config.json", "metrics.jsonl", "metrics.json", "metrics.md", "predictive.nc",
-                 "checkpoints/last.pt", "checkpoints/best.pt", "plots/learning_curve.png", "plots/pit_ecdf.png",
-                 "plots/coverage.png", "plots/predictive_bands.png", "plots/particles.png"]:  # fmt: skip
+    for name in [
+        "config.json",
+        "metrics.jsonl",
+        "metrics.json",
+        "metrics.md",
+        "predictive.nc",
+        "checkpoints/last.pt",
+        "checkpoints/best.pt",
+        "plots/learning_curve.png",
+        "plots/pit_ecdf.png",
+        "plots/coverage.png",
+        "plots/predictive_bands.png",
+        "plots/particles.png",
+    ]:
         assert (run / name).is_file(), name
     metrics = json.loads((run / "metrics.json").read_text())
     loglik = metrics["loglik"]
@@ -133,8 +144,15 @@ def test_quick_demo_writes_a_complete_run_folder_and_evaluate_reuses_it(tmp_path
 
 def _check_srnn_demo(run):
     """The SRNN part of the demo: bounds, note calibration, piano rolls, generated music."""
-    for name in ["metrics.json", "checkpoints/best.pt", "plots/reliability.png", "plots/test_piano_roll.png",
-                 "generated/continuation.png", "generated/continuation.mid", "generated/sample.png"]:  # fmt: skip
+    for name in [
+        "metrics.json",
+        "checkpoints/best.pt",
+        "plots/reliability.png",
+        "plots/test_piano_roll.png",
+        "generated/continuation.png",
+        "generated/continuation.mid",
+        "generated/sample.png",
+    ]:
         assert (run / name).is_file(), name
     metrics = json.loads((run / "metrics.json").read_text())
     per_step = {k: v["per_step"] for k, v in metrics["loglik"].items()}
@@ -200,7 +218,7 @@ def test_fold_means_average_the_folds_of_each_group_by_hand():
 
 def test_suite_trains_its_members_compares_them_and_keeps_finished_runs(tmp_path, capsys):
     members = (("KF", "kf-swimmer", ()), ("GRU", "recurrent-swimmer", ('model.cell="gru"',)))
-    quick = ["train.epochs=2", "evaluate.predictive_samples=20", "device=\"cpu\""]
+    quick = ["train.epochs=2", "evaluate.predictive_samples=20", 'device="cpu"']
     summary = compare.run_suite(members, tmp_path, quick)
     assert set(summary) == {"KF", "GRU"}
     for label, row in summary.items():
@@ -219,8 +237,17 @@ def test_suite_trains_its_members_compares_them_and_keeps_finished_runs(tmp_path
 
 
 def test_suite_runs_supervised_members_and_tabulates_their_test_metrics(tmp_path):
-    tiny = ["data.num_train=16", "data.num_valid=8", "data.num_test=8", "data.steps=6", "model.hidden_size=8",
-            "model.encoder_size=8", "train.epochs=1", "train.batch_size=8", 'device="cpu"']
+    tiny = [
+        "data.num_train=16",
+        "data.num_valid=8",
+        "data.num_test=8",
+        "data.steps=6",
+        "model.hidden_size=8",
+        "model.encoder_size=8",
+        "train.epochs=1",
+        "train.batch_size=8",
+        'device="cpu"',
+    ]
     members = (("PF-LSTM-P3", "pfrnn-maze10", ("model.num_particles=3",)), ("LSTM", "rnn-maze10", ()))
     with pytest.raises(ValueError, match="only must name members"):
         compare.run_suite(members, tmp_path, tiny, only=["GRU"])
@@ -258,7 +285,8 @@ def test_estimators_a_model_cannot_serve_are_reported_with_its_reason():
     model = GRUBaseline(2, emission="gaussian", rnn_dim=4, hidden_dim=4)
     metrics = evaluate_model(model, data, evaluation_options({"predictive_samples": 5}))  # all four requested
     assert set(metrics["loglik"]) == {"exact"}
-    assert metrics["skipped_estimators"] == {name: GRUBaseline.limitations[capability]
-                                             for name, capability in (("elbo", "latent"), ("iwae", "latent"),
-                                                                      ("smc", "particles"))}  # fmt: skip
+    assert metrics["skipped_estimators"] == {
+        name: GRUBaseline.limitations[capability]
+        for name, capability in (("elbo", "latent"), ("iwae", "latent"), ("smc", "particles"))
+    }
     assert "not estimated: smc (no latent state to filter" in format_table(metrics)

@@ -55,9 +55,18 @@ F32_MAX, F64_MAX = torch.finfo(torch.float32).max, torch.finfo(torch.float64).ma
 
 
 @pytest.mark.parametrize("scheme", ["systematic", "stratified", "multinomial", "soft"])
-@pytest.mark.parametrize(("value", "dtype"), [(1e6, torch.float32), (1e18, torch.float32), (1e19, torch.float32),
-                                              (1e30, torch.float32), (F32_MAX, torch.float32),
-                                              (1e150, torch.float64), (F64_MAX, torch.float64)])
+@pytest.mark.parametrize(
+    ("value", "dtype"),
+    [
+        (1e6, torch.float32),
+        (1e18, torch.float32),
+        (1e19, torch.float32),
+        (1e30, torch.float32),
+        (F32_MAX, torch.float32),
+        (1e150, torch.float64),
+        (F64_MAX, torch.float64),
+    ],
+)
 def test_outlier_keeps_filter_finite_and_normalised(value, dtype, scheme):
     model = _bootstrap_lgssm(dtype)
     result, _ = _run(model, _with_outlier(value, dtype), scheme, keep_ancestry=True)
@@ -202,6 +211,7 @@ def test_check_sequences_copies_x_only_where_its_padding_holds_something():
 
 # --- every model of the collection -----------------------------------------------------------------------------------
 
+
 def _seeded(compute):
     """``compute(generator)`` from fixed random numbers (Pyro's and torch's global ones, and a generator)."""
     pyro.set_rng_seed(0)
@@ -220,8 +230,9 @@ def _results(model, x, y):
         out["log_likelihood"] = _seeded(lambda g: model.log_likelihood(x, MASK))
     for estimator, capability in ESTIMATORS.items():
         if model.supports(capability):
-            out[f"score {estimator}"] = _seeded(lambda g, e=estimator: model.score(x, MASK, e, num_particles=4)
-                                                .log_likelihood)  # fmt: skip
+            out[f"score {estimator}"] = _seeded(
+                lambda g, e=estimator: model.score(x, MASK, e, num_particles=4).log_likelihood
+            )
     if model.supports("predictive"):
         step = _seeded(lambda g: model.predictive(x, MASK, 3, num_particles=4, generator=g))
         out["predictive draws"], out["predictive mean"] = step.samples[:, MASK], step.mean[MASK]
@@ -267,8 +278,11 @@ def test_nan_padding_leaves_the_gradient_of_the_likelihood_unchanged(cls):
 
 
 #: the models that score x, with a Gaussian emission for the two whose Bernoulli one refuses a non-binary value
-SCORING = {cls.__name__: FACTORIES[cls] for cls in FACTORIES
-           if any(cls.supports(cls, capability) for capability in ESTIMATORS.values()) and not cls.conditional}
+SCORING = {
+    cls.__name__: FACTORIES[cls]
+    for cls in FACTORIES
+    if any(cls.supports(cls, capability) for capability in ESTIMATORS.values()) and not cls.conditional
+}
 SCORING["SRNN gaussian"] = VARIANTS["SRNN gaussian filter guide without Res_q, dropout"]
 SCORING["GRUBaseline gaussian"] = VARIANTS["GRUBaseline gaussian"]
 #: attention over the extreme input overflows the transformers' states (NaN): they cannot score the steps after it
@@ -293,8 +307,10 @@ def _refusal(model):
 
 def _one_saturation_warning(messages, dtype):
     assert len(messages) == 1, messages
-    pattern = (rf"fell below the {re.escape(str(dtype))} range \(-inf\) at \d+ valid (steps?|sequences?) of x, "
-               r"the first at (step \d+ of )?sequence 0 \(x\[0")
+    pattern = (
+        rf"fell below the {re.escape(str(dtype))} range \(-inf\) at \d+ valid (steps?|sequences?) of x, "
+        r"the first at (step \d+ of )?sequence 0 \(x\[0"
+    )
     assert re.search(pattern, messages[0]), messages[0]
 
 
@@ -305,8 +321,11 @@ def test_an_extreme_valid_value_gives_a_finite_result_and_one_warning(name, valu
     model = model.to(dtype).eval()
     x = _with_extreme(x, value, dtype)
     lowest, refusal = torch.finfo(dtype).min, _refusal(model)
-    calls = {estimator: lambda e=estimator: model.score(x, MASK, e, num_particles=4).log_likelihood
-             for estimator, capability in ESTIMATORS.items() if model.supports(capability)}
+    calls = {
+        estimator: lambda e=estimator: model.score(x, MASK, e, num_particles=4).log_likelihood
+        for estimator, capability in ESTIMATORS.items()
+        if model.supports(capability)
+    }
     if model.supports("predictive"):
         calls["predictive"] = lambda: model.predictive(x, MASK, 0, num_particles=4).log_density
     for name, compute in calls.items():

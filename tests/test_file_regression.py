@@ -27,8 +27,10 @@ def linear_gaussian_table(path, *, scale=(1.0,), series=10, seed=0):
         n = int(rng.integers(12, 21))
         a, b = rng.normal(size=(2, n))
         y = 2.0 * a - b + 0.3 * rng.normal(size=n)
-        rows += [{"id": f"s{s}", "t": t, "a": a[t], "b": b[t],
-                  **{f"y{o}": (y[t] + 5.0) * c for o, c in enumerate(scale)}} for t in range(n)]  # fmt: skip
+        rows += [
+            {"id": f"s{s}", "t": t, "a": a[t], "b": b[t], **{f"y{o}": (y[t] + 5.0) * c for o, c in enumerate(scale)}}
+            for t in range(n)
+        ]
     pd.DataFrame(rows).to_csv(path, index=False)
     return pd.read_csv(path)
 
@@ -60,7 +62,8 @@ def test_trained_metrics_are_in_the_targets_units(tmp_path):
     assert scaled["nlpd"] == pytest.approx(metrics["nlpd"] + math.log(1000), abs=1e-3)
     assert scaled["sigma"]["y0"] == pytest.approx(1000 * metrics["sigma"]["y0"], rel=1e-4)
     assert {"pit_ecdf.png", "predictive_bands.png", "learning_curve.png"} <= {
-        p.name for p in (tmp_path / "run" / "plots").iterdir()}
+        p.name for p in (tmp_path / "run" / "plots").iterdir()
+    }
 
 
 def test_two_targets_nlpd_is_per_target_with_each_targets_jacobian(tmp_path):
@@ -69,8 +72,9 @@ def test_two_targets_nlpd_is_per_target_with_each_targets_jacobian(tmp_path):
     metrics = train(config_for(tmp_path / "d.csv", "pf-gru", ("y0", "y1")), tmp_path / "run")
     scaled = train(config_for(tmp_path / "k.csv", "pf-gru", ("y0", "y1")), tmp_path / "run-k")
     assert scaled["nlpd"] == pytest.approx(metrics["nlpd"] + math.log(1000) / 2, abs=1e-3)  # nats per target
-    assert scaled["by_target"]["y1"]["nlpd"] == pytest.approx(metrics["by_target"]["y1"]["nlpd"] + math.log(1000),
-                                                              abs=1e-3)  # fmt: skip
+    assert scaled["by_target"]["y1"]["nlpd"] == pytest.approx(
+        metrics["by_target"]["y1"]["nlpd"] + math.log(1000), abs=1e-3
+    )
     assert scaled["by_target"]["y0"]["rmse"] == pytest.approx(metrics["by_target"]["y0"]["rmse"], rel=1e-4)
     assert scaled["by_target"]["y1"]["rmse"] == pytest.approx(1000 * metrics["by_target"]["y1"]["rmse"], rel=1e-3)
 
@@ -87,8 +91,9 @@ def test_a_gaussian_baseline_is_scored_by_its_density_in_target_units_over_valid
         mean, sd = data.target_standardizer.mean[0], data.target_standardizer.scale[0]
         predicted = predictor(x)[..., 0][mask] * sd + mean  # the valid steps, series in the split's order
     test = table[table["id"].isin(data.split_record["test"]["ids"])]
-    observed = torch.tensor(np.concatenate([g["y0"].to_numpy() for _, g in test.groupby("id", sort=False)]),
-                            dtype=torch.float32)  # fmt: skip
+    observed = torch.tensor(
+        np.concatenate([g["y0"].to_numpy() for _, g in test.groupby("id", sort=False)]), dtype=torch.float32
+    )
     metrics = evaluate_file_regression(predictor, data, num_samples=50)
     density = torch.distributions.Normal(predicted, 0.7 * sd).log_prob(observed)
     assert metrics["nlpd"] == pytest.approx(-density.mean().item(), rel=1e-4)

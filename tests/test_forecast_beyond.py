@@ -18,8 +18,22 @@ from ppl_models.experiments.cli import main
 
 D = 2
 IDS = ["a:1", "x[2]", "s 1", "007", "ünï"]
-TRAIN = ["--series", "station", "--time", "hour", "--split", "time", "--set", "train.epochs=1", "--set",
-         "model.rnn_dim=4", "--set", "model.hidden_dim=4", "--set", "evaluate.predictive_samples=10"]  # fmt: skip
+TRAIN = [
+    "--series",
+    "station",
+    "--time",
+    "hour",
+    "--split",
+    "time",
+    "--set",
+    "train.epochs=1",
+    "--set",
+    "model.rnn_dim=4",
+    "--set",
+    "model.hidden_dim=4",
+    "--set",
+    "evaluate.predictive_samples=10",
+]
 
 
 # --- the models: each step carries the state forward -------------------------------------------------------------
@@ -52,8 +66,11 @@ def _positions_read(model, run) -> int:
     return count
 
 
-FORECASTERS = {name: build for name, build in {**{c.__name__: f for c, f in FACTORIES.items()}, **VARIANTS}.items()
-               if build()[0].supports("forecast")}  # fmt: skip
+FORECASTERS = {
+    name: build
+    for name, build in {**{c.__name__: f for c, f in FACTORIES.items()}, **VARIANTS}.items()
+    if build()[0].supports("forecast")
+}
 
 
 @pytest.mark.parametrize("name", sorted(FORECASTERS))
@@ -82,7 +99,7 @@ def _rerun(model, x, horizon, num_samples):
         else:
             draw = dist.Normal(mean, exact.stddev[:, -1]).sample()
         paths = torch.cat([paths, draw.unsqueeze(1)], 1)
-    return paths[:, x.shape[1]:].reshape(num_samples, *x.shape[:1], horizon, D)
+    return paths[:, x.shape[1] :].reshape(num_samples, *x.shape[:1], horizon, D)
 
 
 def _real(seed=0):
@@ -92,17 +109,25 @@ def _real(seed=0):
 CARRIERS = {
     "gru gaussian": lambda: (GRUBaseline(D, emission="gaussian", rnn_dim=4, hidden_dim=4), _real()),
     "gru bernoulli": lambda: (GRUBaseline(D, rnn_dim=4, hidden_dim=4), (_real() > 0.3).float()),
-    **{f"recurrent {cell}": (lambda cell=cell: (RecurrentPredictor(D, cell=cell, state_dim=3, encoder_dim=3), _real()))
-       for cell in ("rnn", "gru", "lstm")},
+    **{
+        f"recurrent {cell}": (lambda cell=cell: (RecurrentPredictor(D, cell=cell, state_dim=3, encoder_dim=3), _real()))
+        for cell in ("rnn", "gru", "lstm")
+    },
     "psrnn factorized, 2 layers": lambda: (
         PSRNN(D, state_dim=3, obs_features=3, num_features=20, horizon=2, rank=2, num_layers=2).initialize(_real(1)),
-        _real()),
+        _real(),
+    ),
     "transformer learned": lambda: (TransformerForecaster(D, d_model=4, feedforward_dim=8), _real()),
     "transformer sinusoidal, 2 heads, 2 layers": lambda: (
         TransformerForecaster(D, d_model=4, num_heads=2, num_layers=2, feedforward_dim=8, positions="sinusoidal"),
-        _real()),
-    **{f"mc dropout {where}, no dropout": (lambda where=where: (MCDropoutLSTM(D, 4, dropout=0.0, where=where), _real()))
-       for where in ("output", "full")},
+        _real(),
+    ),
+    **{
+        f"mc dropout {where}, no dropout": (
+            lambda where=where: (MCDropoutLSTM(D, 4, dropout=0.0, where=where), _real())
+        )
+        for where in ("output", "full")
+    },
 }
 
 
@@ -153,15 +178,25 @@ def runs(tmp_path_factory):
     with awkward ids, and a 1-epoch GRU run on each (``real``: differenced, ``binary``: Bernoulli)."""
     folder = tmp_path_factory.mktemp("beyond")
     rng = np.random.default_rng(0)
-    walks = [{"station": s, "hour": t, "temp": 10 + a, "wind": b} for s in IDS
-             for t, (a, b) in enumerate(np.cumsum(rng.normal(size=(30, 2)), 0))]  # fmt: skip
+    walks = [
+        {"station": s, "hour": t, "temp": 10 + a, "wind": b}
+        for s in IDS
+        for t, (a, b) in enumerate(np.cumsum(rng.normal(size=(30, 2)), 0))
+    ]
     pd.DataFrame(walks).to_csv(folder / "real.csv", index=False)
-    keys = [{"station": s, "hour": t, "k1": int(rng.random() < 0.8), "k2": int(rng.random() < 0.2)}
-            for s in IDS for t in range(30)]  # fmt: skip
+    keys = [
+        {"station": s, "hour": t, "k1": int(rng.random() < 0.8), "k2": int(rng.random() < 0.2)}
+        for s in IDS
+        for t in range(30)
+    ]
     pd.DataFrame(keys).to_csv(folder / "binary.csv", index=False)
     for name, extra in (("real", ["--set", 'data.transform="difference"']), ("binary", [])):
-        assert main(["train", "gru", "--data", str(folder / f"{name}.csv"), *TRAIN, *extra, "--run-dir",
-                     str(folder / name)]) == 0  # fmt: skip
+        assert (
+            main(
+                ["train", "gru", "--data", str(folder / f"{name}.csv"), *TRAIN, *extra, "--run-dir", str(folder / name)]
+            )
+            == 0
+        )
     return folder
 
 
@@ -191,8 +226,23 @@ def test_a_new_file_is_read_whole_as_each_series_history(runs):
     temp = last["feature"] == "temp"
     np.testing.assert_allclose(shifted.loc[temp, figures], last.loc[temp, figures] + 50, atol=1e-4)
     np.testing.assert_allclose(shifted.loc[~temp, figures], last.loc[~temp, figures], atol=1e-4)
-    assert main(["forecast", f"x={runs / 'real'}", "--beyond", "2", "--samples", "20", "--data",
-                 str(runs / "last.csv"), "--out", str(runs / "cli")]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "forecast",
+                f"x={runs / 'real'}",
+                "--beyond",
+                "2",
+                "--samples",
+                "20",
+                "--data",
+                str(runs / "last.csv"),
+                "--out",
+                str(runs / "cli"),
+            ]
+        )
+        == 0
+    )
 
 
 def test_binary_runs_give_the_probability_of_a_one_per_step(runs):
@@ -209,8 +259,11 @@ def test_binary_runs_give_the_probability_of_a_one_per_step(runs):
 
 def test_a_horizon_beyond_memory_is_refused_before_any_draw(runs, monkeypatch, capsys):
     monkeypatch.setattr(forecasting, "available_memory", lambda: 20 * 2**20)
-    with pytest.raises(ValueError, match=r"^horizon=100000 needs at least .* GiB of memory .* but 0.0195 GiB are "
-                                         r"available: at most \d+ steps ahead fit$") as refused:  # fmt: skip
+    with pytest.raises(
+        ValueError,
+        match=r"^horizon=100000 needs at least .* GiB of memory .* but 0.0195 GiB are "
+        r"available: at most \d+ steps ahead fit$",
+    ) as refused:
         _beyond(runs, "real", "long", horizon=100_000)
     limit = refused.value.limit
     assert 0 < limit < 100_000 and f"at most {limit} steps" in str(refused.value)

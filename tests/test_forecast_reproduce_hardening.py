@@ -10,23 +10,36 @@ import pytest
 import torch
 
 from ppl_models.experiments import compare, forecasting, runner
-from ppl_models.experiments.claims import reproductions, results_files, transfers
-from ppl_models.experiments.claims import CLAIMS, Claim, Within
+from ppl_models.experiments.claims import CLAIMS, Claim, Within, reproductions, results_files, transfers
 from ppl_models.experiments.claims.transfers import TRANSFERS, Transfer
 from ppl_models.experiments.cli import main
 
 RESULTS = Path(__file__).resolve().parent.parent / "docs" / "results"
 
 COLUMNS = ["--set", 'data.series="site"', "--set", 'data.time="step"']
-TINY_GRU = ["train.epochs=1", "train.batch_size=4", "model.rnn_dim=8", "model.hidden_dim=8",
-            "evaluate.predictive_samples=10"]  # fmt: skip
+TINY_GRU = [
+    "train.epochs=1",
+    "train.batch_size=4",
+    "model.rnn_dim=8",
+    "model.hidden_dim=8",
+    "evaluate.predictive_samples=10",
+]
 
 
 def sites_file(path, *, shift=0.0, series=10, steps=12, seed=0):
     """Long format: ``series`` sites of ``steps`` steps, features ``a`` and ``b`` and a target ``y``, rows shuffled."""
     rng = np.random.default_rng(seed)
-    rows = [{"site": f"s{s}", "step": t, "a": shift + s + 0.3 * t + rng.normal(), "b": shift - 2.0 * s + t,
-             "y": 10.0 + s + rng.normal()} for s in range(series) for t in range(steps)]  # fmt: skip
+    rows = [
+        {
+            "site": f"s{s}",
+            "step": t,
+            "a": shift + s + 0.3 * t + rng.normal(),
+            "b": shift - 2.0 * s + t,
+            "y": 10.0 + s + rng.normal(),
+        }
+        for s in range(series)
+        for t in range(steps)
+    ]
     pd.DataFrame(rows).sample(frac=1.0, random_state=seed).to_csv(path, index=False)
     return path
 
@@ -47,13 +60,18 @@ def gru_run(tmp_path_factory):
 
 # ---- forecasts of a run trained on a file -----------------------------------------------------------------------
 
+
 def test_a_run_on_a_file_forecasts_that_file_and_a_new_one_in_its_own_units(gru_run, tmp_path, capsys):
     data, run = gru_run
     other = sites_file(tmp_path / "other.csv", shift=50.0, seed=1)  # the same columns, other values
     for path in (data, other):
         out = tmp_path / f"forecast-{path.stem}"
-        assert main(["forecast", f"gru={run}", "--data", str(path), "--observed", "8", "--samples", "20",
-                     "--out", str(out)]) == 0, capsys.readouterr().err  # fmt: skip
+        assert (
+            main(
+                ["forecast", f"gru={run}", "--data", str(path), "--observed", "8", "--samples", "20", "--out", str(out)]
+            )
+            == 0
+        ), capsys.readouterr().err
         assert np.isfinite(json.loads((out / "forecast.json").read_text())["metrics"]["gru"]["crps"])
     _, loaded, _ = forecasting.load_run("gru", run, "cpu", other)
     # the trained model's units: the training file's training series, not the new file's
@@ -78,13 +96,29 @@ def test_a_checkpoint_of_another_run_is_still_refused_with_data(gru_run, tmp_pat
     checkpoint = torch.load(best, weights_only=True)
     checkpoint["experiment"]["data"]["path"] = "another.csv"  # a best.pt of a run on another file
     torch.save(checkpoint, best)
-    assert main(["forecast", f"gru={copied}", "--data", str(data), "--observed", "8", "--samples", "20",
-                 "--out", str(tmp_path / "f")]) == 2  # fmt: skip
+    assert (
+        main(
+            [
+                "forecast",
+                f"gru={copied}",
+                "--data",
+                str(data),
+                "--observed",
+                "8",
+                "--samples",
+                "20",
+                "--out",
+                str(tmp_path / "f"),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "another.csv" in err and "different runs" in err
 
 
 # ---- reproduce: a rerun never replaces more evidence; a broken results file is named --------------------------
+
 
 def _fake_training(monkeypatch):
     """``reproduce`` and transfers without training: each member's record is ``{"fake": True}``."""
@@ -95,16 +129,28 @@ def _fake_training(monkeypatch):
 
 def _results_file(path, seeds):
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"format": "reproduce/1", "commands": ["ppl-models train x"] * len(seeds),
-                                "seeds": seeds, "results": {}}))  # fmt: skip
+    path.write_text(
+        json.dumps(
+            {"format": "reproduce/1", "commands": ["ppl-models train x"] * len(seeds), "seeds": seeds, "results": {}}
+        )
+    )
     return path.read_bytes()
 
 
-def test_a_rerun_on_fewer_seeds_keeps_the_results_file_with_more_and_writes_beside_its_runs(tmp_path, monkeypatch,
-                                                                                            capsys):  # fmt: skip
+def test_a_rerun_on_fewer_seeds_keeps_the_results_file_with_more_and_writes_beside_its_runs(
+    tmp_path, monkeypatch, capsys
+):
     _fake_training(monkeypatch)
-    tiny = Claim(paper="psrnn", claim="a tiny run", paper_figure="-", metric="test MSE", tests=("lgssm-demo",),
-                 seeds=(0, 1, 2), rule=Within("LGSSM", 0.0, 1.0), members=(("LGSSM", "lgssm-demo", ()),))
+    tiny = Claim(
+        paper="psrnn",
+        claim="a tiny run",
+        paper_figure="-",
+        metric="test MSE",
+        tests=("lgssm-demo",),
+        seeds=(0, 1, 2),
+        rule=Within("LGSSM", 0.0, 1.0),
+        members=(("LGSSM", "lgssm-demo", ()),),
+    )
     monkeypatch.setitem(CLAIMS, "tiny", tiny)
     results, runs = tmp_path / "results", tmp_path / "runs"
     committed = results / "reproduce_tiny.json"
@@ -158,11 +204,13 @@ def test_check_names_a_truncated_results_file_in_one_line(tmp_path, monkeypatch,
 
 # ---- suites on a user's file: members that --data makes the same run ------------------------------------------
 
+
 def test_a_suite_whose_members_differ_only_in_data_settings_refuses_data_in_one_line(tmp_path, capsys):
     data = sites_file(tmp_path / "sites.csv")
-    for suite, label, other, setting in (("psrnn-ring", "KF / n=20", "KF / n=200", "data.num_train"),
-                                         ("smct-ar1-folds", "SMC-T M=30 / fold 0", "SMC-T M=30 / fold 1",
-                                          "data.fold")):  # fmt: skip
+    for suite, label, other, setting in (
+        ("psrnn-ring", "KF / n=20", "KF / n=200", "data.num_train"),
+        ("smct-ar1-folds", "SMC-T M=30 / fold 0", "SMC-T M=30 / fold 1", "data.fold"),
+    ):
         root = tmp_path / suite
         assert main(["suite", suite, "--data", str(data), "--run-dir", str(root), *COLUMNS]) == 2
         err = capsys.readouterr().err.strip().splitlines()
@@ -176,8 +224,11 @@ def test_suite_members_the_overrides_make_identical_are_refused_and_distinct_one
     monkeypatch.setattr(compare, "compare", lambda folders, root: {})
     data, columns = sites_file(tmp_path / "sites.csv"), COLUMNS[1::2]
     by_data = (("A", "lgssm-demo", ("data.seed=1",)), ("B", "lgssm-demo", ("data.seed=2", "data.num_train=9")))
-    with pytest.raises(ValueError, match=r"'A' and 'B' become the same run .* differ only in data.num_train, "
-                                         r"data.seed, which the overrides replace"):  # fmt: skip
+    with pytest.raises(
+        ValueError,
+        match=r"'A' and 'B' become the same run .* differ only in data.num_train, "
+        r"data.seed, which the overrides replace",
+    ):
         compare.run_suite(by_data, tmp_path / "suite", columns, data=data)
     assert trained == [] and not (tmp_path / "suite").exists()
     by_model = (("A", "lgssm-demo", ("data.seed=1",)), ("B", "lgssm-demo", ("data.seed=2", "model.latent_dim=3")))
@@ -186,6 +237,7 @@ def test_suite_members_the_overrides_make_identical_are_refused_and_distinct_one
 
 
 # ---- the printed table of a supervised run on a file ----------------------------------------------------------
+
 
 def _described_rows(printed: str) -> dict[str, tuple[str, str]]:
     """``{metric: (value, what it is)}`` of a printed supervised table (columns found from its header)."""
@@ -198,9 +250,29 @@ def _described_rows(printed: str) -> dict[str, tuple[str, str]]:
 def test_every_figure_a_pf_lstm_run_on_a_file_prints_says_what_it_is(tmp_path, capsys):
     data, run = sites_file(tmp_path / "sites.csv"), tmp_path / "run"
     capsys.readouterr()
-    assert main(["train", "pf-lstm", "--data", str(data), "--run-dir", str(run), *COLUMNS,
-                 *_sets(['data.targets=["y"]', "train.epochs=1", "train.batch_size=4", "model.num_particles=4",
-                         "model.hidden_size=8"])]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "train",
+                "pf-lstm",
+                "--data",
+                str(data),
+                "--run-dir",
+                str(run),
+                *COLUMNS,
+                *_sets(
+                    [
+                        'data.targets=["y"]',
+                        "train.epochs=1",
+                        "train.batch_size=4",
+                        "model.num_particles=4",
+                        "model.hidden_size=8",
+                    ]
+                ),
+            ]
+        )
+        == 0
+    )
     rows = _described_rows(capsys.readouterr().out)
     assert "mean_rmse" in rows and all(what for _, what in rows.values()), rows
     value, what = rows["mean_rmse"]
@@ -215,8 +287,9 @@ def test_every_figure_a_pf_lstm_run_on_a_file_prints_says_what_it_is(tmp_path, c
 def test_figures_of_nested_tables_say_whose_they_are():
     from ppl_models.experiments.supervised import describe_metric
 
-    assert describe_metric("by_target.y.mean_rmse") == ("RMSE of predicting the training mean (reference), "
-                                                        "of target y alone")
+    assert describe_metric("by_target.y.mean_rmse") == (
+        "RMSE of predicting the training mean (reference), of target y alone"
+    )
     assert describe_metric("truth.nlpd").endswith("of the true predictive law (reference)")
     assert describe_metric("sigma.load") == "learned noise scale of target load, in its units"
     assert describe_metric("coverage_0.8").startswith("share of outcomes inside the central 0.8 predictive interval")

@@ -39,8 +39,9 @@ def test_one_step_predictors_feed_their_own_draws_back():
 def test_particle_model_forecasts_follow_the_kalman_predictive():
     model = LinearGaussianSSM.random(1, 1, generator=torch.Generator().manual_seed(2))
     x, _ = model.sample(1, 30, generator=torch.Generator().manual_seed(3))
-    paths = model.forecast(x, None, horizon=2, num_samples=4000, num_particles=2000,
-                           generator=torch.Generator().manual_seed(0))  # fmt: skip
+    paths = model.forecast(
+        x, None, horizon=2, num_samples=4000, num_particles=2000, generator=torch.Generator().manual_seed(0)
+    )
     # the exact two-step predictive mean: C A^h E[z_T | x_{1:T}] from the Kalman filter
     filtered = model.kalman_filter(x).filtered_means[:, -1]  # [1, 1]
     for h in (1, 2):
@@ -49,28 +50,85 @@ def test_particle_model_forecasts_follow_the_kalman_predictive():
 
 
 def test_forecast_command_writes_the_report(tmp_path, capsys):
-    config = load_config(experiment_config("smct-demo"), ["data.num_samples=50", "train.epochs=1",
-                                                          "evaluate.predictive_samples=10"])  # fmt: skip
+    config = load_config(
+        experiment_config("smct-demo"), ["data.num_samples=50", "train.epochs=1", "evaluate.predictive_samples=10"]
+    )
     config["device"] = "cpu"
     runner.train(config, tmp_path / "smct")
     out = tmp_path / "report"
-    assert cli.main(["forecast", f"SMC-T={tmp_path / 'smct'}", "--out", str(out), "--observed", "20",
-                     "--horizon", "5", "--samples", "30", "--particles", "10"]) == 0  # fmt: skip
+    assert (
+        cli.main(
+            [
+                "forecast",
+                f"SMC-T={tmp_path / 'smct'}",
+                "--out",
+                str(out),
+                "--observed",
+                "20",
+                "--horizon",
+                "5",
+                "--samples",
+                "30",
+                "--particles",
+                "10",
+            ]
+        )
+        == 0
+    )
     report = json.loads((out / "forecast.json").read_text())
     row = report["metrics"]["SMC-T"]
     assert report["observed"] == 20 and report["horizon"] == 5 and row["model"] == "smc-transformer"
     assert 0 <= row["coverage_0.8"] <= 1 and row["crps"] > 0 and (out / "forecast.png").is_file()
     assert "| SMC-T | 0 |" in capsys.readouterr().out
     # each test sequence's own observation variance, fitted by EM on its 20 observed steps
-    assert cli.main(["forecast", f"SMC-T={tmp_path / 'smct'}", "--out", str(out), "--observed", "20",
-                     "--horizon", "5", "--samples", "30", "--particles", "10", "--em-iterations", "3",
-                     "--em-sites", "x"]) == 0  # fmt: skip
+    assert (
+        cli.main(
+            [
+                "forecast",
+                f"SMC-T={tmp_path / 'smct'}",
+                "--out",
+                str(out),
+                "--observed",
+                "20",
+                "--horizon",
+                "5",
+                "--samples",
+                "30",
+                "--particles",
+                "10",
+                "--em-iterations",
+                "3",
+                "--em-sites",
+                "x",
+            ]
+        )
+        == 0
+    )
     assert json.loads((out / "forecast.json").read_text())["metrics"]["SMC-T"]["em_iterations"] == 3
     assert "| SMC-T | 3 |" in capsys.readouterr().out
     assert cli.main(["forecast", f"SMC-T={tmp_path / 'smct'}", "--out", str(out), "--observed", "25"]) == 2
     # recalibrated on the validation split: a second row, and coverage per step ahead in every row
-    assert cli.main(["forecast", f"SMC-T={tmp_path / 'smct'}", "--out", str(out), "--observed", "20", "--horizon",
-                     "5", "--samples", "30", "--particles", "10", "--recalibrate", "scale"]) == 0  # fmt: skip
+    assert (
+        cli.main(
+            [
+                "forecast",
+                f"SMC-T={tmp_path / 'smct'}",
+                "--out",
+                str(out),
+                "--observed",
+                "20",
+                "--horizon",
+                "5",
+                "--samples",
+                "30",
+                "--particles",
+                "10",
+                "--recalibrate",
+                "scale",
+            ]
+        )
+        == 0
+    )
     metrics = json.loads((out / "forecast.json").read_text())["metrics"]
     assert metrics["SMC-T"]["recalibration"] == "none"
     assert metrics["SMC-T + scale"]["recalibration"] == "scale (pooled, validation split)"

@@ -37,8 +37,8 @@ def _joint(model: LinearGaussianSSM, steps: int) -> np.ndarray:
         for t in range(s, steps):
             cross = np.linalg.matrix_power(A, t - s) @ covs[s]  # Cov(z_t, z_s)
             block = C @ cross @ C.T + (R if s == t else 0)
-            joint[t * d:(t + 1) * d, s * d:(s + 1) * d] = block
-            joint[s * d:(s + 1) * d, t * d:(t + 1) * d] = block.T
+            joint[t * d : (t + 1) * d, s * d : (s + 1) * d] = block
+            joint[s * d : (s + 1) * d, t * d : (t + 1) * d] = block.T
     return joint
 
 
@@ -72,8 +72,7 @@ def test_split_by_time_keeps_each_series_history_as_context():
 def test_split_by_series_and_split_column_runs():
     import pandas as pd
 
-    frame = pd.DataFrame({"id": ["a"] * 8, "v": np.arange(8.0),
-                          "part": ["train"] * 4 + ["valid"] * 2 + ["test"] * 2})
+    frame = pd.DataFrame({"id": ["a"] * 8, "v": np.arange(8.0), "part": ["train"] * 4 + ["valid"] * 2 + ["test"] * 2})
     splits = SequenceDataset.from_dataframe(frame, series="id", split="part").split()
     assert splits.valid.context == [4] and splits.valid.lengths == [6]
     assert splits.test.context == [6] and splits.test.lengths == [8]
@@ -90,8 +89,16 @@ def test_evaluate_scores_the_segment_given_its_context_exactly():
     mask[2, 7:] = False
     context = torch.tensor([4, 0, 5])
     scored = mask & (torch.arange(9) >= context.unsqueeze(1))
-    result = evaluate(model, x, mask, scored=scored, estimators=["exact", "elbo", "smc"], num_particles=2000,
-                      predictive_samples=50, seed=0)
+    result = evaluate(
+        model,
+        x,
+        mask,
+        scored=scored,
+        estimators=["exact", "elbo", "smc"],
+        num_particles=2000,
+        predictive_samples=50,
+        seed=0,
+    )
     joint = _joint(model, 9)
     truth = 0.0
     for i in range(3):
@@ -129,8 +136,9 @@ def test_validation_bound_is_the_segment_given_its_context():
     valid = torch.randn(2, 10, 2, generator=generator, dtype=torch.float64)
     mask = torch.ones(2, 10, dtype=torch.bool)
     scored = torch.arange(10).expand(2, 10) >= torch.tensor([[6], [0]])
-    trainer = Trainer(ExactLikelihood(model), (train, None), (valid, mask), TrainConfig(epochs=1, lr=1e-3),
-                      valid_scored=scored)
+    trainer = Trainer(
+        ExactLikelihood(model), (train, None), (valid, mask), TrainConfig(epochs=1, lr=1e-3), valid_scored=scored
+    )
     trainer.fit()
     joint = _joint(model, 10)
     rows = valid.numpy()
@@ -145,8 +153,9 @@ def test_a_run_on_a_file_split_by_time_scores_the_held_out_steps(tmp_path):
     rows = [{"id": s, "t": t, "v": float(v)} for s in "ab" for t, v in enumerate(np.cumsum(rng.normal(size=40)))]
     path = tmp_path / "walk.csv"
     pd.DataFrame(rows).to_csv(path, index=False)
-    config = model_config("lgssm", path, ['data.series="id"', 'data.time="t"', 'data.split_by="time"',
-                                          "data.window=10", "train.epochs=2"])
+    config = model_config(
+        "lgssm", path, ['data.series="id"', 'data.time="t"', 'data.split_by="time"', "data.window=10", "train.epochs=2"]
+    )
     metrics = runner.train(config, tmp_path / "run")
     assert metrics["test_steps"] == 2 * 6  # 15 % of 40 steps per series, each given its 34 earlier steps
     split = json.loads((tmp_path / "run" / "data_split.json").read_text())

@@ -93,8 +93,9 @@ def test_quick_benchmark_a_trained_srnn_approaches_a_tiny_hmm_without_passing_it
     from ppl_models.inference.objectives import SMCBound
 
     torch.manual_seed(0)
-    data = hmm_rolls(num_states=2, num_keys=4, persistence=0.9, sharpness=3.0, num_train=40, num_valid=5,
-                     num_test=40, num_steps=10)  # fmt: skip
+    data = hmm_rolls(
+        num_states=2, num_keys=4, persistence=0.9, sharpness=3.0, num_train=40, num_valid=5, num_test=40, num_steps=10
+    )
     model = SRNN(4, latent_dim=2, rnn_dim=8, hidden_dim=8)
     config = evaluation_options({"estimators": ["elbo", "iwae", "smc"], "num_particles": 50, "iwae_particles": 20})
     before = evaluate_model(model, data, config)["gap_to_truth"]["smc-50"]["gap_per_step"]
@@ -112,7 +113,6 @@ def test_quick_benchmark_a_trained_srnn_approaches_a_tiny_hmm_without_passing_it
     assert gaps["smc-50"]["gap_per_step"] > max(-0.6, before + 1.0)
 
 
-
 def test_truth_fit_scores_the_training_split_against_the_forward_algorithm(tmp_path):
     """ppl_models.experiments.studies.truth_fit on a GRU checkpoint: each split's gap equals the gap computed here by
     hand."""
@@ -123,9 +123,15 @@ def test_truth_fit_scores_the_training_split_against_the_forward_algorithm(tmp_p
     from ppl_models.experiments.studies.truth_fit import main
     from ppl_models.inference.io import write_json
 
-    config = load_config(EXPERIMENTS["srnn-hmm"].build, [
-        'data={name="hmm-rolls", num_states=2, num_keys=4, num_train=12, num_valid=4, num_test=6, num_steps=5}',
-        'model={name="gru", rnn_dim=4, hidden_dim=4}', 'objective={name="exact"}', 'evaluate.estimators=["exact"]'])
+    config = load_config(
+        EXPERIMENTS["srnn-hmm"].build,
+        [
+            'data={name="hmm-rolls", num_states=2, num_keys=4, num_train=12, num_valid=4, num_test=6, num_steps=5}',
+            'model={name="gru", rnn_dim=4, hidden_dim=4}',
+            'objective={name="exact"}',
+            'evaluate.estimators=["exact"]',
+        ],
+    )
     torch.manual_seed(0)
     data, model, objective = build_experiment(config)
     run = tmp_path / "gru"
@@ -152,12 +158,19 @@ def test_truth_fit_scores_the_training_split_against_the_forward_algorithm(tmp_p
 def test_metrics_table_shows_each_gap_to_the_truth():
     from ppl_models.experiments.tables import format_table
 
-    metrics = {"data": "HMM rolls", "test_sequences": 2, "test_steps": 10,
-               "loglik": {"smc-100": {"per_step": -3.5, "per_sequence": -17.5},
-                          "exact (true parameters)": {"per_step": -3.4, "per_sequence": -17.0}},
-               "gap_to_truth": {"smc-100": {"gap_per_step": -0.1, "standard_error_per_step": 0.02,
-                                            "above_truth": False},
-                                "iwae-5": {"gap_per_step": 0.3, "standard_error_per_step": 0.1, "above_truth": True}}}
+    metrics = {
+        "data": "HMM rolls",
+        "test_sequences": 2,
+        "test_steps": 10,
+        "loglik": {
+            "smc-100": {"per_step": -3.5, "per_sequence": -17.5},
+            "exact (true parameters)": {"per_step": -3.4, "per_sequence": -17.0},
+        },
+        "gap_to_truth": {
+            "smc-100": {"gap_per_step": -0.1, "standard_error_per_step": 0.02, "above_truth": False},
+            "iwae-5": {"gap_per_step": 0.3, "standard_error_per_step": 0.1, "above_truth": True},
+        },
+    }
     text, markdown = format_table(metrics), format_table(metrics, markdown=True)
     assert "smc-100" in text and "-0.1000" in text and "± 0.0200" in text and "± 0.1000 above" in text
     assert "| smc-100 | -0.1000 | 0.0200 |" in markdown and "| iwae-5 | +0.3000 | 0.1000 above |" in markdown

@@ -20,8 +20,12 @@ ROOT = Path(__file__).resolve().parents[1]
 #: the package's folder (``ppl_models/inference`` and ``ppl_models/experiments`` link to the top-level folders)
 PACKAGE = ROOT / "ppl_models"
 #: each layer with the layers it may import from
-ALLOWED = {"engines": {"engines"}, "models": {"engines", "models"}, "product": {"engines", "models", "product"},
-           "research": {"engines", "models", "product", "research"}}  # fmt: skip
+ALLOWED = {
+    "engines": {"engines"},
+    "models": {"engines", "models"},
+    "product": {"engines", "models", "product"},
+    "research": {"engines", "models", "product", "research"},
+}
 
 
 def _modules() -> dict[str, tuple[Path, bool]]:
@@ -52,8 +56,10 @@ def imports(source: str, name: str, package: bool, known=MODULES) -> list[tuple[
                 found.extend((alias.name, child.lineno, module_level) for alias in child.names)
             elif isinstance(child, ast.ImportFrom):
                 base = _absolute(child, name, package)
-                found.extend((f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base, child.lineno,
-                              module_level) for alias in child.names)  # fmt: skip
+                found.extend(
+                    (f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base, child.lineno, module_level)
+                    for alias in child.names
+                )
             visit(child, module_level and not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)))
 
     visit(ast.parse(source), True)
@@ -64,9 +70,13 @@ def named_modules(source: str, known=MODULES) -> list[tuple[str, int]]:
     """``[(module, line)]`` named by the strings of ``source`` that are not docstrings: a string (or an f-string's
     leading text) ``ppl_models.a.b...`` names the longest module of ``known`` it starts with."""
     tree = ast.parse(source)
-    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
-                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
-                  and node.body and isinstance(node.body[0], ast.Expr)}  # fmt: skip
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+    }
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.JoinedStr) and node.values and isinstance(node.values[0], ast.Constant):
@@ -103,20 +113,29 @@ def layer(module: str) -> str:
 
 def _edges() -> list[tuple[str, str, int, bool]]:
     """``[(module, imported module, line, at module level)]`` of the whole package."""
-    return [(name, target, line, level) for name, (path, package) in sorted(MODULES.items())
-            for target, line, level in imports(path.read_text(), name, package)]  # fmt: skip
+    return [
+        (name, target, line, level)
+        for name, (path, package) in sorted(MODULES.items())
+        for target, line, level in imports(path.read_text(), name, package)
+    ]
 
 
 def _named() -> list[tuple[str, str, int]]:
     """``[(module, module named by one of its strings, line)]`` of the whole package."""
-    return [(name, target, line) for name, (path, _) in sorted(MODULES.items())
-            for target, line in named_modules(path.read_text())]  # fmt: skip
+    return [
+        (name, target, line)
+        for name, (path, _) in sorted(MODULES.items())
+        for target, line in named_modules(path.read_text())
+    ]
 
 
 def _upward(importer_layer: str) -> list[str]:
     edges = [(name, target, line) for name, target, line, _ in _edges()] + _named()
-    return [f"{name}:{line} imports {target} ({layer(target)})" for name, target, line in edges
-            if layer(name) == importer_layer and layer(target) not in ALLOWED[importer_layer]]  # fmt: skip
+    return [
+        f"{name}:{line} imports {target} ({layer(target)})"
+        for name, target, line in edges
+        if layer(name) == importer_layer and layer(target) not in ALLOWED[importer_layer]
+    ]
 
 
 def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -126,7 +145,7 @@ def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
 
     def visit(node, path):
         if node in path:
-            circle = path[path.index(node):] + [node]
+            circle = path[path.index(node) :] + [node]
             if frozenset(circle) not in seen:
                 seen.add(frozenset(circle))
                 circles.append(circle)
@@ -147,28 +166,48 @@ def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_the_reader_resolves_absolute_relative_and_function_level_imports():
     known = {"ppl_models", "ppl_models.a", "ppl_models.a.b", "ppl_models.a.c", "ppl_models.d"}
-    source = ("import os\nfrom ppl_models.a import b, name\nfrom . import c\nfrom .. import d\n"
-              "def f():\n    from ..d import thing\n    import ppl_models.a.c\nclass K:\n    from .c import other\n")
+    source = (
+        "import os\nfrom ppl_models.a import b, name\nfrom . import c\nfrom .. import d\n"
+        "def f():\n    from ..d import thing\n    import ppl_models.a.c\nclass K:\n    from .c import other\n"
+    )
     assert imports(source, "ppl_models.a.b", False, known) == [
-        ("ppl_models.a.b", 2, True), ("ppl_models.a", 2, True), ("ppl_models.a.c", 3, True), ("ppl_models.d", 4, True),
-        ("ppl_models.d", 6, False), ("ppl_models.a.c", 7, False), ("ppl_models.a.c", 9, True)]  # fmt: skip
+        ("ppl_models.a.b", 2, True),
+        ("ppl_models.a", 2, True),
+        ("ppl_models.a.c", 3, True),
+        ("ppl_models.d", 4, True),
+        ("ppl_models.d", 6, False),
+        ("ppl_models.a.c", 7, False),
+        ("ppl_models.a.c", 9, True),
+    ]
     assert imports("from . import b\nfrom .c import x\n", "ppl_models.a", True, known) == [
-        ("ppl_models.a.b", 1, True), ("ppl_models.a.c", 2, True)]  # fmt: skip
+        ("ppl_models.a.b", 1, True),
+        ("ppl_models.a.c", 2, True),
+    ]
 
 
 def test_the_reader_finds_modules_named_by_strings_but_not_by_docstrings():
     known = {"ppl_models", "ppl_models.a", "ppl_models.a.b"}
-    source = ('"""See ppl_models.a.b."""\nimport importlib\n'
-              'def f(x):\n    """ppl_models.a"""\n    return importlib.import_module(f"ppl_models.a.b.{x}")\n'
-              'NAMES = ("ppl_models.a", "nothing")\n')
+    source = (
+        '"""See ppl_models.a.b."""\nimport importlib\n'
+        'def f(x):\n    """ppl_models.a"""\n    return importlib.import_module(f"ppl_models.a.b.{x}")\n'
+        'NAMES = ("ppl_models.a", "nothing")\n'
+    )
     assert sorted(named_modules(source, known)) == [("ppl_models.a", 6), ("ppl_models.a.b", 5)]
 
 
 def test_the_layers_and_the_circle_finder_read_names_and_graphs_as_written():
-    assert [layer(n) for n in ("ppl_models", "ppl_models.pf_rnn.cells", "ppl_models.inference.training.trainer",
-                               "ppl_models.experiments.tasks.music", "ppl_models.experiments.studies.truth_fit",
-                               "ppl_models.experiments.benchmarks", "ppl_models.experiments.claims.reproductions")] == [
-        "models", "models", "engines", "product", "research", "research", "research"]  # fmt: skip
+    assert [
+        layer(n)
+        for n in (
+            "ppl_models",
+            "ppl_models.pf_rnn.cells",
+            "ppl_models.inference.training.trainer",
+            "ppl_models.experiments.tasks.music",
+            "ppl_models.experiments.studies.truth_fit",
+            "ppl_models.experiments.benchmarks",
+            "ppl_models.experiments.claims.reproductions",
+        )
+    ] == ["models", "models", "engines", "product", "research", "research", "research"]
     assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c", "a"]]
     assert _circles({"a": {"b"}, "b": set()}) == []
 

@@ -22,8 +22,14 @@ from ppl_models.experiments.recipes import DataNotRepresentable
 from ppl_models.inference.io import folder_lock, write_json
 from ppl_models.inference.training import load_checkpoint
 
-TINY = ['data.series="site"', 'data.time="when"', "train.epochs=1", "train.batch_size=8",
-        "evaluate.predictive_samples=10", "evaluate.batch_size=8"]  # fmt: skip
+TINY = [
+    'data.series="site"',
+    'data.time="when"',
+    "train.epochs=1",
+    "train.batch_size=8",
+    "evaluate.predictive_samples=10",
+    "evaluate.batch_size=8",
+]
 RUN = os.path.join("out", "runs", "lgssm")
 
 
@@ -42,8 +48,18 @@ def stations(path, *, seed=0, series=10, steps=20):
 
 def board_args(*extra, data="a.csv", models="lgssm", out="out"):
     sets = [arg for item in TINY for arg in ("--set", item)]
-    return ["leaderboard", "--data", data, *(["--models", models] if models is not None else []), "--out", out, *sets,
-            "--classical", "none", *extra]  # the classical rows are test_board_classical.py's
+    return [
+        "leaderboard",
+        "--data",
+        data,
+        *(["--models", models] if models is not None else []),
+        "--out",
+        out,
+        *sets,
+        "--classical",
+        "none",
+        *extra,
+    ]  # the classical rows are test_board_classical.py's
 
 
 def _no_figures(monkeypatch):
@@ -105,13 +121,16 @@ def test_a_rerun_on_another_file_is_refused_by_name_and_trained_again_with_retra
     assert _epochs(board / RUN) == [1]
 
 
-@pytest.mark.parametrize("change, words", [
-    ("content", ["a.csv", "content changed"]),
-    ('--set=data.split_by="time"', ["data.split_by: 'series' -> 'time'"]),
-    ("--set=data.fractions=[0.6, 0.2, 0.2]", ["data.fractions"]),
-    ("--set=train.lr=0.5", ["train.lr: 0.01 -> 0.5"]),
-    ("--set=evaluate.predictive_samples=12", ["evaluate.predictive_samples: 10 -> 12"]),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "change, words",
+    [
+        ("content", ["a.csv", "content changed"]),
+        ('--set=data.split_by="time"', ["data.split_by: 'series' -> 'time'"]),
+        ("--set=data.fractions=[0.6, 0.2, 0.2]", ["data.fractions"]),
+        ("--set=train.lr=0.5", ["train.lr: 0.01 -> 0.5"]),
+        ("--set=evaluate.predictive_samples=12", ["evaluate.predictive_samples: 10 -> 12"]),
+    ],
+)
 def test_a_rerun_on_changed_data_or_settings_is_refused_naming_the_run_and_what_differs(board, capsys, change, words):
     if change == "content":  # the same file, one value of it changed
         frame = pd.read_csv(board / "a.csv")
@@ -126,7 +145,7 @@ def test_a_rerun_on_changed_data_or_settings_is_refused_naming_the_run_and_what_
 
 
 def test_a_setting_given_at_its_default_is_no_change(board, capsys):
-    assert main(board_args('--set=data.split_by="series"', "--set=model.name=\"lgssm\"")) == 0
+    assert main(board_args('--set=data.split_by="series"', '--set=model.name="lgssm"')) == 0
     assert "lgssm: finished earlier, kept" in capsys.readouterr().out
 
 
@@ -169,6 +188,7 @@ def _options(command):
 def test_ctrl_c_in_a_leaderboard_names_no_option_the_command_does_not_have(monkeypatch, capsys):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
+
     monkeypatch.setattr(leaderboard, "run_leaderboard", interrupted)
     assert main(board_args()) == 130
     err = capsys.readouterr().err
@@ -197,10 +217,18 @@ def test_a_run_killed_after_metrics_json_is_evaluated_again_not_retrained(board,
 
 
 def test_a_second_board_on_the_same_out_is_refused_while_the_first_holds_it(board, capsys):
-    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, os, sys, time\n"
-                               "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)\n"
-                               "fcntl.flock(fd, fcntl.LOCK_EX)\nprint('held', flush=True)\ntime.sleep(60)",
-                               str(board / "out" / ".lock")], stdout=subprocess.PIPE, text=True)  # fmt: skip
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, os, sys, time\n"
+            "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)\n"
+            "fcntl.flock(fd, fcntl.LOCK_EX)\nprint('held', flush=True)\ntime.sleep(60)",
+            str(board / "out" / ".lock"),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline() == "held\n"
         before = _files(board / "out")
@@ -275,14 +303,20 @@ def test_the_wall_clock_is_on_disk_while_the_session_runs(tmp_path):
 @pytest.mark.slow
 def test_a_board_killed_while_training_counts_the_time_before_the_kill(board, capsys):
     shutil.rmtree(board / "out")
-    script = ("import sys, time\nfrom ppl_models.experiments import cli, runner\n"
-              "def stuck(config, folder, **kwargs):\n"
-              "    folder.mkdir(parents=True, exist_ok=True)\n"
-              "    print('stuck', flush=True)\n"
-              "    time.sleep(60)\n"
-              "runner.train = stuck\ncli.main(sys.argv[1:])\n")  # fmt: skip
-    process = subprocess.Popen([sys.executable, "-c", script, *board_args()], stdout=subprocess.PIPE, text=True,
-                               env={**os.environ, "OMP_NUM_THREADS": "1"})  # fmt: skip
+    script = (
+        "import sys, time\nfrom ppl_models.experiments import cli, runner\n"
+        "def stuck(config, folder, **kwargs):\n"
+        "    folder.mkdir(parents=True, exist_ok=True)\n"
+        "    print('stuck', flush=True)\n"
+        "    time.sleep(60)\n"
+        "runner.train = stuck\ncli.main(sys.argv[1:])\n"
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-c", script, *board_args()],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
     while "stuck" not in process.stdout.readline():
         pass
     started = time.perf_counter()
@@ -300,11 +334,14 @@ def test_a_board_killed_while_training_counts_the_time_before_the_kill(board, ca
 # --- item 23, 13: what --out and --models must be ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("out, words", [
-    (RUN, ["not a leaderboard folder", "checkpoints", "config.json"]),  # a train run folder
-    ("evaluation", ["not a leaderboard folder", "config.json", "metrics.json"]),
-    (".", ["not a leaderboard folder", "a.csv"]),  # the folder of the user's own files
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "out, words",
+    [
+        (RUN, ["not a leaderboard folder", "checkpoints", "config.json"]),  # a train run folder
+        ("evaluation", ["not a leaderboard folder", "config.json", "metrics.json"]),
+        (".", ["not a leaderboard folder", "a.csv"]),  # the folder of the user's own files
+    ],
+)
 def test_an_out_of_another_kind_is_refused(board, capsys, out, words):
     (board / "evaluation").mkdir()
     for name in ("config.json", "metrics.json", "metrics.md"):  # what ppl-models evaluate writes
@@ -324,6 +361,7 @@ def test_an_empty_models_list_is_refused(tmp_path, monkeypatch, capsys, models):
 
     def train(*args, **kwargs):
         raise AssertionError("nothing may train")
+
     monkeypatch.setattr(runner, "train", train)
     assert main(board_args(models=models)) == 2
     assert "models: expected at least one model name" in _one_line_error(capsys)
@@ -340,6 +378,7 @@ def test_default_models_that_cannot_represent_the_data_are_listed_and_named_ones
         if model == "gru":
             raise DataNotRepresentable("gru: its Gaussian emission cannot represent binary data")
         return build(model, *args, **kwargs)
+
     monkeypatch.setattr(own_data, "model_config", model_config)
     monkeypatch.setattr(leaderboard, "DEFAULT_MODELS", ("lgssm", "gru"))
     assert main(board_args(models=None)) == 0
@@ -348,8 +387,9 @@ def test_default_models_that_cannot_represent_the_data_are_listed_and_named_ones
     saved = json.loads((board / "out" / "leaderboard.json").read_text())
     assert [row["model"] for row in saved["rows"]] == ["lgssm"]
     assert saved["not_run"] == {"gru": "gru: its Gaussian emission cannot represent binary data"}
-    assert "not run: gru: its Gaussian emission cannot represent binary data" in \
-        (board / "out" / "leaderboard.md").read_text()  # fmt: skip
+    assert (
+        "not run: gru: its Gaussian emission cannot represent binary data"
+        in (board / "out" / "leaderboard.md").read_text()
+    )
     assert main(board_args(models="lgssm,gru")) == 2
     assert "its Gaussian emission cannot represent binary data" in _one_line_error(capsys)
-

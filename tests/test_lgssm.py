@@ -106,8 +106,9 @@ def test_model_and_guide_work_with_pyro_svi_and_predictive():
 def _three_states_one_feature(noise_q, noise_r):
     """A 3-state model seen through 1 feature (information matrices singular), its data and a padded mask."""
     base = _model(3, 1, seed=3)
-    model = LinearGaussianSSM(base.A.detach(), base.C.detach(), noise_q * torch.eye(3), noise_r * torch.eye(1),
-                              torch.eye(3), proposal="exact")  # fmt: skip
+    model = LinearGaussianSSM(
+        base.A.detach(), base.C.detach(), noise_q * torch.eye(3), noise_r * torch.eye(1), torch.eye(3), proposal="exact"
+    )
     x, _ = base.sample(3, 8, generator=torch.Generator().manual_seed(5))
     return model, x, torch.arange(8).expand(3, 8) < torch.tensor([[8], [5], [1]])
 
@@ -135,8 +136,9 @@ def test_exact_proposal_elbo_and_its_gradient_are_the_kalman_likelihoods(build):
         torch.testing.assert_close(elbo_grad, kalman_grad, rtol=1e-6, atol=1e-8, msg=name)
 
 
-@pytest.mark.parametrize(("proposal", "own"), [("learned", {"F", "G", "b", "S_raw"}), ("bootstrap", set()),
-                                               ("exact", set())])  # fmt: skip
+@pytest.mark.parametrize(
+    ("proposal", "own"), [("learned", {"F", "G", "b", "S_raw"}), ("bootstrap", set()), ("exact", set())]
+)
 def test_only_the_learned_proposal_has_parameters_of_its_own(proposal, own):
     model = LinearGaussianSSM.random(2, 1, generator=torch.Generator().manual_seed(0), proposal=proposal)
     x, _ = model.sample(2, 5, generator=torch.Generator().manual_seed(1))
@@ -164,8 +166,9 @@ def test_exact_proposal_refuses_parameters_it_cannot_factorise_in_one_line(name,
     x, _ = model.sample(2, 5, generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         getattr(model, name)[0, 0] = value
-    with pytest.raises(ValueError, match=f"'exact': the posterior precision does not factorise or its moments are not "
-                       f"finite; {match}"):  # fmt: skip
+    with pytest.raises(
+        ValueError, match=f"'exact': the posterior precision does not factorise or its moments are not finite; {match}"
+    ):
         model.guide(x)
 
 

@@ -73,21 +73,36 @@ def test_filter_equals_the_textbook_filter_at_every_valid_step(latent, obs, step
     lengths = [steps, steps // 2, 1, steps - 1]
     x, mask = _padded(model, lengths, steps, seed=1)
     result = model.kalman_filter(x, mask)
-    fields = {"ll": "log_likelihood_steps", "fm": "filtered_means", "fc": "filtered_covs", "pm": "predicted_means",
-              "pc": "predicted_covs", "ym": "predictive_means", "yc": "predictive_covs"}  # fmt: skip
+    fields = {
+        "ll": "log_likelihood_steps",
+        "fm": "filtered_means",
+        "fc": "filtered_covs",
+        "pm": "predicted_means",
+        "pc": "predicted_covs",
+        "ym": "predictive_means",
+        "yc": "predictive_covs",
+    }
     for b, n in enumerate(lengths):
         truth = _numpy_kalman(*_matrices(model), _np(x[b]), n)
         for key, field in fields.items():
-            np.testing.assert_allclose(_np(getattr(result, field)[b, :n]), truth[key], rtol=1e-8,
-                                       atol=1e-10, err_msg=field)  # fmt: skip
+            np.testing.assert_allclose(
+                _np(getattr(result, field)[b, :n]), truth[key], rtol=1e-8, atol=1e-10, err_msg=field
+            )
         np.testing.assert_allclose(_np(result.log_likelihood[b]), truth["ll"].sum(), rtol=1e-10)
         assert bool((result.log_likelihood_steps[b, n:] == 0).all())
         # padding holds the last valid step's filtered moments
-        np.testing.assert_allclose(_np(result.filtered_means[b, n:]),
-                                   np.broadcast_to(truth["fm"][-1], (steps - n, latent)), rtol=1e-8, atol=1e-10)
-        np.testing.assert_allclose(_np(result.filtered_covs[b, n:]),
-                                   np.broadcast_to(truth["fc"][-1], (steps - n, latent, latent)), rtol=1e-8,
-                                   atol=1e-10)  # fmt: skip
+        np.testing.assert_allclose(
+            _np(result.filtered_means[b, n:]),
+            np.broadcast_to(truth["fm"][-1], (steps - n, latent)),
+            rtol=1e-8,
+            atol=1e-10,
+        )
+        np.testing.assert_allclose(
+            _np(result.filtered_covs[b, n:]),
+            np.broadcast_to(truth["fc"][-1], (steps - n, latent, latent)),
+            rtol=1e-8,
+            atol=1e-10,
+        )
 
 
 def test_long_series_log_likelihood_equals_the_textbook_filter_past_the_steady_state(steady_stops):
@@ -142,8 +157,9 @@ def _torch_log_likelihood(model, x):
             mean, cov = A @ mean, A @ cov @ A.T + Q
         y_cov = C @ cov @ C.T + R
         error = x[t] - C @ mean
-        total = total - 0.5 * (error @ torch.linalg.solve(y_cov, error) + torch.logdet(y_cov)
-                               + model.obs_dim * math.log(2 * math.pi))  # fmt: skip
+        total = total - 0.5 * (
+            error @ torch.linalg.solve(y_cov, error) + torch.logdet(y_cov) + model.obs_dim * math.log(2 * math.pi)
+        )
         gain = cov @ C.T @ torch.linalg.inv(y_cov)
         mean, cov = mean + gain @ error, cov - gain @ y_cov @ gain.T
     return total

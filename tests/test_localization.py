@@ -69,16 +69,37 @@ def test_supervised_experiment_trains_resumes_and_plots(tmp_path, capsys):
     def sets(*items):
         return [arg for item in items for arg in ("--set", item)]
 
-    common = ("data.num_train=32", "data.num_valid=8", "data.num_test=8", "data.steps=10", "model.hidden_size=8",
-              "model.encoder_size=8", "train.batch_size=16")
+    common = (
+        "data.num_train=32",
+        "data.num_valid=8",
+        "data.num_test=8",
+        "data.steps=10",
+        "model.hidden_size=8",
+        "model.encoder_size=8",
+        "train.batch_size=16",
+    )
     small = sets(*common, "model.num_particles=4")
     run = tmp_path / "run"
     assert cli.main(["train", "pfrnn-maze10", "--run-dir", str(run), *small, "--set", "train.epochs=1"]) == 0
-    assert cli.main(["train", "pfrnn-maze10", "--run-dir", str(run), *small, "--epochs", "2",
-                     "--resume"]) == 0  # fmt: skip
+    assert cli.main(["train", "pfrnn-maze10", "--run-dir", str(run), *small, "--epochs", "2", "--resume"]) == 0
     # train.epochs may change on resume, by --epochs (above); the model may not
-    assert cli.main(["train", "pfrnn-maze10", "--run-dir", str(run), *small, "--set", "train.epochs=2",
-                     "--set", "model.hidden_size=9", "--resume"]) != 0  # fmt: skip
+    assert (
+        cli.main(
+            [
+                "train",
+                "pfrnn-maze10",
+                "--run-dir",
+                str(run),
+                *small,
+                "--set",
+                "train.epochs=2",
+                "--set",
+                "model.hidden_size=9",
+                "--resume",
+            ]
+        )
+        != 0
+    )
     assert "(in ['model'])" in capsys.readouterr().err
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["epochs"] == 2 and metrics["num_particles"] == 4 and math.isfinite(metrics["last_step_mse"])
@@ -97,8 +118,9 @@ def test_supervised_experiment_trains_resumes_and_plots(tmp_path, capsys):
 def test_particle_spread_is_zero_for_identical_particles_and_the_by_step_error_matches_the_last_step():
     torch.manual_seed(0)
     _, splits = localization_data(10, steps=6, num_train=4, num_valid=4, num_test=9)
-    equal = PFRNNPredictor(8, 4, hidden_size=8, encoder_size=8, num_particles=3, stochastic=False,
-                           resampling="none", learn_scale=False)  # fmt: skip
+    equal = PFRNNPredictor(
+        8, 4, hidden_size=8, encoder_size=8, num_particles=3, stochastic=False, resampling="none", learn_scale=False
+    )
     metrics = evaluate_localization(equal, splits["test"], device="cpu", batch_size=4)
     assert metrics["particle_spread_by_step"] == pytest.approx([0.0] * 6, abs=1e-5)
     assert metrics["position_mse_by_step"][-1] == pytest.approx(metrics["last_step_position_mse"])

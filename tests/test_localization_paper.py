@@ -70,8 +70,10 @@ def test_motion_follows_the_protocol():
     # for some speed and heading noise (checked on a grid of them)
     n, t = np.nonzero(~small)
     speeds, angles = np.linspace(0.18, 0.22, 5), np.radians(poses[n, t, 2][:, None] + np.linspace(-3.02, 3.02, 13))
-    ends = poses[n, t, None, None, :2] + speeds[None, :, None, None] * np.stack([np.cos(angles), np.sin(angles)],
-                                                                                   -1)[:, None]  # fmt: skip
+    ends = (
+        poses[n, t, None, None, :2]
+        + speeds[None, :, None, None] * np.stack([np.cos(angles), np.sin(angles)], -1)[:, None]
+    )
     assert (~maze.is_free(ends)).any(axis=(1, 2)).all()
 
 
@@ -92,8 +94,9 @@ def test_data_are_normalised_poses_reproducible_from_the_seed():
     assert ((y >= 0) & (y < 1)).all() and torch.equal(y, again["train"][2])
     with pytest.raises(ValueError, match="maze_size"):
         localization_paper_data(12)
-    _, scaled = localization_paper_data(27, steps=5, num_train=6, num_valid=2, num_test=3, seed=3,
-                                        standardize_inputs=True)  # fmt: skip
+    _, scaled = localization_paper_data(
+        27, steps=5, num_train=6, num_valid=2, num_test=3, seed=3, standardize_inputs=True
+    )
     flat = x.reshape(-1, 8)
     assert torch.allclose(scaled["test"][0], (splits["test"][0] - flat.mean(0)) / flat.std(0))
     assert torch.equal(scaled["test"][2], splits["test"][2])
@@ -131,8 +134,12 @@ class _FixedPredictor(torch.nn.Module):
 
     def belief(self, x, mask=None, generator=None):
         mean = self.poses[: len(x)]
-        return ParticleBelief(mean=mean, particles=mean.transpose(0, 1)[:, None], log_weights=torch.zeros(
-            mean.shape[1], 1, len(x)), state=None)  # fmt: skip
+        return ParticleBelief(
+            mean=mean,
+            particles=mean.transpose(0, 1)[:, None],
+            log_weights=torch.zeros(mean.shape[1], 1, len(x)),
+            state=None,
+        )
 
 
 def test_metric_is_the_last_step_position_error_in_cells_averaged_over_x_and_y():
@@ -154,8 +161,17 @@ def test_metric_is_the_last_step_position_error_in_cells_averaged_over_x_and_y()
 
 def test_paper_protocol_runs_from_the_command_line(tmp_path):
     run = tmp_path / "run"
-    small = ["data.num_train=16", "data.num_valid=8", "data.num_test=8", "data.steps=6", "model.hidden_size=8",
-             "model.encoder_size=8", "model.num_particles=3", "train.epochs=1", "train.valid_every=1"]
+    small = [
+        "data.num_train=16",
+        "data.num_valid=8",
+        "data.num_test=8",
+        "data.steps=6",
+        "model.hidden_size=8",
+        "model.encoder_size=8",
+        "model.num_particles=3",
+        "train.epochs=1",
+        "train.valid_every=1",
+    ]
     sets = [arg for item in small for arg in ("--set", item)]
     assert cli.main(["train", "pfrnn-paper-maze10", "--run-dir", str(run), *sets]) == 0
     metrics = json.loads((run / "metrics.json").read_text())
@@ -167,8 +183,12 @@ def test_paper_protocol_runs_from_the_command_line(tmp_path):
 def test_valid_curves_read_the_monitor_records_from_a_first_epoch(tmp_path):
     from ppl_models.experiments.studies import pfrnn_curves
 
-    records = [{"epoch": 1}, {"epoch": 2, "monitor": {"valid_last_step_mse": 4.0}},
-               {"epoch": 3, "monitor": {}}, {"epoch": 4, "monitor": {"valid_last_step_mse": 2.5}}]  # fmt: skip
+    records = [
+        {"epoch": 1},
+        {"epoch": 2, "monitor": {"valid_last_step_mse": 4.0}},
+        {"epoch": 3, "monitor": {}},
+        {"epoch": 4, "monitor": {"valid_last_step_mse": 2.5}},
+    ]
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     assert pfrnn_curves.valid_curve(tmp_path) == [(2, 4.0), (4, 2.5)]
     assert pfrnn_curves.valid_curve(tmp_path, first_epoch=3) == [(4, 2.5)]

@@ -49,15 +49,21 @@ def test_identical_components_score_like_one_and_batch_shapes_broadcast():
     torch.testing.assert_close(single, repeated)
 
 
-@pytest.mark.parametrize("args, error, name", [
-    ((0.0, _one([0.0]), _one([1.0]), _one([0.0])), TypeError, "y"),
-    ((_one(0.0), _one([0.0]), _one([0.0]), _one([0.0])), ValueError, "scale"),
-    ((_one(0.0), _one(0.0), _one([1.0]), _one([0.0])), ValueError, "loc"),
-    ((_one([0.0, 1.0, 2.0]), torch.zeros(2, 2, dtype=torch.float64), _one([1.0]), _one([0.0])),
-     ValueError, "broadcast"),
-    ((_one(float("nan")), _one([0.0]), _one([1.0]), _one([0.0])), ValueError, "y"),
-    ((_one(0.0), _one([0.0]), _one([1.0]), _one([-math.inf])), ValueError, "log_weights"),
-])
+@pytest.mark.parametrize(
+    "args, error, name",
+    [
+        ((0.0, _one([0.0]), _one([1.0]), _one([0.0])), TypeError, "y"),
+        ((_one(0.0), _one([0.0]), _one([0.0]), _one([0.0])), ValueError, "scale"),
+        ((_one(0.0), _one(0.0), _one([1.0]), _one([0.0])), ValueError, "loc"),
+        (
+            (_one([0.0, 1.0, 2.0]), torch.zeros(2, 2, dtype=torch.float64), _one([1.0]), _one([0.0])),
+            ValueError,
+            "broadcast",
+        ),
+        ((_one(float("nan")), _one([0.0]), _one([1.0]), _one([0.0])), ValueError, "y"),
+        ((_one(0.0), _one([0.0]), _one([1.0]), _one([-math.inf])), ValueError, "log_weights"),
+    ],
+)
 def test_bad_inputs_are_named(args, error, name):
     for score in (gaussian_mixture_crps, gaussian_mixture_log_density):
         with pytest.raises(error, match=name):

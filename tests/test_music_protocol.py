@@ -12,8 +12,15 @@ def test_split_summary_counts_steps_lengths_and_sounding_midi_keys():
     mask = torch.tensor([[True] * 5, [True, True, False, False, False]])
     x[0, 1, 60 - 21] = x[1, 0, 72 - 21] = x[0, 4, 40 - 21] = 1
     x[1, 3, 100 - 21] = 1  # padding: not counted
-    assert split_summary(x, mask) == {"sequences": 2, "steps": 7, "length_min": 2, "length_max": 5,
-                                      "midi_key_low": 40, "midi_key_high": 72, "keys_sounding": 3}  # fmt: skip
+    assert split_summary(x, mask) == {
+        "sequences": 2,
+        "steps": 7,
+        "length_min": 2,
+        "length_max": 5,
+        "midi_key_low": 40,
+        "midi_key_high": 72,
+        "keys_sounding": 3,
+    }
 
 
 def test_normalisations_agree_on_equal_lengths_and_silent_keys_cost_nothing_when_none_are_silent():

@@ -29,8 +29,13 @@ def test_plot_of_a_12_key_roll_shows_its_columns():
 
 
 def test_runner_evaluates_and_draws_a_12_key_binary_set(tmp_path):
-    data = ExperimentData(_binary_split(6, 10, 0), _binary_split(3, 10, 1), _binary_split(3, 10, 2),
-                        description="12-key binary rolls", binary=True)  # fmt: skip
+    data = ExperimentData(
+        _binary_split(6, 10, 0),
+        _binary_split(3, 10, 1),
+        _binary_split(3, 10, 2),
+        description="12-key binary rolls",
+        binary=True,
+    )
     torch.manual_seed(0)
     model = SRNN(KEYS, latent_dim=2, rnn_dim=4, hidden_dim=8)
     config = evaluation_options({"estimators": ["elbo", "smc"], "num_particles": 8, "batch_size": 4})

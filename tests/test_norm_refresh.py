@@ -97,8 +97,9 @@ def test_trainer_refresh_leaves_training_unchanged_and_fixes_the_evaluation(tmp_
         torch.manual_seed(0)
         predictor = PFRNNPredictor(3, 2, hidden_size=8, encoder_size=8, num_particles=4)
         config = TrainConfig(epochs=3, batch_size=16, lr=0.05, progress=False, norm_refresh_batches=refresh)
-        Trainer(DiscriminativeLoss(predictor), (x, None, y), (x[:16], None, y[:16]), config,
-                run_dir=tmp_path / str(refresh)).fit()  # fmt: skip
+        Trainer(
+            DiscriminativeLoss(predictor), (x, None, y), (x[:16], None, y[:16]), config, run_dir=tmp_path / str(refresh)
+        ).fit()
         runs[refresh] = predictor
     for before, after in zip(runs[0].parameters(), runs[4].parameters()):
         torch.testing.assert_close(before, after, rtol=0, atol=0)

@@ -102,8 +102,9 @@ def _wrong_start(true):
     ids=["exact", "elbo", "iwae", "smc-reparam", "smc-soft", "smc-fisher"],
 )
 def test_training_from_a_wrong_start_approaches_the_true_likelihood(make_objective):
-    true = LinearGaussianSSM(torch.tensor([[0.9]]), torch.tensor([[1.0]]), torch.tensor([[0.2]]),
-                             torch.tensor([[0.3]]), torch.eye(1))  # fmt: skip
+    true = LinearGaussianSSM(
+        torch.tensor([[0.9]]), torch.tensor([[1.0]]), torch.tensor([[0.2]]), torch.tensor([[0.3]]), torch.eye(1)
+    )
     g = torch.Generator().manual_seed(5)
     train, _ = true.sample(32, 40, generator=g)
     test, _ = true.sample(64, 40, generator=g)

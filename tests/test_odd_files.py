@@ -16,16 +16,27 @@ from ppl_models.inference.data import DataWarning, SequenceDataset
 from ppl_models.inference.data.degenerate import degenerate_features
 from ppl_models.inference.data.transforms import SeriesTransform
 
-TINY = ["train.epochs=1", "train.batch_size=8", "evaluate.predictive_samples=10", "evaluate.num_particles=10",
-        "evaluate.iwae_particles=4", "evaluate.batch_size=8"]  # fmt: skip
+TINY = [
+    "train.epochs=1",
+    "train.batch_size=8",
+    "evaluate.predictive_samples=10",
+    "evaluate.num_particles=10",
+    "evaluate.iwae_particles=4",
+    "evaluate.batch_size=8",
+]
 
 
 def walks(path, *, series=8, steps=30, seed=0, **extra):
     """Long format ``site``, ``t``, ``temp`` (a random walk per site) and ``extra`` columns, each a function of the
     frame."""
     rng = np.random.default_rng(seed)
-    frame = pd.DataFrame({"site": np.repeat([f"s{i}" for i in range(series)], steps),
-                          "t": np.tile(np.arange(steps), series), "temp": rng.normal(size=series * steps).cumsum()})
+    frame = pd.DataFrame(
+        {
+            "site": np.repeat([f"s{i}" for i in range(series)], steps),
+            "t": np.tile(np.arange(steps), series),
+            "temp": rng.normal(size=series * steps).cumsum(),
+        }
+    )
     for name, make in extra.items():
         frame[name] = make(frame)
     frame.to_csv(path, index=False)
@@ -79,8 +90,9 @@ def test_a_trained_models_features_are_kept_when_it_reads_a_new_file(tmp_path):
 def test_a_constant_column_no_longer_decides_the_board(tmp_path):
     path = walks(tmp_path / "c.csv", const=lambda f: 3.0)
     out = tmp_path / "board"
-    rows = leaderboard.run_leaderboard(path, out, ["lgssm"], ['data.series="site"', 'data.time="t"', *TINY],
-                                       classical=["last-value"])  # fmt: skip
+    rows = leaderboard.run_leaderboard(
+        path, out, ["lgssm"], ['data.series="site"', 'data.time="t"', *TINY], classical=["last-value"]
+    )
     nats = {row["model"]: row["nats_per_step"] for row in rows}
     # one standard-normal-ish random walk: a step's density is a few nats below 0 for every row, not +11
     assert all(-5 < value < 1 for value in nats.values())
@@ -92,18 +104,51 @@ def test_a_constant_column_no_longer_decides_the_board(tmp_path):
 # --- flags that would be ignored -------------------------------------------------------------------
 def test_targets_given_to_a_density_model_are_refused(tmp_path, capsys):
     path = walks(tmp_path / "w.csv", wind=lambda f: 1.0 + f["t"] % 3)
-    assert main(["train", "gru", "--data", str(path), "--series", "site", "--targets", "wind",
-                 "--run-dir", str(tmp_path / "run")]) == 2  # fmt: skip
+    assert (
+        main(
+            [
+                "train",
+                "gru",
+                "--data",
+                str(path),
+                "--series",
+                "site",
+                "--targets",
+                "wind",
+                "--run-dir",
+                str(tmp_path / "run"),
+            ]
+        )
+        == 2
+    )
     error = capsys.readouterr().err.strip().splitlines()
     assert len(error) == 1 and "--targets" in error[0] and "--features" in error[0]
     assert not (tmp_path / "run").exists()
 
 
 def test_a_split_column_and_a_split_by_time_are_not_both_taken(tmp_path, capsys):
-    path = walks(tmp_path / "p.csv", part=lambda f: np.where(f["t"] < 20, "train", np.where(f["t"] < 25, "valid",
-                                                                                             "test")))  # fmt: skip
-    assert main(["train", "gru", "--data", str(path), "--series", "site", "--split-column", "part", "--split", "time",
-                 "--run-dir", str(tmp_path / "run")]) == 2  # fmt: skip
+    path = walks(
+        tmp_path / "p.csv", part=lambda f: np.where(f["t"] < 20, "train", np.where(f["t"] < 25, "valid", "test"))
+    )
+    assert (
+        main(
+            [
+                "train",
+                "gru",
+                "--data",
+                str(path),
+                "--series",
+                "site",
+                "--split-column",
+                "part",
+                "--split",
+                "time",
+                "--run-dir",
+                str(tmp_path / "run"),
+            ]
+        )
+        == 2
+    )
     error = capsys.readouterr().err.strip().splitlines()
     assert len(error) == 1 and "--split time" in error[0] and "--split-column part" in error[0]
     with pytest.raises(ValueError, match="data.split_by"):
@@ -131,8 +176,19 @@ def test_a_seasonal_difference_names_a_whole_lag():
 def test_a_board_rerun_matches_the_file_by_content_not_by_its_path(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     walks(tmp_path / "w.csv")
-    flags = ["--series", "site", "--time", "t", "--models", "lgssm", "--classical", "none", "--out", "board",
-             *[a for item in TINY for a in ("--set", item)]]  # fmt: skip
+    flags = [
+        "--series",
+        "site",
+        "--time",
+        "t",
+        "--models",
+        "lgssm",
+        "--classical",
+        "none",
+        "--out",
+        "board",
+        *[a for item in TINY for a in ("--set", item)],
+    ]
     assert main(["leaderboard", "--data", "w.csv", *flags]) == 0
     capsys.readouterr()
     assert main(["leaderboard", "--data", str(tmp_path / "w.csv"), *flags]) == 0
@@ -161,9 +217,16 @@ def test_figures_on_a_tiny_scale_keep_their_digits():
     assert figure(1.2345e-13) == "1.234e-13" or figure(1.2345e-13) == "1.235e-13"
     assert figure(0.1234) == "0.1234" and figure(0.0) == "0.0000" and figure(-2.5) == "-2.5000"
     assert figure(0.0042, 5) == "0.00420" and figure(0.00042, 5) == "4.2000e-04"
-    table = format_table({"data": "d", "test_sequences": 1, "test_steps": 5, "mse": 3e-25,
-                          "loglik": {"exact": {"per_step": 27.1, "per_sequence": 135.5}},
-                          "calibration": {"crps": 4e-13, "coverage_0.8": 0.8}})  # fmt: skip
+    table = format_table(
+        {
+            "data": "d",
+            "test_sequences": 1,
+            "test_steps": 5,
+            "mse": 3e-25,
+            "loglik": {"exact": {"per_step": 27.1, "per_sequence": 135.5}},
+            "calibration": {"crps": 4e-13, "coverage_0.8": 0.8},
+        }
+    )
     assert "3.0000e-25" in table and "4.000e-13" in table and "0.8000" in table
 
 
@@ -171,8 +234,25 @@ def test_an_empty_column_is_left_out_by_default_and_named_when_chosen(tmp_path, 
     path = walks(tmp_path / "e.csv", blank=lambda f: np.nan)
     dataset, messages = _warnings_of(lambda: SequenceDataset.from_file(path, series="site", time="t"))
     assert dataset.features == ["temp"] and any("no value in any row" in m and "'blank'" in m for m in messages)
-    assert main(["train", "gru", "--data", str(path), "--series", "site", "--time", "t", "--features", "temp,blank",
-                 "--run-dir", str(tmp_path / "run")]) == 2  # fmt: skip
+    assert (
+        main(
+            [
+                "train",
+                "gru",
+                "--data",
+                str(path),
+                "--series",
+                "site",
+                "--time",
+                "t",
+                "--features",
+                "temp,blank",
+                "--run-dir",
+                str(tmp_path / "run"),
+            ]
+        )
+        == 2
+    )
     error = capsys.readouterr().err.strip().splitlines()
     assert len(error) == 1 and "'blank' has no value in any row" in error[0] and "--features" in error[0]
 
@@ -189,14 +269,24 @@ def test_a_column_named_twice_or_in_two_roles_is_refused(tmp_path):
 
 def test_series_ids_that_look_like_numbers_stay_as_written(tmp_path):
     path = tmp_path / "ids.csv"
-    path.write_text("id,t,v\n" + "".join(f"{i},{t},{(t * t + k) % 7}\n" for k, i in enumerate(["007", "7", "7.0"])
-                                         for t in range(4)))  # fmt: skip
+    path.write_text(
+        "id,t,v\n"
+        + "".join(f"{i},{t},{(t * t + k) % 7}\n" for k, i in enumerate(["007", "7", "7.0"]) for t in range(4))
+    )
     dataset = SequenceDataset.from_file(path, series="id", time="t")
     assert dataset.ids == ["007", "7", "7.0"] and dataset.lengths == [4, 4, 4]
 
 
-@pytest.mark.parametrize("flag", [["--horizon", "3"], ["--observed", "5"], ["--em-iterations", "2"],
-                                  ["--recalibrate", "scale"], ["--recalibrate-per-step"]])  # fmt: skip
+@pytest.mark.parametrize(
+    "flag",
+    [
+        ["--horizon", "3"],
+        ["--observed", "5"],
+        ["--em-iterations", "2"],
+        ["--recalibrate", "scale"],
+        ["--recalibrate-per-step"],
+    ],
+)
 def test_forecast_flags_of_the_test_split_are_refused_with_beyond(tmp_path, capsys, flag):
     assert main(["forecast", f"a={tmp_path / 'run'}", "--beyond", "4", "--out", str(tmp_path / "f"), *flag]) == 2
     error = capsys.readouterr().err.strip().splitlines()

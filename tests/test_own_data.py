@@ -18,15 +18,23 @@ from ppl_models.experiments.recipes import RECIPES
 
 ROOT = Path(__file__).resolve().parents[1]
 TRAIN = ["train.epochs=1", "train.batch_size=8"]
-TINY = [*TRAIN, "evaluate.predictive_samples=10", "evaluate.num_particles=10", "evaluate.iwae_particles=4",
-        "evaluate.batch_size=8"]  # fmt: skip
+TINY = [
+    *TRAIN,
+    "evaluate.predictive_samples=10",
+    "evaluate.num_particles=10",
+    "evaluate.iwae_particles=4",
+    "evaluate.batch_size=8",
+]
 #: what each model needs beyond TINY to stay small on a 30-step file
-SMALL = {"psrnn": ["model.num_features=50", "model.horizon=3", "model.state_dim=4", "model.obs_features=4"],
-         "kf": ["model.horizon=3", "model.state_dim=4"], "smc-transformer": ["objective.num_particles=4"],
-         "srnn": ["model.latent_dim=4", "model.rnn_dim=8", "model.hidden_dim=8"],
-         "vrnn": ["model.latent_dim=4", "model.rnn_dim=8", "model.hidden_dim=8"],
-         "pf-lstm": ['data.targets=["load"]', "model.num_particles=4", "model.hidden_size=8"],
-         "pf-gru": ['data.targets=["load"]', "model.num_particles=4", "model.hidden_size=8"]}  # fmt: skip
+SMALL = {
+    "psrnn": ["model.num_features=50", "model.horizon=3", "model.state_dim=4", "model.obs_features=4"],
+    "kf": ["model.horizon=3", "model.state_dim=4"],
+    "smc-transformer": ["objective.num_particles=4"],
+    "srnn": ["model.latent_dim=4", "model.rnn_dim=8", "model.hidden_dim=8"],
+    "vrnn": ["model.latent_dim=4", "model.rnn_dim=8", "model.hidden_dim=8"],
+    "pf-lstm": ['data.targets=["load"]', "model.num_particles=4", "model.hidden_size=8"],
+    "pf-gru": ['data.targets=["load"]', "model.num_particles=4", "model.hidden_size=8"],
+}
 
 
 def station_file(path: Path, *, series=10, steps=30, seed=0) -> Path:
@@ -37,8 +45,15 @@ def station_file(path: Path, *, series=10, steps=30, seed=0) -> Path:
         level = rng.normal()
         for t in range(steps):
             level = 0.8 * level + 0.3 * rng.normal()
-            rows.append({"site": f"site-{s}", "when": t, "temp": 15 + 4 * level, "wind": 3 + rng.gamma(2.0),
-                         "load": 100 + 20 * level + rng.normal()})  # fmt: skip
+            rows.append(
+                {
+                    "site": f"site-{s}",
+                    "when": t,
+                    "temp": 15 + 4 * level,
+                    "wind": 3 + rng.gamma(2.0),
+                    "load": 100 + 20 * level + rng.normal(),
+                }
+            )
     frame = pd.DataFrame(rows).sample(frac=1.0, random_state=seed)
     frame.to_parquet(path) if path.suffix == ".parquet" else frame.to_csv(path, index=False)
     return path
@@ -52,16 +67,29 @@ def columns(*extra):
 def test_train_every_model_by_its_name_on_a_file(tmp_path, model, capsys):
     data = station_file(tmp_path / ("stations.parquet" if model in ("gru", "srnn") else "stations.csv"))
     run = tmp_path / "run"
-    assert main(["train", model, "--data", str(data), "--run-dir", str(run),
-                 *columns(*(TINY if model in RECIPES else TRAIN), *SMALL.get(model, []))]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "train",
+                model,
+                "--data",
+                str(data),
+                "--run-dir",
+                str(run),
+                *columns(*(TINY if model in RECIPES else TRAIN), *SMALL.get(model, [])),
+            ]
+        )
+        == 0
+    )
     metrics = json.loads((run / "metrics.json").read_text())
     if model in RECIPES:
         assert all(math.isfinite(v["per_step"]) for v in metrics["loglik"].values())
         assert 0 <= metrics["calibration"]["coverage_0.8"] <= 1
         split = json.loads((run / "data_split.json").read_text())
         assert split["standardizer"]["features"] == ["temp", "wind", "load"]
-        assert sorted(split["train"]["ids"] + split["valid"]["ids"] + split["test"]["ids"]) == \
-            sorted(f"site-{s}" for s in range(10))  # fmt: skip
+        assert sorted(split["train"]["ids"] + split["valid"]["ids"] + split["test"]["ids"]) == sorted(
+            f"site-{s}" for s in range(10)
+        )
     else:
         assert math.isfinite(metrics["rmse"]) and 0 <= metrics["coverage_0.8"] <= 1
 
@@ -69,8 +97,18 @@ def test_train_every_model_by_its_name_on_a_file(tmp_path, model, capsys):
 def test_the_leaderboard_ranks_models_with_the_figures_of_their_runs(tmp_path, capsys):
     data = station_file(tmp_path / "stations.csv")
     out = tmp_path / "board"
-    args = ["leaderboard", "--data", str(data), "--models", "gru,lgssm,vrnn", "--out", str(out),
-            "--classical", "last-value", *columns(*TINY, *(f"vrnn:{item}" for item in SMALL["vrnn"]))]  # fmt: skip
+    args = [
+        "leaderboard",
+        "--data",
+        str(data),
+        "--models",
+        "gru,lgssm,vrnn",
+        "--out",
+        str(out),
+        "--classical",
+        "last-value",
+        *columns(*TINY, *(f"vrnn:{item}" for item in SMALL["vrnn"])),
+    ]
     assert main(args) == 0
     board = json.loads((out / "leaderboard.json").read_text())
     assert {row["model"] for row in board["rows"]} == {"gru", "lgssm", "vrnn", "last-value"}
@@ -83,8 +121,9 @@ def test_the_leaderboard_ranks_models_with_the_figures_of_their_runs(tmp_path, c
         assert row["crps"] == metrics["calibration"]["crps"] and row["num_parameters"] == metrics["num_parameters"]
         assert all(0 <= row[f"coverage_{level}"] <= 1 for level in ("0.5", "0.8", "0.95"))
         assert math.isfinite(row["pit_ks"]) and row["train_seconds"] > 0
-    assert [row["nats_per_step"] for row in board["rows"]] == sorted((r["nats_per_step"] for r in board["rows"]),
-                                                                    reverse=True)  # fmt: skip
+    assert [row["nats_per_step"] for row in board["rows"]] == sorted(
+        (r["nats_per_step"] for r in board["rows"]), reverse=True
+    )
     assert board["rows"][0]["estimator"] in ("exact", "smc-10", "iwae-4", "elbo")
     for figure in ("calibration.png", "fan_chart.png", "leaderboard.md"):
         assert (out / figure).is_file()
@@ -102,10 +141,18 @@ BAD = [  # (file name, its text or None for absent, extra --set, words the one l
     ("nan.csv", "site,when,temp\na,0,1\na,1,\na,2,2\n", [], ["nan.csv", "'temp'", "row 3", "drop-series"]),
     ("dup.csv", "site,when,temp\na,0,1\na,0,2\na,1,2\n", [], ["dup.csv", "rows 2 and 3", "duplicate"]),
     ("short.csv", "site,when,temp\na,0,1\na,1,2\nb,0,2\n", [], ["short.csv", "series 'b'", "at least 2 steps"]),
-    ("window.csv", "site,when,temp\n" + "".join(f"{s},{t},{t % 3}\n" for s in "abcdef" for t in range(5)),
-     ["data.window=8"], ["window.csv", "window 8 is longer than series"]),
-    ("real.csv", "site,when,temp\n" + "".join(f"{s},{t},{t * 0.5}\n" for s in "abcdef" for t in range(5)),
-     ['model.emission="bernoulli"'], ["real.csv", "cannot take data", "binary"]),
+    (
+        "window.csv",
+        "site,when,temp\n" + "".join(f"{s},{t},{t % 3}\n" for s in "abcdef" for t in range(5)),
+        ["data.window=8"],
+        ["window.csv", "window 8 is longer than series"],
+    ),
+    (
+        "real.csv",
+        "site,when,temp\n" + "".join(f"{s},{t},{t * 0.5}\n" for s in "abcdef" for t in range(5)),
+        ['model.emission="bernoulli"'],
+        ["real.csv", "cannot take data", "binary"],
+    ),
 ]
 
 

@@ -30,8 +30,12 @@ def wheel(tmp_path_factory) -> zipfile.ZipFile:
             (source / name).symlink_to(os.readlink(ROOT / name))
         elif (ROOT / name).is_file():
             shutil.copy2(ROOT / name, source / name)
-    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                           "-w", str(out), str(source)], capture_output=True, text=True, timeout=300)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), str(source)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     (path,) = out.glob("*.whl")
     return zipfile.ZipFile(path)

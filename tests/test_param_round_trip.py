@@ -78,8 +78,9 @@ def test_every_model_reloads_its_parameters_in_a_fresh_process(tmp_path):
         torch.save(model.state_dict(), tmp_path / f"{cls.__name__}.state.pt")
     (tmp_path / "names.json").write_text(json.dumps(names))
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join([str(TESTS), str(TESTS.parent)])}
-    child = subprocess.run([sys.executable, "-c", CHILD, str(tmp_path)], capture_output=True, text=True, env=env,
-                           cwd=TESTS, timeout=120)  # fmt: skip
+    child = subprocess.run(
+        [sys.executable, "-c", CHILD, str(tmp_path)], capture_output=True, text=True, env=env, cwd=TESTS, timeout=120
+    )
     assert child.returncode == 0, child.stderr[-2000:]
     report = json.loads(child.stdout.strip().splitlines()[-1])
     assert set(report) == set(names)

@@ -114,7 +114,8 @@ def test_recorded_means_match_kalman_and_the_history_without_keeping_particles()
     with torch.no_grad():
         result = ParticleFilter(4000, generator=torch.Generator().manual_seed(2)).run(model, x, mask, keep_means=("z",))
         both = ParticleFilter(50, generator=torch.Generator().manual_seed(2)).run(
-            model, x, mask, keep_ancestry=True, keep_means=("z",))
+            model, x, mask, keep_ancestry=True, keep_means=("z",)
+        )
     assert result.history is None and result.means["z"].shape == (3, 12, 2)
     kalman = model.kalman_filter(x, mask)
     valid = mask.unsqueeze(-1).expand(-1, -1, 2)
@@ -286,13 +287,19 @@ def test_optional_methods_are_read_from_the_declared_particle_options():
     x = torch.zeros(2, 3, 1)
     result = ParticleFilter(4).run(_DeclaresSimulateOnly(), x, predictive_samples=2)
     assert torch.equal(result.predictive, torch.zeros(2, 2, 3, 1))  # every particle is 0
-    with pytest.raises(ValueError, match=r"predictive_mean=True needs predict_mean\(state, t, context\).*"
-                                         r"_DeclaresSimulateOnly does not declare"):
+    with pytest.raises(
+        ValueError,
+        match=r"predictive_mean=True needs predict_mean\(state, t, context\).*"
+        r"_DeclaresSimulateOnly does not declare",
+    ):
         ParticleFilter(4).run(_DeclaresSimulateOnly(), x, predictive_mean=True)
     with pytest.raises(ValueError, match=r"predictive_samples > 0 needs simulate.*_Walk does not declare"):
         ParticleFilter(4).run(_Walk(), x, predictive_samples=2)
     with pytest.raises(ValueError, match=r"forecast needs simulate.*_Walk does not declare"):
         forecast(_Walk(), ParticleFilter(4).run(_Walk(), x), horizon=1)
-    with pytest.raises(TypeError, match="_DeclaresWithoutDefining declares 'predict_mean' in its particle_options "
-                                        "but defines no method predict_mean"):
+    with pytest.raises(
+        TypeError,
+        match="_DeclaresWithoutDefining declares 'predict_mean' in its particle_options "
+        "but defines no method predict_mean",
+    ):
         ParticleFilter(4).run(_DeclaresWithoutDefining(), x)

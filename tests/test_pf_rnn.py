@@ -54,8 +54,13 @@ def test_objective_trains_with_the_shared_trainer(tmp_path, target, task):
     predictor = PFRNNPredictor(2, out, cell="pf-lstm", hidden_size=8, encoder_size=8, num_particles=4, task=task)
     objective = DiscriminativeLoss(predictor, target=target, belief_weight=0.5)
     before = objective(x, None, y).loss.item()
-    trainer = Trainer(objective, (x, None, y), (x[:16], None, y[:16]),
-                      TrainConfig(epochs=15, batch_size=16, lr=1e-2, progress=False), run_dir=tmp_path)
+    trainer = Trainer(
+        objective,
+        (x, None, y),
+        (x[:16], None, y[:16]),
+        TrainConfig(epochs=15, batch_size=16, lr=1e-2, progress=False),
+        run_dir=tmp_path,
+    )
     history = trainer.fit()
     assert history[-1]["bound_kind"] == "-loss"
     assert objective(x, None, y).loss.item() < 0.7 * before
@@ -63,8 +68,9 @@ def test_objective_trains_with_the_shared_trainer(tmp_path, target, task):
 
 def test_last_step_targets_use_each_sequences_last_valid_step():
     torch.manual_seed(10)
-    predictor = PFRNNPredictor(2, 3, cell="pf-lstm", hidden_size=4, num_particles=3, task="classification",
-                               resampling="none", stochastic=False).eval()
+    predictor = PFRNNPredictor(
+        2, 3, cell="pf-lstm", hidden_size=4, num_particles=3, task="classification", resampling="none", stochastic=False
+    ).eval()
     x = torch.randn(2, 5, 2)
     mask = torch.tensor([[True] * 5, [True] * 2 + [False] * 3])
     y = torch.tensor([0, 2])

@@ -25,8 +25,9 @@ def _copy_lstm_weights(pf: PFLSTM, reference: nn.LSTM) -> None:
             cell.input_projection.weight.copy_(getattr(reference, f"weight_ih_l{index}"))
             cell.hidden_projection.weight.copy_(getattr(reference, f"weight_hh_l{index}"))
             if reference.bias:
-                cell.input_projection.bias.copy_(getattr(reference, f"bias_ih_l{index}")
-                                                 + getattr(reference, f"bias_hh_l{index}"))  # fmt: skip
+                cell.input_projection.bias.copy_(
+                    getattr(reference, f"bias_ih_l{index}") + getattr(reference, f"bias_hh_l{index}")
+                )
 
 
 def _papers_gru(pf: PFGRU, x: torch.Tensor, h0: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -39,8 +40,8 @@ def _papers_gru(pf: PFGRU, x: torch.Tensor, h0: torch.Tensor) -> tuple[torch.Ten
         for x_t in layer_input:
             gates_in = x_t @ w_in.T + b_in
             z = torch.sigmoid(gates_in[:, :size] + h @ w_h[:size].T)
-            r = torch.sigmoid(gates_in[:, size:2 * size] + h @ w_h[size:].T)
-            h = (1 - z) * torch.tanh(gates_in[:, 2 * size:] + (r * h) @ w_n.T) + z * h
+            r = torch.sigmoid(gates_in[:, size : 2 * size] + h @ w_h[size:].T)
+            h = (1 - z) * torch.tanh(gates_in[:, 2 * size :] + (r * h) @ w_n.T) + z * h
             outputs.append(h)
         layer_input = torch.stack(outputs)
         finals.append(h)
@@ -52,7 +53,7 @@ def test_positional_signature_and_defaults_are_nn_lstm_and_nn_gru():
         torch_params = list(inspect.signature(nn.RNNBase.__init__).parameters.values())[2:]  # after self, mode
         if theirs is nn.GRU:
             torch_params = [p for p in torch_params if p.name != "proj_size"]
-        params = list(inspect.signature(ours.__init__).parameters.values())[1:len(torch_params) + 1]
+        params = list(inspect.signature(ours.__init__).parameters.values())[1 : len(torch_params) + 1]
         assert [(p.name, p.default) for p in params] == [(p.name, p.default) for p in torch_params]
     rnn = PFLSTM(8, 16, 2)  # as nn.LSTM(8, 16, 2): two layers, not two particles
     assert rnn.num_layers == 2 and len(rnn.layers) == 2 and rnn.num_particles == 20
@@ -77,8 +78,11 @@ class SequenceFirstTagger(nn.Module):
         return self.head(h_n[-1]), output, state
 
 
-@pytest.mark.parametrize("make_rnn", [nn.LSTM, nn.GRU, lambda *a: PFLSTM(*a, num_particles=4),
-                                      lambda *a: PFGRU(*a, num_particles=4)], ids=["lstm", "gru", "pf-lstm", "pf-gru"])
+@pytest.mark.parametrize(
+    "make_rnn",
+    [nn.LSTM, nn.GRU, lambda *a: PFLSTM(*a, num_particles=4), lambda *a: PFGRU(*a, num_particles=4)],
+    ids=["lstm", "gru", "pf-lstm", "pf-gru"],
+)
 def test_a_sequence_first_model_reading_h_n_runs_and_trains(make_rnn):
     torch.manual_seed(0)
     model = SequenceFirstTagger(make_rnn)
@@ -184,15 +188,17 @@ def test_packed_particle_filters_give_each_sequence_its_own_run_and_h_n_at_its_l
     pf = cell(3, 5, 2, num_particles=6, activation="tanh", eval_randomness="off").eval()
     x, lengths, packed = _packed_batch()
     shape = (2, 6, 4, 5)
-    hx = ParticleState(torch.randn(shape), torch.randn(shape) if cell is PFLSTM else None,
-                       torch.log_softmax(torch.randn(2, 6, 4), 1))  # fmt: skip
+    hx = ParticleState(
+        torch.randn(shape), torch.randn(shape) if cell is PFLSTM else None, torch.log_softmax(torch.randn(2, 6, 4), 1)
+    )
     output, state = pf(packed, hx)
     padded, out_lengths = pad_packed_sequence(output, batch_first=True)
     torch.testing.assert_close(out_lengths, lengths)
     h_n = state[0] if cell is PFLSTM else state
     for b, length in enumerate(lengths.tolist()):
-        alone = ParticleState(hx.h[:, :, b:b + 1], None if hx.c is None else hx.c[:, :, b:b + 1],
-                              hx.log_weights[:, :, b:b + 1])  # fmt: skip
+        alone = ParticleState(
+            hx.h[:, :, b : b + 1], None if hx.c is None else hx.c[:, :, b : b + 1], hx.log_weights[:, :, b : b + 1]
+        )
         single_output, single_state = pf(x[b, :length], alone)  # unbatched [T, D]
         torch.testing.assert_close(padded[b, :length], single_output)
         assert (padded[b, length:] == 0).all()
@@ -215,8 +221,11 @@ class PackedLastState(nn.Module):
         return self.head(h_n[-1]), pad_packed_sequence(output)[0]
 
 
-@pytest.mark.parametrize("rnn", [lambda: nn.LSTM(3, 5, 2), lambda: PFLSTM(3, 5, 2, num_particles=4),
-                                 lambda: PFGRU(3, 5, 2, num_particles=4)], ids=["lstm", "pf-lstm", "pf-gru"])
+@pytest.mark.parametrize(
+    "rnn",
+    [lambda: nn.LSTM(3, 5, 2), lambda: PFLSTM(3, 5, 2, num_particles=4), lambda: PFGRU(3, 5, 2, num_particles=4)],
+    ids=["lstm", "pf-lstm", "pf-gru"],
+)
 def test_a_packing_model_ignores_padding_and_trains(rnn):
     torch.manual_seed(12)
     model = PackedLastState(rnn())
@@ -249,8 +258,9 @@ def test_unbatched_input_is_a_batch_of_one(cell):
     batched_output, batched_state = pf(x.unsqueeze(1))
     assert output.shape == (6, 5)
     torch.testing.assert_close(output, batched_output[:, 0])
-    for single, batched in zip(state if cell is PFLSTM else (state,),
-                               batched_state if cell is PFLSTM else (batched_state,)):  # fmt: skip
+    for single, batched in zip(
+        state if cell is PFLSTM else (state,), batched_state if cell is PFLSTM else (batched_state,)
+    ):
         assert single.shape == (2, 5)
         torch.testing.assert_close(single, batched[:, 0])
     h0 = torch.randn(2, 5)
@@ -333,22 +343,29 @@ def test_device_and_dtype_arguments():
     assert pf(torch.randn(5, 2, 3, dtype=torch.float64))[0].dtype == torch.float64
 
 
-@pytest.mark.parametrize("build, error, words", [
-    (lambda: PFLSTM(3, 4, proj_size=2), ValueError, "proj_size"),
-    (lambda: PFGRU(3, 4, bidirectional=True), ValueError, "bidirectional"),
-    (lambda: PFLSTM(3, 4, 0), ValueError, "num_layers"),
-    (lambda: PFLSTM(3, 4, dropout=1.5), ValueError, "dropout"),
-    (lambda: PFLSTM(3, 4, batch_first="yes"), TypeError, "batch_first"),
-    (lambda: PFLSTM(3, 4, bias=1), TypeError, "bias"),
-    (lambda: PFLSTM(3, 4, num_particles=0), ValueError, "num_particles"),
-    (lambda: PFGRU(3, 4, eval_randomness="never"), ValueError, "eval_randomness"),
-    (lambda: PFGRU(3, 4, eval_seed=-1), ValueError, "eval_seed"),
-    (lambda: PFLSTM(3, 4)(torch.randn(2, 5, 3, 3)), ValueError, "input must have shape"),
-    (lambda: PFLSTM(3, 4)(torch.randn(5, 2, 3), (torch.zeros(1, 3, 4), torch.zeros(1, 3, 4))), ValueError, "h_0"),
-    (lambda: PFLSTM(3, 4)(torch.randn(5, 3), (torch.zeros(1, 1, 4), torch.zeros(1, 1, 4))), ValueError, r"\[1, 4\]"),
-    (lambda: PFGRU(3, 4)(torch.randn(5, 2, 3), (torch.zeros(1, 2, 4), torch.zeros(1, 2, 4))), TypeError, "h_0"),
-    (lambda: PFLSTM(3, 4)([[1.0, 2.0, 3.0]]), TypeError, "input"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "build, error, words",
+    [
+        (lambda: PFLSTM(3, 4, proj_size=2), ValueError, "proj_size"),
+        (lambda: PFGRU(3, 4, bidirectional=True), ValueError, "bidirectional"),
+        (lambda: PFLSTM(3, 4, 0), ValueError, "num_layers"),
+        (lambda: PFLSTM(3, 4, dropout=1.5), ValueError, "dropout"),
+        (lambda: PFLSTM(3, 4, batch_first="yes"), TypeError, "batch_first"),
+        (lambda: PFLSTM(3, 4, bias=1), TypeError, "bias"),
+        (lambda: PFLSTM(3, 4, num_particles=0), ValueError, "num_particles"),
+        (lambda: PFGRU(3, 4, eval_randomness="never"), ValueError, "eval_randomness"),
+        (lambda: PFGRU(3, 4, eval_seed=-1), ValueError, "eval_seed"),
+        (lambda: PFLSTM(3, 4)(torch.randn(2, 5, 3, 3)), ValueError, "input must have shape"),
+        (lambda: PFLSTM(3, 4)(torch.randn(5, 2, 3), (torch.zeros(1, 3, 4), torch.zeros(1, 3, 4))), ValueError, "h_0"),
+        (
+            lambda: PFLSTM(3, 4)(torch.randn(5, 3), (torch.zeros(1, 1, 4), torch.zeros(1, 1, 4))),
+            ValueError,
+            r"\[1, 4\]",
+        ),
+        (lambda: PFGRU(3, 4)(torch.randn(5, 2, 3), (torch.zeros(1, 2, 4), torch.zeros(1, 2, 4))), TypeError, "h_0"),
+        (lambda: PFLSTM(3, 4)([[1.0, 2.0, 3.0]]), TypeError, "input"),
+    ],
+)
 def test_bad_arguments_raise_one_line_errors_naming_them(build, error, words):
     with pytest.raises(error, match=words) as caught:
         build()
@@ -373,8 +390,9 @@ class _LSTMRegressor(nn.Module):
         return self.head(out[:, -1])
 
 
-@pytest.mark.parametrize("rnn_class, options", [(nn.LSTM, {}), (PFLSTM, {"num_particles": 4}),
-                                                (nn.GRU, {}), (PFGRU, {"num_particles": 4})])
+@pytest.mark.parametrize(
+    "rnn_class, options", [(nn.LSTM, {}), (PFLSTM, {"num_particles": 4}), (nn.GRU, {}), (PFGRU, {"num_particles": 4})]
+)
 def test_drop_in_replacement_trains(rnn_class, options):
     torch.manual_seed(0)
     model = _LSTMRegressor(rnn_class, **options)

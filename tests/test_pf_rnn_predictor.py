@@ -31,8 +31,9 @@ def test_to_device_moves_everything():
 
 def test_predictor_with_stacked_pf_layers_trains_and_its_program_refuses_them():
     torch.manual_seed(13)
-    predictor = PFRNNPredictor(2, 1, cell="pf-gru", hidden_size=6, encoder_size=4, num_particles=3, num_layers=2,
-                               dropout=0.1)  # fmt: skip
+    predictor = PFRNNPredictor(
+        2, 1, cell="pf-gru", hidden_size=6, encoder_size=4, num_particles=3, num_layers=2, dropout=0.1
+    )
     x = torch.randn(8, 5, 2)
     y = x.cumsum(1)[..., :1]
     belief = predictor.belief(x)

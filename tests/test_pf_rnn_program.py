@@ -21,8 +21,9 @@ def test_pyro_program_and_module_give_the_same_elbo_loss(cell):
     program = PFRNNProgram(predictor, generator=torch.Generator().manual_seed(3))
     x, y = torch.randn(3, 4, 2), torch.randn(3, 4, 2)
     guide_trace = poutine.trace(program.guide).get_trace(x, y)
-    pyro_loss = Trace_ELBO().differentiable_loss(poutine.replay(program.model, trace=guide_trace),
-                                                 poutine.replay(program.guide, trace=guide_trace), x, y)
+    pyro_loss = Trace_ELBO().differentiable_loss(
+        poutine.replay(program.model, trace=guide_trace), poutine.replay(program.guide, trace=guide_trace), x, y
+    )
     noise = torch.stack([guide_trace.nodes[f"noise_{t}"]["value"] for t in range(4)])
     features = predictor.encoder(x)
     belief = predictor.rnn.filter(features, noise=noise, generator=torch.Generator().manual_seed(3))
@@ -45,8 +46,9 @@ def test_svi_with_the_pyro_program_learns():
     assert sum(losses[-10:]) < 0.7 * sum(losses[:10])
 
 
-@pytest.mark.parametrize("task, y", [("classification", torch.randint(0, 3, (5, 4))),
-                                     ("regression", torch.randn(5, 4, 3))])
+@pytest.mark.parametrize(
+    "task, y", [("classification", torch.randint(0, 3, (5, 4))), ("regression", torch.randn(5, 4, 3))]
+)
 def test_the_pyro_program_runs_without_warnings(task, y):
     """A fixed scale (classification, or learn_scale=False) is a buffer, so pyro.module has nothing to skip."""
     predictor = PFRNNPredictor(2, 3, task=task, hidden_size=4, encoder_size=4, num_particles=3, learn_scale=False)

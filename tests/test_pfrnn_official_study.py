@@ -21,8 +21,7 @@ from ppl_models.experiments.studies.pfrnn_official import (
 
 def _tiny():
     """One 2-step trajectory: inputs (dx, dy, dheading, 5 distances), normalised poses (x/10, y/10, heading/2pi)."""
-    x = torch.tensor([[[0.0, 0.0, 0.0, 1.0, 2.0, 3.0, 4.0, 5.0],
-                       [0.2, -0.1, 0.5, 1.5, 2.5, 3.5, 4.5, 5.5]]])  # fmt: skip
+    x = torch.tensor([[[0.0, 0.0, 0.0, 1.0, 2.0, 3.0, 4.0, 5.0], [0.2, -0.1, 0.5, 1.5, 2.5, 3.5, 4.5, 5.5]]])
     y = torch.tensor([[[0.25, 0.5, 0.25], [0.27, 0.49, 0.75]]])
     return x, y
 
@@ -70,15 +69,18 @@ def test_apply_edits_replaces_once_and_refuses_missing_or_repeated_text(tmp_path
 
 
 def test_official_curve_pairs_each_epochs_validation_scalars():
-    records = [{"tag": "start", "value": 0.0, "step": 0, "time": 100.0},
-               {"tag": "train/loss", "value": 30.0, "step": 2, "time": 105.0},
-               {"tag": "eval/loss_last", "value": 3.0, "step": 2, "time": 110.0},
-               {"tag": "eval/loss", "value": 20.0, "step": 2, "time": 110.5},
-               {"tag": "eval/loss_last", "value": 2.0, "step": 4, "time": 130.0},
-               {"tag": "eval/loss", "value": 18.0, "step": 4, "time": 130.25}]  # fmt: skip
+    records = [
+        {"tag": "start", "value": 0.0, "step": 0, "time": 100.0},
+        {"tag": "train/loss", "value": 30.0, "step": 2, "time": 105.0},
+        {"tag": "eval/loss_last", "value": 3.0, "step": 2, "time": 110.0},
+        {"tag": "eval/loss", "value": 20.0, "step": 2, "time": 110.5},
+        {"tag": "eval/loss_last", "value": 2.0, "step": 4, "time": 130.0},
+        {"tag": "eval/loss", "value": 18.0, "step": 4, "time": 130.25},
+    ]
     assert official_curve(records) == [
         {"epoch": 1, "valid_last_step_mse": 3.0, "valid_loss": 20.0, "seconds": 10.5},
-        {"epoch": 2, "valid_last_step_mse": 2.0, "valid_loss": 18.0, "seconds": 19.75}]
+        {"epoch": 2, "valid_last_step_mse": 2.0, "valid_loss": 18.0, "seconds": 19.75},
+    ]
 
 
 def test_mean_sd_is_the_sample_mean_and_sd():
@@ -95,15 +97,21 @@ def test_constant_predictor_error_by_hand():
 
 # ---- early stopping: the bookkeeping, the official loop's edit, the claim's reader and rule ----------------------
 
+
 def _curve(mse, loss):
-    return [{"epoch": i + 1, "valid_last_step_mse": m, "valid_loss": v, "seconds": 1.0}
-            for i, (m, v) in enumerate(zip(mse, loss))]  # fmt: skip
+    return [
+        {"epoch": i + 1, "valid_last_step_mse": m, "valid_loss": v, "seconds": 1.0}
+        for i, (m, v) in enumerate(zip(mse, loss))
+    ]
 
 
 def test_convergence_takes_the_first_lowest_epoch_and_counts_the_epochs_run():
     # by hand: the lowest, 3.0, first at epoch 3 (again at 5); 6 epochs under a cap of 10 is an early stop
-    assert convergence([5.0, 4.0, 3.0, 3.5, 3.0, 4.0], cap=10) == {"best_epoch": 3, "epochs_run": 6,
-                                                                   "stopped_early": True}
+    assert convergence([5.0, 4.0, 3.0, 3.5, 3.0, 4.0], cap=10) == {
+        "best_epoch": 3,
+        "epochs_run": 6,
+        "stopped_early": True,
+    }
     assert convergence([5.0, 4.0], cap=2) == {"best_epoch": 2, "epochs_run": 2, "stopped_early": False}
     with pytest.raises(ValueError, match="values must hold 1 to cap=2"):
         convergence([5.0, 4.0, 3.0], cap=2)
@@ -123,16 +131,18 @@ def test_seed_record_reads_each_sides_own_stopping_figure():
 def test_the_official_loops_edit_stops_after_patience_epochs_without_a_lower_mse(tmp_path, monkeypatch):
     """The two early-stopping edits of EDITS applied to a stand-in of the official loop (same lines), run on a
     stubbed validation curve."""
-    stub = ("import os\n"
-            "def train(curve):\n"
-            "    seen, saved = [], []\n"
-            "    best_eval = 1000\n"
-            "    for log_eval_last in curve:\n"
-            "        seen.append(log_eval_last)\n"
-            "        if log_eval_last < best_eval:\n"
-            "            best_eval = log_eval_last\n"
-            "            saved.append(len(seen))\n"
-            "    return len(seen), saved[-1]\n")  # fmt: skip
+    stub = (
+        "import os\n"
+        "def train(curve):\n"
+        "    seen, saved = [], []\n"
+        "    best_eval = 1000\n"
+        "    for log_eval_last in curve:\n"
+        "        seen.append(log_eval_last)\n"
+        "        if log_eval_last < best_eval:\n"
+        "            best_eval = log_eval_last\n"
+        "            saved.append(len(seen))\n"
+        "    return len(seen), saved[-1]\n"
+    )
     (tmp_path / "main.py").write_text(stub)
     apply_edits(tmp_path, [edit for edit in EDITS if edit[0] == "main.py" and "early stopping" in edit[3]])
     namespace = {}
@@ -148,11 +158,24 @@ def test_the_official_loops_edit_stops_after_patience_epochs_without_a_lower_mse
 
 def _side_by_side(ours, official, constant=9.7):
     """A stubbed new-format results file: per side and seed the best-validation test MSE, best epoch, epochs run."""
+
     def runs(values):
-        return [{"test_best_valid": {"last_step_mse": v}, "test_final": {"last_step_mse": v + 1.0},
-                 "best_epoch": 20 + i, "epochs_run": 30 + i, "train_wall_seconds": 100.0} for i, v in enumerate(values)]
-    return {"runs": {"ours": runs(ours), "official": runs(official)}, "budget": {"epochs": 200},
-            "constant_predictor": {"test": constant}}
+        return [
+            {
+                "test_best_valid": {"last_step_mse": v},
+                "test_final": {"last_step_mse": v + 1.0},
+                "best_epoch": 20 + i,
+                "epochs_run": 30 + i,
+                "train_wall_seconds": 100.0,
+            }
+            for i, v in enumerate(values)
+        ]
+
+    return {
+        "runs": {"ours": runs(ours), "official": runs(official)},
+        "budget": {"epochs": 200},
+        "constant_predictor": {"test": constant},
+    }
 
 
 def test_reader_takes_the_best_validation_models_and_the_constant_predictor():
@@ -172,9 +195,21 @@ def test_rule_asks_both_sides_clearly_below_the_constant_predictor():
 
 
 def test_reader_keeps_reading_the_fixed_epoch_file():
-    old = {"runs": {code: [{"test_final": {"last_step_mse": 9.0 + i}, "test_best_valid": {"last_step_mse": 0.0},
-                            "train_wall_seconds": 10.0} for i in range(3)] for code in ("ours", "official")},
-           "budget": {"epochs": 8}, "constant_predictor": {"test": 9.69}}  # fmt: skip
+    old = {
+        "runs": {
+            code: [
+                {
+                    "test_final": {"last_step_mse": 9.0 + i},
+                    "test_best_valid": {"last_step_mse": 0.0},
+                    "train_wall_seconds": 10.0,
+                }
+                for i in range(3)
+            ]
+            for code in ("ours", "official")
+        },
+        "budget": {"epochs": 8},
+        "constant_predictor": {"test": 9.69},
+    }
     reading = official_side_by_side(old)
     assert reading.figures["official code"].values == (9.0, 10.0, 11.0)
     assert {b.model: b for b in reading.budgets}["ours"].epochs == (8, 8, 8)

@@ -19,8 +19,13 @@ def test_a_plug_in_whose_code_is_missing_is_a_command_that_says_so(monkeypatch, 
     monkeypatch.setattr(plugins, "entry_points", lambda group: [missing] if group == plugins.COMMANDS else [])
     assert main(["papers", "--list", "x"]) == 2
     error = capsys.readouterr().err.strip()
-    assert error.startswith("ppl-models: error: papers: its code (ppl_models_missing_research.command:add) is not "
-                            "installed") and "pip install -e ." in error and "\n" not in error  # fmt: skip
+    assert (
+        error.startswith(
+            "ppl-models: error: papers: its code (ppl_models_missing_research.command:add) is not installed"
+        )
+        and "pip install -e ." in error
+        and "\n" not in error
+    )
 
 
 def test_a_plug_in_adds_its_parser_and_its_function(monkeypatch, capsys):

@@ -94,10 +94,12 @@ def test_calibrate_sets_a_student_t_predictive_that_scipy_scores_alike():
     assert isinstance(base, torch.distributions.StudentT) and torch.isfinite(model.noise_df).all()
     states = model.states(x)
     scale = (model.log_noise_scale + states @ model.noise_weight).exp()
-    expected = scipy.stats.t.logpdf(x.detach().numpy(), model.noise_df.numpy(), [1.0, -1.0],
-                                     scale.detach().numpy()).sum(-1)  # fmt: skip
-    torch.testing.assert_close(predictive.log_prob(x).detach().double(), torch.from_numpy(expected),
-                               rtol=1e-4, atol=1e-4)  # fmt: skip
+    expected = scipy.stats.t.logpdf(
+        x.detach().numpy(), model.noise_df.numpy(), [1.0, -1.0], scale.detach().numpy()
+    ).sum(-1)
+    torch.testing.assert_close(
+        predictive.log_prob(x).detach().double(), torch.from_numpy(expected), rtol=1e-4, atol=1e-4
+    )
     model.fit_noise_scale(x)  # back to the constant Gaussian
     assert isinstance(model.predictive_distribution(x).base_dist, torch.distributions.Normal)
     assert torch.isinf(model.noise_df).all() and not model.noise_weight.any()
@@ -166,8 +168,9 @@ def _calibration_of(shape, draws):
     """Calibration on 20,000 fresh draws of the noise of ``shape`` fit to 20,000 others."""
     fresh = draws(20_000, 8)
     fit = fit_noise(draws(20_000, 7), shape=shape)
-    predictive = noise_distribution(torch.zeros_like(fresh), fit.log_scale.exp().expand_as(fresh), fit.df,
-                                    fit.shape_points, fit.bandwidth)  # fmt: skip
+    predictive = noise_distribution(
+        torch.zeros_like(fresh), fit.log_scale.exp().expand_as(fresh), fit.df, fit.shape_points, fit.bandwidth
+    )
     return calibration_from_pit(pit(predictive, fresh).flatten(), fresh.flatten())
 
 

@@ -106,8 +106,9 @@ def test_the_conditional_predictor_draws_targets_from_its_particle_mixture():
     step = predictor.predictive(x, None, 7, generator=torch.Generator().manual_seed(0))
     assert step.samples.shape == (7, B, T, 1) and step.log_density is None
     # the mixture's mean is the head of the mean particle (the head is linear)
-    torch.testing.assert_close(step.mean, predictor.head(predictor.belief(x, generator=torch.Generator()
-                                                                           .manual_seed(0)).mean))
+    torch.testing.assert_close(
+        step.mean, predictor.head(predictor.belief(x, generator=torch.Generator().manual_seed(0)).mean)
+    )
     program = PFRNNProgram(predictor)
     y = torch.randn(B, T, 1)
     assert math.isfinite(float(Trace_ELBO().differentiable_loss(program.model, program.guide, x, y).detach()))
@@ -136,7 +137,7 @@ def test_the_readme_quickstart_imports_every_model_from_ppl_models():
     from pathlib import Path
 
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    quickstart = readme[readme.index("## Quickstart"):]
+    quickstart = readme[readme.index("## Quickstart") :]
     imported = re.search(r"from ppl_models import \(([^)]*)\)", quickstart).group(1)
     names = {name.strip() for name in imported.split(",")}
     assert {cls.__name__ for cls in ppl_models.COLLECTION} <= names

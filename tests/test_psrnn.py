@@ -78,8 +78,16 @@ def test_two_stage_regression_start_predicts_better_than_a_random_start():
     assert mse["2sr"] < 0.5 * float(x.var()), mse  # better than predicting the mean
 
 
-@pytest.mark.parametrize("options", [{"rank": 8}, {"num_layers": 2}, {"num_layers": 2, "rank": 8},
-                                     {"append_input": True}, {"append_input": True, "num_layers": 2, "rank": 8}])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"rank": 8},
+        {"num_layers": 2},
+        {"num_layers": 2, "rank": 8},
+        {"append_input": True},
+        {"append_input": True, "num_layers": 2, "rank": 8},
+    ],
+)
 def test_factorized_and_multilayer_models_initialize_and_predict(options):
     torch.manual_seed(3)
     x = _sine_data()
@@ -124,8 +132,13 @@ def test_factorized_start_approaches_the_full_start_as_the_rank_grows():
     assert gap_high < 0.02
 
 
-@pytest.mark.parametrize("make", [lambda: PSRNN(2, state_dim=4, obs_features=4, num_features=64, horizon=3),
-                                  lambda: RecurrentPredictor(2, cell="lstm", state_dim=4, encoder_dim=3)])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: PSRNN(2, state_dim=4, obs_features=4, num_features=64, horizon=3),
+        lambda: RecurrentPredictor(2, cell="lstm", state_dim=4, encoder_dim=3),
+    ],
+)
 def test_predictions_are_causal_and_padding_is_ignored(make):
     torch.manual_seed(5)
     model = make()
@@ -246,10 +259,16 @@ def test_bptt_with_the_shared_trainer_improves_the_two_stage_start():
         (lambda: PSRNN(2, num_features=64).initialize(torch.zeros(2, 10, 3)), ValueError, "2 features"),
         (lambda: PSRNN(2, num_features=64, horizon=10).initialize(torch.zeros(2, 10, 2)), ValueError, "horizon"),
         # 38 steps with 10 before and 10 after: 18 windows, fewer than the default obs_features, then state_dim
-        (lambda: PSRNN(2, num_features=64, horizon=10).initialize(torch.randn(1, 38, 2)), ValueError,
-         r"^obs_features=20 is more than the 18 windows .* horizon=10"),
-        (lambda: PSRNN(2, num_features=64, horizon=10, obs_features=4).initialize(torch.randn(1, 38, 2)), ValueError,
-         r"^state_dim=20 is more than the 18 windows"),
+        (
+            lambda: PSRNN(2, num_features=64, horizon=10).initialize(torch.randn(1, 38, 2)),
+            ValueError,
+            r"^obs_features=20 is more than the 18 windows .* horizon=10",
+        ),
+        (
+            lambda: PSRNN(2, num_features=64, horizon=10, obs_features=4).initialize(torch.randn(1, 38, 2)),
+            ValueError,
+            r"^state_dim=20 is more than the 18 windows",
+        ),
         (lambda: PSRNN(2, num_features=64).predict(torch.full((1, 5, 2), float("nan"))), ValueError, "NaN"),
         (lambda: RecurrentPredictor(2, cell="elman"), ValueError, "cell"),
     ],

@@ -39,8 +39,10 @@ def _fake_run(folder, mse, valid_bounds, test_curve):
     folder.mkdir()
     (folder / "metrics.json").write_text(json.dumps({"mse": mse, "calibration": {"coverage_0.5": 0.5, "pit_ks": 0.1}}))
     (folder / "predictions.json").write_text(json.dumps({"initial_mse": {"test_mse": 1.0}}))
-    rows = [{"epoch": e + 1, "valid_bound_per_step": v, "monitor": {"test_mse": t}}
-            for e, (v, t) in enumerate(zip(valid_bounds, test_curve))]  # fmt: skip
+    rows = [
+        {"epoch": e + 1, "valid_bound_per_step": v, "monitor": {"test_mse": t}}
+        for e, (v, t) in enumerate(zip(valid_bounds, test_curve))
+    ]
     (folder / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
 
 

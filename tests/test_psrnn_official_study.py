@@ -25,16 +25,21 @@ def test_every_recorded_edit_applies_once_to_a_fake_snapshot(tmp_path):
     apply_edits(tmp_path, EDITS)
     text = (tmp_path / "ptb_word_lm.py").read_text()
     assert "tf.contrib" not in text and "import tensorflow.compat.v1 as tf" in text
-    assert "int(os.environ['PSRNN_EPOCHS'])" in text and "normalize=True" not in (
-        tmp_path / "two_stage_regression.py").read_text()
+    assert (
+        "int(os.environ['PSRNN_EPOCHS'])" in text
+        and "normalize=True" not in (tmp_path / "two_stage_regression.py").read_text()
+    )
 
 
 def test_a_missing_edit_is_one_line_naming_file_and_edit(tmp_path):
     (tmp_path / "a.py").write_text("x = 1\ny = 1\n")
     apply_edits(tmp_path, [("a.py", "x = 1", "x = 2", "why")])
     assert (tmp_path / "a.py").read_text() == "x = 2\ny = 1\n"
-    with pytest.raises(ValueError, match=r"a\.py: edit 1 \(second\): expected the text to edit once, found it 0 "
-                                         r"times") as error:  # fmt: skip
+    with pytest.raises(
+        ValueError,
+        match=r"a\.py: edit 1 \(second\): expected the text to edit once, found it 0 "
+        r"times",
+    ) as error:
         apply_edits(tmp_path, [("a.py", "y = 1", "y = 3", "first"), ("a.py", "z = 1", "z = 2", "second")])
     assert "\n" not in str(error.value)
     with pytest.raises(ValueError, match="found it 2 times"):
@@ -65,15 +70,21 @@ def test_bpc_is_nats_over_ln2():
 
 
 def test_official_curve_and_test_from_printed_lines():
-    lines = [(1.0, "('seed', 0)"), (50.0, "Epoch: 0 Valid Perplexity: 9.000 Valid BPC: 3.170 Valid Accuracy: 0.200"),
-             (51.0, "Epoch: 1 Learning rate: 1.000"),
-             (80.0, "0.104 perplexity: 8.0 bpc: 3.0 accuracy: 0.2 speed: 1 wps"),
-             (90.5, "Epoch: 1 Valid Perplexity: 4.000 Valid BPC: 2.000 Valid Accuracy: 0.400"),
-             (130.5, "Epoch: 2 Valid Perplexity: 3.000 Valid BPC: 1.585 Valid Accuracy: 0.450"),
-             (200.0, "Test Perplexity: 3.100 Test BPC: 1.632 Test Accuracy: 0.440")]  # fmt: skip
+    lines = [
+        (1.0, "('seed', 0)"),
+        (50.0, "Epoch: 0 Valid Perplexity: 9.000 Valid BPC: 3.170 Valid Accuracy: 0.200"),
+        (51.0, "Epoch: 1 Learning rate: 1.000"),
+        (80.0, "0.104 perplexity: 8.0 bpc: 3.0 accuracy: 0.2 speed: 1 wps"),
+        (90.5, "Epoch: 1 Valid Perplexity: 4.000 Valid BPC: 2.000 Valid Accuracy: 0.400"),
+        (130.5, "Epoch: 2 Valid Perplexity: 3.000 Valid BPC: 1.585 Valid Accuracy: 0.450"),
+        (200.0, "Test Perplexity: 3.100 Test BPC: 1.632 Test Accuracy: 0.440"),
+    ]
     curve = official_curve(lines)
     assert [(r["epoch"], r["valid_bpc"], r["valid_accuracy"], r["seconds"]) for r in curve] == [
-        (0, 3.17, 0.2, None), (1, 2.0, 0.4, 40.5), (2, 1.585, 0.45, 40.0)]
+        (0, 3.17, 0.2, None),
+        (1, 2.0, 0.4, 40.5),
+        (2, 1.585, 0.45, 40.0),
+    ]
     assert official_test(lines) == {"test_perplexity": 3.1, "test_bpc": 1.632, "test_accuracy": 0.44}
     with pytest.raises(ValueError, match="no 'Test Perplexity"):
         official_test(lines[:-1])
@@ -82,8 +93,12 @@ def test_official_curve_and_test_from_printed_lines():
 
 
 def test_portable_hides_the_machines_path():
-    assert portable(["--official-git-dir", "/x/.git", "--out", "f"]) == ["--official-git-dir", "OFFICIAL_GIT_DIR",
-                                                                        "--out", "f"]  # fmt: skip
+    assert portable(["--official-git-dir", "/x/.git", "--out", "f"]) == [
+        "--official-git-dir",
+        "OFFICIAL_GIT_DIR",
+        "--out",
+        "f",
+    ]
     assert portable(["--official-git-dir=/x"]) == ["--official-git-dir=OFFICIAL_GIT_DIR"]
     assert portable(["--python", "/v/bin/python", "--epochs", "2"]) == ["--python", "TF_PYTHON", "--epochs", "2"]
 
@@ -91,16 +106,36 @@ def test_portable_hides_the_machines_path():
 def test_results_file_shape_from_stubbed_runs(tmp_path, monkeypatch):
     def fake_official(git_dir, folder, seed, epochs, python, data_dir):
         curve = [{"epoch": e, "valid_bpc": 3.0 - e, "valid_accuracy": 0.1 * e, "seconds": 10.0} for e in (1, 2)]
-        return {"seed": seed, "train_wall_seconds": 30.0, "curve": curve, "best_epoch": 2,
-                "test_final": {"test_bpc": 1.5 + seed, "test_accuracy": 0.5}}  # fmt: skip
+        return {
+            "seed": seed,
+            "train_wall_seconds": 30.0,
+            "curve": curve,
+            "best_epoch": 2,
+            "test_final": {"test_bpc": 1.5 + seed, "test_accuracy": 0.5},
+        }
 
     monkeypatch.setattr(psrnn_official, "run_official", fake_official)
     monkeypatch.setattr(psrnn_official, "snapshot_commit", lambda git_dir: "abc")
     (tmp_path / "HEAD").write_text("ref: x\n")
     out = tmp_path / "r.json"
-    psrnn_official.main(["--official-git-dir", str(tmp_path), "--python", "py",
-                         "--out", str(out), "--epochs", "2", "--seeds", "2",
-                         "--sides", "official", "--work-dir", str(tmp_path / "w")])  # fmt: skip
+    psrnn_official.main(
+        [
+            "--official-git-dir",
+            str(tmp_path),
+            "--python",
+            "py",
+            "--out",
+            str(out),
+            "--epochs",
+            "2",
+            "--seeds",
+            "2",
+            "--sides",
+            "official",
+            "--work-dir",
+            str(tmp_path / "w"),
+        ]
+    )
     result = json.loads(out.read_text())
     assert result["official_commit"] == "abc" and result["seeds"] == [0, 1]
     assert result["official_edits"] == edits_record(EDITS)

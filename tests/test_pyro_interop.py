@@ -125,8 +125,12 @@ def test_the_pf_rnn_program_declares_that_the_density_bounds_cannot_score_it():
     program, args = _model_and_args(PFRNNProgram)
     assert not program.supports("latent")
     reason = PFRNNProgram.limitations["latent"]
-    for use in (lambda: program.score(args[0], None, "elbo"), lambda: program.score(args[0], None, "iwae"),
-                lambda: ELBO(program), lambda: IWAE(program, 4)):  # fmt: skip
+    for use in (
+        lambda: program.score(args[0], None, "elbo"),
+        lambda: program.score(args[0], None, "iwae"),
+        lambda: ELBO(program),
+        lambda: IWAE(program, 4),
+    ):
         with pytest.raises(Unsupported, match="conditional model") as error:
             use()
         assert reason in str(error.value)
@@ -139,8 +143,12 @@ def test_the_pf_rnn_program_declares_that_the_density_bounds_cannot_score_it():
 def test_classes_without_programs_refuse_every_pyro_use_with_their_reason(cls):
     model, x = FACTORIES[cls]()
     reason = cls.limitations["programs"]
-    for use in (lambda: model.model(x), lambda: model.guide(x), lambda: posterior_predictive(model, x, None, 2),
-                lambda: posterior_inference_data(model, x, None, 3)):  # fmt: skip
+    for use in (
+        lambda: model.model(x),
+        lambda: model.guide(x),
+        lambda: posterior_predictive(model, x, None, 2),
+        lambda: posterior_inference_data(model, x, None, 3),
+    ):
         with pytest.raises(Unsupported, match="programs") as error:
             use()
         assert reason in str(error.value)
@@ -148,8 +156,11 @@ def test_classes_without_programs_refuse_every_pyro_use_with_their_reason(cls):
 
 def _same(values, expected) -> bool:
     """Every tensor equal to its expected one, NaN matching NaN (what this test checks is where values go)."""
-    return all(torch.equal(value.isnan(), expected[name].isnan()) and torch.equal(value.nan_to_num(),
-               expected[name].nan_to_num()) for name, value in values)  # fmt: skip
+    return all(
+        torch.equal(value.isnan(), expected[name].isnan())
+        and torch.equal(value.nan_to_num(), expected[name].nan_to_num())
+        for name, value in values
+    )
 
 
 @pytest.mark.parametrize("cls", list(FACTORIES), ids=lambda c: c.__name__)
@@ -219,8 +230,11 @@ def test_uncondition_draws_what_the_model_declares(cls):
     def draws(program_args):
         pyro.set_rng_seed(11)
         trace = poutine.trace(poutine.uncondition(model.model)).get_trace(*program_args)
-        return {name: site["fn"].mean for name, site in trace.nodes.items()
-                if site["type"] == "sample" and site["name"].split("/")[-1][0] in "xy"}  # fmt: skip
+        return {
+            name: site["fn"].mean
+            for name, site in trace.nodes.items()
+            if site["type"] == "sample" and site["name"].split("/")[-1][0] in "xy"
+        }
 
     first, second = draws(args), draws(other)
     assert first and set(first) == set(second)

@@ -67,15 +67,23 @@ def test_evaluation_scores_particles_and_baselines():
     assert splits["test"][0].shape == (8, 6, 1) and splits["test"][2].shape == (8, 6, 1)
     torch.manual_seed(0)
     for cell, options in (("pf-lstm", {"num_particles": 3}), ("gru", {})):
-        metrics = evaluate_regime_switching(PFRNNPredictor(1, 1, cell=cell, hidden_size=4, encoder_size=8,
-                                                           **options), data)  # fmt: skip
+        metrics = evaluate_regime_switching(
+            PFRNNPredictor(1, 1, cell=cell, hidden_size=4, encoder_size=8, **options), data
+        )
         assert metrics["test_steps"] == 48 and all(math.isfinite(metrics[k]) for k in ("nlpd", "crps", "rmse"))
         assert metrics["truth"]["rmse"] == metrics["best_gaussian"]["rmse"]  # same mean
     assert metrics["mean_ess"] == 1.0 and metrics["particle_sd"] == 0.0  # the GRU: one particle
 
 
-@pytest.mark.parametrize("options, name", [({"num_train": 0}, "num_train"), ({"stay": 1.5}, "stay"),
-                                           ({"target_gap": -1.0}, "target_gap"), ({"data_seed": -1}, "data_seed")])
+@pytest.mark.parametrize(
+    "options, name",
+    [
+        ({"num_train": 0}, "num_train"),
+        ({"stay": 1.5}, "stay"),
+        ({"target_gap": -1.0}, "target_gap"),
+        ({"data_seed": -1}, "data_seed"),
+    ],
+)
 def test_bad_options_are_named(options, name):
     with pytest.raises(ValueError, match=name):
         regime_switching(**options)
@@ -85,9 +93,19 @@ def test_trained_run_scores_and_reevaluates_with_other_evaluation_settings(tmp_p
     from ppl_models.experiments import supervised
     from ppl_models.experiments.studies.pfrnn_eval_variants import main, reevaluate
 
-    config = supervised.load_supervised_config("experiments/configs/pfrnn_regimes.toml", [
-        "data.num_train=8", "data.num_valid=4", "data.num_test=4", "data.steps=5", "train.epochs=1",
-        "model.hidden_size=4", "model.num_particles=3", "train.batch_size=4"])
+    config = supervised.load_supervised_config(
+        "experiments/configs/pfrnn_regimes.toml",
+        [
+            "data.num_train=8",
+            "data.num_valid=4",
+            "data.num_test=4",
+            "data.steps=5",
+            "train.epochs=1",
+            "model.hidden_size=4",
+            "model.num_particles=3",
+            "train.batch_size=4",
+        ],
+    )
     metrics = supervised.train(config, tmp_path / "run")
     assert metrics["truth"]["nlpd"] < metrics["best_gaussian"]["nlpd"] and metrics["num_particles"] == 3
     again = reevaluate(tmp_path / "run")

@@ -46,8 +46,32 @@ def test_srnn_jsb_is_regularised_and_its_ablation_runs_in_the_papers_setting():
 def test_list_prints_every_registry(capsys):
     assert cli.main(["list"]) == 0
     out = capsys.readouterr().out
-    for name in ["lgssm", "lgssm-synthetic", "polyphonic-jsb", "smc", "lgssm-demo", "srnn", "gru", "swimmer",
-                 "srnn-demo", "srnn-jsb", "srnn-nottingham", "srnn-musedata", "srnn-piano", "srnn-swimmer", "gru-jsb",
-                 "psrnn", "recurrent", "kf", "air-quality", "psrnn-demo", "psrnn-swimmer", "recurrent-swimmer",
-                 "kf-swimmer", "psrnn-air-quality", "psrnn-layers", "psrnn-rank"]:
+    for name in [
+        "lgssm",
+        "lgssm-synthetic",
+        "polyphonic-jsb",
+        "smc",
+        "lgssm-demo",
+        "srnn",
+        "gru",
+        "swimmer",
+        "srnn-demo",
+        "srnn-jsb",
+        "srnn-nottingham",
+        "srnn-musedata",
+        "srnn-piano",
+        "srnn-swimmer",
+        "gru-jsb",
+        "psrnn",
+        "recurrent",
+        "kf",
+        "air-quality",
+        "psrnn-demo",
+        "psrnn-swimmer",
+        "recurrent-swimmer",
+        "kf-swimmer",
+        "psrnn-air-quality",
+        "psrnn-layers",
+        "psrnn-rank",
+    ]:
         assert name in out

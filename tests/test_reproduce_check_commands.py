@@ -20,8 +20,16 @@ def _write(folder, name, data):
 def test_check_names_each_stale_command_and_its_file(tmp_path):
     _write(tmp_path, "moved.json", {"command": MOVED, "seeds": [0]})
     _write(tmp_path, "refused.json", {"commands": [REFUSED_SET], "seeds": [0]})
-    _write(tmp_path, "fine.json", {"commands": ["OMP_NUM_THREADS=1 ppl-models train lgssm-demo --set train.epochs=2 "
-                                                "--run-dir RUN (stopped by hand)"], "seeds": [0]})
+    _write(
+        tmp_path,
+        "fine.json",
+        {
+            "commands": [
+                "OMP_NUM_THREADS=1 ppl-models train lgssm-demo --set train.epochs=2 --run-dir RUN (stopped by hand)"
+            ],
+            "seeds": [0],
+        },
+    )
     stale = stale_commands(tmp_path, PARSER)
     assert len(stale) == 2
     assert stale[0].startswith(f"docs/results/moved.json: stale command {MOVED!r}: no module experiments.psrnn_seeds")
@@ -31,20 +39,29 @@ def test_check_names_each_stale_command_and_its_file(tmp_path):
 
 
 def test_commands_are_found_at_any_depth_and_as_argv_lists():
-    data = {"commands": {"study": "ppl-models list", "official": ["python", "main.py", "--lr=0.1"]},
-            "runs": {"a": {"fit_command": "python -m x", "note": "python -m not_a_command"}}}
+    data = {
+        "commands": {"study": "ppl-models list", "official": ["python", "main.py", "--lr=0.1"]},
+        "runs": {"a": {"fit_command": "python -m x", "note": "python -m not_a_command"}},
+    }
     assert recorded_commands(data) == ["ppl-models list", "python main.py --lr=0.1", "python -m x"]
 
 
 def test_module_arguments_are_parsed_by_the_modules_parser_without_running_it():
     # psrnn_calibration builds its parser inside main: --refit no longer takes a split name
-    refused = command_problem("python -m ppl_models.experiments.studies.psrnn_calibration A=no/such/run --refit train",
-                              PARSER)
+    refused = command_problem(
+        "python -m ppl_models.experiments.studies.psrnn_calibration A=no/such/run --refit train", PARSER
+    )
     assert refused is not None and "invalid choice: 'train'" in refused
-    assert command_problem("python -m ppl_models.experiments.studies.psrnn_calibration A=no/such/run --refit normal "
-                           "--split train", PARSER) is None  # parsed only: the missing run folder is never read
+    assert (
+        command_problem(
+            "python -m ppl_models.experiments.studies.psrnn_calibration A=no/such/run --refit normal --split train",
+            PARSER,
+        )
+        is None
+    )  # parsed only: the missing run folder is never read
     assert "unrecognized arguments: --no-such-flag" in command_problem(  # a module with build_parser()
-        "python -m experiments.benchmarks.bootstrap_filter --no-such-flag", PARSER)
+        "python -m experiments.benchmarks.bootstrap_filter --no-such-flag", PARSER
+    )
     assert command_problem("cp -r a b; git archive x | tar -x", PARSER) is None  # other programs are not checked
     assert command_problem("ppl-models train lgssm-demo --set train.epochs=<epochs done> --resume", PARSER) is None
 

@@ -49,39 +49,56 @@ PSRNN = {"psrnn": "PSRNN", "rnn": "RNN", "gru": "GRU", "lstm": "LSTM"}
 LSTM_FULL = "input per step + recurrent per sequence + output (new 'full') | Model 1"
 #: each claim's figures read straight from its JSON file, independently of the claim's reader
 EXPECTED = {
-    "srnn-jsb": lambda: {"SRNN": [_json("srnn_jsb_seeds.json")["runs"][f"base-s{s}"]["runner_test_per_step"]["elbo"]
-                                  for s in range(3)]},
+    "srnn-jsb": lambda: {
+        "SRNN": [_json("srnn_jsb_seeds.json")["runs"][f"base-s{s}"]["runner_test_per_step"]["elbo"] for s in range(3)]
+    },
     "smct-coverage": lambda: {
         "SMC-T M=10": [_json("smct_synthetic_coverage.json")["results"]["Model I"]["share_in_true_80"]],
-        "LSTM d=64 dropout 0.5": [f["share_in_80"] for f in
-                                  _json("smct_mcdropout_full.json")["results"][LSTM_FULL]["per_fold"].values()]},
+        "LSTM d=64 dropout 0.5": [
+            f["share_in_80"] for f in _json("smct_mcdropout_full.json")["results"][LSTM_FULL]["per_fold"].values()
+        ],
+    },
     "smct-dropout-mse": lambda: {
-        "LSTM d=64 dropout 0.5": [f["predictive_mse"] for f in
-                                  _json("smct_mcdropout_full.json")["results"][LSTM_FULL]["per_fold"].values()],
-        "SMC-T M=10": [_json("smct_synthetic_coverage.json")["results"]["Model I"]["predictive_mse"]]},
-    "smct-covid": lambda: {shown: [run[label]["coverage_0.8"] for run in _json("smct_covid_paper_split.json")
-                                   ["per_seed"].values()]
-                           for label, shown in (("SMC-T", "SMC-T M=10"), ("LSTM MC-dropout", "LSTM MC-dropout"))},
-    "pfrnn-maze10": lambda: {name: [_json("pfrnn_paper_maze10_cpu.json")["runs"][name]["test_at_epoch_30"]
-                                    ["last_step_mse"]] for name in ("PF-LSTM-P30", "LSTM-80", "GRU-86")},
+        "LSTM d=64 dropout 0.5": [
+            f["predictive_mse"] for f in _json("smct_mcdropout_full.json")["results"][LSTM_FULL]["per_fold"].values()
+        ],
+        "SMC-T M=10": [_json("smct_synthetic_coverage.json")["results"]["Model I"]["predictive_mse"]],
+    },
+    "smct-covid": lambda: {
+        shown: [run[label]["coverage_0.8"] for run in _json("smct_covid_paper_split.json")["per_seed"].values()]
+        for label, shown in (("SMC-T", "SMC-T M=10"), ("LSTM MC-dropout", "LSTM MC-dropout"))
+    },
+    "pfrnn-maze10": lambda: {
+        name: [_json("pfrnn_paper_maze10_cpu.json")["runs"][name]["test_at_epoch_30"]["last_step_mse"]]
+        for name in ("PF-LSTM-P30", "LSTM-80", "GRU-86")
+    },
     "pfrnn-official": lambda: {
         shown: [run["test_final"]["last_step_mse"] for run in _json("pfrnn_official_side_by_side.json")["runs"][code]]
-        for code, shown in (("ours", "ours"), ("official", "official code"))},
+        for code, shown in (("ours", "ours"), ("official", "official code"))
+    },
     "pflstm-multimodal": lambda: {
         shown: [_json("pfrnn_regimes.json")["runs"][f"{key}_s{s}"]["metrics"]["nlpd"] for s in range(3)]
-        for key, shown in (("pflstm", "PF-LSTM"), ("lstm43", "LSTM-43"), ("gru46", "GRU-46"))},
+        for key, shown in (("pflstm", "PF-LSTM"), ("lstm43", "LSTM-43"), ("gru46", "GRU-46"))
+    },
     "psrnn-swimmer": lambda: _psrnn("psrnn_swimmer_300_epochs_seeds.json", PSRNN),
     "psrnn-swimmer-paper-protocol": lambda: _psrnn("psrnn_paper_protocol_seeds.json", PSRNN),
-    "psrnn-layers": lambda: {**_psrnn("psrnn_layers_rank_seeds.json", {"layers2": "2 layers"}),
-                             **_psrnn("psrnn_ablation_swimmer.json", {"psrnn": "1 layer"})},
-    "psrnn-rank": lambda: {**_psrnn("psrnn_layers_rank_seeds.json", {f"rank{r}": f"rank {r}" for r in (5, 10, 20, 40)}),
-                           **_psrnn("psrnn_ablation_swimmer.json", {"psrnn": "PSRNN"})},
+    "psrnn-layers": lambda: {
+        **_psrnn("psrnn_layers_rank_seeds.json", {"layers2": "2 layers"}),
+        **_psrnn("psrnn_ablation_swimmer.json", {"psrnn": "1 layer"}),
+    },
+    "psrnn-rank": lambda: {
+        **_psrnn("psrnn_layers_rank_seeds.json", {f"rank{r}": f"rank {r}" for r in (5, 10, 20, 40)}),
+        **_psrnn("psrnn_ablation_swimmer.json", {"psrnn": "PSRNN"}),
+    },
     "psrnn-ring": lambda: _psrnn("psrnn_ring_seeds.json", {f"{m}-n20": shown for m, shown in PSRNN.items()}),
-    "psrnn-official": lambda: {shown: [run["test_final"]["test_bpc"]
-                                       for run in _json("psrnn_official.json")["runs"][code]]
-                               for code, shown in (("ours", "ours"), ("official", "official code"))},
-    "psrnn-ptb-3a-accuracy": lambda: {label: [run["test_accuracy"] for run in result["runs"]]
-                                      for label, result in _json("reproduce_psrnn_ptb_3a.json")["results"].items()},
+    "psrnn-official": lambda: {
+        shown: [run["test_final"]["test_bpc"] for run in _json("psrnn_official.json")["runs"][code]]
+        for code, shown in (("ours", "ours"), ("official", "official code"))
+    },
+    "psrnn-ptb-3a-accuracy": lambda: {
+        label: [run["test_accuracy"] for run in result["runs"]]
+        for label, result in _json("reproduce_psrnn_ptb_3a.json")["results"].items()
+    },
 }
 
 
@@ -121,19 +138,29 @@ def test_beats_decides_by_the_seeds_spread_and_the_budget():
     assert rule.decide(Reading({"A": Stat((1.4, 1.5, 1.6)), "B": Stat((0.9, 1.0, 1.1))}, done)).startswith("not met")
     assert "fewer than 3 seeds" in rule.decide(Reading({"A": Stat((1.0, 1.1)), "B": Stat((2.0, 2.1, 2.2))}, done))
     improving = (done[0], Budget("B", (10,) * 3, (6, 10, 7)))
-    assert "B still improving" in rule.decide(Reading({"A": Stat((0.9, 1.0, 1.1)), "B": Stat((1.4, 1.5, 1.6))},
-                                                      improving))
+    assert "B still improving" in rule.decide(
+        Reading({"A": Stat((0.9, 1.0, 1.1)), "B": Stat((1.4, 1.5, 1.6))}, improving)
+    )
     assert Stat((0.9, 1.0, 1.1)).sd == pytest.approx(0.1)
 
 
 def test_an_undecided_row_says_what_settling_it_costs():
-    claim = Claim(paper="psrnn", claim="A beats B", paper_figure="-", metric="MSE", tests=(), seeds=(0, 1, 2),
-                  rule=Beats("A", ("B",)), results=("f.json",),
-                  reader=lambda data: Reading({"A": Stat((1.0,)), "B": Stat((2.0,))}),
-                  rerun_cost="3 seeds take 9 GPU hours")  # fmt: skip
+    claim = Claim(
+        paper="psrnn",
+        claim="A beats B",
+        paper_figure="-",
+        metric="MSE",
+        tests=(),
+        seeds=(0, 1, 2),
+        rule=Beats("A", ("B",)),
+        results=("f.json",),
+        reader=lambda data: Reading({"A": Stat((1.0,)), "B": Stat((2.0,))}),
+        rerun_cost="3 seeds take 9 GPU hours",
+    )
     files = {"f.json": {"commands": ["x"], "seeds": [0]}}
-    assert reproductions.row("c", claim, files)[3] == ("undecided: A, B on fewer than 3 seeds (n=1) (3 seeds take 9 "
-                                                       "GPU hours)")  # fmt: skip
+    assert reproductions.row("c", claim, files)[3] == (
+        "undecided: A, B on fewer than 3 seeds (n=1) (3 seeds take 9 GPU hours)"
+    )
 
 
 def test_matches_asks_for_a_difference_within_the_seeds_spread():
@@ -141,8 +168,9 @@ def test_matches_asks_for_a_difference_within_the_seeds_spread():
     official = Stat((9.0, 9.3, 9.6))  # sd 0.3
     done = (Budget("ours", (8,) * 3, (6, 7, 5)), Budget("official", (8,) * 3, (7, 6, 6)))
     assert rule.decide(Reading({"ours": Stat((8.9, 9.1, 9.3)), "official": official}, done)) == "met"  # 0.2 apart
-    assert rule.decide(Reading({"ours": Stat((8.4, 8.5, 8.6)), "official": official}, done)) == ("not met: ours "
-                                                                                                 "better by 0.8")
+    assert rule.decide(Reading({"ours": Stat((8.4, 8.5, 8.6)), "official": official}, done)) == (
+        "not met: ours better by 0.8"
+    )
     assert rule.decide(Reading({"ours": Stat((10.1, 10.2, 10.3)), "official": official}, done)).endswith("worse by 0.9")
     assert "fewer than 3 seeds" in rule.decide(Reading({"ours": Stat((9.0,)), "official": official}, done))
 
@@ -176,8 +204,17 @@ def test_within_compares_with_the_papers_figure_by_one_relative_rule():
 
 def test_a_verdict_on_fewer_than_3_seeds_says_the_smallest_n():
     def claim(rule, figures):
-        return Claim(paper="psrnn", claim="-", paper_figure="-", metric="-", tests=(), seeds=(0,), rule=rule,
-                     results=("f.json",), reader=lambda data: Reading(figures))
+        return Claim(
+            paper="psrnn",
+            claim="-",
+            paper_figure="-",
+            metric="-",
+            tests=(),
+            seeds=(0,),
+            rule=rule,
+            results=("f.json",),
+            reader=lambda data: Reading(figures),
+        )
 
     files = {"f.json": {"commands": ["x"], "seeds": [0]}}
     one = claim(Within("A", 1.0), {"A": Stat((1.01,)), "B": Stat((5.0,))})  # B is shown, not compared
@@ -200,8 +237,10 @@ def test_check_reports_a_stale_page_and_missing_seeds(tmp_path):
     del data["seeds"], data["seed"]
     (tmp_path / "srnn_jsb_seeds.json").write_text(json.dumps(data))
     problems = reproductions.check(tmp_path, page)
-    assert problems == ["reproductions.md differs from a fresh render: run ppl-models reproduce --render",
-                        "docs/results/srnn_jsb_seeds.json: no 'seeds' (or 'seed') field"]
+    assert problems == [
+        "reproductions.md differs from a fresh render: run ppl-models reproduce --render",
+        "docs/results/srnn_jsb_seeds.json: no 'seeds' (or 'seed') field",
+    ]
     assert "evidence incomplete" in reproductions.render(tmp_path).split("**srnn-jsb**")[1].splitlines()[0]
     record = json.loads((tmp_path / "reproduce_psrnn_ring.json").read_text())  # a reproduction lacking its seeds
     del record["seeds"]
@@ -212,12 +251,30 @@ def test_check_reports_a_stale_page_and_missing_seeds(tmp_path):
 
 
 def test_reproduce_runs_each_seed_resumably_and_records_provenance(tmp_path, monkeypatch):
-    tiny = Claim(paper="psrnn", claim="a tiny LGSSM run", paper_figure="-", metric="test MSE", tests=("lgssm-demo",),
-                 seeds=(0, 1), rule=Within("LGSSM", 0.0, 1.0),
-                 members=(("LGSSM", "lgssm-demo", ("train.epochs=1", "data.num_train=8", "data.num_steps=10",
-                                                   "evaluate.num_particles=10", "evaluate.iwae_particles=5",
-                                                   "evaluate.predictive_samples=10")),),
-                 incomplete="not run yet")  # fmt: skip
+    tiny = Claim(
+        paper="psrnn",
+        claim="a tiny LGSSM run",
+        paper_figure="-",
+        metric="test MSE",
+        tests=("lgssm-demo",),
+        seeds=(0, 1),
+        rule=Within("LGSSM", 0.0, 1.0),
+        members=(
+            (
+                "LGSSM",
+                "lgssm-demo",
+                (
+                    "train.epochs=1",
+                    "data.num_train=8",
+                    "data.num_steps=10",
+                    "evaluate.num_particles=10",
+                    "evaluate.iwae_particles=5",
+                    "evaluate.predictive_samples=10",
+                ),
+            ),
+        ),
+        incomplete="not run yet",
+    )
     monkeypatch.setitem(CLAIMS, "tiny", tiny)
     runs, out = tmp_path / "runs", tmp_path / "results"
     reproductions.reproduce("tiny", 1, runs, results_dir=out)
@@ -293,8 +350,9 @@ def test_claims_blocks_of_other_pages_are_rendered_and_checked(tmp_path):
     assert "old rows" not in text and text.endswith("<!-- /claims -->\n\nmore text\n")
     assert reproductions.check(tmp_path, page) == []
     model.write_text(text.replace(rows[0], "| **psrnn-typed**: a hand-copied row |"))
-    assert reproductions.check(tmp_path, page) == ["model.md: its claims rows differ from a fresh render: run "
-                                                   "ppl-models reproduce --render"]  # fmt: skip
+    assert reproductions.check(tmp_path, page) == [
+        "model.md: its claims rows differ from a fresh render: run ppl-models reproduce --render"
+    ]
     model.write_text("<!-- claims:nope -->\n<!-- /claims -->\n")
     with pytest.raises(ValueError, match="names no paper"):
         reproductions.write_page(tmp_path, page)

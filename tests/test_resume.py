@@ -21,8 +21,14 @@ from ppl_models.lgssm import LinearGaussianSSM
 
 
 def _model(seed=3):
-    return LinearGaussianSSM.random(2, 2, spectral_radius=0.3, transition_noise=1.0, observation_noise=1.0,
-                                    generator=torch.Generator().manual_seed(seed))
+    return LinearGaussianSSM.random(
+        2,
+        2,
+        spectral_radius=0.3,
+        transition_noise=1.0,
+        observation_noise=1.0,
+        generator=torch.Generator().manual_seed(seed),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -70,10 +76,12 @@ def _same_checkpoint(a, b):
 
 # save_torch calls: epoch 1 best, last; epoch 2 best, last; ... (every epoch improves here). A kill
 # in the last epoch is the telling one: had last.pt been written first, nothing would rewrite best.pt.
-@pytest.mark.parametrize("kill_at", [3, 4, 5, 6], ids=["during-best-2", "between-best-and-last-2",
-                                                       "during-best-3", "between-best-and-last-3"])
-def test_kill_between_checkpoint_writes_then_resume_matches_an_uninterrupted_run(data, tmp_path, kill_at,
-                                                                                  monkeypatch):
+@pytest.mark.parametrize(
+    "kill_at",
+    [3, 4, 5, 6],
+    ids=["during-best-2", "between-best-and-last-2", "during-best-3", "between-best-and-last-3"],
+)
+def test_kill_between_checkpoint_writes_then_resume_matches_an_uninterrupted_run(data, tmp_path, kill_at, monkeypatch):
     straight = _fit(data, tmp_path / "straight")
     bounds = [r["valid_bound_per_step"] for r in straight.history]
     assert bounds == sorted(bounds) and len(set(bounds)) == 3  # every epoch writes best.pt
@@ -134,9 +142,12 @@ class _NaNAfter(ExactLikelihood):
 
 def test_nan_loss_stops_training_naming_epoch_step_and_cause_and_keeps_the_last_good_checkpoint(data, tmp_path):
     objective = _NaNAfter(_model(), at=4)  # 2 batches an epoch: epoch 2, its step 2
-    with pytest.raises(TrainingDiverged, match=r"epoch 2, step 2 of the epoch: the loss was NaN or inf; likely "
-                                               r"causes: a learning rate too high \(lr=0\.05\).*last\.pt of epoch 1 "
-                                               r"is kept"):
+    with pytest.raises(
+        TrainingDiverged,
+        match=r"epoch 2, step 2 of the epoch: the loss was NaN or inf; likely "
+        r"causes: a learning rate too high \(lr=0\.05\).*last\.pt of epoch 1 "
+        r"is kept",
+    ):
         _fit(data, tmp_path, objective=objective)
     checkpoint = load_checkpoint(tmp_path / "checkpoints" / "last.pt")
     assert checkpoint["epoch"] == 1
@@ -157,8 +168,9 @@ class _BlowsUp:
 
     def forward(self, x, mask=None):
         if max(float(p.detach().abs().max()) for p in self.parameters()) > 1e3:
-            raise RuntimeError("linalg.cholesky: The factorization could not be completed because the input is not "
-                               "positive-definite")
+            raise RuntimeError(
+                "linalg.cholesky: The factorization could not be completed because the input is not positive-definite"
+            )
         out = super().forward(x, mask)
         if self.training:
             out.loss = out.loss.detach() - sum(p.sum() for p in self.parameters())
@@ -175,8 +187,9 @@ class _SMCBlowsUp(_BlowsUp, SMCBound):
 
 @pytest.mark.parametrize("objective", ["exact", "smc"])
 @pytest.mark.parametrize(("batch_size", "where"), [(8, "step 2 of the epoch"), (16, "validation")])
-def test_a_learning_rate_that_blows_up_the_parameters_is_a_divergence_not_a_model_error(data, tmp_path, objective,
-                                                                                          batch_size, where):
+def test_a_learning_rate_that_blows_up_the_parameters_is_a_divergence_not_a_model_error(
+    data, tmp_path, objective, batch_size, where
+):
     """lr=1e6 blows the parameters up at the first step; whether the next step or the validation then fails, the
     error names the epoch, where, the parameters' norm before and after, and the learning rate."""
     model = _model()
@@ -185,8 +198,11 @@ def test_a_learning_rate_that_blows_up_the_parameters_is_a_divergence_not_a_mode
     loss = _ExactBlowsUp(model) if objective == "exact" else _SMCBlowsUp(model, ParticleFilter(8))
     config = TrainConfig(epochs=2, batch_size=batch_size, optimizer="sgd", lr=1e6, progress=False)
     norms = rf"from {re.escape(f'{start:.3g}')} \(start of fit\) to {re.escape(f'{1e6 * math.sqrt(count):.3g}')}"
-    with pytest.raises(TrainingDiverged, match=f"training diverged at epoch 1, {where}: the parameters' norm went "
-                                               rf"{norms} and this failed \(RuntimeError: linalg.cholesky.*lr=1e\+06"):
+    with pytest.raises(
+        TrainingDiverged,
+        match=f"training diverged at epoch 1, {where}: the parameters' norm went "
+        rf"{norms} and this failed \(RuntimeError: linalg.cholesky.*lr=1e\+06",
+    ):
         _fit(data, tmp_path, objective=loss, config=config)
     assert not (tmp_path / "checkpoints" / "last.pt").exists()
 
@@ -242,7 +258,10 @@ def test_resume_never_rewrites_config_json_and_records_each_resumption(tiny_run,
     assert (run / "config.json").read_bytes() == saved
     records = read_jsonl(run / "resume.jsonl")
     assert [(r["from_epoch"], r["epochs"], r.get("changed")) for r in records] == [
-        (1, 3, {"train.epochs": [1, 3]}), (3, 3, None), (3, 3, None)]
+        (1, 3, {"train.epochs": [1, 3]}),
+        (3, 3, None),
+        (3, 3, None),
+    ]
     assert [r.get("runtime") for r in records] == [None, None, {"train.cuda_graph": [False, True]}]
     assert run_folder.run_epochs(run) == 3
 
@@ -261,6 +280,7 @@ def test_an_interrupted_evaluate_force_leaves_the_old_evaluation_whole(tiny_run,
     def dies_after_metrics_json(path, text):  # metrics.json is written, metrics.md is not: then the process dies
         written.append(path.name)
         raise Killed
+
     monkeypatch.setattr(outputs, "write_text", dies_after_metrics_json)
     with pytest.raises(Killed):
         cli.main(["evaluate", str(run), "--out", str(out), "--force", "--set", "predictive_samples=6"])
@@ -303,8 +323,13 @@ def test_evaluations_started_in_the_same_second_each_keep_their_result(tiny_run,
     for _ in range(2):  # and two calls in one process
         assert cli.main(["evaluate", str(run)]) == 0
     folders = sorted(p.name for p in (run / "evaluations").iterdir())
-    assert folders == ["evaluate-20250101-120000-101", "evaluate-20250101-120000-102", "evaluate-20250101-120000-103",
-                       "evaluate-20250101-120000-103-1", "evaluate-20250101-120000-103-2"]
+    assert folders == [
+        "evaluate-20250101-120000-101",
+        "evaluate-20250101-120000-102",
+        "evaluate-20250101-120000-103",
+        "evaluate-20250101-120000-103-1",
+        "evaluate-20250101-120000-103-2",
+    ]
     assert all((run / "evaluations" / name / "metrics.json").is_file() for name in folders)
 
 

@@ -17,8 +17,15 @@ from ppl_models.experiments.tasks.own_file import file_data
 from ppl_models.inference.data.datasets import SequenceDataset
 
 COLUMNS = ['data.series="site"', 'data.time="when"']
-TINY = [*COLUMNS, "train.epochs=1", "train.batch_size=8", "evaluate.predictive_samples=10", "evaluate.batch_size=8",
-        "model.rnn_dim=4", "model.hidden_dim=4"]  # fmt: skip
+TINY = [
+    *COLUMNS,
+    "train.epochs=1",
+    "train.batch_size=8",
+    "evaluate.predictive_samples=10",
+    "evaluate.batch_size=8",
+    "model.rnn_dim=4",
+    "model.hidden_dim=4",
+]
 
 
 def sites(path, *, shift=0.0, series=10, steps=8):
@@ -36,6 +43,7 @@ def reads(monkeypatch):
     def counting(cls, path, **options):
         names.append(str(path))
         return real(path, **options)
+
     monkeypatch.setattr(SequenceDataset, "from_file", classmethod(counting))
     return names
 
@@ -59,9 +67,19 @@ def test_train_model_on_a_file_reads_it_once(folder, reads):
 
 
 def test_a_two_model_board_reads_its_file_once(folder, reads):
-    board = ["leaderboard", "--data", "a.csv", "--models", "gru,lgssm", "--out", "board", "--classical", "last-value",
-             *_sets(TINY[:-2]),
-             *_sets(["gru:model.rnn_dim=4", "gru:model.hidden_dim=4", "lgssm:model.latent_dim=2"])]  # fmt: skip
+    board = [
+        "leaderboard",
+        "--data",
+        "a.csv",
+        "--models",
+        "gru,lgssm",
+        "--out",
+        "board",
+        "--classical",
+        "last-value",
+        *_sets(TINY[:-2]),
+        *_sets(["gru:model.rnn_dim=4", "gru:model.hidden_dim=4", "lgssm:model.latent_dim=2"]),
+    ]
     assert main(board) == 0
     assert reads == ["a.csv"]  # two recipes, two runs and the board's figures
     assert (folder / "board" / "fan_chart.png").is_file()
@@ -100,15 +118,16 @@ def test_the_data_section_of_a_file_is_its_path_verbatim_with_the_data_settings_
 
 def test_the_particle_cloud_draws_at_most_500_particles(tmp_path, monkeypatch):
     drawn = []
-    monkeypatch.setattr(outputs.plots, "particle_cloud",
-                        lambda result, x, path: drawn.append(result.history_log_weights.shape[1]))  # [T, K, B]
+    monkeypatch.setattr(
+        outputs.plots, "particle_cloud", lambda result, x, path: drawn.append(result.history_log_weights.shape[1])
+    )  # [T, K, B]
     model = LinearGaussianSSM.random(2, 1, generator=torch.Generator().manual_seed(0))
     x = torch.randn(3, 5, 1, generator=torch.Generator().manual_seed(1))
     split = (x, torch.ones(3, 5, dtype=torch.bool))
     data = ExperimentData(split, split, split, "tiny")
     for particles in (600, 40):
-        config = evaluation_options({"estimators": ["smc"], "num_particles": particles, "predictive_samples": 0,
-                                     "noise_refit": "none"})
+        config = evaluation_options(
+            {"estimators": ["smc"], "num_particles": particles, "predictive_samples": 0, "noise_refit": "none"}
+        )
         evaluate_model(model, data, config, tmp_path / str(particles))
     assert drawn == [500, 40]
-

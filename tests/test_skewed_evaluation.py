@@ -46,8 +46,15 @@ def both_layouts(monkeypatch, model, x, mask, scored, **settings):
 
 def held_elements(result) -> int:
     """The elements of every tensor an :class:`Evaluation` holds."""
-    tensors = (result.x, result.mask, result.scored, result.predictive, result.log_density, result.probabilities,
-               result.positions)  # fmt: skip
+    tensors = (
+        result.x,
+        result.mask,
+        result.scored,
+        result.predictive,
+        result.log_density,
+        result.probabilities,
+        result.positions,
+    )
     return sum(t.numel() for t in tensors if t is not None)
 
 
@@ -83,8 +90,10 @@ def test_the_packed_figures_are_those_of_the_padded_draws(monkeypatch, context):
             assert packed["calibration"][name] == pytest.approx(value, rel=1e-12, abs=1e-12), name
     # the PIT: the same rank of each value among its draws, its randomisation within its 1 / (S + 1) slot drawn anew
     assert abs(packed["calibration"]["pit_ks"] - expected["pit_ks"]) <= 1 / (S + 1)
-    ranks = [(calibration.pit(r.predictive, r.x, s)[s] * (S + 1)).floor() for r, s in ((packed, packed.mask),
-                                                                                         (padded, judged))]
+    ranks = [
+        (calibration.pit(r.predictive, r.x, s)[s] * (S + 1)).floor()
+        for r, s in ((packed, packed.mask), (padded, judged))
+    ]
     assert torch.equal(*ranks)
 
 
@@ -102,8 +111,11 @@ def test_the_packed_draws_are_stored_as_the_padded_ones():
 
 def test_packed_draws_need_positions_that_fit_them():
     draws, observed = torch.zeros(4, 1, 5, 2), torch.zeros(1, 5, 2)
-    with pytest.raises(ValueError, match=r"^positions \[2, n\] go with draws packed to n steps .* got positions "
-                                         r"\[2, 4\], observed \[1, 5, 2\]$"):  # fmt: skip
+    with pytest.raises(
+        ValueError,
+        match=r"^positions \[2, n\] go with draws packed to n steps .* got positions "
+        r"\[2, 4\], observed \[1, 5, 2\]$",
+    ):
         calibration.to_inference_data(draws, observed, positions=torch.zeros(2, 4, dtype=torch.int64))
     with pytest.raises(TypeError, match="^positions must be an int64 torch.Tensor"):
         calibration.to_inference_data(draws, observed, positions=np.zeros((2, 5)))
@@ -152,8 +164,14 @@ def test_a_run_on_a_file_whose_long_series_is_in_the_test_split_writes_its_files
 
     lengths, labels = [3000] + [10] * 80, ["test"] + ["train", "train", "valid", "test"] * 20
     path = write_series(tmp_path / "skewed.csv", lengths, labels)
-    settings = ['data.series="series"', 'data.time="t"', 'data.split="part"', 'data.transform="none"',
-                "train.epochs=1", "evaluate.predictive_samples=20"]
+    settings = [
+        'data.series="series"',
+        'data.time="t"',
+        'data.split="part"',
+        'data.transform="none"',
+        "train.epochs=1",
+        "evaluate.predictive_samples=20",
+    ]
     with pytest.warns(DataWarning, match="the test split's 21 series have 10 to 3000 steps"):
         metrics = runner.train(model_config("lgssm", path, settings), tmp_path / "run")
     run = tmp_path / "run"

@@ -26,9 +26,13 @@ def write_series(path, lengths, labels=None, seed=0):
     """A long-format CSV of random walks of ``lengths`` steps (``series``, ``t``, ``value``, and ``part`` where
     ``labels`` gives each series' split)."""
     rng = np.random.default_rng(seed)
-    frame = pd.DataFrame({"series": np.repeat([f"s{i}" for i in range(len(lengths))], lengths),
-                          "t": np.concatenate([np.arange(n) for n in lengths]),
-                          "value": np.concatenate([50 + rng.normal(size=n).cumsum() for n in lengths])})  # fmt: skip
+    frame = pd.DataFrame(
+        {
+            "series": np.repeat([f"s{i}" for i in range(len(lengths))], lengths),
+            "t": np.concatenate([np.arange(n) for n in lengths]),
+            "value": np.concatenate([50 + rng.normal(size=n).cumsum() for n in lengths]),
+        }
+    )
     if labels is not None:
         frame["part"] = np.repeat(labels, lengths)
     frame.to_csv(path, index=False)
@@ -45,8 +49,11 @@ def skewed(tmp_path, long_part="train", **options):
 
 
 def test_skewed_training_split_holds_about_its_steps_not_series_times_the_longest(tmp_path):
-    with pytest.warns(DataWarning, match=r"skewed\.csv: series lengths are very skewed: the training split's 91 "
-                                         r"series have 9 to 2999 steps.*cut into pieces of \d+ steps"):  # differenced
+    with pytest.warns(
+        DataWarning,
+        match=r"skewed\.csv: series lengths are very skewed: the training split's 91 "
+        r"series have 9 to 2999 steps.*cut into pieces of \d+ steps",
+    ):  # differenced
         data, steps = skewed(tmp_path, transform="difference")
     kept = {"train": steps - 91, "levels": steps}  # differencing drops each series' first step
     for name, (x, mask) in (("train", data.train), ("levels", data.levels.train)):
@@ -73,8 +80,9 @@ def test_training_batches_are_padded_to_their_own_longest_piece(tmp_path):
 
 
 def test_a_skewed_held_out_split_is_scored_whole_and_named(tmp_path):
-    with pytest.warns(DataWarning, match="the test split's 31 series have 10 to 3000 steps.*held-out series are "
-                                         "scored whole"):
+    with pytest.warns(
+        DataWarning, match="the test split's 31 series have 10 to 3000 steps.*held-out series are scored whole"
+    ):
         data, _ = skewed(tmp_path, long_part="test", transform="none")
     assert "chunk" not in data.split_record["how"]
     assert data.test[0].shape[1] == LONG and int(data.test[1].sum()) == LONG + 30 * SHORT_STEPS
@@ -127,8 +135,10 @@ def padded_ar_figure(train, valid, mean, scale, order):
     weights = torch.linalg.lstsq(design.transpose(0, 1), target.T.unsqueeze(-1)).solution.squeeze(-1)
     variance = (target - torch.einsum("ndk,dk->nd", design, weights)).pow(2).mean(0)
     v, v_mask = pad(valid)
-    log_density = torch.distributions.Normal(torch.einsum("ntdk,dk->ntd", lags(v), weights),
-                                             variance.sqrt()).log_prob(v).sum(-1) - scale.log().sum()  # fmt: skip
+    log_density = (
+        torch.distributions.Normal(torch.einsum("ntdk,dk->ntd", lags(v), weights), variance.sqrt()).log_prob(v).sum(-1)
+        - scale.log().sum()
+    )
     return float(log_density[v_mask].sum()) / int(v_mask.sum())
 
 
@@ -141,8 +151,10 @@ def test_regular_file_gives_the_tensors_and_transform_figures_of_a_padded_comput
     record = data.split_record
     assert "chunk" not in record["how"] and "chunk" not in chosen.split_record["how"]
     table = pd.read_csv(path)
-    rows = {name: [table[table["series"] == i].sort_values("t")[["value"]].to_numpy() for i in record[name]["ids"]]
-            for name in ("train", "valid", "test")}  # fmt: skip
+    rows = {
+        name: [table[table["series"] == i].sort_values("t")[["value"]].to_numpy() for i in record[name]["ids"]]
+        for name in ("train", "valid", "test")
+    }
     mean, scale = (torch.tensor(record["standardizer"][k], dtype=torch.float64) for k in ("mean", "scale"))
     for name in ("train", "valid", "test"):
         x, mask = getattr(data, name)

@@ -131,11 +131,14 @@ def test_transformer_positions_tell_steps_apart():
     assert predictions.unique().numel() == 5
 
 
-@pytest.mark.parametrize("build", [
-    lambda: MCDropoutLSTM(1, hidden_size=16, where="output"),
-    lambda: MCDropoutLSTM(1, hidden_size=16, where="full"),
-    lambda: TransformerForecaster(1, d_model=16),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: MCDropoutLSTM(1, hidden_size=16, where="output"),
+        lambda: MCDropoutLSTM(1, hidden_size=16, where="full"),
+        lambda: TransformerForecaster(1, d_model=16),
+    ],
+)
 def test_training_with_the_shared_trainer_lowers_the_loss(build):
     torch.manual_seed(6)
     x = _ar_sequences()
@@ -152,8 +155,11 @@ def test_training_with_the_shared_trainer_lowers_the_loss(build):
 
 def test_models_run_in_double_precision():
     x = torch.randn(2, 7, 1, dtype=torch.float64)
-    for model in (MCDropoutLSTM(1, hidden_size=4, where="full"), TransformerForecaster(1, positions="sinusoidal"),
-                  TransformerForecaster(1)):  # fmt: skip
+    for model in (
+        MCDropoutLSTM(1, hidden_size=4, where="full"),
+        TransformerForecaster(1, positions="sinusoidal"),
+        TransformerForecaster(1),
+    ):
         model = model.to(torch.float64)
         assert model.predict(x).dtype == torch.float64
         assert model.log_likelihood(x).dtype == torch.float64

@@ -23,8 +23,9 @@ def _model(heads=1, window=3, d=4, seed=0, **kwargs):
 
 def _filter(num_particles, seed=0, gradient="stop_weights", **kwargs):
     generator = torch.Generator().manual_seed(seed)
-    return ParticleFilter(num_particles, resampling="multinomial", ess_threshold=1.0, gradient=gradient,
-                          generator=generator, **kwargs)
+    return ParticleFilter(
+        num_particles, resampling="multinomial", ess_threshold=1.0, gradient=gradient, generator=generator, **kwargs
+    )
 
 
 def _ar_data(n, steps, seed=0, alpha=0.8, sigma=0.5**0.5):
@@ -58,15 +59,17 @@ def _direct(model, x, latents, var=None):
         for h in range(heads):
             part = slice(h * size, (h + 1) * size)
             q = latents["q"][t][..., part]
-            scores = torch.stack([(q * latents["k"][s][..., part]).sum(-1) / math.sqrt(size)
-                                  for s in range(first, t + 1)], -1)  # fmt: skip
+            scores = torch.stack(
+                [(q * latents["k"][s][..., part]).sum(-1) / math.sqrt(size) for s in range(first, t + 1)], -1
+            )
             pi = torch.softmax(scores, -1)
             window = enumerate(range(first, t + 1))
             mean_z.append(sum(pi[..., i : i + 1] * latents["v"][s][..., part] for i, s in window))
         mean_z = torch.cat(mean_z, -1)
         total = total + Normal(mean_z, var["z"].sqrt()).log_prob(latents["z"][t]).sum(-1)
-        a = torch.nn.functional.layer_norm(e + model.attention_out(latents["z"][t]), (d,),
-                                           model.norm_attention.weight, model.norm_attention.bias)  # fmt: skip
+        a = torch.nn.functional.layer_norm(
+            e + model.attention_out(latents["z"][t]), (d,), model.norm_attention.weight, model.norm_attention.bias
+        )
         ff = model.feed_forward[2](torch.relu(model.feed_forward[0](a)))
         r = torch.nn.functional.layer_norm(a + ff, (d,), model.norm_output.weight, model.norm_output.bias)
         mean = model.readout(r)
@@ -299,12 +302,17 @@ def test_training_with_fisher_gradients_and_em_fits_an_ar_process():
 
 @pytest.mark.parametrize(
     "kwargs, match",
-    [({"d_model": 6, "num_heads": 4}, "multiple of num_heads"), ({"window": 0}, "window"),
-     ({"emission": "poisson"}, "emission"), ({"init_variance": -1.0}, "init_variance"),
-     ({"init_obs_variance": 0.0}, "init_obs_variance"), ({"num_classes": 3}, "num_classes"),
-     ({"emission": "categorical", "num_classes": 3, "obs_dim": 2}, "obs_dim"),
-     ({"covariance": "full"}, "covariance")],
-)  # fmt: skip
+    [
+        ({"d_model": 6, "num_heads": 4}, "multiple of num_heads"),
+        ({"window": 0}, "window"),
+        ({"emission": "poisson"}, "emission"),
+        ({"init_variance": -1.0}, "init_variance"),
+        ({"init_obs_variance": 0.0}, "init_obs_variance"),
+        ({"num_classes": 3}, "num_classes"),
+        ({"emission": "categorical", "num_classes": 3, "obs_dim": 2}, "obs_dim"),
+        ({"covariance": "full"}, "covariance"),
+    ],
+)
 def test_bad_arguments_are_named(kwargs, match):
     kwargs = {"obs_dim": 1, **kwargs}
     with pytest.raises(ValueError, match=match):
@@ -338,8 +346,11 @@ def test_autoguides_get_finite_losses_and_the_bootstrap_guide_trains():
     guide = AutoNormal(model.model)
     svi = SVI(model.model, guide, pyro.optim.Adam({"lr": 0.01}), Trace_ELBO())
     assert all(math.isfinite(svi.step(x)) for _ in range(3))
-    latent = {name.split("/")[-1] for name, node in guide.prototype_trace.nodes.items()
-              if node["type"] == "sample" and not node["is_observed"]}  # fmt: skip
+    latent = {
+        name.split("/")[-1]
+        for name, node in guide.prototype_trace.nodes.items()
+        if node["type"] == "sample" and not node["is_observed"]
+    }
     assert latent == {"q", "k", "v", "z"}
     bootstrap = SVI(model.model, model.guide, pyro.optim.Adam({"lr": 0.01}), Trace_ELBO())
     assert all(math.isfinite(bootstrap.step(x)) for _ in range(3))
@@ -352,8 +363,9 @@ def test_parallel_predictive_matches_sequential_predictive_shapes_and_law():
     x = torch.randn(2, 5, 1)
     sites = ["t0/q", "t4/x", "_RETURN"]
     serial = pyro.infer.Predictive(model.model, guide=model.guide, num_samples=400, return_sites=sites)(x)
-    parallel = pyro.infer.Predictive(model.model, guide=model.guide, num_samples=400, parallel=True,
-                                     return_sites=sites)(x)  # fmt: skip
+    parallel = pyro.infer.Predictive(
+        model.model, guide=model.guide, num_samples=400, parallel=True, return_sites=sites
+    )(x)
     for site in sites:
         assert serial[site].shape == parallel[site].shape
     # simulated sequences (the unconditioned x drawn by the model): same mean and spread at the last step

@@ -41,20 +41,30 @@ def test_official_data_layout_holds_the_numbers(tmp_path):
 
 
 def test_official_figures_from_log_lines():
-    lines = ["2026-01-01 10:00:00;INFO;Epoch 1/2", "sigma_obs:1.1 - sigma_k:0.4",
-             "2026-01-01 10:00:09;INFO;train loss: 0.75 - val loss: 0.5",
-             "2026-01-01 10:00:09;INFO;train mse metric from avg particule: 0.6 - val mse metric from avg "
-             "particule: 0.55",
-             "2026-01-01 10:00:09;INFO;Time taken for 1 epoch: 9.5 secs",
-             "2026-01-01 10:00:10;INFO;Epoch 2/2", "2026-01-01 10:00:19;INFO;train loss: 0.5 - val loss: 0.625",
-             "2026-01-01 10:00:19;INFO;Time taken for 1 epoch: 8.25 secs",
-             "2026-01-01 10:00:30;INFO;test loss at the end of training: 0.5125",
-             "2026-01-01 10:00:40;INFO;mse of predictive distribution: 5.1e-01"]  # fmt: skip
+    lines = [
+        "2026-01-01 10:00:00;INFO;Epoch 1/2",
+        "sigma_obs:1.1 - sigma_k:0.4",
+        "2026-01-01 10:00:09;INFO;train loss: 0.75 - val loss: 0.5",
+        "2026-01-01 10:00:09;INFO;train mse metric from avg particule: 0.6 - val mse metric from avg particule: 0.55",
+        "2026-01-01 10:00:09;INFO;Time taken for 1 epoch: 9.5 secs",
+        "2026-01-01 10:00:10;INFO;Epoch 2/2",
+        "2026-01-01 10:00:19;INFO;train loss: 0.5 - val loss: 0.625",
+        "2026-01-01 10:00:19;INFO;Time taken for 1 epoch: 8.25 secs",
+        "2026-01-01 10:00:30;INFO;test loss at the end of training: 0.5125",
+        "2026-01-01 10:00:40;INFO;mse of predictive distribution: 5.1e-01",
+    ]
     figures = official_figures(lines)
     assert figures["curve"] == [
-        {"epoch": 1, "train_loss": 0.75, "val_loss": 0.5, "train_mse_avg_particle": 0.6,
-         "val_mse_avg_particle": 0.55, "seconds": 9.5},
-        {"epoch": 2, "train_loss": 0.5, "val_loss": 0.625, "seconds": 8.25}]  # fmt: skip
+        {
+            "epoch": 1,
+            "train_loss": 0.75,
+            "val_loss": 0.5,
+            "train_mse_avg_particle": 0.6,
+            "val_mse_avg_particle": 0.55,
+            "seconds": 9.5,
+        },
+        {"epoch": 2, "train_loss": 0.5, "val_loss": 0.625, "seconds": 8.25},
+    ]
     assert figures["test"] == {"test_loss": 0.5125, "predictive_mse": 0.51}
 
 
@@ -69,16 +79,38 @@ def test_results_file_shape_from_stubbed_runs(tmp_path, monkeypatch):
 
     def fake_official(git_dir, folder, splits, model, seed, epochs, particles, python):
         seen["shapes"] = {k: tuple(v.shape) for k, v in splits.items()}
-        return {"seed": seed, "train_wall_seconds": 5.0, "curve": [{"epoch": 1, "val_loss": 0.5, "seconds": 4.0}],
-                "test": {"test_loss": 0.5, "predictive_mse": 0.5 + seed}, "best_epoch": 1}  # fmt: skip
+        return {
+            "seed": seed,
+            "train_wall_seconds": 5.0,
+            "curve": [{"epoch": 1, "val_loss": 0.5, "seconds": 4.0}],
+            "test": {"test_loss": 0.5, "predictive_mse": 0.5 + seed},
+            "best_epoch": 1,
+        }
 
     monkeypatch.setattr(smct_official, "run_official", fake_official)
     monkeypatch.setattr(smct_official, "snapshot_commit", lambda git_dir, rev: rev)
     (tmp_path / "HEAD").write_text("ref: x\n")
     out = tmp_path / "r.json"
-    smct_official.main(["--official-git-dir", str(tmp_path), "--python", "py",
-                         "--out", str(out), "--model", "1", "--epochs", "1",
-                        "--seeds", "2", "--sides", "official", "--work-dir", str(tmp_path / "w")])  # fmt: skip
+    smct_official.main(
+        [
+            "--official-git-dir",
+            str(tmp_path),
+            "--python",
+            "py",
+            "--out",
+            str(out),
+            "--model",
+            "1",
+            "--epochs",
+            "1",
+            "--seeds",
+            "2",
+            "--sides",
+            "official",
+            "--work-dir",
+            str(tmp_path / "w"),
+        ]
+    )
     result = json.loads(out.read_text())
     assert seen["shapes"] == {"train": (800, 25, 1), "val": (100, 25, 1), "test": (100, 25, 1)}
     assert result["official_edits"] == edits_record(EDITS)

@@ -26,7 +26,7 @@ def test_random_fourier_features_approximate_the_gaussian_kernel_better_with_mor
     generator = torch.Generator().manual_seed(0)
     x, y = torch.randn(40, 3, generator=generator), torch.randn(40, 3, generator=generator)
     bandwidth = 1.5
-    kernel = torch.exp(-torch.cdist(x, y) ** 2 / (2 * bandwidth**2))
+    kernel = torch.exp(-(torch.cdist(x, y) ** 2) / (2 * bandwidth**2))
     errors = []
     for num_features in (100, 1000, 20000):
         rff = RandomFourierFeatures(3, num_features, bandwidth, generator=generator)
@@ -83,8 +83,7 @@ def test_two_stage_regression_with_a_shared_stage1_solver_gives_the_same_tensor(
     history, future, next_future = (torch.randn(n, d, generator=generator, dtype=torch.float64) for d in (9, 3, 3))
     observation = torch.randn(n, 2, generator=generator, dtype=torch.float64)
     own = two_stage_regression(future, next_future, observation, history, 0.01)
-    shared = two_stage_regression(future, next_future, observation, history, 0.01,
-                                  stage1=RidgeSolver(history, 0.01))  # fmt: skip
+    shared = two_stage_regression(future, next_future, observation, history, 0.01, stage1=RidgeSolver(history, 0.01))
     torch.testing.assert_close(shared.transition, own.transition, rtol=1e-10, atol=1e-12)
     # and both equal eq. 3 with ridge written out with explicit inverses
     gram_inv = torch.linalg.inv(history.T @ history + 0.01 * n * torch.eye(9, dtype=torch.float64))
@@ -201,8 +200,9 @@ def test_exact_proposal_makes_every_elbo_and_iwae_draw_the_kalman_log_likelihood
     x, _ = truth.sample(4, 12, generator=generator)
     mask = torch.ones(4, 12, dtype=torch.bool)
     mask[1, 8:], mask[3, 5:] = False, False
-    model = LinearGaussianSSM(truth.A.detach(), truth.C.detach(), truth.Q.detach(), truth.R.detach(),
-                              truth.init_cov, proposal="exact").double()  # fmt: skip
+    model = LinearGaussianSSM(
+        truth.A.detach(), truth.C.detach(), truth.Q.detach(), truth.R.detach(), truth.init_cov, proposal="exact"
+    ).double()
     x = x.double()
     exact = model.log_likelihood(x, mask).detach()
     for _ in range(3):  # log p(x, z) - log q(z) = log p(x) whatever z the guide draws
@@ -245,8 +245,11 @@ def test_two_stage_kalman_filter_svi_loss_is_minus_its_exact_log_likelihood_at_l
         (lambda: TwoStageKalmanFilter(2, state_dim=9, horizon=4), ValueError, "state_dim"),
         (lambda: linear_two_stage_regression(torch.zeros(2, 20, 2), None, 5, horizon=2), ValueError, "state_dim"),
         # 15 steps with 5 before and 5 after: 5 windows, fewer than state_dim
-        (lambda: TwoStageKalmanFilter(2, state_dim=8, horizon=5).initialize(torch.randn(1, 15, 2)), ValueError,
-         r"^state_dim=8 is more than the 5 windows .* horizon=5"),
+        (
+            lambda: TwoStageKalmanFilter(2, state_dim=8, horizon=5).initialize(torch.randn(1, 15, 2)),
+            ValueError,
+            r"^state_dim=8 is more than the 5 windows .* horizon=5",
+        ),
     ],
 )
 def test_bad_input_raises_clear_errors(call, error, match):

@@ -51,8 +51,12 @@ def test_bounds_ignore_the_padding(objective):
     model = _srnn()
     x, mask = _rolls()
     other = torch.where(mask.unsqueeze(-1), x, 1.0 - x)
-    build = {"elbo": lambda: ELBO(model), "elbo-mf": lambda: ELBO(model, mean_field=True),
-             "iwae": lambda: IWAE(model, 7), "smc": lambda: SMCBound(model, ParticleFilter(7))}[objective]  # fmt: skip
+    build = {
+        "elbo": lambda: ELBO(model),
+        "elbo-mf": lambda: ELBO(model, mean_field=True),
+        "iwae": lambda: IWAE(model, 7),
+        "smc": lambda: SMCBound(model, ParticleFilter(7)),
+    }[objective]
     results = []
     for data in (x, other):
         pyro.set_rng_seed(3)
@@ -250,8 +254,11 @@ def test_trained_srnn_bounds_stay_below_and_approach_the_exact_lgssm_likelihood(
     with torch.no_grad():
         exact = truth.log_likelihood(test).sum() / steps
     before = bounds()
-    Trainer(ELBO(model, mean_field=True), (train, None),
-            config=TrainConfig(epochs=30, batch_size=32, lr=0.01, progress=False)).fit()  # fmt: skip
+    Trainer(
+        ELBO(model, mean_field=True),
+        (train, None),
+        config=TrainConfig(epochs=30, batch_size=32, lr=0.01, progress=False),
+    ).fit()
     after = bounds()
     assert after["elbo"] < after["iwae"] < exact
     assert after["smc"] < exact

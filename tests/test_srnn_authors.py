@@ -59,18 +59,24 @@ def test_u_is_x_one_step_late_in_the_files_and_a_broken_shift_is_one_line():
     arrays = authors_arrays()
     assert np.array_equal(arrays["u_train"][:, 1:], arrays["x_train"][:, :-1])
     arrays["u_valid"][1, 3] = 1 - arrays["x_valid"][1, 2]
-    with pytest.raises(ValueError, match=r"^f\.npz: u_valid must be x_valid one step late .* sequence 1 differs at "
-                                         r"step 3$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^f\.npz: u_valid must be x_valid one step late .* sequence 1 differs at "
+        r"step 3$",
+    ):
         authors_splits(arrays, "f.npz")
 
 
-@pytest.mark.parametrize("change, message", [
-    (lambda a: a.pop("mask_test"), r"has no array 'mask_test'"),
-    (lambda a: a.update(x_valid=a["x_valid"][0]), r"array 'x_valid' must be a numeric \[N, T, K\] array"),
-    (lambda a: a.update(mask_test=a["mask_test"][:, :3]), r"mask_test must be \[N, T_max\] = \[3, 7\]"),
-    (lambda a: a["mask_test"].__setitem__((2, 5), 1.0), r"mask_test must mark a non-empty prefix"),
-    (lambda a: a["x_train"].__setitem__((0, 0, 0), 0.5), r"array 'x_train' must hold only 0 and 1"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda a: a.pop("mask_test"), r"has no array 'mask_test'"),
+        (lambda a: a.update(x_valid=a["x_valid"][0]), r"array 'x_valid' must be a numeric \[N, T, K\] array"),
+        (lambda a: a.update(mask_test=a["mask_test"][:, :3]), r"mask_test must be \[N, T_max\] = \[3, 7\]"),
+        (lambda a: a["mask_test"].__setitem__((2, 5), 1.0), r"mask_test must mark a non-empty prefix"),
+        (lambda a: a["x_train"].__setitem__((0, 0, 0), 0.5), r"array 'x_train' must hold only 0 and 1"),
+    ],
+)
 def test_bad_files_are_one_line_naming_the_file(tmp_path, change, message):
     arrays = authors_arrays()
     change(arrays)
@@ -94,8 +100,9 @@ def test_a_missing_file_or_set_is_one_line(tmp_path):
 def test_per_sequence_step_is_each_sequences_mean_averaged_over_sequences():
     """With A = 0 and init_cov = Q, the steps of a 1-D LGSSM are independent N(0, C^2 Q + R): hand log-densities."""
     c, q, r = 1.5, 0.4, 0.3
-    model = LinearGaussianSSM(torch.zeros(1, 1), torch.tensor([[c]]), torch.tensor([[q]]), torch.tensor([[r]]),
-                              torch.tensor([[q]]))  # fmt: skip
+    model = LinearGaussianSSM(
+        torch.zeros(1, 1), torch.tensor([[c]]), torch.tensor([[q]]), torch.tensor([[r]]), torch.tensor([[q]])
+    )
     x = torch.tensor([[0.5, -1.0, 2.0, 0.1, 0.7], [1.2, 0.3, 0.0, 0.0, 0.0], [-0.4, 0.0, 0.0, 0.0, 0.0]])[..., None]
     lengths = [5, 2, 1]
     mask = torch.arange(5) < torch.tensor(lengths)[:, None]

@@ -53,8 +53,9 @@ def test_feature_net_feeds_both_grus_with_the_papers_shapes(inference):
     # the guide reads phi(x_t), not x_t
     a = model.inference_features(context.d.transpose(0, 1), x, mask)
     if inference == "smooth":
-        torch.testing.assert_close(a[2, :1], model.inference_rnn(torch.cat([d[2:, :1], _phi_by_hand(model, x[2:, :1])],
-                                                                           -1))[0][0])  # fmt: skip
+        torch.testing.assert_close(
+            a[2, :1], model.inference_rnn(torch.cat([d[2:, :1], _phi_by_hand(model, x[2:, :1])], -1))[0][0]
+        )
     else:
         phi = _phi_by_hand(model, x)
         torch.testing.assert_close(a, model.inference_net(phi, model.inference_net.project(d)))
@@ -143,8 +144,11 @@ def test_trained_srnn_with_features_stays_below_and_approaches_the_exact_lgssm_l
     steps = test.shape[0] * test.shape[1]
     with torch.no_grad():
         exact = truth.log_likelihood(test).sum() / steps
-    Trainer(ELBO(model, mean_field=True), (train, None),
-            config=TrainConfig(epochs=30, batch_size=32, lr=0.01, progress=False)).fit()  # fmt: skip
+    Trainer(
+        ELBO(model, mean_field=True),
+        (train, None),
+        config=TrainConfig(epochs=30, batch_size=32, lr=0.01, progress=False),
+    ).fit()
     with torch.no_grad():
         elbo = ELBO(model, mean_field=True, num_samples=10)(test).bound.sum() / steps
         iwae = IWAE(model, 200)(test).bound.sum() / steps

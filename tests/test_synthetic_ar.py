@@ -28,8 +28,9 @@ ALPHA_II, BETA_II, P_II, VAR_II = 0.9, 0.54, 0.7, 0.3
 def _numpy_mixture_cdf(value, x_prev):
     """Model II's conditional CDF written with scipy (independent of the code under test)."""
     scale = math.sqrt(VAR_II)
-    return (P_II * scipy.stats.norm.cdf(value, ALPHA_II * x_prev, scale)
-            + (1 - P_II) * scipy.stats.norm.cdf(value, BETA_II * x_prev, scale))  # fmt: skip
+    return P_II * scipy.stats.norm.cdf(value, ALPHA_II * x_prev, scale) + (1 - P_II) * scipy.stats.norm.cdf(
+        value, BETA_II * x_prev, scale
+    )
 
 
 def _numpy_true_draws(model: str, x_prev: np.ndarray, num_samples: int, seed: int) -> np.ndarray:
@@ -116,8 +117,9 @@ def test_model_two_quantiles_match_scipy_root_finding_and_monte_carlo():
     truth = model_two()
     for q in (0.025, 0.1, 0.5, 0.9, 0.975):
         ours = truth.quantile(torch.tensor(x_prev), q).numpy()
-        roots = [scipy.optimize.brentq(lambda v, x=x, q=q: _numpy_mixture_cdf(v, x) - q, -20, 20, xtol=1e-12)
-                 for x in x_prev]  # fmt: skip
+        roots = [
+            scipy.optimize.brentq(lambda v, x=x, q=q: _numpy_mixture_cdf(v, x) - q, -20, 20, xtol=1e-12) for x in x_prev
+        ]
         np.testing.assert_allclose(ours, roots, atol=1e-8)
         monte_carlo = np.quantile(_numpy_true_draws("II", x_prev, 400000, seed=5), q, axis=0)
         np.testing.assert_allclose(ours, monte_carlo, atol=0.01)
@@ -143,8 +145,9 @@ def test_true_log_likelihood_matches_independent_densities():
     # Model II: the sum of log mixture densities; padded steps leave the sum
     values = x[..., 0].numpy()
     scale = math.sqrt(VAR_II)
-    density = (P_II * scipy.stats.norm.pdf(values[:, 1:], ALPHA_II * values[:, :-1], scale)
-               + (1 - P_II) * scipy.stats.norm.pdf(values[:, 1:], BETA_II * values[:, :-1], scale))  # fmt: skip
+    density = P_II * scipy.stats.norm.pdf(values[:, 1:], ALPHA_II * values[:, :-1], scale) + (
+        1 - P_II
+    ) * scipy.stats.norm.pdf(values[:, 1:], BETA_II * values[:, :-1], scale)
     per_step = np.concatenate([scipy.stats.norm.logpdf(values[:, :1]), np.log(density)], 1)
     mask = torch.arange(steps) < torch.tensor([[7], [4], [1]])
     ours = model_two().log_likelihood(x, mask).numpy()
@@ -194,8 +197,9 @@ def test_metrics_of_a_point_mass_at_one_component_mean():
     # every draw sits on alpha X_t: only the beta component's share (1 - p) of (alpha - beta)^2 X_t^2 is left
     expected = (1 - P_II) * (ALPHA_II - BETA_II) ** 2 * torch.tensor([[1.0, 4.0]], dtype=torch.float64)
     torch.testing.assert_close(predictive_mse(model_two(), at_alpha, x), expected)
-    torch.testing.assert_close(predictive_mse(model_one(), at_alpha / ALPHA_II * ALPHA_I, x),
-                               torch.zeros(1, 2, dtype=torch.float64))  # fmt: skip
+    torch.testing.assert_close(
+        predictive_mse(model_one(), at_alpha / ALPHA_II * ALPHA_I, x), torch.zeros(1, 2, dtype=torch.float64)
+    )
     shares = interval_share(model_two(), torch.cat([at_alpha, at_alpha + 100]), x, levels=(0.5,))
     torch.testing.assert_close(shares[0.5], torch.full((1, 2), 0.5, dtype=torch.float64))
 
@@ -205,8 +209,11 @@ def test_metrics_of_a_point_mass_at_one_component_mean():
     [
         (lambda: predictive_mse(model_one(), torch.zeros(4, 2, 5, 1), torch.zeros(2, 6, 1)), ValueError, "samples"),
         (lambda: predictive_mse(model_one(), torch.zeros(4, 2, 1, 1), torch.zeros(2, 1, 1)), ValueError, "2 steps"),
-        (lambda: interval_share(model_one(), torch.zeros(4, 2, 5, 1), torch.zeros(2, 5, 1), levels=(1.0,)),
-         ValueError, "level"),
+        (
+            lambda: interval_share(model_one(), torch.zeros(4, 2, 5, 1), torch.zeros(2, 5, 1), levels=(1.0,)),
+            ValueError,
+            "level",
+        ),
         (lambda: model_two().quantile(torch.zeros(3), 0.0), ValueError, "q must"),
         (lambda: model_two(p=1.0), ValueError, "p must"),
         (lambda: ARModel((0.5, 0.4), (1.0,), 0.3), ValueError, "weights"),
@@ -216,7 +223,7 @@ def test_metrics_of_a_point_mass_at_one_component_mean():
         (lambda: ar_data("Model I"), TypeError, "truth"),
         (lambda: covid_deaths(min_deaths=0), ValueError, "min_deaths"),
     ],
-)  # fmt: skip
+)
 def test_bad_input_raises_clear_errors(call, error, match):
     with pytest.raises(error, match=match):
         call()
@@ -239,8 +246,11 @@ def test_covid_loader_against_an_independent_pandas_computation():
     splits = {"train": data.train, "valid": data.valid, "test": data.test}
     assert sum(len(data.names[s]) for s in splits) == len(kept) == len(by_name)
     sizes = [len(data.names[s]) for s in splits]
-    assert sizes == [round(0.8 * len(kept)), round(0.9 * len(kept)) - round(0.8 * len(kept)),
-                     len(kept) - round(0.9 * len(kept))]  # fmt: skip
+    assert sizes == [
+        round(0.8 * len(kept)),
+        round(0.9 * len(kept)) - round(0.8 * len(kept)),
+        len(kept) - round(0.9 * len(kept)),
+    ]
     names = [set(data.names[s]) for s in splits]
     assert not (names[0] & names[1] or names[0] & names[2] or names[1] & names[2])
     assert names[0] | names[1] | names[2] == set(by_name)

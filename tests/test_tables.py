@@ -6,14 +6,16 @@ METRICS = {
     "data": "toy data",
     "test_sequences": 2,
     "test_steps": 10,
-    "loglik": {"exact": {"per_step": -1.23456, "per_sequence": -6.1728},
-               "exact (true parameters)": {"per_step": -1.2, "per_sequence": -6.0}},
+    "loglik": {
+        "exact": {"per_step": -1.23456, "per_sequence": -6.1728},
+        "exact (true parameters)": {"per_step": -1.2, "per_sequence": -6.0},
+    },
     "gap_to_truth": {"exact": {"gap_per_step": -0.03456, "standard_error_per_step": 0.01, "above_truth": False}},
     "skipped_estimators": {"smc": "no latent state"},
     "mse": 0.123456,
     "calibration": {"crps": 0.5},
     "calibration_source": "the exact predictive",
-}  # fmt: skip
+}
 
 
 def test_the_text_table_lists_estimates_gaps_and_calibration_in_columns():
@@ -31,28 +33,50 @@ def test_the_text_table_lists_estimates_gaps_and_calibration_in_columns():
         "calibration: the exact predictive",
         "one-step mse".ljust(width) + "0.12346".rjust(16),
         "crps".ljust(width) + "0.5000".rjust(16),
-    ]  # fmt: skip
+    ]
 
 
 def test_the_markdown_table_is_the_metrics_md_of_a_run():
-    assert format_table(METRICS, markdown=True) == "\n".join([
-        "# Results\n\ntoy data: 2 test sequences, 10 steps\n",
-        "| estimator | nats / step | nats / sequence |", "|---|---:|---:|",
-        "| exact | -1.2346 | -6.17 |", "| exact (true parameters) | -1.2000 | -6.00 |",
-        "", "not estimated: smc (no latent state)",
-        "", "Gap to the truth: estimate minus exact (true parameters), nats per step, with its standard error.", "",
-        "| estimator | gap / step | standard error |", "|---|---:|---:|", "| exact | -0.0346 | 0.0100 |",
-        "", "Calibration: the exact predictive.", "", "| metric | value |", "|---|---:|",
-        "| one-step mse | 0.12346 |", "| crps | 0.5000 |",
-    ]) + "\n"  # fmt: skip
+    assert (
+        format_table(METRICS, markdown=True)
+        == "\n".join(
+            [
+                "# Results\n\ntoy data: 2 test sequences, 10 steps\n",
+                "| estimator | nats / step | nats / sequence |",
+                "|---|---:|---:|",
+                "| exact | -1.2346 | -6.17 |",
+                "| exact (true parameters) | -1.2000 | -6.00 |",
+                "",
+                "not estimated: smc (no latent state)",
+                "",
+                "Gap to the truth: estimate minus exact (true parameters), nats per step, with its standard error.",
+                "",
+                "| estimator | gap / step | standard error |",
+                "|---|---:|---:|",
+                "| exact | -0.0346 | 0.0100 |",
+                "",
+                "Calibration: the exact predictive.",
+                "",
+                "| metric | value |",
+                "|---|---:|",
+                "| one-step mse | 0.12346 |",
+                "| crps | 0.5000 |",
+            ]
+        )
+        + "\n"
+    )
 
 
 def test_a_table_without_calibration_or_truth_has_the_estimates_only():
-    metrics = {"data": "d", "test_sequences": 1, "test_steps": 3,
-               "loglik": {"elbo": {"per_step": -2.0, "per_sequence": -6.0}}}  # fmt: skip
+    metrics = {
+        "data": "d",
+        "test_sequences": 1,
+        "test_steps": 3,
+        "loglik": {"elbo": {"per_step": -2.0, "per_sequence": -6.0}},
+    }
     width = len("estimator") + 2
     assert format_table(metrics).splitlines() == [
         "d: 1 test sequences, 3 steps",
         "estimator".ljust(width) + "nats / step".rjust(16) + "nats / sequence".rjust(18),
         "elbo".ljust(width) + "-2.0000".rjust(16) + "-6.00".rjust(18),
-    ]  # fmt: skip
+    ]

@@ -41,8 +41,9 @@ def _per_step(model, data):
 
 
 def _wrong_model(seed=3):
-    return LinearGaussianSSM.random(2, 2, spectral_radius=0.3, transition_noise=1.0, observation_noise=1.0,
-                                    generator=_generator(seed))
+    return LinearGaussianSSM.random(
+        2, 2, spectral_radius=0.3, transition_noise=1.0, observation_noise=1.0, generator=_generator(seed)
+    )
 
 
 @pytest.fixture(scope="module")
@@ -154,8 +155,9 @@ def test_clip_norm_bounds_the_gradient_step(lgssm_data):
     def displacement(clip_norm):
         model = _wrong_model()
         start = torch.cat([p.detach().flatten().clone() for p in model.parameters()])
-        config = TrainConfig(epochs=1, batch_size=len(train[0]), optimizer="sgd", lr=lr, clip_norm=clip_norm,
-                             progress=False)
+        config = TrainConfig(
+            epochs=1, batch_size=len(train[0]), optimizer="sgd", lr=lr, clip_norm=clip_norm, progress=False
+        )
         Trainer(ExactLikelihood(model), train, config=config).fit()  # one SGD step: lr * clipped gradient
         return (torch.cat([p.detach().flatten() for p in model.parameters()]) - start).norm().item()
 
@@ -184,13 +186,24 @@ def _resume_run(objective, data, config, run_dir, resume=False):
     return Trainer(objective, train, valid, config, run_dir=run_dir).fit(resume=resume)
 
 
-@pytest.mark.parametrize("interruption, schedule", [("crash", "cosine"), ("crash", "transformer"),
-                                                    ("extend", "exponential")])
+@pytest.mark.parametrize(
+    "interruption, schedule", [("crash", "cosine"), ("crash", "transformer"), ("extend", "exponential")]
+)
 def test_resume_repeats_an_uninterrupted_run_exactly(lgssm_data, tmp_path, interruption, schedule):
     _, train, valid, _ = lgssm_data
     data = ((train[0][:24], train[1][:24]), (valid[0][:8], valid[1][:8]))
-    config = TrainConfig(epochs=4, batch_size=8, lr=0.05, lr_schedule=schedule, warmup_steps=4, clip_norm=1.0,
-                         kl_start=0.5, kl_anneal_steps=5, patience=10, progress=False)
+    config = TrainConfig(
+        epochs=4,
+        batch_size=8,
+        lr=0.05,
+        lr_schedule=schedule,
+        warmup_steps=4,
+        clip_norm=1.0,
+        kl_start=0.5,
+        kl_anneal_steps=5,
+        patience=10,
+        progress=False,
+    )
     straight = NoisyLikelihood(_wrong_model())
     expected = _resume_run(straight, data, config, tmp_path / "straight")
 
@@ -215,8 +228,13 @@ def test_resume_rejects_a_changed_config(lgssm_data, tmp_path):
     _, train, _, _ = lgssm_data
     _resume_run(ExactLikelihood(_wrong_model()), (train, None), TrainConfig(epochs=1, progress=False), tmp_path)
     with pytest.raises(ValueError, match="lr"):
-        _resume_run(ExactLikelihood(_wrong_model()), (train, None), TrainConfig(epochs=2, lr=0.5, progress=False),
-                    tmp_path, resume=True)
+        _resume_run(
+            ExactLikelihood(_wrong_model()),
+            (train, None),
+            TrainConfig(epochs=2, lr=0.5, progress=False),
+            tmp_path,
+            resume=True,
+        )
 
 
 # --- arguments ------------------------------------------------------------------------------------
@@ -228,12 +246,30 @@ def test_config_rejects_unknown_keys_and_round_trips():
     assert TrainConfig.from_dict(config.to_dict()) == config
 
 
-@pytest.mark.parametrize("field, value", [
-    ("epochs", 0), ("epochs", 2.5), ("batch_size", True), ("optimizer", "lbfgs"), ("lr", -0.1),
-    ("lr", float("nan")), ("weight_decay", -1), ("lr_schedule", "linear"), ("lr_gamma", 0.0), ("lr_gamma", 1.5),
-    ("lr_step_epochs", 0), ("clip_norm", 0.0), ("kl_start", 1.5), ("kl_anneal_steps", -1), ("valid_every", 0),
-    ("patience", 0), ("seed", -1), ("progress", "yes"), ("momentum", 2.0),
-])
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("epochs", 0),
+        ("epochs", 2.5),
+        ("batch_size", True),
+        ("optimizer", "lbfgs"),
+        ("lr", -0.1),
+        ("lr", float("nan")),
+        ("weight_decay", -1),
+        ("lr_schedule", "linear"),
+        ("lr_gamma", 0.0),
+        ("lr_gamma", 1.5),
+        ("lr_step_epochs", 0),
+        ("clip_norm", 0.0),
+        ("kl_start", 1.5),
+        ("kl_anneal_steps", -1),
+        ("valid_every", 0),
+        ("patience", 0),
+        ("seed", -1),
+        ("progress", "yes"),
+        ("momentum", 2.0),
+    ],
+)
 def test_config_rejects_bad_values(field, value):
     with pytest.raises(ValueError, match=field):
         TrainConfig.from_dict({field: value})
@@ -340,8 +376,15 @@ class RecordingShapes(ExactLikelihood):
 def test_two_process_ddp_training_keeps_ranks_identical(tmp_path):
     worker = Path(__file__).with_name("ddp_worker.py")
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(worker),
-               str(tmp_path)]
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node=2",
+        str(worker),
+        str(tmp_path),
+    ]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     ranks = [torch.load(tmp_path / f"rank{r}.pt", weights_only=True) for r in range(2)]

@@ -12,8 +12,9 @@ def _fit(config: TrainConfig, device="cpu"):
     torch.manual_seed(0)
     model = PFRNNPredictor(3, 2, hidden_size=6, encoder_size=6, num_particles=3, learn_scale=False)
     x, y = torch.randn(20, 5, 3), torch.randn(20, 5, 2)
-    trainer = Trainer(DiscriminativeLoss(model, time_decay=0.1), (x, None, y), (x[:6], None, y[:6]), config,
-                      device=device)  # fmt: skip
+    trainer = Trainer(
+        DiscriminativeLoss(model, time_decay=0.1), (x, None, y), (x[:6], None, y[:6]), config, device=device
+    )
     return trainer, trainer.fit()
 
 

@@ -10,8 +10,16 @@ from ppl_models.experiments.claims.transfers import TRANSFERS, Transfer, shares
 from ppl_models.experiments.cli import main
 from ppl_models.experiments.registry import EXPERIMENTS
 
-TINY = ("train.epochs=2", "data.num_train=8", "data.num_valid=4", "data.num_test=6", "data.num_steps=10",
-        "evaluate.num_particles=10", "evaluate.iwae_particles=5", "evaluate.predictive_samples=10")  # fmt: skip
+TINY = (
+    "train.epochs=2",
+    "data.num_train=8",
+    "data.num_valid=4",
+    "data.num_test=6",
+    "data.num_steps=10",
+    "evaluate.num_particles=10",
+    "evaluate.iwae_particles=5",
+    "evaluate.predictive_samples=10",
+)
 
 
 def test_registered_transfers_name_sources_the_recipe_was_not_tuned_on():
@@ -26,10 +34,16 @@ def test_registered_transfers_name_sources_the_recipe_was_not_tuned_on():
 def tiny_run(tmp_path_factory):
     """One LGSSM source (a known truth), the recipe and one probe, seed 0; the written record."""
     root = tmp_path_factory.mktemp("transfer")
-    tiny = Transfer("lgssm-demo", "the demo source", (("source 3", (*TINY, "data.seed=3")),
-                                                      ("source 4", (*TINY, "data.seed=4"))),
-                    estimator="smc-10", bound="elbo", more_particles=40, probes=(("3 epochs", ("train.epochs=3",)),),
-                    train_sequences=5)  # fmt: skip
+    tiny = Transfer(
+        "lgssm-demo",
+        "the demo source",
+        (("source 3", (*TINY, "data.seed=3")), ("source 4", (*TINY, "data.seed=4"))),
+        estimator="smc-10",
+        bound="elbo",
+        more_particles=40,
+        probes=(("3 epochs", ("train.epochs=3",)),),
+        train_sequences=5,
+    )
     with pytest.MonkeyPatch.context() as patch:
         patch.setitem(TRANSFERS, "tiny", tiny)
         path = reproductions.reproduce("transfer-tiny", 1, root / "runs", results_dir=root / "results")
@@ -41,8 +55,12 @@ def test_transfer_records_provenance_and_every_member(tiny_run):
     assert path.name == "transfer_tiny.json" and record["format"] == transfers.TRANSFER_FORMAT
     assert record["seeds"] == [0] and len(record["commands"]) == 4 and record["commit"] and record["machine"]
     assert all("--set 'seed=0' --set 'train.seed=0'" in command for command in record["commands"])
-    assert set(record["results"]) == {"source 3 / recipe", "source 3 / 3 epochs", "source 4 / recipe",
-                                      "source 4 / 3 epochs"}  # fmt: skip
+    assert set(record["results"]) == {
+        "source 3 / recipe",
+        "source 3 / 3 epochs",
+        "source 4 / recipe",
+        "source 4 / 3 epochs",
+    }
     run = record["results"]["source 3 / 3 epochs"]["runs"][0]
     assert run["epochs"] == 3 and run["best_epoch"] <= 3
     metrics = json.loads((root / "runs" / "seed-0" / "source-3-3-epochs" / "metrics.json").read_text())
@@ -70,20 +88,27 @@ def test_training_gap_is_the_models_exact_likelihood_against_the_truth_on_traini
 
 
 def test_shares_add_up_to_the_held_out_gap():
-    run = {"test": {"smc-10": {"gap_per_step": -0.5}, "elbo": {"gap_per_step": -0.8}},
-           "train": {"smc-10": {"gap_per_step": -0.3}},
-           "test_more_particles": {"smc-100": {"gap_per_step": -0.45}, "elbo": {"gap_per_step": -0.8}}}
+    run = {
+        "test": {"smc-10": {"gap_per_step": -0.5}, "elbo": {"gap_per_step": -0.8}},
+        "train": {"smc-10": {"gap_per_step": -0.3}},
+        "test_more_particles": {"smc-100": {"gap_per_step": -0.45}, "elbo": {"gap_per_step": -0.8}},
+    }
     split = shares(run, {"estimator": "smc-10", "bound": "elbo"})
-    assert split == pytest.approx({"total": -0.5, "fit": -0.3, "generalisation": -0.2, "evaluation": -0.05,
-                                   "bound": -0.3})  # fmt: skip
+    assert split == pytest.approx(
+        {"total": -0.5, "fit": -0.3, "generalisation": -0.2, "evaluation": -0.05, "bound": -0.3}
+    )
 
 
 def test_table_and_page_render_each_member_with_where_the_nats_go(tiny_run, tmp_path):
     _, path, record = tiny_run
     lines = transfers.table(record)
     rows = [line for line in lines if line.startswith(("| source 3", "| source 4"))]
-    assert [row.split(" | ")[0] for row in rows] == ["| source 3 / recipe", "| source 3 / 3 epochs",
-                                                     "| source 4 / recipe", "| source 4 / 3 epochs"]  # fmt: skip
+    assert [row.split(" | ")[0] for row in rows] == [
+        "| source 3 / recipe",
+        "| source 3 / 3 epochs",
+        "| source 4 / recipe",
+        "| source 4 / 3 epochs",
+    ]
     gap = record["results"]["source 4 / recipe"]["runs"][0]["test"]["smc-10"]["gap_per_step"]
     assert rows[2].startswith(f"| source 4 / recipe | {gap:.3f} |")
     assert all(("fit" in row and "generalisation" in row) or "within 0.05" in row for row in rows)

@@ -33,8 +33,10 @@ FRACTIONS = (0.6, 0.2, 0.2)
 
 def _positive_series(count=2, steps=20, features=2, seed=0) -> list[np.ndarray]:
     rng = np.random.default_rng(seed)
-    return [np.exp(rng.normal(size=(1, features)) + np.cumsum(0.2 * rng.normal(size=(steps, features)), 0))
-            for _ in range(count)]  # fmt: skip
+    return [
+        np.exp(rng.normal(size=(1, features)) + np.cumsum(0.2 * rng.normal(size=(steps, features)), 0))
+        for _ in range(count)
+    ]
 
 
 def _hand_log_difference_scaled(series: list[np.ndarray], train: int):
@@ -83,8 +85,10 @@ def test_seasonal_differencing_drops_the_first_lag_steps_and_scores_from_the_lag
         np.testing.assert_array_equal(transformed[:, 0], raw[3:, 0] - raw[:-3, 0])
     assert applied.test.context is None  # a series split: no history, its first 3 data steps are not scored
     record = applied.to_dict()
-    assert record["test"]["first_scored"] == [3] * len(splits.test) and record["test"]["transform"] == \
-        "seasonal-difference-3"  # fmt: skip
+    assert (
+        record["test"]["first_scored"] == [3] * len(splits.test)
+        and record["test"]["transform"] == "seasonal-difference-3"
+    )
     lengths = splits.test.lengths
     expected = [[3 <= t < length for t in range(max(lengths))] for length in lengths]
     assert applied.level_scored()["test"].tolist() == expected
@@ -113,8 +117,15 @@ def test_evaluate_on_log_differenced_series_scaled_data_gives_the_hand_computed_
     x, mask = applied.test.padded(applied.standardizer, dtype=torch.float64)
     scored = applied.test.scored_mask()
     a, b, sigma = 0.4, 0.1, 0.7
-    result = evaluate(_Lagged(2, a, b, sigma), x, mask, scored=scored, standardizer=applied.units("test"),
-                      estimators=["exact"], predictive_samples=0)  # fmt: skip
+    result = evaluate(
+        _Lagged(2, a, b, sigma),
+        x,
+        mask,
+        scored=scored,
+        standardizer=applied.units("test"),
+        estimators=["exact"],
+        predictive_samples=0,
+    )
     diffs, stats, mean, sd = _hand_log_difference_scaled(series, train=12)
     total, count = 0.0, 0
     for w, (m, s), raw in zip(diffs, stats, series):
@@ -137,8 +148,16 @@ def test_draws_and_means_come_back_from_the_level_before_them():
     scored = applied.test.scored_mask()
     a, b = 0.4, 0.1
     model = _Lagged(2, a, b, 1e-7)
-    result = evaluate(model, x, mask, scored=scored, standardizer=applied.units("test"), estimators=["exact"],
-                      predictive_samples=5, seed=0)  # fmt: skip
+    result = evaluate(
+        model,
+        x,
+        mask,
+        scored=scored,
+        standardizer=applied.units("test"),
+        estimators=["exact"],
+        predictive_samples=5,
+        seed=0,
+    )
     diffs, stats, mean, sd = _hand_log_difference_scaled(series, train=12)
     squared, count = 0.0, 0
     for i, (w, (m, s), raw) in enumerate(zip(diffs, stats, series)):
@@ -163,8 +182,11 @@ def test_forecasts_integrate_the_differences_from_the_observed_levels():
         level.append(level[-2] + u[h])  # from the level two steps before: observed, then forecast
     np.testing.assert_allclose(units.forecast(z)[0, 0, :, 0].numpy(), np.exp(level[5:]), rtol=1e-12)
     # from inside the row: after its first 1 transformed position (data steps 0..2 observed)
-    np.testing.assert_allclose(units.forecast(z[:, :, :2], start=1)[0, 0, :, 0].numpy(),
-                               np.exp([np.log(2.0) + u[0], np.log(4.0) + u[1]]), rtol=1e-12)  # fmt: skip
+    np.testing.assert_allclose(
+        units.forecast(z[:, :, :2], start=1)[0, 0, :, 0].numpy(),
+        np.exp([np.log(2.0) + u[0], np.log(4.0) + u[1]]),
+        rtol=1e-12,
+    )
     with pytest.raises(ValueError, match="start"):
         units.forecast(z, start=4)
 
@@ -191,8 +213,9 @@ def test_choose_transform_logs_a_geometric_random_walk():
 def test_a_season_is_detected_and_differenced():
     rng = np.random.default_rng(2)
     steps = np.arange(240)
-    seasonal = [(0.05 * steps + 3 * np.sin(2 * np.pi * steps / 12) + 0.3 * rng.normal(size=240))[:, None]
-                for _ in range(3)]  # fmt: skip
+    seasonal = [
+        (0.05 * steps + 3 * np.sin(2 * np.pi * steps / 12) + 0.3 * rng.normal(size=240))[:, None] for _ in range(3)
+    ]
     assert detect_season(seasonal) == 12
     assert detect_season([rng.normal(size=(240, 1))]) is None
     transform, record = choose_transform(SequenceDataset.from_sequences(seasonal).split(by="time"))
@@ -223,9 +246,13 @@ def test_a_transform_that_cannot_apply_is_refused_by_name():
 
 def _walk_file(path, *, seed=0, shift=0.0):
     rng = np.random.default_rng(seed)
-    rows = [{"id": f"s{s}", "t": t, "v": float(value), "w": float(other)} for s in range(3)
-            for t, (value, other) in enumerate(zip(shift + np.cumsum(1.0 + rng.normal(size=40)),
-                                                   shift + np.cumsum(-0.5 + rng.normal(size=40))))]  # fmt: skip
+    rows = [
+        {"id": f"s{s}", "t": t, "v": float(value), "w": float(other)}
+        for s in range(3)
+        for t, (value, other) in enumerate(
+            zip(shift + np.cumsum(1.0 + rng.normal(size=40)), shift + np.cumsum(-0.5 + rng.normal(size=40)))
+        )
+    ]
     pd.DataFrame(rows).to_csv(path, index=False)
     return path
 
@@ -269,17 +296,44 @@ def test_a_forecast_of_a_new_file_reads_it_under_the_recorded_transform_and_stan
 def test_a_run_records_its_transform_and_a_forecast_of_a_new_file_reuses_it(tmp_path, capsys):
     path, other = _walk_file(tmp_path / "walk.csv"), _walk_file(tmp_path / "other.csv", seed=1, shift=500.0)
     run = tmp_path / "run"
-    assert main(["train", "gru", "--data", str(path), "--run-dir", str(run), "--set", 'data.series="id"',
-                 "--set", 'data.time="t"', "--set", 'data.split_by="time"', "--set", "train.epochs=1",
-                 "--set", "evaluate.predictive_samples=10", "--set", 'evaluate.noise_refit="none"',
-                 "--set", "model.rnn_dim=8", "--set", "model.hidden_dim=8"]) == 0, capsys.readouterr().err  # fmt: skip
+    assert (
+        main(
+            [
+                "train",
+                "gru",
+                "--data",
+                str(path),
+                "--run-dir",
+                str(run),
+                "--set",
+                'data.series="id"',
+                "--set",
+                'data.time="t"',
+                "--set",
+                'data.split_by="time"',
+                "--set",
+                "train.epochs=1",
+                "--set",
+                "evaluate.predictive_samples=10",
+                "--set",
+                'evaluate.noise_refit="none"',
+                "--set",
+                "model.rnn_dim=8",
+                "--set",
+                "model.hidden_dim=8",
+            ]
+        )
+        == 0
+    ), capsys.readouterr().err
     split = json.loads((run / "data_split.json").read_text())
     assert split["transform"]["lag"] == 1 and split["test"]["first_scored"] == [34] * 3
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["test_steps"] == 3 * 6 and "transform" in metrics["units"]
     out = tmp_path / "forecast"
-    assert main(["forecast", f"gru={run}", "--data", str(other), "--observed", "36", "--samples", "20",
-                 "--out", str(out)]) == 0, capsys.readouterr().err  # fmt: skip
+    assert (
+        main(["forecast", f"gru={run}", "--data", str(other), "--observed", "36", "--samples", "20", "--out", str(out)])
+        == 0
+    ), capsys.readouterr().err
     report = json.loads((out / "forecast.json").read_text())
     assert report["observed"] == 36 and report["horizon"] == 4 and math.isfinite(report["metrics"]["gru"]["crps"])
     _, loaded, _ = forecasting.load_run("gru", run, "cpu", other)
@@ -298,8 +352,9 @@ class _NoChange:
 
 def test_a_backtest_of_differenced_data_judges_the_levels():
     data = torch.tensor([[[1.0], [2.0], [4.0], [7.0], [11.0]]], dtype=torch.float64)
-    units = DataUnits(torch.zeros(1, 1, dtype=torch.float64), torch.ones(1, 1, dtype=torch.float64), data,
-                      torch.tensor([5]), lag=1)  # fmt: skip
+    units = DataUnits(
+        torch.zeros(1, 1, dtype=torch.float64), torch.ones(1, 1, dtype=torch.float64), data, torch.tensor([5]), lag=1
+    )
     x = torch.tensor([[[1.0], [2.0], [3.0], [4.0]]])  # the differences
     result = backtest(_NoChange(), x, None, horizon=1, origins=3, num_samples=2, standardizer=units)
     # origins at positions 1, 2, 3: the forecast is the level before (2, 4, 7) of the data steps 2, 3, 4 (4, 7, 11)
@@ -325,7 +380,7 @@ def test_the_season_is_the_period_not_one_of_its_multiples():
     correlation[[52 - 2, 104 - 2, 156 - 2]] = [0.40, 0.41, 0.42]  # entry i is lag i + 2
     assert fundamental_lag(correlation) + 2 == 52
     weeks = np.arange(1600.0)
-    series = (0.02 * weeks + 3 * np.sin(2 * np.pi * weeks / 52) + np.random.default_rng(0).normal(0, 0.1, 1600))
+    series = 0.02 * weeks + 3 * np.sin(2 * np.pi * weeks / 52) + np.random.default_rng(0).normal(0, 0.1, 1600)
     # differenced noise correlates -1/2 with its neighbour, so lags 51 and 53 read about as high as 52: a step either
     # way; never 104 or 156
     assert abs(transform_season([series[:, None]]) - 52) <= 1 and abs(classical_season([series[:, None]])[0] - 52) <= 1

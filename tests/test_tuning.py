@@ -97,7 +97,8 @@ def test_a_budget_of_one_trains_the_given_configuration_only(tmp_path):
     train = FakeTrain()
     tuning = tune(gru_config(), tmp_path / "t", budget=1, train=train)
     assert [(config, run.name, resume) for config, run, resume in train.calls] == [
-        (json.loads(json.dumps(gru_config())), "000", False)]
+        (json.loads(json.dumps(gru_config())), "000", False)
+    ]
     assert [t["number"] for t in tuning.trials] == [0] and tuning.best.number == 0
 
 
@@ -152,8 +153,12 @@ def test_a_failed_trial_is_recorded_and_the_search_goes_on(tmp_path):
     assert tuning.trials[2]["error"] == "model.rnn_dim: too big"
     assert tuning.best.number == max((0, 3), key=lambda n: figure(train.calls[n][0]))
     with pytest.raises(ValueError, match=r"all 2 trials failed \(trial 0: no data\)"):
-        tune(gru_config(), tmp_path / "u", budget=2, train=FakeTrain(fail={0: ValueError("no data"),
-                                                                            1: ValueError("no data")}))
+        tune(
+            gru_config(),
+            tmp_path / "u",
+            budget=2,
+            train=FakeTrain(fail={0: ValueError("no data"), 1: ValueError("no data")}),
+        )
 
 
 def test_the_keys_the_user_set_are_never_drawn(tmp_path):
@@ -183,8 +188,9 @@ def test_the_sizes_fitted_to_the_data_are_searched_up_to_their_value():
 
 def test_a_model_with_nothing_to_draw_trains_its_configuration_once(tmp_path):
     train = FakeTrain()
-    tuning = tune(gru_config(), tmp_path / "t", budget=5, fixed={"model.rnn_dim", "model.hidden_dim", "train.lr"},
-                  train=train)  # fmt: skip
+    tuning = tune(
+        gru_config(), tmp_path / "t", budget=5, fixed={"model.rnn_dim", "model.hidden_dim", "train.lr"}, train=train
+    )
     assert len(train.calls) == 1 and [t["params"] for t in tuning.trials] == [{}]
 
 
@@ -214,12 +220,17 @@ def test_a_changed_data_file_is_another_search(tmp_path):
         tune(config, tmp_path / "t", budget=1, train=FakeTrain())
 
 
-@pytest.mark.parametrize("arguments, message", [
-    ({"budget": 0}, r"budget: expected an int >= 1"), ({"budget": 1.5}, r"budget: expected an int >= 1"),
-    ({"budget": True}, r"budget: expected an int >= 1"), ({"seed": -1}, r"seed: expected an int in \[0, 2\*\*32\)"),
-    ({"fixed": "train.lr"}, r"fixed: expected a collection of 'section.key' names"),
-    ({"fixed": ["lr"]}, r"fixed: expected a collection of 'section.key' names"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        ({"budget": 0}, r"budget: expected an int >= 1"),
+        ({"budget": 1.5}, r"budget: expected an int >= 1"),
+        ({"budget": True}, r"budget: expected an int >= 1"),
+        ({"seed": -1}, r"seed: expected an int in \[0, 2\*\*32\)"),
+        ({"fixed": "train.lr"}, r"fixed: expected a collection of 'section.key' names"),
+        ({"fixed": ["lr"]}, r"fixed: expected a collection of 'section.key' names"),
+    ],
+)
 def test_bad_arguments_are_one_line_naming_them(tmp_path, arguments, message):
     with pytest.raises(ValueError, match=message):
         tune(gru_config(), tmp_path / "t", **{"budget": 2, **arguments}, train=FakeTrain())
@@ -250,15 +261,18 @@ def test_every_corner_of_every_search_space_builds():
     for model, space in SEARCH_SPACES.items():
         config = recipe(model, binary=False)
         space = search_space(config)
-        corners = [{key: spec[1][0] if spec[0] == "categorical" else spec[1] for key, spec in space.items()},
-                   {key: spec[1][-1] if spec[0] == "categorical" else spec[2] for key, spec in space.items()}]
+        corners = [
+            {key: spec[1][0] if spec[0] == "categorical" else spec[1] for key, spec in space.items()},
+            {key: spec[1][-1] if spec[0] == "categorical" else spec[2] for key, spec in space.items()},
+        ]
         for corner in corners:
             built = json.loads(json.dumps(config))
             for key, value in corner.items():
                 section, name = key.split(".")
                 built[section][name] = value
-            registry.build_objective(built["objective"], registry.build(built["model"], registry.MODELS, "model",
-                                                                        obs_dim=2))  # fmt: skip
+            registry.build_objective(
+                built["objective"], registry.build(built["model"], registry.MODELS, "model", obs_dim=2)
+            )
             TrainConfig.from_dict(built["train"])
 
 

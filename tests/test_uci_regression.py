@@ -78,8 +78,14 @@ def _expected_features(raw: pd.DataFrame, inputs, target: str, cut: int, categor
         for name in categorical:
             columns[name] = categorical[name].astype(float)
     hour, weekday = raw["time"].dt.hour, raw["time"].dt.day_of_week
-    columns.update({"hour sin": np.sin(2 * np.pi * hour / 24), "hour cos": np.cos(2 * np.pi * hour / 24),
-                    "weekday sin": np.sin(2 * np.pi * weekday / 7), "weekday cos": np.cos(2 * np.pi * weekday / 7)})
+    columns.update(
+        {
+            "hour sin": np.sin(2 * np.pi * hour / 24),
+            "hour cos": np.cos(2 * np.pi * hour / 24),
+            "weekday sin": np.sin(2 * np.pi * weekday / 7),
+            "weekday cos": np.cos(2 * np.pi * weekday / 7),
+        }
+    )
     return pd.DataFrame(columns).to_numpy(), ((raw[target] - mean) / std).to_numpy()
 
 
@@ -108,8 +114,9 @@ def test_air_windows_match_an_independent_pandas_preprocessing(air, air_raw):
     assert air.target == "NO2(GT)" and len(air.feature_names) == 15
     for name in AIR_INPUTS:  # statistics of the observed training hours only
         assert air.input_stats[name] == pytest.approx((air_raw[name][:cut].mean(), air_raw[name][:cut].std(ddof=0)))
-    assert (air.target_mean, air.target_std) == pytest.approx((air_raw["NO2(GT)"][:cut].mean(),
-                                                               air_raw["NO2(GT)"][:cut].std(ddof=0)))  # fmt: skip
+    assert (air.target_mean, air.target_std) == pytest.approx(
+        (air_raw["NO2(GT)"][:cut].mean(), air_raw["NO2(GT)"][:cut].std(ddof=0))
+    )
     features, target = _expected_features(air_raw, AIR_INPUTS, "NO2(GT)", cut)
     _check_windows(air, air_raw, features, target)
     x, _, y = air.splits["test"]
@@ -126,8 +133,9 @@ def test_pm25_windows_match_an_independent_pandas_preprocessing(pm, pm_raw):
     cut = pm.bounds[0]
     assert not any("ago" in name for name in pm.feature_names)  # the appended lag columns are not read
     assert len(pm.feature_names) == 17 and pm.target == "pm2.5"
-    assert (pm.target_mean, pm.target_std) == pytest.approx((pm_raw["pm2.5"][:cut].mean(),
-                                                             pm_raw["pm2.5"][:cut].std(ddof=0)))  # fmt: skip
+    assert (pm.target_mean, pm.target_std) == pytest.approx(
+        (pm_raw["pm2.5"][:cut].mean(), pm_raw["pm2.5"][:cut].std(ddof=0))
+    )
     wind = pd.get_dummies(pm_raw["cbwd"])[["NE", "NW", "SE", "cv"]]
     features, target = _expected_features(pm_raw, PM25_INPUTS, "pm2.5", cut, wind)
     _check_windows(pm, pm_raw, features, target)
@@ -173,8 +181,9 @@ def test_statistics_come_from_the_training_hours_only():
     mean, std = base.input_stats["b"]
     assert x[0, 5, b].item() == pytest.approx((measured[4, 1] - mean) / std, rel=1e-5)
     assert x[0, 5, missing].item() == 1.0 and x[0, 4, missing].item() == 0.0
-    no_lag = build_windows(measured, ("a", "b"), target, times, target_name="y", units="u", window=10,
-                           lagged_target=False)  # fmt: skip
+    no_lag = build_windows(
+        measured, ("a", "b"), target, times, target_name="y", units="u", window=10, lagged_target=False
+    )
     assert len(no_lag.feature_names) == len(base.feature_names) - 2
 
 
@@ -262,13 +271,29 @@ def _sets(*items):
 
 @needs_data
 def test_runner_end_to_end_writes_rmse_and_calibration(tmp_path):
-    tiny = ("data.max_windows=4", "data.window=8", "data.stride=8", "model.hidden_size=6", "model.encoder_size=6",
-            "train.epochs=1", "train.batch_size=4")  # fmt: skip
+    tiny = (
+        "data.max_windows=4",
+        "data.window=8",
+        "data.stride=8",
+        "model.hidden_size=6",
+        "model.encoder_size=6",
+        "train.epochs=1",
+        "train.batch_size=4",
+    )
     run = tmp_path / "air"
     assert cli.main(["train", "pfrnn-air", "--run-dir", str(run), *_sets(*tiny, "model.num_particles=3")]) == 0
     metrics = json.loads((run / "metrics.json").read_text())
-    for key in ("rmse", "rmse_normalized", "crps", "crps_normalized", "nlpd", "coverage_0.9", "width_0.9", "pit_ks",
-                "persistence_rmse"):  # fmt: skip
+    for key in (
+        "rmse",
+        "rmse_normalized",
+        "crps",
+        "crps_normalized",
+        "nlpd",
+        "coverage_0.9",
+        "width_0.9",
+        "pit_ks",
+        "persistence_rmse",
+    ):
         assert math.isfinite(metrics[key]), key
     assert metrics["num_particles"] == 3 and metrics["units"] == "ug/m3" and 0 < metrics["test_hours"] <= 32
     for plot in ("pit_ecdf.png", "predictive_bands.png", "learning_curve.png"):
@@ -279,17 +304,20 @@ def test_runner_end_to_end_writes_rmse_and_calibration(tmp_path):
 
 
 @needs_data
-@pytest.mark.parametrize("options, error, name", [
-    ({"window": 0}, ValueError, "window"),
-    ({"window": 2.5}, TypeError, "window"),
-    ({"window": 9000}, ValueError, "window"),
-    ({"stride": 0}, ValueError, "stride"),
-    ({"fractions": (0.9, 0.2)}, ValueError, "fractions"),
-    ({"fractions": (0.7,)}, ValueError, "fractions"),
-    ({"lagged_target": "yes"}, TypeError, "lagged_target"),
-    ({"max_windows": 0}, ValueError, "max_windows"),
-    ({"target": "O3"}, ValueError, "target"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "options, error, name",
+    [
+        ({"window": 0}, ValueError, "window"),
+        ({"window": 2.5}, TypeError, "window"),
+        ({"window": 9000}, ValueError, "window"),
+        ({"stride": 0}, ValueError, "stride"),
+        ({"fractions": (0.9, 0.2)}, ValueError, "fractions"),
+        ({"fractions": (0.7,)}, ValueError, "fractions"),
+        ({"lagged_target": "yes"}, TypeError, "lagged_target"),
+        ({"max_windows": 0}, ValueError, "max_windows"),
+        ({"target": "O3"}, ValueError, "target"),
+    ],
+)
 def test_bad_options_name_the_argument(options, error, name):
     with pytest.raises(error, match=name):
         air_quality_regression(**options)
@@ -333,15 +361,22 @@ def test_japanese_vowels_task_against_sktimes_own_data(tmp_path):
     frames = np.concatenate(matched)
     np.testing.assert_allclose(data.mean.numpy(), frames.mean(0), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(data.std.numpy(), frames.std(0), rtol=1e-5)
-    np.testing.assert_allclose((x[0, : len(test_arrays[0])] * data.std + data.mean).numpy(), test_arrays[0],
-                               rtol=1e-4, atol=1e-4)  # fmt: skip
+    np.testing.assert_allclose(
+        (x[0, : len(test_arrays[0])] * data.std + data.mean).numpy(), test_arrays[0], rtol=1e-4, atol=1e-4
+    )
     with pytest.raises(ValueError, match="valid_fraction"):
         japanese_vowels(valid_fraction=1.0)
     with pytest.raises(ValueError, match="max_sequences"):
         japanese_vowels(max_sequences=0)
     run = tmp_path / "vowels"
-    tiny = ("data.max_sequences=12", "model.hidden_size=6", "model.encoder_size=6", "model.num_particles=3",
-            "train.epochs=1", "train.batch_size=6")  # fmt: skip
+    tiny = (
+        "data.max_sequences=12",
+        "model.hidden_size=6",
+        "model.encoder_size=6",
+        "model.num_particles=3",
+        "train.epochs=1",
+        "train.batch_size=6",
+    )
     assert cli.main(["train", "pfrnn-vowels", "--run-dir", str(run), *_sets(*tiny)]) == 0
     metrics = json.loads((run / "metrics.json").read_text())
     assert 0 <= metrics["accuracy"] <= 1 and math.isfinite(metrics["nll"]) and metrics["test_sequences"] == 12

@@ -57,8 +57,11 @@ def _hand_elbo(model, x, mask, noise):
         mean_p, log_var_p = _net(model.prior_net, None, h).chunk(2, -1)
         phi_z = _act(_net(model.phi_z, None, z))
         logits = _net(model.decoder, phi_z, h)
-        term = (Bernoulli(logits=logits).log_prob(x[:, t]).sum(-1)
-                + Normal(mean_p, (0.5 * log_var_p).exp()).log_prob(z).sum(-1) - q.log_prob(z).sum(-1))  # fmt: skip
+        term = (
+            Bernoulli(logits=logits).log_prob(x[:, t]).sum(-1)
+            + Normal(mean_p, (0.5 * log_var_p).exp()).log_prob(z).sum(-1)
+            - q.log_prob(z).sum(-1)
+        )
         total = total + term * mask[:, t]
         h = model.rnn(torch.cat([phi_x, phi_z], -1), h)  # h_t reads the sampled z_t
     return total
@@ -122,9 +125,13 @@ def test_bounds_ignore_the_padding(objective):
     model = _vrnn()
     x, mask = _rolls()
     other = torch.where(mask.unsqueeze(-1), x, 1.0 - x)
-    build = {"elbo": lambda: ELBO(model), "elbo-mf": lambda: ELBO(model, mean_field=True),
-             "iwae": lambda: IWAE(model, 7), "smc": lambda: SMCBound(model, ParticleFilter(7)),
-             "smc-fisher": lambda: SMCBound(model, ParticleFilter(7, gradient="stop_weights"))}[objective]  # fmt: skip
+    build = {
+        "elbo": lambda: ELBO(model),
+        "elbo-mf": lambda: ELBO(model, mean_field=True),
+        "iwae": lambda: IWAE(model, 7),
+        "smc": lambda: SMCBound(model, ParticleFilter(7)),
+        "smc-fisher": lambda: SMCBound(model, ParticleFilter(7, gradient="stop_weights")),
+    }[objective]
     results = []
     for data in (x, other):
         pyro.set_rng_seed(3)

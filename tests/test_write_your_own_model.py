@@ -83,8 +83,23 @@ def test_the_example_gets_the_command_line(sv_module, tmp_path, capsys):
     config = tmp_path / "my_sv.toml"
     config.write_text(toml.replace("epochs = 5", "epochs = 1"))
     run_dir = tmp_path / "run"
-    assert cli.main(["train", str(config), "--run-dir", str(run_dir), "--set", "evaluate.num_particles=200",
-                     "--set", "evaluate.iwae_particles=20", "--set", "evaluate.predictive_samples=50"]) == 0
+    assert (
+        cli.main(
+            [
+                "train",
+                str(config),
+                "--run-dir",
+                str(run_dir),
+                "--set",
+                "evaluate.num_particles=200",
+                "--set",
+                "evaluate.iwae_particles=20",
+                "--set",
+                "evaluate.predictive_samples=50",
+            ]
+        )
+        == 0
+    )
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert set(metrics["loglik"]) >= {"elbo", "iwae-20", "smc-200", "exact (true parameters)"}
     assert all(math.isfinite(v["per_step"]) for v in metrics["loglik"].values())

@@ -52,8 +52,12 @@ def filter_rows(k_list, *, steps: int, batch: int, repeats: int, device: str, se
     rows = []
     for k in k_list:
         model = make_model(device=device)
-        pf = ParticleFilter(k, resampling="systematic", ess_threshold=ESS_THRESHOLD,
-                            generator=torch.Generator(device=device).manual_seed(seed + 1))  # fmt: skip
+        pf = ParticleFilter(
+            k,
+            resampling="systematic",
+            ess_threshold=ESS_THRESHOLD,
+            generator=torch.Generator(device=device).manual_seed(seed + 1),
+        )
 
         def eager(model=model, pf=pf):
             with torch.no_grad():
@@ -69,21 +73,30 @@ def filter_rows(k_list, *, steps: int, batch: int, repeats: int, device: str, se
         def error(result):
             return float((result.log_evidence.double().cpu() - exact).mean())
 
-        rows.append({
-            "num_particles": k, "num_steps": steps, "num_sequences": batch,
-            "eager": stats(eager_times), "graph": stats(graph_times), "capture_s": capture_s,
-            "eager_ms_per_step": 1e3 * min(eager_times) / steps, "graph_ms_per_step": 1e3 * min(graph_times) / steps,
-            "speedup": min(eager_times) / min(graph_times),
-            "eager_mean_error": error(eager_result), "graph_mean_error": error(graph_result),
-        })  # fmt: skip
+        rows.append(
+            {
+                "num_particles": k,
+                "num_steps": steps,
+                "num_sequences": batch,
+                "eager": stats(eager_times),
+                "graph": stats(graph_times),
+                "capture_s": capture_s,
+                "eager_ms_per_step": 1e3 * min(eager_times) / steps,
+                "graph_ms_per_step": 1e3 * min(graph_times) / steps,
+                "speedup": min(eager_times) / min(graph_times),
+                "eager_mean_error": error(eager_result),
+                "graph_mean_error": error(graph_result),
+            }
+        )
     return rows
 
 
 def training_setup(cell: str, device: str, shapes: dict, seed: int):
     """The localization network, its loss, RMSprop 5e-4 and one batch ``(x [B, T, 8], y [B, T, 4])``."""
     torch.manual_seed(seed)
-    model = PFRNNPredictor(8, 4, cell=cell, hidden_size=shapes["hidden"], encoder_size=shapes["hidden"],
-                           num_particles=shapes["particles"]).to(device)  # fmt: skip
+    model = PFRNNPredictor(
+        8, 4, cell=cell, hidden_size=shapes["hidden"], encoder_size=shapes["hidden"], num_particles=shapes["particles"]
+    ).to(device)
     objective = DiscriminativeLoss(model)
     optimizer = torch.optim.RMSprop(objective.parameters(), lr=5e-4, capturable=device.startswith("cuda"))
     generator = torch.Generator(device=device).manual_seed(seed)
@@ -101,13 +114,22 @@ def pf_rnn_rows(cells, *, shapes: dict, repeats: int, device: str, seed: int = 0
         for mode in ("eager", "graph"):
             objective, optimizer, batch = training_setup(cell, device, shapes, seed)
             start = time.perf_counter()
-            step = GraphedCall.training_step(lambda x, y, objective=objective: objective(x, None, y).loss,
-                                             optimizer, batch, clip_norm=3.0, enabled=mode == "graph")  # fmt: skip
+            step = GraphedCall.training_step(
+                lambda x, y, objective=objective: objective(x, None, y).loss,
+                optimizer,
+                batch,
+                clip_norm=3.0,
+                enabled=mode == "graph",
+            )
             setup_s = time.perf_counter() - start
             step(*batch)  # warm-up
             times, loss = time_repeats(lambda step=step, batch=batch: step(*batch), repeats, device)
-            row[mode] = {**stats(times), "setup_s": setup_s, "loss_after": float(loss),
-                         "epoch_s": min(times) * steps_per_epoch}  # fmt: skip
+            row[mode] = {
+                **stats(times),
+                "setup_s": setup_s,
+                "loss_after": float(loss),
+                "epoch_s": min(times) * steps_per_epoch,
+            }
         row["speedup"] = row["eager"]["best_s"] / row["graph"]["best_s"]
         rows.append(row)
     return rows
@@ -126,9 +148,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cuda", help="a CUDA device (the graphs need one)")
     parser.add_argument("--quick", action="store_true", help="small shapes that finish in seconds")
     parser.add_argument("--repeats", type=int, default=5, help="timed repeats per row")
-    parser.add_argument("--sections", nargs="+", choices=("filter", "pf_rnn"), default=["filter", "pf_rnn"],
-                        help="which sections to run (a failed capture can leave CUDA unusable for the rest "
-                             "of the process: run sections in separate processes to isolate one)")
+    parser.add_argument(
+        "--sections",
+        nargs="+",
+        choices=("filter", "pf_rnn"),
+        default=["filter", "pf_rnn"],
+        help="which sections to run (a failed capture can leave CUDA unusable for the rest "
+        "of the process: run sections in separate processes to isolate one)",
+    )
     parser.add_argument("--out", type=Path, default=None, help="write the results to this JSON file (atomically)")
     args = parser.parse_args(argv)
     if not args.device.startswith("cuda") or not torch.cuda.is_available():
@@ -137,26 +164,41 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--repeats must be >= 1")
     quick = args.quick
     k_list = [100, 1000] if quick else [1000, 10_000, 100_000]
-    shapes = {"batch": 8, "steps": 10, "particles": 4, "hidden": 16} if quick else {
-        k: PAPER_EPOCH[k] for k in ("batch", "steps", "particles", "hidden")}  # fmt: skip
+    shapes = (
+        {"batch": 8, "steps": 10, "particles": 4, "hidden": 16}
+        if quick
+        else {k: PAPER_EPOCH[k] for k in ("batch", "steps", "particles", "hidden")}
+    )
     errors: dict[str, str] = {}
     results = {"machine": machine_info(args.device), "torch": torch.__version__}
     if "filter" in args.sections:
-        results["filter"] = _guarded("filter", lambda: filter_rows(
-            k_list, steps=50 if quick else 1000, batch=16, repeats=args.repeats, device=args.device), errors)
+        results["filter"] = _guarded(
+            "filter",
+            lambda: filter_rows(
+                k_list, steps=50 if quick else 1000, batch=16, repeats=args.repeats, device=args.device
+            ),
+            errors,
+        )
     if "pf_rnn" in args.sections:
-        results["pf_rnn"] = _guarded("pf_rnn", lambda: pf_rnn_rows(
-            ["pf-lstm", "pf-gru"], shapes=shapes, repeats=args.repeats, device=args.device), errors)
+        results["pf_rnn"] = _guarded(
+            "pf_rnn",
+            lambda: pf_rnn_rows(["pf-lstm", "pf-gru"], shapes=shapes, repeats=args.repeats, device=args.device),
+            errors,
+        )
     results["errors"] = errors
     for row in results.get("filter") or []:
-        print(f"filter K={row['num_particles']:>6}: eager {row['eager_ms_per_step']:.3f} ms/step, "
-              f"graph {row['graph_ms_per_step']:.4f} ms/step (x{row['speedup']:.1f}; "
-              f"capture {row['capture_s']:.1f} s); "
-              f"mean log-evidence error {row['eager_mean_error']:+.3f} / {row['graph_mean_error']:+.3f}")
+        print(
+            f"filter K={row['num_particles']:>6}: eager {row['eager_ms_per_step']:.3f} ms/step, "
+            f"graph {row['graph_ms_per_step']:.4f} ms/step (x{row['speedup']:.1f}; "
+            f"capture {row['capture_s']:.1f} s); "
+            f"mean log-evidence error {row['eager_mean_error']:+.3f} / {row['graph_mean_error']:+.3f}"
+        )
     for row in results.get("pf_rnn") or []:
-        print(f"{row['cell']} training step: eager {row['eager']['best_s'] * 1e3:.1f} ms, "
-              f"graph {row['graph']['best_s'] * 1e3:.1f} ms (x{row['speedup']:.1f}); paper epoch "
-              f"{row['eager']['epoch_s']:.1f} s eager, {row['graph']['epoch_s']:.1f} s graphed")
+        print(
+            f"{row['cell']} training step: eager {row['eager']['best_s'] * 1e3:.1f} ms, "
+            f"graph {row['graph']['best_s'] * 1e3:.1f} ms (x{row['speedup']:.1f}); paper epoch "
+            f"{row['eager']['epoch_s']:.1f} s eager, {row['graph']['epoch_s']:.1f} s graphed"
+        )
     for name, text in errors.items():
         print(f"{name} failed:\n{text}", file=sys.stderr)
     if args.out is not None:

@@ -50,13 +50,29 @@ __all__ = ["GOALS", "FULL", "QUICK", "main"]
 GOALS = {"load_s": 20.0, "reads_train": 1, "reads_board": 1, "lgssm_epoch_s": 0.5, "model_total_s": 120.0}
 
 #: sizes of the full run and of ``--quick``
-FULL = {"panel": (10_000, 100, 3), "steps": 2000, "window": 100, "epochs": (5, 45), "models": tuple(RECIPES),
-        "model_overrides": (), "reads_steps": 300, "board": ("lgssm", "gru", "kf")}  # fmt: skip
-QUICK = {"panel": (300, 20, 3), "steps": 300, "window": 50, "epochs": (1, 3), "models": ("lgssm", "kf"),
-         "model_overrides": ("train.epochs=2",), "reads_steps": 300, "board": ("lgssm", "gru", "kf")}  # fmt: skip
+FULL = {
+    "panel": (10_000, 100, 3),
+    "steps": 2000,
+    "window": 100,
+    "epochs": (5, 45),
+    "models": tuple(RECIPES),
+    "model_overrides": (),
+    "reads_steps": 300,
+    "board": ("lgssm", "gru", "kf"),
+}
+QUICK = {
+    "panel": (300, 20, 3),
+    "steps": 300,
+    "window": 50,
+    "epochs": (1, 3),
+    "models": ("lgssm", "kf"),
+    "model_overrides": ("train.epochs=2",),
+    "reads_steps": 300,
+    "board": ("lgssm", "gru", "kf"),
+}
 
 #: counts ``SequenceDataset.from_file`` calls of every Python process started with the hook folder on PYTHONPATH
-_READ_HOOK = textwrap.dedent('''
+_READ_HOOK = textwrap.dedent("""
     import os
 
     if os.environ.get("OWN_DATA_SCALE_READS"):
@@ -70,7 +86,7 @@ _READ_HOOK = textwrap.dedent('''
             return _read(cls, path, **options)
 
         SequenceDataset.from_file = classmethod(_counted)
-''')
+""")
 
 
 def panel_file(folder: Path, series: int, steps: int, features: int, seed: int) -> Path:
@@ -116,31 +132,54 @@ def _cli(arguments: list[str], threads: int, timeout: float | None = None, env: 
         status, output, timed_out = done.returncode, done.stdout + done.stderr, False
     except subprocess.TimeoutExpired as stopped:
         status, timed_out = None, True
-        output = "".join(part.decode() if isinstance(part, bytes) else (part or "")
-                         for part in (stopped.stdout, stopped.stderr))  # fmt: skip
-    return {"seconds": time.perf_counter() - start, "exit_status": status, "timed_out": timed_out,
-            "output_tail": output.strip().splitlines()[-5:], "load_average": load_average()}  # fmt: skip
+        output = "".join(
+            part.decode() if isinstance(part, bytes) else (part or "") for part in (stopped.stdout, stopped.stderr)
+        )
+    return {
+        "seconds": time.perf_counter() - start,
+        "exit_status": status,
+        "timed_out": timed_out,
+        "output_tail": output.strip().splitlines()[-5:],
+        "load_average": load_average(),
+    }
 
 
 def load_section(folder: Path, size: tuple[int, int, int], repeats: int, seed: int) -> dict:
     """Seconds of ``SequenceDataset.from_file`` on :func:`panel_file` of ``size`` (series, steps, features)."""
     path = panel_file(folder, *size, seed)
     times, data = time_repeats(lambda: SequenceDataset.from_file(path, series="series", time="time"), repeats)
-    return {**stats(times), "series": size[0], "steps": size[1], "features": size[2], "sequences_read": len(data),
-            "file_mb": path.stat().st_size / 1e6}  # fmt: skip
+    return {
+        **stats(times),
+        "series": size[0],
+        "steps": size[1],
+        "features": size[2],
+        "sequences_read": len(data),
+        "file_mb": path.stat().st_size / 1e6,
+    }
 
 
-def reads_section(folder: Path, path: Path, overrides: list[str], board: tuple[str, ...], threads: int,
-                  cap: float) -> dict:  # fmt: skip
+def reads_section(
+    folder: Path, path: Path, overrides: list[str], board: tuple[str, ...], threads: int, cap: float
+) -> dict:
     """``SequenceDataset.from_file`` calls of a one-epoch ``train lgssm --data`` and a one-epoch board of ``board``
     (each stopped at ``cap`` seconds: the file is read before anything trains)."""
     hook = folder / "read_hook"
     hook.mkdir()
     (hook / "sitecustomize.py").write_text(_READ_HOOK)
     sets = [item for o in [*overrides, "train.epochs=1"] for item in ("--set", o)]
-    commands = {"train": ["train", "lgssm", "--data", str(path), "--run-dir", str(folder / "reads-train"), *sets],
-                "board": ["leaderboard", "--data", str(path), "--models", ",".join(board), "--out",
-                          str(folder / "reads-board"), *sets]}  # fmt: skip
+    commands = {
+        "train": ["train", "lgssm", "--data", str(path), "--run-dir", str(folder / "reads-train"), *sets],
+        "board": [
+            "leaderboard",
+            "--data",
+            str(path),
+            "--models",
+            ",".join(board),
+            "--out",
+            str(folder / "reads-board"),
+            *sets,
+        ],
+    }
     out = {}
     for name, arguments in commands.items():
         log = folder / f"reads-{name}.log"
@@ -148,8 +187,12 @@ def reads_section(folder: Path, path: Path, overrides: list[str], board: tuple[s
         python_path = os.pathsep.join(filter(None, [str(hook), os.environ.get("PYTHONPATH")]))
         run = _cli(arguments, threads, cap, env={"PYTHONPATH": python_path, "OWN_DATA_SCALE_READS": str(log)})
         reads = log.read_text().splitlines()
-        out[name] = {"reads": len(reads), "processes": len({line.split()[0] for line in reads}),
-                     "command": "ppl-models " + " ".join(arguments), **run}  # fmt: skip
+        out[name] = {
+            "reads": len(reads),
+            "processes": len({line.split()[0] for line in reads}),
+            "command": "ppl-models " + " ".join(arguments),
+            **run,
+        }
     return out
 
 
@@ -160,8 +203,7 @@ def lgssm_epoch_section(folder: Path, path: Path, overrides: list[str], epochs: 
     runs = {}
     for count in epochs:
         run_dir = folder / f"lgssm-{count}-epochs"
-        sets = [item for o in [*overrides, f"train.epochs={count}", f"train.patience={count}"]
-                for item in ("--set", o)]  # fmt: skip
+        sets = [item for o in [*overrides, f"train.epochs={count}", f"train.patience={count}"] for item in ("--set", o)]
         runs[count] = _cli(["train", "lgssm", "--data", str(path), "--run-dir", str(run_dir), *sets], threads)
         records = _records(run_dir)
         runs[count].update(epochs_run=len(records), trainer_epoch_s=[r["seconds"] for r in records])
@@ -169,8 +211,11 @@ def lgssm_epoch_section(folder: Path, path: Path, overrides: list[str], epochs: 
     ran = all(run["exit_status"] == 0 and run["epochs_run"] == count for count, run in runs.items())
     per_epoch = (runs[long]["seconds"] - runs[short]["seconds"]) / (long - short) if ran else None
     trainer = runs[long]["trainer_epoch_s"]
-    return {"seconds_per_epoch": per_epoch, "trainer_epoch_median_s": float(np.median(trainer)) if trainer else None,
-            "runs": {str(k): v for k, v in runs.items()}}  # fmt: skip
+    return {
+        "seconds_per_epoch": per_epoch,
+        "trainer_epoch_median_s": float(np.median(trainer)) if trainer else None,
+        "runs": {str(k): v for k, v in runs.items()},
+    }
 
 
 def _records(run_dir: Path) -> list[dict]:
@@ -179,8 +224,9 @@ def _records(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in log.read_text().splitlines() if line.strip()] if log.is_file() else []
 
 
-def models_section(folder: Path, path: Path, overrides: list[str], models: tuple[str, ...], threads: int,
-                   cap: float) -> dict:  # fmt: skip
+def models_section(
+    folder: Path, path: Path, overrides: list[str], models: tuple[str, ...], threads: int, cap: float
+) -> dict:
     """Each model's ``train MODEL --data`` (its default recipe) in a subprocess stopped at ``cap`` seconds: wall
     seconds, epochs run, the best validation epoch and the median epoch seconds (training and validation)."""
     out = {}
@@ -190,10 +236,13 @@ def models_section(folder: Path, path: Path, overrides: list[str], models: tuple
         run = _cli(["train", model, "--data", str(path), "--run-dir", str(run_dir), *sets], threads, timeout=cap)
         records = _records(run_dir)
         valid = [r["valid_bound_per_step"] for r in records if r.get("valid_bound_per_step") is not None]
-        out[model] = {**run, "epochs_run": len(records),
-                      "best_epoch": int(np.argmax(valid)) + 1 if valid else None,
-                      "epoch_median_s": float(np.median([r["seconds"] for r in records])) if records else None,
-                      "training_s": float(sum(r["seconds"] for r in records))}  # fmt: skip
+        out[model] = {
+            **run,
+            "epochs_run": len(records),
+            "best_epoch": int(np.argmax(valid)) + 1 if valid else None,
+            "epoch_median_s": float(np.median([r["seconds"] for r in records])) if records else None,
+            "training_s": float(sum(r["seconds"] for r in records)),
+        }
         print(f"  {model:<24}{_shown(run)}, {len(records)} epochs", flush=True)
     return out
 
@@ -206,17 +255,24 @@ def _shown(run: dict) -> str:
 
 def goals(results: dict) -> dict:
     """Each goal's bound, measured value and whether it is met (a run that failed or timed out misses it)."""
-    measured = {"load_s": results["load"]["median_s"], "reads_train": results["reads"]["train"]["reads"],
-                "reads_board": results["reads"]["board"]["reads"],
-                "lgssm_epoch_s": results["lgssm_epoch"]["seconds_per_epoch"]}  # fmt: skip
-    out = {name: {"bound": GOALS[name], "measured": value, "met": value is not None and value <= GOALS[name]}
-           for name, value in measured.items()}  # fmt: skip
+    measured = {
+        "load_s": results["load"]["median_s"],
+        "reads_train": results["reads"]["train"]["reads"],
+        "reads_board": results["reads"]["board"]["reads"],
+        "lgssm_epoch_s": results["lgssm_epoch"]["seconds_per_epoch"],
+    }
+    out = {
+        name: {"bound": GOALS[name], "measured": value, "met": value is not None and value <= GOALS[name]}
+        for name, value in measured.items()
+    }
     for model, run in results["models"].items():
         ok = run["exit_status"] == 0 and not run["timed_out"]
-        out[f"model_total_s {model}"] = {"bound": GOALS["model_total_s"], "measured": run["seconds"],
-                                         "met": ok and run["seconds"] <= GOALS["model_total_s"],
-                                         **({} if ok else {"failed": "timed out" if run["timed_out"] else
-                                                           f"exit status {run['exit_status']}"})}  # fmt: skip
+        out[f"model_total_s {model}"] = {
+            "bound": GOALS["model_total_s"],
+            "measured": run["seconds"],
+            "met": ok and run["seconds"] <= GOALS["model_total_s"],
+            **({} if ok else {"failed": "timed out" if run["timed_out"] else f"exit status {run['exit_status']}"}),
+        }
     return out
 
 
@@ -234,8 +290,14 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
     sizes = QUICK if args.quick else FULL
     started = time.perf_counter()
-    results = {"seed": args.seed, "threads": args.threads, "quick": args.quick, "sizes": sizes,
-               "machine": machine_info("cpu"), "load_average_start": load_average()}  # fmt: skip
+    results = {
+        "seed": args.seed,
+        "threads": args.threads,
+        "quick": args.quick,
+        "sizes": sizes,
+        "machine": machine_info("cpu"),
+        "load_average_start": load_average(),
+    }
     with tempfile.TemporaryDirectory(prefix="own_data_scale_") as tmp:
         folder = Path(tmp)
         series = weekly_file(folder, sizes["steps"], args.seed)
@@ -245,12 +307,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"load: {results['load']['median_s']:.2f} s", flush=True)
         small = weekly_file(folder, sizes["reads_steps"], args.seed)
         results["reads"] = reads_section(folder, small, series_overrides(50), sizes["board"], args.threads, args.cap)
-        print(f"reads: train {results['reads']['train']['reads']}, board {results['reads']['board']['reads']}",
-              flush=True)  # fmt: skip
+        print(
+            f"reads: train {results['reads']['train']['reads']}, board {results['reads']['board']['reads']}", flush=True
+        )
         results["lgssm_epoch"] = lgssm_epoch_section(folder, series, overrides, sizes["epochs"], args.threads)
         print(f"lgssm: {results['lgssm_epoch']['seconds_per_epoch']} s per epoch", flush=True)
-        results["models"] = models_section(folder, series, [*overrides, *sizes["model_overrides"]], sizes["models"],
-                                           args.threads, args.cap)  # fmt: skip
+        results["models"] = models_section(
+            folder, series, [*overrides, *sizes["model_overrides"]], sizes["models"], args.threads, args.cap
+        )
     results["load_average_end"] = load_average()
     results["wall_s"] = time.perf_counter() - started
     results["goals"] = goals(results)

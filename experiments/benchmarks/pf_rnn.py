@@ -57,17 +57,30 @@ from ppl_models.pf_rnn import PFGRU, PFLSTM
 __all__ = ["main", "row_step", "time_rows", "OFFICIAL", "REFERENCE", "EPOCHS", "STEPS_PER_EPOCH", "memory_probe"]
 
 #: each row's reference (the ratio's denominator): the plain cell loop at ``B K``
-REFERENCE = {"pf-lstm layer": "lstmcell loop B*K", "pf-gru layer": "grucell loop B*K",
-             "nn.LSTM B*K": "lstmcell loop B*K", "nn.GRU B*K": "grucell loop B*K",
-             "lstmcell loop B*K": "lstmcell loop B*K", "grucell loop B*K": "grucell loop B*K",
-             "pf-lstm training step": "lstmcell loop B*K", "pf-gru training step": "grucell loop B*K"}  # fmt: skip
+REFERENCE = {
+    "pf-lstm layer": "lstmcell loop B*K",
+    "pf-gru layer": "grucell loop B*K",
+    "nn.LSTM B*K": "lstmcell loop B*K",
+    "nn.GRU B*K": "grucell loop B*K",
+    "lstmcell loop B*K": "lstmcell loop B*K",
+    "grucell loop B*K": "grucell loop B*K",
+    "pf-lstm training step": "lstmcell loop B*K",
+    "pf-gru training step": "grucell loop B*K",
+}
 
 #: the official PF-RNN code (its PFLSTMCell / PFGRUCell loops and full localization model, RMSprop)
 #: and plain torch, at these shapes, 2 threads, one process round-robin; measured elsewhere on the
 #: same machine kind (torch 2.13 CPU, tuned allocator), seconds
-OFFICIAL = {"pf-lstm layer": 1.112, "pf-gru layer": 0.845, "lstmcell loop B*K": 0.489, "nn.LSTM B*K": 0.367,
-            "grucell loop B*K": 0.385, "nn.GRU B*K": 0.424, "pf-lstm training step": 2.157,
-            "pf-gru training step": 1.847}  # fmt: skip
+OFFICIAL = {
+    "pf-lstm layer": 1.112,
+    "pf-gru layer": 0.845,
+    "lstmcell loop B*K": 0.489,
+    "nn.LSTM B*K": 0.367,
+    "grucell loop B*K": 0.385,
+    "nn.GRU B*K": 0.424,
+    "pf-lstm training step": 2.157,
+    "pf-gru training step": 1.847,
+}
 
 #: the PF-RNN paper's training budget: 800 epochs of 10,000 trajectories in batches of 128
 EPOCHS = 800
@@ -80,8 +93,9 @@ def row_step(name: str, batch: int, particles: int, steps: int, hidden: int, dev
     if name.endswith("training step"):
         shapes = {"batch": batch, "steps": steps, "particles": particles, "hidden": hidden}
         objective, optimizer, data = training_setup(name.split()[0], device, shapes, seed=0)
-        step = GraphedCall.training_step(lambda x, y: objective(x, None, y).loss, optimizer, data, clip_norm=3.0,
-                                         enabled=False)  # eager: the same step the CUDA-graph benchmark replays
+        step = GraphedCall.training_step(
+            lambda x, y: objective(x, None, y).loss, optimizer, data, clip_norm=3.0, enabled=False
+        )  # eager: the same step the CUDA-graph benchmark replays
         return lambda: step(*data)
     if name.startswith("pf-"):
         layer_class = PFLSTM if name.startswith("pf-lstm") else PFGRU
@@ -123,24 +137,41 @@ def time_rows(names, shape: tuple, repeats: int, device: str) -> dict:
 
 def memory_probe(name: str, shape: tuple, threads: int) -> dict:
     """Peak RSS growth of one run of ``name`` in a fresh process (after a warm-up run)."""
-    code = ("import json, torch; from ppl_models.experiments.benchmarks import pf_rnn as b, timing as f; "
-            f"torch.set_num_threads({threads}); run = b.row_step({name!r}, *{shape!r}, 'cpu'); run(); "
-            "import gc; gc.collect(); m = f.reset_peak_rss(); before, _ = f.current_and_peak_rss(m); run(); "
-            "_, peak = f.current_and_peak_rss(m); print(json.dumps({'peak_growth_mb': (peak - before) / 2**20}))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env={**os.environ, "OMP_NUM_THREADS": str(threads)})  # fmt: skip
+    code = (
+        "import json, torch; from ppl_models.experiments.benchmarks import pf_rnn as b, timing as f; "
+        f"torch.set_num_threads({threads}); run = b.row_step({name!r}, *{shape!r}, 'cpu'); run(); "
+        "import gc; gc.collect(); m = f.reset_peak_rss(); before, _ = f.current_and_peak_rss(m); run(); "
+        "_, peak = f.current_and_peak_rss(m); print(json.dumps({'peak_growth_mb': (peak - before) / 2**20}))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "OMP_NUM_THREADS": str(threads)},
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def _scaling(shape: tuple, repeats: int, device: str) -> dict:
     batch, particles, steps, hidden = shape
     ks, ts = [max(1, particles // 3), particles, 2 * particles], [max(1, steps // 2), steps, 2 * steps]
-    by_k = [time_rows(["pf-lstm layer"], (batch, k, steps, hidden), repeats, device)["pf-lstm layer"]["median_s"]
-            for k in ks]  # fmt: skip
-    by_t = [time_rows(["pf-lstm layer"], (batch, particles, t, hidden), repeats, device)["pf-lstm layer"]["median_s"]
-            for t in ts]  # fmt: skip
-    return {"particles": ks, "seconds_by_particles": by_k, "fit_particles": fit_scaling(ks, by_k),
-            "steps": ts, "seconds_by_steps": by_t, "fit_steps": fit_scaling(ts, by_t)}  # fmt: skip
+    by_k = [
+        time_rows(["pf-lstm layer"], (batch, k, steps, hidden), repeats, device)["pf-lstm layer"]["median_s"]
+        for k in ks
+    ]
+    by_t = [
+        time_rows(["pf-lstm layer"], (batch, particles, t, hidden), repeats, device)["pf-lstm layer"]["median_s"]
+        for t in ts
+    ]
+    return {
+        "particles": ks,
+        "seconds_by_particles": by_k,
+        "fit_particles": fit_scaling(ks, by_k),
+        "steps": ts,
+        "seconds_by_steps": by_t,
+        "fit_steps": fit_scaling(ts, by_t),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -170,19 +201,24 @@ def main(argv: list[str] | None = None) -> int:
         if name.endswith("training step"):
             row["epoch_s_extrapolated"] = row["median_s"] * steps_per_epoch
     results = {
-        "command": " ".join(["python -m ppl_models.experiments.benchmarks.pf_rnn",
-                             *(sys.argv[1:] if argv is None else argv)]),
-        "machine": machine_info(args.device), "threads": args.threads, "seed": 0,
+        "command": " ".join(
+            ["python -m ppl_models.experiments.benchmarks.pf_rnn", *(sys.argv[1:] if argv is None else argv)]
+        ),
+        "machine": machine_info(args.device),
+        "threads": args.threads,
+        "seed": 0,
         "allocator": {key: value for key, value in os.environ.items() if key.startswith("MALLOC_")} or "glibc default",
         "shape": dict(zip(("batch", "particles", "steps", "hidden"), shape)),
-        "paper_epoch": {**PAPER_EPOCH, "steps_per_epoch": steps_per_epoch, "epochs": EPOCHS}, "rows": rows,
+        "paper_epoch": {**PAPER_EPOCH, "steps_per_epoch": steps_per_epoch, "epochs": EPOCHS},
+        "rows": rows,
         "load_average_start": load_start,
-    }  # fmt: skip
+    }
     if not args.skip_scaling:
         results["scaling"] = _scaling(shape, max(1, repeats // 2), args.device)
     if args.device == "cpu" and not args.skip_memory:
-        results["memory"] = {name: memory_probe(name, shape, args.threads)
-                             for name in ("pf-lstm training step", "lstmcell loop B*K")}  # fmt: skip
+        results["memory"] = {
+            name: memory_probe(name, shape, args.threads) for name in ("pf-lstm training step", "lstmcell loop B*K")
+        }
     results["load_average_end"] = load_average()
     print_report(results)
     if args.out is not None:
@@ -193,20 +229,25 @@ def main(argv: list[str] | None = None) -> int:
 
 def print_report(results: dict) -> None:
     shape = results["shape"]
-    print(f"B={shape['batch']} K={shape['particles']} T={shape['steps']} H={shape['hidden']}, "
-          f"{results['threads']} threads, median s (round-robin); load {results['load_average_start']}:")  # fmt: skip
+    print(
+        f"B={shape['batch']} K={shape['particles']} T={shape['steps']} H={shape['hidden']}, "
+        f"{results['threads']} threads, median s (round-robin); load {results['load_average_start']}:"
+    )
     for name, row in results["rows"].items():
         official = f"   official code {row['official_s']:.3f} s (measured elsewhere)" if "official_s" in row else ""
-        print(f"  {name:<22}{row['median_s']:>8.3f}   x{row['ratio_to_reference']:.2f} of {row['reference']}"
-              f"{official}")  # fmt: skip
+        print(f"  {name:<22}{row['median_s']:>8.3f}   x{row['ratio_to_reference']:.2f} of {row['reference']}{official}")
         if "epoch_s_extrapolated" in row:
             epoch = row["epoch_s_extrapolated"]
-            print(f"  {'':<22}paper epoch {epoch:.0f} s ({results['paper_epoch']['steps_per_epoch']} steps, "
-                  f"extrapolated), {EPOCHS} epochs {epoch * EPOCHS / 3600:.1f} h")
+            print(
+                f"  {'':<22}paper epoch {epoch:.0f} s ({results['paper_epoch']['steps_per_epoch']} steps, "
+                f"extrapolated), {EPOCHS} epochs {epoch * EPOCHS / 3600:.1f} h"
+            )
     if "scaling" in results:
         fits = results["scaling"]
-        print(f"  cost vs K {fits['particles']}: slope {fits['fit_particles']['loglog_slope']:.2f}; "
-              f"vs T {fits['steps']}: slope {fits['fit_steps']['loglog_slope']:.2f}")
+        print(
+            f"  cost vs K {fits['particles']}: slope {fits['fit_particles']['loglog_slope']:.2f}; "
+            f"vs T {fits['steps']}: slope {fits['fit_steps']['loglog_slope']:.2f}"
+        )
     for name, row in results.get("memory", {}).items():
         print(f"  peak memory growth, {name}: {row['peak_growth_mb']:.0f} MB")
 

@@ -69,9 +69,14 @@ def training_step_timing(models: dict, x: torch.Tensor, repeats: int, device: st
         for name, step in steps.items():
             times[name] += time_repeats(step, 1, device)[0]
     sequence_steps = x.shape[0] * x.shape[1]
-    return {name: {**stats(t), "sequence_steps_per_s": sequence_steps / statistics.median(t),
-                   "parameters": sum(p.numel() for p in models[name].parameters())}
-            for name, t in times.items()}  # fmt: skip
+    return {
+        name: {
+            **stats(t),
+            "sequence_steps_per_s": sequence_steps / statistics.median(t),
+            "parameters": sum(p.numel() for p in models[name].parameters()),
+        }
+        for name, t in times.items()
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -96,18 +101,26 @@ def main(argv: list[str] | None = None) -> int:
     batch = x[: min(args.batch, len(x))] if not args.quick else x
     psrnn = PSRNN(5, num_features=num_features, horizon=min(10, (x.shape[1] - 1) // 2)).initialize(x)
     factorized = PSRNN(5, num_features=num_features, horizon=psrnn.horizon, rank=20).initialize(x)
-    models = {"psrnn": psrnn, "psrnn rank 20": factorized,
-              "gru": RecurrentPredictor(5, cell="gru", state_dim=20, encoder_dim=20)}  # fmt: skip
+    models = {
+        "psrnn": psrnn,
+        "psrnn rank 20": factorized,
+        "gru": RecurrentPredictor(5, cell="gru", state_dim=20, encoder_dim=20),
+    }
     results = {
         "machine": machine_info(args.device),
         "two_stage_regression": two_stage_timing(x, num_features, repeats, args.device),
-        "training_step": {"batch": int(batch.shape[0]), "steps": int(batch.shape[1]),
-                          "models": training_step_timing(models, batch, repeats, args.device)},  # fmt: skip
+        "training_step": {
+            "batch": int(batch.shape[0]),
+            "steps": int(batch.shape[1]),
+            "models": training_step_timing(models, batch, repeats, args.device),
+        },
         "load_average": load_average(),
     }
     tsr = results["two_stage_regression"]
-    print(f"two-stage regression, {tsr['num_features']} RFFs, {tsr['sequences']} x {tsr['steps']} steps: "
-          f"best {tsr['best_s']:.3f} s, median {tsr['median_s']:.3f} s ({args.device})")  # fmt: skip
+    print(
+        f"two-stage regression, {tsr['num_features']} RFFs, {tsr['sequences']} x {tsr['steps']} steps: "
+        f"best {tsr['best_s']:.3f} s, median {tsr['median_s']:.3f} s ({args.device})"
+    )
     print(f"\ntraining step, batch {batch.shape[0]} x T={batch.shape[1]} ({args.device}, {args.threads} threads):")
     print(f"  {'model':<16}{'params':>9}{'median s':>11}{'seq-steps / s':>16}")
     for name, row in results["training_step"]["models"].items():

@@ -30,8 +30,15 @@ __all__ = ["prepare_particles", "prepare_pyro"]
 
 def _float64_cpu_row(times: list[float], num_particles: int, x64: torch.Tensor, **extra) -> dict:
     """Timing statistics and the configuration of a float64 run on the CPU (the reference libraries)."""
-    return {**stats(times), "num_particles": num_particles, "num_steps": int(x64.shape[1]),
-            "num_sequences": int(x64.shape[0]), "device": "cpu", "dtype": "float64", **extra}  # fmt: skip
+    return {
+        **stats(times),
+        "num_particles": num_particles,
+        "num_steps": int(x64.shape[1]),
+        "num_sequences": int(x64.shape[0]),
+        "device": "cpu",
+        "dtype": "float64",
+        **extra,
+    }
 
 
 def _particles_modules():

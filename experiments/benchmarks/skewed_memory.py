@@ -58,8 +58,11 @@ SHORT_STEPS, LONG_PER_SHORT, EVEN_STEPS = 10, 100, 100
 #: the ``train`` arguments that hold the long series of ``skewed-1000`` out of the training split: the split seeds
 #: that put it in the validation and the test split (seed 0: the training split), and a split by time, where every
 #: held-out segment keeps its series' history (fractions that leave the 10-step series 2 steps in each part)
-HELD_OUT = {"validation": ("--set", "data.split_seed=3"), "test": ("--set", "data.split_seed=6"),
-            "time": ("--split", "time", "--set", "data.fractions=[0.6,0.2,0.2]")}
+HELD_OUT = {
+    "validation": ("--set", "data.split_seed=3"),
+    "test": ("--set", "data.split_seed=6"),
+    "time": ("--split", "time", "--set", "data.fractions=[0.6,0.2,0.2]"),
+}
 #: what the commands name the columns by
 COLUMNS = ["--series", "series", "--time", "t"]
 
@@ -67,9 +70,13 @@ COLUMNS = ["--series", "series", "--time", "t"]
 def _write(folder: Path, name: str, lengths: list[int], seed: int) -> Path:
     """A long-format CSV of random walks of ``lengths`` steps (``series``, ``t``, ``value``)."""
     rng = np.random.default_rng(seed)
-    table = pd.DataFrame({"series": np.repeat([f"s{i}" for i in range(len(lengths))], lengths),
-                          "t": np.concatenate([np.arange(n) for n in lengths]),
-                          "value": np.concatenate([rng.normal(size=n).cumsum() for n in lengths])})  # fmt: skip
+    table = pd.DataFrame(
+        {
+            "series": np.repeat([f"s{i}" for i in range(len(lengths))], lengths),
+            "t": np.concatenate([np.arange(n) for n in lengths]),
+            "value": np.concatenate([rng.normal(size=n).cumsum() for n in lengths]),
+        }
+    )
     path = folder / f"{name}.csv"
     table.to_csv(path, index=False)
     return path
@@ -93,9 +100,11 @@ def data_probe(path: str) -> dict:
 
     data = file_data(path, series="series", time="t")
     splits = {name: getattr(data, name) for name in ("train", "valid", "test")}
-    return {"shapes": {name: list(x.shape) for name, (x, _) in splits.items()},
-            "elements": {name: x.numel() + mask.numel() for name, (x, mask) in splits.items()},
-            "valid_steps": {name: int(mask.sum()) for name, (_, mask) in splits.items()}}  # fmt: skip
+    return {
+        "shapes": {name: list(x.shape) for name, (x, _) in splits.items()},
+        "elements": {name: x.numel() + mask.numel() for name, (x, mask) in splits.items()},
+        "valid_steps": {name: int(mask.sum()) for name, (_, mask) in splits.items()},
+    }
 
 
 def measured(command: list[str], cap_bytes: int, timeout: float, threads: int) -> dict:
@@ -122,27 +131,62 @@ def measured(command: list[str], cap_bytes: int, timeout: float, threads: int) -
         log.seek(0)
         output = log.read().decode(errors="replace")
     refused = ("can't allocate memory", "Cannot allocate memory", "MemoryError", "std::bad_alloc", "out of memory")
-    return {"peak_rss_mb": usage.ru_maxrss / 1024, "seconds": time.perf_counter() - start,
-            "exit_status": process.returncode, "timed_out": stopped.is_set(),
-            "stopped_by_cap": any(text in output for text in refused),
-            "output_tail": output.strip().splitlines()[-3:], "load_average": load_average()}  # fmt: skip
+    return {
+        "peak_rss_mb": usage.ru_maxrss / 1024,
+        "seconds": time.perf_counter() - start,
+        "exit_status": process.returncode,
+        "timed_out": stopped.is_set(),
+        "stopped_by_cap": any(text in output for text in refused),
+        "output_tail": output.strip().splitlines()[-3:],
+        "load_average": load_average(),
+    }
 
 
 def _commands(path: Path, folder: Path, held_out: str | None = None) -> dict[str, list[str]]:
     """The ``data`` probe and ``train gru`` commands of the file at ``path`` (``held_out``: a case of
     :data:`HELD_OUT`)."""
     python = [sys.executable, "-m"]
-    return {"data": [*python, "ppl_models.experiments.benchmarks.skewed_memory", "--probe", str(path)],
-            "train": [*python, "ppl_models.experiments.cli", "train", "gru", "--data", str(path), *COLUMNS,
-                      "--run-dir", str(folder / f"run-{path.stem}{_suffix(held_out)}"), "--set", "train.epochs=1",
-                      *HELD_OUT.get(held_out, ())]}  # fmt: skip
+    return {
+        "data": [*python, "ppl_models.experiments.benchmarks.skewed_memory", "--probe", str(path)],
+        "train": [
+            *python,
+            "ppl_models.experiments.cli",
+            "train",
+            "gru",
+            "--data",
+            str(path),
+            *COLUMNS,
+            "--run-dir",
+            str(folder / f"run-{path.stem}{_suffix(held_out)}"),
+            "--set",
+            "train.epochs=1",
+            *HELD_OUT.get(held_out, ()),
+        ],
+    }
 
 
 def _board(path: Path, folder: Path, held_out: str | None = None) -> list[str]:
     """The one-epoch board command of the file at ``path`` (``held_out``: a case of :data:`HELD_OUT`)."""
-    return [sys.executable, "-m", "ppl_models.experiments.cli", "leaderboard", "--data", str(path), *COLUMNS,
-            "--models", "gru,lgssm", "--classical", "last-value,arima", "--jobs", "1", "--set", "train.epochs=1",
-            "--out", str(folder / f"board{_suffix(held_out)}"), *HELD_OUT.get(held_out, ())]  # fmt: skip
+    return [
+        sys.executable,
+        "-m",
+        "ppl_models.experiments.cli",
+        "leaderboard",
+        "--data",
+        str(path),
+        *COLUMNS,
+        "--models",
+        "gru,lgssm",
+        "--classical",
+        "last-value,arima",
+        "--jobs",
+        "1",
+        "--set",
+        "train.epochs=1",
+        "--out",
+        str(folder / f"board{_suffix(held_out)}"),
+        *HELD_OUT.get(held_out, ()),
+    ]
 
 
 def _suffix(held_out: str | None) -> str:
@@ -160,8 +204,14 @@ def _held_out(path: Path, folder: Path, args) -> dict:
 def _file_row(kind: str, path: Path, short: int, results: dict) -> dict:
     """A file's record: its kind, size, steps and longest series, and the ``results`` of its commands."""
     steps = (LONG_PER_SHORT + SHORT_STEPS) * short
-    return {"kind": kind, "file": path.name, "file_mb": path.stat().st_size / 1e6, "steps": steps,
-            "longest": LONG_PER_SHORT * short if kind == "skewed" else EVEN_STEPS, **results}  # fmt: skip
+    return {
+        "kind": kind,
+        "file": path.name,
+        "file_mb": path.stat().st_size / 1e6,
+        "steps": steps,
+        "longest": LONG_PER_SHORT * short if kind == "skewed" else EVEN_STEPS,
+        **results,
+    }
 
 
 def _run(name: str, command: list[str], args) -> dict:
@@ -181,8 +231,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="seed of the files' values")
     parser.add_argument("--quick", action="store_true", help="two small files, no board")
     parser.add_argument("--out", type=Path, default=None, help="write the results to this JSON file (atomically)")
-    parser.add_argument("--before", type=Path, default=None,
-                        help="an earlier results file of this benchmark whose held-out runs to record beside these")
+    parser.add_argument(
+        "--before",
+        type=Path,
+        default=None,
+        help="an earlier results file of this benchmark whose held-out runs to record beside these",
+    )
     parser.add_argument("--probe", default=None, help=argparse.SUPPRESS)  # the data command, in its own process
     args = parser.parse_args(argv)
     if args.probe is not None:
@@ -192,8 +246,15 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--cap-gb and --timeout must be > 0 and --threads >= 1")
     before = _before(parser, args.before)
     sizes = QUICK if args.quick else FULL
-    results = {"seed": args.seed, "cap_gb": args.cap_gb, "threads": args.threads, "quick": args.quick,
-               "machine": machine_info("cpu"), "load_average_start": load_average(), "files": []}  # fmt: skip
+    results = {
+        "seed": args.seed,
+        "cap_gb": args.cap_gb,
+        "threads": args.threads,
+        "quick": args.quick,
+        "machine": machine_info("cpu"),
+        "load_average_start": load_average(),
+        "files": [],
+    }
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="skewed_memory_") as tmp:
         folder = Path(tmp)

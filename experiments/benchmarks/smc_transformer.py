@@ -101,30 +101,43 @@ def main(argv: list[str] | None = None) -> int:
     for particles in (10, 30):
         seconds = _median(training_step(batch, particles, steps, d_model, args.device), repeats, args.device)
         training[f"M={particles}"] = {"step_s": seconds, "sequences_per_s": batch / seconds}
-    predictive = {f"M={m}": {"seconds": _median(predictive_run(test, m, steps, d_model, samples, args.device),
-                                                repeats, args.device)}
-                  for m in (10, 30)}  # fmt: skip
+    predictive = {
+        f"M={m}": {
+            "seconds": _median(predictive_run(test, m, steps, d_model, samples, args.device), repeats, args.device)
+        }
+        for m in (10, 30)
+    }
     ms, ts = [5, 10, 20, 40], [steps, 2 * steps, 4 * steps]
-    by_m = [_median(training_step(batch, m, steps, d_model, args.device), max(1, repeats // 2), args.device)
-            for m in ms]
-    by_t = [_median(training_step(batch, 10, t, d_model, args.device), max(1, repeats // 2), args.device)
-            for t in ts]
+    by_m = [
+        _median(training_step(batch, m, steps, d_model, args.device), max(1, repeats // 2), args.device) for m in ms
+    ]
+    by_t = [_median(training_step(batch, 10, t, d_model, args.device), max(1, repeats // 2), args.device) for t in ts]
     results = {
-        "machine": machine_info(args.device), "threads": args.threads,
+        "machine": machine_info(args.device),
+        "threads": args.threads,
         "shape": {"batch": batch, "steps": steps, "d_model": d_model, "test_sequences": test, "samples": samples},
-        "training": training, "predictive": predictive,
-        "scaling": {"particles": ms, "seconds_by_particles": by_m, "fit_particles": fit_scaling(ms, by_m),
-                    "steps": ts, "seconds_by_steps": by_t, "fit_steps": fit_scaling(ts, by_t)},
+        "training": training,
+        "predictive": predictive,
+        "scaling": {
+            "particles": ms,
+            "seconds_by_particles": by_m,
+            "fit_particles": fit_scaling(ms, by_m),
+            "steps": ts,
+            "seconds_by_steps": by_t,
+            "fit_steps": fit_scaling(ts, by_t),
+        },
         "load_average": load_average(),
-    }  # fmt: skip
+    }
     print(f"SMC Transformer, batch {batch}, T={steps}, d={d_model}, {args.device}, {args.threads} threads (median):")
     for name, row in training.items():
         print(f"  training {name:<6}{row['step_s']:>8.3f} s/step  {row['sequences_per_s']:>8.1f} sequences/s")
     for name, row in predictive.items():
         print(f"  predictive N={samples}, {test} sequences, {name}: {row['seconds']:.3f} s")
     fits = results["scaling"]
-    print(f"  cost vs M {ms}: slope {fits['fit_particles']['loglog_slope']:.2f}; "
-          f"vs T {ts}: slope {fits['fit_steps']['loglog_slope']:.2f}")
+    print(
+        f"  cost vs M {ms}: slope {fits['fit_particles']['loglog_slope']:.2f}; "
+        f"vs T {ts}: slope {fits['fit_steps']['loglog_slope']:.2f}"
+    )
     if args.out is not None:
         module = "ppl_models.experiments.benchmarks.smc_transformer"
         write_json(args.out, {**results, **script_provenance(module, argv, (0,))})

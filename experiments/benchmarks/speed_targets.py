@@ -51,8 +51,13 @@ def _pf_rnn_section(quick: bool, repeats: int, threads: int) -> dict:
     torch.set_num_threads(threads)
     shape = (8, 4, 10, 16) if quick else (128, 30, 80, 64)
     rows = pf_rnn.time_rows(list(pf_rnn.REFERENCE), shape, repeats, "cpu")
-    memory = {} if quick else {name: pf_rnn.memory_probe(name, shape, threads)
-                               for name in ("pf-lstm training step", "lstmcell loop B*K")}  # fmt: skip
+    memory = (
+        {}
+        if quick
+        else {
+            name: pf_rnn.memory_probe(name, shape, threads) for name in ("pf-lstm training step", "lstmcell loop B*K")
+        }
+    )
     return {"shape": shape, "threads": threads, "rows": rows, "memory": memory}
 
 
@@ -87,11 +92,13 @@ def ratios(results: dict) -> dict:
         "pf-gru layer / grucell loop": median["pf-gru layer"] / median["grucell loop B*K"],
         "pf-gru layer / nn.GRU": median["pf-gru layer"] / median["nn.GRU B*K"],
         "pf-lstm training step / lstmcell loop": median["pf-lstm training step"] / median["lstmcell loop B*K"],
-        "bootstrap filter speed-up over particles": (filter_rows["particles"]["median_s"]
-                                                     / filter_rows["ours float32"]["median_s"])
-        if "particles" in filter_rows else None,
+        "bootstrap filter speed-up over particles": (
+            filter_rows["particles"]["median_s"] / filter_rows["ours float32"]["median_s"]
+        )
+        if "particles" in filter_rows
+        else None,
         "srnn step / hand-written torch": srnn["ours"]["ratio_to_torch"],
-    }  # fmt: skip
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -107,18 +114,23 @@ def main(argv: list[str] | None = None) -> int:
     repeats = 1 if args.quick else args.repeats
     started = time.perf_counter()
     results = {
-        "command": " ".join(["python -m ppl_models.experiments.benchmarks.speed_targets",
-                             *(sys.argv[1:] if argv is None else argv)]),
-        "seed": args.seed, "machine": machine_info("cpu"), "load_average_start": load_average(),
+        "command": " ".join(
+            ["python -m ppl_models.experiments.benchmarks.speed_targets", *(sys.argv[1:] if argv is None else argv)]
+        ),
+        "seed": args.seed,
+        "machine": machine_info("cpu"),
+        "load_average_start": load_average(),
         "pf_rnn": _pf_rnn_section(args.quick, repeats, args.threads),
         "bootstrap_filter": _filter_section(args.quick, repeats, args.seed),
         "srnn_step": _srnn_section(args.quick, repeats),
-    }  # fmt: skip
+    }
     results["load_average_end"] = load_average()
     results["wall_s"] = time.perf_counter() - started
     results["ratios"] = ratios(results)
-    results["targets"] = {name: {"bound": bound, "kind": kind, "met": _met(results["ratios"][name], bound, kind)}
-                          for name, (bound, kind) in TARGETS.items()}  # fmt: skip
+    results["targets"] = {
+        name: {"bound": bound, "kind": kind, "met": _met(results["ratios"][name], bound, kind)}
+        for name, (bound, kind) in TARGETS.items()
+    }
     print_report(results)
     if args.out is not None:
         module = "ppl_models.experiments.benchmarks.speed_targets"
@@ -133,13 +145,20 @@ def _met(value, bound: float, kind: str):
 
 
 def print_report(results: dict) -> None:
-    print(f"load average {results['load_average_start']} -> {results['load_average_end']}, "
-          f"{results['wall_s']:.0f} s; medians, round-robin within each section")  # fmt: skip
+    print(
+        f"load average {results['load_average_start']} -> {results['load_average_end']}, "
+        f"{results['wall_s']:.0f} s; medians, round-robin within each section"
+    )
     for name, row in results["pf_rnn"]["rows"].items():
-        extra = f", paper epoch {row['median_s'] * pf_rnn.STEPS_PER_EPOCH:.0f} s (extrapolated)" if (
-            name.endswith("training step")) else ""  # fmt: skip
-        print(f"  {name:<24}{row['median_s']:>8.3f} s   official code {pf_rnn.OFFICIAL[name]:.3f} s "
-              f"(measured elsewhere){extra}")  # fmt: skip
+        extra = (
+            f", paper epoch {row['median_s'] * pf_rnn.STEPS_PER_EPOCH:.0f} s (extrapolated)"
+            if (name.endswith("training step"))
+            else ""
+        )
+        print(
+            f"  {name:<24}{row['median_s']:>8.3f} s   official code {pf_rnn.OFFICIAL[name]:.3f} s "
+            f"(measured elsewhere){extra}"
+        )
     for name, row in results["bootstrap_filter"]["rows"].items():
         print(f"  filter, {name:<16}{row['median_s']:>8.3f} s")
     for name, row in results["srnn_step"]["methods"].items():
@@ -148,9 +167,14 @@ def print_report(results: dict) -> None:
         print(f"  peak memory growth, {name}: {row['peak_growth_mb']:.0f} MB")
     for name, value in results["ratios"].items():
         target = results["targets"].get(name)
-        verdict = "" if target is None else (
-            f"   target {'<=' if target['kind'] == 'max' else '>='} {target['bound']}: "
-            + {True: "met", False: "missed", None: "not measured"}[target["met"]])  # fmt: skip
+        verdict = (
+            ""
+            if target is None
+            else (
+                f"   target {'<=' if target['kind'] == 'max' else '>='} {target['bound']}: "
+                + {True: "met", False: "missed", None: "not measured"}[target["met"]]
+            )
+        )
         shown = "not measured (particles not installed)" if value is None else f"{value:.2f}x"
         print(f"  {name:<42}{shown}{verdict}")
 

@@ -146,8 +146,10 @@ def main(argv: list[str] | None = None) -> int:
     batch, steps, repeats = (4, 10, 2) if args.quick else (20, 100, args.repeats)
     results = {
         "machine": machine_info(args.device),
-        "sizes": {name: run(size, batch=batch, steps=steps, repeats=repeats, device=args.device)
-                  for name, size in sizes.items()},  # fmt: skip
+        "sizes": {
+            name: run(size, batch=batch, steps=steps, repeats=repeats, device=args.device)
+            for name, size in sizes.items()
+        },
         "load_average": load_average(),
     }
     print_report(results)

@@ -24,8 +24,17 @@ import torch
 
 from ppl_models.experiments.claims.provenance import git_state
 
-__all__ = ["time_repeats", "sync", "stats", "fit_scaling", "machine_info", "load_average", "reset_peak_rss",
-           "current_and_peak_rss", "package_version"]  # fmt: skip
+__all__ = [
+    "time_repeats",
+    "sync",
+    "stats",
+    "fit_scaling",
+    "machine_info",
+    "load_average",
+    "reset_peak_rss",
+    "current_and_peak_rss",
+    "package_version",
+]
 
 
 def package_version(dist_name: str) -> str | None:

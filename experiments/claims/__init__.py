@@ -26,5 +26,17 @@ from .readers import REPRODUCE_FORMAT, seed_runs
 from .rules import Beats, Matches, Rule, Within
 from .table import CLAIMS, PAPERS
 
-__all__ = ["Stat", "Budget", "Reading", "Rule", "Within", "Beats", "Matches", "Claim", "CLAIMS", "PAPERS",
-           "REPRODUCE_FORMAT", "seed_runs"]
+__all__ = [
+    "Stat",
+    "Budget",
+    "Reading",
+    "Rule",
+    "Within",
+    "Beats",
+    "Matches",
+    "Claim",
+    "CLAIMS",
+    "PAPERS",
+    "REPRODUCE_FORMAT",
+    "seed_runs",
+]

@@ -16,27 +16,38 @@ __all__ = ["add_reproduce"]
 
 def add_reproduce(commands) -> None:
     """Add ``reproduce`` to the ``ppl-models`` subparsers ``commands``."""
-    again = commands.add_parser("reproduce", help="the papers' claims: list, rerun one for its seeds, render or "
-                                                   "check docs/reproductions.md")  # fmt: skip
-    again.add_argument("claim", nargs="?", metavar="NAME",
-                       help="a claim to rerun, or transfer-RECIPE (see --list); writes its results file under "
-                       "docs/results/")
+    again = commands.add_parser(
+        "reproduce", help="the papers' claims: list, rerun one for its seeds, render or check docs/reproductions.md"
+    )
+    again.add_argument(
+        "claim",
+        nargs="?",
+        metavar="NAME",
+        help="a claim to rerun, or transfer-RECIPE (see --list); writes its results file under docs/results/",
+    )
     again.add_argument("--seeds", type=count(1), metavar="N", help="with NAME: seeds 0..N-1 (default the claim's)")
     again.add_argument("--run-dir", help="with NAME: folder of the runs (default runs/reproduce-NAME); rerun to resume")
     again.add_argument("--device", type=device_option, help="cpu, cuda, cuda:N or auto")
     again.add_argument("--list", action="store_true", help="list the claims")
     again.add_argument("--render", action="store_true", help="write docs/reproductions.md from the results files")
-    again.add_argument("--check", action="store_true", help="exit 1, one line per problem, when docs/"
-                       "reproductions.md is out of date or a results file lacks its command or seeds")  # fmt: skip
-    again.set_defaults(func=_reproduce, interrupted=" (run the same command again: finished runs are kept, an "
-                                                    "interrupted one resumes)")  # fmt: skip
+    again.add_argument(
+        "--check",
+        action="store_true",
+        help="exit 1, one line per problem, when docs/"
+        "reproductions.md is out of date or a results file lacks its command or seeds",
+    )
+    again.set_defaults(
+        func=_reproduce, interrupted=" (run the same command again: finished runs are kept, an interrupted one resumes)"
+    )
 
 
 def _reproduce(args) -> int:
     modes = [flag for flag, on in (("--list", args.list), ("--render", args.render), ("--check", args.check)) if on]
     if len(modes) + (args.claim is not None) != 1:
-        raise ValueError("reproduce needs exactly one of NAME, --list, --render, --check, got "
-                         f"{modes + ([args.claim] if args.claim is not None else []) or 'none'}")  # fmt: skip
+        raise ValueError(
+            "reproduce needs exactly one of NAME, --list, --render, --check, got "
+            f"{modes + ([args.claim] if args.claim is not None else []) or 'none'}"
+        )
     if (args.seeds is not None or args.run_dir is not None) and args.claim is None:
         raise ValueError("--seeds and --run-dir go with a claim NAME")
     if args.list:
@@ -53,6 +64,12 @@ def _reproduce(args) -> int:
         return 1 if problems else 0
     path = reproductions.reproduce(args.claim, args.seeds, args.run_dir, device=args.device)
     published = path.parent.resolve() == (reproductions.project_root() / "docs" / "results").resolve()
-    print(f"wrote {path}" + ("; ppl-models reproduce --render updates docs/reproductions.md" if published
-                             else " (docs/results is left as it was)"))  # fmt: skip
+    print(
+        f"wrote {path}"
+        + (
+            "; ppl-models reproduce --render updates docs/reproductions.md"
+            if published
+            else " (docs/results is left as it was)"
+        )
+    )
     return 0

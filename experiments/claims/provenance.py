@@ -58,9 +58,13 @@ def _manifest_state(manifest: Path) -> dict:
         meta, _, path = line.partition("\t")
         expected[path] = meta.split()[1]
     # os.walk leaves the package's links to the folders alone: each file is listed once, at its own path
-    present = {str(Path(top, name).relative_to(REPO_ROOT)) for folder in ("inference", "ppl_models")
-               for top, _, names in os.walk(REPO_ROOT / folder) if "__pycache__" not in Path(top).parts
-               for name in names}  # fmt: skip
+    present = {
+        str(Path(top, name).relative_to(REPO_ROOT))
+        for folder in ("inference", "ppl_models")
+        for top, _, names in os.walk(REPO_ROOT / folder)
+        if "__pycache__" not in Path(top).parts
+        for name in names
+    }
     changed = []
     for path in sorted(present | set(expected)):
         if path not in expected:
@@ -71,8 +75,11 @@ def _manifest_state(manifest: Path) -> dict:
             data = (REPO_ROOT / path).read_bytes()
             if hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest() != expected[path]:
                 changed.append(f" M {path}")
-    return {"git_commit": lines[0].split()[1], "git_uncommitted_engine_files": changed,
-            "git_checked_by": "blob hashes against the commit's manifest (no git history on this machine)"}
+    return {
+        "git_commit": lines[0].split()[1],
+        "git_uncommitted_engine_files": changed,
+        "git_checked_by": "blob hashes against the commit's manifest (no git history on this machine)",
+    }
 
 
 def commit_label() -> str:

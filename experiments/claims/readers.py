@@ -12,9 +12,19 @@ from collections.abc import Callable
 
 from .figures import Budget, Reading, Stat
 
-__all__ = ["REPRODUCE_FORMAT", "seed_runs", "joined", "jsb_seeds", "maze10_at_epoch_30", "official_side_by_side",
-           "psrnn_official_side_by_side", "smct_coverage_share", "smct_dropout_mse", "covid_paper_coverage",
-           "regimes_nlpd"]
+__all__ = [
+    "REPRODUCE_FORMAT",
+    "seed_runs",
+    "joined",
+    "jsb_seeds",
+    "maze10_at_epoch_30",
+    "official_side_by_side",
+    "psrnn_official_side_by_side",
+    "smct_coverage_share",
+    "smct_dropout_mse",
+    "covid_paper_coverage",
+    "regimes_nlpd",
+]
 
 #: the ``format`` field of a results file written by ``ppl-models reproduce``
 REPRODUCE_FORMAT = "reproduce/1"
@@ -22,8 +32,9 @@ REPRODUCE_FORMAT = "reproduce/1"
 _FULL_DROPOUT_MODEL_1 = "input per step + recurrent per sequence + output (new 'full') | Model 1"
 
 
-def seed_runs(metric: str, labels: dict[str, str] | None = None,
-              epochs: int | None = None) -> Callable[[dict], Reading]:  # fmt: skip
+def seed_runs(
+    metric: str, labels: dict[str, str] | None = None, epochs: int | None = None
+) -> Callable[[dict], Reading]:
     """A reader of ``results[label]["runs"]`` (one dict per seed with ``metric``, ``best_epoch``, maybe ``epochs``).
 
     ``labels``: ``{label in file: model name shown}`` (default: every label, as is); ``epochs``: the budget when
@@ -37,10 +48,17 @@ def seed_runs(metric: str, labels: dict[str, str] | None = None,
         for label, name in chosen.items():
             runs = results[label]["runs"]
             figures[name] = Stat(tuple(float(run[metric]) for run in runs))
-            budgets.append(Budget(name, epochs=tuple(int(run.get("epochs", epochs)) for run in runs
-                                                     if run.get("epochs", epochs) is not None),
-                                  best_epochs=tuple(int(run["best_epoch"]) for run in runs if "best_epoch" in run),
-                                  trials=1, wall_s=_total(run.get("seconds") for run in runs)))  # fmt: skip
+            budgets.append(
+                Budget(
+                    name,
+                    epochs=tuple(
+                        int(run.get("epochs", epochs)) for run in runs if run.get("epochs", epochs) is not None
+                    ),
+                    best_epochs=tuple(int(run["best_epoch"]) for run in runs if "best_epoch" in run),
+                    trials=1,
+                    wall_s=_total(run.get("seconds") for run in runs),
+                )
+            )
         return Reading(figures, tuple(budgets))
 
     return read
@@ -58,30 +76,45 @@ def joined(*readers: Callable[[dict], Reading]) -> Callable[..., Reading]:
         if len(files) != len(readers):
             raise ValueError(f"files must be {len(readers)} results files, one per reader, got {len(files)}")
         readings = [reader(data) for reader, data in zip(readers, files)]
-        return Reading({name: stat for reading in readings for name, stat in reading.figures.items()},
-                       tuple(budget for reading in readings for budget in reading.budgets))
+        return Reading(
+            {name: stat for reading in readings for name, stat in reading.figures.items()},
+            tuple(budget for reading in readings for budget in reading.budgets),
+        )
 
     return read
 
 
 # ---- the earlier studies' own layouts ----------------------------------------------------------------------------
 
+
 def jsb_seeds(data: dict) -> Reading:
     """The three seeds of srnn-jsb (runs base-s0..2): test ELBO per step of best.pt."""
     runs = [data["runs"][f"base-s{seed}"] for seed in (0, 1, 2)]
-    budget = Budget("SRNN", epochs=tuple(r["epochs"] for r in runs), best_epochs=tuple(r["best_epoch"] for r in runs),
-                    trials=1, wall_s=float(sum(r["train_seconds"] for r in runs)))  # fmt: skip
+    budget = Budget(
+        "SRNN",
+        epochs=tuple(r["epochs"] for r in runs),
+        best_epochs=tuple(r["best_epoch"] for r in runs),
+        trials=1,
+        wall_s=float(sum(r["train_seconds"] for r in runs)),
+    )
     return Reading({"SRNN": Stat(tuple(r["runner_test_per_step"]["elbo"] for r in runs))}, (budget,))
 
 
 def maze10_at_epoch_30(data: dict) -> Reading:
     """PF-LSTM-P30, LSTM-80, GRU-86 on maze 10 at 30 epochs, seed 0: test last-step MSE."""
     runs = data["runs"]
-    figures = {name: Stat((runs[name]["test_at_epoch_30"]["last_step_mse"],)) for name in ("PF-LSTM-P30", "LSTM-80",
-                                                                                           "GRU-86")}
-    budgets = tuple(Budget(name, epochs=(30,), trials=1,
-                           best_epochs=(int(runs[name]["best_epoch"]),) if "best_epoch" in runs[name] else ())
-                    for name in figures)  # fmt: skip
+    figures = {
+        name: Stat((runs[name]["test_at_epoch_30"]["last_step_mse"],)) for name in ("PF-LSTM-P30", "LSTM-80", "GRU-86")
+    }
+    budgets = tuple(
+        Budget(
+            name,
+            epochs=(30,),
+            trials=1,
+            best_epochs=(int(runs[name]["best_epoch"]),) if "best_epoch" in runs[name] else (),
+        )
+        for name in figures
+    )
     return Reading(figures, budgets)
 
 
@@ -96,8 +129,15 @@ def official_side_by_side(data: dict) -> Reading:
         figure = "test_best_valid" if stopped else "test_final"
         figures[name] = Stat(tuple(run[figure]["last_step_mse"] for run in runs))
         epochs = tuple(run["epochs_run"] for run in runs) if stopped else (data["budget"]["epochs"],) * len(runs)
-        budgets.append(Budget(name, epochs=epochs, best_epochs=tuple(run["best_epoch"] for run in runs if stopped),
-                              trials=1, wall_s=float(sum(run["train_wall_seconds"] for run in runs))))
+        budgets.append(
+            Budget(
+                name,
+                epochs=epochs,
+                best_epochs=tuple(run["best_epoch"] for run in runs if stopped),
+                trials=1,
+                wall_s=float(sum(run["train_wall_seconds"] for run in runs)),
+            )
+        )
     figures["constant predictor"] = Stat((data["constant_predictor"]["test"],) * len(data["runs"]["ours"]))
     return Reading(figures, tuple(budgets))
 
@@ -111,8 +151,15 @@ def psrnn_official_side_by_side(data: dict) -> Reading:
         runs = data["runs"][code]
         figures[name] = Stat(tuple(run["test_final"]["test_bpc"] for run in runs))
         best = tuple(min(run["curve"], key=lambda c: c["valid_bpc"])["epoch"] for run in runs)
-        budgets.append(Budget(name, epochs=tuple(len(run["curve"]) for run in runs), best_epochs=best, trials=1,
-                              wall_s=float(sum(run["train_wall_seconds"] for run in runs))))  # fmt: skip
+        budgets.append(
+            Budget(
+                name,
+                epochs=tuple(len(run["curve"]) for run in runs),
+                best_epochs=best,
+                trials=1,
+                wall_s=float(sum(run["train_wall_seconds"] for run in runs)),
+            )
+        )
     return Reading(figures, tuple(budgets))
 
 
@@ -121,10 +168,13 @@ def smct_coverage_share(coverage: dict, mcdropout: dict) -> Reading:
     (5 folds, ``mcdropout``)."""
     smct = coverage["results"]["Model I"]
     per_fold = mcdropout["results"][_FULL_DROPOUT_MODEL_1]["per_fold"]
-    return Reading({"SMC-T M=10": Stat((smct["share_in_true_80"],)),
-                    "LSTM d=64 dropout 0.5": Stat(tuple(f["share_in_80"] for f in per_fold.values()))},
-                   (Budget("SMC-T M=10", epochs=(50,), trials=1),
-                    Budget("LSTM d=64 dropout 0.5", epochs=(50,) * 5, trials=1)))
+    return Reading(
+        {
+            "SMC-T M=10": Stat((smct["share_in_true_80"],)),
+            "LSTM d=64 dropout 0.5": Stat(tuple(f["share_in_80"] for f in per_fold.values())),
+        },
+        (Budget("SMC-T M=10", epochs=(50,), trials=1), Budget("LSTM d=64 dropout 0.5", epochs=(50,) * 5, trials=1)),
+    )
 
 
 def smct_dropout_mse(mcdropout: dict, coverage: dict) -> Reading:
@@ -132,10 +182,13 @@ def smct_dropout_mse(mcdropout: dict, coverage: dict) -> Reading:
     sigma^2 0.5) beside SMC-T's (``coverage``)."""
     per_fold = mcdropout["results"][_FULL_DROPOUT_MODEL_1]["per_fold"]
     smct = coverage["results"]["Model I"]
-    return Reading({"LSTM d=64 dropout 0.5": Stat(tuple(f["predictive_mse"] for f in per_fold.values())),
-                    "SMC-T M=10": Stat((smct["predictive_mse"],))},
-                   (Budget("LSTM d=64 dropout 0.5", epochs=(50,) * 5, trials=1),
-                    Budget("SMC-T M=10", epochs=(50,), trials=1)))
+    return Reading(
+        {
+            "LSTM d=64 dropout 0.5": Stat(tuple(f["predictive_mse"] for f in per_fold.values())),
+            "SMC-T M=10": Stat((smct["predictive_mse"],)),
+        },
+        (Budget("LSTM d=64 dropout 0.5", epochs=(50,) * 5, trials=1), Budget("SMC-T M=10", epochs=(50,), trials=1)),
+    )
 
 
 def covid_paper_coverage(data: dict) -> Reading:
@@ -145,9 +198,15 @@ def covid_paper_coverage(data: dict) -> Reading:
     for label, name in (("SMC-T", "SMC-T M=10"), ("LSTM MC-dropout", "LSTM MC-dropout")):
         runs = [data["per_seed"][str(seed)][label] for seed in data["seeds"]]
         figures[name] = Stat(tuple(run["coverage_0.8"] for run in runs))
-        budgets.append(Budget(name, epochs=tuple(run["epochs"] for run in runs),
-                              best_epochs=tuple(run["best_epoch"] for run in runs if "best_epoch" in run), trials=1,
-                              wall_s=sum(run["seconds"] for run in runs)))  # fmt: skip
+        budgets.append(
+            Budget(
+                name,
+                epochs=tuple(run["epochs"] for run in runs),
+                best_epochs=tuple(run["best_epoch"] for run in runs if "best_epoch" in run),
+                trials=1,
+                wall_s=sum(run["seconds"] for run in runs),
+            )
+        )
     return Reading(figures, tuple(budgets))
 
 
@@ -156,8 +215,14 @@ def regimes_nlpd(data: dict) -> Reading:
     runs = data["runs"]
     figures, budgets = {}, []
     for name, prefix in (("PF-LSTM", "pflstm_s"), ("LSTM-43", "lstm43_s"), ("GRU-46", "gru46_s")):
-        chosen = [runs[key] for key in sorted(runs) if key.startswith(prefix) and key[len(prefix):].isdigit()]
+        chosen = [runs[key] for key in sorted(runs) if key.startswith(prefix) and key[len(prefix) :].isdigit()]
         figures[name] = Stat(tuple(r["metrics"]["nlpd"] for r in chosen))
-        budgets.append(Budget(name, epochs=tuple(r["metrics"]["epochs"] for r in chosen), trials=1,
-                              wall_s=float(sum(r["metrics"]["seconds"] for r in chosen))))
+        budgets.append(
+            Budget(
+                name,
+                epochs=tuple(r["metrics"]["epochs"] for r in chosen),
+                trials=1,
+                wall_s=float(sum(r["metrics"]["seconds"] for r in chosen)),
+            )
+        )
     return Reading(figures, tuple(budgets))

@@ -47,8 +47,12 @@ def recorded_commands(data) -> list[str]:
             for key, item in value.items():
                 visit(item, under_command or bool(_COMMAND_KEY.search(str(key))))
         elif isinstance(value, list):
-            if under_command and value and all(isinstance(v, str) for v in value) and not any(
-                    c.isspace() for c in value[0]):  # an argv list
+            if (
+                under_command
+                and value
+                and all(isinstance(v, str) for v in value)
+                and not any(c.isspace() for c in value[0])
+            ):  # an argv list
                 found.append(shlex.join(value))
             else:
                 for item in value:
@@ -154,8 +158,13 @@ def _cli_problem(argv: list[str], root: Path, parser: argparse.ArgumentParser) -
     if args.command == "suite":
         if args.suite not in suites.SUITES:
             return f"suite must be one of {sorted(suites.SUITES)}, got {args.suite!r}"
-        return next(filter(None, (_config_problem(experiment, sets, own)
-                                  for _, experiment, own in suites.SUITES[args.suite].members)), None)
+        return next(
+            filter(
+                None,
+                (_config_problem(experiment, sets, own) for _, experiment, own in suites.SUITES[args.suite].members),
+            ),
+            None,
+        )
     return None
 
 

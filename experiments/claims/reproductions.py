@@ -32,8 +32,18 @@ from .results_files import read_results_file, results_destination
 from .rules import RELATIVE_TOLERANCE
 from .transfers import TRANSFERS, run_transfer, table, transfer_file
 
-__all__ = ["project_root", "reproduction_file", "reproduce", "load_results", "row", "render", "write_page", "check",
-           "listing", "TRANSFER_PREFIX"]
+__all__ = [
+    "project_root",
+    "reproduction_file",
+    "reproduce",
+    "load_results",
+    "row",
+    "render",
+    "write_page",
+    "check",
+    "listing",
+    "TRANSFER_PREFIX",
+]
 
 #: a name ``transfer-RECIPE`` given to ``reproduce`` runs :data:`ppl_models.experiments.claims.transfers.TRANSFERS`
 # ``[RECIPE]``
@@ -60,22 +70,35 @@ def reproduction_file(name: str) -> str:
 
 def _claim(name: str) -> Claim:
     if name not in CLAIMS:
-        raise ValueError(f"claim must be one of {sorted(CLAIMS) + [TRANSFER_PREFIX + t for t in TRANSFERS]}, "
-                         f"got {name!r}")
+        raise ValueError(
+            f"claim must be one of {sorted(CLAIMS) + [TRANSFER_PREFIX + t for t in TRANSFERS]}, got {name!r}"
+        )
     return CLAIMS[name]
 
 
-def reproduce(name: str, seeds: int | None = None, run_dir: str | Path | None = None,
-              results_dir: str | Path | None = None, device: str | None = None) -> Path:  # fmt: skip
+def reproduce(
+    name: str,
+    seeds: int | None = None,
+    run_dir: str | Path | None = None,
+    results_dir: str | Path | None = None,
+    device: str | None = None,
+) -> Path:
     """Train claim ``name``'s members for its first ``seeds`` seeds (default all) and write its results file.
 
     ``transfer-RECIPE`` runs a recipe's check on unseen sources instead
     (:func:`ppl_models.experiments.claims.transfers.run_transfer`).
     """
-    if name.startswith(TRANSFER_PREFIX) and name[len(TRANSFER_PREFIX):] in TRANSFERS:
-        recipe = name[len(TRANSFER_PREFIX):]
-        return run_transfer(recipe, seeds, run_dir or f"runs/reproduce-{name}", _results(results_dir), commit_label(),
-                            _machine(device), device)  # fmt: skip
+    if name.startswith(TRANSFER_PREFIX) and name[len(TRANSFER_PREFIX) :] in TRANSFERS:
+        recipe = name[len(TRANSFER_PREFIX) :]
+        return run_transfer(
+            recipe,
+            seeds,
+            run_dir or f"runs/reproduce-{name}",
+            _results(results_dir),
+            commit_label(),
+            _machine(device),
+            device,
+        )
     claim = _claim(name)
     if claim.not_run:
         raise ValueError(f"claim {name!r} is not run here: {claim.not_run}")
@@ -91,18 +114,30 @@ def reproduce(name: str, seeds: int | None = None, run_dir: str | Path | None = 
     results: dict[str, dict] = {label: {"runs": []} for label, _, _ in members}
     commands = []
     for seed in chosen:
-        seeded = tuple((label, experiment, (*overrides, f"seed={seed}", f"train.seed={seed}"))
-                       for label, experiment, overrides in members)  # fmt: skip
+        seeded = tuple(
+            (label, experiment, (*overrides, f"seed={seed}", f"train.seed={seed}"))
+            for label, experiment, overrides in members
+        )
         folder = root / f"seed-{seed}"
-        commands += [compare.member_command(experiment, overrides, compare.member_folder(folder, label))
-                     for label, experiment, overrides in seeded]  # fmt: skip
+        commands += [
+            compare.member_command(experiment, overrides, compare.member_folder(folder, label))
+            for label, experiment, overrides in seeded
+        ]
         summary = compare.run_suite(seeded, folder, device=device)
         for label, _, _ in members:
-            results[label]["runs"].append({"seed": seed, **_run_record(compare.member_folder(folder, label),
-                                                                       summary[label])})
-    record = {"format": REPRODUCE_FORMAT, "claim": name, "commands": commands, "seeds": list(chosen),
-              "commit": commit_label(), "machine": _machine(device), "wall_seconds": time.perf_counter() - start,
-              "results": results}  # fmt: skip
+            results[label]["runs"].append(
+                {"seed": seed, **_run_record(compare.member_folder(folder, label), summary[label])}
+            )
+    record = {
+        "format": REPRODUCE_FORMAT,
+        "claim": name,
+        "commands": commands,
+        "seeds": list(chosen),
+        "commit": commit_label(),
+        "machine": _machine(device),
+        "wall_seconds": time.perf_counter() - start,
+        "results": results,
+    }
     write_json(path, record)
     return path
 
@@ -111,8 +146,7 @@ def _run_study(claim: Claim, seeds: int | None, run_dir: str | Path, results_dir
     """Run the claim's study for its first ``seeds`` seeds; the results file it wrote (beside its runs where the
     published file holds seeds this rerun lacks: :func:`.results_files.results_destination`)."""
     count = seeds or len(claim.seeds)
-    path = results_destination(_results(results_dir) / claim.results[0], range(count),
-                               Path(run_dir) / claim.results[0])  # fmt: skip
+    path = results_destination(_results(results_dir) / claim.results[0], range(count), Path(run_dir) / claim.results[0])
     study = importlib.import_module(f"ppl_models.experiments.studies.{claim.study}")
     study.main(["--seeds", str(count), "--run-dir", str(run_dir), "--out", str(path)])
     return path
@@ -127,16 +161,24 @@ def _run_record(folder: Path, row: dict) -> dict:
 
 
 def _machine(device: str | None) -> dict:
-    return {"platform": platform.platform(), "cpu_count": os.cpu_count(), "torch": torch.__version__,
-            "device": device or ("cuda" if torch.cuda.is_available() else "cpu")}  # fmt: skip
+    return {
+        "platform": platform.platform(),
+        "cpu_count": os.cpu_count(),
+        "torch": torch.__version__,
+        "device": device or ("cuda" if torch.cuda.is_available() else "cpu"),
+    }
 
 
 def load_results(results_dir: str | Path | None = None) -> dict[str, dict]:
     """Every results file a claim names, every reproduction and every real-series board (``board_*_cpu.json``) that
     exists: ``{file name: data}``."""
     results_dir = _results(results_dir)
-    names = ({name for claim in CLAIMS.values() for name in claim.results} | set(map(reproduction_file, CLAIMS))
-             | set(map(transfer_file, TRANSFERS)) | {path.name for path in results_dir.glob("board_*_cpu.json")})
+    names = (
+        {name for claim in CLAIMS.values() for name in claim.results}
+        | set(map(reproduction_file, CLAIMS))
+        | set(map(transfer_file, TRANSFERS))
+        | {path.name for path in results_dir.glob("board_*_cpu.json")}
+    )
     return {name: read_results_file(results_dir / name) for name in sorted(names) if (results_dir / name).is_file()}
 
 
@@ -150,8 +192,11 @@ def _budget(budget) -> str:
     if budget.epochs:
         parts.append(f"epochs {_ints(budget.epochs)}")
     parts.append(f"best epoch {_ints(budget.best_epochs)}" if budget.best_epochs else "best epoch not recorded")
-    parts.append(f"{budget.trials} tuning trial{'s' if budget.trials != 1 else ''}" if budget.trials is not None
-                 else "tuning trials not recorded")  # fmt: skip
+    parts.append(
+        f"{budget.trials} tuning trial{'s' if budget.trials != 1 else ''}"
+        if budget.trials is not None
+        else "tuning trials not recorded"
+    )
     if budget.wall_s is not None:
         parts.append(f"{budget.wall_s:,.0f} s of training in all")
     return f"{budget.model}: " + ", ".join(parts)
@@ -199,27 +244,36 @@ def _evidence(name: str, claim: Claim, files: dict) -> tuple[str, ...]:
 def render(results_dir: str | Path | None = None) -> str:
     """The text of ``docs/reproductions.md``: one table per paper, every figure read from its results file."""
     files = load_results(results_dir)
-    lines = ["# Reproductions", "",
-             "Each paper's headline claims, what tests them here, our figures read from their results files under "
-             "`docs/results/` and the verdict of each claim's rule. This page is generated by "
-             "`ppl-models reproduce --render` (never edited by hand); `ppl-models reproduce --check` fails when it "
-             "is out of date. Rerun a claim with `ppl-models reproduce NAME [--seeds N] [--run-dir DIR]`; "
-             "`ppl-models reproduce --list` lists them.", "",
-             "Ours: mean ± sample sd over n seeds (over folds where the metric says so). A comparison is met "
-             "only when the lead exceeds the seeds' spread, on at least 3 seeds, with every compared model's best "
-             "epoch before its last. A figure compared with the paper's is met when it is within "
-             f"{RELATIVE_TOLERANCE * 100:g} % of the paper's figure's magnitude or better than it (on either side "
-             "for a coverage), one rule for every claim: the papers report no uncertainty of their means (a spread "
-             "they give is over steps or examples); the share is wider than the seed-to-seed sd of our figures "
-             "compared so (at most 4 % of the mean) and narrow enough that a figure 10 % off is missed. A "
-             f"verdict resting on fewer than {MIN_SEEDS} seeds says "
-             "the smallest n of its compared models, e.g. met (n=1).", ""]
+    lines = [
+        "# Reproductions",
+        "",
+        "Each paper's headline claims, what tests them here, our figures read from their results files under "
+        "`docs/results/` and the verdict of each claim's rule. This page is generated by "
+        "`ppl-models reproduce --render` (never edited by hand); `ppl-models reproduce --check` fails when it "
+        "is out of date. Rerun a claim with `ppl-models reproduce NAME [--seeds N] [--run-dir DIR]`; "
+        "`ppl-models reproduce --list` lists them.",
+        "",
+        "Ours: mean ± sample sd over n seeds (over folds where the metric says so). A comparison is met "
+        "only when the lead exceeds the seeds' spread, on at least 3 seeds, with every compared model's best "
+        "epoch before its last. A figure compared with the paper's is met when it is within "
+        f"{RELATIVE_TOLERANCE * 100:g} % of the paper's figure's magnitude or better than it (on either side "
+        "for a coverage), one rule for every claim: the papers report no uncertainty of their means (a spread "
+        "they give is over steps or examples); the share is wider than the seed-to-seed sd of our figures "
+        "compared so (at most 4 % of the mean) and narrow enough that a figure 10 % off is missed. A "
+        f"verdict resting on fewer than {MIN_SEEDS} seeds says "
+        "the smallest n of its compared models, e.g. met (n=1).",
+        "",
+    ]
     for paper, title in PAPERS.items():
         lines += [f"## {title}", "", *_paper_table(paper, files), ""]
-    lines += ["## Recommended recipes on sources they were not tuned on", "",
-              "Each recipe trained unchanged on sources with a known exact log-likelihood that it was not tuned on; "
-              "the held-out gap split into fit (the gap on the training sequences), generalisation (held-out minus "
-              "training), evaluation (a cheaper estimate of the same model) and the training bound's own gap.", ""]
+    lines += [
+        "## Recommended recipes on sources they were not tuned on",
+        "",
+        "Each recipe trained unchanged on sources with a known exact log-likelihood that it was not tuned on; "
+        "the held-out gap split into fit (the gap on the training sequences), generalisation (held-out minus "
+        "training), evaluation (a cheaper estimate of the same model) and the training bound's own gap.",
+        "",
+    ]
     for recipe in TRANSFERS:
         lines += [f"### {recipe}", "", *_transfer_table(recipe, files), ""]
     return "\n".join(lines)
@@ -235,16 +289,26 @@ def _transfer_table(recipe: str, files: dict) -> list[str]:
 
 def _paper_table(paper: str, files: dict) -> list[str]:
     """The Markdown table of one paper's claims (the rows of :func:`render`)."""
-    lines = ["| claim | paper's figure | our metric | tested by | ours | budgets | rule | verdict |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| claim | paper's figure | our metric | tested by | ours | budgets | rule | verdict |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for name, claim in CLAIMS.items():
         if claim.paper != paper:
             continue
         ours, budgets, rule, verdict = row(name, claim, files)
         files_text = ", ".join(f"[{f}](results/{f})" for f in _evidence(name, claim, files) if f in files)
         tested = ", ".join(f"`{t}`" for t in claim.tests) or "-"
-        cells = [f"**{name}**: {claim.claim}", claim.paper_figure, claim.metric,
-                 tested + (f"; {files_text}" if files_text else ""), ours, budgets, rule, verdict]
+        cells = [
+            f"**{name}**: {claim.claim}",
+            claim.paper_figure,
+            claim.metric,
+            tested + (f"; {files_text}" if files_text else ""),
+            ours,
+            budgets,
+            rule,
+            verdict,
+        ]
         lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     return lines
 
@@ -253,8 +317,11 @@ def _paper_table(paper: str, files: dict) -> list[str]:
 #: ``<!-- /claims -->``), one recipe's transfer table (``<!-- transfer:RECIPE -->`` ... ``<!-- /transfer -->``) or
 #: the boards of a real series over seeds (``<!-- board:NAME -->`` ... ``<!-- /board -->``, from
 #: ``docs/results/board_NAME_cpu.json``)
-CLAIMS_BLOCK = re.compile(r"(<!-- (?P<kind>claims|transfer|board):(?P<key>[\w-]+) -->\n)(?P<body>.*?)"
-                          r"(<!-- /(?P=kind) -->)", re.S)
+CLAIMS_BLOCK = re.compile(
+    r"(<!-- (?P<kind>claims|transfer|board):(?P<key>[\w-]+) -->\n)(?P<body>.*?)"
+    r"(<!-- /(?P=kind) -->)",
+    re.S,
+)
 
 
 def fill_blocks(text: str, files: dict, where: str = "page") -> str:
@@ -280,21 +347,33 @@ def board_table(name: str, files: dict) -> list[str]:
     written by :mod:`ppl_models.experiments.studies.real_series`), or how to make it."""
     file = f"board_{name.replace('-', '_')}_cpu.json"
     if file not in files:
-        return [f"Not run yet: `python -m ppl_models.experiments.studies.real_series {name} --out runs/real-{name}` "
-                f"writes docs/results/{file}."]  # fmt: skip
+        return [
+            f"Not run yet: `python -m ppl_models.experiments.studies.real_series {name} --out runs/real-{name}` "
+            f"writes docs/results/{file}."
+        ]
     record = files[file]
-    lines = ["| model | kind | held-out nats / step | one-step MSE | CRPS | coverage at 80 % | flags (seeds) |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| model | kind | held-out nats / step | one-step MSE | CRPS | coverage at 80 % | flags (seeds) |",
+        "|---|---|---|---|---|---|---|",
+    ]
     ranked = sorted(record["summary"].items(), key=lambda item: -(item[1]["nats_per_step"]["mean"] or -math.inf))
     for model, entry in ranked:
         flags = entry["flags"] if isinstance(entry["flags"], dict) else {}
-        cells = [model, entry["kind"], *(_spread(entry[f]) for f in ("nats_per_step", "mse", "crps", "coverage_0.8")),
-                 "; ".join(f"{kind} ({count} of {len(record['seeds'])})" for kind, count in flags.items()) or "-"]
+        cells = [
+            model,
+            entry["kind"],
+            *(_spread(entry[f]) for f in ("nats_per_step", "mse", "crps", "coverage_0.8")),
+            "; ".join(f"{kind} ({count} of {len(record['seeds'])})" for kind, count in flags.items()) or "-",
+        ]
         lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     seeds, seconds = record["seeds"], sum(board["seconds"] for board in record["boards"])
-    return [*lines, "", f"Seeds {_ints(seeds)} (mean ± sd over seeds; the classical rows do not depend on the seed); "
-            f"{seconds / 60:.0f} min of boards on {record['cores']} cores, commit {record['commit']}. "
-            f"File: [{file}](results/{file})."]
+    return [
+        *lines,
+        "",
+        f"Seeds {_ints(seeds)} (mean ± sd over seeds; the classical rows do not depend on the seed); "
+        f"{seconds / 60:.0f} min of boards on {record['cores']} cores, commit {record['commit']}. "
+        f"File: [{file}](results/{file}).",
+    ]
 
 
 def _spread(figure: dict) -> str:
@@ -326,8 +405,9 @@ def check(results_dir: str | Path | None = None, page: str | Path | None = None)
     files = load_results(results_dir)
     for other in _pages_with_blocks(page):
         if other.read_text() != fill_blocks(other.read_text(), files, other.name):
-            problems.append(f"{other.name}: its claims rows differ from a fresh render: run ppl-models reproduce "
-                            "--render")  # fmt: skip
+            problems.append(
+                f"{other.name}: its claims rows differ from a fresh render: run ppl-models reproduce --render"
+            )
     for path in sorted(_results(results_dir).glob("*.json")):  # every results file, quoted by a claim or not
         data = read_results_file(path)
         problems += provenance_problems(path.name, data if isinstance(data, dict) else {})
@@ -338,13 +418,20 @@ def listing() -> str:
     """One line per claim: name, paper, claim, and what runs it (or why it is not run)."""
     lines = []
     for name, claim in CLAIMS.items():
-        how = (f"not run: {claim.not_run}" if claim.not_run else f"rerun by hand: {claim.manual}" if claim.manual
-               else "runs " + ", ".join(sorted({e for _, e, _ in claim.members})) + f"; seeds {_ints(claim.seeds)}")
+        how = (
+            f"not run: {claim.not_run}"
+            if claim.not_run
+            else f"rerun by hand: {claim.manual}"
+            if claim.manual
+            else "runs " + ", ".join(sorted({e for _, e, _ in claim.members})) + f"; seeds {_ints(claim.seeds)}"
+        )
         lines.append(f"{name:<28} [{claim.paper}] {claim.claim} ({how})")
     for recipe, transfer in TRANSFERS.items():
         sources = "; ".join(label for label, _ in transfer.sources)
-        lines.append(f"{TRANSFER_PREFIX + recipe:<28} [recipe] {recipe} on sources it was not tuned on: {sources} "
-                     f"(seeds {_ints(transfer.seeds)})")
+        lines.append(
+            f"{TRANSFER_PREFIX + recipe:<28} [recipe] {recipe} on sources it was not tuned on: {sources} "
+            f"(seeds {_ints(transfer.seeds)})"
+        )
     return "\n".join(lines)
 
 

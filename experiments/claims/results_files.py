@@ -14,8 +14,9 @@ def read_results_file(path: Path):
     try:
         return json.loads(Path(path).read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ValueError(f"{path} is not valid JSON (truncated or edited by hand?): {error}; restore it or rerun "
-                         "what wrote it") from None
+        raise ValueError(
+            f"{path} is not valid JSON (truncated or edited by hand?): {error}; restore it or rerun what wrote it"
+        ) from None
 
 
 def results_destination(path: Path, seeds, elsewhere: Path) -> Path:

@@ -62,8 +62,11 @@ class Within:
     @property
     def text(self) -> str:
         share = f"{RELATIVE_TOLERANCE * 100:g} % ({self.margin:.3g})"
-        within = (f"within {share} of {self.paper:g}" if self.tolerance is None
-                  else f"within {self.tolerance:g} (the paper's reported uncertainty) of {self.paper:g}")
+        within = (
+            f"within {share} of {self.paper:g}"
+            if self.tolerance is None
+            else f"within {self.tolerance:g} (the paper's reported uncertainty) of {self.paper:g}"
+        )
         if self.two_sided:
             return f"met when {self.model} is {within} on either side"
         return f"met when {self.model} is {within} or {'above' if self.higher_is_better else 'below'} it"
@@ -111,8 +114,10 @@ class Beats:
     @property
     def text(self) -> str:
         side = "below" if self.lower_is_better else "above"
-        return (f"met when {self.model} is {side} each of {', '.join(self.others)} by more than the larger sd "
-                f"over >= {self.min_seeds} seeds, with every best epoch before the last; within the sd: tie")
+        return (
+            f"met when {self.model} is {side} each of {', '.join(self.others)} by more than the larger sd "
+            f"over >= {self.min_seeds} seeds, with every best epoch before the last; within the sd: tie"
+        )
 
     def decide(self, reading: Reading) -> str:
         names = (self.model, *self.others)
@@ -156,13 +161,16 @@ class Matches:
 
     @property
     def text(self) -> str:
-        return (f"met when {self.model} and {self.reference} differ by no more than the larger sd over >= "
-                f"{self.min_seeds} seeds at the same budget, with each best epoch before the last")
+        return (
+            f"met when {self.model} and {self.reference} differ by no more than the larger sd over >= "
+            f"{self.min_seeds} seeds at the same budget, with each best epoch before the last"
+        )
 
     def decide(self, reading: Reading) -> str:
         ours, theirs = reading.figures[self.model], reading.figures[self.reference]
-        few = [name for name, stat in ((self.model, ours), (self.reference, theirs))
-               if len(stat.values) < self.min_seeds]  # fmt: skip
+        few = [
+            name for name, stat in ((self.model, ours), (self.reference, theirs)) if len(stat.values) < self.min_seeds
+        ]
         if few:
             return f"undecided: {', '.join(few)} on fewer than {self.min_seeds} seeds"
         undecided = undecided_budget(reading, self.models)
@@ -194,6 +202,9 @@ class MatchesBelowBaseline(Matches):
         stats = {name: reading.figures[name] for name in (self.model, self.reference)}
         spread = max(stat.sd or 0.0 for stat in stats.values())
         floor = reading.figures[self.baseline].mean
-        near = [name for name, stat in stats.items()
-                if (floor - stat.mean if self.lower_is_better else stat.mean - floor) <= spread]  # fmt: skip
+        near = [
+            name
+            for name, stat in stats.items()
+            if (floor - stat.mean if self.lower_is_better else stat.mean - floor) <= spread
+        ]
         return f"not met: near the {self.baseline} ({', '.join(near)})" if near else "met"

@@ -9,13 +9,17 @@ from .rules import Within
 __all__ = ["SRNN_AUTHORS_CLAIMS"]
 
 #: what became of running the authors' code here
-_THEIR_CODE = ("their code (github marcofraccaro/srnn, Python 2 with Theano, Lasagne and Parmesan) was not run beside "
-               "ours: under Python 2.7.18 with Theano 1.0.5 and Lasagne and Parmesan from GitHub it imports and builds "
-               "the model (Lasagne 0.1 from PyPI fails: cannot import name downsample), but Theano's compilation of "
-               "its training function had not finished after 7 minutes on these 2 cores, and the run was stopped")
-_PROTOCOL = ("their 100-step training chunks and whole test pieces, their settings (50 epochs, lr decay 1.2 per epoch "
-             "after 20, KL 0.2 -> 1 over 20 epochs, norm clip 1) and their test figure: each piece's ELBO over its own "
-             "steps, averaged over pieces (each piece weighted equally), not the standard rows' total over all steps")
+_THEIR_CODE = (
+    "their code (github marcofraccaro/srnn, Python 2 with Theano, Lasagne and Parmesan) was not run beside "
+    "ours: under Python 2.7.18 with Theano 1.0.5 and Lasagne and Parmesan from GitHub it imports and builds "
+    "the model (Lasagne 0.1 from PyPI fails: cannot import name downsample), but Theano's compilation of "
+    "its training function had not finished after 7 minutes on these 2 cores, and the run was stopped"
+)
+_PROTOCOL = (
+    "their 100-step training chunks and whole test pieces, their settings (50 epochs, lr decay 1.2 per epoch "
+    "after 20, KL 0.2 -> 1 over 20 epochs, norm clip 1) and their test figure: each piece's ELBO over its own "
+    "steps, averaged over pieces (each piece weighted equally), not the standard rows' total over all steps"
+)
 #: seconds per epoch on JSB measured here (ppl-models train srnn-authors-jsb --set train.epochs=1: 17 training
 #: batches of 16 x 100 steps and 80 validation chunks); every batch has that shape, so an epoch costs in proportion
 #: to the batches and chunks; the timing script's extra measures (a few batches of each set, on the same machine
@@ -25,18 +29,34 @@ _JSB_EPOCH = "28.9 s per epoch on JSB (17 batches + 80 validation chunks), measu
 _RUN_HERE = ("jsb",)
 #: set -> (title, the paper's figure, what differs from the standard benchmark's data, cost per seed here)
 _SETS = {
-    "jsb": ("JSB chorales", -4.74, "at twice the standard benchmark's time resolution (9,396 test steps against "
-            "4,725; 55 % of steps repeat the previous one against 11 %)",
-            f"about 26 minutes per seed here ({_JSB_EPOCH}; 50 epochs and the test evaluation)"),
-    "nottingham": ("Nottingham", -2.94, "at about the standard benchmark's step counts",
-                   f"about 2.1 CPU hours per seed here (about 154 s per epoch of 92 batches + 368 validation chunks, "
-                   f"extrapolated from {_JSB_EPOCH})"),
-    "muse": ("MuseData", -6.28, "at about the standard benchmark's step counts",
-             f"about 3.7 CPU hours per seed here (about 265 s per epoch of 155 batches + 784 validation chunks, "
-             f"extrapolated from {_JSB_EPOCH})"),
-    "piano": ("Piano-midi.de", -8.20, "at about the standard benchmark's step counts",
-              f"about 1.05 CPU hours per seed here (about 71 s per epoch of 44 batches + 96 validation chunks, "
-              f"extrapolated from {_JSB_EPOCH}, and the test evaluation)"),
+    "jsb": (
+        "JSB chorales",
+        -4.74,
+        "at twice the standard benchmark's time resolution (9,396 test steps against "
+        "4,725; 55 % of steps repeat the previous one against 11 %)",
+        f"about 26 minutes per seed here ({_JSB_EPOCH}; 50 epochs and the test evaluation)",
+    ),
+    "nottingham": (
+        "Nottingham",
+        -2.94,
+        "at about the standard benchmark's step counts",
+        f"about 2.1 CPU hours per seed here (about 154 s per epoch of 92 batches + 368 validation chunks, "
+        f"extrapolated from {_JSB_EPOCH})",
+    ),
+    "muse": (
+        "MuseData",
+        -6.28,
+        "at about the standard benchmark's step counts",
+        f"about 3.7 CPU hours per seed here (about 265 s per epoch of 155 batches + 784 validation chunks, "
+        f"extrapolated from {_JSB_EPOCH})",
+    ),
+    "piano": (
+        "Piano-midi.de",
+        -8.20,
+        "at about the standard benchmark's step counts",
+        f"about 1.05 CPU hours per seed here (about 71 s per epoch of 44 batches + 96 validation chunks, "
+        f"extrapolated from {_JSB_EPOCH}, and the test evaluation)",
+    ),
 }
 
 
@@ -45,13 +65,19 @@ def _claim(key: str, title: str, figure: float, data: str, cost: str) -> Claim:
         paper="srnn",
         claim=f"SRNN (smooth + Res_q) reaches a test ELBO of {figure} nats per step on the authors' own {title} file",
         paper_figure=f"Table 2: ELBO >= {figure} nats per time step on the {title} test set (their code's "
-                     "per-piece average)",
+        "per-piece average)",
         metric=f"test ELBO (1 sample, analytic KL) of the best-validation checkpoint on the authors' {title} file, "
-               f"{data}, with {_PROTOCOL}; {_THEIR_CODE}",
-        tests=(f"srnn-authors-{key}",), seeds=(0, 1, 2), rule=Within("SRNN", figure),
-        members=(("SRNN", f"srnn-authors-{key}", ()),), metric_key="elbo_per_sequence_step",
-        incomplete=(f"not run yet: ppl-models reproduce srnn-authors-{key} ({cost})" if key in _RUN_HERE else
-                    f"not run here, over an hour per seed: {cost}; ppl-models reproduce srnn-authors-{key} runs it"),
+        f"{data}, with {_PROTOCOL}; {_THEIR_CODE}",
+        tests=(f"srnn-authors-{key}",),
+        seeds=(0, 1, 2),
+        rule=Within("SRNN", figure),
+        members=(("SRNN", f"srnn-authors-{key}", ()),),
+        metric_key="elbo_per_sequence_step",
+        incomplete=(
+            f"not run yet: ppl-models reproduce srnn-authors-{key} ({cost})"
+            if key in _RUN_HERE
+            else f"not run here, over an hour per seed: {cost}; ppl-models reproduce srnn-authors-{key} runs it"
+        ),
     )
 
 

@@ -28,8 +28,9 @@ from ..runner import evaluate_model
 __all__ = ["split_gaps"]
 
 
-def split_gaps(run_dir: str | Path, sequences: int = 100, splits: tuple[str, ...] = ("train", "test"),
-               evaluate: dict | None = None) -> dict:  # fmt: skip
+def split_gaps(
+    run_dir: str | Path, sequences: int = 100, splits: tuple[str, ...] = ("train", "test"), evaluate: dict | None = None
+) -> dict:
     """``{"train": gaps, "test": gaps, "truth_per_step": {"train", "test"}}`` of a finished run.
 
     ``gaps`` is :func:`ppl_models.inference.evaluation.gap_to_truth`'s dictionary for each estimator of
@@ -45,12 +46,15 @@ def split_gaps(run_dir: str | Path, sequences: int = 100, splits: tuple[str, ...
     config = check_config(read_config_json(run_dir / "config.json"))
     data, model, objective = build_experiment(config)
     if data.truth is None:
-        raise ValueError(f"run_dir {run_dir} was trained on {data.description!r}, which has no known truth "
-                         "(use a hmm-rolls or switching-lg run)")  # fmt: skip
+        raise ValueError(
+            f"run_dir {run_dir} was trained on {data.description!r}, which has no known truth "
+            "(use a hmm-rolls or switching-lg run)"
+        )
     load_best(run_dir, objective)
     model.eval()
-    evaluate = evaluation_options({**config["evaluate"], **(evaluate or {}), "predictive_samples": 0,
-                                   "posterior_draws": 0})  # fmt: skip
+    evaluate = evaluation_options(
+        {**config["evaluate"], **(evaluate or {}), "predictive_samples": 0, "posterior_draws": 0}
+    )
     out = {"run": str(run_dir), "sequences": {}, "truth_per_step": {}}
     for split in splits:
         x, mask = getattr(data, split)

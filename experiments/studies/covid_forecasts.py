@@ -42,19 +42,38 @@ def _folder(label: str) -> str:
 def seed_commands(seed: int, run_dir: Path, particles: int = 10) -> tuple[list[list[str]], Path]:
     """The ``ppl-models`` argument lists of seed ``seed`` (two trainings, one forecast) and its forecast folder."""
     root = run_dir / f"seed-{seed}"
-    trains = [["train", experiment, "--run-dir", str(root / _folder(label)), "--set", f"seed={seed}",
-               "--set", f"train.seed={seed}"] for label, experiment in MODELS.items()]  # fmt: skip
+    trains = [
+        [
+            "train",
+            experiment,
+            "--run-dir",
+            str(root / _folder(label)),
+            "--set",
+            f"seed={seed}",
+            "--set",
+            f"train.seed={seed}",
+        ]
+        for label, experiment in MODELS.items()
+    ]
     out = root / "forecast"
-    forecast = ["forecast", *(f"{label}={root / _folder(label)}" for label in MODELS), "--out", str(out),
-                "--particles", str(particles)]  # fmt: skip
+    forecast = [
+        "forecast",
+        *(f"{label}={root / _folder(label)}" for label in MODELS),
+        "--out",
+        str(out),
+        "--particles",
+        str(particles),
+    ]
     return [*trains, forecast], out
 
 
 def collect(forecast: dict, runs: dict[str, Path]) -> dict:
     """One seed's record from its ``forecast.json`` data and run folders ``{label: folder}``:
     ``{label: {coverage_*, epochs, best_epoch, seconds}}``."""
-    return {label: {**{key: forecast["metrics"][label][key] for key in _COVERAGES}, **run_budget(folder)}
-            for label, folder in runs.items()}  # fmt: skip
+    return {
+        label: {**{key: forecast["metrics"][label][key] for key in _COVERAGES}, **run_budget(folder)}
+        for label, folder in runs.items()
+    }
 
 
 def _run(argv: list[str]) -> None:
@@ -64,8 +83,9 @@ def _run(argv: list[str]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ppl_models.experiments.studies.covid_forecasts",
-                                     description=__doc__.split("\n\n")[0])  # fmt: skip
+    parser = argparse.ArgumentParser(
+        prog="python -m ppl_models.experiments.studies.covid_forecasts", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--seeds", type=int, default=3, help="training seeds 0 .. N-1")
     parser.add_argument("--run-dir", type=Path, default=Path("runs/covid-paper"))
     parser.add_argument("--out", type=Path, required=True, help="the results file to write")
@@ -86,12 +106,19 @@ def main(argv: list[str] | None = None) -> int:
         forecast = json.loads((out / "forecast.json").read_text())
         data = forecast["data"]
         per_seed[str(seed)] = collect(forecast, runs)
-    write_json(args.out, {
-        "what": f"20-day COVID-19 forecasts of the test counties ({data}); {args.particles} SMC-T particles; "
-                "interval coverage in units d/M",
-        "commands": commands, "seeds": list(range(args.seeds)), "commit": commit_label(),
-        "machine": {"platform": platform.platform(), "cpu_count": os.cpu_count(), "torch": torch.__version__},
-        "wall_seconds": time.perf_counter() - start, "per_seed": per_seed})  # fmt: skip
+    write_json(
+        args.out,
+        {
+            "what": f"20-day COVID-19 forecasts of the test counties ({data}); {args.particles} SMC-T particles; "
+            "interval coverage in units d/M",
+            "commands": commands,
+            "seeds": list(range(args.seeds)),
+            "commit": commit_label(),
+            "machine": {"platform": platform.platform(), "cpu_count": os.cpu_count(), "torch": torch.__version__},
+            "wall_seconds": time.perf_counter() - start,
+            "per_seed": per_seed,
+        },
+    )
     print(f"wrote {args.out}")
     return 0
 

@@ -35,14 +35,21 @@ def split_summary(x: torch.Tensor, mask: torch.Tensor) -> dict:
     """Sequences, steps, length range and sounding MIDI keys of one split ``x [N, T, 88]``, ``mask [N, T]``."""
     lengths = mask.sum(1)
     keys = torch.nonzero(x[mask].sum(0)).flatten() + LOWEST_PITCH
-    return {"sequences": int(x.shape[0]), "steps": int(lengths.sum()), "length_min": int(lengths.min()),
-            "length_max": int(lengths.max()), "midi_key_low": int(keys.min()), "midi_key_high": int(keys.max()),
-            "keys_sounding": int(keys.numel())}  # fmt: skip
+    return {
+        "sequences": int(x.shape[0]),
+        "steps": int(lengths.sum()),
+        "length_min": int(lengths.min()),
+        "length_max": int(lengths.max()),
+        "midi_key_low": int(keys.min()),
+        "midi_key_high": int(keys.max()),
+        "keys_sounding": int(keys.numel()),
+    }
 
 
 @torch.no_grad()
-def normalisations(model, x_all: torch.Tensor, mask_all: torch.Tensor, silent_keys: torch.Tensor, *,
-                   batch_size: int = 16) -> dict:  # fmt: skip
+def normalisations(
+    model, x_all: torch.Tensor, mask_all: torch.Tensor, silent_keys: torch.Tensor, *, batch_size: int = 16
+) -> dict:
     """Test ELBO per step both ways, and the silent keys' share of it (nats per step), one guide draw each.
 
     ``silent_keys [88]`` bool marks the keys that never sound in training.
@@ -60,14 +67,17 @@ def normalisations(model, x_all: torch.Tensor, mask_all: torch.Tensor, silent_ke
         bounds.append(ELBO(model, mean_field=True)(x, mask).bound)
         lengths.append(mask.sum(1))
     bounds, lengths = torch.cat(bounds), torch.cat(lengths).double()
-    return {"elbo_total_over_steps": float(bounds.sum() / lengths.sum()),
-            "elbo_mean_of_per_piece": float((bounds / lengths).mean()),
-            "silent_keys_nats_per_step": silent_total / float(lengths.sum())}  # fmt: skip
+    return {
+        "elbo_total_over_steps": float(bounds.sum() / lengths.sum()),
+        "elbo_mean_of_per_piece": float((bounds / lengths).mean()),
+        "silent_keys_nats_per_step": silent_total / float(lengths.sum()),
+    }
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(prog="python -m ppl_models.experiments.studies.music_protocol",
-                                     description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m ppl_models.experiments.studies.music_protocol", description=__doc__.split("\n")[0]
+    )
     parser.add_argument("run_dir", help="a finished run folder of a polyphonic music experiment")
     parser.add_argument("out", help="JSON file to write")
     parser.add_argument("--seed", type=int, default=0)
@@ -82,13 +92,17 @@ def main(argv: list[str] | None = None) -> dict:
     silent = data.train[0][data.train[1]].sum(0) == 0
     result = {
         "command": "python -m ppl_models.experiments.studies.music_protocol "
-                   + " ".join(sys.argv[1:] if argv is None else argv),
-        "run_dir": str(run_dir), "seed": args.seed, "data": data.description,
-        "splits": {name: split_summary(*split) for name, split in
-                   (("train", data.train), ("valid", data.valid), ("test", data.test))},
+        + " ".join(sys.argv[1:] if argv is None else argv),
+        "run_dir": str(run_dir),
+        "seed": args.seed,
+        "data": data.description,
+        "splits": {
+            name: split_summary(*split)
+            for name, split in (("train", data.train), ("valid", data.valid), ("test", data.test))
+        },
         "silent_keys_in_training": int(silent.sum()),
         "test": normalisations(model, *data.test, silent),
-    }  # fmt: skip
+    }
     write_json(args.out, result)
     print(result)
     return result

@@ -15,8 +15,18 @@ import tarfile
 import time
 from pathlib import Path
 
-__all__ = ["apply_edits", "edits_record", "extract_snapshot", "snapshot_commit", "mean_sd", "environment",
-           "run_logged", "run_timed_lines", "relative", "portable"]
+__all__ = [
+    "apply_edits",
+    "edits_record",
+    "extract_snapshot",
+    "snapshot_commit",
+    "mean_sd",
+    "environment",
+    "run_logged",
+    "run_timed_lines",
+    "relative",
+    "portable",
+]
 
 
 #: the flags of the studies whose values are paths of this machine, and the names the results files show instead
@@ -34,8 +44,10 @@ def apply_edits(root: Path, edits: list[tuple[str, str, str, str]]) -> None:
             raise ValueError(f"{path}: no such file for edit {index} ({why})")
         text = path.read_text()
         if text.count(old) != 1:
-            raise ValueError(f"{path}: edit {index} ({why}): expected the text to edit once, found it "
-                             f"{text.count(old)} times: {old!r}")  # fmt: skip
+            raise ValueError(
+                f"{path}: edit {index} ({why}): expected the text to edit once, found it "
+                f"{text.count(old)} times: {old!r}"
+            )
         path.write_text(text.replace(old, new))
 
 
@@ -47,8 +59,7 @@ def edits_record(edits: list[tuple[str, str, str, str]]) -> list[dict]:
 def extract_snapshot(git_dir: Path, folder: Path, rev: str = "HEAD", paths: tuple[str, ...] = ()) -> None:
     """Extract ``rev`` of the git directory ``git_dir`` (only ``paths`` when given) into ``folder`` (created)."""
     folder.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(["git", f"--git-dir={git_dir}", "archive", "--format=tar", rev, *paths],
-                          capture_output=True)  # fmt: skip
+    done = subprocess.run(["git", f"--git-dir={git_dir}", "archive", "--format=tar", rev, *paths], capture_output=True)
     if done.returncode:
         raise ValueError(f"{git_dir}: git archive {rev} failed: {done.stderr.decode().strip().splitlines()[-1:]}")
     with tarfile.open(fileobj=io.BytesIO(done.stdout)) as tar:
@@ -57,8 +68,9 @@ def extract_snapshot(git_dir: Path, folder: Path, rev: str = "HEAD", paths: tupl
 
 def snapshot_commit(git_dir: Path, rev: str = "HEAD") -> str:
     """The full commit hash of ``rev`` in the git directory ``git_dir``."""
-    done = subprocess.run(["git", f"--git-dir={git_dir}", "rev-parse", "--verify", f"{rev}^{{commit}}"],
-                          capture_output=True, text=True)  # fmt: skip
+    done = subprocess.run(
+        ["git", f"--git-dir={git_dir}", "rev-parse", "--verify", f"{rev}^{{commit}}"], capture_output=True, text=True
+    )
     if done.returncode:
         raise ValueError(f"{git_dir}: no commit {rev!r}")
     return done.stdout.strip()
@@ -66,8 +78,11 @@ def snapshot_commit(git_dir: Path, rev: str = "HEAD") -> str:
 
 def mean_sd(values: list[float]) -> dict:
     """``{"mean", "sd", "n"}`` (sample sd; 0.0 for one value)."""
-    return {"mean": statistics.fmean(values), "sd": statistics.stdev(values) if len(values) > 1 else 0.0,
-            "n": len(values)}  # fmt: skip
+    return {
+        "mean": statistics.fmean(values),
+        "sd": statistics.stdev(values) if len(values) > 1 else 0.0,
+        "n": len(values),
+    }
 
 
 def environment(**extra: str) -> dict:
@@ -92,8 +107,12 @@ def run_timed_lines(command: list[str], cwd: Path, log: Path, env: dict) -> tupl
     """
     start = time.perf_counter()
     lines = []
-    with open(log, "w") as out, subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE,
-                                                 stderr=subprocess.STDOUT, text=True) as process:  # fmt: skip
+    with (
+        open(log, "w") as out,
+        subprocess.Popen(
+            command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        ) as process,
+    ):
         for line in process.stdout:
             lines.append((time.perf_counter() - start, line.rstrip("\n")))
             out.write(line)

@@ -21,15 +21,19 @@ from ..plots import save_png
 def valid_curve(run_dir: str | Path, first_epoch: int = 1) -> list[tuple[int, float]]:
     """``[(epoch, valid_last_step_mse)]`` of a run from ``first_epoch`` on, in epoch order."""
     records = read_jsonl(Path(run_dir) / "metrics.jsonl")
-    return [(r["epoch"], r["monitor"]["valid_last_step_mse"]) for r in records
-            if r["epoch"] >= first_epoch and "valid_last_step_mse" in r.get("monitor", {})]  # fmt: skip
+    return [
+        (r["epoch"], r["monitor"]["valid_last_step_mse"])
+        for r in records
+        if r["epoch"] >= first_epoch and "valid_last_step_mse" in r.get("monitor", {})
+    ]
 
 
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     if len(args) < 2 or any("=" not in a for a in args[1:]):
-        raise SystemExit("usage: python -m ppl_models.experiments.studies.pfrnn_curves OUT.png "
-                         "LABEL=RUN_DIR[@FIRST_EPOCH] ...")
+        raise SystemExit(
+            "usage: python -m ppl_models.experiments.studies.pfrnn_curves OUT.png LABEL=RUN_DIR[@FIRST_EPOCH] ..."
+        )
     figure = Figure(figsize=(6, 4))
     axes = figure.subplots()
     for label, source in (a.split("=", 1) for a in args[1:]):

@@ -49,8 +49,9 @@ def reevaluate(run_dir: str | Path, overrides: list[str] = (), *, seed: int | No
         return evaluate_regression(predictor, context, "test", seed=seed)
     if isinstance(context, RegimeSwitchingData):
         return evaluate_regime_switching(predictor, context, "test", seed=seed)
-    raise ValueError(f"run_dir must hold a regression run (air, pm25, regime-switching), "
-                     f"got {config['data']['name']!r}")
+    raise ValueError(
+        f"run_dir must hold a regression run (air, pm25, regime-switching), got {config['data']['name']!r}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

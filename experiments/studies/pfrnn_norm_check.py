@@ -46,8 +46,9 @@ def _score(predictor, maze, x, y, *, batch: int, batch_statistics: bool) -> floa
     for norm in _norms(predictor):
         norm.train(batch_statistics)
     generator = torch.Generator().manual_seed(0)
-    outputs = [predictor.head(predictor.belief(x[s:s + batch], generator=generator).mean)
-               for s in range(0, len(x), batch)]  # fmt: skip
+    outputs = [
+        predictor.head(predictor.belief(x[s : s + batch], generator=generator).mean) for s in range(0, len(x), batch)
+    ]
     predictor.load_state_dict(saved)
     predictor.eval()
     return ((torch.cat(outputs)[:, -1, :2] - y[:, -1, :2]) * maze.size).square().mean().item()
@@ -64,9 +65,11 @@ def check(run_dir: Path, checkpoint: str = "best.pt", sequences: int = 300) -> d
         raise ValueError(f"{run_dir} holds a model without batch norm ({predictor.cell_name})")
     x, _, y = (t[:sequences] if t is not None else None for t in splits["valid"])
     train_x = splits["train"][0]
-    scores = {"running": _score(predictor, maze, x, y, batch=250, batch_statistics=False),
-              "batch 250": _score(predictor, maze, x, y, batch=250, batch_statistics=True),
-              "batch 10": _score(predictor, maze, x, y, batch=10, batch_statistics=True)}  # fmt: skip
+    scores = {
+        "running": _score(predictor, maze, x, y, batch=250, batch_statistics=False),
+        "batch 250": _score(predictor, maze, x, y, batch=250, batch_statistics=True),
+        "batch 10": _score(predictor, maze, x, y, batch=10, batch_statistics=True),
+    }
     order = torch.randperm(len(train_x), generator=torch.Generator().manual_seed(1))
     batches = [(train_x[index],) for index in order.split(BATCH)]
     refresh_norm_statistics(predictor, batches[:REFRESH_BATCHES], seed=1)
@@ -74,16 +77,23 @@ def check(run_dir: Path, checkpoint: str = "best.pt", sequences: int = 300) -> d
     predictor.train()
     torch.manual_seed(2)
     with torch.no_grad():
-        for (batch,) in batches[REFRESH_BATCHES:REFRESH_BATCHES + EMA_BATCHES]:
+        for (batch,) in batches[REFRESH_BATCHES : REFRESH_BATCHES + EMA_BATCHES]:
             predictor(batch)
     scores["ema at fixed weights"] = _score(predictor, maze, x, y, batch=250, batch_statistics=False)
-    return {"run_dir": str(run_dir), "checkpoint": checkpoint, "epoch": epoch, "valid_sequences": len(x),
-            "noise_seed": 0, "last_step_mse": scores}  # fmt: skip
+    return {
+        "run_dir": str(run_dir),
+        "checkpoint": checkpoint,
+        "epoch": epoch,
+        "valid_sequences": len(x),
+        "noise_seed": 0,
+        "last_step_mse": scores,
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m ppl_models.experiments.studies.pfrnn_norm_check",
-                                     description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m ppl_models.experiments.studies.pfrnn_norm_check", description=__doc__.split("\n")[0]
+    )
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("--checkpoint", nargs="+", default=["best.pt"])
     parser.add_argument("--sequences", type=int, default=300)
@@ -92,8 +102,10 @@ def main(argv: list[str] | None = None) -> None:
     results = []
     for checkpoint in args.checkpoint:
         result = check(args.run_dir, checkpoint, args.sequences)
-        print(f"{args.run_dir} {checkpoint} (epoch {result['epoch']}), {result['valid_sequences']} validation "
-              "trajectories, last-step (x, y) MSE in cells^2:")
+        print(
+            f"{args.run_dir} {checkpoint} (epoch {result['epoch']}), {result['valid_sequences']} validation "
+            "trajectories, last-step (x, y) MSE in cells^2:"
+        )
         for name, value in result["last_step_mse"].items():
             print(f"  {name:<22} {value:8.3f}")
         results.append(result)

@@ -53,54 +53,114 @@ from .official_code import (
     snapshot_commit,
 )
 
-__all__ = ["EDITS", "official_dataset", "from_official", "official_curve", "constant_last_step_mse", "convergence",
-           "seed_record", "main"]
+__all__ = [
+    "EDITS",
+    "official_dataset",
+    "from_official",
+    "official_curve",
+    "constant_last_step_mse",
+    "convergence",
+    "seed_record",
+    "main",
+]
 
 MAZE, STEPS, DATA_SEED = 10, 80, 0
 #: the official maze-10 settings: configs/train.conf plus the argument defaults it relies on
-OFFICIAL_FLAGS = {"batch_size": 128, "lr": 5e-4, "clip": 3, "bp_length": 10, "h": 64, "emb_map": 64, "emb_act": 32,
-                  "emb_obs": 32, "dropout": 0.5, "optim": "RMSProp", "num_particles": 30, "resamp_alpha": 0.5,
-                  "sl": STEPS, "model": "PFLSTM", "map_size": MAZE, "bpdecay": 0.1, "h_weight": 0.1,
-                  "l2_weight": 1.0, "l1_weight": 0.0, "elbo_weight": 1.0, "obs_num": 5}  # fmt: skip
+OFFICIAL_FLAGS = {
+    "batch_size": 128,
+    "lr": 5e-4,
+    "clip": 3,
+    "bp_length": 10,
+    "h": 64,
+    "emb_map": 64,
+    "emb_act": 32,
+    "emb_obs": 32,
+    "dropout": 0.5,
+    "optim": "RMSProp",
+    "num_particles": 30,
+    "resamp_alpha": 0.5,
+    "sl": STEPS,
+    "model": "PFLSTM",
+    "map_size": MAZE,
+    "bpdecay": 0.1,
+    "h_weight": 0.1,
+    "l2_weight": 1.0,
+    "l1_weight": 0.0,
+    "elbo_weight": 1.0,
+    "obs_num": 5,
+}
 #: the run-time edits to the extracted official copy: (file, old text, new text, why); each old text occurs once
 EDITS = [
-    ("arguments.py", "import configargparse", "import argparse as configargparse",
-     "configargparse is not installed; every value of configs/train.conf is passed as a flag instead"),
-    ("arguments.py", "configargparse.ArgumentParser(default_config_files=[])", "configargparse.ArgumentParser()",
-     "argparse has no default_config_files"),
-    ("arguments.py", "parser.add('-c', '--config', required=True, default='./configs/train.conf',\n"
-     "               is_config_file=True, help='load the config file')",
-     "parser.add_argument('-c', '--config', default='./configs/train.conf', help='load the config file')",
-     "argparse has no add(..., is_config_file=True); the flag is kept and ignored"),
-    ("main.py", "from torch.utils.tensorboard import SummaryWriter",
-     "import json, time, random\n"
-     "class SummaryWriter:  # stand-in: tensorboard is not installed; scalars go to scalars.jsonl\n"
-     "    def __init__(self, path):\n"
-     "        os.makedirs(path, exist_ok=True)\n"
-     "        self.path = os.path.join(path, 'scalars.jsonl')\n"
-     "        self.add_scalar('start', 0.0, 0)\n"
-     "    def add_scalar(self, tag, value, step):\n"
-     "        with open(self.path, 'a') as out:\n"
-     "            out.write(json.dumps({'tag': tag, 'value': float(value), 'step': step, 'time': time.time()})"
-     " + '\\n')",
-     "tensorboard is not installed; the same scalars are written as JSON lines with a wall-clock time"),
-    ("main.py", "num_workers=8, pin_memory=True, shuffle=True", "num_workers=0, pin_memory=False, shuffle=True",
-     "one process on a shared 2-core machine (training batches unchanged)"),
-    ("main.py", "num_workers=8, pin_memory=True, shuffle=False", "num_workers=0, pin_memory=False, shuffle=False",
-     "one process on a shared 2-core machine (validation batches unchanged)"),
-    ("main.py", "    args = parse_args()\n",
-     "    args = parse_args()\n"
-     "    _seed = int(os.environ['PFRNN_SEED']); random.seed(_seed); np.random.seed(_seed); torch.manual_seed(_seed)\n",
-     "the official script sets no seed; the study seeds Python, NumPy and torch from PFRNN_SEED"),
-    ("main.py", "    best_eval = 1000\n", "    best_eval = 1000\n    _stale = 0\n",
-     "early stopping: counts the epochs since the validation last-step MSE last improved"),
-    ("main.py", "        if log_eval_last < best_eval:\n",
-     "        _stale = 0 if log_eval_last < best_eval else _stale + 1\n"
-     "        if _stale >= int(os.environ['PFRNN_PATIENCE']):\n"
-     "            break\n"
-     "        if log_eval_last < best_eval:\n",
-     "early stopping: leave the epoch loop once the validation last-step MSE (the figure model_best is kept by) "
-     "has not improved for PFRNN_PATIENCE epochs; model_final is then the last epoch's weights"),
+    (
+        "arguments.py",
+        "import configargparse",
+        "import argparse as configargparse",
+        "configargparse is not installed; every value of configs/train.conf is passed as a flag instead",
+    ),
+    (
+        "arguments.py",
+        "configargparse.ArgumentParser(default_config_files=[])",
+        "configargparse.ArgumentParser()",
+        "argparse has no default_config_files",
+    ),
+    (
+        "arguments.py",
+        "parser.add('-c', '--config', required=True, default='./configs/train.conf',\n"
+        "               is_config_file=True, help='load the config file')",
+        "parser.add_argument('-c', '--config', default='./configs/train.conf', help='load the config file')",
+        "argparse has no add(..., is_config_file=True); the flag is kept and ignored",
+    ),
+    (
+        "main.py",
+        "from torch.utils.tensorboard import SummaryWriter",
+        "import json, time, random\n"
+        "class SummaryWriter:  # stand-in: tensorboard is not installed; scalars go to scalars.jsonl\n"
+        "    def __init__(self, path):\n"
+        "        os.makedirs(path, exist_ok=True)\n"
+        "        self.path = os.path.join(path, 'scalars.jsonl')\n"
+        "        self.add_scalar('start', 0.0, 0)\n"
+        "    def add_scalar(self, tag, value, step):\n"
+        "        with open(self.path, 'a') as out:\n"
+        "            out.write(json.dumps({'tag': tag, 'value': float(value), 'step': step, 'time': time.time()})"
+        " + '\\n')",
+        "tensorboard is not installed; the same scalars are written as JSON lines with a wall-clock time",
+    ),
+    (
+        "main.py",
+        "num_workers=8, pin_memory=True, shuffle=True",
+        "num_workers=0, pin_memory=False, shuffle=True",
+        "one process on a shared 2-core machine (training batches unchanged)",
+    ),
+    (
+        "main.py",
+        "num_workers=8, pin_memory=True, shuffle=False",
+        "num_workers=0, pin_memory=False, shuffle=False",
+        "one process on a shared 2-core machine (validation batches unchanged)",
+    ),
+    (
+        "main.py",
+        "    args = parse_args()\n",
+        "    args = parse_args()\n"
+        "    _seed = int(os.environ['PFRNN_SEED']); random.seed(_seed); np.random.seed(_seed); "
+        "torch.manual_seed(_seed)\n",
+        "the official script sets no seed; the study seeds Python, NumPy and torch from PFRNN_SEED",
+    ),
+    (
+        "main.py",
+        "    best_eval = 1000\n",
+        "    best_eval = 1000\n    _stale = 0\n",
+        "early stopping: counts the epochs since the validation last-step MSE last improved",
+    ),
+    (
+        "main.py",
+        "        if log_eval_last < best_eval:\n",
+        "        _stale = 0 if log_eval_last < best_eval else _stale + 1\n"
+        "        if _stale >= int(os.environ['PFRNN_PATIENCE']):\n"
+        "            break\n"
+        "        if log_eval_last < best_eval:\n",
+        "early stopping: leave the epoch loop once the validation last-step MSE (the figure model_best is kept by) "
+        "has not improved for PFRNN_PATIENCE epochs; model_final is then the last epoch's weights",
+    ),
 ]
 
 #: scores a trained official model on the test pickle: last-step (x, y) MSE in cells from the official Localizer.step
@@ -163,8 +223,14 @@ def official_curve(records: list[dict]) -> list[dict]:
     totals = [r for r in records if r["tag"] == "eval/loss"]
     curve = []
     for epoch, (mse, total) in enumerate(zip(last_steps, totals, strict=True), start=1):
-        curve.append({"epoch": epoch, "valid_last_step_mse": mse["value"], "valid_loss": total["value"],
-                      "seconds": total["time"] - last})  # fmt: skip
+        curve.append(
+            {
+                "epoch": epoch,
+                "valid_last_step_mse": mse["value"],
+                "valid_loss": total["value"],
+                "seconds": total["time"] - last,
+            }
+        )
         last = total["time"]
     return curve
 
@@ -195,8 +261,12 @@ def seed_record(result: dict, code: str, cap: int, constant: float) -> dict:
     """``result`` of one side's seed run with its :func:`convergence` on its :data:`STOPPED_ON` curve, its training
     ``seconds`` and the constant predictor's test figure ``constant`` beside it."""
     curve = [epoch[STOPPED_ON[code]] for epoch in result["curve"]]
-    return {**result, **convergence(curve, cap), "seconds": result["train_wall_seconds"],
-            "constant_predictor_test": constant}  # fmt: skip
+    return {
+        **result,
+        **convergence(curve, cap),
+        "seconds": result["train_wall_seconds"],
+        "constant_predictor_test": constant,
+    }
 
 
 def official_command(epochs: int, num_train: int) -> list[str]:
@@ -212,8 +282,11 @@ def run_official(git_dir: Path, folder: Path, splits: dict, seed: int, epochs: i
     apply_edits(folder, EDITS)
     num_train = len(splits["train"][0])
     (folder / "data").mkdir()
-    for split, name in (("train", f"train_data_trajs{num_train}_sl{STEPS}.pkl"),
-                        ("valid", f"eval_data_trajs{num_train}_sl{STEPS}.pkl"), ("test", "test_data.pkl")):  # fmt: skip
+    for split, name in (
+        ("train", f"train_data_trajs{num_train}_sl{STEPS}.pkl"),
+        ("valid", f"eval_data_trajs{num_train}_sl{STEPS}.pkl"),
+        ("test", "test_data.pkl"),
+    ):
         with open(folder / "data" / name, "wb") as out:
             pickle.dump(official_dataset(splits[split][0], splits[split][2], MAZE), out, pickle.HIGHEST_PROTOCOL)
     command = official_command(epochs, num_train)
@@ -222,22 +295,38 @@ def run_official(git_dir: Path, folder: Path, splits: dict, seed: int, epochs: i
     scalars = (folder / "logs" / "0" / "tflogs" / "scalars.jsonl").read_text()
     records = [json.loads(line) for line in scalars.splitlines()]
     (folder / "side_test.py").write_text(TEST_DRIVER)
-    test_env = {**env, "SIDE_MODELS": str(folder / "logs" / "0" / "models"),
-                "SIDE_TEST": str(folder / "data" / "test_data.pkl"), "SIDE_OUT": str(folder / "test.json")}
+    test_env = {
+        **env,
+        "SIDE_MODELS": str(folder / "logs" / "0" / "models"),
+        "SIDE_TEST": str(folder / "data" / "test_data.pkl"),
+        "SIDE_OUT": str(folder / "test.json"),
+    }
     run_logged([sys.executable, "side_test.py", *command[2:]], folder, folder / "test.log", test_env)
     test = json.loads((folder / "test.json").read_text())
-    result = {"command": f"PFRNN_SEED={seed} PFRNN_PATIENCE={env['PFRNN_PATIENCE']} " + " ".join(command),
-              "seed": seed, "train_wall_seconds": wall, "curve": official_curve(records),
-              "test_final": test["model_final"], "test_best_valid": test["model_best"]}  # fmt: skip
+    result = {
+        "command": f"PFRNN_SEED={seed} PFRNN_PATIENCE={env['PFRNN_PATIENCE']} " + " ".join(command),
+        "seed": seed,
+        "train_wall_seconds": wall,
+        "curve": official_curve(records),
+        "test_final": test["model_final"],
+        "test_best_valid": test["model_best"],
+    }
     write_json(folder / "result.json", result)
     return result
 
 
 def our_command(epochs: int, sizes: dict, seed: int, run_dir: Path, patience: int | None = None) -> list[str]:
-    sets = {"seed": seed, "train.epochs": epochs, "train.valid_every": 1, "data.seed": DATA_SEED,
-            **({"train.patience": patience} if patience else {}), **{f"data.{k}": v for k, v in sizes.items()}}
-    return (["ppl-models", "train", "pfrnn-paper-maze10", "--device", "cpu", "--run-dir", str(run_dir)]
-            + [a for k, v in sets.items() for a in ("--set", f"{k}={v}")])  # fmt: skip
+    sets = {
+        "seed": seed,
+        "train.epochs": epochs,
+        "train.valid_every": 1,
+        "data.seed": DATA_SEED,
+        **({"train.patience": patience} if patience else {}),
+        **{f"data.{k}": v for k, v in sizes.items()},
+    }
+    return ["ppl-models", "train", "pfrnn-paper-maze10", "--device", "cpu", "--run-dir", str(run_dir)] + [
+        a for k, v in sets.items() for a in ("--set", f"{k}={v}")
+    ]
 
 
 def run_ours(folder: Path, splits: dict, sizes: dict, seed: int, epochs: int, patience: int | None) -> dict:
@@ -246,15 +335,31 @@ def run_ours(folder: Path, splits: dict, sizes: dict, seed: int, epochs: int, pa
     folder.mkdir(parents=True)
     run_dir = folder / "run"
     command = our_command(epochs, sizes, seed, relative(run_dir), patience)
-    wall = run_logged([sys.executable, "-m", "ppl_models.experiments.cli", *command[1:]], Path.cwd(),
-                      folder / "train.log", environment())  # fmt: skip
+    wall = run_logged(
+        [sys.executable, "-m", "ppl_models.experiments.cli", *command[1:]],
+        Path.cwd(),
+        folder / "train.log",
+        environment(),
+    )
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
-    curve = [{"epoch": r["epoch"], "valid_last_step_mse": r["monitor"]["valid_last_step_mse"],
-              "valid_loss": -r["valid_bound_per_step"], "seconds": r["seconds"]} for r in records]  # fmt: skip
+    curve = [
+        {
+            "epoch": r["epoch"],
+            "valid_last_step_mse": r["monitor"]["valid_last_step_mse"],
+            "valid_loss": -r["valid_bound_per_step"],
+            "seconds": r["seconds"],
+        }
+        for r in records
+    ]
     best = json.loads((run_dir / "metrics.json").read_text())
-    result = {"command": " ".join(command), "seed": seed, "train_wall_seconds": wall, "curve": curve,
-              "test_final": _score_last(run_dir, splits["test"], seed),
-              "test_best_valid": {"last_step_mse": best["last_step_mse"], "test_sequences": best["test_sequences"]}}
+    result = {
+        "command": " ".join(command),
+        "seed": seed,
+        "train_wall_seconds": wall,
+        "curve": curve,
+        "test_final": _score_last(run_dir, splits["test"], seed),
+        "test_best_valid": {"last_step_mse": best["last_step_mse"], "test_sequences": best["test_sequences"]},
+    }
     write_json(folder / "result.json", result)
     return result
 
@@ -281,8 +386,9 @@ def _digest(splits: dict) -> str:
 def _summary(results: list[dict]) -> dict:
     epochs = min(len(r["curve"]) for r in results)
     return {
-        "valid_last_step_mse_by_epoch": [mean_sd([r["curve"][e]["valid_last_step_mse"] for r in results])
-                                         for e in range(epochs)],  # fmt: skip
+        "valid_last_step_mse_by_epoch": [
+            mean_sd([r["curve"][e]["valid_last_step_mse"] for r in results]) for e in range(epochs)
+        ],
         "test_final": mean_sd([r["test_final"]["last_step_mse"] for r in results]),
         "test_best_valid": mean_sd([r["test_best_valid"]["last_step_mse"] for r in results]),
         "seconds_per_epoch": mean_sd([c["seconds"] for r in results for c in r["curve"]]),
@@ -330,15 +436,24 @@ NOTES = {
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m ppl_models.experiments.studies.pfrnn_official",
-                                     description=__doc__)
-    parser.add_argument("--official-git-dir", type=Path, required=True,
-                        help="git directory of a clone of the official PF-RNN repository (Yusufma03/pfrnns)")
+    parser = argparse.ArgumentParser(
+        prog="python -m ppl_models.experiments.studies.pfrnn_official", description=__doc__
+    )
+    parser.add_argument(
+        "--official-git-dir",
+        type=Path,
+        required=True,
+        help="git directory of a clone of the official PF-RNN repository (Yusufma03/pfrnns)",
+    )
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--work-dir", type=Path, default=Path("runs/pfrnn_official"))
     parser.add_argument("--epochs", type=int, default=5, help="the cap on the epochs of each side")
-    parser.add_argument("--patience", type=int, default=None,
-                        help="stop each side once its validation figure has not improved for this many epochs")
+    parser.add_argument(
+        "--patience",
+        type=int,
+        default=None,
+        help="stop each side once its validation figure has not improved for this many epochs",
+    )
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--train-trajectories", type=int, default=2000)
     parser.add_argument("--valid-trajectories", type=int, default=512)
@@ -350,8 +465,11 @@ def main(argv: list[str] | None = None) -> None:
     if not (args.official_git_dir / "HEAD").is_file():
         parser.exit(2, f"--official-git-dir {args.official_git_dir}: not a git directory (no HEAD file)\n")
     start = time.perf_counter()
-    sizes = {"num_train": args.train_trajectories, "num_valid": args.valid_trajectories,
-             "num_test": args.test_trajectories}  # fmt: skip
+    sizes = {
+        "num_train": args.train_trajectories,
+        "num_valid": args.valid_trajectories,
+        "num_test": args.test_trajectories,
+    }
     _, splits = localization_paper_data(MAZE, STEPS, seed=DATA_SEED, **sizes)
     constant = {name: constant_last_step_mse(splits["train"][2], splits[name][2], MAZE) for name in ("valid", "test")}
     budget = {"epochs": args.epochs, "patience": args.patience, **sizes}
@@ -363,37 +481,61 @@ def main(argv: list[str] | None = None) -> None:
             record = json.loads(done.read_text()) if done.is_file() else None
             if record is None or record.get("budget") != budget:
                 print(f"training {code}, seed {seed}", flush=True)
-                record = (run_official(args.official_git_dir.resolve(), folder, splits, seed, args.epochs,
-                                       args.patience)
-                          if code == "official" else run_ours(folder, splits, sizes, seed, args.epochs, args.patience))
+                record = (
+                    run_official(args.official_git_dir.resolve(), folder, splits, seed, args.epochs, args.patience)
+                    if code == "official"
+                    else run_ours(folder, splits, sizes, seed, args.epochs, args.patience)
+                )
                 record["budget"] = budget
                 write_json(done, record)
             results[code].append(seed_record(record, code, args.epochs, constant["test"]))
-    write_json(args.out, {
-        "study": "PF-RNN official code (Ma et al. 2020) against ours on the same localization-paper maze-10 data",
-        "commands": {"study": "python -m ppl_models.experiments.studies.pfrnn_official "
-                              + " ".join(portable(sys.argv[1:] if argv is None else argv)),
-                     "official_train": ["PFRNN_SEED=SEED", f"PFRNN_PATIENCE={args.patience or args.epochs}",
-                                        *official_command(args.epochs, args.train_trajectories)],
-                     "ours_train_seed0": our_command(args.epochs, sizes, 0, Path("RUN_DIR"), args.patience)},
-        "seeds": list(range(args.seeds)), "data_seed": DATA_SEED,
-        "commit": git_state()["git_commit"], "official_commit": snapshot_commit(args.official_git_dir),
-        "official_repository": "Yusufma03/pfrnns",
-        "official_git_dir": "OFFICIAL_GIT_DIR in the commands: the git folder of a snapshot of github:Yusufma03/pfrnns "
-                            "at official_commit",
-        "machine": {"platform": platform.platform(), "processor": platform.machine(), "threads": 1,
-                    "torch": torch.__version__, "python": platform.python_version()},
-        "wall_seconds": time.perf_counter() - start,
-        "runs_wall_seconds": sum(r["train_wall_seconds"] for runs in results.values() for r in runs),
-        "budget": {**budget, "stopped_on": STOPPED_ON, "maze_size": MAZE, "steps": STEPS,
-                   "paper_epochs": 800, "paper_train_trajectories": 10_000},
-        "data_sha256": _digest(splits), "official_settings": OFFICIAL_FLAGS,
-        "official_edits": [{"file": f, "old": old, "new": new, "why": why} for f, old, new, why in EDITS],
-        "metrics": NOTES,
-        "summary": {code: _summary(runs) for code, runs in results.items()},
-        "constant_predictor": constant,
-        "runs": results,
-    })
+    write_json(
+        args.out,
+        {
+            "study": "PF-RNN official code (Ma et al. 2020) against ours on the same localization-paper maze-10 data",
+            "commands": {
+                "study": "python -m ppl_models.experiments.studies.pfrnn_official "
+                + " ".join(portable(sys.argv[1:] if argv is None else argv)),
+                "official_train": [
+                    "PFRNN_SEED=SEED",
+                    f"PFRNN_PATIENCE={args.patience or args.epochs}",
+                    *official_command(args.epochs, args.train_trajectories),
+                ],
+                "ours_train_seed0": our_command(args.epochs, sizes, 0, Path("RUN_DIR"), args.patience),
+            },
+            "seeds": list(range(args.seeds)),
+            "data_seed": DATA_SEED,
+            "commit": git_state()["git_commit"],
+            "official_commit": snapshot_commit(args.official_git_dir),
+            "official_repository": "Yusufma03/pfrnns",
+            "official_git_dir": "OFFICIAL_GIT_DIR in the commands: the git folder of a snapshot of "
+            "github:Yusufma03/pfrnns at official_commit",
+            "machine": {
+                "platform": platform.platform(),
+                "processor": platform.machine(),
+                "threads": 1,
+                "torch": torch.__version__,
+                "python": platform.python_version(),
+            },
+            "wall_seconds": time.perf_counter() - start,
+            "runs_wall_seconds": sum(r["train_wall_seconds"] for runs in results.values() for r in runs),
+            "budget": {
+                **budget,
+                "stopped_on": STOPPED_ON,
+                "maze_size": MAZE,
+                "steps": STEPS,
+                "paper_epochs": 800,
+                "paper_train_trajectories": 10_000,
+            },
+            "data_sha256": _digest(splits),
+            "official_settings": OFFICIAL_FLAGS,
+            "official_edits": [{"file": f, "old": old, "new": new, "why": why} for f, old, new, why in EDITS],
+            "metrics": NOTES,
+            "summary": {code: _summary(runs) for code, runs in results.items()},
+            "constant_predictor": constant,
+            "runs": results,
+        },
+    )
 
 
 if __name__ == "__main__":

@@ -44,8 +44,9 @@ def pit(predictive, x: torch.Tensor) -> torch.Tensor:
     try:
         return predictive.cdf(x).double()
     except NotImplementedError:
-        raise TypeError(f"predictive must have a cdf (Normal, StudentT, a mixture of them), "
-                        f"got {type(predictive).__name__}") from None
+        raise TypeError(
+            f"predictive must have a cdf (Normal, StudentT, a mixture of them), got {type(predictive).__name__}"
+        ) from None
 
 
 def calibration_from_pit(u: torch.Tensor, errors: torch.Tensor) -> dict:
@@ -74,8 +75,9 @@ def calibrate_run(run_dir: str | Path, refit: str, split: str = "valid") -> dict
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", nargs="+", help="LABEL=RUN_DIR of finished OneStepPredictor runs")
-    parser.add_argument("--refit", choices=REFITS, action="append",
-                        help="noise refit before judging (repeatable; default none)")  # fmt: skip
+    parser.add_argument(
+        "--refit", choices=REFITS, action="append", help="noise refit before judging (repeatable; default none)"
+    )
     parser.add_argument("--split", choices=("train", "valid"), default="valid", help="split whose residuals refit")
     parser.add_argument("--out", help="JSON file for the results")
     args = parser.parse_args(argv)
@@ -89,12 +91,13 @@ def main(argv: list[str] | None = None) -> int:
     for refit in args.refit or ["none"]:
         for label, run_dir in runs.items():
             row = results.setdefault(refit, {})[label] = calibrate_run(run_dir, refit, args.split)
-            print(f"{refit:>16} {label:>12}  mse {row['mse']:.4f}  " + "  ".join(
-                f"{k} {row[k]:.3f}" for k in row if k.startswith(("coverage", "pit"))))  # fmt: skip
+            print(
+                f"{refit:>16} {label:>12}  mse {row['mse']:.4f}  "
+                + "  ".join(f"{k} {row[k]:.3f}" for k in row if k.startswith(("coverage", "pit")))
+            )
     if args.out:
         command = "python -m ppl_models.experiments.studies.psrnn_calibration " + " ".join(sys.argv[1:])
-        write_json(args.out, {"command": command,
-                              "split": args.split, "results": results})  # fmt: skip
+        write_json(args.out, {"command": command, "split": args.split, "results": results})
     return 0
 
 

@@ -50,54 +50,102 @@ __all__ = ["EDITS", "OFFICIAL_CONFIG", "official_curve", "official_test", "bpc",
 
 DATA_DIR = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "ptb_chars"
 #: the official Config of ptb_word_lm.py (read from the snapshot; recorded in the results file)
-OFFICIAL_CONFIG = {"nRFF_Obs": 2000, "nRFF_P": 2000, "nRFF_F": 2000, "dim_Obs": 20, "dim_P": 20, "dim_F": 20,
-                   "reg_rate": 1e-3, "obs_window": 5, "kernel_width_Obs": 2, "kernel_width_P": 0.2,
-                   "kernel_width_F": 0.2, "init_scale": 0.0, "learning_rate": 1, "max_grad_norm": 0.25,
-                   "num_layers": 1, "num_steps": 20, "max_epoch": 10, "keep_prob": 1.0, "lr_decay": 1.0,
-                   "batch_size": 20, "vocab_size": 49, "seed": 0, "test_batch_size": 1,
-                   "test_num_steps": 1}  # fmt: skip
+OFFICIAL_CONFIG = {
+    "nRFF_Obs": 2000,
+    "nRFF_P": 2000,
+    "nRFF_F": 2000,
+    "dim_Obs": 20,
+    "dim_P": 20,
+    "dim_F": 20,
+    "reg_rate": 1e-3,
+    "obs_window": 5,
+    "kernel_width_Obs": 2,
+    "kernel_width_P": 0.2,
+    "kernel_width_F": 0.2,
+    "init_scale": 0.0,
+    "learning_rate": 1,
+    "max_grad_norm": 0.25,
+    "num_layers": 1,
+    "num_steps": 20,
+    "max_epoch": 10,
+    "keep_prob": 1.0,
+    "lr_decay": 1.0,
+    "batch_size": 20,
+    "vocab_size": 49,
+    "seed": 0,
+    "test_batch_size": 1,
+    "test_num_steps": 1,
+}
 _TF2 = "TensorFlow 2.21 has no tf.contrib, tf.flags or tf.logging at the top level; compat.v1 has them"
 #: the run-time edits to the extracted official copy: (file, old text, new text, why); each old text occurs once
 EDITS = [
-    ("ptb_word_lm.py", "import tensorflow as tf\n",
-     "import os\nimport tensorflow.compat.v1 as tf\ntf.disable_v2_behavior()\n"
-     "np.random.seed(int(os.environ['PSRNN_SEED']))\n",
-     _TF2 + "; the study seeds NumPy (scipy's svds start vector in the two-stage regression) from PSRNN_SEED"),
-    ("ptb_word_lm.py", "inspect.getargspec(\n          tf.contrib.rnn.BasicLSTMCell.__init__)",
-     "inspect.getfullargspec(\n          tf.nn.rnn_cell.BasicLSTMCell.__init__)",
-     "inspect.getargspec is gone in Python 3.11; tf.contrib.rnn cells live in tf.nn.rnn_cell"),
+    (
+        "ptb_word_lm.py",
+        "import tensorflow as tf\n",
+        "import os\nimport tensorflow.compat.v1 as tf\ntf.disable_v2_behavior()\n"
+        "np.random.seed(int(os.environ['PSRNN_SEED']))\n",
+        _TF2 + "; the study seeds NumPy (scipy's svds start vector in the two-stage regression) from PSRNN_SEED",
+    ),
+    (
+        "ptb_word_lm.py",
+        "inspect.getargspec(\n          tf.contrib.rnn.BasicLSTMCell.__init__)",
+        "inspect.getfullargspec(\n          tf.nn.rnn_cell.BasicLSTMCell.__init__)",
+        "inspect.getargspec is gone in Python 3.11; tf.contrib.rnn cells live in tf.nn.rnn_cell",
+    ),
     ("ptb_word_lm.py", "tf.contrib.rnn.MultiRNNCell(", "tf.nn.rnn_cell.MultiRNNCell(", _TF2),
     ("ptb_word_lm.py", "tf.contrib.rnn.static_rnn(", "tf.nn.static_rnn(", _TF2),
-    ("ptb_word_lm.py",
-     "    loss = tf.contrib.seq2seq.sequence_loss(\n        logits,\n        input_.targets,\n"
-     "        tf.ones([batch_size, num_steps], dtype=data_type()),\n        average_across_timesteps=False,\n"
-     "        average_across_batch=True\n    )",
-     "    loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(\n"
-     "        labels=input_.targets, logits=logits), axis=0)",
-     "tf.contrib.seq2seq is gone; with unit weights, average_across_batch=True and average_across_timesteps=False "
-     "sequence_loss is the per-step cross-entropy averaged over the batch, which this computes"),
-    ("ptb_word_lm.py", "tf.contrib.framework.get_or_create_global_step()", "tf.train.get_or_create_global_step()",
-     _TF2),
-    ("ptb_word_lm.py", "  seed = 0\n", "  seed = int(os.environ['PSRNN_SEED'])\n",
-     "the random Fourier features of the two-stage regression are drawn with Config.seed: the study's seed"),
-    ("ptb_word_lm.py", "  max_epoch = 10\n", "  max_epoch = int(os.environ['PSRNN_EPOCHS'])\n",
-     "the number of epochs (10 in the official Config) is the study's --epochs"),
+    (
+        "ptb_word_lm.py",
+        "    loss = tf.contrib.seq2seq.sequence_loss(\n        logits,\n        input_.targets,\n"
+        "        tf.ones([batch_size, num_steps], dtype=data_type()),\n        average_across_timesteps=False,\n"
+        "        average_across_batch=True\n    )",
+        "    loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(\n"
+        "        labels=input_.targets, logits=logits), axis=0)",
+        "tf.contrib.seq2seq is gone; with unit weights, average_across_batch=True and average_across_timesteps=False "
+        "sequence_loss is the per-step cross-entropy averaged over the batch, which this computes",
+    ),
+    (
+        "ptb_word_lm.py",
+        "tf.contrib.framework.get_or_create_global_step()",
+        "tf.train.get_or_create_global_step()",
+        _TF2,
+    ),
+    (
+        "ptb_word_lm.py",
+        "  seed = 0\n",
+        "  seed = int(os.environ['PSRNN_SEED'])\n",
+        "the random Fourier features of the two-stage regression are drawn with Config.seed: the study's seed",
+    ),
+    (
+        "ptb_word_lm.py",
+        "  max_epoch = 10\n",
+        "  max_epoch = int(os.environ['PSRNN_EPOCHS'])\n",
+        "the number of epochs (10 in the official Config) is the study's --epochs",
+    ),
     ("reader.py", "import tensorflow as tf\n", "import tensorflow.compat.v1 as tf\n", _TF2),
     ("psrnn_cell_impl.py", "import tensorflow as tf\n", "import tensorflow.compat.v1 as tf\n", _TF2),
-    ("psrnn_cell_impl.py", "class PSRNNCell(tf.contrib.rnn.RNNCell):", "class PSRNNCell(tf.nn.rnn_cell.RNNCell):",
-     _TF2),
-    ("two_stage_regression.py",
-     "    ridge = Ridge(fit_intercept=True, alpha=lr, random_state=0, normalize=True, tol=1e-20)\n"
-     "    ridge.fit(Y.T,X.T)\n    W = ridge.coef_\n",
-     "    scale = np.linalg.norm(Y - Y.mean(axis=1, keepdims=True), axis=1)\n    scale[scale == 0] = 1\n"
-     "    ridge = Ridge(fit_intercept=True, alpha=lr, random_state=0, tol=1e-20)\n"
-     "    ridge.fit(Y.T / scale, X.T)\n    W = ridge.coef_ / scale\n",
-     "scikit-learn 1.2 removed Ridge(normalize=True); this is what it did: centre each regressor and divide it by "
-     "its L2 norm, fit, and divide the coefficients by the norms (the intercept is unchanged)"),
+    (
+        "psrnn_cell_impl.py",
+        "class PSRNNCell(tf.contrib.rnn.RNNCell):",
+        "class PSRNNCell(tf.nn.rnn_cell.RNNCell):",
+        _TF2,
+    ),
+    (
+        "two_stage_regression.py",
+        "    ridge = Ridge(fit_intercept=True, alpha=lr, random_state=0, normalize=True, tol=1e-20)\n"
+        "    ridge.fit(Y.T,X.T)\n    W = ridge.coef_\n",
+        "    scale = np.linalg.norm(Y - Y.mean(axis=1, keepdims=True), axis=1)\n    scale[scale == 0] = 1\n"
+        "    ridge = Ridge(fit_intercept=True, alpha=lr, random_state=0, tol=1e-20)\n"
+        "    ridge.fit(Y.T / scale, X.T)\n    W = ridge.coef_ / scale\n",
+        "scikit-learn 1.2 removed Ridge(normalize=True); this is what it did: centre each regressor and divide it by "
+        "its L2 norm, fit, and divide the coefficients by the norms (the intercept is unchanged)",
+    ),
 ]
 
-_VALID = re.compile(r"^Epoch: (\d+) Valid Perplexity: ([\d.naninf]+) Valid BPC: ([\d.naninf]+) "
-                    r"Valid Accuracy: ([\d.naninf]+)$")  # fmt: skip
+_VALID = re.compile(
+    r"^Epoch: (\d+) Valid Perplexity: ([\d.naninf]+) Valid BPC: ([\d.naninf]+) "
+    r"Valid Accuracy: ([\d.naninf]+)$"
+)
 _TEST = re.compile(r"^Test Perplexity: ([\d.naninf]+) Test BPC: ([\d.naninf]+) Test Accuracy: ([\d.naninf]+)$")
 
 
@@ -118,12 +166,20 @@ def official_curve(lines: list[tuple[float, str]]) -> list[dict]:
         match = _VALID.match(text.strip())
         if match:
             epoch = int(match[1])
-            curve.append({"epoch": epoch, "valid_perplexity": float(match[2]), "valid_bpc": float(match[3]),
-                          "valid_accuracy": float(match[4]), "seconds": None if last is None else seconds - last})
+            curve.append(
+                {
+                    "epoch": epoch,
+                    "valid_perplexity": float(match[2]),
+                    "valid_bpc": float(match[3]),
+                    "valid_accuracy": float(match[4]),
+                    "seconds": None if last is None else seconds - last,
+                }
+            )
             last = seconds
     if [r["epoch"] for r in curve] != list(range(len(curve))):
-        raise ValueError(f"official output: expected validation lines for epochs 0, 1, ..., got "
-                         f"{[r['epoch'] for r in curve]}")  # fmt: skip
+        raise ValueError(
+            f"official output: expected validation lines for epochs 0, 1, ..., got {[r['epoch'] for r in curve]}"
+        )
     return curve
 
 
@@ -132,8 +188,7 @@ def official_test(lines: list[tuple[float, str]]) -> dict:
     for _, text in lines:
         match = _TEST.match(text.strip())
         if match:
-            return {"test_perplexity": float(match[1]), "test_bpc": float(match[2]),
-                    "test_accuracy": float(match[3])}  # fmt: skip
+            return {"test_perplexity": float(match[1]), "test_bpc": float(match[2]), "test_accuracy": float(match[3])}
     raise ValueError("official output: no 'Test Perplexity: ... Test BPC: ... Test Accuracy: ...' line")
 
 
@@ -147,15 +202,29 @@ def run_official(git_dir: Path, folder: Path, seed: int, epochs: int, python: Pa
     extract_snapshot(git_dir, folder)
     apply_edits(folder, EDITS)
     command = official_command(data_dir)
-    env = environment(PSRNN_SEED=str(seed), PSRNN_EPOCHS=str(epochs), TF_USE_LEGACY_KERAS="1", MPLBACKEND="Agg",
-                      TF_CPP_MIN_LOG_LEVEL="2", TF_NUM_INTRAOP_THREADS="1", TF_NUM_INTEROP_THREADS="1")
+    env = environment(
+        PSRNN_SEED=str(seed),
+        PSRNN_EPOCHS=str(epochs),
+        TF_USE_LEGACY_KERAS="1",
+        MPLBACKEND="Agg",
+        TF_CPP_MIN_LOG_LEVEL="2",
+        TF_NUM_INTRAOP_THREADS="1",
+        TF_NUM_INTEROP_THREADS="1",
+    )
     wall, lines = run_timed_lines([str(python), *command[1:]], folder, folder / "train.log", env)
     curve = official_curve(lines)
     test_end = next(s for s, t in lines if _TEST.match(t.strip()))
-    result = {"command": " ".join(official_command(Path("DATA_DIR"))), "seed": seed, "train_wall_seconds": wall,
-              "setup_seconds": _valid_line_time(lines, 0), "initial": curve[0], "curve": curve[1:],
-              "best_epoch": _best_epoch(curve[1:]), "test_final": official_test(lines),
-              "test_seconds": test_end - _valid_line_time(lines, len(curve) - 1)}  # fmt: skip
+    result = {
+        "command": " ".join(official_command(Path("DATA_DIR"))),
+        "seed": seed,
+        "train_wall_seconds": wall,
+        "setup_seconds": _valid_line_time(lines, 0),
+        "initial": curve[0],
+        "curve": curve[1:],
+        "best_epoch": _best_epoch(curve[1:]),
+        "test_final": official_test(lines),
+        "test_seconds": test_end - _valid_line_time(lines, len(curve) - 1),
+    }
     write_json(folder / "result.json", result)
     return result
 
@@ -171,9 +240,19 @@ def _best_epoch(curve: list[dict]) -> int | None:
 
 
 def our_command(epochs: int, seed: int, run_dir: Path, sets: list[str]) -> list[str]:
-    return (["ppl-models", "train", "psrnn-ptb", "--device", "cpu", "--run-dir", str(run_dir),
-             "--set", f"train.epochs={epochs}", "--set", f"seed={seed}"]
-            + [a for s in sets for a in ("--set", s)])  # fmt: skip
+    return [
+        "ppl-models",
+        "train",
+        "psrnn-ptb",
+        "--device",
+        "cpu",
+        "--run-dir",
+        str(run_dir),
+        "--set",
+        f"train.epochs={epochs}",
+        "--set",
+        f"seed={seed}",
+    ] + [a for s in sets for a in ("--set", s)]
 
 
 def run_ours(folder: Path, seed: int, epochs: int, sets: list[str]) -> dict:
@@ -185,13 +264,22 @@ def run_ours(folder: Path, seed: int, epochs: int, sets: list[str]) -> dict:
     folder.mkdir(parents=True)
     run_dir = folder / "run"
     command = our_command(epochs, seed, relative(run_dir), sets)
-    wall = run_logged([sys.executable, "-m", "ppl_models.experiments.cli", *command[1:]], Path.cwd(),
-                      folder / "train.log", environment())  # fmt: skip
+    wall = run_logged(
+        [sys.executable, "-m", "ppl_models.experiments.cli", *command[1:]],
+        Path.cwd(),
+        folder / "train.log",
+        environment(),
+    )
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
     curve = [_our_epoch(r) for r in records]
-    result = {"command": " ".join(command), "seed": seed, "train_wall_seconds": wall, "curve": curve,
-              "best_epoch": _best_epoch([c for c in curve if c.get("valid_bpc") is not None]),
-              "test_final": json.loads((run_dir / "metrics.json").read_text())}  # fmt: skip
+    result = {
+        "command": " ".join(command),
+        "seed": seed,
+        "train_wall_seconds": wall,
+        "curve": curve,
+        "best_epoch": _best_epoch([c for c in curve if c.get("valid_bpc") is not None]),
+        "test_final": json.loads((run_dir / "metrics.json").read_text()),
+    }
     write_json(folder / "result.json", result)
     return result
 
@@ -211,10 +299,15 @@ def _our_epoch(record: dict) -> dict:
 
 def _summary(runs: list[dict]) -> dict:
     epochs = min(len(r["curve"]) for r in runs)
-    out = {"valid_bpc_by_epoch": [mean_sd([r["curve"][e]["valid_bpc"] for r in runs]) for e in range(epochs)
-                                  if all(r["curve"][e]["valid_bpc"] is not None for r in runs)],
-           "seconds_per_epoch": mean_sd([c["seconds"] for r in runs for c in r["curve"] if c["seconds"] is not None]),
-           "train_wall_seconds": mean_sd([r["train_wall_seconds"] for r in runs])}  # fmt: skip
+    out = {
+        "valid_bpc_by_epoch": [
+            mean_sd([r["curve"][e]["valid_bpc"] for r in runs])
+            for e in range(epochs)
+            if all(r["curve"][e]["valid_bpc"] is not None for r in runs)
+        ],
+        "seconds_per_epoch": mean_sd([c["seconds"] for r in runs for c in r["curve"] if c["seconds"] is not None]),
+        "train_wall_seconds": mean_sd([r["train_wall_seconds"] for r in runs]),
+    }
     for name in ("test_bpc", "test_accuracy"):
         values = [r["test_final"][name] for r in runs if name in r["test_final"]]
         if values:
@@ -244,20 +337,32 @@ NOTES = {
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m ppl_models.experiments.studies.psrnn_official",
-                                     description=__doc__)
-    parser.add_argument("--official-git-dir", type=Path, required=True,
-                        help="git directory of a snapshot of github:cmdowney/psrnn")
+    parser = argparse.ArgumentParser(
+        prog="python -m ppl_models.experiments.studies.psrnn_official", description=__doc__
+    )
+    parser.add_argument(
+        "--official-git-dir", type=Path, required=True, help="git directory of a snapshot of github:cmdowney/psrnn"
+    )
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--work-dir", type=Path, default=Path("runs/psrnn_official"))
     parser.add_argument("--epochs", type=int, default=10)
     parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--python", type=Path, required=True,
-                        help="the Python of a TensorFlow 2 environment (pip install tensorflow-cpu tf-keras)")
+    parser.add_argument(
+        "--python",
+        type=Path,
+        required=True,
+        help="the Python of a TensorFlow 2 environment (pip install tensorflow-cpu tf-keras)",
+    )
     parser.add_argument("--data-dir", type=Path, default=DATA_DIR)
     parser.add_argument("--sides", default="official,ours", help="comma-separated: official, ours")
-    parser.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
-                        help="extra settings for our side (e.g. model.rank=R)")
+    parser.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra settings for our side (e.g. model.rank=R)",
+    )
     args = parser.parse_args(argv)
     for name in ("epochs", "seeds"):
         if getattr(args, name) < 1:
@@ -276,28 +381,46 @@ def main(argv: list[str] | None = None) -> None:
             record = json.loads(done.read_text()) if done.is_file() else None
             if record is None or len(record["curve"]) != args.epochs:
                 print(f"training {side}, seed {seed}", flush=True)
-                record = (run_official(args.official_git_dir.resolve(), folder, seed, args.epochs, args.python,
-                                       args.data_dir.resolve())
-                          if side == "official" else run_ours(folder, seed, args.epochs, args.sets))  # fmt: skip
+                record = (
+                    run_official(
+                        args.official_git_dir.resolve(), folder, seed, args.epochs, args.python, args.data_dir.resolve()
+                    )
+                    if side == "official"
+                    else run_ours(folder, seed, args.epochs, args.sets)
+                )
             results[side].append(record)
-    write_json(args.out, {
-        "study": "PSRNN official code (Downey et al. 2017) against ours on the PTB characters",
-        "commands": {"study": "python -m ppl_models.experiments.studies.psrnn_official "
-                              + " ".join(portable(sys.argv[1:] if argv is None else argv)),
-                     "official_train": official_command(Path("DATA_DIR")),
-                     "ours_train_seed0": our_command(args.epochs, 0, Path("RUN_DIR"), args.sets)},
-        "seeds": list(range(args.seeds)), "commit": git_state()["git_commit"],
-        "official_commit": snapshot_commit(args.official_git_dir), "official_repository": "cmdowney/psrnn",
-        "official_git_dir": "OFFICIAL_GIT_DIR in the commands: the git folder of a snapshot of github:cmdowney/psrnn",
-        "machine": {"platform": platform.platform(), "processor": platform.machine(), "threads": 1,
-                    "python": platform.python_version()},
-        "wall_seconds": time.perf_counter() - start,
-        "runs_wall_seconds": sum(r["train_wall_seconds"] for runs in results.values() for r in runs),
-        "budget": {"epochs": args.epochs, "paper_epochs": OFFICIAL_CONFIG["max_epoch"]},
-        "official_settings": OFFICIAL_CONFIG, "official_edits": edits_record(EDITS), "metrics": NOTES,
-        "summary": {side: _summary(runs) for side, runs in results.items()},
-        "runs": results,
-    })
+    write_json(
+        args.out,
+        {
+            "study": "PSRNN official code (Downey et al. 2017) against ours on the PTB characters",
+            "commands": {
+                "study": "python -m ppl_models.experiments.studies.psrnn_official "
+                + " ".join(portable(sys.argv[1:] if argv is None else argv)),
+                "official_train": official_command(Path("DATA_DIR")),
+                "ours_train_seed0": our_command(args.epochs, 0, Path("RUN_DIR"), args.sets),
+            },
+            "seeds": list(range(args.seeds)),
+            "commit": git_state()["git_commit"],
+            "official_commit": snapshot_commit(args.official_git_dir),
+            "official_repository": "cmdowney/psrnn",
+            "official_git_dir": "OFFICIAL_GIT_DIR in the commands: the git folder of a snapshot of "
+            "github:cmdowney/psrnn",
+            "machine": {
+                "platform": platform.platform(),
+                "processor": platform.machine(),
+                "threads": 1,
+                "python": platform.python_version(),
+            },
+            "wall_seconds": time.perf_counter() - start,
+            "runs_wall_seconds": sum(r["train_wall_seconds"] for runs in results.values() for r in runs),
+            "budget": {"epochs": args.epochs, "paper_epochs": OFFICIAL_CONFIG["max_epoch"]},
+            "official_settings": OFFICIAL_CONFIG,
+            "official_edits": edits_record(EDITS),
+            "metrics": NOTES,
+            "summary": {side: _summary(runs) for side, runs in results.items()},
+            "runs": results,
+        },
+    )
 
 
 if __name__ == "__main__":

@@ -41,14 +41,21 @@ def run_summary(run_dir: Path, epochs: int | None = None) -> dict:
             raise ValueError(f"{run_dir} has logged {len(curve)} epochs, fewer than epochs={epochs}")
         curve = curve[:epochs]
     best = max(curve, key=lambda row: row["valid_bound_per_step"])
-    summary = {"best_epoch": best["epoch"], "lowest_test_mse_seen": min(row["monitor"]["test_mse"] for row in curve),
-               "last_test_mse": curve[-1]["monitor"]["test_mse"],
-               "initial_test_mse": json.loads((run_dir / "predictions.json").read_text())["initial_mse"]["test_mse"]}
+    summary = {
+        "best_epoch": best["epoch"],
+        "lowest_test_mse_seen": min(row["monitor"]["test_mse"] for row in curve),
+        "last_test_mse": curve[-1]["monitor"]["test_mse"],
+        "initial_test_mse": json.loads((run_dir / "predictions.json").read_text())["initial_mse"]["test_mse"],
+    }
     if epochs is not None:
         return {"test_mse": best["monitor"]["test_mse"], **summary}
     metrics = json.loads((run_dir / "metrics.json").read_text())
-    return {"test_mse": metrics["mse"], **summary, "coverage_0.5": metrics["calibration"]["coverage_0.5"],
-            "pit_ks": metrics["calibration"]["pit_ks"]}  # fmt: skip
+    return {
+        "test_mse": metrics["mse"],
+        **summary,
+        "coverage_0.5": metrics["calibration"]["coverage_0.5"],
+        "pit_ks": metrics["calibration"]["pit_ks"],
+    }
 
 
 def summarize(root: str | Path, epochs: int | None = None) -> dict:
@@ -66,8 +73,11 @@ def summarize(root: str | Path, epochs: int | None = None) -> dict:
     summary = {}
     for label, runs in groups.items():
         mses = [run["test_mse"] for run in runs]
-        summary[label] = {"runs": runs, "mean_test_mse": statistics.mean(mses),
-                          "sd_test_mse": statistics.stdev(mses) if len(mses) > 1 else None}  # fmt: skip
+        summary[label] = {
+            "runs": runs,
+            "mean_test_mse": statistics.mean(mses),
+            "sd_test_mse": statistics.stdev(mses) if len(mses) > 1 else None,
+        }
     return summary
 
 
@@ -93,8 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{label:>16}  n={len(row['runs'])}  test MSE {row['mean_test_mse']:.4f} +- {sd}  best epochs {epochs}")
     if args.out:
         command = "python -m ppl_models.experiments.studies.psrnn_seeds " + " ".join(sys.argv[1:])
-        write_json(args.out, {"command": command,
-                              "results": summary})  # fmt: skip
+        write_json(args.out, {"command": command, "results": summary})
     return 0
 
 

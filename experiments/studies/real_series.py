@@ -96,8 +96,9 @@ def summary(boards: list[dict]) -> dict[str, dict]:
     models = {}
     for board in boards:
         for row in board["rows"]:
-            entry = models.setdefault(row["model"], {"kind": row["kind"], "flags": Counter(),
-                                                     **{f: [] for f in FIGURES}})  # fmt: skip
+            entry = models.setdefault(
+                row["model"], {"kind": row["kind"], "flags": Counter(), **{f: [] for f in FIGURES}}
+            )
             entry["flags"].update({flag_kind(flag) for flag in row.get("flags", [])})
             for figure in FIGURES:
                 if row.get(figure) is not None and math.isfinite(row[figure]):
@@ -108,9 +109,11 @@ def summary(boards: list[dict]) -> dict[str, dict]:
         result[model] = {"kind": entry["kind"], "flags": flags}
         for figure in FIGURES:
             values = entry[figure]
-            result[model][figure] = {"mean": float(np.mean(values)) if values else None,
-                                     "sd": float(np.std(values, ddof=1)) if len(values) > 1 else None,
-                                     "n": len(values)}  # fmt: skip
+            result[model][figure] = {
+                "mean": float(np.mean(values)) if values else None,
+                "sd": float(np.std(values, ddof=1)) if len(values) > 1 else None,
+                "n": len(values),
+            }
     return result
 
 
@@ -123,10 +126,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=1)
     args = parser.parse_args(argv)
     boards = run_boards(args.name, args.seeds, args.out, budget=args.budget, jobs=args.jobs)
-    results = {"series": args.name, "what": __doc__.split("\n\n")[1].strip(), "boards": boards,
-               "summary": summary(boards), "commit": commit_label(), "machine": platform.platform(),
-               "cores": __import__("os").cpu_count(), "budget": args.budget,
-               **script_provenance("ppl_models.experiments.studies.real_series", argv, tuple(range(args.seeds)))}
+    results = {
+        "series": args.name,
+        "what": __doc__.split("\n\n")[1].strip(),
+        "boards": boards,
+        "summary": summary(boards),
+        "commit": commit_label(),
+        "machine": platform.platform(),
+        "cores": __import__("os").cpu_count(),
+        "budget": args.budget,
+        **script_provenance("ppl_models.experiments.studies.real_series", argv, tuple(range(args.seeds))),
+    }
     target = project_root() / "docs" / "results" / f"board_{args.name.replace('-', '_')}_cpu.json"
     write_json(target, results)
     print(f"wrote {target}")

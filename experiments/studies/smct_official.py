@@ -57,23 +57,36 @@ DATA = {1: ar_model_one_data, 2: ar_model_two_data}
 TRUTH_FLAGS = {1: ["-alpha", "0.8"], 2: ["-alpha", "0.9", "-beta", "0.54", "-p", "0.7"]}
 #: the run-time edits to the extracted official copy: (file, old text, new text, why); each old text occurs once
 EDITS = [
-    ("src/scripts/run.py", "from src.algos.run_Bayesian_rnn import BayesianRNNAlgo\n", "BayesianRNNAlgo = None\n",
-     "the Bayesian LSTM baseline imports torch and blitz, not installed in the TensorFlow environment; unused here"),
-    ("src/scripts/run.py", "    args = parser.parse_args()\n    run(args)",
-     "    args = parser.parse_args()\n    import os, random, tensorflow\n    _seed = int(os.environ['SMCT_SEED'])\n"
-     "    random.seed(_seed); np.random.seed(_seed); tensorflow.random.set_seed(_seed)\n    run(args)",
-     "the official script sets no seed; the study seeds Python, NumPy and TensorFlow from SMCT_SEED"),
-    ("src/algos/run_SMC_T.py", "tf.keras.optimizers.Adam(self.lr,", "tf.keras.optimizers.legacy.Adam(self.lr,",
-     "TensorFlow 2.2's Adam (now keras.optimizers.legacy.Adam) calls the learning-rate schedule with a float step; "
-     "the new Adam passes the integer step, which the official CustomSchedule's rsqrt refuses"),
+    (
+        "src/scripts/run.py",
+        "from src.algos.run_Bayesian_rnn import BayesianRNNAlgo\n",
+        "BayesianRNNAlgo = None\n",
+        "the Bayesian LSTM baseline imports torch and blitz, not installed in the TensorFlow environment; unused here",
+    ),
+    (
+        "src/scripts/run.py",
+        "    args = parser.parse_args()\n    run(args)",
+        "    args = parser.parse_args()\n    import os, random, tensorflow\n    _seed = int(os.environ['SMCT_SEED'])\n"
+        "    random.seed(_seed); np.random.seed(_seed); tensorflow.random.set_seed(_seed)\n    run(args)",
+        "the official script sets no seed; the study seeds Python, NumPy and TensorFlow from SMCT_SEED",
+    ),
+    (
+        "src/algos/run_SMC_T.py",
+        "tf.keras.optimizers.Adam(self.lr,",
+        "tf.keras.optimizers.legacy.Adam(self.lr,",
+        "TensorFlow 2.2's Adam (now keras.optimizers.legacy.Adam) calls the learning-rate schedule with a float step; "
+        "the new Adam passes the integer step, which the official CustomSchedule's rsqrt refuses",
+    ),
 ]
 
 _NUMBER = r"(-?[\d.]+(?:e[-+]?\d+)?|nan|inf)"
 _PATTERNS = {
     "epoch": re.compile(r"Epoch (\d+)/\d+$"),
     "losses": re.compile(rf"train loss: {_NUMBER} - val loss: {_NUMBER}$"),
-    "metrics": re.compile(rf"train mse metric from avg particule: {_NUMBER} - val mse metric from avg particule: "
-                          rf"{_NUMBER}$"),  # fmt: skip
+    "metrics": re.compile(
+        rf"train mse metric from avg particule: {_NUMBER} - val mse metric from avg particule: "
+        rf"{_NUMBER}$"
+    ),
     "seconds": re.compile(rf"Time taken for 1 epoch: {_NUMBER} secs$"),
     "test_loss": re.compile(rf"test loss at the end of training: {_NUMBER}$"),
     "predictive_mse": re.compile(rf"mse of predictive distribution: {_NUMBER}$"),
@@ -118,14 +131,42 @@ def official_figures(lines: list[str]) -> dict:
 
 
 def official_command(model: int, epochs: int, particles: int, data_dir: str, out_dir: str) -> list[str]:
-    return ["python", "src/scripts/run.py", "-dataset", "synthetic", "-dataset_model", str(model), "-data_path",
-            data_dir, "-algo", "smc_t", "-d_model", "8", "-dff", "8", "-bs", "32", "-ep", str(epochs), "-particles",
-            str(particles), "-smc", "True", "-mc_samples", "1000", "-save_plot", "False", "-output_path", out_dir,
-            *TRUTH_FLAGS[model]]  # fmt: skip
+    return [
+        "python",
+        "src/scripts/run.py",
+        "-dataset",
+        "synthetic",
+        "-dataset_model",
+        str(model),
+        "-data_path",
+        data_dir,
+        "-algo",
+        "smc_t",
+        "-d_model",
+        "8",
+        "-dff",
+        "8",
+        "-bs",
+        "32",
+        "-ep",
+        str(epochs),
+        "-particles",
+        str(particles),
+        "-smc",
+        "True",
+        "-mc_samples",
+        "1000",
+        "-save_plot",
+        "False",
+        "-output_path",
+        out_dir,
+        *TRUTH_FLAGS[model],
+    ]
 
 
-def run_official(git_dir: Path, folder: Path, splits: dict, model: int, seed: int, epochs: int, particles: int,
-                 python: Path) -> dict:  # fmt: skip
+def run_official(
+    git_dir: Path, folder: Path, splits: dict, model: int, seed: int, epochs: int, particles: int, python: Path
+) -> dict:
     """Train and test the official code for one seed in ``folder`` (made afresh); returns its result record."""
     shutil.rmtree(folder, ignore_errors=True)
     extract_snapshot(git_dir, folder, OFFICIAL_REV, ("src",))
@@ -133,12 +174,24 @@ def run_official(git_dir: Path, folder: Path, splits: dict, model: int, seed: in
     for name, x in splits.items():
         write_official_data(x, folder / "data", name)
     command = official_command(model, epochs, particles, "data", "out")
-    env = environment(SMCT_SEED=str(seed), PYTHONPATH=f"src:{folder}", TF_USE_LEGACY_KERAS="1", MPLBACKEND="Agg",
-                      TF_CPP_MIN_LOG_LEVEL="2", TF_NUM_INTRAOP_THREADS="1", TF_NUM_INTEROP_THREADS="1")
+    env = environment(
+        SMCT_SEED=str(seed),
+        PYTHONPATH=f"src:{folder}",
+        TF_USE_LEGACY_KERAS="1",
+        MPLBACKEND="Agg",
+        TF_CPP_MIN_LOG_LEVEL="2",
+        TF_NUM_INTRAOP_THREADS="1",
+        TF_NUM_INTEROP_THREADS="1",
+    )
     wall, lines = run_timed_lines([str(python), *command[1:]], folder, folder / "train.log", env)
     figures = official_figures([text for _, text in lines])
-    result = {"command": " ".join(command), "seed": seed, "train_wall_seconds": wall, **figures,
-              "best_epoch": _best_epoch(figures["curve"], "val_loss")}  # fmt: skip
+    result = {
+        "command": " ".join(command),
+        "seed": seed,
+        "train_wall_seconds": wall,
+        **figures,
+        "best_epoch": _best_epoch(figures["curve"], "val_loss"),
+    }
     write_json(folder / "result.json", result)
     return result
 
@@ -149,10 +202,15 @@ def _best_epoch(curve: list[dict], key: str) -> int | None:
 
 
 def our_command(model: int, epochs: int, seed: int, particles: int, run_dir: Path) -> list[str]:
-    sets = [f"train.epochs={epochs}", f"seed={seed}", f"objective.num_particles={particles}",
-            f"evaluate.num_particles={particles}"] + (['data.name="ar-model-2"'] if model == 2 else [])  # fmt: skip
-    return (["ppl-models", "train", "smct-ar1", "--device", "cpu", "--run-dir", str(run_dir)]
-            + [a for s in sets for a in ("--set", s)])  # fmt: skip
+    sets = [
+        f"train.epochs={epochs}",
+        f"seed={seed}",
+        f"objective.num_particles={particles}",
+        f"evaluate.num_particles={particles}",
+    ] + (['data.name="ar-model-2"'] if model == 2 else [])
+    return ["ppl-models", "train", "smct-ar1", "--device", "cpu", "--run-dir", str(run_dir)] + [
+        a for s in sets for a in ("--set", s)
+    ]
 
 
 def run_ours(folder: Path, model: int, seed: int, epochs: int, particles: int) -> dict:
@@ -161,8 +219,12 @@ def run_ours(folder: Path, model: int, seed: int, epochs: int, particles: int) -
     folder.mkdir(parents=True)
     run_dir = folder / "run"
     command = our_command(model, epochs, seed, particles, relative(run_dir))
-    wall = run_logged([sys.executable, "-m", "ppl_models.experiments.cli", *command[1:]], Path.cwd(),
-                      folder / "train.log", environment())  # fmt: skip
+    wall = run_logged(
+        [sys.executable, "-m", "ppl_models.experiments.cli", *command[1:]],
+        Path.cwd(),
+        folder / "train.log",
+        environment(),
+    )
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
     curve = [{"epoch": r["epoch"], "seconds": r.get("seconds"), "record": r} for r in records]
     test = json.loads((run_dir / "metrics.json").read_text())
@@ -172,8 +234,10 @@ def run_ours(folder: Path, model: int, seed: int, epochs: int, particles: int) -
 
 
 def _summary(runs: list[dict]) -> dict:
-    out = {"seconds_per_epoch": mean_sd([c["seconds"] for r in runs for c in r["curve"] if c.get("seconds")]),
-           "train_wall_seconds": mean_sd([r["train_wall_seconds"] for r in runs])}  # fmt: skip
+    out = {
+        "seconds_per_epoch": mean_sd([c["seconds"] for r in runs for c in r["curve"] if c.get("seconds")]),
+        "train_wall_seconds": mean_sd([r["train_wall_seconds"] for r in runs]),
+    }
     for name in ("predictive_mse", "test_loss", "share_in_80", "share_in_95"):
         values = [r["test"][name] for r in runs if isinstance(r["test"].get(name), (int, float))]
         if values:
@@ -199,18 +263,22 @@ NOTES = {
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m ppl_models.experiments.studies.smct_official",
-                                     description=__doc__)
-    parser.add_argument("--official-git-dir", type=Path, required=True,
-                        help="git directory of a snapshot of github:AMDonati/SMC-T-v2")
+    parser = argparse.ArgumentParser(prog="python -m ppl_models.experiments.studies.smct_official", description=__doc__)
+    parser.add_argument(
+        "--official-git-dir", type=Path, required=True, help="git directory of a snapshot of github:AMDonati/SMC-T-v2"
+    )
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--model", type=int, choices=(1, 2), required=True)
     parser.add_argument("--work-dir", type=Path, default=None, help="default runs/smct_official/model<M>")
     parser.add_argument("--epochs", type=int, default=50)
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--particles", type=int, default=10)
-    parser.add_argument("--python", type=Path, required=True,
-                        help="the Python of a TensorFlow 2 environment (pip install tensorflow-cpu tf-keras)")
+    parser.add_argument(
+        "--python",
+        type=Path,
+        required=True,
+        help="the Python of a TensorFlow 2 environment (pip install tensorflow-cpu tf-keras)",
+    )
     parser.add_argument("--sides", default="official,ours", help="comma-separated: official, ours")
     args = parser.parse_args(argv)
     for name in ("epochs", "seeds", "particles"):
@@ -233,30 +301,54 @@ def main(argv: list[str] | None = None) -> None:
             record = json.loads(done.read_text()) if done.is_file() else None
             if record is None or len(record["curve"]) != args.epochs:
                 print(f"training {side}, seed {seed}", flush=True)
-                record = (run_official(args.official_git_dir.resolve(), folder, splits, args.model, seed, args.epochs,
-                                       args.particles, args.python)
-                          if side == "official" else run_ours(folder, args.model, seed, args.epochs, args.particles))
-            results[side].append(record)  # fmt: skip
-    write_json(args.out, {
-        "study": f"SMC Transformer official code (Martin et al.) against ours on Model {'I' * args.model}",
-        "commands": {"study": "python -m ppl_models.experiments.studies.smct_official "
-                              + " ".join(portable(sys.argv[1:] if argv is None else argv)),
-                     "official_train": official_command(args.model, args.epochs, args.particles, "DATA", "OUT"),
-                     "ours_train_seed0": our_command(args.model, args.epochs, 0, args.particles, Path("RUN_DIR"))},
-        "seeds": list(range(args.seeds)), "data": data.description, "commit": git_state()["git_commit"],
-        "official_commit": snapshot_commit(args.official_git_dir, OFFICIAL_REV),
-        "official_repository": "AMDonati/SMC-T-v2",
-        "official_git_dir": "OFFICIAL_GIT_DIR in the commands: the git folder of a snapshot of "
-                            "github:AMDonati/SMC-T-v2 (holding official_commit)",
-        "machine": {"platform": platform.platform(), "processor": platform.machine(), "threads": 1,
-                    "torch": torch.__version__, "python": platform.python_version()},
-        "wall_seconds": time.perf_counter() - start,
-        "runs_wall_seconds": sum(r["train_wall_seconds"] for runs in results.values() for r in runs),
-        "budget": {"epochs": args.epochs, "particles": args.particles, "paper_epochs": 50},
-        "official_edits": edits_record(EDITS), "metrics": NOTES,
-        "summary": {side: _summary(runs) for side, runs in results.items()},
-        "runs": results,
-    })
+                record = (
+                    run_official(
+                        args.official_git_dir.resolve(),
+                        folder,
+                        splits,
+                        args.model,
+                        seed,
+                        args.epochs,
+                        args.particles,
+                        args.python,
+                    )
+                    if side == "official"
+                    else run_ours(folder, args.model, seed, args.epochs, args.particles)
+                )
+            results[side].append(record)
+    write_json(
+        args.out,
+        {
+            "study": f"SMC Transformer official code (Martin et al.) against ours on Model {'I' * args.model}",
+            "commands": {
+                "study": "python -m ppl_models.experiments.studies.smct_official "
+                + " ".join(portable(sys.argv[1:] if argv is None else argv)),
+                "official_train": official_command(args.model, args.epochs, args.particles, "DATA", "OUT"),
+                "ours_train_seed0": our_command(args.model, args.epochs, 0, args.particles, Path("RUN_DIR")),
+            },
+            "seeds": list(range(args.seeds)),
+            "data": data.description,
+            "commit": git_state()["git_commit"],
+            "official_commit": snapshot_commit(args.official_git_dir, OFFICIAL_REV),
+            "official_repository": "AMDonati/SMC-T-v2",
+            "official_git_dir": "OFFICIAL_GIT_DIR in the commands: the git folder of a snapshot of "
+            "github:AMDonati/SMC-T-v2 (holding official_commit)",
+            "machine": {
+                "platform": platform.platform(),
+                "processor": platform.machine(),
+                "threads": 1,
+                "torch": torch.__version__,
+                "python": platform.python_version(),
+            },
+            "wall_seconds": time.perf_counter() - start,
+            "runs_wall_seconds": sum(r["train_wall_seconds"] for runs in results.values() for r in runs),
+            "budget": {"epochs": args.epochs, "particles": args.particles, "paper_epochs": 50},
+            "official_edits": edits_record(EDITS),
+            "metrics": NOTES,
+            "summary": {side: _summary(runs) for side, runs in results.items()},
+            "runs": results,
+        },
+    )
 
 
 if __name__ == "__main__":

@@ -23,8 +23,9 @@ __all__ = ["main"]
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ppl_models.experiments.studies.truth_fit",
-                                     description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m ppl_models.experiments.studies.truth_fit", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("runs", nargs="+", help="finished run folders on a known-truth source")
     parser.add_argument("--sequences", type=int, default=100, help="sequences scored per split (default 100)")
     parser.add_argument("--out", help="also write the results to this JSON file")

@@ -52,5 +52,8 @@ def air_quality(
     parts = sequences[:cut_train], sequences[cut_train:cut_valid], sequences[cut_valid:]
     mean, std = parts[0].mean((0, 1)), parts[0].std((0, 1))
     splits = [((p - mean) / std, torch.ones(p.shape[:2], dtype=torch.bool)) for p in parts]
-    return ExperimentData(*splits, description=f"UCI air quality, 5 sensors, {window}-hour sequences "
-                        f"({len(parts[0])}/{len(parts[1])}/{len(parts[2])} train/valid/test)")  # fmt: skip
+    return ExperimentData(
+        *splits,
+        description=f"UCI air quality, 5 sensors, {window}-hour sequences "
+        f"({len(parts[0])}/{len(parts[1])}/{len(parts[2])} train/valid/test)",
+    )

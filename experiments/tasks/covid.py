@@ -51,8 +51,17 @@ from ppl_models.inference.validation import check_choice, check_positive_int
 
 from ..data import ExperimentData, check_values, read_shared_csv
 
-__all__ = ["CovidData", "covid_deaths", "split_sizes", "COVID_FILE", "WINDOW_START", "OBSERVED_DAYS",
-           "FORECAST_DAYS", "TRANSFORMS", "SPLIT_PROTOCOLS"]
+__all__ = [
+    "CovidData",
+    "covid_deaths",
+    "split_sizes",
+    "COVID_FILE",
+    "WINDOW_START",
+    "OBSERVED_DAYS",
+    "FORECAST_DAYS",
+    "TRANSFORMS",
+    "SPLIT_PROTOCOLS",
+]
 
 COVID_FILE = "covid/time_series_covid19_deaths_US.csv"
 WINDOW_START = datetime.date(2020, 3, 24)
@@ -103,8 +112,10 @@ class CovidData(ExperimentData):
             raise ValueError(f"split must be one of {sorted(self.scales)}, got {split!r}")
         scale = self.scales[split]
         if values.dim() < 3 or values.shape[-3] != scale.shape[0]:
-            raise ValueError(f"values must have shape [..., N, T, 1] with N = {scale.shape[0]} sequences of "
-                             f"{split!r}, got {tuple(values.shape)}")  # fmt: skip
+            raise ValueError(
+                f"values must have shape [..., N, T, 1] with N = {scale.shape[0]} sequences of "
+                f"{split!r}, got {tuple(values.shape)}"
+            )
         return scale.to(values)[:, None, None]
 
 
@@ -120,8 +131,13 @@ def split_sizes(rows: int, split: str = "80/20") -> tuple[int, int, int]:
     return train, valid, rows - train - valid
 
 
-def covid_deaths(data_dir: str | os.PathLike | None = None, min_deaths: int = 100, seed: int = 0,
-                 transform: str = "none", split: str = "80/20") -> CovidData:  # fmt: skip
+def covid_deaths(
+    data_dir: str | os.PathLike | None = None,
+    min_deaths: int = 100,
+    seed: int = 0,
+    transform: str = "none",
+    split: str = "80/20",
+) -> CovidData:
     """The section-4.2 data set: counties with ``>= min_deaths`` deaths, 60 days of scaled daily deaths.
 
     See the module docstring for every preprocessing step.
@@ -157,8 +173,10 @@ def covid_deaths(data_dir: str | os.PathLike | None = None, min_deaths: int = 10
     check_values(cumulative, COVID_FILE, table.header[first:], lines=table.lines)
     keep = cumulative[:, -1] >= min_deaths
     if min(split_sizes(int(keep.sum()), split)) < 1:
-        raise ValueError(f"min_deaths={min_deaths} keeps {int(keep.sum())} rows: too few for a row in each split "
-                         f"of {split} (train, valid, test {split_sizes(int(keep.sum()), split)})")
+        raise ValueError(
+            f"min_deaths={min_deaths} keeps {int(keep.sum())} rows: too few for a row in each split "
+            f"of {split} (train, valid, test {split_sizes(int(keep.sum()), split)})"
+        )
     key = table.index("Combined_Key")
     names = [row[key] for row, kept in zip(table.rows, keep) if kept]
     daily = np.clip(np.diff(cumulative[keep], axis=1), 0, None)[:, start - 1 : start - 1 + days]

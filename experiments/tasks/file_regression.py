@@ -35,8 +35,10 @@ from .own_file import check_split_options, read_dataset
 __all__ = ["FileRegressionData", "file_regression", "evaluate_file_regression"]
 
 TABLES = (".csv", ".parquet")
-MISSING_TARGETS = ("data.targets: a PF-RNN predicts targets columns from the feature columns: give data.targets "
-                   "(e.g. --set 'data.targets=[\"y\"]')")  # fmt: skip
+MISSING_TARGETS = (
+    "data.targets: a PF-RNN predicts targets columns from the feature columns: give data.targets "
+    "(e.g. --set 'data.targets=[\"y\"]')"
+)
 
 
 @dataclass
@@ -61,11 +63,22 @@ class FileRegressionData:
     description: str
 
 
-def file_regression(path: str | os.PathLike, targets: list[str] | None = None, series: str | None = None,
-                    time: str | None = None, features: list[str] | None = None, split: str | None = None,
-                    split_by: str = "series", fractions: list[float] | None = None, split_seed: int = 0,
-                    window: int | None = None, stride: int | None = None, missing: str = "error",
-                    sep: str = ",", time_order: str = "values") -> tuple[FileRegressionData, dict]:  # fmt: skip
+def file_regression(
+    path: str | os.PathLike,
+    targets: list[str] | None = None,
+    series: str | None = None,
+    time: str | None = None,
+    features: list[str] | None = None,
+    split: str | None = None,
+    split_by: str = "series",
+    fractions: list[float] | None = None,
+    split_seed: int = 0,
+    window: int | None = None,
+    stride: int | None = None,
+    missing: str = "error",
+    sep: str = ",",
+    time_order: str = "values",
+) -> tuple[FileRegressionData, dict]:
     """The ``targets`` columns of the table at ``path`` predicted from its feature columns: ``(data, splits)``.
 
     ``series`` / ``time`` / ``features`` / ``split`` / ``missing`` / ``sep`` / ``time_order``: as
@@ -78,8 +91,9 @@ def file_regression(path: str | os.PathLike, targets: list[str] | None = None, s
     if targets is None or (isinstance(targets, (list, tuple)) and not targets):
         raise ValueError(MISSING_TARGETS)
     if isinstance(targets, str) and targets.startswith("["):  # the shell ate the quotes of --set data.targets=["y"]
-        raise ValueError(f"data.targets: got the text {targets!r}, not a list: quote it for the shell, "
-                         "--set 'data.targets=[\"y\"]'")  # fmt: skip
+        raise ValueError(
+            f"data.targets: got the text {targets!r}, not a list: quote it for the shell, --set 'data.targets=[\"y\"]'"
+        )
     targets = [targets] if isinstance(targets, str) else targets
     if not isinstance(targets, (list, tuple)) or not all(isinstance(t, str) for t in targets):
         raise TypeError(f"data.targets: expected a list of column names, got {targets!r}")
@@ -88,8 +102,16 @@ def file_regression(path: str | os.PathLike, targets: list[str] | None = None, s
     if stride is not None and window is None:
         raise ValueError("data.stride: needs data.window (training windows of window steps every stride)")
     check_split_options(split, split_by, fractions)
-    options = {"series": series, "time": time, "features": features, "split": split, "missing": missing, "sep": sep,
-               "time_order": time_order, "degenerate": "keep"}  # inputs: a constant one decides no score
+    options = {
+        "series": series,
+        "time": time,
+        "features": features,
+        "split": split,
+        "missing": missing,
+        "sep": sep,
+        "time_order": time_order,
+        "degenerate": "keep",
+    }  # inputs: a constant one decides no score
     dataset = read_dataset(path, targets=list(targets), **{k: v for k, v in options.items() if v is not None})
     parts = dataset.split(by=split_by, fractions=fractions or (0.7, 0.15, 0.15), seed=split_seed, context=False)
     if window is not None:
@@ -99,17 +121,34 @@ def file_regression(path: str | os.PathLike, targets: list[str] | None = None, s
         x, mask = part.padded(parts.standardizer)
         splits[name] = (x, None if bool(mask.all()) else mask, part.padded_targets(parts.target_standardizer))
     counts = "/".join(str(len(part)) for part in parts)
-    description = (f"{path}: {', '.join(dataset.target_names)} from {', '.join(dataset.features)}, "
-                   f"{counts} train/valid/test sequences")  # fmt: skip
-    data = FileRegressionData(splits, list(dataset.features), list(dataset.target_names), parts.standardizer,
-                              parts.target_standardizer, parts.to_dict(), description)  # fmt: skip
+    description = (
+        f"{path}: {', '.join(dataset.target_names)} from {', '.join(dataset.features)}, "
+        f"{counts} train/valid/test sequences"
+    )
+    data = FileRegressionData(
+        splits,
+        list(dataset.features),
+        list(dataset.target_names),
+        parts.standardizer,
+        parts.target_standardizer,
+        parts.to_dict(),
+        description,
+    )
     return data, splits
 
 
 @torch.no_grad()
-def evaluate_file_regression(predictor, data: FileRegressionData, split: str = "test", *, device="cpu",
-                             seed: int = 0, num_samples: int = 200, batch_size: int = 256,
-                             plots_dir: str | Path | None = None) -> dict:  # fmt: skip
+def evaluate_file_regression(
+    predictor,
+    data: FileRegressionData,
+    split: str = "test",
+    *,
+    device="cpu",
+    seed: int = 0,
+    num_samples: int = 200,
+    batch_size: int = 256,
+    plots_dir: str | Path | None = None,
+) -> dict:
     """Metrics of a regression predictor on one split of ``data``, over its valid steps, in the targets' units.
 
     Keys: ``rmse``, ``mae`` (of the predictive mean), ``crps``, ``coverage_<level>``,
@@ -130,7 +169,7 @@ def evaluate_file_regression(predictor, data: FileRegressionData, split: str = "
     generator = torch.Generator(device=device).manual_seed(seed)
     means, draws, log_weights, log_probs, ess = [], [], [], [], 0.0
     for start in range(0, len(x), batch_size):
-        xb, mb, yb = (t[start:start + batch_size].to(device) for t in (x, mask, y))
+        xb, mb, yb = (t[start : start + batch_size].to(device) for t in (x, mask, y))
         belief = predictor.belief(xb, mb, generator=generator)
         predictive = predictor.belief_predictive(belief, num_samples, generator)
         means.append(predictive.mean.cpu())
@@ -149,17 +188,31 @@ def evaluate_file_regression(predictor, data: FileRegressionData, split: str = "
     metrics = _scores(predicted, observed, predictive, mask, joint, units.mean, seed)
     if len(data.targets) > 1:
         marginal = torch.logsumexp(log_w.unsqueeze(-1) + log_prob, 1) - log_jacobian  # [N, T, O]
-        metrics["by_target"] = {name: _scores(predicted[..., [o]], observed[..., [o]], predictive[..., [o]], mask,
-                                              marginal[..., o], units.mean[o:o + 1], seed)
-                                for o, name in enumerate(data.targets)}  # fmt: skip
+        metrics["by_target"] = {
+            name: _scores(
+                predicted[..., [o]],
+                observed[..., [o]],
+                predictive[..., [o]],
+                mask,
+                marginal[..., o],
+                units.mean[o : o + 1],
+                seed,
+            )
+            for o, name in enumerate(data.targets)
+        }
     scale = predictor.log_scale.exp().cpu()
-    metrics.update(sigma={name: float(scale[o]) * units.scale[o] for o, name in enumerate(data.targets)},
-                   mean_ess=ess / int(mask.sum()), targets=list(data.targets), predictive_samples=num_samples,
-                   **{f"{split}_sequences": len(x), f"{split}_steps": int(mask.sum())})  # fmt: skip
+    metrics.update(
+        sigma={name: float(scale[o]) * units.scale[o] for o, name in enumerate(data.targets)},
+        mean_ess=ess / int(mask.sum()),
+        targets=list(data.targets),
+        predictive_samples=num_samples,
+        **{f"{split}_sequences": len(x), f"{split}_steps": int(mask.sum())},
+    )
     if plots_dir is not None:
         plots_dir = Path(plots_dir)
-        plot_pit_ecdf(pit(predictive, observed, mask, generator=torch.Generator().manual_seed(seed)),
-                      plots_dir / "pit_ecdf.png")  # fmt: skip
+        plot_pit_ecdf(
+            pit(predictive, observed, mask, generator=torch.Generator().manual_seed(seed)), plots_dir / "pit_ecdf.png"
+        )
         plot_predictive_bands(predictive, observed, mask=mask, path=plots_dir / "predictive_bands.png")
     return metrics
 
@@ -168,8 +221,12 @@ def _scores(predicted, observed, predictive, mask, log_density, mean: list[float
     """rmse, mae, the calibration summary (with nlpd) and the training-mean reference over the valid steps."""
     error = (predicted - observed)[mask]  # [M, O]
     reference = observed[mask] - torch.tensor(mean, dtype=observed.dtype)
-    summary = calibration_summary(predictive, observed, mask, log_density,
-                                  generator=torch.Generator().manual_seed(seed))  # fmt: skip
-    return {"rmse": error.square().mean().sqrt().item(), "mae": error.abs().mean().item(), **summary,
-            "mean_rmse": reference.square().mean().sqrt().item()}  # fmt: skip
-
+    summary = calibration_summary(
+        predictive, observed, mask, log_density, generator=torch.Generator().manual_seed(seed)
+    )
+    return {
+        "rmse": error.square().mean().sqrt().item(),
+        "mae": error.abs().mean().item(),
+        **summary,
+        "mean_rmse": reference.square().mean().sqrt().item(),
+    }

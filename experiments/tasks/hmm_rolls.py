@@ -36,8 +36,14 @@ class RollHMM:
         source_seed: seed of the chords.
     """
 
-    def __init__(self, num_states: int = 4, num_keys: int = 8, persistence: float = 0.9, sharpness: float = 2.0,
-                 source_seed: int = 0):  # fmt: skip
+    def __init__(
+        self,
+        num_states: int = 4,
+        num_keys: int = 8,
+        persistence: float = 0.9,
+        sharpness: float = 2.0,
+        source_seed: int = 0,
+    ):
         self.num_states = check_positive_int(num_states, name="num_states")
         self.num_keys = check_positive_int(num_keys, name="num_keys")
         if isinstance(persistence, bool) or not isinstance(persistence, (int, float)) or not 0 <= persistence <= 1:
@@ -83,19 +89,33 @@ class RollHMM:
         return log_steps.sum(1).to(x.dtype)
 
 
-def hmm_rolls(num_states: int = 4, num_keys: int = 8, persistence: float = 0.9, sharpness: float = 2.0,
-              num_train: int = 200, num_valid: int = 50, num_test: int = 100, num_steps: int = 30,
-              seed: int = 0) -> ExperimentData:  # fmt: skip
+def hmm_rolls(
+    num_states: int = 4,
+    num_keys: int = 8,
+    persistence: float = 0.9,
+    sharpness: float = 2.0,
+    num_train: int = 200,
+    num_valid: int = 50,
+    num_test: int = 100,
+    num_steps: int = 30,
+    seed: int = 0,
+) -> ExperimentData:
     """Binary rolls ``[n, num_steps, num_keys]`` of a :class:`RollHMM` whose chords come from ``seed``.
 
     The sequences are drawn with ``seed`` too; the validation and test sets of one ``seed`` are the
     same whatever ``num_train``.
     """
-    for name, value in (("num_train", num_train), ("num_valid", num_valid), ("num_test", num_test),
-                        ("num_steps", num_steps)):  # fmt: skip
+    for name, value in (
+        ("num_train", num_train),
+        ("num_valid", num_valid),
+        ("num_test", num_test),
+        ("num_steps", num_steps),
+    ):
         check_positive_int(value, name=name)
     source = RollHMM(num_states, num_keys, persistence, sharpness, source_seed=seed)
     splits = sample_splits(source, (num_train, num_valid, num_test), num_steps, first_seed=1000 + 3 * seed)
-    description = (f"HMM rolls: {num_states} states, {num_keys} keys, persistence {persistence}, "
-                   f"sharpness {sharpness} ({num_train} training sequences of {num_steps} steps)")  # fmt: skip
+    description = (
+        f"HMM rolls: {num_states} states, {num_keys} keys, persistence {persistence}, "
+        f"sharpness {sharpness} ({num_train} training sequences of {num_steps} steps)"
+    )
     return ExperimentData(*splits, description=description, truth=source, binary=True)

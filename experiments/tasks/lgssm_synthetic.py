@@ -23,8 +23,14 @@ def lgssm_synthetic(
     """Sequences from a random stable LGSSM (its parameters are kept in ``truth``)."""
     from ppl_models import LinearGaussianSSM
 
-    for name, value in (("latent_dim", latent_dim), ("obs_dim", obs_dim), ("num_train", num_train),
-                        ("num_valid", num_valid), ("num_test", num_test), ("num_steps", num_steps)):  # fmt: skip
+    for name, value in (
+        ("latent_dim", latent_dim),
+        ("obs_dim", obs_dim),
+        ("num_train", num_train),
+        ("num_valid", num_valid),
+        ("num_test", num_test),
+        ("num_steps", num_steps),
+    ):
         check_positive_int(value, name=name)
     generator = torch.Generator().manual_seed(seed)
     truth = LinearGaussianSSM.random(latent_dim, obs_dim, generator=generator)
@@ -32,5 +38,6 @@ def lgssm_synthetic(
     for n in (num_train, num_valid, num_test):
         x, _ = truth.sample(n, num_steps, generator=generator)
         splits.append((x, torch.ones(n, num_steps, dtype=torch.bool)))
-    return ExperimentData(*splits, description=f"LGSSM synthetic (Dz={latent_dim}, Dx={obs_dim}, T={num_steps})",
-                        truth=truth)  # fmt: skip
+    return ExperimentData(
+        *splits, description=f"LGSSM synthetic (Dz={latent_dim}, Dx={obs_dim}, T={num_steps})", truth=truth
+    )

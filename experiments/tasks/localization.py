@@ -28,8 +28,18 @@ from ppl_models.inference.validation import check_positive_int
 
 from ..plots import save_png
 
-__all__ = ["Maze", "symmetric_maze", "simulate", "localization_data", "OBSERVATION_NOISE", "plot_belief",
-           "plot_belief_over_time", "evaluate_localization", "belief_figure", "predict_poses"]
+__all__ = [
+    "Maze",
+    "symmetric_maze",
+    "simulate",
+    "localization_data",
+    "OBSERVATION_NOISE",
+    "plot_belief",
+    "plot_belief_over_time",
+    "evaluate_localization",
+    "belief_figure",
+    "predict_poses",
+]
 
 #: the paper's observation noise sd per maze size
 OBSERVATION_NOISE = {10: 0.1, 18: 0.1, 27: 1.0}
@@ -65,9 +75,9 @@ def symmetric_maze(size: int, rng: np.random.Generator, obstacle_density: float 
     quadrant[0, 0] = False  # keep the corners free
     full = np.zeros((size, size), dtype=bool)
     full[:half, :half] = quadrant
-    full[:half, size - half:] |= quadrant[:, ::-1]
-    full[size - half:, :half] |= quadrant[::-1, :]
-    full[size - half:, size - half:] |= quadrant[::-1, ::-1]
+    full[:half, size - half :] |= quadrant[:, ::-1]
+    full[size - half :, :half] |= quadrant[::-1, :]
+    full[size - half :, size - half :] |= quadrant[::-1, ::-1]
     obstacles = np.argwhere(full)  # (row, col)
     chosen = obstacles[rng.permutation(len(obstacles))[: max(1, len(obstacles) // 2)]]
     corners = np.array([[0, 0], [1, 0], [0, 1], [1, 1]])
@@ -75,8 +85,15 @@ def symmetric_maze(size: int, rng: np.random.Generator, obstacle_density: float 
     return Maze(blocked=full, landmarks=np.unique(points, axis=0))
 
 
-def simulate(maze: Maze, num_trajectories: int, steps: int, rng: np.random.Generator, *,
-             observation_noise: float, max_turns: int = 20) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+def simulate(
+    maze: Maze,
+    num_trajectories: int,
+    steps: int,
+    rng: np.random.Generator,
+    *,
+    observation_noise: float,
+    max_turns: int = 20,
+) -> tuple[np.ndarray, np.ndarray]:
     """Trajectories in ``maze``: inputs ``[N, T, 8]`` (action 3 + distances 5) and poses ``[N, T, 4]``."""
     n = num_trajectories
     free = np.argwhere(~maze.blocked)[:, ::-1]  # (x, y) of free cells
@@ -107,14 +124,26 @@ def simulate(maze: Maze, num_trajectories: int, steps: int, rng: np.random.Gener
     return inputs, poses
 
 
-def localization_data(maze_size: int = 10, steps: int = 50, num_train: int = 10_000, num_valid: int = 1_000,
-                      num_test: int = 2_000, seed: int = 0, observation_noise: float | None = None):  # fmt: skip
+def localization_data(
+    maze_size: int = 10,
+    steps: int = 50,
+    num_train: int = 10_000,
+    num_valid: int = 1_000,
+    num_test: int = 2_000,
+    seed: int = 0,
+    observation_noise: float | None = None,
+):
     """The task's data: ``(maze, {"train" | "valid" | "test": (x [N, T, 8], mask None, y [N, T, 4])})``.
 
     One maze per ``(maze_size, seed)``; every split uses it. Float32 tensors.
     """
-    for name, value in (("maze_size", maze_size), ("steps", steps), ("num_train", num_train),
-                        ("num_valid", num_valid), ("num_test", num_test)):  # fmt: skip
+    for name, value in (
+        ("maze_size", maze_size),
+        ("steps", steps),
+        ("num_train", num_train),
+        ("num_valid", num_valid),
+        ("num_test", num_test),
+    ):
         check_positive_int(value, name=name)
     noise = OBSERVATION_NOISE.get(maze_size, 0.1) if observation_noise is None else float(observation_noise)
     rng = np.random.default_rng([seed, maze_size])
@@ -126,8 +155,9 @@ def localization_data(maze_size: int = 10, steps: int = 50, num_train: int = 10_
     return maze, splits
 
 
-def plot_belief(maze: Maze, poses: np.ndarray, predicted: np.ndarray, particles: np.ndarray,
-                steps: list[int], path=None):  # fmt: skip
+def plot_belief(
+    maze: Maze, poses: np.ndarray, predicted: np.ndarray, particles: np.ndarray, steps: list[int], path=None
+):
     """The paper's Figure 6: per chosen step, the maze, true pose (blue), predicted (red), particles (green).
 
     Args:
@@ -143,8 +173,11 @@ def plot_belief(maze: Maze, poses: np.ndarray, predicted: np.ndarray, particles:
     for ax, t in zip(np.atleast_1d(axes), steps):
         ax.imshow(maze.blocked, cmap="Greys", origin="lower", extent=(0, maze.size, 0, maze.size), vmax=1.6)
         ax.scatter(*maze.landmarks.T, s=6, c="black", marker="s")
-        for pose, colour, size in ((particles[t], "tab:green", 14), (predicted[t][None], "tab:red", 40),
-                                   (poses[t][None], "tab:blue", 40)):  # fmt: skip
+        for pose, colour, size in (
+            (particles[t], "tab:green", 14),
+            (predicted[t][None], "tab:red", 40),
+            (poses[t][None], "tab:blue", 40),
+        ):
             ax.quiver(pose[:, 0], pose[:, 1], pose[:, 2], pose[:, 3], color=colour, scale=18, width=0.012)
             ax.scatter(pose[:, 0], pose[:, 1], s=size, c=colour)
         ax.set_title(f"t = {t}")
@@ -180,8 +213,9 @@ def plot_belief_over_time(position_mse: list[float], particle_spread: list[float
 
 
 @torch.no_grad()
-def predict_poses(predictor, x: torch.Tensor, *, device, seed: int = 0, to_pose=None,
-                  batch_size: int = 250) -> tuple[torch.Tensor, torch.Tensor | None]:  # fmt: skip
+def predict_poses(
+    predictor, x: torch.Tensor, *, device, seed: int = 0, to_pose=None, batch_size: int = 250
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Poses predicted from the mean particle, ``[N, T, P]``, and for particle models the spread ``[N, T]``.
 
     ``to_pose`` maps the head's outputs ``[..., O]`` to poses whose first two entries are the
@@ -193,7 +227,7 @@ def predict_poses(predictor, x: torch.Tensor, *, device, seed: int = 0, to_pose=
     generator = torch.Generator(device=device).manual_seed(seed)
     predictions, spreads = [], []
     for start in range(0, len(x), batch_size):
-        belief = predictor.belief(x[start:start + batch_size].to(device), generator=generator)
+        belief = predictor.belief(x[start : start + batch_size].to(device), generator=generator)
         predictions.append(to_pose(predictor.head(belief.mean)).cpu())
         if predictor.num_particles > 1:
             positions = to_pose(predictor.head(belief.particles))[..., :2]  # [T, K, B, 2]
@@ -217,10 +251,13 @@ def evaluate_localization(predictor, data, *, device, seed: int = 0, batch_size:
     x, _, y = data
     predictions, spreads = predict_poses(predictor, x, device=device, seed=seed, batch_size=batch_size)
     error = (predictions - y).square()
-    metrics = {"last_step_mse": error[:, -1].sum(-1).mean().item(),
-               "last_step_position_mse": error[:, -1, :2].sum(-1).mean().item(),
-               "mse": error.sum(-1).mean().item(), "test_sequences": len(x),
-               "position_mse_by_step": error[..., :2].sum(-1).mean(0).tolist()}  # fmt: skip
+    metrics = {
+        "last_step_mse": error[:, -1].sum(-1).mean().item(),
+        "last_step_position_mse": error[:, -1, :2].sum(-1).mean().item(),
+        "mse": error.sum(-1).mean().item(),
+        "test_sequences": len(x),
+        "position_mse_by_step": error[..., :2].sum(-1).mean(0).tolist(),
+    }
     if spreads is not None:
         metrics["particle_spread_by_step"] = spreads.mean(0).tolist()
     return metrics
@@ -235,7 +272,7 @@ def belief_figure(predictor, maze, data, path, device, index: int = 0, to_pose=N
     """
     to_pose = to_pose or (lambda outputs: outputs)
     x, _, y = data
-    belief = predictor.belief(x[index:index + 1].to(device), generator=torch.Generator(device=device).manual_seed(0))
+    belief = predictor.belief(x[index : index + 1].to(device), generator=torch.Generator(device=device).manual_seed(0))
     particles = to_pose(predictor.head(belief.particles[:, :, 0])).cpu().numpy()  # [T, K, 4]
     predicted = _unit_heading(to_pose(predictor.head(belief.mean[0])).cpu().numpy())
     steps = x.shape[1]

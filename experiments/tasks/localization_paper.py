@@ -32,8 +32,16 @@ from ppl_models.inference.validation import check_choice, check_positive_int
 
 from .localization import Maze, belief_figure, predict_poses
 
-__all__ = ["LAYOUTS", "paper_maze", "simulate_paper", "localization_paper_data", "evaluate_localization_paper",
-           "paper_belief_figure", "SPEED", "NUM_BEACONS_SEEN"]
+__all__ = [
+    "LAYOUTS",
+    "paper_maze",
+    "simulate_paper",
+    "localization_paper_data",
+    "evaluate_localization_paper",
+    "paper_belief_figure",
+    "SPEED",
+    "NUM_BEACONS_SEEN",
+]
 
 SPEED, SPEED_NOISE, HEADING_NOISE, TURN_NOISE_DEGREES, OBSERVATION_NOISE = 0.2, 0.02, 0.02, 3.0, 0.1
 NUM_BEACONS_SEEN = 5
@@ -137,8 +145,9 @@ def _observe(maze: Maze, position: np.ndarray, rng: np.random.Generator) -> np.n
     return nearest + rng.uniform(-OBSERVATION_NOISE, OBSERVATION_NOISE, nearest.shape)
 
 
-def simulate_paper(maze: Maze, num_trajectories: int, steps: int, rng: np.random.Generator, *,
-                   max_tries: int = 100) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+def simulate_paper(
+    maze: Maze, num_trajectories: int, steps: int, rng: np.random.Generator, *, max_tries: int = 100
+) -> tuple[np.ndarray, np.ndarray]:
     """Trajectories: inputs ``[N, T, 8]`` (action 3 + distances 5), poses ``[N, T, 3]`` (x, y, heading in degrees)."""
     n = num_trajectories
     position = _uniform_free_points(maze, n, rng)
@@ -149,8 +158,11 @@ def simulate_paper(maze: Maze, num_trajectories: int, steps: int, rng: np.random
         if t > 0:
             old_position, old_heading = position, heading
             speed = SPEED + rng.uniform(-SPEED_NOISE, SPEED_NOISE, n)
-            heading = (heading + rng.uniform(-HEADING_NOISE, HEADING_NOISE, n)
-                       + rng.uniform(-TURN_NOISE_DEGREES, TURN_NOISE_DEGREES, n)) % 360  # fmt: skip
+            heading = (
+                heading
+                + rng.uniform(-HEADING_NOISE, HEADING_NOISE, n)
+                + rng.uniform(-TURN_NOISE_DEGREES, TURN_NOISE_DEGREES, n)
+            ) % 360
             pending = np.ones(n, dtype=bool)
             for _ in range(max_tries):
                 radians = np.deg2rad(heading)
@@ -167,8 +179,15 @@ def simulate_paper(maze: Maze, num_trajectories: int, steps: int, rng: np.random
     return inputs, poses
 
 
-def localization_paper_data(maze_size: int = 10, steps: int = 80, num_train: int = 10_000, num_valid: int = 1_000,
-                            num_test: int = 1_000, seed: int = 0, standardize_inputs: bool = False):  # fmt: skip
+def localization_paper_data(
+    maze_size: int = 10,
+    steps: int = 80,
+    num_train: int = 10_000,
+    num_valid: int = 1_000,
+    num_test: int = 1_000,
+    seed: int = 0,
+    standardize_inputs: bool = False,
+):
     """``(maze, {"train" | "valid" | "test": (x [N, T, 8], mask None, y [N, T, 3])})``, float32 tensors.
 
     ``y`` is the normalised pose ``(x / N, y / N, heading / 2 pi)``; generated afresh from
@@ -178,8 +197,7 @@ def localization_paper_data(maze_size: int = 10, steps: int = 80, num_train: int
     """
     if not isinstance(standardize_inputs, bool):
         raise TypeError(f"standardize_inputs must be a bool, got {standardize_inputs!r}")
-    for name, value in (("steps", steps), ("num_train", num_train), ("num_valid", num_valid),
-                        ("num_test", num_test)):  # fmt: skip
+    for name, value in (("steps", steps), ("num_train", num_train), ("num_valid", num_valid), ("num_test", num_test)):
         check_positive_int(value, name=name)
     maze = paper_maze(maze_size)
     rng = np.random.default_rng([seed, maze_size])
@@ -197,6 +215,7 @@ def localization_paper_data(maze_size: int = 10, steps: int = 80, num_train: int
 
 def _to_cells(maze: Maze):
     """Map normalised outputs ``[..., 3]`` to poses ``(x, y, cos, sin)`` in cells."""
+
     def convert(outputs: torch.Tensor) -> torch.Tensor:
         angle = 2 * math.pi * outputs[..., 2:3]
         return torch.cat([maze.size * outputs[..., :2], angle.cos(), angle.sin()], -1)
@@ -221,13 +240,18 @@ def evaluate_localization_paper(predictor, maze: Maze, data, *, device, seed: in
     turn = torch.atan2(predictions[..., 3], predictions[..., 2]) - torch.atan2(truth[..., 3], truth[..., 2])
     turn = torch.remainder(turn + math.pi, 2 * math.pi) - math.pi
     last, n = truth[:, -1, :2], maze.size
-    images = torch.stack([last, torch.stack([n - last[:, 0], last[:, 1]], -1),
-                          torch.stack([last[:, 0], n - last[:, 1]], -1), n - last])  # [4, N, 2]
+    images = torch.stack(
+        [last, torch.stack([n - last[:, 0], last[:, 1]], -1), torch.stack([last[:, 0], n - last[:, 1]], -1), n - last]
+    )  # [4, N, 2]
     nearest = (predictions[None, :, -1, :2] - images).square().sum(-1).argmin(0)  # 0: the truth
-    metrics = {"last_step_mse": position_error[:, -1].mean().item(), "mse": position_error.mean().item(),
-               "last_step_mirror_share": (nearest > 0).double().mean().item(),
-               "last_step_heading_mse": turn[:, -1].square().mean().item(), "test_sequences": len(x),
-               "position_mse_by_step": position_error.sum(-1).mean(0).tolist()}  # fmt: skip
+    metrics = {
+        "last_step_mse": position_error[:, -1].mean().item(),
+        "mse": position_error.mean().item(),
+        "last_step_mirror_share": (nearest > 0).double().mean().item(),
+        "last_step_heading_mse": turn[:, -1].square().mean().item(),
+        "test_sequences": len(x),
+        "position_mse_by_step": position_error.sum(-1).mean(0).tolist(),
+    }
     if spreads is not None:
         metrics["particle_spread_by_step"] = spreads.mean(0).tolist()
     return metrics

@@ -24,8 +24,16 @@ from ppl_models.inference.validation import check_positive_int
 
 from ..data import ExperimentData, load_mat, pad_sequences
 
-__all__ = ["NUM_KEYS", "LOWEST_PITCH", "POLYPHONIC", "polyphonic", "plot_piano_roll", "write_midi", "read_midi_roll",
-           "piano_roll_outputs"]
+__all__ = [
+    "NUM_KEYS",
+    "LOWEST_PITCH",
+    "POLYPHONIC",
+    "polyphonic",
+    "plot_piano_roll",
+    "write_midi",
+    "read_midi_roll",
+    "piano_roll_outputs",
+]
 
 NUM_KEYS = 88
 LOWEST_PITCH = 21  # A0, column 0 of the data sets' rolls
@@ -132,8 +140,16 @@ def read_midi_roll(
     return roll
 
 
-def piano_roll_outputs(model, roll: torch.Tensor, probabilities: torch.Tensor, run_dir: str | Path, *,
-                       seed: int = 0, prefix_steps: int = 16, generated_steps: int = 64) -> None:  # fmt: skip
+def piano_roll_outputs(
+    model,
+    roll: torch.Tensor,
+    probabilities: torch.Tensor,
+    run_dir: str | Path,
+    *,
+    seed: int = 0,
+    prefix_steps: int = 16,
+    generated_steps: int = 64,
+) -> None:
     """Piano-roll pictures (and MIDI, with the ``midi`` extra) of a run on binary music data.
 
     Writes ``plots/test_piano_roll.png`` (a test piece ``roll [T, K]`` above the model's
@@ -144,8 +160,12 @@ def piano_roll_outputs(model, roll: torch.Tensor, probabilities: torch.Tensor, r
     ``generated/no_midi.txt``, a one-line note, instead of MIDI files.
     """
     run_dir = Path(run_dir)
-    plot_piano_roll(roll, run_dir / "plots" / "test_piano_roll.png", probabilities=probabilities,
-                    title="Test piece and one-step-ahead note probabilities")  # fmt: skip
+    plot_piano_roll(
+        roll,
+        run_dir / "plots" / "test_piano_roll.png",
+        probabilities=probabilities,
+        title="Test piece and one-step-ahead note probabilities",
+    )
     if not model.supports("generate"):
         return
     device = next(model.parameters()).device
@@ -160,8 +180,11 @@ def piano_roll_outputs(model, roll: torch.Tensor, probabilities: torch.Tensor, r
         title = f"Generated {name}" + (f" of the first {prefix.shape[1]} test steps" if name == "continuation" else "")
         plot_piano_roll(x, run_dir / "generated" / f"{name}.png", probabilities=mean, title=title)
         if x.shape[-1] != NUM_KEYS:
-            write_text(run_dir / "generated" / "no_midi.txt", f"no MIDI files: the rolls have {x.shape[-1]} keys, "
-                       f"not the piano's {NUM_KEYS} (MIDI pitches unknown)\n")  # fmt: skip
+            write_text(
+                run_dir / "generated" / "no_midi.txt",
+                f"no MIDI files: the rolls have {x.shape[-1]} keys, "
+                f"not the piano's {NUM_KEYS} (MIDI pitches unknown)\n",
+            )
             continue
         try:
             write_midi(x, run_dir / "generated" / f"{name}.mid")
@@ -292,8 +315,12 @@ def _import_pretty_midi(action: str):
 
 # --------------------------------------------------------------------------- the data sets
 
-POLYPHONIC = {"jsb": "JSB_Chorales.mat", "nottingham": "Nottingham.mat", "musedata": "MuseData.mat",
-              "piano": "Piano_midi.mat"}  # fmt: skip
+POLYPHONIC = {
+    "jsb": "JSB_Chorales.mat",
+    "nottingham": "Nottingham.mat",
+    "musedata": "MuseData.mat",
+    "piano": "Piano_midi.mat",
+}
 
 
 def polyphonic(
@@ -338,11 +365,13 @@ def _piano_rolls(cells, where: str) -> list[np.ndarray]:
         try:
             roll = np.asarray(roll, dtype=np.float64)
         except (TypeError, ValueError):
-            raise ValueError(f"{where}, sequence {i} must be a [T, 88] piano roll of 0s and 1s, got entries that "
-                             "are not numbers") from None  # fmt: skip
+            raise ValueError(
+                f"{where}, sequence {i} must be a [T, 88] piano roll of 0s and 1s, got entries that are not numbers"
+            ) from None
         if roll.ndim != 2 or roll.shape[0] < 1 or roll.shape[1] != 88 or not np.isin(roll, (0.0, 1.0)).all():
             values = "" if roll.ndim != 2 or roll.shape[1] != 88 else " holding other values than 0 and 1"
-            raise ValueError(f"{where}, sequence {i} must be a [T, 88] piano roll of 0s and 1s, got shape "
-                             f"{list(roll.shape)}{values}")  # fmt: skip
+            raise ValueError(
+                f"{where}, sequence {i} must be a [T, 88] piano roll of 0s and 1s, got shape {list(roll.shape)}{values}"
+            )
         rolls[i] = roll
     return rolls

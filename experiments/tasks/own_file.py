@@ -50,12 +50,28 @@ def _signature(path: Path) -> tuple | None:
     return status.st_size, status.st_mtime_ns, status.st_ino
 
 
-def file_data(path: str, series: str | None = None, time: str | None = None, features: list[str] | None = None,
-              targets: list[str] | None = None, split: str | None = None, split_by: str = "series",
-              fractions: list[float] | None = None, split_seed: int = 0, window: int | None = None,
-              stride: int | None = None, missing: str = "error", time_order: str = "values", sep: str = ",",
-              fs: float = 4.0, standardizer: dict | None = None, transform: str = "auto",
-              season: int | None = None, degenerate: str = "drop", history: bool = False) -> ExperimentData:
+def file_data(
+    path: str,
+    series: str | None = None,
+    time: str | None = None,
+    features: list[str] | None = None,
+    targets: list[str] | None = None,
+    split: str | None = None,
+    split_by: str = "series",
+    fractions: list[float] | None = None,
+    split_seed: int = 0,
+    window: int | None = None,
+    stride: int | None = None,
+    missing: str = "error",
+    time_order: str = "values",
+    sep: str = ",",
+    fs: float = 4.0,
+    standardizer: dict | None = None,
+    transform: str = "auto",
+    season: int | None = None,
+    degenerate: str = "drop",
+    history: bool = False,
+) -> ExperimentData:
     """Read ``path`` (``.csv``, ``.parquet``, ``.npz`` or a folder of ``.mid`` files), split it, transform it and
     standardise it.
 
@@ -84,11 +100,25 @@ def file_data(path: str, series: str | None = None, time: str | None = None, fea
     check_split_options(split, split_by, fractions)
     if standardizer is not None:  # a trained model's features, as it was trained on them
         features, degenerate = standardizer.get("features", features), "keep"
-    table = {"series": series, "time": time, "features": features, "targets": targets, "split": split,
-             "missing": missing, "time_order": time_order, "sep": sep, "degenerate": degenerate}
+    table = {
+        "series": series,
+        "time": time,
+        "features": features,
+        "targets": targets,
+        "split": split,
+        "missing": missing,
+        "time_order": time_order,
+        "sep": sep,
+        "degenerate": degenerate,
+    }
     suffix = Path(path).suffix.lower()
-    options = ({"fs": fs} if Path(path).is_dir() else {"features": features, "degenerate": degenerate}
-               if suffix == ".npz" else table)  # fmt: skip
+    options = (
+        {"fs": fs}
+        if Path(path).is_dir()
+        else {"features": features, "degenerate": degenerate}
+        if suffix == ".npz"
+        else table
+    )
     dataset = read_dataset(path, **{k: v for k, v in options.items() if v is not None})
     if history:
         splits, window = _whole(dataset), None
@@ -103,19 +133,28 @@ def file_data(path: str, series: str | None = None, time: str | None = None, fea
     train, valid, test = splits.tensors()
     units = {name: splits.units(name) for name in ("valid", "test")}
     kind = "binary" if dataset.binary else "real-valued, standardised on the training split"
-    return ExperimentData(train, valid, test, f"{path} ({len(dataset)} series, {dataset.obs_dim} features, {kind})",
-                          binary=dataset.binary, standardizer=units["test"], split_units=units,
-                          split_record={**splits.to_dict(), "transform": choice, "left_out": dataset.left_out},
-                          scored=splits.scored(),
-                          levels=_levels(splits))  # fmt: skip
+    return ExperimentData(
+        train,
+        valid,
+        test,
+        f"{path} ({len(dataset)} series, {dataset.obs_dim} features, {kind})",
+        binary=dataset.binary,
+        standardizer=units["test"],
+        split_units=units,
+        split_record={**splits.to_dict(), "transform": choice, "left_out": dataset.left_out},
+        scored=splits.scored(),
+        levels=_levels(splits),
+    )
 
 
 def check_split_options(split: str | None, split_by: str, fractions) -> None:
     """Refuse a split column (``split``) given with a split by time or with fractions, which it would override."""
     if split is not None and (split_by != "series" or fractions is not None):
         other = "data.split_by (--split)" if split_by != "series" else "data.fractions"
-        raise ValueError(f"data.split (--split-column) {split!r} decides where each row goes, so {other} would not "
-                         "be used: give one or the other")  # fmt: skip
+        raise ValueError(
+            f"data.split (--split-column) {split!r} decides where each row goes, so {other} would not "
+            "be used: give one or the other"
+        )
 
 
 def _whole(dataset: SequenceDataset) -> DataSplits:

@@ -47,8 +47,10 @@ def encode_text(text: str, symbols: list[str], unseen: str = "drop", *, where: s
     if unseen == "error":
         for position, c in enumerate(text):
             if c not in index:
-                raise ValueError(f"{where}: character {c!r} at position {position} is not in the training text's "
-                                 f"alphabet of {len(symbols)} characters (use unseen=\"drop\" or \"unk\")")
+                raise ValueError(
+                    f"{where}: character {c!r} at position {position} is not in the training text's "
+                    f'alphabet of {len(symbols)} characters (use unseen="drop" or "unk")'
+                )
     ids = [index.get(c, len(symbols)) for c in text if unseen == "unk" or c in index]
     return torch.tensor(ids, dtype=torch.long)
 
@@ -68,8 +70,13 @@ def _one_hot(rows: list[torch.Tensor], num_symbols: int) -> tuple[torch.Tensor, 
     return pad_sequences([torch.nn.functional.one_hot(r, num_symbols).float() for r in rows])
 
 
-def ptb_chars(data_dir: str | os.PathLike | None = None, train_chunk: int = 35, eval_chunk: int = 1000,
-              context: int = 100, unseen: str = "drop") -> ExperimentData:  # fmt: skip
+def ptb_chars(
+    data_dir: str | os.PathLike | None = None,
+    train_chunk: int = 35,
+    eval_chunk: int = 1000,
+    context: int = 100,
+    unseen: str = "drop",
+) -> ExperimentData:
     """Penn Treebank characters, one-hot ``[N, T, K]`` per split; held-out rows scored after their ``context``.
 
     Args:
@@ -107,6 +114,8 @@ def ptb_chars(data_dir: str | os.PathLike | None = None, train_chunk: int = 35, 
         steps = torch.arange(held[split][0].shape[1])
         scored[split] = (steps >= torch.tensor(contexts)[:, None]) & held[split][1]
     extra = " + 1 unseen-character symbol" if unseen == "unk" else ""
-    description = (f"Penn Treebank characters: {len(symbols)} symbols{extra}, train in chunks of {train_chunk}, "
-                   f"held-out rows of {eval_chunk} after {context} characters of context (unseen={unseen})")
+    description = (
+        f"Penn Treebank characters: {len(symbols)} symbols{extra}, train in chunks of {train_chunk}, "
+        f"held-out rows of {eval_chunk} after {context} characters of context (unseen={unseen})"
+    )
     return ExperimentData(train, held["valid"], held["test"], description=description, binary=True, scored=scored)

@@ -46,8 +46,9 @@ class RegimeSwitchingLaw:
         if not self.input_sd > 0 or not all(sd > 0 for sd in self.target_sds):
             raise ValueError(f"input_sd and target_sds must be > 0, got {self.input_sd!r}, {self.target_sds!r}")
         if len(self.target_locs) != 2 or len(self.target_sds) != 2:
-            raise ValueError(f"target_locs and target_sds must have 2 entries, got {self.target_locs!r}, "
-                             f"{self.target_sds!r}")  # fmt: skip
+            raise ValueError(
+                f"target_locs and target_sds must have 2 entries, got {self.target_locs!r}, {self.target_sds!r}"
+            )
 
     def sample(self, sequences: int, steps: int, generator: torch.Generator):
         """``(states [N, T] long, x [N, T], y [N, T])`` in float64."""
@@ -57,8 +58,10 @@ class RegimeSwitchingLaw:
         states = flips.cumsum(1) % 2
         noise = torch.randn(2, sequences, steps, generator=generator, dtype=torch.float64)
         x = (2 * states - 1) * self.input_shift + self.input_sd * noise[0]
-        locs, sds = torch.tensor(self.target_locs, dtype=torch.float64), torch.tensor(self.target_sds,
-                                                                                        dtype=torch.float64)
+        locs, sds = (
+            torch.tensor(self.target_locs, dtype=torch.float64),
+            torch.tensor(self.target_sds, dtype=torch.float64),
+        )
         y = locs[states] + sds[states] * noise[1]
         return states, x, y
 
@@ -102,46 +105,61 @@ class RegimeSwitchingData:
     description: str = ""
 
 
-def regime_switching(num_train: int = 400, num_valid: int = 100, num_test: int = 300, steps: int = 30,
-                     stay: float = 0.95, input_shift: float = 0.5, input_sd: float = 1.0, target_gap: float = 2.0,
-                     target_sds: tuple[float, float] = (0.5, 0.5), data_seed: int = 0,
-                     ) -> tuple[RegimeSwitchingData, dict]:  # fmt: skip
+def regime_switching(
+    num_train: int = 400,
+    num_valid: int = 100,
+    num_test: int = 300,
+    steps: int = 30,
+    stay: float = 0.95,
+    input_shift: float = 0.5,
+    input_sd: float = 1.0,
+    target_gap: float = 2.0,
+    target_sds: tuple[float, float] = (0.5, 0.5),
+    data_seed: int = 0,
+) -> tuple[RegimeSwitchingData, dict]:
     """Sequences of the regime-switching source; targets at ``-target_gap`` (state 0) and ``+target_gap`` (1).
 
     Returns ``(data, data.splits)``. The splits are independent draws from one generator seeded by
     ``data_seed`` (train, then valid, then test).
     """
-    sizes = {name: check_positive_int(n, name=f"num_{name}") for name, n in zip(SPLITS, (num_train, num_valid,
-                                                                                          num_test))}
+    sizes = {
+        name: check_positive_int(n, name=f"num_{name}") for name, n in zip(SPLITS, (num_train, num_valid, num_test))
+    }
     check_positive_int(steps, name="steps")
     if isinstance(data_seed, bool) or not isinstance(data_seed, int) or data_seed < 0:
         raise ValueError(f"data_seed must be an integer >= 0, got {data_seed!r}")
     if not target_gap > 0:
         raise ValueError(f"target_gap must be > 0, got {target_gap!r}")
-    law = RegimeSwitchingLaw(stay, input_shift, input_sd, (-float(target_gap), float(target_gap)),
-                             tuple(float(sd) for sd in target_sds))  # fmt: skip
+    law = RegimeSwitchingLaw(
+        stay, input_shift, input_sd, (-float(target_gap), float(target_gap)), tuple(float(sd) for sd in target_sds)
+    )
     generator = torch.Generator().manual_seed(data_seed)
     splits, posterior = {}, {}
     for name, size in sizes.items():
         _, x, y = law.sample(size, steps, generator)
         splits[name] = (x.float().unsqueeze(-1), None, y.float().unsqueeze(-1))
         posterior[name] = law.filter(x)
-    description = (f"regime switching (stay {stay}, input shift {input_shift} / sd {input_sd}, targets "
-                   f"+-{target_gap} sd {target_sds}), {steps} steps, {num_train}/{num_valid}/{num_test} sequences")
+    description = (
+        f"regime switching (stay {stay}, input shift {input_shift} / sd {input_sd}, targets "
+        f"+-{target_gap} sd {target_sds}), {steps} steps, {num_train}/{num_valid}/{num_test} sequences"
+    )
     return RegimeSwitchingData(splits, law, posterior, description), splits
 
 
 def _scores(y: torch.Tensor, loc, scale, log_weights) -> dict:
     """Mean NLPD, CRPS and the RMSE of the mixture mean over ``y [...]`` (components ``[..., K]``)."""
     mean = (log_weights.exp() * loc).sum(-1)
-    return {"nlpd": -gaussian_mixture_log_density(y, loc, scale, log_weights).mean().item(),
-            "crps": gaussian_mixture_crps(y, loc, scale, log_weights).mean().item(),
-            "rmse": (mean - y).square().mean().sqrt().item()}  # fmt: skip
+    return {
+        "nlpd": -gaussian_mixture_log_density(y, loc, scale, log_weights).mean().item(),
+        "crps": gaussian_mixture_crps(y, loc, scale, log_weights).mean().item(),
+        "rmse": (mean - y).square().mean().sqrt().item(),
+    }
 
 
 @torch.no_grad()
-def evaluate_regime_switching(predictor, data: RegimeSwitchingData, split: str = "test", *, device="cpu",
-                              seed: int = 0) -> dict:  # fmt: skip
+def evaluate_regime_switching(
+    predictor, data: RegimeSwitchingData, split: str = "test", *, device="cpu", seed: int = 0
+) -> dict:
     """Exact scores of a regression predictor's particle mixture and of the two references.
 
     The predictor's predictive is ``sum_i w_t^i N(f_out(h_t^i), sigma^2)`` (one Gaussian for
@@ -166,11 +184,13 @@ def evaluate_regime_switching(predictor, data: RegimeSwitchingData, split: str =
     truth = law.mixture(data.posterior[split])
     model_positive = (weights * torch.special.ndtr(loc / scale)).sum(-1)
     truth_positive = (truth[2].exp() * torch.special.ndtr(truth[0] / truth[1])).sum(-1)
-    return {**_scores(target, loc, scale, log_weights),
-            "truth": _scores(target, *truth), "best_gaussian": _scores(target, *law.moment_matched(
-                data.posterior[split])),
-            "prob_error": (model_positive - truth_positive).abs().mean().item(),
-            "sigma": predictor.log_scale.exp().item(),
-            "mean_ess": (1 / weights.square().sum(-1)).mean().item(),
-            "particle_sd": (weights * (loc - centre).square()).sum(-1).sqrt().mean().item(),
-            f"{split}_steps": target.numel()}  # fmt: skip
+    return {
+        **_scores(target, loc, scale, log_weights),
+        "truth": _scores(target, *truth),
+        "best_gaussian": _scores(target, *law.moment_matched(data.posterior[split])),
+        "prob_error": (model_positive - truth_positive).abs().mean().item(),
+        "sigma": predictor.log_scale.exp().item(),
+        "mean_ess": (1 / weights.square().sum(-1)).mean().item(),
+        "particle_sd": (weights * (loc - centre).square()).sum(-1).sqrt().mean().item(),
+        f"{split}_steps": target.numel(),
+    }

@@ -79,17 +79,32 @@ class RingHMM:
         return self._filter(x, mask)[1].to(x.dtype)
 
 
-def ring_hmm(num_train: int = 100, num_valid: int = 20, num_test: int = 50, num_steps: int = 50,
-             num_states: int = 4, stay: float = 0.3, noise: float = 0.3, seed: int = 0) -> ExperimentData:  # fmt: skip
+def ring_hmm(
+    num_train: int = 100,
+    num_valid: int = 20,
+    num_test: int = 50,
+    num_steps: int = 50,
+    num_states: int = 4,
+    stay: float = 0.3,
+    noise: float = 0.3,
+    seed: int = 0,
+) -> ExperimentData:
     """Sequences ``[n, num_steps, 2]`` of the ring chain (:class:`RingHMM`), drawn with ``seed``; not standardised.
 
     The validation and test sets of one ``seed`` are the same whatever ``num_train``.
     """
-    for name, value in (("num_train", num_train), ("num_valid", num_valid), ("num_test", num_test),
-                        ("num_steps", num_steps)):  # fmt: skip
+    for name, value in (
+        ("num_train", num_train),
+        ("num_valid", num_valid),
+        ("num_test", num_test),
+        ("num_steps", num_steps),
+    ):
         check_positive_int(value, name=name)
     source = RingHMM(num_states, stay, noise)
     splits = sample_splits(source, (num_train, num_valid, num_test), num_steps, first_seed=3 * seed)
-    return ExperimentData(*splits, description=f"ring HMM, {num_states} states, stay {stay}, noise {noise} "
-                                             f"({num_train} training sequences of {num_steps} steps)",
-                        truth=source)  # fmt: skip
+    return ExperimentData(
+        *splits,
+        description=f"ring HMM, {num_states} states, stay {stay}, noise {noise} "
+        f"({num_train} training sequences of {num_steps} steps)",
+        truth=source,
+    )

@@ -28,8 +28,9 @@ SRNN_AUTHORS_SETS = {name: f"{name}_raw_batchsize16_seqlen100.npz" for name in (
 _KEYS = ("x_train", "u_train", "x_valid", "u_valid", "x_test", "u_test", "mask_test")
 
 
-def srnn_authors(name: str = "jsb", data_dir: str | os.PathLike | None = None, *,
-                 max_sequences: int | None = None) -> ExperimentData:  # fmt: skip
+def srnn_authors(
+    name: str = "jsb", data_dir: str | os.PathLike | None = None, *, max_sequences: int | None = None
+) -> ExperimentData:
     """One of the authors' four sets: train / valid ``(x [N, 100, K], mask all True)``, test ``(x [N, T_max, K],
     mask [N, T_max])``.
 
@@ -40,8 +41,9 @@ def srnn_authors(name: str = "jsb", data_dir: str | os.PathLike | None = None, *
     """
     if name not in SRNN_AUTHORS_SETS:
         raise ValueError(f"name must be one of {sorted(SRNN_AUTHORS_SETS)}, got {name!r}")
-    if max_sequences is not None and (isinstance(max_sequences, bool) or not isinstance(max_sequences, int)
-                                      or max_sequences < 1):  # fmt: skip
+    if max_sequences is not None and (
+        isinstance(max_sequences, bool) or not isinstance(max_sequences, int) or max_sequences < 1
+    ):
         raise ValueError(f"max_sequences must be a positive int, got {max_sequences!r}")
     relative = f"srnn_authors/{SRNN_AUTHORS_SETS[name]}"
     arrays = read_arrays(verified_path(relative, data_dir), relative)
@@ -54,8 +56,10 @@ def read_arrays(path: os.PathLike, where: str) -> dict[str, np.ndarray]:
         with np.load(path, allow_pickle=False) as held:
             arrays = {key: held[key] for key in held.files}
     except (OSError, ValueError, zipfile.BadZipFile) as error:  # numpy reads a non-.npz file as a pickle and refuses
-        raise ValueError(f"{where} is not a readable .npz file of arrays ({type(error).__name__}: "
-                         f"{' '.join(str(error).split())[:120]})") from None  # fmt: skip
+        raise ValueError(
+            f"{where} is not a readable .npz file of arrays ({type(error).__name__}: "
+            f"{' '.join(str(error).split())[:120]})"
+        ) from None
     missing = [key for key in _KEYS if key not in arrays]
     if missing:
         raise ValueError(f"{where} has no array {missing[0]!r} (it holds {sorted(arrays)}; expected {list(_KEYS)})")
@@ -73,9 +77,11 @@ def authors_splits(arrays: dict[str, np.ndarray], where: str, *, max_sequences: 
     splits = [(x[keep], torch.ones(x[keep].shape[:2], dtype=torch.bool)) for x in (x_train, x_valid)]
     splits.append((x_test[keep], mask_test[keep]))
     steps = int(mask_test.sum())
-    description = (f"SRNN authors' {where.rsplit('/', 1)[-1]}: {len(x_train)} training / {len(x_valid)} validation "
-                   f"chunks of {x_train.shape[1]} steps, {len(x_test)} whole test pieces ({steps} steps)"
-                   + (f", max_sequences={max_sequences}" if max_sequences else ""))  # fmt: skip
+    description = (
+        f"SRNN authors' {where.rsplit('/', 1)[-1]}: {len(x_train)} training / {len(x_valid)} validation "
+        f"chunks of {x_train.shape[1]} steps, {len(x_test)} whole test pieces ({steps} steps)"
+        + (f", max_sequences={max_sequences}" if max_sequences else "")
+    )
     return ExperimentData(*splits, description=description, binary=True)
 
 
@@ -83,8 +89,10 @@ def _rolls(arrays: dict, key: str, where: str) -> np.ndarray:
     """``arrays[key]`` as a float32 ``[N, T, K]`` array (its values are checked by the caller)."""
     array = np.asarray(arrays[key])
     if array.dtype.kind not in "biuf" or array.ndim != 3 or min(array.shape) < 1:
-        raise ValueError(f"{where}: array {key!r} must be a numeric [N, T, K] array with N, T, K >= 1, got dtype "
-                         f"{array.dtype} and shape {list(array.shape)}")  # fmt: skip
+        raise ValueError(
+            f"{where}: array {key!r} must be a numeric [N, T, K] array with N, T, K >= 1, got dtype "
+            f"{array.dtype} and shape {list(array.shape)}"
+        )
     return array.astype(np.float32)
 
 
@@ -100,8 +108,10 @@ def _check_shift(u: np.ndarray, x: np.ndarray, valid: np.ndarray, split: str, wh
     bad = both & (u[:, 1:] != x[:, :-1]).any(-1)
     if bad.any():
         row, step = np.argwhere(bad)[0]
-        raise ValueError(f"{where}: u_{split} must be x_{split} one step late (u[:, t] == x[:, t - 1]), but "
-                         f"sequence {row} differs at step {step + 1}")  # fmt: skip
+        raise ValueError(
+            f"{where}: u_{split} must be x_{split} one step late (u[:, t] == x[:, t - 1]), but "
+            f"sequence {row} differs at step {step + 1}"
+        )
 
 
 def _chunks(arrays: dict, split: str, where: str) -> torch.Tensor:
@@ -119,15 +129,19 @@ def _test_pieces(arrays: dict, where: str) -> tuple[torch.Tensor, torch.Tensor]:
     x, u = _rolls(arrays, "x_test", where), _rolls(arrays, "u_test", where)
     mask = np.asarray(arrays["mask_test"])
     if mask.shape != x.shape[:2] or u.shape != x.shape:
-        raise ValueError(f"{where}: mask_test must be [N, T_max] = {list(x.shape[:2])} and u_test x_test's shape "
-                         f"{list(x.shape)}, got {list(mask.shape)} and {list(u.shape)}")  # fmt: skip
+        raise ValueError(
+            f"{where}: mask_test must be [N, T_max] = {list(x.shape[:2])} and u_test x_test's shape "
+            f"{list(x.shape)}, got {list(mask.shape)} and {list(u.shape)}"
+        )
     if not np.isin(mask, (0, 1)).all():
         raise ValueError(f"{where}: mask_test must hold only 0 and 1, got other values")
     mask = mask.astype(bool)
     lengths = mask.sum(1)
     if (lengths == 0).any() or (mask != (np.arange(mask.shape[1]) < lengths[:, None])).any():
-        raise ValueError(f"{where}: mask_test must mark a non-empty prefix of each test piece (valid steps first), "
-                         f"got a piece with none or with a valid step after padding")  # fmt: skip
+        raise ValueError(
+            f"{where}: mask_test must mark a non-empty prefix of each test piece (valid steps first), "
+            f"got a piece with none or with a valid step after padding"
+        )
     _check_binary(x[mask], "x_test", where)
     _check_shift(u, x, mask, "test", where)
     x[~mask] = 0.0

@@ -18,7 +18,10 @@ PAPER_TRAIN = 20  # the PSRNN paper's 20/5 split of 25 trajectories of one polic
 
 
 def swimmer(
-    train: str = "1.0", valid: str = "0.5", test: str = "0.8", data_dir: str | os.PathLike | None = None,
+    train: str = "1.0",
+    valid: str = "0.5",
+    test: str = "0.8",
+    data_dir: str | os.PathLike | None = None,
     paper_split: bool = False,
 ) -> ExperimentData:
     """Swimmer robot trajectories ``[25, 100, 5]`` per split: the observation columns, real-valued.
@@ -42,8 +45,12 @@ def swimmer(
         relative = f"swimmer/swimmers_trajs_{mix}.mat"
         where = f"{relative}: array 'trajs'"
         least = PAPER_TRAIN + 1 if paper_split and split != "valid" else 1
-        trajs = mat_array(load_mat(relative, data_dir, arrays=("trajs",))["trajs"], where, ndim=3,
-                          min_shape=(least, 2, max(SWIMMER_OBSERVATIONS) + 1))  # fmt: skip
+        trajs = mat_array(
+            load_mat(relative, data_dir, arrays=("trajs",))["trajs"],
+            where,
+            ndim=3,
+            min_shape=(least, 2, max(SWIMMER_OBSERVATIONS) + 1),
+        )
         observed = trajs[..., list(SWIMMER_OBSERVATIONS)]
         check_values(observed, where, [f"trajs[..., {c}]" for c in SWIMMER_OBSERVATIONS])
         arrays[split] = torch.as_tensor(observed, dtype=torch.float32)
@@ -51,9 +58,14 @@ def swimmer(
         arrays["train"], arrays["test"] = arrays["train"][:PAPER_TRAIN], arrays["test"][PAPER_TRAIN:]
     mean, std = arrays["train"].mean((0, 1)), arrays["train"].std((0, 1))
     if not bool((std > 0).all()):
-        raise ValueError(f"swimmer/swimmers_trajs_{train}.mat: observation columns {SWIMMER_OBSERVATIONS} of "
-                         f"the training split must vary (standard deviations {std.tolist()})")  # fmt: skip
+        raise ValueError(
+            f"swimmer/swimmers_trajs_{train}.mat: observation columns {SWIMMER_OBSERVATIONS} of "
+            f"the training split must vary (standard deviations {std.tolist()})"
+        )
     splits = [((v - mean) / std, torch.ones(v.shape[:2], dtype=torch.bool)) for v in arrays.values()]
-    where = f"train {train}[:20], valid {valid}, test {train}[20:]" if paper_split else \
-        f"train {train}, valid {valid}, test {test}"  # fmt: skip
+    where = (
+        f"train {train}[:20], valid {valid}, test {train}[20:]"
+        if paper_split
+        else f"train {train}, valid {valid}, test {test}"
+    )
     return ExperimentData(*splits, description=f"Swimmer observations ({where})")

@@ -40,8 +40,15 @@ class SwitchingLGSSM:
         persistence: probability in ``[0, 1]`` that the regime stays the same from one step to the next.
     """
 
-    def __init__(self, transitions: torch.Tensor, C: torch.Tensor, Q: torch.Tensor, R: torch.Tensor,
-                 init_cov: torch.Tensor, persistence: float = 0.9):  # fmt: skip
+    def __init__(
+        self,
+        transitions: torch.Tensor,
+        C: torch.Tensor,
+        Q: torch.Tensor,
+        R: torch.Tensor,
+        init_cov: torch.Tensor,
+        persistence: float = 0.9,
+    ):
         from ppl_models import LinearGaussianSSM
 
         if not isinstance(transitions, torch.Tensor) or transitions.dim() != 3:
@@ -53,27 +60,51 @@ class SwitchingLGSSM:
         self.transitions = transitions.double()
         self.persistence = float(persistence)
         #: the regime-free part (``C, Q, R, P_0``) and its Kalman filter; its ``A`` is regime 0's
-        self.lgssm = LinearGaussianSSM(self.transitions[0], C.double(), Q.double(), R.double(),
-                                       init_cov.double()).requires_grad_(False)  # fmt: skip
+        self.lgssm = LinearGaussianSSM(
+            self.transitions[0], C.double(), Q.double(), R.double(), init_cov.double()
+        ).requires_grad_(False)
         m = self.num_regimes
         eye = torch.eye(m, dtype=torch.float64)
         jump = (1 - eye) / (m - 1) if m > 1 else eye
         self.regime_transition = self.persistence * eye + (1 - self.persistence) * jump
 
     @classmethod
-    def random(cls, num_regimes: int = 2, latent_dim: int = 2, obs_dim: int = 2, *, persistence: float = 0.9,
-               spectral_radius: float = 0.95, transition_noise: float = 0.3, observation_noise: float = 0.3,
-               generator: torch.Generator | None = None) -> SwitchingLGSSM:  # fmt: skip
+    def random(
+        cls,
+        num_regimes: int = 2,
+        latent_dim: int = 2,
+        obs_dim: int = 2,
+        *,
+        persistence: float = 0.9,
+        spectral_radius: float = 0.95,
+        transition_noise: float = 0.3,
+        observation_noise: float = 0.3,
+        generator: torch.Generator | None = None,
+    ) -> SwitchingLGSSM:
         """Random stable transitions (spectral radius ``spectral_radius``), a shared ``C``, isotropic noises."""
         from ppl_models import LinearGaussianSSM
 
         check_positive_int(num_regimes, name="num_regimes")
-        models = [LinearGaussianSSM.random(latent_dim, obs_dim, spectral_radius=spectral_radius,
-                                           transition_noise=transition_noise, observation_noise=observation_noise,
-                                           generator=generator) for _ in range(num_regimes)]  # fmt: skip
+        models = [
+            LinearGaussianSSM.random(
+                latent_dim,
+                obs_dim,
+                spectral_radius=spectral_radius,
+                transition_noise=transition_noise,
+                observation_noise=observation_noise,
+                generator=generator,
+            )
+            for _ in range(num_regimes)
+        ]
         first = models[0]
-        return cls(torch.stack([m.A.detach() for m in models]), first.C.detach(), first.Q.detach(),
-                   first.R.detach(), first.init_cov, persistence)  # fmt: skip
+        return cls(
+            torch.stack([m.A.detach() for m in models]),
+            first.C.detach(),
+            first.Q.detach(),
+            first.R.detach(),
+            first.init_cov,
+            persistence,
+        )
 
     def to(self, device) -> SwitchingLGSSM:
         """Self; the likelihood runs in double precision on the CPU."""
@@ -101,8 +132,10 @@ class SwitchingLGSSM:
         x, mask = check_sequences(x, mask)
         steps = x.shape[1]
         if self.num_regimes ** max(steps - 1, 0) > MAX_PATHS:
-            raise ValueError(f"x has {steps} steps: {self.num_regimes}^{steps - 1} regime paths exceed "
-                             f"MAX_PATHS={MAX_PATHS}; use shorter sequences")  # fmt: skip
+            raise ValueError(
+                f"x has {steps} steps: {self.num_regimes}^{steps - 1} regime paths exceed "
+                f"MAX_PATHS={MAX_PATHS}; use shorter sequences"
+            )
         paths = torch.tensor(
             list(itertools.product(range(self.num_regimes), repeat=steps - 1)), dtype=torch.long
         ).reshape(-1, steps - 1)  # [P, T-1]: regimes of steps 2..T
@@ -126,30 +159,48 @@ class SwitchingLGSSM:
         num_paths, (batch, steps, dx) = paths.shape[0], x.shape
         first = paths.new_zeros(num_paths, 1)  # step 1 has no transition; regime 0 fills the slot
         matrices = self.transitions[torch.cat([first, paths], 1)]  # [P, T, Dz, Dz]
-        matrices = matrices.unsqueeze(1).expand(-1, batch, -1, -1, -1).reshape(num_paths * batch, steps,
-                                                                                *matrices.shape[-2:])  # fmt: skip
+        matrices = (
+            matrices.unsqueeze(1).expand(-1, batch, -1, -1, -1).reshape(num_paths * batch, steps, *matrices.shape[-2:])
+        )
         repeated_x = x.expand(num_paths, -1, -1, -1).reshape(-1, steps, dx)
         repeated_mask = mask.expand(num_paths, -1, -1).reshape(-1, steps)
         result = self.lgssm.kalman_filter(repeated_x, repeated_mask, transitions=matrices)
         return result.log_likelihood.reshape(num_paths, batch)
 
 
-def switching_lg(num_regimes: int = 2, latent_dim: int = 2, obs_dim: int = 2, persistence: float = 0.9,
-                 num_train: int = 200, num_valid: int = 50, num_test: int = 100, num_steps: int = 8,
-                 seed: int = 0) -> ExperimentData:  # fmt: skip
+def switching_lg(
+    num_regimes: int = 2,
+    latent_dim: int = 2,
+    obs_dim: int = 2,
+    persistence: float = 0.9,
+    num_train: int = 200,
+    num_valid: int = 50,
+    num_test: int = 100,
+    num_steps: int = 8,
+    seed: int = 0,
+) -> ExperimentData:
     """Sequences ``[n, num_steps, obs_dim]`` of a random :class:`SwitchingLGSSM` drawn with ``seed``; not standardised.
 
     The validation and test sets of one ``seed`` are the same whatever ``num_train``.
     """
-    for name, value in (("num_train", num_train), ("num_valid", num_valid), ("num_test", num_test),
-                        ("num_steps", num_steps)):  # fmt: skip
+    for name, value in (
+        ("num_train", num_train),
+        ("num_valid", num_valid),
+        ("num_test", num_test),
+        ("num_steps", num_steps),
+    ):
         check_positive_int(value, name=name)
     if num_regimes ** (num_steps - 1) > MAX_PATHS:
-        raise ValueError(f"num_steps={num_steps} with num_regimes={num_regimes} gives more than MAX_PATHS="
-                         f"{MAX_PATHS} regime paths to enumerate; use fewer steps or regimes")  # fmt: skip
-    source = SwitchingLGSSM.random(num_regimes, latent_dim, obs_dim, persistence=persistence,
-                                   generator=torch.Generator().manual_seed(seed))  # fmt: skip
+        raise ValueError(
+            f"num_steps={num_steps} with num_regimes={num_regimes} gives more than MAX_PATHS="
+            f"{MAX_PATHS} regime paths to enumerate; use fewer steps or regimes"
+        )
+    source = SwitchingLGSSM.random(
+        num_regimes, latent_dim, obs_dim, persistence=persistence, generator=torch.Generator().manual_seed(seed)
+    )
     splits = sample_splits(source, (num_train, num_valid, num_test), num_steps, first_seed=2000 + 3 * seed)
-    description = (f"switching LGSSM: {num_regimes} regimes, Dz={latent_dim}, Dx={obs_dim}, persistence "
-                   f"{persistence} ({num_train} training sequences of {num_steps} steps)")  # fmt: skip
+    description = (
+        f"switching LGSSM: {num_regimes} regimes, Dz={latent_dim}, Dx={obs_dim}, persistence "
+        f"{persistence} ({num_train} training sequences of {num_steps} steps)"
+    )
     return ExperimentData(*splits, description=description, truth=source)

@@ -29,8 +29,19 @@ from ppl_models.inference.validation import check_positive_int, check_probabilit
 
 from ..data import ExperimentData
 
-__all__ = ["ARModel", "model_one", "model_two", "model_three", "ar_data", "ar_model_one_data", "ar_model_two_data",
-           "ar_model_three_data", "predictive_mse", "interval_share", "NUM_FOLDS"]
+__all__ = [
+    "ARModel",
+    "model_one",
+    "model_two",
+    "model_three",
+    "ar_data",
+    "ar_model_one_data",
+    "ar_model_two_data",
+    "ar_model_three_data",
+    "predictive_mse",
+    "interval_share",
+    "NUM_FOLDS",
+]
 
 NUM_FOLDS = 5
 _BISECTION_STEPS = 60  # halves a bracket of 20 standard deviations below 1e-16 of its width
@@ -53,8 +64,9 @@ class ARModel:
         self.coefficients = tuple(float(c) for c in coefficients)
         self.weights = tuple(float(w) for w in weights)
         if not self.coefficients or len(self.weights) != len(self.coefficients):
-            raise ValueError(f"weights must give one weight per coefficient ({len(self.coefficients)}), "
-                             f"got {len(self.weights)}")  # fmt: skip
+            raise ValueError(
+                f"weights must give one weight per coefficient ({len(self.coefficients)}), got {len(self.weights)}"
+            )
         if any(w <= 0 for w in self.weights) or abs(sum(self.weights) - 1) > 1e-9:
             raise ValueError(f"weights must be positive and sum to 1, got {self.weights}")
         if not (isinstance(noise_var, (int, float)) and noise_var > 0):
@@ -64,8 +76,10 @@ class ARModel:
         self.name = name
 
     def __repr__(self) -> str:
-        return (f"ARModel(coefficients={self.coefficients}, weights={self.weights}, noise_var={self.noise_var}, "
-                f"name={self.name!r})")  # fmt: skip
+        return (
+            f"ARModel(coefficients={self.coefficients}, weights={self.weights}, noise_var={self.noise_var}, "
+            f"name={self.name!r})"
+        )
 
     def to(self, device) -> ARModel:
         """``self``: the parameters are Python numbers (lets the runner call ``truth.to(device)``)."""
@@ -127,8 +141,9 @@ class ARModel:
         noise = torch.randn(shape, generator=generator, dtype=x_prev.dtype, device=x_prev.device)
         return chosen + self.noise_scale * noise
 
-    def simulate(self, num_sequences: int, num_steps: int = 24, *,
-                 generator: torch.Generator | None = None) -> torch.Tensor:  # fmt: skip
+    def simulate(
+        self, num_sequences: int, num_steps: int = 24, *, generator: torch.Generator | None = None
+    ) -> torch.Tensor:
         """Sequences ``X_0 .. X_{num_steps}``: float64 ``[num_sequences, num_steps + 1, 1]``."""
         check_positive_int(num_sequences, name="num_sequences")
         check_positive_int(num_steps, name="num_steps")
@@ -143,8 +158,11 @@ class ARModel:
         ``sigma^2 + x_prev^2 sum_jk w_j w_k (c_j - c_k)^2``: ``sigma^2`` for Model I,
         ``sigma^2 + 2 p (1 - p) (alpha - beta)^2 x_prev^2`` for Model II.
         """
-        spread = sum(wj * wk * (cj - ck) ** 2 for wj, cj in zip(self.weights, self.coefficients)
-                     for wk, ck in zip(self.weights, self.coefficients))  # fmt: skip
+        spread = sum(
+            wj * wk * (cj - ck) ** 2
+            for wj, cj in zip(self.weights, self.coefficients)
+            for wk, ck in zip(self.weights, self.coefficients)
+        )
         return self.noise_var + spread * x_prev**2
 
     def predictive_metrics(self, samples: torch.Tensor, x: torch.Tensor) -> dict[str, float]:
@@ -197,8 +215,9 @@ def model_three() -> ARModel:
     return ARModel((0.95, 0.3, -0.6), (0.5, 0.3, 0.2), 0.2, name="Model III")
 
 
-def ar_data(truth: ARModel, *, fold: int = 0, seed: int = 0, num_samples: int = 1000,
-            num_steps: int = 24) -> ExperimentData:  # fmt: skip
+def ar_data(
+    truth: ARModel, *, fold: int = 0, seed: int = 0, num_samples: int = 1000, num_steps: int = 24
+) -> ExperimentData:
     """``num_samples`` sequences ``X_0 .. X_{num_steps}`` of ``truth``, split 80 / 10 / 10 by fold.
 
     The sequences depend only on ``seed`` (the same for every fold). They are cut into ten
@@ -225,9 +244,13 @@ def ar_data(truth: ARModel, *, fold: int = 0, seed: int = 0, num_samples: int = 
     test, valid = blocks[2 * fold], blocks[2 * fold + 1]
     train = torch.cat([b for i, b in enumerate(blocks) if i not in (2 * fold, 2 * fold + 1)])
     splits = [(part, torch.ones(part.shape[:2], dtype=torch.bool)) for part in (train, valid, test)]
-    return ExperimentData(*splits, truth=truth, truth_metrics=truth.predictive_metrics,
-                        description=f"SMC Transformer synthetic {truth.name}: {truth!r}, "
-                        f"{num_samples} sequences of {num_steps + 1} values, fold {fold}, seed {seed}")  # fmt: skip
+    return ExperimentData(
+        *splits,
+        truth=truth,
+        truth_metrics=truth.predictive_metrics,
+        description=f"SMC Transformer synthetic {truth.name}: {truth!r}, "
+        f"{num_samples} sequences of {num_steps + 1} values, fold {fold}, seed {seed}",
+    )
 
 
 def ar_model_one_data(fold: int = 0, seed: int = 0, num_samples: int = 1000) -> ExperimentData:
@@ -283,8 +306,9 @@ def predictive_mse(truth: ARModel, samples: torch.Tensor, x: torch.Tensor) -> to
     return (squared.mean(0) * weights).sum(-1)
 
 
-def interval_share(truth: ARModel, samples: torch.Tensor, x: torch.Tensor,
-                   levels: Sequence[float] = (0.8, 0.95)) -> dict[float, torch.Tensor]:  # fmt: skip
+def interval_share(
+    truth: ARModel, samples: torch.Tensor, x: torch.Tensor, levels: Sequence[float] = (0.8, 0.95)
+) -> dict[float, torch.Tensor]:
     """Share of predictive samples inside the true central intervals: the paper's Figure 2, per test step.
 
     SMC Transformer paper, section 4.1 and Figure 2: for each test sequence and step, the

@@ -69,8 +69,18 @@ from ppl_models.inference.validation import check_choice, check_positive_int
 
 from ..data import SharedCsvRows, check_values, read_shared_csv
 
-__all__ = ["RegressionData", "AIR_TARGETS", "AIR_INPUTS", "PM25_INPUTS", "WIND_DIRECTIONS", "build_windows",
-           "air_quality_regression", "pm25_regression", "predictive_samples", "evaluate_regression"]  # fmt: skip
+__all__ = [
+    "RegressionData",
+    "AIR_TARGETS",
+    "AIR_INPUTS",
+    "PM25_INPUTS",
+    "WIND_DIRECTIONS",
+    "build_windows",
+    "air_quality_regression",
+    "pm25_regression",
+    "predictive_samples",
+    "evaluate_regression",
+]
 
 AIR_FILE = "air_quality/AirQualityUCI.csv"
 PM25_FILE = "pm25/PRSA_data_2010.1.1-2014.12.31.csv"
@@ -168,11 +178,23 @@ def _cyclic(values: np.ndarray, period: float) -> tuple[np.ndarray, np.ndarray]:
     return np.sin(angle), np.cos(angle)
 
 
-def build_windows(measured: np.ndarray, measured_names: Sequence[str], target: np.ndarray, times: list[datetime],
-                  *, categorical: np.ndarray | None = None, categorical_names: Sequence[str] = (),
-                  target_name: str, units: str, window: int = 24, stride: int | None = None,
-                  fractions: Sequence[float] = (0.7, 0.1), lagged_target: bool = True,
-                  max_windows: int | None = None, name: str = "") -> RegressionData:  # fmt: skip
+def build_windows(
+    measured: np.ndarray,
+    measured_names: Sequence[str],
+    target: np.ndarray,
+    times: list[datetime],
+    *,
+    categorical: np.ndarray | None = None,
+    categorical_names: Sequence[str] = (),
+    target_name: str,
+    units: str,
+    window: int = 24,
+    stride: int | None = None,
+    fractions: Sequence[float] = (0.7, 0.1),
+    lagged_target: bool = True,
+    max_windows: int | None = None,
+    name: str = "",
+) -> RegressionData:
     """Split, fill, standardise and window an hourly table (the module docstring's steps 1-6).
 
     Args:
@@ -189,8 +211,7 @@ def build_windows(measured: np.ndarray, measured_names: Sequence[str], target: n
         max_windows: keep only the first this many windows of each split (quick runs, tests).
         name: data set name for the description.
     """
-    window, stride, (train_share, valid_share) = _check_options(window, stride, fractions, lagged_target,
-                                                                max_windows)  # fmt: skip
+    window, stride, (train_share, valid_share) = _check_options(window, stride, fractions, lagged_target, max_windows)
     measured = np.asarray(measured, dtype=float)
     target = np.asarray(target, dtype=float)
     hours = len(target)
@@ -200,14 +221,17 @@ def build_windows(measured: np.ndarray, measured_names: Sequence[str], target: n
         raise ValueError(f"times must hold H = {hours} timestamps, got {len(times)}")
     gaps = [i for i, (a, b) in enumerate(zip(times[:-1], times[1:])) if b - a != timedelta(hours=1)]
     if gaps:
-        raise ValueError(f"{name + ': ' if name else ''}times must be consecutive hours, but times[{gaps[0] + 1}] = "
-                         f"{times[gaps[0] + 1]} follows {times[gaps[0]]}")  # fmt: skip
+        raise ValueError(
+            f"{name + ': ' if name else ''}times must be consecutive hours, but times[{gaps[0] + 1}] = "
+            f"{times[gaps[0] + 1]} follows {times[gaps[0]]}"
+        )
     if categorical is None:
         categorical = np.zeros((hours, 0))
     categorical = np.asarray(categorical, dtype=float)
     if categorical.shape != (hours, len(categorical_names)):
-        raise ValueError(f"categorical must have shape [H, C] = {(hours, len(categorical_names))}, "
-                         f"got {categorical.shape}")  # fmt: skip
+        raise ValueError(
+            f"categorical must have shape [H, C] = {(hours, len(categorical_names))}, got {categorical.shape}"
+        )
     train_end, valid_end = round(hours * train_share), round(hours * (train_share + valid_share))
     if not 0 < train_end < valid_end < hours:
         raise ValueError(f"fractions {tuple(fractions)!r} leave an empty split of {hours} hours")
@@ -231,8 +255,10 @@ def build_windows(measured: np.ndarray, measured_names: Sequence[str], target: n
     previous = np.concatenate([[np.nan], target[:-1]])  # y_{t-1}
     last_observed = _forward_fill(previous)  # last observed target strictly before t
     if lagged_target:
-        columns += [np.nan_to_num((last_observed - target_mean) / target_std, nan=0.0),
-                    np.isnan(previous).astype(float)]  # fmt: skip
+        columns += [
+            np.nan_to_num((last_observed - target_mean) / target_std, nan=0.0),
+            np.isnan(previous).astype(float),
+        ]
         names += [f"{target_name} lag 1h", f"{target_name} lag missing"]
         input_stats[f"{target_name} lag 1h"] = (target_mean, target_std)
     columns.append(np.isnan(measured).any(1).astype(float))
@@ -247,34 +273,53 @@ def build_windows(measured: np.ndarray, measured_names: Sequence[str], target: n
     normalised_target = (target - target_mean) / target_std
 
     splits, starts, lasts = {}, {}, {}
-    for split, (begin, end), step in zip(SPLITS, ((0, train_end), (train_end, valid_end), (valid_end, hours)),
-                                         (stride, window, window)):  # fmt: skip
+    for split, (begin, end), step in zip(
+        SPLITS, ((0, train_end), (train_end, valid_end), (valid_end, hours)), (stride, window, window)
+    ):
         first = np.arange(begin, end - window + 1, step)
         index = first[:, None] + np.arange(window)[None]  # [N, T]
         keep = (~np.isnan(target[index])).any(1) if len(first) else np.zeros(0, dtype=bool)
         first, index = first[keep][:max_windows], index[keep][:max_windows]
         if len(first) == 0:
-            raise ValueError(f"window={window} leaves no {split} window with an observed target "
-                             f"(the split has {end - begin} hours)")  # fmt: skip
+            raise ValueError(
+                f"window={window} leaves no {split} window with an observed target (the split has {end - begin} hours)"
+            )
         x = torch.as_tensor(features[index], dtype=torch.float32)
         y = torch.as_tensor(normalised_target[index], dtype=torch.float32).unsqueeze(-1)
         splits[split], starts[split], lasts[split] = (x, None, y), first, last_observed[index]
     counts = "/".join(str(len(starts[s])) for s in SPLITS)
-    description = (f"{name}: {target_name} ({units}) from {len(names)} inputs, {window}-hour windows, "
-                   f"{counts} train/valid/test windows")  # fmt: skip
-    return RegressionData(splits=splits, feature_names=tuple(names), target=target_name, units=units,
-                          target_mean=target_mean, target_std=target_std, input_stats=input_stats,
-                          bounds=(train_end, valid_end, hours), starts=starts, last_observed=lasts, times=list(times),
-                          description=description)  # fmt: skip
+    description = (
+        f"{name}: {target_name} ({units}) from {len(names)} inputs, {window}-hour windows, "
+        f"{counts} train/valid/test windows"
+    )
+    return RegressionData(
+        splits=splits,
+        feature_names=tuple(names),
+        target=target_name,
+        units=units,
+        target_mean=target_mean,
+        target_std=target_std,
+        input_stats=input_stats,
+        bounds=(train_end, valid_end, hours),
+        starts=starts,
+        last_observed=lasts,
+        times=list(times),
+        description=description,
+    )
 
 
 # --------------------------------------------------------------------------- the two data sets
 
 
-def air_quality_regression(target: str = "NO2(GT)", window: int = 24, stride: int | None = None,
-                           fractions: Sequence[float] = (0.7, 0.1), lagged_target: bool = True,
-                           max_windows: int | None = None, data_dir: str | os.PathLike | None = None,
-                           ) -> tuple[RegressionData, dict]:  # fmt: skip
+def air_quality_regression(
+    target: str = "NO2(GT)",
+    window: int = 24,
+    stride: int | None = None,
+    fractions: Sequence[float] = (0.7, 0.1),
+    lagged_target: bool = True,
+    max_windows: int | None = None,
+    data_dir: str | os.PathLike | None = None,
+) -> tuple[RegressionData, dict]:
     """The AIR task: ``(data, splits)`` with ``splits[s] = (x [N, T, D], None, y [N, T, 1])``.
 
     ``target`` is one of :data:`AIR_TARGETS`; inputs are :data:`AIR_INPUTS` plus the derived
@@ -294,20 +339,38 @@ def air_quality_regression(target: str = "NO2(GT)", window: int = 24, stride: in
 
     measured = table.numbers(AIR_INPUTS, parse=number)
     values = table.numbers((target,), parse=number)[:, 0]
-    check_values(np.column_stack([measured, values]), AIR_FILE, (*AIR_INPUTS, target), lines=table.lines,
-                 allow_nan=True)  # fmt: skip
+    check_values(
+        np.column_stack([measured, values]), AIR_FILE, (*AIR_INPUTS, target), lines=table.lines, allow_nan=True
+    )
     date, hour = table.index("Date"), table.index("Time")
-    times = _times(table, "Date and Time", lambda row: datetime.strptime(f"{row[date]} {row[hour]}",
-                                                                         "%d/%m/%Y %H.%M.%S"))  # fmt: skip
-    data = build_windows(measured, AIR_INPUTS, values, times, target_name=target, units=AIR_TARGETS[target],
-                         window=window, stride=stride, fractions=fractions, lagged_target=lagged_target,
-                         max_windows=max_windows, name="UCI air quality")  # fmt: skip
+    times = _times(
+        table, "Date and Time", lambda row: datetime.strptime(f"{row[date]} {row[hour]}", "%d/%m/%Y %H.%M.%S")
+    )
+    data = build_windows(
+        measured,
+        AIR_INPUTS,
+        values,
+        times,
+        target_name=target,
+        units=AIR_TARGETS[target],
+        window=window,
+        stride=stride,
+        fractions=fractions,
+        lagged_target=lagged_target,
+        max_windows=max_windows,
+        name="UCI air quality",
+    )
     return data, data.splits
 
 
-def pm25_regression(window: int = 24, stride: int | None = None, fractions: Sequence[float] = (0.7, 0.1),
-                    lagged_target: bool = True, max_windows: int | None = None,
-                    data_dir: str | os.PathLike | None = None) -> tuple[RegressionData, dict]:  # fmt: skip
+def pm25_regression(
+    window: int = 24,
+    stride: int | None = None,
+    fractions: Sequence[float] = (0.7, 0.1),
+    lagged_target: bool = True,
+    max_windows: int | None = None,
+    data_dir: str | os.PathLike | None = None,
+) -> tuple[RegressionData, dict]:
     """The PM task: ``(data, splits)`` with ``splits[s] = (x [N, T, D], None, y [N, T, 1])``.
 
     Target ``pm2.5``; inputs :data:`PM25_INPUTS`, the wind direction one-hot over
@@ -325,8 +388,9 @@ def pm25_regression(window: int = 24, stride: int | None = None, fractions: Sequ
 
     measured = table.numbers(PM25_INPUTS, parse=number)
     values = table.numbers(("pm2.5",), parse=number)[:, 0]
-    check_values(np.column_stack([measured, values]), PM25_FILE, (*PM25_INPUTS, "pm2.5"), lines=table.lines,
-                 allow_nan=True)  # fmt: skip
+    check_values(
+        np.column_stack([measured, values]), PM25_FILE, (*PM25_INPUTS, "pm2.5"), lines=table.lines, allow_nan=True
+    )
     directions = [row[table.index("cbwd")] for row in table.rows]
     unknown = sorted(set(directions) - set(WIND_DIRECTIONS))
     if unknown:
@@ -334,10 +398,22 @@ def pm25_regression(window: int = 24, stride: int | None = None, fractions: Sequ
     wind = np.array([[direction == d for d in WIND_DIRECTIONS] for direction in directions], dtype=float)
     stamp = [table.index(c) for c in ("year", "month", "day", "hour")]
     times = _times(table, "year, month, day and hour", lambda row: datetime(*(int(row[i]) for i in stamp)))
-    data = build_windows(measured, PM25_INPUTS, values, times, categorical=wind,
-                         categorical_names=tuple(f"wind {d}" for d in WIND_DIRECTIONS), target_name="pm2.5",
-                         units="ug/m3", window=window, stride=stride, fractions=fractions,
-                         lagged_target=lagged_target, max_windows=max_windows, name="UCI Beijing PM2.5")  # fmt: skip
+    data = build_windows(
+        measured,
+        PM25_INPUTS,
+        values,
+        times,
+        categorical=wind,
+        categorical_names=tuple(f"wind {d}" for d in WIND_DIRECTIONS),
+        target_name="pm2.5",
+        units="ug/m3",
+        window=window,
+        stride=stride,
+        fractions=fractions,
+        lagged_target=lagged_target,
+        max_windows=max_windows,
+        name="UCI Beijing PM2.5",
+    )
     return data, data.splits
 
 
@@ -373,9 +449,17 @@ def predictive_samples(predictor, belief, num_samples: int, generator: torch.Gen
 
 
 @torch.no_grad()
-def evaluate_regression(predictor, data: RegressionData, split: str = "test", *, device="cpu", seed: int = 0,
-                        num_samples: int = 200, batch_size: int = 256, plots_dir: str | Path | None = None,
-                        ) -> dict:  # fmt: skip
+def evaluate_regression(
+    predictor,
+    data: RegressionData,
+    split: str = "test",
+    *,
+    device="cpu",
+    seed: int = 0,
+    num_samples: int = 200,
+    batch_size: int = 256,
+    plots_dir: str | Path | None = None,
+) -> dict:
     """Metrics of a regression predictor on one split of ``data``, over its observed target hours.
 
     Keys: ``rmse``, ``rmse_normalized``, ``mae``, ``crps``, ``crps_normalized``, ``nlpd`` (nats per
@@ -396,7 +480,7 @@ def evaluate_regression(predictor, data: RegressionData, split: str = "test", *,
     generator = torch.Generator(device=device).manual_seed(seed)
     means, samples, log_densities, spreads, ess = [], [], [], [], 0.0
     for start in range(0, len(x), batch_size):
-        xb, yb = x[start:start + batch_size].to(device), y[start:start + batch_size].to(device)
+        xb, yb = x[start : start + batch_size].to(device), y[start : start + batch_size].to(device)
         belief = predictor.belief(xb, generator=generator)
         means.append(predictor.head(belief.mean).cpu())
         draws, log_density = predictive_samples(predictor, belief, num_samples, generator)
@@ -415,19 +499,28 @@ def evaluate_regression(predictor, data: RegressionData, split: str = "test", *,
     persistence = torch.as_tensor(data.last_observed[split], dtype=y.dtype)[scored]
     persistence = torch.where(torch.isnan(persistence), torch.full_like(persistence, data.target_mean), persistence)
     error = predicted - observed
-    summary = calibration_summary(predictive, observed, log_pred_density=log_density,
-                                  generator=torch.Generator().manual_seed(seed))  # fmt: skip
+    summary = calibration_summary(
+        predictive, observed, log_pred_density=log_density, generator=torch.Generator().manual_seed(seed)
+    )
     rmse = error.square().mean().sqrt().item()
-    metrics = {"rmse": rmse, "rmse_normalized": rmse / data.target_std, "mae": error.abs().mean().item(),
-               **summary, "crps_normalized": summary["crps"] / data.target_std,
-               "persistence_rmse": (persistence - observed.flatten()).square().mean().sqrt().item(),
-               "mean_rmse": (observed - data.target_mean).square().mean().sqrt().item(),
-               "sigma": predictor.log_scale.exp().item() * data.target_std,
-               "mean_ess": ess / scored.numel(),
-               "particle_sd": torch.cat(spreads)[scored].mean().item() * data.target_std,
-               "target": data.target, "units": data.units,
-               "target_std": data.target_std, "predictive_samples": num_samples,
-               f"{split}_windows": len(x), f"{split}_hours": int(scored.sum())}  # fmt: skip
+    metrics = {
+        "rmse": rmse,
+        "rmse_normalized": rmse / data.target_std,
+        "mae": error.abs().mean().item(),
+        **summary,
+        "crps_normalized": summary["crps"] / data.target_std,
+        "persistence_rmse": (persistence - observed.flatten()).square().mean().sqrt().item(),
+        "mean_rmse": (observed - data.target_mean).square().mean().sqrt().item(),
+        "sigma": predictor.log_scale.exp().item() * data.target_std,
+        "mean_ess": ess / scored.numel(),
+        "particle_sd": torch.cat(spreads)[scored].mean().item() * data.target_std,
+        "target": data.target,
+        "units": data.units,
+        "target_std": data.target_std,
+        "predictive_samples": num_samples,
+        f"{split}_windows": len(x),
+        f"{split}_hours": int(scored.sum()),
+    }
     if plots_dir is not None:
         plots_dir = Path(plots_dir)
         pit_values = pit(predictive, observed, generator=torch.Generator().manual_seed(seed))

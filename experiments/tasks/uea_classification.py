@@ -53,16 +53,22 @@ def _load_sktime(split: str) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
     try:
         from sktime.datasets import load_japanese_vowels
     except ModuleNotFoundError as error:  # optional dependency
-        raise ModuleNotFoundError("the JapaneseVowels task needs sktime: pip install 'ppl-models[classification]'"
-                                  ) from error  # fmt: skip
+        raise ModuleNotFoundError(
+            "the JapaneseVowels task needs sktime: pip install 'ppl-models[classification]'"
+        ) from error
     frame, labels = load_japanese_vowels(split=split, return_X_y=True)
-    sequences = tuple(np.stack([np.asarray(frame.iloc[i, c], dtype=float) for c in range(frame.shape[1])], -1)
-                 for i in range(len(frame)))  # fmt: skip
+    sequences = tuple(
+        np.stack([np.asarray(frame.iloc[i, c], dtype=float) for c in range(frame.shape[1])], -1)
+        for i in range(len(frame))
+    )
     return sequences, np.asarray(labels).astype(str)
 
 
-def japanese_vowels(valid_fraction: float = 0.2, seed: int = 0, max_sequences: int | None = None,
-                    ) -> tuple[ClassificationData, dict]:  # fmt: skip
+def japanese_vowels(
+    valid_fraction: float = 0.2,
+    seed: int = 0,
+    max_sequences: int | None = None,
+) -> tuple[ClassificationData, dict]:
     """The JapaneseVowels task: ``(data, splits)``, ``splits[s] = (x [N, 29, 12], mask [N, 29], y [N])``.
 
     Args:
@@ -87,11 +93,15 @@ def japanese_vowels(valid_fraction: float = 0.2, seed: int = 0, max_sequences: i
     for c in classes:  # stratified: the same share of every speaker
         members = np.flatnonzero(train_labels == c)
         held_out[rng.choice(members, max(1, round(valid_fraction * len(members))), replace=False)] = True
-    parts = {"train": [i for i in range(len(train_labels)) if not held_out[i]],
-             "valid": [i for i in range(len(train_labels)) if held_out[i]]}  # fmt: skip
-    chosen = {"train": ([train_seqs[i] for i in parts["train"]], train_labels[parts["train"]]),
-              "valid": ([train_seqs[i] for i in parts["valid"]], train_labels[parts["valid"]]),
-              "test": (test_seqs, test_labels)}  # fmt: skip
+    parts = {
+        "train": [i for i in range(len(train_labels)) if not held_out[i]],
+        "valid": [i for i in range(len(train_labels)) if held_out[i]],
+    }
+    chosen = {
+        "train": ([train_seqs[i] for i in parts["train"]], train_labels[parts["train"]]),
+        "valid": ([train_seqs[i] for i in parts["valid"]], train_labels[parts["valid"]]),
+        "test": (test_seqs, test_labels),
+    }
     longest = max(len(s) for s in (*train_seqs, *test_seqs))
     frames = np.concatenate(chosen["train"][0])
     mean = torch.as_tensor(frames.mean(0), dtype=torch.float32)
@@ -105,15 +115,26 @@ def japanese_vowels(valid_fraction: float = 0.2, seed: int = 0, max_sequences: i
             mask = torch.cat([mask, mask.new_zeros(len(mask), longest - mask.shape[1])], 1)
         splits[split] = (x, mask, torch.as_tensor([index[c] for c in labels], dtype=torch.long))
     counts = "/".join(str(len(splits[s][2])) for s in SPLITS)
-    data = ClassificationData(splits, classes, mean, std,
-                              f"JapaneseVowels: 12 LPC coefficients, 7-29 frames, 9 speakers, {counts} "
-                              "train/valid/test utterances")  # fmt: skip
+    data = ClassificationData(
+        splits,
+        classes,
+        mean,
+        std,
+        f"JapaneseVowels: 12 LPC coefficients, 7-29 frames, 9 speakers, {counts} train/valid/test utterances",
+    )
     return data, splits
 
 
 @torch.no_grad()
-def evaluate_classification(predictor, data: ClassificationData, split: str = "test", *, device="cpu",
-                            seed: int = 0, plots_dir: str | Path | None = None) -> dict:  # fmt: skip
+def evaluate_classification(
+    predictor,
+    data: ClassificationData,
+    split: str = "test",
+    *,
+    device="cpu",
+    seed: int = 0,
+    plots_dir: str | Path | None = None,
+) -> dict:
     """Last-step class predictions on one split.
 
     Keys: ``accuracy`` (argmax of ``f_out(mean particle)``, the paper's predictor),
@@ -135,11 +156,13 @@ def evaluate_classification(predictor, data: ClassificationData, split: str = "t
     weights = belief.log_weights[last, :, rows].exp()  # [N, K]
     probs = (weights.unsqueeze(-1) * particle_probs).sum(1).clamp(0.0, 1.0).cpu()  # [N, C]; clamp float32 rounding
     one_hot = torch.nn.functional.one_hot(y, data.num_classes).float()
-    metrics = {"accuracy": (logits.argmax(-1) == y).float().mean().item(),
-               "mixture_accuracy": (probs.argmax(-1) == y).float().mean().item(),
-               "nll": -probs.gather(1, y.unsqueeze(1)).clamp(min=1e-12).log().mean().item(),
-               "brier": brier_score(probs.unsqueeze(1), one_hot.unsqueeze(1)),
-               f"{split}_sequences": len(y)}  # fmt: skip
+    metrics = {
+        "accuracy": (logits.argmax(-1) == y).float().mean().item(),
+        "mixture_accuracy": (probs.argmax(-1) == y).float().mean().item(),
+        "nll": -probs.gather(1, y.unsqueeze(1)).clamp(min=1e-12).log().mean().item(),
+        "brier": brier_score(probs.unsqueeze(1), one_hot.unsqueeze(1)),
+        f"{split}_sequences": len(y),
+    }
     if plots_dir is not None:
         curve = reliability_curve(probs.unsqueeze(1), one_hot.unsqueeze(1))
         plot_reliability(curve, Path(plots_dir) / "reliability.png")

@@ -18,8 +18,16 @@ from ..validation import check_positive_int, check_sequences
 from ._checks import _as_float_tensor, _as_mask, _check_levels, _check_predictive, _require_valid_step, _to_numpy
 
 __all__ = [
-    "DEFAULT_LEVELS", "ReliabilityCurve", "pit", "coverage", "interval_width", "crps", "nlpd", "brier_score",
-    "reliability_curve", "calibration_summary"
+    "DEFAULT_LEVELS",
+    "ReliabilityCurve",
+    "pit",
+    "coverage",
+    "interval_width",
+    "crps",
+    "nlpd",
+    "brier_score",
+    "reliability_curve",
+    "calibration_summary",
 ]
 
 DEFAULT_LEVELS = (0.5, 0.8, 0.9, 0.95)

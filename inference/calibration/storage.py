@@ -20,7 +20,11 @@ from ..io import atomic_write
 from ._checks import _as_float_tensor, _check_predictive, _to_numpy
 
 __all__ = [
-    "SEQUENCE_DIMS", "to_inference_data", "posterior_inference_data", "stack_sequence_sites", "save_inference_data"
+    "SEQUENCE_DIMS",
+    "to_inference_data",
+    "posterior_inference_data",
+    "stack_sequence_sites",
+    "save_inference_data",
 ]
 
 SEQUENCE_DIMS = ("sequence", "time", "feature")
@@ -82,8 +86,10 @@ def to_inference_data(
     if log_likelihood is not None:
         values = _as_float_tensor(log_likelihood, "log_likelihood").to(predictive.device)
         if values.shape[1:] != predictive.shape[1:] or values.shape[0] < 1:
-            raise ValueError(f"log_likelihood must have shape [S, B, T, D] with [B, T, D] = "
-                             f"{tuple(predictive.shape[1:])}, got {tuple(values.shape)}")  # fmt: skip
+            raise ValueError(
+                f"log_likelihood must have shape [S, B, T, D] with [B, T, D] = "
+                f"{tuple(predictive.shape[1:])}, got {tuple(values.shape)}"
+            )
         if not bool(torch.isfinite(values[:, mask]).all()):
             raise ValueError("log_likelihood contains NaN or inf at valid (unmasked) steps")
         groups["log_likelihood"] = group({var_name: _packed(values, pack, draws=True)})
@@ -92,8 +98,9 @@ def to_inference_data(
     return inference_data(groups)
 
 
-def posterior_inference_data(model, x, mask=None, num_draws: int = 100, *, targets=None, var_name: str | None = None,
-                             **options) -> az.InferenceData:  # fmt: skip
+def posterior_inference_data(
+    model, x, mask=None, num_draws: int = 100, *, targets=None, var_name: str | None = None, **options
+) -> az.InferenceData:
     """``InferenceData`` for ``az.loo``, ``az.waic`` and ``az.plot_loo_pit`` of any model with Pyro programs.
 
     Draws the model's latent sites from its guide (:func:`ppl_models.inference.pointwise.posterior_draws`,
@@ -114,8 +121,9 @@ def posterior_inference_data(model, x, mask=None, num_draws: int = 100, *, targe
     observed = x if targets is None else (targets.unsqueeze(-1) if targets.dim() == 2 else targets)
     posterior = draws.latents or {"log_weight": draws.log_weights}
     name = var_name or ("y" if targets is not None else "x")
-    return to_inference_data(draws.replicates, observed, mask=mask, log_likelihood=draws.log_likelihood,
-                             posterior=posterior, var_name=name)  # fmt: skip
+    return to_inference_data(
+        draws.replicates, observed, mask=mask, log_likelihood=draws.log_likelihood, posterior=posterior, var_name=name
+    )
 
 
 def stack_sequence_sites(samples: Mapping[str, torch.Tensor], site: str = "x", *, event_dim: int = 1) -> torch.Tensor:
@@ -146,8 +154,10 @@ def stack_sequence_sites(samples: Mapping[str, torch.Tensor], site: str = "x", *
         if match:
             steps[int(match.group(1) or match.group(2))] = _unpadded(value, name, "BD"[: 1 + event_dim])
     if not steps or sorted(steps) != list(range(len(steps))):
-        raise ValueError(f"samples must hold the sites {site}_0, {site}_1, ... (or t0/{site}, ...) of every step, "
-                         f"or one site {site!r} [S, B, T, D]; got {sorted(samples)}")  # fmt: skip
+        raise ValueError(
+            f"samples must hold the sites {site}_0, {site}_1, ... (or t0/{site}, ...) of every step, "
+            f"or one site {site!r} [S, B, T, D]; got {sorted(samples)}"
+        )
     return torch.stack([steps[t] for t in range(len(steps))], dim=-2)
 
 
@@ -155,8 +165,10 @@ def _unpadded(value: torch.Tensor, name: str, layout: str) -> torch.Tensor:
     """``value [S, 1, ..., 1, *layout]`` without the plate padding; ``D = 1`` added if ``layout`` has none."""
     kept = len(layout)
     if value.dim() < kept + 1 or any(size != 1 for size in value.shape[1 : value.dim() - kept]):
-        raise ValueError(f"samples[{name!r}] must have shape [S, (1, ...,) {', '.join(layout)}] (Predictive pads "
-                         f"plates with size-1 dims), got {tuple(value.shape)}")  # fmt: skip
+        raise ValueError(
+            f"samples[{name!r}] must have shape [S, (1, ...,) {', '.join(layout)}] (Predictive pads "
+            f"plates with size-1 dims), got {tuple(value.shape)}"
+        )
     value = value.reshape(value.shape[0], *value.shape[value.dim() - kept :])
     return value if layout.endswith("D") else value.unsqueeze(-1)
 
@@ -164,8 +176,9 @@ def _unpadded(value: torch.Tensor, name: str, layout: str) -> torch.Tensor:
 def save_inference_data(idata: az.InferenceData, path: str | os.PathLike) -> Path:
     """Write ``idata`` to a netCDF file (``.nc``, ArviZ's default h5netcdf engine), atomically."""
     if not is_inference_data(idata):
-        raise TypeError("idata must be an arviz.InferenceData (an xarray.DataTree on ArviZ 1.x), "
-                        f"got {type(idata).__name__}")
+        raise TypeError(
+            f"idata must be an arviz.InferenceData (an xarray.DataTree on ArviZ 1.x), got {type(idata).__name__}"
+        )
     return atomic_write(path, lambda tmp: idata.to_netcdf(tmp))
 
 
@@ -193,8 +206,10 @@ def _checked_positions(positions, observed: torch.Tensor, mask: torch.Tensor) ->
     if not isinstance(positions, torch.Tensor) or positions.dtype != torch.int64:
         raise TypeError(f"positions must be an int64 torch.Tensor [2, n], got {type(positions).__name__}")
     if observed.shape[0] != 1 or not bool(mask.all()) or positions.shape != (2, observed.shape[1]):
-        raise ValueError(f"positions [2, n] go with draws packed to n steps (observed [1, n, D], no mask): got "
-                         f"positions {list(positions.shape)}, observed {list(observed.shape)}")  # fmt: skip
+        raise ValueError(
+            f"positions [2, n] go with draws packed to n steps (observed [1, n, D], no mask): got "
+            f"positions {list(positions.shape)}, observed {list(observed.shape)}"
+        )
     return torch.arange(observed.shape[1])
 
 
@@ -225,12 +240,16 @@ def _posterior_dataset(posterior, mask, pack, coordinates, step_dims, coords):
             values[name], dims[name] = _to_numpy(draws)[None], ["sequence"]
             continue
         if draws.dim() < 3 or draws.shape[1:3] != (batch, steps):
-            raise ValueError(f"posterior[{name!r}] must have shape [S, B, T, ...] with [B, T] = {(batch, steps)}, "
-                             f"got {tuple(draws.shape)}")  # fmt: skip
+            raise ValueError(
+                f"posterior[{name!r}] must have shape [S, B, T, ...] with [B, T] = {(batch, steps)}, "
+                f"got {tuple(draws.shape)}"
+            )
         values[name] = _packed(draws, pack, draws=True)
         dims[name] = step_dims + [f"{name}_dim_{i}" for i in range(draws.dim() - 3)]
     per_sequence = [name for name, names in dims.items() if names == ["sequence"]]
     if pack is not None and per_sequence and len(per_sequence) < len(dims):
-        raise ValueError(f"posterior variables {per_sequence} are per sequence [S, B]: with padding they cannot share "
-                         "a group with per-step variables [S, B, T, ...]")  # fmt: skip
+        raise ValueError(
+            f"posterior variables {per_sequence} are per sequence [S, B]: with padding they cannot share "
+            "a group with per-step variables [S, B, T, ...]"
+        )
     return _with_step_coords(dataset(values, coords=coords, dims=dims), coordinates)

@@ -7,6 +7,18 @@ from .readers import FILE_SUFFIXES, TIME_ORDERS, DataWarning, check_values
 from .standardize import Standardizer
 from .transforms import DataUnits, SeriesTransform, choose_transform, detect_season, resolve_transform
 
-__all__ = ["SequenceDataset", "DataSplits", "Standardizer", "DataWarning", "check_values", "FILE_SUFFIXES",
-           "TIME_ORDERS", "MISSING", "SeriesTransform", "DataUnits", "choose_transform", "resolve_transform",
-           "detect_season"]
+__all__ = [
+    "SequenceDataset",
+    "DataSplits",
+    "Standardizer",
+    "DataWarning",
+    "check_values",
+    "FILE_SUFFIXES",
+    "TIME_ORDERS",
+    "MISSING",
+    "SeriesTransform",
+    "DataUnits",
+    "choose_transform",
+    "resolve_transform",
+    "detect_season",
+]

@@ -57,8 +57,21 @@ from .readers import (
 )
 from .standardize import Standardizer
 
-__all__ = ["SequenceDataset", "DataSplits", "DataWarning", "check_values", "FILE_SUFFIXES", "MISSING", "DEGENERATE",
-           "TIME_ORDERS", "EXTREME_ABSOLUTE", "EXTREME_SPREADS", "PADDING_LIMIT", "chunk_length", "skewed"]
+__all__ = [
+    "SequenceDataset",
+    "DataSplits",
+    "DataWarning",
+    "check_values",
+    "FILE_SUFFIXES",
+    "MISSING",
+    "DEGENERATE",
+    "TIME_ORDERS",
+    "EXTREME_ABSOLUTE",
+    "EXTREME_SPREADS",
+    "PADDING_LIMIT",
+    "chunk_length",
+    "skewed",
+]
 
 #: what to do with a NaN or infinite value inside a series
 MISSING = ("error", "drop-series")
@@ -69,8 +82,15 @@ SPLITS = ("train", "valid", "test")
 #: a split whose padding to its longest sequence would hold more than this many times its steps is skewed: its long
 #: training series are cut into pieces (:meth:`DataSplits.chunked`), and a warning says so
 PADDING_LIMIT = 10
-_SPLIT_NAMES = {"train": "train", "training": "train", "valid": "valid", "validation": "valid", "val": "valid",
-                "test": "test", "testing": "test"}  # fmt: skip
+_SPLIT_NAMES = {
+    "train": "train",
+    "training": "train",
+    "valid": "valid",
+    "validation": "valid",
+    "val": "valid",
+    "test": "test",
+    "testing": "test",
+}
 
 
 class SequenceDataset:
@@ -81,10 +101,19 @@ class SequenceDataset:
     in every message.
     """
 
-    def __init__(self, sequences: list[np.ndarray], *, ids: list[str], features: list[str],
-                 targets: list[np.ndarray] | None = None, target_names: list[str] | None = None,
-                 split_labels: list[np.ndarray] | None = None, context: list[int] | None = None,
-                 origin: list[int] | None = None, source: str = "sequences"):  # fmt: skip
+    def __init__(
+        self,
+        sequences: list[np.ndarray],
+        *,
+        ids: list[str],
+        features: list[str],
+        targets: list[np.ndarray] | None = None,
+        target_names: list[str] | None = None,
+        split_labels: list[np.ndarray] | None = None,
+        context: list[int] | None = None,
+        origin: list[int] | None = None,
+        source: str = "sequences",
+    ):
         self.sequences = sequences
         self.ids = ids
         self.features = features
@@ -101,8 +130,15 @@ class SequenceDataset:
 
     # --- construction ---------------------------------------------------------------------
     @classmethod
-    def from_sequences(cls, sequences: Sequence, *, ids: Sequence | None = None, features: Sequence | None = None,
-                       targets: Sequence | None = None, source: str = "sequences") -> SequenceDataset:  # fmt: skip
+    def from_sequences(
+        cls,
+        sequences: Sequence,
+        *,
+        ids: Sequence | None = None,
+        features: Sequence | None = None,
+        targets: Sequence | None = None,
+        source: str = "sequences",
+    ) -> SequenceDataset:
         """A data set from a list of arrays ``[T_i, D]`` (or ``[T_i]``) of any lengths, ``T_i >= 2``."""
         if isinstance(sequences, (np.ndarray, torch.Tensor)) or not isinstance(sequences, Sequence):
             raise TypeError(f"sequences: expected a list of arrays [T_i, D], got {type(sequences).__name__}")
@@ -118,25 +154,42 @@ class SequenceDataset:
         ids = [str(i) for i in (ids if ids is not None else range(len(arrays)))]
         features = [str(f) for f in (features if features is not None else [f"x{d}" for d in range(dim)])]
         if len(ids) != len(arrays) or len(features) != dim:
-            raise ValueError(f"{source}: {len(ids)} ids and {len(features)} feature names for "
-                             f"{len(arrays)} sequences of {dim} features")  # fmt: skip
+            raise ValueError(
+                f"{source}: {len(ids)} ids and {len(features)} feature names for "
+                f"{len(arrays)} sequences of {dim} features"
+            )
         target_arrays = None
         if targets is not None:
             target_arrays = [_as_2d(t, f"{source}: targets {i}") for i, t in enumerate(targets)]
             if len(target_arrays) != len(arrays) or any(len(t) != len(a) for t, a in zip(target_arrays, arrays)):
                 raise ValueError(f"{source}: targets must have one array per sequence, of the sequence's length")
-        dataset = cls(arrays, ids=ids, features=features, targets=target_arrays,
-                      target_names=[f"y{o}" for o in range(target_arrays[0].shape[1])] if target_arrays else None,
-                      source=source)  # fmt: skip
+        dataset = cls(
+            arrays,
+            ids=ids,
+            features=features,
+            targets=target_arrays,
+            target_names=[f"y{o}" for o in range(target_arrays[0].shape[1])] if target_arrays else None,
+            source=source,
+        )
         dataset._check_values("error")
         return dataset
 
     @classmethod
-    def from_dataframe(cls, frame, *, series: str | None = None, time: str | None = None,
-                       features: Sequence[str] | None = None, targets: Sequence[str] | None = None,
-                       split: str | None = None, missing: str = "error", time_order: str = "values",
-                       degenerate: str = "drop", source: str = "data frame",
-                       row_offset: int = 1) -> SequenceDataset:  # fmt: skip
+    def from_dataframe(
+        cls,
+        frame,
+        *,
+        series: str | None = None,
+        time: str | None = None,
+        features: Sequence[str] | None = None,
+        targets: Sequence[str] | None = None,
+        split: str | None = None,
+        missing: str = "error",
+        time_order: str = "values",
+        degenerate: str = "drop",
+        source: str = "data frame",
+        row_offset: int = 1,
+    ) -> SequenceDataset:
         """A data set from a long-format ``pandas.DataFrame``: one row per series and time step.
 
         ``series``: the id column (``None``: one series); ``time``: the ordering column (``None``:
@@ -170,16 +223,20 @@ class SequenceDataset:
         frame.columns = columns
         named = {"series": series, "time": time, "split": split}
         _check_distinct(named, list(features or ()), list(targets or ()), source)
-        for option, column in [*named.items(), *(("features", c) for c in features or ()),
-                               *(("targets", c) for c in targets or ())]:  # fmt: skip
+        for option, column in [
+            *named.items(),
+            *(("features", c) for c in features or ()),
+            *(("targets", c) for c in targets or ()),
+        ]:
             if column is not None and column not in columns:
                 raise ValueError(f"{source}: column {column!r} (given as {option}) not found; columns: {columns}")
         reserved = {c for c in named.values() if c is not None} | set(targets or ())
         if features is None:
             features = value_columns(frame, reserved, source)
             if not features:
-                raise ValueError(f"{source}: no numeric value columns besides {sorted(reserved)}; name them with "
-                                 "features=")  # fmt: skip
+                raise ValueError(
+                    f"{source}: no numeric value columns besides {sorted(reserved)}; name them with features="
+                )
         features, targets = list(features), list(targets or [])
         both = [c for c in features if c in targets]
         if both:
@@ -195,16 +252,24 @@ class SequenceDataset:
                 row = int(np.flatnonzero(bad.to_numpy())[0])
                 cell = frame[split].iloc[row]
                 cell = cell.item() if isinstance(cell, np.generic) else cell  # 0, not np.int64(0)
-                raise ValueError(f"{source}: column {split!r}, row {row + row_offset}: {cell!r} is not a split name "
-                                 f"(expected one of {sorted(_SPLIT_NAMES)})")  # fmt: skip
+                raise ValueError(
+                    f"{source}: column {split!r}, row {row + row_offset}: {cell!r} is not a split name "
+                    f"(expected one of {sorted(_SPLIT_NAMES)})"
+                )
             labels = raw.map(_SPLIT_NAMES).to_numpy()
         ordered = ids[order]  # grouped by series, in order of first appearance: one cut where the id changes
         groups = np.split(order, np.flatnonzero(ordered[1:] != ordered[:-1]) + 1)
-        target_arrays = [values[index, len(features):] for index in groups] if targets else None
+        target_arrays = [values[index, len(features) :] for index in groups] if targets else None
         label_arrays = [labels[index] for index in groups] if labels is not None else None
-        dataset = cls([values[index, : len(features)] for index in groups], ids=[str(ids[g[0]]) for g in groups],
-                      features=features, targets=target_arrays, target_names=targets, split_labels=label_arrays,
-                      source=source)  # fmt: skip
+        dataset = cls(
+            [values[index, : len(features)] for index in groups],
+            ids=[str(ids[g[0]]) for g in groups],
+            features=features,
+            targets=target_arrays,
+            target_names=targets,
+            split_labels=label_arrays,
+            source=source,
+        )
         dataset._check_values(missing, [index + row_offset for index in groups])
         return dataset._leave_out_degenerate(degenerate)
 
@@ -220,8 +285,7 @@ class SequenceDataset:
         path = Path(path)
         if path.is_dir():
             rolls, ids = read_midi_folder(path, **options)
-            return cls.from_sequences(rolls, ids=ids, features=[f"key{k}" for k in range(21, 109)],
-                                      source=str(path))  # fmt: skip
+            return cls.from_sequences(rolls, ids=ids, features=[f"key{k}" for k in range(21, 109)], source=str(path))
         if not path.exists():
             raise ValueError(f"{path}: no such file")
         suffix = path.suffix.lower()
@@ -234,16 +298,22 @@ class SequenceDataset:
             dataset = cls.from_sequences(arrays, ids=ids, features=options.get("features"), source=str(path))
             return dataset._leave_out_degenerate(options.get("degenerate", "drop"))
         text = [options[key] for key in ("series",) if options.get(key) is not None]
-        return cls.from_dataframe(read_table(path, suffix, options.pop("sep", ","), text), source=str(path),
-                                  row_offset=2 if suffix == ".csv" else 1, **options)  # fmt: skip
+        return cls.from_dataframe(
+            read_table(path, suffix, options.pop("sep", ","), text),
+            source=str(path),
+            row_offset=2 if suffix == ".csv" else 1,
+            **options,
+        )
 
     # --- access ---------------------------------------------------------------------------
     def __len__(self) -> int:
         return len(self.sequences)
 
     def __repr__(self) -> str:
-        return (f"SequenceDataset({len(self)} series from {self.source}, {len(self.features)} features, "
-                f"lengths {min(self.lengths)}..{max(self.lengths)}{', binary' if self.binary else ''})")  # fmt: skip
+        return (
+            f"SequenceDataset({len(self)} series from {self.source}, {len(self.features)} features, "
+            f"lengths {min(self.lengths)}..{max(self.lengths)}{', binary' if self.binary else ''})"
+        )
 
     @property
     def lengths(self) -> list[int]:
@@ -268,14 +338,16 @@ class SequenceDataset:
         """``"bernoulli"`` for binary data, else ``"gaussian"``."""
         return "bernoulli" if self.binary else "gaussian"
 
-    def padded(self, standardizer: Standardizer | None = None, *,
-               dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+    def padded(
+        self, standardizer: Standardizer | None = None, *, dtype: torch.dtype = torch.float32
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """``(x [N, max T, D], mask [N, max T])``, zeros after each sequence's end, in standard units
         if a ``standardizer`` is given."""
         return _pad(self.sequences, dtype, standardizer)
 
-    def rows(self, standardizer: Standardizer | None = None, *,
-             dtype: torch.dtype = torch.float32) -> list[torch.Tensor]:  # fmt: skip
+    def rows(
+        self, standardizer: Standardizer | None = None, *, dtype: torch.dtype = torch.float32
+    ) -> list[torch.Tensor]:
         """Each sequence as a tensor ``[T_i, D]``: the rows of :meth:`padded` without their padding."""
         return _rows(self.sequences, dtype, standardizer)
 
@@ -287,8 +359,9 @@ class SequenceDataset:
         steps = torch.arange(int(lengths.max()))
         return (steps < lengths.unsqueeze(1)) & (steps >= first.unsqueeze(1))
 
-    def padded_targets(self, standardizer: Standardizer | None = None, *,
-                       dtype: torch.dtype = torch.float32) -> torch.Tensor:  # fmt: skip
+    def padded_targets(
+        self, standardizer: Standardizer | None = None, *, dtype: torch.dtype = torch.float32
+    ) -> torch.Tensor:
         """The targets ``y [N, max T, O]`` (zeros after each end), in standard units if a ``standardizer``
         (e.g. :attr:`DataSplits.target_standardizer`) is given; refused when there are none."""
         if not self.targets:
@@ -310,8 +383,10 @@ class SequenceDataset:
         stride = window if cover else check_positive_int(window if stride is None else stride, name="stride")
         short = [(name, len(s)) for name, s in zip(self.ids, self.sequences) if len(s) < window]
         if short and not cover:
-            raise ValueError(f"{self.source}: window {window} is longer than series {short[0][0]!r} "
-                             f"({short[0][1]} steps); choose window <= {min(self.lengths)}")  # fmt: skip
+            raise ValueError(
+                f"{self.source}: window {window} is longer than series {short[0][0]!r} "
+                f"({short[0][1]} steps); choose window <= {min(self.lengths)}"
+            )
         pieces = {"sequences": [], "targets": [], "labels": [], "ids": [], "origin": []}
         origins = self.origins
         for i, (name, seq) in enumerate(zip(self.ids, self.sequences)):
@@ -327,13 +402,26 @@ class SequenceDataset:
                     pieces["targets"].append(self.targets[i][cut])
                 if self.split_labels:
                     pieces["labels"].append(self.split_labels[i][cut])
-        return SequenceDataset(pieces["sequences"], ids=pieces["ids"], features=self.features,
-                               targets=pieces["targets"] or None, target_names=self.target_names,
-                               split_labels=pieces["labels"] or None, origin=pieces["origin"],
-                               source=self.source)  # fmt: skip
+        return SequenceDataset(
+            pieces["sequences"],
+            ids=pieces["ids"],
+            features=self.features,
+            targets=pieces["targets"] or None,
+            target_names=self.target_names,
+            split_labels=pieces["labels"] or None,
+            origin=pieces["origin"],
+            source=self.source,
+        )
 
-    def split(self, *, by: str = "series", fractions: Sequence[float] = (0.7, 0.15, 0.15), seed: int = 0,
-              column: bool | None = None, context: bool = True) -> DataSplits:  # fmt: skip
+    def split(
+        self,
+        *,
+        by: str = "series",
+        fractions: Sequence[float] = (0.7, 0.15, 0.15),
+        seed: int = 0,
+        column: bool | None = None,
+        context: bool = True,
+    ) -> DataSplits:
         """Train / validation / test :class:`DataSplits`.
 
         ``by="series"``: whole series go to each split, shuffled by ``seed`` in the given
@@ -358,21 +446,34 @@ class SequenceDataset:
             parts, how = self._split_by_labels(context), {"by": "column"}
         else:
             fractions = _fractions(fractions)
-            parts = (self._split_by_series(fractions, seed) if by == "series" else
-                     self._split_by_time(fractions, context))  # fmt: skip
+            parts = (
+                self._split_by_series(fractions, seed) if by == "series" else self._split_by_time(fractions, context)
+            )
             how = {"by": by, "fractions": list(fractions), "seed": seed}
         for name, part in zip(SPLITS, parts):
             if not part:
-                raise ValueError(f"{self.source}: the {name} split is empty ({len(self)} series, {how}); "
-                                 "give more series, other fractions, or split by time")  # fmt: skip
-        train, valid, test = (SequenceDataset([s for s, *_ in part], ids=[i for _, i, *_ in part],
-                                              features=self.features, targets=[t for _, _, t, *_ in part] if
-                                              self.targets else None, target_names=self.target_names,
-                                              context=[c for *_, c, _ in part] if any(c for *_, c, _ in part)
-                                              else None, origin=[o for *_, o in part], source=self.source)
-                              for part in parts)  # fmt: skip
-        targets = (Standardizer.fit(train.targets, self.target_names, binary=False, source=self.source, what="target")
-                   if self.targets else None)  # fmt: skip
+                raise ValueError(
+                    f"{self.source}: the {name} split is empty ({len(self)} series, {how}); "
+                    "give more series, other fractions, or split by time"
+                )
+        train, valid, test = (
+            SequenceDataset(
+                [s for s, *_ in part],
+                ids=[i for _, i, *_ in part],
+                features=self.features,
+                targets=[t for _, _, t, *_ in part] if self.targets else None,
+                target_names=self.target_names,
+                context=[c for *_, c, _ in part] if any(c for *_, c, _ in part) else None,
+                origin=[o for *_, o in part],
+                source=self.source,
+            )
+            for part in parts
+        )
+        targets = (
+            Standardizer.fit(train.targets, self.target_names, binary=False, source=self.source, what="target")
+            if self.targets
+            else None
+        )
         features = Standardizer.fit(train.sequences, self.features, binary=self.binary, source=self.source)
         return DataSplits(train, valid, test, how, features, targets)
 
@@ -385,8 +486,10 @@ class SequenceDataset:
         order = np.random.default_rng(seed).permutation(len(self))
         counts = _allocate(len(self), fractions)
         bounds = np.cumsum([0, *counts])
-        return [[self._parts(i, slice(None), self.ids[i]) for i in sorted(order[a:b])]
-                for a, b in zip(bounds[:-1], bounds[1:])]  # fmt: skip
+        return [
+            [self._parts(i, slice(None), self.ids[i]) for i in sorted(order[a:b])]
+            for a, b in zip(bounds[:-1], bounds[1:])
+        ]
 
     def _split_by_time(self, fractions, context: bool):
         parts = [[], [], []]
@@ -395,8 +498,10 @@ class SequenceDataset:
             bounds = np.cumsum([0, *_allocate(length, fractions)])
             for k, (a, b) in enumerate(zip(bounds[:-1], bounds[1:])):
                 if b - a < 2:
-                    raise ValueError(f"{self.source}: series {name!r} has {length} steps: too short to split by "
-                                     f"time into {list(fractions)} with at least 2 steps in each part")  # fmt: skip
+                    raise ValueError(
+                        f"{self.source}: series {name!r} has {length} steps: too short to split by "
+                        f"time into {list(fractions)} with at least 2 steps in each part"
+                    )
                 start = 0 if k and context else a  # held-out segments keep the series' earlier steps as context
                 parts[k].append(self._parts(i, slice(start, b), f"{name}[{a}:{b}]", a - start))
         return parts
@@ -410,8 +515,10 @@ class SequenceDataset:
                 if len(index) == 0:
                     continue
                 if len(index) < 2:
-                    raise ValueError(f"{self.source}: series {name!r} has {len(index)} {split} step; each part of a "
-                                     "series needs at least 2 steps")  # fmt: skip
+                    raise ValueError(
+                        f"{self.source}: series {name!r} has {len(index)} {split} step; each part of a "
+                        "series needs at least 2 steps"
+                    )
                 run = index[-1] - index[0] + 1 == len(index)  # one run of steps: its history is the steps before
                 if split != "train" and run and context:
                     parts[k].append(self._parts(i, slice(0, index[-1] + 1), f"{name}:{split}", int(index[0])))
@@ -436,9 +543,14 @@ class SequenceDataset:
         self.sequences = [s[:, keep] for s in self.sequences]
         self.features = [self.features[d] for d in keep]
         self.left_out = found
-        warn_once(self.source, "left out of the modelled and scored features:", reasons,
-                  f"every model is fit and scored on the others ({', '.join(map(repr, self.features))}), since a "
-                  "feature predicted exactly would decide the scores by itself", stacklevel=4)  # fmt: skip
+        warn_once(
+            self.source,
+            "left out of the modelled and scored features:",
+            reasons,
+            f"every model is fit and scored on the others ({', '.join(map(repr, self.features))}), since a "
+            "feature predicted exactly would decide the scores by itself",
+            stacklevel=4,
+        )
         return self
 
     def _check_values(self, missing: str, rows: list[np.ndarray] | None = None) -> None:
@@ -453,21 +565,28 @@ class SequenceDataset:
                 where = f"row {rows[i][step]}" if rows is not None else f"step {step}"
                 if missing == "error":
                     what = "an empty (or NaN) cell" if np.isnan(values[step, col]) else f"{values[step, col]}"
-                    raise ValueError(f"{self.source}: column {names[col]!r}, {where} (series {name!r}): {what} "
-                                     "inside a series; fill it, or pass missing='drop-series' to drop such "
-                                     "series")  # fmt: skip
+                    raise ValueError(
+                        f"{self.source}: column {names[col]!r}, {where} (series {name!r}): {what} "
+                        "inside a series; fill it, or pass missing='drop-series' to drop such "
+                        "series"
+                    )
                 continue
             if len(values) < 2:
                 where = f" (row {rows[i][0]})" if rows is not None else ""
-                raise ValueError(f"{self.source}: series {name!r}{where} has {len(values)} step; every series needs "
-                                 "at least 2 steps")  # fmt: skip
+                raise ValueError(
+                    f"{self.source}: series {name!r}{where} has {len(values)} step; every series needs at least 2 steps"
+                )
             keep.append(i)
         if len(keep) < len(self):
             dropped = [self.ids[i] for i in sorted(set(range(len(self))) - set(keep))]
             if not keep:
                 raise ValueError(f"{self.source}: every series holds a NaN or infinite value")
-            warn_once(self.source, f"dropped {len(dropped)} series holding NaN or infinite values",
-                      [f"({dropped[:5]}{'...' if len(dropped) > 5 else ''})"], "the others are kept")  # fmt: skip
+            warn_once(
+                self.source,
+                f"dropped {len(dropped)} series holding NaN or infinite values",
+                [f"({dropped[:5]}{'...' if len(dropped) > 5 else ''})"],
+                "the others are kept",
+            )
             for attribute in ("sequences", "ids", "targets", "split_labels"):
                 if getattr(self, attribute) is not None:
                     setattr(self, attribute, [getattr(self, attribute)[i] for i in keep])
@@ -513,10 +632,18 @@ class DataSplits:
             raise ValueError(f"held_out: expected 'whole' or 'cover', got {held_out!r}")
         if held_out == "cover" and self._transformed:
             raise ValueError(f"held_out='cover': transformed splits ({self.transform.name}) are scored whole")
-        valid, test = ((self.valid, self.test) if held_out == "whole" else
-                       (self.valid.windows(window, cover=True), self.test.windows(window, cover=True)))  # fmt: skip
-        return dataclasses.replace(self, train=self.train.windows(window, stride), valid=valid, test=test,
-                                   how={**self.how, "window": window, "stride": stride or window})
+        valid, test = (
+            (self.valid, self.test)
+            if held_out == "whole"
+            else (self.valid.windows(window, cover=True), self.test.windows(window, cover=True))
+        )
+        return dataclasses.replace(
+            self,
+            train=self.train.windows(window, stride),
+            valid=valid,
+            test=test,
+            how={**self.how, "window": window, "stride": stride or window},
+        )
 
     def chunked(self, limit: float = PADDING_LIMIT) -> DataSplits:
         """These splits with each training series longer than :func:`chunk_length` steps cut into consecutive pieces
@@ -527,12 +654,17 @@ class DataSplits:
         length = chunk_length(self.train.lengths, limit)
         named = [_skew(name, part) for name, part in zip(SPLITS, self) if skewed(part.lengths, limit)]
         cut = f"training series longer than {length} steps are cut into pieces of {length} steps; " if length else ""
-        warn_once(self.train.source, "series lengths are very skewed:", named,
-                  f"{cut}held-out series are scored whole, each step given its history")  # fmt: skip
+        warn_once(
+            self.train.source,
+            "series lengths are very skewed:",
+            named,
+            f"{cut}held-out series are scored whole, each step given its history",
+        )
         if length is None:
             return self
-        return dataclasses.replace(self, train=self.train.windows(length, cover=True),
-                                   how={**self.how, "chunk": length})  # fmt: skip
+        return dataclasses.replace(
+            self, train=self.train.windows(length, cover=True), how={**self.how, "chunk": length}
+        )
 
     def tensors(self, *, standardize: bool = True, dtype: torch.dtype = torch.float32):
         """``[(x, mask)]`` of train, validation and test, in standard units unless ``standardize=False``."""
@@ -542,8 +674,10 @@ class DataSplits:
     def scored(self) -> dict[str, torch.Tensor | None]:
         """``{"valid": scored [N, T], "test": ...}`` (:meth:`SequenceDataset.scored_mask`), ``None`` for a split
         without context (every valid step scored)."""
-        return {name: part.scored_mask() if part.context is not None else None
-                for name, part in (("valid", self.valid), ("test", self.test))}  # fmt: skip
+        return {
+            name: part.scored_mask() if part.context is not None else None
+            for name, part in (("valid", self.valid), ("test", self.test))
+        }
 
     def units(self, split: str):
         """The way from ``split``'s (``"valid"`` or ``"test"``) standard units back to the data's: the
@@ -587,8 +721,12 @@ class DataSplits:
             record["target_standardizer"] = self.target_standardizer.to_dict()
         if self.transform is not None:
             record["transform"] = self.transform.to_dict()
-        record.update({name: {"ids": part.ids, "steps": part.lengths, "context": part.context or [0] * len(part)}
-                       for name, part in zip(SPLITS, self._read)})  # fmt: skip
+        record.update(
+            {
+                name: {"ids": part.ids, "steps": part.lengths, "context": part.context or [0] * len(part)}
+                for name, part in zip(SPLITS, self._read)
+            }
+        )
         for name in SPLITS[1:]:
             record[name]["first_scored"] = self.first_scored(name)
             if self.transform is not None:
@@ -625,8 +763,9 @@ def _as_2d(array, name: str) -> np.ndarray:
     return array
 
 
-def _rows(sequences: list[np.ndarray], dtype: torch.dtype,
-          standardizer: Standardizer | None = None) -> list[torch.Tensor]:  # fmt: skip
+def _rows(
+    sequences: list[np.ndarray], dtype: torch.dtype, standardizer: Standardizer | None = None
+) -> list[torch.Tensor]:
     """Each of ``sequences`` ``[T_i, D]`` as a tensor in ``dtype``, standardised (in float64, before the cast to
     ``dtype``) by ``standardizer`` if given."""
     if standardizer is None:
@@ -634,8 +773,9 @@ def _rows(sequences: list[np.ndarray], dtype: torch.dtype,
     return [standardizer.transform(torch.as_tensor(s, dtype=torch.float64)).to(dtype) for s in sequences]
 
 
-def _pad(sequences: list[np.ndarray], dtype: torch.dtype,
-         standardizer: Standardizer | None = None) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+def _pad(
+    sequences: list[np.ndarray], dtype: torch.dtype, standardizer: Standardizer | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """``(x [N, max T, D] in dtype, mask [N, max T])`` of :func:`_rows`, zeros after each end: one sequence at a
     time, so nothing wider than ``dtype`` is ever padded."""
     rows = _rows(sequences, dtype, standardizer)
@@ -677,8 +817,10 @@ def _skew(name: str, part: SequenceDataset) -> str:
     """One line on split ``name``'s skewed lengths."""
     lengths = part.lengths
     name = {"train": "training", "valid": "validation"}.get(name, name)
-    return (f"the {name} split's {len(part)} series have {min(lengths)} to {max(lengths)} steps, and padded to the "
-            f"longest they would hold {_padding(lengths):.0f} times their {sum(lengths):,} steps")  # fmt: skip
+    return (
+        f"the {name} split's {len(part)} series have {min(lengths)} to {max(lengths)} steps, and padded to the "
+        f"longest they would hold {_padding(lengths):.0f} times their {sum(lengths):,} steps"
+    )
 
 
 def _check_distinct(named: dict, features: list, targets: list, source: str) -> None:
@@ -690,10 +832,12 @@ def _check_distinct(named: dict, features: list, targets: list, source: str) -> 
             raise ValueError(f"{source}: column {twice[0]!r} is named twice in {option}")
     roles = [(option, column) for option, column in named.items() if column is not None]
     for k, (option, column) in enumerate(roles):
-        other = [o for o, c in roles[k + 1:] if c == column]
+        other = [o for o, c in roles[k + 1 :] if c == column]
         if other:
-            raise ValueError(f"{source}: column {column!r} is given both as {option} and as {other[0]}: each needs a "
-                             "column of its own")  # fmt: skip
+            raise ValueError(
+                f"{source}: column {column!r} is given both as {option} and as {other[0]}: each needs a "
+                "column of its own"
+            )
 
 
 def _check_degenerate(degenerate) -> None:

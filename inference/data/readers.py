@@ -16,14 +16,33 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["FILE_SUFFIXES", "EXTREME_ABSOLUTE", "EXTREME_SPREADS", "TIME_ORDERS", "DataWarning", "check_values",
-           "warn_once", "read_table", "read_npz", "read_midi_folder", "mostly_numeric", "value_columns",
-           "numeric_columns", "unique_columns", "series_ids", "time_keys", "row_order"]
+__all__ = [
+    "FILE_SUFFIXES",
+    "EXTREME_ABSOLUTE",
+    "EXTREME_SPREADS",
+    "TIME_ORDERS",
+    "DataWarning",
+    "check_values",
+    "warn_once",
+    "read_table",
+    "read_npz",
+    "read_midi_folder",
+    "mostly_numeric",
+    "value_columns",
+    "numeric_columns",
+    "unique_columns",
+    "series_ids",
+    "time_keys",
+    "row_order",
+]
 
 #: the file formats :meth:`SequenceDataset.from_file` reads, by suffix
-FILE_SUFFIXES = {".csv": "long-format table", ".parquet": "long-format table",
-                 ".npz": "x [N, T, D] (+ mask [N, T]) or one array per sequence",
-                 "folder of .mid": "piano rolls [T_i, 88] (needs the midi extra: pretty_midi)"}  # fmt: skip
+FILE_SUFFIXES = {
+    ".csv": "long-format table",
+    ".parquet": "long-format table",
+    ".npz": "x [N, T, D] (+ mask [N, T]) or one array per sequence",
+    "folder of .mid": "piano rolls [T_i, 88] (needs the midi extra: pretty_midi)",
+}
 #: a value whose magnitude exceeds this is extreme, whatever its column holds (float32 keeps ~7 digits: such a
 #: value swamps every sum and standardisation it enters)
 EXTREME_ABSOLUTE = 1e15
@@ -118,8 +137,9 @@ def read_npz(path: Path) -> tuple[list[np.ndarray], list[str] | None]:
         raise ValueError(f"{path}: array 'x' must have shape [N, T, D] with N, T, D >= 1, got {list(x.shape)}")
     mask = arrays.get("mask", np.ones(x.shape[:2], dtype=bool))
     if mask.shape != x.shape[:2] or mask.dtype.kind not in "biu" or not np.isin(mask, (0, 1)).all():
-        raise ValueError(f"{path}: array 'mask' must be boolean [N, T] = {list(x.shape[:2])}, got "
-                         f"{mask.dtype} {list(mask.shape)}")  # fmt: skip
+        raise ValueError(
+            f"{path}: array 'mask' must be boolean [N, T] = {list(x.shape[:2])}, got {mask.dtype} {list(mask.shape)}"
+        )
     mask = mask.astype(bool)
     lengths = mask.sum(1)
     if not (mask == (np.arange(x.shape[1]) < lengths[:, None])).all():
@@ -216,11 +236,16 @@ def value_columns(frame, reserved: set[str], source: str) -> list[str]:
         if len(text) and text.str.contains(r"\d").mean() >= 0.5:
             number_like.append(repr(name))
     if number_like:
-        warn_once(source, "columns of text with digits in them, left out of the features:", number_like,
-                  "name the value columns with features= to read them (each cell must then be a number)")  # fmt: skip
+        warn_once(
+            source,
+            "columns of text with digits in them, left out of the features:",
+            number_like,
+            "name the value columns with features= to read them (each cell must then be a number)",
+        )
     if empty:
-        warn_once(source, "columns with no value in any row, left out of the features:", empty, "the other columns "
-                  "are read")  # fmt: skip
+        warn_once(
+            source, "columns with no value in any row, left out of the features:", empty, "the other columns are read"
+        )
     return chosen
 
 
@@ -232,12 +257,15 @@ def numeric_columns(frame, columns: list[str], source: str, row_offset: int) -> 
         out[:, k] = _numbers(frame[column])
         bad = np.isnan(out[:, k])
         if not _filled(frame[column]).any():
-            raise ValueError(f"{source}: column {column!r} has no value in any row: leave it out (name the value "
-                             "columns with features=, the targets with targets=)")  # fmt: skip
+            raise ValueError(
+                f"{source}: column {column!r} has no value in any row: leave it out (name the value "
+                "columns with features=, the targets with targets=)"
+            )
         if bad.any() and (bad := bad & _filled(frame[column])).any():
             row = int(np.flatnonzero(bad)[0])
-            raise ValueError(f"{source}: column {column!r}, row {row + row_offset}: {frame[column].iloc[row]!r} is "
-                             "not a number")  # fmt: skip
+            raise ValueError(
+                f"{source}: column {column!r}, row {row + row_offset}: {frame[column].iloc[row]!r} is not a number"
+            )
     return out
 
 
@@ -248,8 +276,9 @@ def series_ids(frame, series: str | None, source: str, row_offset: int) -> np.nd
     empty = ~_filled(frame[series])
     if empty.any():
         row = int(np.flatnonzero(empty)[0])
-        raise ValueError(f"{source}: column {series!r}, row {row + row_offset}: empty series id; every row needs "
-                         "its series")  # fmt: skip
+        raise ValueError(
+            f"{source}: column {series!r}, row {row + row_offset}: empty series id; every row needs its series"
+        )
     return frame[series].astype(str).to_numpy(dtype=object)
 
 
@@ -270,8 +299,11 @@ def time_keys(raw, column: str, source: str, row_offset: int) -> np.ndarray:
     prefix = labels[0].mode()
     prefix = prefix[0] if len(prefix) else ""
     numbered = pd.to_numeric(labels[1], errors="coerce").where(labels[0] == prefix)
-    reads = {"a number": lambda: pd.Series(_numbers(raw), index=raw.index),
-             f"a label {prefix!r} + a whole number": lambda: numbered, "a date (with its year)": lambda: _dates(text)}
+    reads = {
+        "a number": lambda: pd.Series(_numbers(raw), index=raw.index),
+        f"a label {prefix!r} + a whole number": lambda: numbered,
+        "a date (with its year)": lambda: _dates(text),
+    }
     expected, best = None, None
     for name, read in reads.items():  # the first that reads every cell, else the one that reads most
         keys = read()
@@ -282,8 +314,10 @@ def time_keys(raw, column: str, source: str, row_offset: int) -> np.ndarray:
     if not best.notna().any():
         expected = "a number, a date (with its year) or a numbered label such as 't1'"
     row = int(np.flatnonzero(best.isna().to_numpy())[0])
-    raise ValueError(f"{source}: column {column!r}, row {row + row_offset}: {raw.iloc[row]!r} is not {expected}; "
-                     "fix it, or pass time_order='file' to keep the file's order")  # fmt: skip
+    raise ValueError(
+        f"{source}: column {column!r}, row {row + row_offset}: {raw.iloc[row]!r} is not {expected}; "
+        "fix it, or pass time_order='file' to keep the file's order"
+    )
 
 
 def _dates(text):
@@ -297,8 +331,9 @@ def _dates(text):
     return dates.where(dates.dt.year != 1).dt.tz_convert(None)  # a date that names no year is read as year 1
 
 
-def row_order(frame, ids: np.ndarray, time: str | None, source: str, row_offset: int,
-               order: str = "values") -> np.ndarray:  # fmt: skip
+def row_order(
+    frame, ids: np.ndarray, time: str | None, source: str, row_offset: int, order: str = "values"
+) -> np.ndarray:
     """Row order ``[rows]``: series in order of first appearance, each in time (``order``, one of
     :data:`TIME_ORDERS`: ``"values"`` by :func:`time_keys` of the ``time`` column, ``"file"`` (or no
     ``time`` column) in the file's order); a duplicate (series, time) is refused."""
@@ -317,18 +352,22 @@ def row_order(frame, ids: np.ndarray, time: str | None, source: str, row_offset:
     if duplicated.any():
         first = np.flatnonzero(duplicated)[:2]
         rows = [int(r) + row_offset for r in first]
-        raise ValueError(f"{source}: rows {rows[0]} and {rows[1]}: duplicate (series, time) = "
-                         f"({ids[first[0]]}, {raw.iloc[first[0]]})")  # fmt: skip
+        raise ValueError(
+            f"{source}: rows {rows[0]} and {rows[1]}: duplicate (series, time) = "
+            f"({ids[first[0]]}, {raw.iloc[first[0]]})"
+        )
     if order == "file":
         return np.argsort(rank, kind="stable")
     ordered = keyed.sort_values(["series", "time"], kind="stable")
-    _warn_gaps(ordered["series"].to_numpy(), ordered["time"].to_numpy(), raw.to_numpy()[ordered.index], ids, time,
-               source)  # fmt: skip
+    _warn_gaps(
+        ordered["series"].to_numpy(), ordered["time"].to_numpy(), raw.to_numpy()[ordered.index], ids, time, source
+    )
     return ordered.index.to_numpy()
 
 
-def _warn_gaps(rank: np.ndarray, keys: np.ndarray, cells: np.ndarray, ids: np.ndarray, column: str,
-               source: str) -> None:  # fmt: skip
+def _warn_gaps(
+    rank: np.ndarray, keys: np.ndarray, cells: np.ndarray, ids: np.ndarray, column: str, source: str
+) -> None:
     """Warn once where the time ``keys [rows]`` (sorted within each series ``rank``) jump by at least
     :data:`GAP_FACTOR` usual steps (the median step) in a few places, under :data:`GAP_SHARE` of the steps: missing
     steps, which the models would take as one. A calendar that skips often (trading days) is its own step."""
@@ -342,13 +381,23 @@ def _warn_gaps(rank: np.ndarray, keys: np.ndarray, cells: np.ndarray, ids: np.nd
     if len(gaps) == 0 or len(gaps) > GAP_SHARE * len(steps):
         return
     shown = [f"series {ids[rank == rank[g]][0]!s}: {cells[g]} then {cells[g + 1]}" for g in gaps[:3]]
-    warn_once(source, f"column {column!r} skips steps in {len(gaps)} place(s) (at least {GAP_FACTOR:g} times its "
-                      "usual step):", shown, "the models take consecutive rows as consecutive steps; fill the "
-                      "missing steps if their spacing matters", stacklevel=5)  # fmt: skip
+    warn_once(
+        source,
+        f"column {column!r} skips steps in {len(gaps)} place(s) (at least {GAP_FACTOR:g} times its usual step):",
+        shown,
+        "the models take consecutive rows as consecutive steps; fill the missing steps if their spacing matters",
+        stacklevel=5,
+    )
 
 
-def check_values(values: np.ndarray, where: str, columns: Sequence[str], *, lines: Sequence[int] | None = None,
-                 allow_nan: bool = False) -> None:
+def check_values(
+    values: np.ndarray,
+    where: str,
+    columns: Sequence[str],
+    *,
+    lines: Sequence[int] | None = None,
+    allow_nan: bool = False,
+) -> None:
     """Refuse non-finite values and warn once about extreme ones of ``values [..., C]`` read from a file.
 
     ``where`` names the file (and array), ``columns`` the ``C`` columns, ``lines`` the file's
@@ -374,8 +423,10 @@ def check_values(values: np.ndarray, where: str, columns: Sequence[str], *, line
         bad &= ~np.isnan(flat)
     if bad.any():
         row, column = map(int, np.argwhere(bad)[0])
-        raise ValueError(f"{where}, column {columns[column]!r}, {place(row)}: {flat[row, column]:g} is not a finite "
-                         f"float32 number ({int(bad.sum())} such values in the file)")  # fmt: skip
+        raise ValueError(
+            f"{where}, column {columns[column]!r}, {place(row)}: {flat[row, column]:g} is not a finite "
+            f"float32 number ({int(bad.sum())} such values in the file)"
+        )
     found = []
     for column in range(flat.shape[1]):
         finite = flat[:, column][np.isfinite(flat[:, column])]
@@ -388,7 +439,13 @@ def check_values(values: np.ndarray, where: str, columns: Sequence[str], *, line
             extreme |= np.abs(flat[:, column] - median) > EXTREME_SPREADS * spread
         if extreme.any():
             row = int(np.argmax(extreme))
-            found.append(f"column {columns[column]!r} ({int(extreme.sum())}, first {flat[row, column]:.3g} at "
-                         f"{place(row)})")  # fmt: skip
-    warn_once(where, f"extreme values (|x| > {EXTREME_ABSOLUTE:g}, or > {EXTREME_SPREADS:g} robust spreads from the "
-              "column's median) in", found, "check the file")  # fmt: skip
+            found.append(
+                f"column {columns[column]!r} ({int(extreme.sum())}, first {flat[row, column]:.3g} at {place(row)})"
+            )
+    warn_once(
+        where,
+        f"extreme values (|x| > {EXTREME_ABSOLUTE:g}, or > {EXTREME_SPREADS:g} robust spreads from the "
+        "column's median) in",
+        found,
+        "check the file",
+    )

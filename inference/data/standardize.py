@@ -29,8 +29,15 @@ class Standardizer:
     features: list[str]
 
     @classmethod
-    def fit(cls, sequences: Sequence[np.ndarray], features: list[str], *, binary: bool,
-            source: str = "data", what: str = "feature") -> Standardizer:  # fmt: skip
+    def fit(
+        cls,
+        sequences: Sequence[np.ndarray],
+        features: list[str],
+        *,
+        binary: bool,
+        source: str = "data",
+        what: str = "feature",
+    ) -> Standardizer:
         """Fit on ``sequences`` ``[T_i, D]``: every valid step of every sequence weighs the same.
 
         Each ``what`` is scaled by its own standard deviation, however small, unless it is constant
@@ -44,9 +51,12 @@ class Standardizer:
         shift = values[0]  # about the first value: exact differences, so no digits are lost to a large offset
         mean, scale = shift + (values - shift).mean(0), (values - shift).std(0)
         constant = ~(scale > 4 * np.finfo(np.float64).eps * np.abs(values).max(0))
-        warn_once(source, "constant on the training split, so centred but not scaled:",
-                  [f"{what} {features[d]!r} (every value {mean[d]:.6g})" for d in np.flatnonzero(constant)],
-                  "check the file, or leave the column out")  # fmt: skip
+        warn_once(
+            source,
+            "constant on the training split, so centred but not scaled:",
+            [f"{what} {features[d]!r} (every value {mean[d]:.6g})" for d in np.flatnonzero(constant)],
+            "check the file, or leave the column out",
+        )
         return cls(mean.tolist(), np.where(constant, 1.0, scale).tolist(), list(features))
 
     @property
@@ -54,8 +64,10 @@ class Standardizer:
         return all(m == 0 for m in self.mean) and all(s == 1 for s in self.scale)
 
     def _stats(self, like: torch.Tensor):
-        return (torch.tensor(self.mean, dtype=torch.float64, device=like.device),
-                torch.tensor(self.scale, dtype=torch.float64, device=like.device))  # fmt: skip
+        return (
+            torch.tensor(self.mean, dtype=torch.float64, device=like.device),
+            torch.tensor(self.scale, dtype=torch.float64, device=like.device),
+        )
 
     def transform(self, x: torch.Tensor) -> torch.Tensor:
         """Data units to standard units, ``x [..., D]`` (computed in float64, returned in ``x``'s dtype)."""

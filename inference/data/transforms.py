@@ -37,8 +37,17 @@ import torch
 from .datasets import SPLITS, DataSplits, SequenceDataset, skewed
 from .standardize import Standardizer
 
-__all__ = ["SeriesTransform", "DataUnits", "choose_transform", "resolve_transform", "detect_season", "AR_ORDER",
-           "TIE_NATS", "SEASON_THRESHOLD", "LONGEST_SEASON"]
+__all__ = [
+    "SeriesTransform",
+    "DataUnits",
+    "choose_transform",
+    "resolve_transform",
+    "detect_season",
+    "AR_ORDER",
+    "TIE_NATS",
+    "SEASON_THRESHOLD",
+    "LONGEST_SEASON",
+]
 
 #: the most lags of the pooled AR model that judges the candidates
 AR_ORDER = 4
@@ -95,8 +104,10 @@ class SeriesTransform:
             elif part.startswith("seasonal-difference"):
                 lags.append(_seasonal_lag(part, season, name))
             else:
-                raise ValueError(f"{name}: unknown part {part!r} in {spec!r}; expected 'auto', 'none' or parts of "
-                                 f"{list(PARTS)} joined by '+'")  # fmt: skip
+                raise ValueError(
+                    f"{name}: unknown part {part!r} in {spec!r}; expected 'auto', 'none' or parts of "
+                    f"{list(PARTS)} joined by '+'"
+                )
         if len(lags) > 1 or len(set(parts)) < len(parts):
             raise ValueError(f"{name}: {spec!r} names a part twice (one log, one lag of differencing, one scaling)")
         return cls(log=options["log"], lag=lags[0] if lags else 0, series_scale=options["series_scale"])
@@ -108,8 +119,11 @@ class SeriesTransform:
             return None
         if _binary(splits):
             return "binary (0/1) data is modelled as it is"
-        reasons = (_non_positive(splits) if self.log else None, _too_short(splits, self.lag, window),
-                   _untrained(splits) if self.series_scale else None)  # fmt: skip
+        reasons = (
+            _non_positive(splits) if self.log else None,
+            _too_short(splits, self.lag, window),
+            _untrained(splits) if self.series_scale else None,
+        )
         return next((reason for reason in reasons if reason is not None), None)
 
     def apply(self, splits: DataSplits) -> DataSplits:
@@ -124,8 +138,9 @@ class SeriesTransform:
         stats = self._series_stats(base.train)
         train, valid, test = (self._part(part, stats) for part in base)
         standardizer = Standardizer.fit(train.sequences, train.features, binary=False, source=train.source)
-        return DataSplits(train, valid, test, base.how, standardizer, base.target_standardizer, transform=self,
-                          levels=base)  # fmt: skip
+        return DataSplits(
+            train, valid, test, base.how, standardizer, base.target_standardizer, transform=self, levels=base
+        )
 
     def units(self, levels: DataSplits, split: str, standardizer: Standardizer) -> DataUnits:
         """The :class:`DataUnits` of ``split`` (``"valid"`` or ``"test"``) of ``levels`` (the splits as read) under
@@ -137,9 +152,15 @@ class SeriesTransform:
             centre, spread = (np.stack([stats[origin][k] for origin in part.origins]) for k in (0, 1))
         mean, scale = np.asarray(standardizer.mean), np.asarray(standardizer.scale)
         data, mask = part.padded(dtype=torch.float64)
-        return DataUnits(torch.as_tensor(centre + spread * mean), torch.as_tensor(spread * scale),
-                         torch.where(mask.unsqueeze(-1), data, torch.ones((), dtype=torch.float64)),
-                         torch.tensor(part.lengths), log=self.log, lag=self.lag, features=list(part.features))
+        return DataUnits(
+            torch.as_tensor(centre + spread * mean),
+            torch.as_tensor(spread * scale),
+            torch.where(mask.unsqueeze(-1), data, torch.ones((), dtype=torch.float64)),
+            torch.tensor(part.lengths),
+            log=self.log,
+            lag=self.lag,
+            features=list(part.features),
+        )
 
     def to_dict(self) -> dict:
         return {"name": self.name, "log": self.log, "lag": self.lag, "series_scale": self.series_scale}
@@ -170,10 +191,16 @@ class SeriesTransform:
         if self.series_scale:
             rows = [(row - stats[origin][0]) / stats[origin][1] for row, origin in zip(rows, part.origins)]
         context = [max(c - self.lag, 0) for c in part.context] if part.context is not None else None
-        return SequenceDataset(rows, ids=part.ids, features=part.features,
-                               targets=[t[self.lag :] for t in part.targets] if part.targets else None,
-                               target_names=part.target_names, context=context if context and any(context) else None,
-                               origin=part.origins, source=part.source)  # fmt: skip
+        return SequenceDataset(
+            rows,
+            ids=part.ids,
+            features=part.features,
+            targets=[t[self.lag :] for t in part.targets] if part.targets else None,
+            target_names=part.target_names,
+            context=context if context and any(context) else None,
+            origin=part.origins,
+            source=part.source,
+        )
 
 
 @dataclass
@@ -213,8 +240,10 @@ class DataUnits:
         """Raise ``ValueError`` unless ``like [N, T', D]`` (the transformed data) fits these rows."""
         rows, features = self.offset.shape
         if like.dim() != 3 or list(like.shape) != [rows, self.positions, features]:
-            raise ValueError(f"standardizer: DataUnits of {rows} rows of {self.positions} steps and {features} "
-                             f"features (another split's?) for data of shape {list(like.shape)}")  # fmt: skip
+            raise ValueError(
+                f"standardizer: DataUnits of {rows} rows of {self.positions} steps and {features} "
+                f"features (another split's?) for data of shape {list(like.shape)}"
+            )
 
     def values(self, z: torch.Tensor, index: torch.Tensor | None = None, start: int = 0) -> torch.Tensor:
         """One-step values ``z [..., b, H, D]`` of positions ``start ..`` of rows ``index``, in the data's units
@@ -272,8 +301,9 @@ class DataUnits:
         return data.log() if self.log else data
 
 
-def detect_season(sequences: list[np.ndarray], *, threshold: float = SEASON_THRESHOLD,
-                  longest: int = LONGEST_SEASON) -> int | None:  # fmt: skip
+def detect_season(
+    sequences: list[np.ndarray], *, threshold: float = SEASON_THRESHOLD, longest: int = LONGEST_SEASON
+) -> int | None:
     """The lag in ``2 .. min(T / 2, longest)`` (``T``: the longest sequence) with the largest autocorrelation of first
     differences, pooled over the ``sequences [T_i, D]`` and averaged over features; ``None`` unless it exceeds
     ``threshold``."""
@@ -315,8 +345,9 @@ def fundamental_lag(autocorrelation: np.ndarray, first: int = 2) -> int:
     return best
 
 
-def resolve_transform(spec: str, splits: DataSplits, *, season: int | None = None, window: int | None = None,
-                      prefix: str = "") -> tuple[DataSplits, dict]:  # fmt: skip
+def resolve_transform(
+    spec: str, splits: DataSplits, *, season: int | None = None, window: int | None = None, prefix: str = ""
+) -> tuple[DataSplits, dict]:
     """``(splits transformed, record)`` by ``spec``: ``"auto"`` (:func:`choose_transform`), ``"none"`` or a spec
     (:meth:`SeriesTransform.parse`; a seasonal lag from ``season`` or :func:`detect_season`), refused in one line
     naming ``prefix + "transform"`` (or ``"season"``) where it cannot apply. The record holds the transform, the
@@ -335,8 +366,9 @@ def resolve_transform(spec: str, splits: DataSplits, *, season: int | None = Non
     return transform.apply(splits), {**transform.to_dict(), "spec": spec, "season": found}
 
 
-def choose_transform(splits: DataSplits, *, season: int | None = None,
-                     window: int | None = None) -> tuple[SeriesTransform, dict]:  # fmt: skip
+def choose_transform(
+    splits: DataSplits, *, season: int | None = None, window: int | None = None
+) -> tuple[SeriesTransform, dict]:
     """The transform of ``splits`` (as read) whose pooled Gaussian AR(p) (:data:`AR_ORDER` lags at most, per
     feature, least squares on the transformed standardised training split) gives the highest one-step log density
     per scored validation data step in the data's units, given each row's context; of the candidates within
@@ -369,10 +401,15 @@ def _choose(splits: DataSplits, season: int | None, window: int | None) -> tuple
     transform, _, order, applied, caught = next(fit for fit in fits if fit[1] >= best - TIE_NATS)  # simplest first
     for warning in caught:
         warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
-    record = {**transform.to_dict(), "spec": "auto", "season": found,
-              "chosen_by": f"one-step log density per scored validation step (nats, the data's units) of a pooled "
-                           f"Gaussian AR({order}) per feature fit on the transformed training split",
-              "candidates": figures, "left_out": left_out}  # fmt: skip
+    record = {
+        **transform.to_dict(),
+        "spec": "auto",
+        "season": found,
+        "chosen_by": f"one-step log density per scored validation step (nats, the data's units) of a pooled "
+        f"Gaussian AR({order}) per feature fit on the transformed training split",
+        "candidates": figures,
+        "left_out": left_out,
+    }
     return transform, record, applied
 
 
@@ -407,8 +444,9 @@ def _candidates(season: int | None) -> list[SeriesTransform]:
     """Every combination of log, lag (0, 1, ``season``) and per-series scaling, simplest first: without fitted
     per-series scales, then with fewer parts, then with the shorter lag."""
     lags = [0, 1] + ([season] if season not in (None, 1) else [])
-    every = [SeriesTransform(log, lag, scale) for log, lag, scale in itertools.product((False, True), lags,
-                                                                                       (False, True))]  # fmt: skip
+    every = [
+        SeriesTransform(log, lag, scale) for log, lag, scale in itertools.product((False, True), lags, (False, True))
+    ]
     return sorted(every, key=lambda t: (t.series_scale, t.log + (t.lag > 0), t.lag))
 
 
@@ -431,8 +469,14 @@ def _ar_figure(applied: DataSplits) -> tuple[float, int]:
     return total / int(scored.sum()), order
 
 
-def _scored_log_density(rows: list[torch.Tensor], index: list[int] | None, units: DataUnits, scored: torch.Tensor,
-                        weights: torch.Tensor, variance: torch.Tensor) -> float:  # fmt: skip
+def _scored_log_density(
+    rows: list[torch.Tensor],
+    index: list[int] | None,
+    units: DataUnits,
+    scored: torch.Tensor,
+    weights: torch.Tensor,
+    variance: torch.Tensor,
+) -> float:
     """The log density in the data's units (``units``) of the ``scored [N, T]`` steps of the standardised ``rows``
     ``index`` (``None``: all), padded to their longest, under the AR model of ``weights [D, p]`` and noise
     ``variance [D]``."""
@@ -463,8 +507,10 @@ def _non_positive(splits: DataSplits) -> str | None:
         for row, values in zip(part.ids, part.sequences):
             bad = np.flatnonzero((values <= 0).any(0))
             if len(bad):
-                return (f"feature {part.features[bad[0]]!r} has a non-positive value ({values[:, bad[0]].min():g}) "
-                        f"in series {row!r} of the {split} split; log needs values > 0")  # fmt: skip
+                return (
+                    f"feature {part.features[bad[0]]!r} has a non-positive value ({values[:, bad[0]].min():g}) "
+                    f"in series {row!r} of the {split} split; log needs values > 0"
+                )
     return None
 
 
@@ -476,8 +522,10 @@ def _too_short(splits: DataSplits, lag: int, window: int | None) -> str | None:
             if steps <= lag + 1:
                 return f"series {row!r} of the {split} split has {steps} steps: differencing at lag {lag} needs more"
             if split == "train" and window is not None and steps - lag < window:
-                return (f"training series {row!r} has {steps} steps, {steps - lag} after differencing at lag {lag}: "
-                        f"fewer than window {window}")  # fmt: skip
+                return (
+                    f"training series {row!r} has {steps} steps, {steps - lag} after differencing at lag {lag}: "
+                    f"fewer than window {window}"
+                )
     return None
 
 
@@ -487,8 +535,10 @@ def _untrained(splits: DataSplits) -> str | None:
     for split, part in list(zip(SPLITS, splits))[1:]:
         for row, origin in zip(part.ids, part.origins):
             if origin not in trained:
-                return (f"series {row!r} of the {split} split has no training part: per-series scaling needs each "
-                        "held-out series' training steps (split by time, or by a column)")  # fmt: skip
+                return (
+                    f"series {row!r} of the {split} split has no training part: per-series scaling needs each "
+                    "held-out series' training steps (split by time, or by a column)"
+                )
     return None
 
 
@@ -501,14 +551,18 @@ def _seasonal_lag(part: str, season: int | None, name: str) -> int:
     """The lag of a ``seasonal-difference`` part: its own number (``seasonal-difference-12``), else ``season``."""
     match = re.fullmatch(r"seasonal-difference(?:-([0-9]+))?", part)
     if match is None or (match[1] is not None and int(match[1]) < 2):
-        raise ValueError(f"{name}: {part!r}: expected seasonal-difference-<m> with an integer m >= 2 (or "
-                         "seasonal-difference, whose lag is the season)")  # fmt: skip
+        raise ValueError(
+            f"{name}: {part!r}: expected seasonal-difference-<m> with an integer m >= 2 (or "
+            "seasonal-difference, whose lag is the season)"
+        )
     if match[1] is not None:
         return int(match[1])
     if season is None:
-        raise ValueError(f"{name}: 'seasonal-difference' needs a season: none was given (season) and the "
-                         f"training split shows none (autocorrelation of first differences above "
-                         f"{SEASON_THRESHOLD})")  # fmt: skip
+        raise ValueError(
+            f"{name}: 'seasonal-difference' needs a season: none was given (season) and the "
+            f"training split shows none (autocorrelation of first differences above "
+            f"{SEASON_THRESHOLD})"
+        )
     return season
 
 
@@ -518,4 +572,3 @@ def _check_season(season, name: str) -> int | None:
     if isinstance(season, bool) or not isinstance(season, (int, np.integer)) or season < 2:
         raise ValueError(f"{name}: expected an integer >= 2 (steps per cycle), got {season!r}")
     return int(season)
-

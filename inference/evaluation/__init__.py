@@ -22,5 +22,14 @@ from .judge import Evaluation, evaluate
 from .memory import evaluation_memory
 from .options import EVALUATION_PARTICLES, EvaluationOptions
 
-__all__ = ["evaluate", "Evaluation", "EvaluationOptions", "EVALUATION_PARTICLES", "evaluation_memory",
-           "one_step_mse", "gap_to_truth", "binary_calibration", "EXCESS_STANDARD_ERRORS"]
+__all__ = [
+    "evaluate",
+    "Evaluation",
+    "EvaluationOptions",
+    "EVALUATION_PARTICLES",
+    "evaluation_memory",
+    "one_step_mse",
+    "gap_to_truth",
+    "binary_calibration",
+    "EXCESS_STANDARD_ERRORS",
+]

@@ -43,8 +43,10 @@ def packed_layout(mask: torch.Tensor) -> bool:
 def in_order(pieces: list[torch.Tensor], indices: list[torch.Tensor], steps: int, batch_dim: int = 0) -> torch.Tensor:
     """Per-batch outputs (time at ``batch_dim + 1``, where there is one) padded to ``steps``, in data order."""
     if pieces[0].dim() > batch_dim + 1:
-        pieces = [nn.functional.pad(p, (0, 0) * (p.dim() - batch_dim - 2) + (0, steps - p.shape[batch_dim + 1]))
-                  for p in pieces]  # fmt: skip
+        pieces = [
+            nn.functional.pad(p, (0, 0) * (p.dim() - batch_dim - 2) + (0, steps - p.shape[batch_dim + 1]))
+            for p in pieces
+        ]
     order = torch.cat(indices).argsort()
     return torch.cat(pieces, batch_dim).index_select(batch_dim, order)
 
@@ -91,8 +93,9 @@ class Units:
             return log_density.double() + self.transform.log_jacobian(index, log_density.shape[-1])
         return log_density if self.standardizer is None else log_density + self.log_jacobian
 
-    def sequence_log_density(self, log_density: torch.Tensor, scored: torch.Tensor,
-                             index: torch.Tensor | None = None) -> torch.Tensor:  # fmt: skip
+    def sequence_log_density(
+        self, log_density: torch.Tensor, scored: torch.Tensor, index: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """Log densities ``[b]`` of the ``scored [b, T']`` steps of rows ``index``, in the data's units."""
         scored = scored.cpu()
         if self.transform is not None:
@@ -108,22 +111,29 @@ def _check_standardizer(standardizer, features: int) -> Standardizer | None:
     ``None`` for one that changes nothing."""
     if isinstance(standardizer, Mapping):
         if not {"mean", "scale", "features"} <= set(standardizer):
-            raise ValueError("standardizer must have the keys 'mean', 'scale' and 'features' of "
-                             f"Standardizer.to_dict(), got {sorted(map(str, standardizer))}")  # fmt: skip
+            raise ValueError(
+                "standardizer must have the keys 'mean', 'scale' and 'features' of "
+                f"Standardizer.to_dict(), got {sorted(map(str, standardizer))}"
+            )
         try:
             standardizer = Standardizer.from_dict(standardizer)
         except TypeError:
-            raise ValueError("standardizer's 'mean', 'scale' and 'features' must be lists, got "
-                             f"{ {k: type(v).__name__ for k, v in standardizer.items()} }") from None
+            raise ValueError(
+                "standardizer's 'mean', 'scale' and 'features' must be lists, got "
+                f"{ {k: type(v).__name__ for k, v in standardizer.items()} }"
+            ) from None
     if standardizer is None:
         return None
     if not isinstance(standardizer, Standardizer):
-        raise InputTypeError("standardizer must be a Standardizer or its to_dict() (ppl_models.inference.data), "
-                             f"got {type(standardizer).__name__}")  # fmt: skip
+        raise InputTypeError(
+            "standardizer must be a Standardizer or its to_dict() (ppl_models.inference.data), "
+            f"got {type(standardizer).__name__}"
+        )
     for name in ("mean", "scale"):
         if len(getattr(standardizer, name)) != features:
-            raise ValueError(f"standardizer: {len(getattr(standardizer, name))} features for data of {features} "
-                             f"(in its {name})")  # fmt: skip
+            raise ValueError(
+                f"standardizer: {len(getattr(standardizer, name))} features for data of {features} (in its {name})"
+            )
     if not all(_finite(m) for m in standardizer.mean):
         raise ValueError(f"standardizer.mean must be finite numbers, got {standardizer.mean}")
     if not all(_finite(s) and s > 0 for s in standardizer.scale):

@@ -14,16 +14,32 @@ from ..arviz_compat import loo_summary, waic_summary
 from ..validation import check_positive_int, check_scored, check_sequences
 from .batches import Units, batches, check_some_valid
 
-__all__ = ["one_step_mse", "squared_error", "mean_squared_error", "gap_to_truth", "binary_calibration",
-           "is_one_hot", "categorical_figures", "loo_metrics", "EXCESS_STANDARD_ERRORS"]
+__all__ = [
+    "one_step_mse",
+    "squared_error",
+    "mean_squared_error",
+    "gap_to_truth",
+    "binary_calibration",
+    "is_one_hot",
+    "categorical_figures",
+    "loo_metrics",
+    "EXCESS_STANDARD_ERRORS",
+]
 
 #: an estimate is flagged ``above_truth`` when its mean gap exceeds this many standard errors
 EXCESS_STANDARD_ERRORS = 2.0
 
 
 @torch.no_grad()
-def one_step_mse(model, x: torch.Tensor, mask: torch.Tensor | None, *, standardizer=None,
-                 batch_size: int = 256, scored: torch.Tensor | None = None) -> float:  # fmt: skip
+def one_step_mse(
+    model,
+    x: torch.Tensor,
+    mask: torch.Tensor | None,
+    *,
+    standardizer=None,
+    batch_size: int = 256,
+    scored: torch.Tensor | None = None,
+) -> float:
     """Mean squared error of the one-step predictive mean ``E[x_t | x_<t]`` over the valid steps and features of
     ``x [N, T, D]`` (``mask [N, T]``), in the data's units under a ``standardizer`` (a
     :class:`~ppl_models.inference.data.Standardizer`, its ``to_dict()`` or, for transformed data, the
@@ -40,14 +56,16 @@ def one_step_mse(model, x: torch.Tensor, mask: torch.Tensor | None, *, standardi
     batch_size = check_positive_int(batch_size, name="batch_size")
     units = Units(standardizer, x)
     device = next(model.parameters()).device
-    total = sum(squared_error(model.predictive(xb, mb, 0).mean, xb, scored[index][:, : xb.shape[1]].to(mb.device),
-                              units, index)
-                for index, xb, mb in batches(x, mask, batch_size, device))  # fmt: skip
+    total = sum(
+        squared_error(model.predictive(xb, mb, 0).mean, xb, scored[index][:, : xb.shape[1]].to(mb.device), units, index)
+        for index, xb, mb in batches(x, mask, batch_size, device)
+    )
     return mean_squared_error(total, scored, x.shape[-1])
 
 
-def squared_error(mean: torch.Tensor, x: torch.Tensor, mask: torch.Tensor, units: Units,
-                  index: torch.Tensor | None = None) -> float:  # fmt: skip
+def squared_error(
+    mean: torch.Tensor, x: torch.Tensor, mask: torch.Tensor, units: Units, index: torch.Tensor | None = None
+) -> float:
     """``sum (mean - x)^2`` over the valid steps of ``mask [B, T]`` and the features of ``mean, x [B, T, D]`` (rows
     ``index`` of the data), in the data's units, in double precision."""
     difference = units.values(mean, index) - units.observed(x, index)
@@ -80,14 +98,18 @@ def gap_to_truth(estimates: dict[str, torch.Tensor], truth: torch.Tensor, num_st
     out = {}
     for name, estimate in estimates.items():
         if estimate.shape != truth.shape:
-            raise ValueError(f"estimates[{name!r}] must have the truth's shape {tuple(truth.shape)}, "
-                             f"got {tuple(estimate.shape)}")  # fmt: skip
+            raise ValueError(
+                f"estimates[{name!r}] must have the truth's shape {tuple(truth.shape)}, got {tuple(estimate.shape)}"
+            )
         difference = estimate.double() - truth.double()
         spread = float(difference.std()) if difference.numel() > 1 else math.nan
         gap = float(difference.sum()) / num_steps
         error = spread * math.sqrt(difference.numel()) / num_steps
-        out[name] = {"gap_per_step": gap, "standard_error_per_step": error,
-                     "above_truth": bool(gap > EXCESS_STANDARD_ERRORS * error)}  # fmt: skip
+        out[name] = {
+            "gap_per_step": gap,
+            "standard_error_per_step": error,
+            "above_truth": bool(gap > EXCESS_STANDARD_ERRORS * error),
+        }
     return out
 
 
@@ -126,8 +148,10 @@ def categorical_figures(probabilities: torch.Tensor, observed: torch.Tensor, mas
     """
     prob, symbols = probabilities[mask].double(), observed[mask].argmax(-1)
     chosen = prob.gather(-1, symbols.unsqueeze(-1)).squeeze(-1).clamp(min=torch.finfo(torch.float64).tiny)
-    return {"bpc": float(-chosen.log().mean() / math.log(2)),
-            "accuracy": float((prob.argmax(-1) == symbols).double().mean())}
+    return {
+        "bpc": float(-chosen.log().mean() / math.log(2)),
+        "accuracy": float((prob.argmax(-1) == symbols).double().mean()),
+    }
 
 
 def loo_metrics(idata, steps: int) -> dict:
@@ -136,6 +160,8 @@ def loo_metrics(idata, steps: int) -> dict:
     metrics = {"elpd_loo_per_step": loo["elpd"] / steps, "p_loo": loo["p"], "max_pareto_k": loo["max_pareto_k"]}
     if waic is not None:
         metrics["elpd_waic_per_step"] = waic["elpd"] / steps
-    metrics["source"] = ("PSIS-LOO and WAIC over the guide's draws of the latent sites (posterior.nc); the unit is "
-                         "one entry x_{t,d}, whose chain-rule factors sum to the step's log-likelihood")
+    metrics["source"] = (
+        "PSIS-LOO and WAIC over the guide's draws of the latent sites (posterior.nc); the unit is "
+        "one entry x_{t,d}, whose chain-rule factors sum to the step's log-likelihood"
+    )
     return metrics

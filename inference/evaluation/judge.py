@@ -83,8 +83,9 @@ class Evaluation:
         steps (:func:`~ppl_models.inference.calibration.to_inference_data`; padded and packed layouts alike)."""
         if self.positions is not None:
             return calibration.to_inference_data(self.predictive, self.x, positions=self.positions)
-        return calibration.to_inference_data(self.predictive, self.x, mask=self.mask if self.scored is None
-                                             else self.scored)  # fmt: skip
+        return calibration.to_inference_data(
+            self.predictive, self.x, mask=self.mask if self.scored is None else self.scored
+        )
 
     def to_inference_data(self):
         """ArviZ ``InferenceData``: the observed data with the one-step predictive draws as posterior
@@ -93,8 +94,10 @@ class Evaluation:
         if self.predictive is None:
             if self.posterior is not None:
                 return self.posterior
-            raise ValueError("evaluate() took no predictive draws: pass predictive_samples > 0 (real-valued data) "
-                             "or posterior_draws > 0")  # fmt: skip
+            raise ValueError(
+                "evaluate() took no predictive draws: pass predictive_samples > 0 (real-valued data) "
+                "or posterior_draws > 0"
+            )
         idata = self.predictive_data()
         if self.posterior is not None:
             idata.extend(self.posterior)
@@ -102,10 +105,21 @@ class Evaluation:
 
 
 @torch.no_grad()
-def evaluate(model, x: torch.Tensor, mask: torch.Tensor | None = None, options: EvaluationOptions | None = None, *,
-             valid: tuple[torch.Tensor, torch.Tensor] | None = None, truth=None, truth_metrics=None,
-             standardizer=None, binary: bool | None = None, description: str = "data", scored=None,
-             **settings) -> Evaluation:
+def evaluate(
+    model,
+    x: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    options: EvaluationOptions | None = None,
+    *,
+    valid: tuple[torch.Tensor, torch.Tensor] | None = None,
+    truth=None,
+    truth_metrics=None,
+    standardizer=None,
+    binary: bool | None = None,
+    description: str = "data",
+    scored=None,
+    **settings,
+) -> Evaluation:
     """Judge ``model`` on ``x [N, T, D]`` (``mask [N, T]``, valid steps first), as the model sees it.
 
     Args:
@@ -150,8 +164,14 @@ def evaluate(model, x: torch.Tensor, mask: torch.Tensor | None = None, options: 
     refit = _refit_noise(model, valid, options.noise_refit)
     model.eval()
     gathered = _gather(model, x, mask, scored_steps, options, plan, units, truth)
-    result = _held(_likelihood_figures(model, x, scored_steps, description, gathered, plan, units, refit), gathered,
-                   x, mask, scored, units)  # fmt: skip
+    result = _held(
+        _likelihood_figures(model, x, scored_steps, description, gathered, plan, units, refit),
+        gathered,
+        x,
+        mask,
+        scored,
+        units,
+    )
     _predictive_figures(result, gathered.source, plan, truth_metrics)
     if plan.posterior:
         _posterior_figures(result, model, x, mask, options.posterior_draws)
@@ -187,8 +207,9 @@ class _Gathered:
         and ``step``."""
         self.indices.append(index)
         for name, bound in estimates.items():
-            self.per_sequence.setdefault(name, []).append(units.sequence_log_density(bound.detach().double().cpu(), sb,
-                                                                                     index))  # fmt: skip
+            self.per_sequence.setdefault(name, []).append(
+                units.sequence_log_density(bound.detach().double().cpu(), sb, index)
+            )
         self.source = step.source
         sb = sb.cpu()
         if self.packed:
@@ -268,8 +289,9 @@ def _one_step(model, xb, mb, sb, options: EvaluationOptions, plan: Plan) -> OneS
     return model.predictive(xb, mb, plan.samples)
 
 
-def _likelihood_figures(model, x, scored, description: str, gathered: _Gathered, plan: Plan, units: Units,
-                        refit: dict | None) -> dict:  # fmt: skip
+def _likelihood_figures(
+    model, x, scored, description: str, gathered: _Gathered, plan: Plan, units: Units, refit: dict | None
+) -> dict:
     """The metrics of the estimates (nats per scored step, per sequence, and ``per_sequence_step``: each sequence's
     nats per its own scored steps, averaged over the sequences with any, as the SRNN authors' code does; the gap to
     the truth), the noise refit and the predictive mean's squared error."""
@@ -282,9 +304,14 @@ def _likelihood_figures(model, x, scored, description: str, gathered: _Gathered,
         "test_sequences": int(x.shape[0]),
         "test_steps": steps,
         "num_parameters": model.parameter_count(),
-        "loglik": {k: {"per_step": float(v.sum()) / steps, "per_sequence": float(v.sum()) / x.shape[0],
-                       "per_sequence_step": float((v.double()[some] / lengths[some]).mean())}
-                   for k, v in estimates.items()},  # fmt: skip
+        "loglik": {
+            k: {
+                "per_step": float(v.sum()) / steps,
+                "per_sequence": float(v.sum()) / x.shape[0],
+                "per_sequence_step": float((v.double()[some] / lengths[some]).mean()),
+            }
+            for k, v in estimates.items()
+        },
     }
     if refit:
         metrics["noise_refit"] = refit
@@ -308,8 +335,9 @@ def _held(metrics: dict, gathered: _Gathered, x, mask, scored, units: Units) -> 
     if gathered.packed:
         return _packed(metrics, gathered, steps)
     draws = in_order(gathered.draws, gathered.indices, steps, batch_dim=1) if gathered.draws else None
-    log_density = (in_order(gathered.log_density, gathered.indices, steps) if draws is not None and gathered.log_density
-                   else None)  # fmt: skip
+    log_density = (
+        in_order(gathered.log_density, gathered.indices, steps) if draws is not None and gathered.log_density else None
+    )
     probabilities = in_order(gathered.probabilities, gathered.indices, steps) if gathered.probabilities else None
     return Evaluation(metrics, units.observed(x), mask, draws, log_density, probabilities, scored=scored)
 
@@ -326,8 +354,16 @@ def _packed(metrics: dict, gathered: _Gathered, steps: int) -> Evaluation:
     every = torch.ones(1, len(order), dtype=torch.bool)
     draws = put(gathered.draws, 1)
     log_density = put(gathered.log_density) if draws is not None else None
-    return Evaluation(metrics, put(gathered.observed), every, draws, log_density, put(gathered.probabilities),
-                      scored=every, positions=positions[:, order])
+    return Evaluation(
+        metrics,
+        put(gathered.observed),
+        every,
+        draws,
+        log_density,
+        put(gathered.probabilities),
+        scored=every,
+        positions=positions[:, order],
+    )
 
 
 def _predictive_figures(result: Evaluation, source: str | None, plan: Plan, truth_metrics) -> None:
@@ -336,15 +372,20 @@ def _predictive_figures(result: Evaluation, source: str | None, plan: Plan, trut
     metrics = result.metrics
     scored = result.mask if result.scored is None else result.scored
     if result.predictive is not None:
-        metrics["calibration"] = calibration.calibration_summary(result.predictive, result.x, scored,
-                                                                 result.log_density)  # fmt: skip
-        metrics["calibration_source"] = (f"one-step-ahead predictive of {source}, {plan.samples} samples "
-                                         "per step; nlpd from its per-step log density")  # fmt: skip
+        metrics["calibration"] = calibration.calibration_summary(
+            result.predictive, result.x, scored, result.log_density
+        )
+        metrics["calibration_source"] = (
+            f"one-step-ahead predictive of {source}, {plan.samples} samples "
+            "per step; nlpd from its per-step log density"
+        )
         if truth_metrics is not None and result.positions is None:
             metrics["truth_metrics"] = truth_metrics(result.predictive, result.x)
         elif truth_metrics is not None:
-            metrics["skipped_figures"] = {"truth_metrics": "they read each step's history, and the draws of data of "
-                                                           "skewed lengths are kept at the scored steps only"}
+            metrics["skipped_figures"] = {
+                "truth_metrics": "they read each step's history, and the draws of data of "
+                "skewed lengths are kept at the scored steps only"
+            }
     if result.probabilities is not None:
         metrics["calibration"] = binary_calibration(result.probabilities, result.x, scored)
         metrics["calibration_source"] = f"one-step-ahead note probabilities E[x_t | x_<t] from {source}"
@@ -376,9 +417,11 @@ def _checked_data(model, x, mask, *, binary, description, valid) -> tuple[torch.
     """``(x, mask, binary)`` checked for ``model`` (not a conditional one; a valid step at least), with ``binary``
     by default whether every valid value is 0 or 1; the other arguments checked."""
     if model.conditional:
-        raise ValueError(f"model {type(model).__name__} is conditional (it predicts targets y from inputs x); "
-                         "evaluate() judges models of x: score its predictive of y with "
-                         "ppl_models.inference.calibration.calibration_summary")  # fmt: skip
+        raise ValueError(
+            f"model {type(model).__name__} is conditional (it predicts targets y from inputs x); "
+            "evaluate() judges models of x: score its predictive of y with "
+            "ppl_models.inference.calibration.calibration_summary"
+        )
     x, mask = check_sequences(x, mask, model=model)
     check_some_valid(mask, "evaluate")
     _check_arguments(binary, description, valid)
@@ -387,8 +430,16 @@ def _checked_data(model, x, mask, *, binary, description, valid) -> tuple[torch.
     return x, mask, binary
 
 
-def _checked_plan(model, x: torch.Tensor, mask: torch.Tensor, scored: torch.Tensor, options: EvaluationOptions,
-                  binary: bool, *, given_context: bool) -> Plan:  # fmt: skip
+def _checked_plan(
+    model,
+    x: torch.Tensor,
+    mask: torch.Tensor,
+    scored: torch.Tensor,
+    options: EvaluationOptions,
+    binary: bool,
+    *,
+    given_context: bool,
+) -> Plan:
     """What ``options`` ask of ``model`` on ``x`` (``mask``; ``scored`` steps given their context where
     ``given_context``, else every valid step), refused where its draws cannot fit in memory or the model has no
     one-step predictive to judge."""
@@ -408,8 +459,10 @@ def _with_settings(options: EvaluationOptions | None, settings: dict) -> Evaluat
     known = [f.name for f in dataclasses.fields(EvaluationOptions)]
     unknown = sorted(set(settings) - set(known))
     if unknown:
-        raise InputTypeError(f"evaluate() got unknown keyword arguments {unknown}: its settings are the fields of "
-                             f"EvaluationOptions, {known}")  # fmt: skip
+        raise InputTypeError(
+            f"evaluate() got unknown keyword arguments {unknown}: its settings are the fields of "
+            f"EvaluationOptions, {known}"
+        )
     if options is None:
         return EvaluationOptions(**settings)
     return dataclasses.replace(options, **settings) if settings else options

@@ -12,9 +12,15 @@ from .options import EvaluationOptions
 __all__ = ["evaluation_memory"]
 
 
-def evaluation_memory(model, x: torch.Tensor, options: EvaluationOptions, *, binary: bool,
-                      mask: torch.Tensor | None = None,
-                      scored: torch.Tensor | None = None) -> dict[str, tuple[int, int, str]]:  # fmt: skip
+def evaluation_memory(
+    model,
+    x: torch.Tensor,
+    options: EvaluationOptions,
+    *,
+    binary: bool,
+    mask: torch.Tensor | None = None,
+    scored: torch.Tensor | None = None,
+) -> dict[str, tuple[int, int, str]]:
     """Lower bounds of the memory that the sample counts of ``options`` make an evaluation hold on ``x [N, T, D]``
     (``mask [N, T]``, default every step valid; ``scored [N, T]``, the steps judged, default ``mask``).
 
@@ -40,22 +46,31 @@ def evaluation_memory(model, x: torch.Tensor, options: EvaluationOptions, *, bin
         needs["predictive_samples"] = _draws_memory(plan.samples, x, mask, scored, options.batch_size)
     if plan.posterior:
         draws = options.posterior_draws
-        needs["posterior_draws"] = (draws, 2 * draws * n * steps * features * size,
-                                    f"{draws} draws x 2 (replicates, log-likelihoods) x {n} test sequences "
-                                    f"x {slice_}")  # fmt: skip
+        needs["posterior_draws"] = (
+            draws,
+            2 * draws * n * steps * features * size,
+            f"{draws} draws x 2 (replicates, log-likelihoods) x {n} test sequences x {slice_}",
+        )
     if "smc" in plan.wanted:
         k = options.num_particles
-        needs["num_particles"] = (k, k * batch * features * size,
-                                  f"{k} particles x {batch} sequences x {features} features x {size} bytes")
+        needs["num_particles"] = (
+            k,
+            k * batch * features * size,
+            f"{k} particles x {batch} sequences x {features} features x {size} bytes",
+        )
     if "iwae" in plan.wanted:
         chunk = min(options.iwae_particles, options.particle_chunk or options.iwae_particles)
-        needs["iwae_particles"] = (options.iwae_particles, chunk * batch * steps * size,
-                                   f"{chunk} particles a pass x {batch} sequences x {steps} steps x {size} bytes")
+        needs["iwae_particles"] = (
+            options.iwae_particles,
+            chunk * batch * steps * size,
+            f"{chunk} particles a pass x {batch} sequences x {steps} steps x {size} bytes",
+        )
     return needs
 
 
-def _draws_memory(draws: int, x: torch.Tensor, mask: torch.Tensor | None, scored: torch.Tensor | None,
-                  batch_size: int) -> tuple[int, int, str]:  # fmt: skip
+def _draws_memory(
+    draws: int, x: torch.Tensor, mask: torch.Tensor | None, scored: torch.Tensor | None, batch_size: int
+) -> tuple[int, int, str]:
     """``predictive_samples``' entry of :func:`evaluation_memory` (``draws`` per step): padded like ``x [N, T, D]``,
     or packed to the ``scored`` steps ``[N, T]`` where ``mask``'s lengths are skewed (``batch_size`` rows a batch at
     most)."""
@@ -63,8 +78,11 @@ def _draws_memory(draws: int, x: torch.Tensor, mask: torch.Tensor | None, scored
     size = x.element_size()
     slice_ = f"{features} features x {size} bytes"
     if mask is None or not packed_layout(mask):
-        return draws, 2 * draws * n * steps * features * size, (f"{draws} draws x 2 copies x {n} test sequences x "
-                                                                f"{steps} steps x {slice_}")  # fmt: skip
+        return (
+            draws,
+            2 * draws * n * steps * features * size,
+            (f"{draws} draws x 2 copies x {n} test sequences x {steps} steps x {slice_}"),
+        )
     lengths = mask.sum(1)
     largest = max(len(rows) * int(lengths[rows].max()) for rows in length_batches(mask, batch_size))
     kept = int((mask if scored is None else scored).sum())

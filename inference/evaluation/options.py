@@ -72,8 +72,11 @@ class EvaluationOptions:
     def plan(self, model, *, binary: bool) -> Plan:
         """What these options ask of ``model`` on binary (or real-valued) data."""
         wanted = [name for name in self.estimators if model.supports(ESTIMATORS[name])]
-        skipped = {name: model.limitations.get(ESTIMATORS[name], f"no {ESTIMATORS[name]}")
-                   for name in self.estimators if name not in wanted}  # fmt: skip
+        skipped = {
+            name: model.limitations.get(ESTIMATORS[name], f"no {ESTIMATORS[name]}")
+            for name in self.estimators
+            if name not in wanted
+        }
         posterior = bool(self.posterior_draws) and model.supports("programs") and not model.conditional
         return Plan(wanted, skipped, "smc" in wanted, binary, 0 if binary else self.predictive_samples, posterior)
 
@@ -99,21 +102,28 @@ class Plan:
         """This plan for scored steps that follow a context: the bounds of whole sequences (``elbo``, ``iwae``) and
         PSIS-LOO give no figure of the scored steps alone, and are skipped with that reason."""
         whole = [name for name in self.wanted if name in CONTEXT_FREE_ONLY]
-        reason = ("a bound on log p of whole sequences: it gives no figure of scored steps given their context "
-                  "(exact and smc do)")  # fmt: skip
+        reason = (
+            "a bound on log p of whole sequences: it gives no figure of scored steps given their context "
+            "(exact and smc do)"
+        )
         skipped = {**self.skipped, **dict.fromkeys(whole, reason)}
         if self.posterior:
             skipped["loo"] = "PSIS-LOO / WAIC score whole sequences, not scored steps given their context"
         wanted = [name for name in self.wanted if name not in whole]
         if not wanted:
-            raise ValueError(f"estimators {list(self.wanted)}: none scores steps given their context; ask for exact "
-                             "or smc (a model with an exact likelihood or a particle form)")  # fmt: skip
+            raise ValueError(
+                f"estimators {list(self.wanted)}: none scores steps given their context; ask for exact "
+                "or smc (a model with an exact likelihood or a particle form)"
+            )
         return dataclasses.replace(self, wanted=wanted, skipped=skipped, posterior=False)
 
 
 def _check_estimators(estimators) -> tuple[str, ...]:
     """``estimators`` (a list or tuple of names of ``ESTIMATORS``, not empty) as a tuple."""
-    if not isinstance(estimators, (list, tuple)) or not estimators or any(
-            name not in ESTIMATORS for name in estimators):
+    if (
+        not isinstance(estimators, (list, tuple))
+        or not estimators
+        or any(name not in ESTIMATORS for name in estimators)
+    ):
         raise ValueError(f"estimators must be a non-empty list from {list(ESTIMATORS)}, got {estimators!r}")
     return tuple(estimators)

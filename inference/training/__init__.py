@@ -16,6 +16,19 @@ from .cuda_graphs import GraphedCall
 from .norm_refresh import refresh_norm_statistics
 from .trainer import Trainer, TrainingDiverged
 
-__all__ = ["OPTIMIZERS", "LR_SCHEDULES", "RESUMABLE_CHANGES", "TrainConfig", "Trainer", "TrainingDiverged",
-           "epoch_batches", "refresh_norm_statistics", "length_batches", "trim_padding", "load_checkpoint", "load_best",
-           "check_experiment", "GraphedCall"]  # fmt: skip
+__all__ = [
+    "OPTIMIZERS",
+    "LR_SCHEDULES",
+    "RESUMABLE_CHANGES",
+    "TrainConfig",
+    "Trainer",
+    "TrainingDiverged",
+    "epoch_batches",
+    "refresh_norm_statistics",
+    "length_batches",
+    "trim_padding",
+    "load_checkpoint",
+    "load_best",
+    "check_experiment",
+    "GraphedCall",
+]

@@ -27,9 +27,11 @@ def check_data(data, name: str, model: nn.Module | None = None) -> tuple[torch.T
     feature size, values), so a mismatch is refused before training, not after an epoch.
     """
     if not isinstance(data, (tuple, list)) or len(data) not in (2, 3):
-        raise ValueError(f"{name} must be a pair (x [N, T, D], mask [N, T]) or a triple (x, mask, y [N, ...]) "
-                         f"of supervised data, got {type(data).__name__}"
-                         + (f" of length {len(data)}" if isinstance(data, (tuple, list)) else ""))
+        raise ValueError(
+            f"{name} must be a pair (x [N, T, D], mask [N, T]) or a triple (x, mask, y [N, ...]) "
+            f"of supervised data, got {type(data).__name__}"
+            + (f" of length {len(data)}" if isinstance(data, (tuple, list)) else "")
+        )
     x, mask = check_sequences(data[0], data[1], name=f"{name}[0]", model=model)
     if len(data) == 2:
         return x, mask
@@ -90,8 +92,9 @@ def _similar_ends(lengths: torch.Tensor) -> torch.Tensor:
     """For each position ``i`` of ``lengths [n]`` (longest first), the first position after it whose length is
     shorter than ``lengths[i]`` over :data:`~ppl_models.inference.data.datasets.PADDING_LIMIT` ``[n]``."""
     shortest = -lengths.double()  # ascending
-    return torch.maximum(torch.searchsorted(shortest, shortest / PADDING_LIMIT, side="right"),
-                         torch.arange(1, len(lengths) + 1))  # fmt: skip
+    return torch.maximum(
+        torch.searchsorted(shortest, shortest / PADDING_LIMIT, side="right"), torch.arange(1, len(lengths) + 1)
+    )
 
 
 def trim_padding(x: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

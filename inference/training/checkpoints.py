@@ -33,8 +33,10 @@ def load_checkpoint(path: str | os.PathLike, module: nn.Module | None = None, *,
     except (FileNotFoundError, IsADirectoryError, PermissionError):
         raise
     except Exception as error:  # torch.load fails in many ways on a bad file; none is the caller's bug
-        raise ValueError(f"{path} is not a readable checkpoint (empty, truncated, corrupt or not written by "
-                         f"Trainer; torch.load raised {type(error).__name__})") from error
+        raise ValueError(
+            f"{path} is not a readable checkpoint (empty, truncated, corrupt or not written by "
+            f"Trainer; torch.load raised {type(error).__name__})"
+        ) from error
     if not isinstance(checkpoint, dict) or "objective" not in checkpoint:
         raise ValueError(f"{path} is not a Trainer checkpoint (no 'objective' entry)")
     if module is not None:
@@ -64,8 +66,10 @@ def check_experiment(saved: Mapping | None, given: Mapping | None, path) -> None
     given = json.loads(json.dumps(given))
     if saved != given:
         changed = sorted(key for key in {*saved, *given} if saved.get(key) != given.get(key))
-        raise ValueError(f"cannot resume: the experiment differs from the one saved in {path} (in {changed}); "
-                         "pass the same experiment and --set overrides as the first run")
+        raise ValueError(
+            f"cannot resume: the experiment differs from the one saved in {path} (in {changed}); "
+            "pass the same experiment and --set overrides as the first run"
+        )
 
 
 def check_resumable(saved: dict, config: TrainConfig) -> None:
@@ -75,8 +79,10 @@ def check_resumable(saved: dict, config: TrainConfig) -> None:
     allowed = RESUMABLE_CHANGES - ({"epochs"} if config.lr_schedule == "cosine" else set())
     if set(changed) - allowed:
         was = {k: saved.get(k) for k in changed}
-        raise ValueError(f"cannot resume: TrainConfig fields {changed} differ from the checkpoint's {was}; "
-                         f"only {sorted(allowed)} may change")
+        raise ValueError(
+            f"cannot resume: TrainConfig fields {changed} differ from the checkpoint's {was}; "
+            f"only {sorted(allowed)} may change"
+        )
 
 
 def write_metrics(path: Path, history: list[dict]) -> None:

@@ -13,8 +13,15 @@ from torch import nn
 
 from ..validation import check_choice
 
-__all__ = ["OPTIMIZERS", "LR_SCHEDULES", "PER_STEP_SCHEDULES", "RESUMABLE_CHANGES", "TrainConfig", "make_optimizer",
-           "make_scheduler"]
+__all__ = [
+    "OPTIMIZERS",
+    "LR_SCHEDULES",
+    "PER_STEP_SCHEDULES",
+    "RESUMABLE_CHANGES",
+    "TrainConfig",
+    "make_optimizer",
+    "make_scheduler",
+]
 
 OPTIMIZERS = ("adam", "adamw", "sgd", "rmsprop")
 LR_SCHEDULES = ("constant", "cosine", "exponential", "step", "transformer")
@@ -34,13 +41,18 @@ def _integer(name: str, value, minimum: int) -> int:
 def _number(name: str, value, minimum: float, maximum: float = math.inf, *, open_left: bool = False) -> float:
     """``value`` as a finite float in ``[minimum, maximum]`` (``(minimum, maximum]`` with ``open_left``)."""
     is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
-    if not is_number or not math.isfinite(value) or value > maximum or value < minimum or (
-            open_left and value == minimum):
+    if (
+        not is_number
+        or not math.isfinite(value)
+        or value > maximum
+        or value < minimum
+        or (open_left and value == minimum)
+    ):
         left, right = "(" if open_left else "[", ")" if maximum == math.inf else "]"
-        raise ValueError(f"TrainConfig.{name} must be a finite number in {left}{minimum}, {maximum}{right}, "
-                         f"got {value!r}")
+        raise ValueError(
+            f"TrainConfig.{name} must be a finite number in {left}{minimum}, {maximum}{right}, got {value!r}"
+        )
     return float(value)
-
 
 
 @dataclass
@@ -108,17 +120,25 @@ class TrainConfig:
     norm_refresh_batches: int = 0
 
     def __post_init__(self):
-        for name, minimum in (("epochs", 1), ("batch_size", 1), ("lr_step_epochs", 1), ("warmup_steps", 1),
-                              ("kl_anneal_steps", 0),
-                              ("valid_every", 1), ("seed", 0), ("norm_refresh_batches", 0)):
+        for name, minimum in (
+            ("epochs", 1),
+            ("batch_size", 1),
+            ("lr_step_epochs", 1),
+            ("warmup_steps", 1),
+            ("kl_anneal_steps", 0),
+            ("valid_every", 1),
+            ("seed", 0),
+            ("norm_refresh_batches", 0),
+        ):
             _integer(name, getattr(self, name), minimum)
         if self.patience is not None:
             _integer("patience", self.patience, 1)
         if self.lr_delay_epochs is not None:
             _integer("lr_delay_epochs", self.lr_delay_epochs, 0)
             if self.lr_schedule not in ("exponential", "step"):
-                raise ValueError("TrainConfig.lr_delay_epochs needs lr_schedule 'exponential' or 'step', got "
-                                 f"{self.lr_schedule!r}")
+                raise ValueError(
+                    f"TrainConfig.lr_delay_epochs needs lr_schedule 'exponential' or 'step', got {self.lr_schedule!r}"
+                )
         check_choice(self.optimizer, OPTIMIZERS, name="TrainConfig.optimizer")
         check_choice(self.lr_schedule, LR_SCHEDULES, name="TrainConfig.lr_schedule")
         self.lr = _number("lr", self.lr, 0.0)
@@ -132,8 +152,10 @@ class TrainConfig:
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"TrainConfig.{name} must be true or false, got {getattr(self, name)!r}")
         if self.cuda_graph and (self.lr_schedule != "constant" or self.kl_anneal_steps):
-            raise ValueError("TrainConfig.cuda_graph needs lr_schedule='constant' and kl_anneal_steps=0 "
-                             f"(a graph records them), got {self.lr_schedule!r} and {self.kl_anneal_steps}")
+            raise ValueError(
+                "TrainConfig.cuda_graph needs lr_schedule='constant' and kl_anneal_steps=0 "
+                f"(a graph records them), got {self.lr_schedule!r} and {self.kl_anneal_steps}"
+            )
 
     @classmethod
     def from_dict(cls, values: Mapping) -> TrainConfig:
@@ -158,14 +180,16 @@ class TrainConfig:
         return self.kl_start + (1.0 - self.kl_start) * min(1.0, step / self.kl_anneal_steps)
 
 
-def make_optimizer(parameters: list[nn.Parameter], config: TrainConfig, *, capturable: bool = False
-                   ) -> torch.optim.Optimizer:  # fmt: skip
+def make_optimizer(
+    parameters: list[nn.Parameter], config: TrainConfig, *, capturable: bool = False
+) -> torch.optim.Optimizer:
     """The configured optimizer; ``capturable`` (for CUDA graphs) keeps its step counts on the device."""
     if config.optimizer == "sgd":
         return torch.optim.SGD(parameters, lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay)
     if config.optimizer == "rmsprop":
-        return torch.optim.RMSprop(parameters, lr=config.lr, momentum=config.momentum,
-                                   weight_decay=config.weight_decay, capturable=capturable)  # fmt: skip
+        return torch.optim.RMSprop(
+            parameters, lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay, capturable=capturable
+        )
     optimizer = torch.optim.Adam if config.optimizer == "adam" else torch.optim.AdamW
     return optimizer(parameters, lr=config.lr, weight_decay=config.weight_decay, capturable=capturable)
 
@@ -198,4 +222,3 @@ def _transformer_factor(step: int, *, warmup: int) -> float:
     """``min(s / w, sqrt(w / s))`` at 1-based step ``s = step + 1``."""
     s = step + 1
     return min(s / warmup, math.sqrt(warmup / s))
-

@@ -49,9 +49,16 @@ class GraphedCall:
         enabled: record a graph (default: when the inputs are on a CUDA device).
     """
 
-    def __init__(self, fn: Callable, example_inputs: Sequence[torch.Tensor], *, warmup: int = 2,
-                 generators: Sequence[torch.Generator] = (), check: Callable | None = None,
-                 enabled: bool | None = None):  # fmt: skip
+    def __init__(
+        self,
+        fn: Callable,
+        example_inputs: Sequence[torch.Tensor],
+        *,
+        warmup: int = 2,
+        generators: Sequence[torch.Generator] = (),
+        check: Callable | None = None,
+        enabled: bool | None = None,
+    ):
         if not callable(fn):
             raise TypeError(f"fn must be callable, got {type(fn).__name__}")
         example_inputs = tuple(example_inputs)
@@ -102,8 +109,16 @@ class GraphedCall:
         return self.static_outputs
 
     @classmethod
-    def filter(cls, particle_filter, model, x: torch.Tensor, mask: torch.Tensor | None = None, *,
-               enabled: bool | None = None, **run_options) -> GraphedCall:  # fmt: skip
+    def filter(
+        cls,
+        particle_filter,
+        model,
+        x: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        *,
+        enabled: bool | None = None,
+        **run_options,
+    ) -> GraphedCall:
         """A recorded ``particle_filter.run(model, x, mask, **run_options)`` under ``torch.no_grad``.
 
         Call the result with new ``x`` (and ``mask``, if one was given) of the same shapes; it
@@ -123,10 +138,19 @@ class GraphedCall:
         return cls(run, inputs, generators=generators, check=check, enabled=enabled)
 
     @classmethod
-    def training_step(cls, loss_fn: Callable, optimizer: torch.optim.Optimizer, example_inputs, *,
-                      clip_norm: float | None = None, parameters=None, enabled: bool | None = None,
-                      generators: Sequence[torch.Generator] = (), check: Callable | None = None,
-                      warmup: int = 3) -> GraphedCall:  # fmt: skip
+    def training_step(
+        cls,
+        loss_fn: Callable,
+        optimizer: torch.optim.Optimizer,
+        example_inputs,
+        *,
+        clip_norm: float | None = None,
+        parameters=None,
+        enabled: bool | None = None,
+        generators: Sequence[torch.Generator] = (),
+        check: Callable | None = None,
+        warmup: int = 3,
+    ) -> GraphedCall:
         """One recorded step ``zero_grad; loss_fn(*inputs).backward(); clip; optimizer.step()``.
 
         ``loss_fn`` returns a scalar loss tensor, or an object with a ``loss`` attribute (an

@@ -23,8 +23,11 @@ def refresh_norm_statistics(module: nn.Module, batches, *, seed: int = 0) -> int
     batches' own. Draws come from ``seed``; the caller's random streams, modes and momenta are
     restored. Returns the number of norm layers refreshed.
     """
-    norms = [m for m in module.modules()
-             if callable(getattr(m, "reset_running_stats", None)) and getattr(m, "running_mean", None) is not None]
+    norms = [
+        m
+        for m in module.modules()
+        if callable(getattr(m, "reset_running_stats", None)) and getattr(m, "running_mean", None) is not None
+    ]
     modes = {m: m.training for m in module.modules()}
     momenta = [m.momentum for m in norms]
     state = rng_state()

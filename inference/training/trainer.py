@@ -89,10 +89,18 @@ class Trainer:
     describe the run, and the objective holds the parameters of the best validation epoch.
     """
 
-    def __init__(self, objective: nn.Module, train_data, valid_data=None, config: TrainConfig | None = None,
-                 run_dir: str | os.PathLike | None = None, device=None,
-                 monitor: Callable[[], dict] | None = None, experiment: Mapping | None = None,
-                 valid_scored: torch.Tensor | None = None):  # fmt: skip
+    def __init__(
+        self,
+        objective: nn.Module,
+        train_data,
+        valid_data=None,
+        config: TrainConfig | None = None,
+        run_dir: str | os.PathLike | None = None,
+        device=None,
+        monitor: Callable[[], dict] | None = None,
+        experiment: Mapping | None = None,
+        valid_scored: torch.Tensor | None = None,
+    ):
         if not isinstance(objective, nn.Module):
             raise TypeError(f"objective must be an nn.Module (an Objective), got {type(objective).__name__}")
         self.config = TrainConfig() if config is None else config
@@ -103,8 +111,9 @@ class Trainer:
         self.valid_data = None if valid_data is None else check_data(valid_data, "valid_data", model)
         if valid_scored is not None and (self.valid_data is None or len(self.valid_data) != 2):
             raise ValueError("valid_scored needs valid_data (x, mask) of a density objective")
-        self.valid_scored = None if valid_scored is None else check_scored(valid_scored, self.valid_data[1],
-                                                                           name="valid_scored")
+        self.valid_scored = (
+            None if valid_scored is None else check_scored(valid_scored, self.valid_data[1], name="valid_scored")
+        )
         if self.config.patience is not None and self.valid_data is None:
             raise ValueError("TrainConfig.patience needs valid_data: early stopping watches the validation bound")
         if monitor is not None and not callable(monitor):
@@ -169,8 +178,13 @@ class Trainer:
         self._start_norm = self._parameter_norm()
         per_epoch = batches_per_epoch(len(self.train_data[0]), self.config.batch_size, self.world_size)
         show = self.config.progress and self.rank == 0
-        with tqdm(total=self.config.epochs * per_epoch, initial=self.epoch * per_epoch, disable=not show,
-                  unit="step", dynamic_ncols=True) as bar:
+        with tqdm(
+            total=self.config.epochs * per_epoch,
+            initial=self.epoch * per_epoch,
+            disable=not show,
+            unit="step",
+            dynamic_ncols=True,
+        ) as bar:
             while self.epoch < self.config.epochs and not self.stopped_early:
                 self._run_epoch(bar)
         self.objective.kl_factor = 1.0
@@ -210,9 +224,15 @@ class Trainer:
         self.epoch += 1
         improved = self._update_early_stopping(valid_bound)
         record = {
-            "epoch": self.epoch, "step": self.step, "train_loss": train_loss, "train_bound_per_step": train_bound,
-            "valid_bound_per_step": valid_bound, "bound_kind": getattr(self.objective, "kind", "objective"),
-            "lr": lr, "kl_factor": kl_factor, "seconds": time.perf_counter() - start,
+            "epoch": self.epoch,
+            "step": self.step,
+            "train_loss": train_loss,
+            "train_bound_per_step": train_bound,
+            "valid_bound_per_step": valid_bound,
+            "bound_kind": getattr(self.objective, "kind", "objective"),
+            "lr": lr,
+            "kl_factor": kl_factor,
+            "seconds": time.perf_counter() - start,
         }
         if self.monitor is not None and valid_bound is not None:
             with torch.no_grad():
@@ -229,8 +249,14 @@ class Trainer:
         """One pass over this rank's share; returns (mean minibatch loss, bound per step), over all ranks."""
         self.module.train()
         config = self.config
-        batches = epoch_batches(len(self.train_data[0]), config.batch_size, seed=config.seed, epoch=self.epoch,
-                                rank=self.rank, world_size=self.world_size)
+        batches = epoch_batches(
+            len(self.train_data[0]),
+            config.batch_size,
+            seed=config.seed,
+            epoch=self.epoch,
+            rank=self.rank,
+            world_size=self.world_size,
+        )
         totals = torch.zeros(4, dtype=torch.float64, device=self.device)  # loss sum, batches, bound sum, steps
         first_bad = torch.full((), -1, dtype=torch.long, device=self.device)  # no device read per step
         for number, index in enumerate(batches, 1):
@@ -241,8 +267,9 @@ class Trainer:
                 raise
             loss = out.loss.detach().double()
             first_bad = torch.where((first_bad < 0) & ~torch.isfinite(loss), number, first_bad)
-            totals += torch.stack([loss, totals.new_ones(()),
-                                   out.bound.detach().sum().double(), out.num_steps.sum().double()])
+            totals += torch.stack(
+                [loss, totals.new_ones(()), out.bound.detach().sum().double(), out.num_steps.sum().double()]
+            )
             bar.update()
             if not bar.disable:
                 bar.set_postfix(loss=f"{(totals[0] / totals[1]).item():.4g}", refresh=False)
@@ -266,8 +293,12 @@ class Trainer:
             return
         reason = " ".join(str(error).split())
         reason = reason if len(reason) <= 200 else reason[:200].rsplit(" ", 1)[0] + " ..."  # cut at a word, said so
-        self._diverged(where, f"the parameters' norm went from {start:.3g} (start of fit) to {norm:.3g} and this "
-                              f"failed ({type(error).__name__}: {reason})", error)
+        self._diverged(
+            where,
+            f"the parameters' norm went from {start:.3g} (start of fit) to {norm:.3g} and this "
+            f"failed ({type(error).__name__}: {reason})",
+            error,
+        )
 
     def _diverged(self, where: str, what: str, cause: BaseException | None = None) -> None:
         """Raise :class:`TrainingDiverged` for ``where`` (a step, or the validation) of the current epoch."""
@@ -276,7 +307,8 @@ class Trainer:
         raise TrainingDiverged(
             f"training diverged at epoch {self.epoch + 1}, {where}: {what}; likely causes: a "
             f"learning rate too high (lr={config.lr:g}), no or loose gradient clipping (clip_norm={config.clip_norm}), "
-            f"or extreme values in the data; {kept}") from cause
+            f"or extreme values in the data; {kept}"
+        ) from cause
 
     def _train_step(self, batch: tuple[torch.Tensor, ...]):
         """One optimizer step on a minibatch ``(x [B, T, D], mask [B, T][, y])``; returns the ObjectiveOutput."""
@@ -299,17 +331,21 @@ class Trainer:
         """The step replayed from the CUDA graph recorded for this batch shape (recorded on first sight)."""
         shape = tuple(tuple(t.shape) for t in batch)
         if shape not in self.graphs:
-            self.graphs[shape] = GraphedCall.training_step(self.module, self.optimizer, batch,
-                                                           clip_norm=self.config.clip_norm, parameters=self.parameters)
+            self.graphs[shape] = GraphedCall.training_step(
+                self.module, self.optimizer, batch, clip_norm=self.config.clip_norm, parameters=self.parameters
+            )
         return self.graphs[shape](*batch)
 
     def _refresh_norms(self) -> None:
         """:func:`refresh_norm_statistics` from the first batches of a fixed shuffle of the training data."""
         generator = torch.Generator().manual_seed(derived_seed(NORM_STREAM, self.config.seed))
         order = torch.randperm(len(self.train_data[0]), generator=generator)
-        batches = order[:self.config.norm_refresh_batches * self.config.batch_size].split(self.config.batch_size)
-        refresh_norm_statistics(self.objective, (self._batch(self.train_data, index) for index in batches),
-                                seed=derived_seed(NORM_STREAM, self.config.seed, self.epoch))  # fmt: skip
+        batches = order[: self.config.norm_refresh_batches * self.config.batch_size].split(self.config.batch_size)
+        refresh_norm_statistics(
+            self.objective,
+            (self._batch(self.train_data, index) for index in batches),
+            seed=derived_seed(NORM_STREAM, self.config.seed, self.epoch),
+        )
 
     @torch.no_grad()
     def _validate(self) -> float:
@@ -318,19 +354,21 @@ class Trainer:
         self.objective.eval()
         self.objective.kl_factor = 1.0
         totals = torch.zeros(2, dtype=torch.float64, device=self.device)
-        for index in length_batches(self.valid_data[1], self.config.batch_size, rank=self.rank,
-                                    world_size=self.world_size):
+        for index in length_batches(
+            self.valid_data[1], self.config.batch_size, rank=self.rank, world_size=self.world_size
+        ):
             batch = self._batch(self.valid_data, index)
             out = self.objective(*batch)
             bound, steps = out.bound, out.num_steps
             if self.valid_scored is not None:
-                bound, steps = self._given_context(*batch, self.valid_scored[index][:, :batch[0].shape[1]], bound)
+                bound, steps = self._given_context(*batch, self.valid_scored[index][:, : batch[0].shape[1]], bound)
             totals += torch.stack([bound.sum().double(), steps.sum().double()])
         totals = sum_over_ranks(totals)
         return (totals[0] / totals[1]).item()
 
-    def _given_context(self, x: torch.Tensor, mask: torch.Tensor, scored: torch.Tensor,
-                       bound: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+    def _given_context(
+        self, x: torch.Tensor, mask: torch.Tensor, scored: torch.Tensor, bound: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """``(bound [B] of the scored steps given the context, scored steps [B])`` of a validation batch whose
         ``bound [B]`` covers every valid step: the objective's estimate on each row's context is taken off."""
         scored = scored.to(mask.device)
@@ -390,11 +428,18 @@ class Trainer:
             return
         append_jsonl(self.run_dir / "metrics.jsonl", self.history[-1])
         checkpoint = {
-            "objective": self.objective.state_dict(), "optimizer": self.optimizer.state_dict(),
-            "scheduler": self.scheduler.state_dict(), "epoch": self.epoch, "step": self.step,
-            "best_metric": self.best_metric, "bad_validations": self.bad_validations,
-            "stopped_early": self.stopped_early, "history": self.history, "config": self.config.to_dict(),
-            "rng": rng, "experiment": self.experiment,
+            "objective": self.objective.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "epoch": self.epoch,
+            "step": self.step,
+            "best_metric": self.best_metric,
+            "bad_validations": self.bad_validations,
+            "stopped_early": self.stopped_early,
+            "history": self.history,
+            "config": self.config.to_dict(),
+            "rng": rng,
+            "experiment": self.experiment,
         }
         # best before last: a crash between the two leaves last.pt one epoch behind, and resuming
         # from it redoes that epoch and writes best.pt again (the other order left a stale best.pt)
@@ -420,6 +465,9 @@ class Trainer:
         if len(rng) == self.world_size:
             set_rng_state(rng[self.rank])
         else:
-            warnings.warn(f"checkpoint was written by {len(rng)} processes, resuming with {self.world_size}: "
-                          "RNG states are reseeded, so the run will not repeat an uninterrupted one", stacklevel=3)
+            warnings.warn(
+                f"checkpoint was written by {len(rng)} processes, resuming with {self.world_size}: "
+                "RNG states are reseeded, so the run will not repeat an uninterrupted one",
+                stacklevel=3,
+            )
             pyro.set_rng_seed(derived_seed(MODEL_STREAM, self.config.seed, self.rank, self.epoch))

@@ -23,8 +23,16 @@ from .naive import LastValue, SeasonalNaive
 from .state_space import Arima, Ets
 from .var import VectorAutoregression
 
-__all__ = ["CLASSICAL", "classical_model", "ClassicalForecaster", "LastValue", "SeasonalNaive", "Arima", "Ets",
-           "VectorAutoregression"]  # fmt: skip
+__all__ = [
+    "CLASSICAL",
+    "classical_model",
+    "ClassicalForecaster",
+    "LastValue",
+    "SeasonalNaive",
+    "Arima",
+    "Ets",
+    "VectorAutoregression",
+]
 
 _CLASSES = {cls.name: cls for cls in (LastValue, SeasonalNaive, Arima, Ets, VectorAutoregression)}
 #: the registry's names of the classical forecasters

@@ -20,8 +20,17 @@ from ppl_models.inference.data.transforms import fundamental_lag
 from ppl_models.inference.protocol import OneStepPredictive, check_num_samples
 from ppl_models.inference.validation import check_positive_int, check_scored, check_sequences
 
-__all__ = ["ClassicalForecaster", "Training", "detect_season", "gaussian_draws", "psd_root", "SEASON_THRESHOLD",
-           "MAX_SEASON_LAG", "CHOICE_ROWS", "VARIANCE_FLOOR"]  # fmt: skip
+__all__ = [
+    "ClassicalForecaster",
+    "Training",
+    "detect_season",
+    "gaussian_draws",
+    "psd_root",
+    "SEASON_THRESHOLD",
+    "MAX_SEASON_LAG",
+    "CHOICE_ROWS",
+    "VARIANCE_FLOOR",
+]
 
 #: a lag is the season only where the pooled autocorrelation of first differences there exceeds this
 SEASON_THRESHOLD = 0.3
@@ -149,8 +158,14 @@ class ClassicalForecaster:
         return self
 
     @torch.no_grad()
-    def one_step(self, x: torch.Tensor, mask: torch.Tensor | None = None, scored: torch.Tensor | None = None,
-                 num_samples: int = 0, generator: torch.Generator | None = None) -> OneStepPredictive:  # fmt: skip
+    def one_step(
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        scored: torch.Tensor | None = None,
+        num_samples: int = 0,
+        generator: torch.Generator | None = None,
+    ) -> OneStepPredictive:
         """The Gaussian one-step predictive ``p(x_t | x_<t of its row)`` of every valid step of ``x [N, T, D]``.
 
         ``scored [N, T]`` (bool, within ``mask``; ``None``: every valid step): a row's parameters are estimated on
@@ -172,8 +187,14 @@ class ClassicalForecaster:
         return self._predictive(x, mask, torch.from_numpy(mean), torch.from_numpy(cov), num_samples, generator)
 
     @torch.no_grad()
-    def forecast(self, x: torch.Tensor, mask: torch.Tensor | None = None, horizon: int = 1, num_samples: int = 100,
-                 generator: torch.Generator | None = None) -> torch.Tensor:  # fmt: skip
+    def forecast(
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        horizon: int = 1,
+        num_samples: int = 100,
+        generator: torch.Generator | None = None,
+    ) -> torch.Tensor:
         """``[S, N, H, D]`` joint draws of the ``horizon`` steps after each row's last valid step of ``x [N, T, D]``,
         with parameters estimated on the row's valid steps (the pooled fit where they are too few)."""
         x, mask = self._checked(x, mask)
@@ -270,5 +291,9 @@ class ClassicalForecaster:
         if num_samples:
             samples = gaussian_draws(mean, cov, num_samples, generator) * valid.unsqueeze(-1)
             samples = samples.to(dtype=x.dtype, device=x.device)
-        return OneStepPredictive(samples, (mean * valid.unsqueeze(-1)).to(dtype=x.dtype, device=x.device),
-                                 log_density.to(dtype=x.dtype, device=x.device), self.source)  # fmt: skip
+        return OneStepPredictive(
+            samples,
+            (mean * valid.unsqueeze(-1)).to(dtype=x.dtype, device=x.device),
+            log_density.to(dtype=x.dtype, device=x.device),
+            self.source,
+        )

@@ -24,10 +24,12 @@ class ClassicalSequenceModel(SequenceModel):
     """A fitted classical ``forecaster`` as a sequence model of ``x [B, T, D]`` (exact, predictive, forecast)."""
 
     capabilities = frozenset({"exact", "predictive", "forecast"})
-    limitations = {"programs": f"{_NOT_PYRO}: it has no Pyro model or guide",
-                   "latent": f"{_NOT_PYRO}: its likelihood is exact, with no latent sites to bound",
-                   "particles": f"{_NOT_PYRO}: its Kalman filter is exact, so it needs no particle filter",
-                   "generate": f"{_NOT_PYRO}: forecast continues each row of its data instead"}  # fmt: skip
+    limitations = {
+        "programs": f"{_NOT_PYRO}: it has no Pyro model or guide",
+        "latent": f"{_NOT_PYRO}: its likelihood is exact, with no latent sites to bound",
+        "particles": f"{_NOT_PYRO}: its Kalman filter is exact, so it needs no particle filter",
+        "generate": f"{_NOT_PYRO}: forecast continues each row of its data instead",
+    }
     description = "a classical forecaster (last value, seasonal naive, ARIMA, ETS, VAR) behind the protocol"
     fits_context = True
 
@@ -44,16 +46,30 @@ class ClassicalSequenceModel(SequenceModel):
         """``[B]`` exact log density of every valid step (no context: the training split's pooled fit)."""
         return self.forecaster.one_step(x, mask).log_density.sum(1)
 
-    def predictive(self, x: torch.Tensor, mask: torch.Tensor | None = None, num_samples: int = 100, *,
-                   scored: torch.Tensor | None = None, generator: torch.Generator | None = None,
-                   num_particles: int | None = None) -> OneStepPredictive:  # fmt: skip
+    def predictive(
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        num_samples: int = 100,
+        *,
+        scored: torch.Tensor | None = None,
+        generator: torch.Generator | None = None,
+        num_particles: int | None = None,
+    ) -> OneStepPredictive:
         """The forecaster's Gaussian one-step predictive, parameters estimated on each row's context (the valid
         steps before ``scored``); exact, so ``num_particles`` is not used."""
         return self.forecaster.one_step(x, mask, scored, num_samples, generator)
 
-    def forecast(self, x: torch.Tensor, mask: torch.Tensor | None = None, horizon: int = 1, num_samples: int = 100,
-                 *, generator: torch.Generator | None = None,
-                 num_particles: int | None = None) -> torch.Tensor:  # fmt: skip
+    def forecast(
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        horizon: int = 1,
+        num_samples: int = 100,
+        *,
+        generator: torch.Generator | None = None,
+        num_particles: int | None = None,
+    ) -> torch.Tensor:
         """``[S, B, H, D]`` joint draws of the ``horizon`` steps after each row, fitted on its valid steps (exact:
         ``num_particles`` is not used)."""
         return self.forecaster.forecast(x, mask, horizon, num_samples, generator)

@@ -34,8 +34,17 @@ from statsmodels.tsa.statespace.sarimax import SARIMAX
 from .base import CHOICE_ROWS, ClassicalForecaster, gaussian_draws
 from .naive import LastValue
 
-__all__ = ["Arima", "Ets", "ArimaSpec", "EtsSpec", "MIN_HISTORY", "MAX_STATE_SEASON", "CHOICE_STEPS", "SCREEN_ROWS",
-           "FINALISTS"]
+__all__ = [
+    "Arima",
+    "Ets",
+    "ArimaSpec",
+    "EtsSpec",
+    "MIN_HISTORY",
+    "MAX_STATE_SEASON",
+    "CHOICE_STEPS",
+    "SCREEN_ROWS",
+    "FINALISTS",
+]
 
 #: the fewest steps of a history that get parameters of their own
 MIN_HISTORY = 12
@@ -100,9 +109,18 @@ def simulate(model, result, horizon: int, num_samples: int, generator) -> torch.
     """``[S, H]`` draws of a univariate state-space ``model``'s next ``horizon`` observations after its filter
     ``result``, with its matrices of the last step (the models here have constant ones; SARIMAX keeps its constant
     in a time-varying state intercept)."""
-    matrices = {name: _last_step(model.ssm[name], dims) for name, dims in (
-        ("design", 2), ("obs_intercept", 1), ("obs_cov", 2), ("transition", 2), ("state_intercept", 1),
-        ("selection", 2), ("state_cov", 2))}  # fmt: skip
+    matrices = {
+        name: _last_step(model.ssm[name], dims)
+        for name, dims in (
+            ("design", 2),
+            ("obs_intercept", 1),
+            ("obs_cov", 2),
+            ("transition", 2),
+            ("state_intercept", 1),
+            ("selection", 2),
+            ("state_cov", 2),
+        )
+    }
     state_noise = matrices["selection"] @ matrices["state_cov"] @ matrices["selection"].T
     mean, cov = result.predicted_state[:, -1].copy(), result.predicted_state_cov[:, :, -1].copy()
     state = gaussian_draws(torch.from_numpy(mean), torch.from_numpy(cov), num_samples, generator)
@@ -110,8 +128,10 @@ def simulate(model, result, horizon: int, num_samples: int, generator) -> torch.
     path = []
     for _ in range(horizon):
         observation = matrices["obs_intercept"] + state @ matrices["design"].T
-        path.append(observation + gaussian_draws(torch.zeros(1, dtype=torch.float64), matrices["obs_cov"],
-                                                 num_samples, generator))  # fmt: skip
+        path.append(
+            observation
+            + gaussian_draws(torch.zeros(1, dtype=torch.float64), matrices["obs_cov"], num_samples, generator)
+        )
         state = matrices["state_intercept"] + state @ matrices["transition"].T
         state = state + gaussian_draws(zeros, state_noise, num_samples, generator)
     return torch.cat(path, 1)
@@ -168,8 +188,9 @@ class UnivariateStateSpace(ClassicalForecaster):
         search = [long[i] for i in picked] if long else []
         self._per_row, self._search_rows, self._kept = len(rows) <= CHOICE_ROWS, len(search), {}
         self._keeping = True  # the training split's fits, kept for the contexts that repeat its rows
-        self.pooled = [self._pooled_feature([row[:, feature] for row in search])
-                       for feature in range(len(self.training.mean))]  # fmt: skip
+        self.pooled = [
+            self._pooled_feature([row[:, feature] for row in search]) for feature in range(len(self.training.mean))
+        ]
         self._keeping = False
 
     def _pooled_feature(self, histories: list[np.ndarray]) -> Fitted | None:
@@ -193,8 +214,11 @@ class UnivariateStateSpace(ClassicalForecaster):
         screen, rest = recent[::step], [h for i, h in enumerate(recent) if i % step]
         best, best_aic, best_fits = None, np.inf, []
         for stage in self._stages(seasonal):
-            screened = [(sum(fit.aic for fit in fits), spec, fits) for spec in stage(best)
-                        if (fits := self._fits(screen, spec)) is not None]  # fmt: skip
+            screened = [
+                (sum(fit.aic for fit in fits), spec, fits)
+                for spec in stage(best)
+                if (fits := self._fits(screen, spec)) is not None
+            ]
             for _, spec, fits in sorted(screened, key=lambda s: s[0])[: FINALISTS if rest else None]:
                 more = self._fits(rest, spec)
                 aic = np.inf if more is None else sum(fit.aic for fit in fits + more)
@@ -221,8 +245,9 @@ class UnivariateStateSpace(ClassicalForecaster):
             return self._kept[key]
         with _quiet():
             try:
-                result = self._make(series, spec, fitting=True).fit(disp=False, cov_type="none",
-                                                                    method=self._optimizer(spec))  # fmt: skip
+                result = self._make(series, spec, fitting=True).fit(
+                    disp=False, cov_type="none", method=self._optimizer(spec)
+                )
                 trial = Trial(self._parameters_of(result), float(result.aic)) if _sound(result) else None
             except (np.linalg.LinAlgError, ValueError):
                 trial = None
@@ -273,8 +298,9 @@ class UnivariateStateSpace(ClassicalForecaster):
         for feature, fitted in enumerate(parameters):
             if fitted is None or len(row) <= self._diffuse_steps(fitted.spec):
                 noise = tuple(v[feature : feature + 1] for v in self._naive.pooled)
-                paths.append(self._naive._draw(noise, row[:, feature : feature + 1], horizon, num_samples,
-                                               generator)[..., 0])  # fmt: skip
+                paths.append(
+                    self._naive._draw(noise, row[:, feature : feature + 1], horizon, num_samples, generator)[..., 0]
+                )
                 continue
             with _quiet():
                 model = self._make(row[:, feature], fitted.spec)
@@ -287,11 +313,17 @@ class UnivariateStateSpace(ClassicalForecaster):
         return [self._label(f.spec) if f is not None else "the last value (no candidate fits)" for f in self.pooled]
 
     def _choices(self) -> dict:
-        per_row = (f"each row's model chosen by AIC on its own history (the training split has at most {CHOICE_ROWS}"
-                   " rows)" if self._per_row else "the pooled model's spec, its parameters fitted on each history")
-        return {"pooled": self._pooled_labels(), "pooled_choice": "AIC summed over the training rows searched",
-                "rows_searched": self._search_rows, "per_row": f"{per_row} of at least {MIN_HISTORY} steps, else the "
-                                                               "pooled fit"}  # fmt: skip
+        per_row = (
+            f"each row's model chosen by AIC on its own history (the training split has at most {CHOICE_ROWS} rows)"
+            if self._per_row
+            else "the pooled model's spec, its parameters fitted on each history"
+        )
+        return {
+            "pooled": self._pooled_labels(),
+            "pooled_choice": "AIC summed over the training rows searched",
+            "rows_searched": self._search_rows,
+            "per_row": f"{per_row} of at least {MIN_HISTORY} steps, else the pooled fit",
+        }
 
     @property
     def source(self) -> str:
@@ -327,8 +359,13 @@ class Arima(UnivariateStateSpace):
 
     def _make(self, series: np.ndarray, spec: ArimaSpec, *, fitting: bool = False):
         seasonal = (spec.P, spec.D, spec.Q, self.period) if self._seasonal(spec) else (0, 0, 0, 0)
-        return SARIMAX(series, order=(spec.p, spec.d, spec.q), seasonal_order=seasonal,
-                       trend="c" if spec.d + spec.D == 0 else "n", loglikelihood_burn=spec.burn)  # fmt: skip
+        return SARIMAX(
+            series,
+            order=(spec.p, spec.d, spec.q),
+            seasonal_order=seasonal,
+            trend="c" if spec.d + spec.D == 0 else "n",
+            loglikelihood_burn=spec.burn,
+        )
 
     def _stages(self, seasonal: bool) -> list[Callable]:
         burn = 1 + (self.period if seasonal else 0)
@@ -336,8 +373,9 @@ class Arima(UnivariateStateSpace):
         stages = [lambda best: orders]
         if seasonal:
             seasonal_orders = [(P, D, Q) for P in range(2) for D in range(2) for Q in range(2) if P + D + Q]
-            stages.append(lambda best: [] if best is None else [best._replace(P=P, D=D, Q=Q)
-                                                                for P, D, Q in seasonal_orders])  # fmt: skip
+            stages.append(
+                lambda best: [] if best is None else [best._replace(P=P, D=D, Q=Q) for P, D, Q in seasonal_orders]
+            )
         return stages
 
     def _seasonal(self, spec: ArimaSpec) -> bool:
@@ -370,8 +408,13 @@ class Ets(UnivariateStateSpace):
 
     def _make(self, series: np.ndarray, spec: EtsSpec, *, fitting: bool = False):
         seasonal = self.period if spec.seasonal else None
-        return ExponentialSmoothing(series, trend=spec.trend != "N", damped_trend=spec.trend == "Ad", seasonal=seasonal,
-                                    concentrate_scale=fitting)  # fmt: skip
+        return ExponentialSmoothing(
+            series,
+            trend=spec.trend != "N",
+            damped_trend=spec.trend == "Ad",
+            seasonal=seasonal,
+            concentrate_scale=fitting,
+        )
 
     def _optimizer(self, spec: EtsSpec) -> str:
         """Powell's method for the models without a season: their smoothing parameters often sit on a bound, where
@@ -382,12 +425,12 @@ class Ets(UnivariateStateSpace):
     def _parameters_of(self, result) -> np.ndarray:
         """The fit's parameters with its noise variance, concentrated out while fitting, before the initial states."""
         names = result.model.param_names
-        return np.insert(result.params, next(i for i, n in enumerate(names) if n.startswith("initial_")),
-                         result.scale)  # fmt: skip
+        return np.insert(result.params, next(i for i, n in enumerate(names) if n.startswith("initial_")), result.scale)
 
     def _stages(self, seasonal: bool) -> list[Callable]:
-        specs = [EtsSpec(trend, season) for season in ((False, True) if seasonal else (False,))
-                 for trend in ("N", "A", "Ad")]  # fmt: skip
+        specs = [
+            EtsSpec(trend, season) for season in ((False, True) if seasonal else (False,)) for trend in ("N", "A", "Ad")
+        ]
         return [lambda best: specs]
 
     def _seasonal(self, spec: EtsSpec) -> bool:

@@ -87,8 +87,10 @@ class VectorAutoregression(ClassicalForecaster):
 
     def _check_features(self, features: int) -> None:
         if features < 2:
-            raise ValueError("the var forecaster models several features together: x must have D >= 2 features, "
-                             "got D=1 (use arima or ets for one)")  # fmt: skip
+            raise ValueError(
+                "the var forecaster models several features together: x must have D >= 2 features, "
+                "got D=1 (use arima or ets for one)"
+            )
 
     def _fit(self, rows: list[np.ndarray]) -> None:
         self.pooled = pooled_var(rows)
@@ -109,16 +111,18 @@ class VectorAutoregression(ClassicalForecaster):
         intercept, coefs, sigma = parameters
         lags, steps = len(coefs), len(row)
         padded = np.concatenate([np.broadcast_to(self.training.mean, (lags, row.shape[1])), row])
-        mean = intercept + sum((padded[lags - j - 1 : lags - j - 1 + steps] @ coefs[j].T for j in range(lags)),
-                               np.zeros_like(row))  # fmt: skip
+        mean = intercept + sum(
+            (padded[lags - j - 1 : lags - j - 1 + steps] @ coefs[j].T for j in range(lags)), np.zeros_like(row)
+        )
         cov = np.broadcast_to(sigma, (steps, *sigma.shape)).copy()
         for t in range(min(lags, steps)):
             for j in range(t, lags):  # x_{t-j-1} precedes the row
                 cov[t] += coefs[j] @ self.training.cov @ coefs[j].T
         return mean, cov
 
-    def _draw(self, parameters: VarParameters, row: np.ndarray, horizon: int, num_samples: int,
-              generator) -> torch.Tensor:  # fmt: skip
+    def _draw(
+        self, parameters: VarParameters, row: np.ndarray, horizon: int, num_samples: int, generator
+    ) -> torch.Tensor:
         intercept, coefs, sigma = (torch.from_numpy(np.asarray(v, dtype=np.float64)) for v in parameters)
         lags, features = len(coefs), row.shape[1]
         path = torch.from_numpy(row).expand(num_samples, *row.shape)
@@ -139,8 +143,10 @@ class VectorAutoregression(ClassicalForecaster):
         return "a VAR per series (lag order by AIC)"
 
     def _choices(self) -> dict:
-        return {"pooled": f"VAR({len(self.pooled.coefs)})",
-                "lag_order": f"AIC, up to {MAX_LAGS} lags as a history allows; the pooled fit where it allows none"}
+        return {
+            "pooled": f"VAR({len(self.pooled.coefs)})",
+            "lag_order": f"AIC, up to {MAX_LAGS} lags as a history allows; the pooled fit where it allows none",
+        }
 
     def _count_parameters(self) -> int:
         lags, features = len(self.pooled.coefs), len(self.training.mean)

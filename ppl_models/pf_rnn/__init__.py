@@ -42,5 +42,16 @@ from .layers import EVAL_RANDOMNESS, PF_CELLS, PFGRU, PFLSTM, ParticleBelief, Pa
 from .predictor import TASKS, PFRNNPredictor
 from .program import PFRNNProgram
 
-__all__ = ["ACTIVATIONS", "EVAL_RANDOMNESS", "TASKS", "ParticleState", "ParticleBelief", "StepBatchNorm", "PFLSTM",
-           "PFGRU", "PF_CELLS", "PFRNNPredictor", "PFRNNProgram"]  # fmt: skip
+__all__ = [
+    "ACTIVATIONS",
+    "EVAL_RANDOMNESS",
+    "TASKS",
+    "ParticleState",
+    "ParticleBelief",
+    "StepBatchNorm",
+    "PFLSTM",
+    "PFGRU",
+    "PF_CELLS",
+    "PFRNNPredictor",
+    "PFRNNProgram",
+]

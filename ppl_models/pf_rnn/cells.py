@@ -67,8 +67,16 @@ class StepBatchNorm(nn.Module):
             self.steps_trained.clamp_(min=index + 1)
         else:  # a tensor index: no host-device sync per step
             index = (self.steps_trained - 1).clamp(min=0, max=index)
-        return F.batch_norm(x, self.running_mean[index], self.running_var[index], self.weight, self.bias,
-                            self.training, self.momentum, self.eps)  # fmt: skip
+        return F.batch_norm(
+            x,
+            self.running_mean[index],
+            self.running_var[index],
+            self.weight,
+            self.bias,
+            self.training,
+            self.momentum,
+            self.eps,
+        )
 
     def extra_repr(self) -> str:
         return f"{self.num_features}, max_steps={self.max_steps}, momentum={self.momentum}, eps={self.eps}"
@@ -86,8 +94,9 @@ class _ParticleCell(nn.Module):
     state_keys: tuple[str, ...] = ("h",)
     input_gates: int
 
-    def __init__(self, input_size: int, hidden_size: int, *, bias: bool, stochastic: bool, activation: str,
-                 norm_steps: int):  # fmt: skip
+    def __init__(
+        self, input_size: int, hidden_size: int, *, bias: bool, stochastic: bool, activation: str, norm_steps: int
+    ):
         super().__init__()
         self.hidden_size, self.stochastic = hidden_size, stochastic
         gates = self.input_gates - (0 if stochastic else 1)
@@ -145,8 +154,9 @@ class _GRUParticleCell(_ParticleCell):
     def __init__(self, input_size: int, hidden_size: int, **options):
         super().__init__(input_size, hidden_size, **options)
         gates = self.input_projection.out_features // hidden_size - 1
-        self.hidden_projection, self.candidate_projection = self._recurrent_projections(gates * hidden_size,
-                                                                                      hidden_size)
+        self.hidden_projection, self.candidate_projection = self._recurrent_projections(
+            gates * hidden_size, hidden_size
+        )
 
     def propagate(self, state, input_gates_t, noise, t: int):
         """One step of ``K`` particles ``{"h": [K, B, H]}`` from the step's input gates ``[B, G H]``."""
@@ -166,8 +176,16 @@ class _ParticleRun:
     ``draw_noise``; ``offset``: steps before this call (a continued state).
     """
 
-    def __init__(self, cell: _ParticleCell, initial: dict, noise: torch.Tensor | None, generator, offset: int = 0,
-                 *, draw_noise: bool = True):  # fmt: skip
+    def __init__(
+        self,
+        cell: _ParticleCell,
+        initial: dict,
+        noise: torch.Tensor | None,
+        generator,
+        offset: int = 0,
+        *,
+        draw_noise: bool = True,
+    ):
         self.cell, self.initial, self.noise, self.generator = cell, initial, noise, generator
         self.offset, self.draw_noise = offset, draw_noise and cell.stochastic
 
@@ -175,8 +193,10 @@ class _ParticleRun:
         # per-step blocks [B, F] of time-major projections: contiguous, and unbound once, so that the
         # backward pass stacks their gradients once rather than zero-filling [T, B, F] at every step
         steps_first = x.transpose(0, 1)
-        context = {"gates": self.cell.input_projection(steps_first).unbind(0),
-                   "obs": self.cell.obs_net.project(steps_first).unbind(0)}
+        context = {
+            "gates": self.cell.input_projection(steps_first).unbind(0),
+            "obs": self.cell.obs_net.project(steps_first).unbind(0),
+        }
         return dict(self.initial), context
 
     def step(self, state, t, x_t, context, *, reparameterize=True) -> Step:

@@ -69,32 +69,56 @@ class _PFRNNBase(SequenceModel):
     limitations = dict.fromkeys(
         CAPABILITIES,
         "a recurrent layer (drop-in for nn.LSTM / nn.GRU) maps inputs to features and models no distribution; "
-        "PFRNNPredictor puts a predictive head on it and PFRNNProgram its Pyro programs")
+        "PFRNNPredictor puts a predictive head on it and PFRNNProgram its Pyro programs",
+    )
 
     _cell: type[_ParticleCell]
     _state_name: str
 
-    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
-                 batch_first: bool = False, dropout: float = 0.0, bidirectional: bool = False, device=None,
-                 dtype=None, *, num_particles: int = 20, resampling: str = "soft", alpha: float = 0.5,
-                 stochastic: bool = True, activation: str = "relu_bn", norm_steps: int = 100,
-                 eval_randomness: str = "fixed", eval_seed: int = 0):  # fmt: skip
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        num_layers: int = 1,
+        bias: bool = True,
+        batch_first: bool = False,
+        dropout: float = 0.0,
+        bidirectional: bool = False,
+        device=None,
+        dtype=None,
+        *,
+        num_particles: int = 20,
+        resampling: str = "soft",
+        alpha: float = 0.5,
+        stochastic: bool = True,
+        activation: str = "relu_bn",
+        norm_steps: int = 100,
+        eval_randomness: str = "fixed",
+        eval_seed: int = 0,
+    ):
         super().__init__()
         name = type(self).__name__
-        for flag, value in (("bias", bias), ("batch_first", batch_first), ("bidirectional", bidirectional),
-                            ("stochastic", stochastic)):  # fmt: skip
+        for flag, value in (
+            ("bias", bias),
+            ("batch_first", batch_first),
+            ("bidirectional", bidirectional),
+            ("stochastic", stochastic),
+        ):
             if not isinstance(value, bool):
                 raise TypeError(f"{flag} must be a bool, got {type(value).__name__} {value!r}")
         if bidirectional:
-            raise ValueError(f"{name} filters forward in time: bidirectional=True has no particle-filter meaning "
-                             "(run a second layer on the time-reversed input instead)")
+            raise ValueError(
+                f"{name} filters forward in time: bidirectional=True has no particle-filter meaning "
+                "(run a second layer on the time-reversed input instead)"
+            )
         self.input_size = check_positive_int(input_size, name="input_size")
         self.hidden_size = check_positive_int(hidden_size, name="hidden_size")
         self.num_layers = check_positive_int(num_layers, name="num_layers")
         self.dropout = check_dropout(dropout)
         if dropout > 0 and num_layers == 1:
-            warnings.warn(f"dropout={dropout} acts between layers, and num_layers=1 has none (as in nn.LSTM)",
-                          stacklevel=3)  # fmt: skip
+            warnings.warn(
+                f"dropout={dropout} acts between layers, and num_layers=1 has none (as in nn.LSTM)", stacklevel=3
+            )
         self.num_particles = check_positive_int(num_particles, name="num_particles")
         self.resampling = check_choice(resampling, ("soft", "none"), name="resampling")
         self.alpha = check_probability(alpha, name="alpha", open_left=True)
@@ -105,9 +129,16 @@ class _PFRNNBase(SequenceModel):
         self.bias, self.batch_first, self.stochastic, self.eval_seed = bias, batch_first, stochastic, eval_seed
         self.bidirectional, self.proj_size = False, 0  # read by code written for nn.LSTM (num_directions)
         self.layers = nn.ModuleList(
-            self._cell(input_size if index == 0 else hidden_size, hidden_size, bias=bias, stochastic=stochastic,
-                       activation=activation, norm_steps=norm_steps)
-            for index in range(num_layers))  # fmt: skip
+            self._cell(
+                input_size if index == 0 else hidden_size,
+                hidden_size,
+                bias=bias,
+                stochastic=stochastic,
+                activation=activation,
+                norm_steps=norm_steps,
+            )
+            for index in range(num_layers)
+        )
         if device is not None or dtype is not None:
             self.to(device=device, dtype=dtype)
         self.last_particle_state: ParticleState | None = None
@@ -148,9 +179,15 @@ class _PFRNNBase(SequenceModel):
     def flatten_parameters(self) -> None:
         """``nn.LSTM``'s cuDNN call, for code that makes it: the particle layers have nothing to flatten."""
 
-    def filter(self, input: torch.Tensor, hx=None, *, mask: torch.Tensor | None = None,
-               noise: torch.Tensor | None = None, generator: torch.Generator | None = None,
-               ) -> ParticleBelief:  # fmt: skip
+    def filter(
+        self,
+        input: torch.Tensor,
+        hx=None,
+        *,
+        mask: torch.Tensor | None = None,
+        noise: torch.Tensor | None = None,
+        generator: torch.Generator | None = None,
+    ) -> ParticleBelief:
         """Run the layers' particle filters over ``input`` (``[B, T, D]`` if batch_first, else ``[T, B, D]``).
 
         Args:
@@ -168,8 +205,9 @@ class _PFRNNBase(SequenceModel):
         x = self._check_tensor_input(input)
         initial, noise = self._initial_state(hx, x, False), self._check_noise(noise, x)
         mean, state, result = self._filter_layers(x, initial, mask, noise, generator, keep_particles=True)
-        return ParticleBelief(mean=mean, particles=result.history["h"], log_weights=result.history_log_weights,
-                              state=state)
+        return ParticleBelief(
+            mean=mean, particles=result.history["h"], log_weights=result.history_log_weights, state=state
+        )
 
     def _filter_layers(self, x, initial: ParticleState, mask, noise, generator, *, keep_particles: bool):
         """The layers' filters over ``x [B, T, D]``: top mean ``[B, T, H]``, final state, top :class:`FilterResult`."""
@@ -179,20 +217,33 @@ class _PFRNNBase(SequenceModel):
             if index > 0:  # nn.LSTM's dropout: on each layer's output but the last, in training only
                 layer_input = F.dropout(layer_input, self.dropout, self.training)
             start = {key: getattr(initial, key)[index] for key in cell.state_keys}
-            run = _ParticleRun(cell, start, None if noise is None else noise[index], generator, initial.steps,
-                               draw_noise=draws)  # fmt: skip
+            run = _ParticleRun(
+                cell, start, None if noise is None else noise[index], generator, initial.steps, draw_noise=draws
+            )
             resampling = self.resampling if draws else "none"
-            pf = ParticleFilter(self.num_particles, resampling=resampling, ess_threshold=1.0,
-                                gradient="soft" if resampling == "soft" else "reparam", soft_alpha=self.alpha,
-                                generator=generator)  # fmt: skip
+            pf = ParticleFilter(
+                self.num_particles,
+                resampling=resampling,
+                ess_threshold=1.0,
+                gradient="soft" if resampling == "soft" else "reparam",
+                soft_alpha=self.alpha,
+                generator=generator,
+            )
             last = index == self.num_layers - 1
-            result = pf.run(run, layer_input, mask, keep_ancestry=("h",) if keep_particles and last else False,
-                            keep_means=("h",), initial_log_weights=initial.log_weights[index])  # fmt: skip
+            result = pf.run(
+                run,
+                layer_input,
+                mask,
+                keep_ancestry=("h",) if keep_particles and last else False,
+                keep_means=("h",),
+                initial_log_weights=initial.log_weights[index],
+            )
             layer_input = result.means["h"]
             results.append(result)
         stacked = {key: torch.stack([r.state[key] for r in results]) for key in self.layers[0].state_keys}
-        state = ParticleState(stacked["h"], stacked.get("c"), torch.stack([r.log_weights for r in results]),
-                              initial.steps + x.shape[1])  # fmt: skip
+        state = ParticleState(
+            stacked["h"], stacked.get("c"), torch.stack([r.log_weights for r in results]), initial.steps + x.shape[1]
+        )
         return layer_input, state, results[-1]
 
     def _evaluation_draws(self, generator, like):
@@ -224,12 +275,15 @@ class _PFRNNBase(SequenceModel):
         ranks = (2, 3) if allow_unbatched else (3,)
         if input.dim() not in ranks or input.shape[-1] != self.input_size:
             expected = f"{layout} or unbatched [T, D]" if allow_unbatched else layout
-            raise ValueError(f"input must have shape {expected} with D = input_size = {self.input_size}, "
-                             f"got {tuple(input.shape)}")
+            raise ValueError(
+                f"input must have shape {expected} with D = input_size = {self.input_size}, got {tuple(input.shape)}"
+            )
         dtype = self.layers[0].input_projection.weight.dtype
         if input.dtype != dtype:
-            raise InputTypeError(f"input must have the dtype of the layer's parameters, {dtype}, got {input.dtype}: "
-                                 f"convert one of them, input.to({dtype}) or layer.to({input.dtype})")
+            raise InputTypeError(
+                f"input must have the dtype of the layer's parameters, {dtype}, got {input.dtype}: "
+                f"convert one of them, input.to({dtype}) or layer.to({input.dtype})"
+            )
         if input.dim() == 2:
             return input.unsqueeze(0)
         return input if batch_first else input.transpose(0, 1)
@@ -246,13 +300,17 @@ class _PFRNNBase(SequenceModel):
             return self._check_particle_state(hx, shape, keys)
         tensors = hx if "c" in keys and isinstance(hx, (tuple, list)) and len(hx) == 2 else (hx,)
         if not all(isinstance(t, torch.Tensor) for t in tensors) or len(tensors) != len(keys):
-            raise TypeError(f"hx must be None, {self._state_name} (tensors [num_layers, B, H]) or a ParticleState, "
-                            f"got {type(hx).__name__}")
+            raise TypeError(
+                f"hx must be None, {self._state_name} (tensors [num_layers, B, H]) or a ParticleState, "
+                f"got {type(hx).__name__}"
+            )
         expected = (layers, self.hidden_size) if unbatched else (layers, batch, self.hidden_size)
         for key, tensor in zip(keys, tensors):
             if tuple(tensor.shape) != expected:
-                raise ValueError(f"hx's {key}_0 must have shape {list(expected)} (num_layers, "
-                                 f"{'' if unbatched else 'B, '}H), got {tuple(tensor.shape)}")
+                raise ValueError(
+                    f"hx's {key}_0 must have shape {list(expected)} (num_layers, "
+                    f"{'' if unbatched else 'B, '}H), got {tuple(tensor.shape)}"
+                )
         particles = [(t.unsqueeze(1) if unbatched else t).unsqueeze(1).expand(shape) for t in tensors]
         return ParticleState(particles[0], particles[1] if len(particles) > 1 else None, no_weights)
 
@@ -277,21 +335,24 @@ class _PFRNNBase(SequenceModel):
             return noise.unsqueeze(0)
         if not isinstance(noise, torch.Tensor) or tuple(noise.shape) != shape:
             got = tuple(noise.shape) if isinstance(noise, torch.Tensor) else type(noise).__name__
-            raise ValueError(f"noise must be a tensor [num_layers, T, K, B, H] = {shape} "
-                             f"(or [T, K, B, H] for one layer), got {got}")
+            raise ValueError(
+                f"noise must be a tensor [num_layers, T, K, B, H] = {shape} (or [T, K, B, H] for one layer), got {got}"
+            )
         return noise
 
     def extra_repr(self) -> str:
-        return (f"{self.input_size}, {self.hidden_size}, num_layers={self.num_layers}, bias={self.bias}, "
-                f"batch_first={self.batch_first}, dropout={self.dropout}, num_particles={self.num_particles}, "
-                f"resampling={self.resampling!r}, alpha={self.alpha}, stochastic={self.stochastic}, "
-                f"activation={self.activation!r}, eval_randomness={self.eval_randomness!r}")
+        return (
+            f"{self.input_size}, {self.hidden_size}, num_layers={self.num_layers}, bias={self.bias}, "
+            f"batch_first={self.batch_first}, dropout={self.dropout}, num_particles={self.num_particles}, "
+            f"resampling={self.resampling!r}, alpha={self.alpha}, stochastic={self.stochastic}, "
+            f"activation={self.activation!r}, eval_randomness={self.eval_randomness!r}"
+        )
 
 
 def _single_layer_checkpoint(module, state_dict, prefix, *args) -> None:
     """Load checkpoints written before the layers were stacked: ``{prefix}input_projection...`` -> ``layers.0``."""
     for key in [k for k in state_dict if k.startswith(prefix) and not k.startswith(prefix + "layers.")]:
-        state_dict[f"{prefix}layers.0.{key[len(prefix):]}"] = state_dict.pop(key)
+        state_dict[f"{prefix}layers.0.{key[len(prefix) :]}"] = state_dict.pop(key)
 
 
 def _packed_like(packed: PackedSequence, padded: torch.Tensor, mask: torch.Tensor) -> PackedSequence:
@@ -346,14 +407,37 @@ class PFLSTM(_PFRNNBase):
     _cell = _LSTMParticleCell
     _state_name = "(h_0, c_0)"
 
-    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
-                 batch_first: bool = False, dropout: float = 0.0, bidirectional: bool = False, proj_size: int = 0,
-                 device=None, dtype=None, **particle_options):  # fmt: skip
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        num_layers: int = 1,
+        bias: bool = True,
+        batch_first: bool = False,
+        dropout: float = 0.0,
+        bidirectional: bool = False,
+        proj_size: int = 0,
+        device=None,
+        dtype=None,
+        **particle_options,
+    ):
         if proj_size != 0:
-            raise ValueError(f"PFLSTM has no projections: proj_size must be 0, got {proj_size!r} (put a linear "
-                             "layer on its output instead)")
-        super().__init__(input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional, device,
-                         dtype, **particle_options)  # fmt: skip
+            raise ValueError(
+                f"PFLSTM has no projections: proj_size must be 0, got {proj_size!r} (put a linear "
+                "layer on its output instead)"
+            )
+        super().__init__(
+            input_size,
+            hidden_size,
+            num_layers,
+            bias,
+            batch_first,
+            dropout,
+            bidirectional,
+            device,
+            dtype,
+            **particle_options,
+        )
 
 
 class PFGRU(_PFRNNBase):
@@ -369,11 +453,31 @@ class PFGRU(_PFRNNBase):
     _cell = _GRUParticleCell
     _state_name = "h_0"
 
-    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
-                 batch_first: bool = False, dropout: float = 0.0, bidirectional: bool = False, device=None,
-                 dtype=None, **particle_options):  # fmt: skip
-        super().__init__(input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional, device,
-                         dtype, **particle_options)  # fmt: skip
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        num_layers: int = 1,
+        bias: bool = True,
+        batch_first: bool = False,
+        dropout: float = 0.0,
+        bidirectional: bool = False,
+        device=None,
+        dtype=None,
+        **particle_options,
+    ):
+        super().__init__(
+            input_size,
+            hidden_size,
+            num_layers,
+            bias,
+            batch_first,
+            dropout,
+            bidirectional,
+            device,
+            dtype,
+            **particle_options,
+        )
 
 
 PF_CELLS = {"pf-lstm": PFLSTM, "pf-gru": PFGRU}

@@ -47,29 +47,43 @@ class PFRNNPredictor(SequenceModel):
     limitations = {
         "programs": "its Pyro programs take targets as well as inputs: PFRNNProgram(predictor).model(x, y, mask)",
         "exact": "a conditional model of targets given inputs; the PF-RNN losses score it "
-                 "(ppl_models.inference.discriminative.DiscriminativeLoss)",
+        "(ppl_models.inference.discriminative.DiscriminativeLoss)",
         "latent": "a conditional model of targets given inputs: no density of x to bound",
         "particles": "its particle filter runs inside the layer (PFLSTM.filter), over encoded inputs, not as a "
-                     "model of x for ParticleFilter",
+        "model of x for ParticleFilter",
         "generate": "a conditional model of targets given inputs: it cannot simulate inputs",
         "forecast": "a conditional model: forecasting targets needs the future inputs",
-    }  # fmt: skip
-    description = ("PF-RNN network (Ma et al. 2020): input layers, a PF-LSTM / PF-GRU (or LSTM / GRU) layer and "
-                   "an output head; regression or classification of targets from inputs")
+    }
+    description = (
+        "PF-RNN network (Ma et al. 2020): input layers, a PF-LSTM / PF-GRU (or LSTM / GRU) layer and "
+        "an output head; regression or classification of targets from inputs"
+    )
 
-    def __init__(self, input_size: int, output_size: int, *, cell: str = "pf-lstm", hidden_size: int = 64,
-                 encoder_size: int = 64, task: str = "regression", learn_scale: bool = True, **pf_options):  # fmt: skip
+    def __init__(
+        self,
+        input_size: int,
+        output_size: int,
+        *,
+        cell: str = "pf-lstm",
+        hidden_size: int = 64,
+        encoder_size: int = 64,
+        task: str = "regression",
+        learn_scale: bool = True,
+        **pf_options,
+    ):
         super().__init__()
         self.cell_name = check_choice(cell, (*PF_CELLS, "lstm", "gru"), name="cell")
         self.task = check_choice(task, TASKS, name="task")
         self.input_size = check_positive_int(input_size, name="input_size")
         self.output_size = check_positive_int(output_size, name="output_size")
         check_positive_int(encoder_size, name="encoder_size")
-        self.encoder = nn.Sequential(nn.Linear(input_size, encoder_size), nn.ReLU(),
-                                     nn.Linear(encoder_size, encoder_size), nn.ReLU())
+        self.encoder = nn.Sequential(
+            nn.Linear(input_size, encoder_size), nn.ReLU(), nn.Linear(encoder_size, encoder_size), nn.ReLU()
+        )
         if cell in PF_CELLS:
-            self.rnn = PF_CELLS[cell](encoder_size, hidden_size, batch_first=True,
-                                      **{"eval_randomness": "sampled", **pf_options})
+            self.rnn = PF_CELLS[cell](
+                encoder_size, hidden_size, batch_first=True, **{"eval_randomness": "sampled", **pf_options}
+            )
         else:
             if pf_options:
                 raise ValueError(f"options {sorted(pf_options)} apply to PF cells only, not cell={cell!r}")
@@ -84,15 +98,18 @@ class PFRNNPredictor(SequenceModel):
     def num_particles(self) -> int:
         return getattr(self.rnn, "num_particles", 1)
 
-    def belief(self, x: torch.Tensor, mask: torch.Tensor | None = None, *,
-               generator: torch.Generator | None = None) -> ParticleBelief:  # fmt: skip
+    def belief(
+        self, x: torch.Tensor, mask: torch.Tensor | None = None, *, generator: torch.Generator | None = None
+    ) -> ParticleBelief:
         """The recurrent layer's belief over the encoded inputs (for baselines: one particle of weight 1)."""
         if not isinstance(x, torch.Tensor) or x.dim() != 3 or x.shape[-1] != self.input_size:
             got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
             raise ValueError(f"x must have shape [B, T, D] with D = {self.input_size}, got {got}")
         if x.dtype != self.head.weight.dtype:
-            raise InputTypeError(f"x must have the dtype of the predictor's parameters, {self.head.weight.dtype}, "
-                                 f"got {x.dtype}: convert one of them")
+            raise InputTypeError(
+                f"x must have the dtype of the predictor's parameters, {self.head.weight.dtype}, "
+                f"got {x.dtype}: convert one of them"
+            )
         features = self.encoder(x)
         if isinstance(self.rnn, _PFRNNBase):
             return self.rnn.filter(features, mask=mask, generator=generator)
@@ -106,9 +123,15 @@ class PFRNNPredictor(SequenceModel):
         return self.head(self.belief(x, mask).mean)
 
     @torch.no_grad()
-    def predictive(self, x: torch.Tensor, mask: torch.Tensor | None = None, num_samples: int = 100, *,
-                   num_particles: int | None = None, generator: torch.Generator | None = None,
-                   ) -> OneStepPredictive:  # fmt: skip
+    def predictive(
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        num_samples: int = 100,
+        *,
+        num_particles: int | None = None,
+        generator: torch.Generator | None = None,
+    ) -> OneStepPredictive:
         """Draws ``[S, B, T, O]`` of the targets (class indices ``[S, B, T, 1]``) given the inputs ``x [B, T, D]``.
 
         ``mean``: the mixture's mean (regression) or class probabilities (classification),
@@ -117,8 +140,9 @@ class PFRNNPredictor(SequenceModel):
         """
         return self.belief_predictive(self.belief(x, mask, generator=generator), num_samples, generator)
 
-    def belief_predictive(self, belief: ParticleBelief, num_samples: int,
-                          generator: torch.Generator | None = None) -> OneStepPredictive:  # fmt: skip
+    def belief_predictive(
+        self, belief: ParticleBelief, num_samples: int, generator: torch.Generator | None = None
+    ) -> OneStepPredictive:
         """:meth:`predictive` of an already computed :meth:`belief` (``particles [T, K, B, H]``)."""
         num_samples = check_num_samples(num_samples)
         out = self.head(belief.particles)  # [T, K, B, O]
@@ -127,8 +151,9 @@ class PFRNNPredictor(SequenceModel):
             probs = (weights.unsqueeze(-1) * torch.softmax(out, -1)).sum(1).transpose(0, 1)  # [B, T, O]
             samples = None
             if num_samples:
-                flat = torch.multinomial(probs.reshape(-1, probs.shape[-1]), num_samples, replacement=True,
-                                         generator=generator)  # fmt: skip
+                flat = torch.multinomial(
+                    probs.reshape(-1, probs.shape[-1]), num_samples, replacement=True, generator=generator
+                )
                 samples = flat.T.reshape(num_samples, *probs.shape[:2], 1).to(probs.dtype)
             return OneStepPredictive(samples, probs, None, f"the {self.num_particles}-particle belief")
         mean = (weights.unsqueeze(-1) * out).sum(1).transpose(0, 1)  # [B, T, O]

@@ -48,23 +48,25 @@ class PFRNNProgram(SequenceModel):
     capabilities = frozenset({"programs"})
     limitations = {
         "exact": "the stochastic memory updates make log p(y | x) intractable: Trace_ELBO of these programs, or "
-                 "the PF-RNN losses of ppl_models.inference.discriminative, score it",
+        "the PF-RNN losses of ppl_models.inference.discriminative, score it",
         "latent": "a conditional model of targets given inputs: score(x) and the shared ELBO / IWAE bound log p(x) "
-                  "with model(x, mask), while its programs are model(x, y, mask) and bound log p(y | x); use "
-                  "Trace_ELBO of these programs (the PF-RNN ELBO loss) or ppl_models.inference.discriminative",
+        "with model(x, mask), while its programs are model(x, y, mask) and bound log p(y | x); use "
+        "Trace_ELBO of these programs (the PF-RNN ELBO loss) or ppl_models.inference.discriminative",
         "particles": "the filter runs inside the programs (soft resampling between steps), not as a model of x",
         "predictive": "its predictor gives it: PFRNNProgram.predictor.predictive(x, mask, num_samples)",
         "generate": "a conditional model of targets given inputs: it cannot simulate inputs",
         "forecast": "a conditional model: forecasting targets needs the future inputs",
-    }  # fmt: skip
+    }
     description = "the PF-RNN filter of a PFRNNPredictor as Pyro model(x, y, mask) / guide programs for SVI"
 
     def __init__(self, predictor: PFRNNPredictor, generator: torch.Generator | None = None):
         if not isinstance(predictor, PFRNNPredictor) or not isinstance(predictor.rnn, _PFRNNBase):
             raise TypeError("predictor must be a PFRNNPredictor with a pf-lstm or pf-gru layer")
         if predictor.rnn.num_layers != 1:
-            raise ValueError(f"PFRNNProgram writes one PF layer as a program; the predictor's has "
-                             f"num_layers={predictor.rnn.num_layers}")
+            raise ValueError(
+                f"PFRNNProgram writes one PF layer as a program; the predictor's has "
+                f"num_layers={predictor.rnn.num_layers}"
+            )
         super().__init__()
         self.predictor, self.generator = predictor, generator
 
@@ -107,11 +109,14 @@ class PFRNNProgram(SequenceModel):
                 state = {k: gather_particles(v, ancestors) for k, v in state.items()}
             new = step_cell.propagate(state, context["gates"][t], noises[t], t)
             state = {k: torch.where(valid.unsqueeze(-1), v, state[k]) for k, v in new.items()}
-            log_w = torch.where(valid, torch.log_softmax(log_w + step_cell.log_obs(state["h"], context["obs"][t]), 0),
-                                log_w)
+            log_w = torch.where(
+                valid, torch.log_softmax(log_w + step_cell.log_obs(state["h"], context["obs"][t]), 0), log_w
+            )
             shape = (*outer, 1, batch) if outer else (batch,)  # the outer plates at dims -3, -4, ...
-            mixture = dist.MixtureSameFamily(dist.Categorical(logits=log_w.T.reshape(*shape, -1)),
-                                             _batch_last(predictor.particle_distribution(state["h"]), shape))
+            mixture = dist.MixtureSameFamily(
+                dist.Categorical(logits=log_w.T.reshape(*shape, -1)),
+                _batch_last(predictor.particle_distribution(state["h"]), shape),
+            )
             with sequences, poutine.mask(mask=mask[:, t]):
                 pyro.sample(f"y_{t}", mixture, obs=y[:, t])
 
@@ -126,8 +131,9 @@ def _batch_last(component, shape):
         return dist.Categorical(logits=component.logits.transpose(0, 1).reshape(*shape, *component.logits.shape[::2]))
     base = component.base_dist
     loc, scale = base.loc, base.scale.expand_as(base.loc)
-    return dist.Normal(loc.transpose(0, 1).reshape(*shape, *loc.shape[::2]),
-                       scale.transpose(0, 1).reshape(*shape, *loc.shape[::2])).to_event(1)  # fmt: skip
+    return dist.Normal(
+        loc.transpose(0, 1).reshape(*shape, *loc.shape[::2]), scale.transpose(0, 1).reshape(*shape, *loc.shape[::2])
+    ).to_event(1)
 
 
 def _outer_plate_sizes() -> tuple[int, ...]:
