@@ -25,7 +25,7 @@ from contextlib import contextmanager, suppress
 from functools import partial
 from pathlib import Path
 
-from ppl_models.inference.io import folder_lock, write_json
+from ppl_models.inference.atomic_files import folder_lock, write_json
 from ppl_models.inference.training import load_checkpoint
 from ppl_models.inference.validation import check_positive_int
 

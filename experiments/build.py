@@ -14,7 +14,7 @@ from ppl_models.inference.validation import check_sequences
 
 from . import recipes
 from .config import evaluation_options
-from .memory import check_memory, evaluation_memory
+from .memory_guard import check_memory, evaluation_memory
 from .registry import DATASETS, MODELS, build, build_objective
 
 __all__ = ["resolve_device", "build_experiment", "check_trainable", "check_finite", "check_model_takes"]
@@ -45,7 +45,7 @@ def build_experiment(config: dict):
 
 def check_trainable(config: dict, data, model) -> None:
     """Refuse, before anything is written, what would fail later: :func:`check_finite`, :func:`check_model_takes`,
-    and the memory ``config``'s ``[evaluate]`` settings need (:func:`~ppl_models.experiments.memory.check_memory`)."""
+    and the memory ``config``'s ``[evaluate]`` settings need (:func:`.memory_guard.check_memory`)."""
     check_finite(data)
     check_model_takes(model, data, config)
     check_memory(evaluation_memory(model, data, evaluation_options(config["evaluate"])))

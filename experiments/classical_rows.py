@@ -20,7 +20,7 @@ from pathlib import Path
 from ppl_models.classical import CLASSICAL, classical_model
 from ppl_models.classical.sequence_model import ClassicalSequenceModel
 from ppl_models.inference import calibration, evaluation
-from ppl_models.inference.io import save_torch, write_json
+from ppl_models.inference.atomic_files import save_torch, write_json
 
 from .registry import DATASETS, build
 from .run_folder import read_config_json

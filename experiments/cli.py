@@ -277,7 +277,7 @@ def _forecast(args) -> int:
 
 
 def _backtest(args) -> int:
-    from .backtest import backtest_run
+    from .backtest_runs import backtest_run
 
     out = Path(args.out) if args.out is not None else Path(args.run_dir) / "backtest"
     backtest_run(

@@ -24,12 +24,12 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
-from ppl_models.inference.io import read_jsonl, write_json, write_text
+from ppl_models.inference.atomic_files import read_jsonl, write_json, write_text
 
 from . import runner, supervised
 from .own_data import load_experiment
-from .plots import save_png
 from .run_folder import config_differences, is_finished
+from .run_plots import save_png
 
 __all__ = ["run_suite", "compare", "member_folder", "member_command", "run_budget", "fold_means"]
 

@@ -30,8 +30,8 @@ from matplotlib.figure import Figure
 
 from ppl_models import SMCTransformer
 from ppl_models.inference import calibration
+from ppl_models.inference.atomic_files import write_json, write_text
 from ppl_models.inference.data import DataUnits
-from ppl_models.inference.io import write_json, write_text
 from ppl_models.inference.recalibration import RECALIBRATION_METHODS, coverage_by_step, fit_recalibration
 from ppl_models.inference.training import load_checkpoint
 from ppl_models.inference.validation import check_positive_int
@@ -39,9 +39,9 @@ from ppl_models.predictors import ExactPredictiveModel
 
 from .build import build_experiment
 from .config import check_config
-from .memory import FLOAT32, available_memory, check_memory
-from .plots import save_png
+from .memory_guard import FLOAT32, available_memory, check_memory
 from .run_folder import check_run_folder, load_run_checkpoint, read_config_json
+from .run_plots import save_png
 
 __all__ = ["FORECAST_PARTICLES", "HorizonTooLong", "compare_forecasts", "load_run", "forecast_beyond"]
 

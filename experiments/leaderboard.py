@@ -27,9 +27,9 @@ from functools import partial
 from pathlib import Path
 
 from ppl_models.classical import CLASSICAL
-from ppl_models.inference.io import folder_lock, read_jsonl, remove_stale_temporaries, write_json, write_text
+from ppl_models.inference.atomic_files import folder_lock, read_jsonl, remove_stale_temporaries, write_json, write_text
 
-from . import board_figures, own_data
+from . import board_plots, own_data
 from .board_flags import board_warnings, flag_rows
 from .board_training import DEFAULT_BUDGET, attempt, train_models, tuned_rows
 from .classical_rows import applicable_classical, classical_forecaster_row, run_classical
@@ -108,9 +108,9 @@ def run_leaderboard(
             {"data": str(path), "overrides": list(overrides), "rows": rows, "not_run": not_run, "warnings": warnings},
         )
         write_text(out / "leaderboard.md", _markdown(rows, path, not_run, warnings))
-        board_figures.calibration_figure({**folders, **classical_folders}, out / "calibration.png")
+        board_plots.calibration_figure({**folders, **classical_folders}, out / "calibration.png")
         if folders:
-            board_figures.fan_chart(folders, out / "fan_chart.png", device or "cpu")
+            board_plots.fan_chart(folders, out / "fan_chart.png", device or "cpu")
         else:  # every model of the collection failed: an earlier board's chart would show what this one has not
             (out / "fan_chart.png").unlink(missing_ok=True)
     return rows

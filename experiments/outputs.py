@@ -10,10 +10,10 @@ from pathlib import Path
 import torch
 
 from ppl_models.inference import ParticleFilter, calibration, one_step_mse
-from ppl_models.inference.evaluation.batches import Units
-from ppl_models.inference.io import save_torch, write_json, write_text
+from ppl_models.inference.atomic_files import save_torch, write_json, write_text
+from ppl_models.inference.evaluation.data_layout import Units
 
-from . import board_figures, plots
+from . import board_plots, run_plots
 from .tables import format_table
 from .tasks import music
 
@@ -92,7 +92,7 @@ def write_outputs(run_dir: Path, model, data, config, result, seed: int, records
         write_json(run_dir / "predictions.json", record)
     write_text(run_dir / "metrics.md", format_table(metrics, markdown=True))
     figures = run_dir / "plots"
-    plots.learning_curve(records / "metrics.jsonl", figures / "learning_curve.png")
+    run_plots.learning_curve(records / "metrics.jsonl", figures / "learning_curve.png")
     x, mask = result.x, result.mask  # in the data's own units (padded, or packed to the scored steps)
     scored = mask if result.scored is None else result.scored  # the steps judged: each row's context left out
     row, steps = result.steps_of(0)  # the first sequence's scored steps
@@ -105,7 +105,7 @@ def write_outputs(run_dir: Path, model, data, config, result, seed: int, records
         _predictive_bands(result, row, steps, figures / "predictive_bands.png")
     if isinstance(probabilities, torch.Tensor):
         curve = calibration.reliability_curve(probabilities, x, scored)
-        board_figures.write_reliability(curve, run_dir)  # the leaderboard's reliability curves
+        board_plots.write_reliability(curve, run_dir)  # the leaderboard's reliability curves
         calibration.plot_reliability(curve, figures / "reliability.png")
         music.piano_roll_outputs(model, x[row][steps], probabilities[row][steps], run_dir, seed=seed)
     if "smc" in config.estimators and model.supports("particles") and not data.binary:
@@ -132,7 +132,7 @@ def _particle_cloud(model, x: torch.Tensor, mask: torch.Tensor, num_particles: i
     device = next(model.parameters()).device
     first = x[:1].to(device), mask[:1].to(device)
     result = ParticleFilter(min(num_particles, PARTICLE_CLOUD_PARTICLES)).run(model, *first, keep_ancestry=True)
-    plots.particle_cloud(result, first[0], path)
+    run_plots.particle_cloud(result, first[0], path)
 
 
 def metrics_coverage(summary: dict) -> dict[float, float]:

@@ -20,14 +20,14 @@ A run folder (:func:`ppl_models.experiments.runner.train`) holds:
   first run's settings and is never rewritten;
 * ``finished.json`` (:data:`FINISHED`): written last, once every output above is in place (its time and the
   data's content hash); a run folder without it is unfinished, whatever else it holds;
-* ``.lock``: locked (:func:`ppl_models.inference.io.folder_lock`) while a process trains or evaluates the run, so
+* ``.lock``: locked (:func:`.atomic_files.folder_lock`) while a process trains or evaluates the run, so
   that a second process on the same folder is refused instead of writing beside the first;
 * ``evaluations/evaluate-<time>-<pid>/``: each later ``evaluate`` of the run, with its own
   ``config.json`` (the run's, with the ``[evaluate]`` settings used), metrics, ``predictive.nc``
   and plots, written to a hidden folder beside it and renamed into place whole; the run's own
   outputs are never overwritten.
 
-Every file is written atomically (:mod:`ppl_models.inference.io`).
+Every file is written atomically (:mod:`ppl_models.inference.atomic_files`).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ppl_models.inference.io import (
+from ppl_models.inference.atomic_files import (
     append_jsonl,
     folder_lock,
     read_jsonl,

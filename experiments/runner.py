@@ -14,13 +14,13 @@ import pyro
 import torch
 
 from ppl_models.inference import evaluation
-from ppl_models.inference.io import recover_staged, staged_folder, write_json
+from ppl_models.inference.atomic_files import recover_staged, staged_folder, write_json
 from ppl_models.inference.training import TrainConfig, Trainer
 
 from .build import build_experiment, check_trainable, resolve_device
 from .classical_rows import refuse_classical_folder
 from .config import check_config, evaluate_section, evaluation_options
-from .memory import check_memory, evaluation_memory
+from .memory_guard import check_memory, evaluation_memory
 from .outputs import mse_monitor, write_outputs
 from .run_folder import (
     check_evaluation_folder,
@@ -81,7 +81,7 @@ def evaluate(
 
     The outputs go to ``out`` (default ``run_dir/evaluations/evaluate-<time>-<pid>``), with a
     ``config.json`` holding the settings used. They are written to a hidden folder beside ``out``
-    and renamed into place whole (:func:`ppl_models.inference.io.staged_folder`), so a failed or interrupted
+    and renamed into place whole (:func:`ppl_models.inference.atomic_files.staged_folder`), so a failed or interrupted
     evaluation leaves ``out`` as it was; a folder that already holds an evaluation is refused
     unless ``force`` (then replaced whole), and so is a run folder or one holding other files. A board's classical
     row is refused by name (its figures are in its ``metrics.json``).

@@ -30,12 +30,12 @@ from pathlib import Path
 import tomllib
 import torch
 
+from ppl_models.inference.atomic_files import write_json
 from ppl_models.inference.discriminative import DiscriminativeLoss
-from ppl_models.inference.io import write_json
 from ppl_models.inference.training import TrainConfig, Trainer, load_best
 from ppl_models.pf_rnn import PFRNNPredictor
 
-from . import plots
+from . import run_plots
 from .build import resolve_device
 from .config import apply_overrides, check_common
 from .run_folder import mark_finished, prepare_run_dir
@@ -188,7 +188,7 @@ def train(config: dict, run_dir: str | Path, *, resume: bool = False, change_epo
         cell=predictor.cell_name,
     )
     write_json(run_dir / "metrics.json", metrics)
-    plots.learning_curve(run_dir / "metrics.jsonl", run_dir / "plots" / "learning_curve.png")
+    run_plots.learning_curve(run_dir / "metrics.jsonl", run_dir / "plots" / "learning_curve.png")
     if not isinstance(context, (RegressionData, FileRegressionData, RegimeSwitchingData, ClassificationData)):
         plot_belief_over_time(
             metrics["position_mse_by_step"],

@@ -27,7 +27,7 @@ from pathlib import Path
 import optuna
 from optuna.trial import TrialState
 
-from ppl_models.inference.io import folder_lock, read_jsonl, remove_stale_temporaries, write_json
+from ppl_models.inference.atomic_files import folder_lock, read_jsonl, remove_stale_temporaries, write_json
 from ppl_models.inference.training import TrainConfig, TrainingDiverged, load_checkpoint
 
 from . import runner

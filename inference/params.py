@@ -27,7 +27,7 @@ import torch
 from pyro.params import param_with_module_name
 from torch.distributions import constraints, transform_to
 
-from .io import save_torch
+from .atomic_files import save_torch
 
 __all__ = ["PARAMS_FORMAT", "save_params", "load_params"]
 

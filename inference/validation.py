@@ -20,6 +20,7 @@ import contextlib
 import contextvars
 import numbers
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +28,7 @@ import torch
 
 __all__ = [
     "InputTypeError",
+    "SettingError",
     "check_sequences",
     "check_scored",
     "check_choice",
@@ -46,6 +48,33 @@ _VALUE_CHECKS = contextvars.ContextVar("value_checks", default=True)
 
 class InputTypeError(TypeError):
     """A ``TypeError`` raised by these checks: an input of the wrong type, not a bug (the CLI shows it as one line)."""
+
+
+class SettingError(ValueError):
+    """A bad value of a setting, which :attr:`key` names (``window``, ``missing``, ``fractions``).
+
+    The message is a template in which ``{key}`` and ``{key=value}`` name settings (the value as the Python API
+    writes it: ``{missing='drop-series'}``). ``str(error)`` spells them as the Python API's keyword arguments
+    (``window``, ``missing='drop-series'``); :meth:`spelled` spells them with a caller's own names (the command
+    line's flags) from the keys, without reading the text.
+    """
+
+    def __init__(self, key: str, template: str):
+        self.key, self.template = key, template
+        super().__init__(self.spelled(_keyword))
+
+    def spelled(self, spell) -> str:
+        """The message with each ``{key}`` / ``{key=value}`` as ``spell(key, value)`` (``value`` ``None`` for a bare
+        key)."""
+        return _SETTING.sub(lambda match: spell(match.group(1), match.group(2)), self.template)
+
+
+#: a setting named in a :class:`SettingError`'s template: ``{key}`` or ``{key=value}``
+_SETTING = re.compile(r"\{([A-Za-z_][\w.]*)(?:=([^{}]*))?\}")
+
+
+def _keyword(key: str, value: str | None) -> str:
+    return key if value is None else f"{key}={value}"
 
 
 @contextlib.contextmanager

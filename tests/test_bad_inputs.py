@@ -19,7 +19,7 @@ import pytest
 import scipy.io
 import torch
 
-import ppl_models.inference.io
+import ppl_models.inference.atomic_files
 from ppl_models import SRNN, VRNN, GRUBaseline, LinearGaussianSSM
 from ppl_models.experiments import build, cli, registry, run_folder, runner
 from ppl_models.experiments.config import load_config
@@ -617,7 +617,7 @@ def test_a_full_disk_is_one_line_naming_the_file(finished, tmp_path, capsys, mon
     def full(fd):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(ppl_models.inference.io.os, "fsync", full)
+    monkeypatch.setattr(ppl_models.inference.atomic_files.os, "fsync", full)
     status, err = _cli(["evaluate", run, "--out", tmp_path / "eval"], capsys)
     assert status == 2 and err.count("\n") == 1, err
     assert err.endswith("metrics.json: No space left on device (errno 28)\n"), err

@@ -38,15 +38,15 @@ def test_quick_srnn_step_benchmark_runs_and_its_torch_elbo_matches_ours(tmp_path
 
 
 def test_quick_psrnn_benchmark_runs_and_writes_its_results(tmp_path):
-    from ppl_models.experiments.benchmarks import psrnn
+    from ppl_models.experiments.benchmarks import psrnn_speed
 
-    out = tmp_path / "psrnn.json"
-    assert psrnn.main(["--quick", "--out", str(out)]) == 0
+    out = tmp_path / "psrnn_speed.json"
+    assert psrnn_speed.main(["--quick", "--out", str(out)]) == 0
     results = json.loads(out.read_text())
     assert results["two_stage_regression"]["median_s"] > 0
     assert set(results["training_step"]["models"]) == {"psrnn", "psrnn rank 20", "gru"}
     assert all(row["sequence_steps_per_s"] > 0 for row in results["training_step"]["models"].values())
-    assert results["commands"] == [f"python -m ppl_models.experiments.benchmarks.psrnn --quick --out {out}"]
+    assert results["commands"] == [f"python -m ppl_models.experiments.benchmarks.psrnn_speed --quick --out {out}"]
     assert results["seeds"] == [0]
 
 
@@ -76,10 +76,10 @@ def test_quick_pf_rnn_benchmark_runs_and_writes_its_results(tmp_path):
 
 
 def test_quick_smc_transformer_benchmark_runs_and_writes_its_results(tmp_path):
-    from ppl_models.experiments.benchmarks import smc_transformer
+    from ppl_models.experiments.benchmarks import smc_transformer_speed
 
     out = tmp_path / "smct.json"
-    assert smc_transformer.main(["--quick", "--out", str(out)]) == 0
+    assert smc_transformer_speed.main(["--quick", "--out", str(out)]) == 0
     results = json.loads(out.read_text())
     assert set(results["training"]) == {"M=10", "M=30"} and set(results["predictive"]) == {"M=10", "M=30"}
     assert all(row["sequences_per_s"] > 0 for row in results["training"].values())
@@ -91,13 +91,13 @@ def test_cuda_graph_benchmark_needs_a_gpu_and_its_filter_rows_run_on_cpu(capsys)
     import pytest
     import torch
 
-    from ppl_models.experiments.benchmarks import cuda_graphs
+    from ppl_models.experiments.benchmarks import cuda_graph_speed
 
     if not torch.cuda.is_available():
         with pytest.raises(SystemExit) as stop:
-            cuda_graphs.main(["--quick"])
+            cuda_graph_speed.main(["--quick"])
         assert stop.value.code == 2 and "CUDA" in capsys.readouterr().err
-    (row,) = cuda_graphs.filter_rows([50], steps=20, batch=3, repeats=1, device="cpu")
+    (row,) = cuda_graph_speed.filter_rows([50], steps=20, batch=3, repeats=1, device="cpu")
     assert row["num_particles"] == 50 and row["graph_ms_per_step"] > 0
     assert abs(row["eager_mean_error"]) < 3 and abs(row["graph_mean_error"]) < 3
 

@@ -12,7 +12,7 @@ import time
 import pytest
 from test_leaderboard_runs import board_args, stations
 
-from ppl_models.experiments import board_figures, board_training, leaderboard, processes
+from ppl_models.experiments import board_plots, board_training, leaderboard, processes
 from ppl_models.experiments.cli import main
 
 DIVERGES = "--set=gru:train.lr=1e6"  # the GRU's first epoch blows up: TrainingDiverged
@@ -26,9 +26,9 @@ def drawn(tmp_path, monkeypatch):
     stations(tmp_path / "a.csv")
     figures = {}
     monkeypatch.setattr(
-        board_figures, "calibration_figure", lambda folders, path: figures.update(calibration=list(folders))
+        board_plots, "calibration_figure", lambda folders, path: figures.update(calibration=list(folders))
     )
-    monkeypatch.setattr(board_figures, "fan_chart", lambda folders, path, device: figures.update(fan=list(folders)))
+    monkeypatch.setattr(board_plots, "fan_chart", lambda folders, path, device: figures.update(fan=list(folders)))
     return figures
 
 

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 import torch
 
-from ppl_models.experiments import board_figures
+from ppl_models.experiments import board_plots
 from ppl_models.experiments.cli import main
 from ppl_models.experiments.tasks import music
 from ppl_models.inference.calibration import reliability_curve
@@ -39,7 +39,7 @@ def line_of(axis, label):
 
 
 def test_the_pit_ecdf_is_every_value_sorted_into_steps_from_0_to_1():
-    x, y = board_figures.pit_ecdf(np.array([[0.9, 0.1], [0.5, np.nan]]))
+    x, y = board_plots.pit_ecdf(np.array([[0.9, 0.1], [0.5, np.nan]]))
     assert x.tolist() == [0.0, 0.1, 0.5, 0.9, 1.0]
     assert y.tolist() == pytest.approx([0.0, 1 / 3, 2 / 3, 1.0, 1.0])
 
@@ -48,7 +48,7 @@ def test_the_calibration_figure_draws_each_runs_coverage_and_sorted_pit_ecdf(tmp
     """``pit.pt`` holds ``[entries, features]``, as a run writes it: every value counts once, in order."""
     calibration = {"coverage_0.5": 0.4, "coverage_0.9": 0.85, "crps": 0.3}
     folders = {"m": run_folder(tmp_path / "m", calibration, pit=torch.tensor([[0.7, 0.2], [0.4, 0.9]]))}
-    figure = board_figures.calibration_figure(folders, tmp_path / "calibration.png")
+    figure = board_plots.calibration_figure(folders, tmp_path / "calibration.png")
     coverage_axis, pit_axis = figure.axes
     assert line_of(coverage_axis, "m").get_xydata().tolist() == [[0.5, 0.4], [0.9, 0.85]]
     line = line_of(pit_axis, "m")
@@ -64,14 +64,14 @@ def test_binary_runs_get_reliability_curves_from_their_folders(tmp_path):
     binary = {"brier": 0.2, "ece": 0.05, "mean_probability": 0.3, "frequency_of_ones": 0.25}
     curved = run_folder(tmp_path / "curved", binary)
     probabilities = torch.tensor([0.05, 0.15, 0.95, 0.97]).reshape(1, 4, 1)
-    board_figures.write_reliability(
+    board_plots.write_reliability(
         reliability_curve(probabilities, torch.tensor([0.0, 1, 1, 1]).reshape(1, 4, 1)), curved
     )
-    record = json.loads((curved / board_figures.RELIABILITY_FILE).read_text())
+    record = json.loads((curved / board_plots.RELIABILITY_FILE).read_text())
     assert record["counts"] == [1, 1, 0, 0, 0, 0, 0, 0, 0, 2]
     assert record["observed_frequency"] == [0.0, 1.0, *[None] * 7, 1.0]
     folders = {"curved": curved, "plain": run_folder(tmp_path / "plain", binary)}
-    reliability_axis, counts_axis = board_figures.calibration_figure(folders, tmp_path / "calibration.png").axes
+    reliability_axis, counts_axis = board_plots.calibration_figure(folders, tmp_path / "calibration.png").axes
     curve = line_of(reliability_axis, "curved (Brier 0.200, ECE 0.050)")
     assert curve.get_xydata().ravel().tolist() == pytest.approx([0.05, 0.0, 0.15, 1.0, 0.95, 1.0])
     assert line_of(counts_axis, "curved").get_ydata().tolist() == pytest.approx([0.25, 0.25, 0.5])
@@ -86,13 +86,13 @@ def test_the_fan_shows_the_feature_then_the_series_that_vary_most_over_valid_ste
     x[1, :, 0], x[1, :2, 1], x[1, 2:, 0] = torch.tensor([0.0, 1, 0, 0]), torch.tensor([5.0, -5]), 50.0
     x[2, :3, 0], x[2, :3, 1], x[2, 3, 1] = torch.tensor([0.0, 0, 1]), 1.0, 1000.0
     mask = torch.arange(4) < torch.tensor([4, 2, 3]).unsqueeze(1)
-    assert board_figures.fan_choice(x, mask) == (1, 1)
+    assert board_plots.fan_choice(x, mask) == (1, 1)
 
 
 def test_the_fan_names_its_series_and_feature_from_the_split_record():
     record = {"test": {"ids": ["a", "b"], "steps": [3, 4]}, "standardizer": {"features": ["key21", "key22"]}}
-    assert board_figures.fan_names(record, 1, 0) == ("b", "key21")
-    assert board_figures.fan_names(None, 1, 0) == ("test series 1", "feature 0")
+    assert board_plots.fan_names(record, 1, 0) == ("b", "key21")
+    assert board_plots.fan_names(None, 1, 0) == ("test series 1", "feature 0")
 
 
 def test_the_fan_chart_forecasts_the_most_variable_named_series_in_the_data_units(tmp_path, capsys):
@@ -128,7 +128,7 @@ def test_the_fan_chart_forecasts_the_most_variable_named_series_in_the_data_unit
         )
         == 0
     )
-    axis = board_figures.fan_chart({"gru": run}, tmp_path / "fan.png", "cpu", num_samples=20).axes[0]
+    axis = board_plots.fan_chart({"gru": run}, tmp_path / "fan.png", "cpu", num_samples=20).axes[0]
     assert axis.get_title() == "gru: series wild:test, level"
     truth = line_of(axis, "data")
     assert truth.get_ydata() == pytest.approx(frame[frame.id == "wild"].level.to_numpy(), rel=1e-5)
@@ -146,7 +146,7 @@ def test_a_binary_fan_chart_gives_the_most_variable_keys_probability(tmp_path, c
     assert main(["train", "gru", "--data", str(tmp_path / "rolls.npz"), "--run-dir", str(run), *sets(*TINY)]) == 0
     ids = json.loads((run / "data_split.json").read_text())["test"]["ids"]
     wildest = max(ids, key=lambda name: x[int(name), :, 3].var())
-    axis = board_figures.fan_chart({"gru": run}, tmp_path / "fan.png", "cpu", num_samples=20).axes[0]
+    axis = board_plots.fan_chart({"gru": run}, tmp_path / "fan.png", "cpu", num_samples=20).axes[0]
     assert axis.get_title() == f"gru: series {wildest}, x3"
     assert line_of(axis, "data").get_ydata().tolist() == x[int(wildest), :, 3].tolist()
     probability = line_of(axis, "P(1)").get_ydata()

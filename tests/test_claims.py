@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from ppl_models.experiments.claims import Budget, Claim, Reading, Stat, Within, provenance, seed_runs
-from ppl_models.experiments.claims.readers import joined
+from ppl_models.experiments.claims.evidence_readers import joined
 
 EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
 

@@ -14,7 +14,7 @@ from ppl_models.experiments.tables import format_table
 from ppl_models.experiments.tasks.air_quality import air_quality
 from ppl_models.experiments.tasks.music import polyphonic
 from ppl_models.experiments.tasks.swimmer import swimmer
-from ppl_models.inference.io import read_jsonl
+from ppl_models.inference.atomic_files import read_jsonl
 from ppl_models.rnn_baseline import GRUBaseline
 
 DEMO = registry.EXPERIMENTS["lgssm-demo"].build

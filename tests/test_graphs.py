@@ -2,7 +2,7 @@
 keeps.
 
 The graphs themselves need a GPU (the CI has none): their figures, and a log-evidence check
-against the Kalman value, are in docs/benchmarks.md (experiments/benchmarks/cuda_graphs.py).
+against the Kalman value, are in docs/benchmarks.md (experiments/benchmarks/cuda_graph_speed.py).
 Here: the wrapper runs the function itself off CUDA, checks its inputs, and the switch that
 turns value checks off inside a capture.
 """

@@ -121,7 +121,7 @@ def test_truth_fit_scores_the_training_split_against_the_forward_algorithm(tmp_p
     from ppl_models.experiments.config import load_config
     from ppl_models.experiments.registry import EXPERIMENTS
     from ppl_models.experiments.studies.truth_fit import main
-    from ppl_models.inference.io import write_json
+    from ppl_models.inference.atomic_files import write_json
 
     config = load_config(
         EXPERIMENTS["srnn-hmm"].build,

@@ -16,10 +16,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ppl_models.experiments import board_figures, board_training, leaderboard, own_data, run_folder, runner
+from ppl_models.experiments import board_plots, board_training, leaderboard, own_data, run_folder, runner
 from ppl_models.experiments.cli import build_parser, main
 from ppl_models.experiments.recipes import DataNotRepresentable
-from ppl_models.inference.io import folder_lock, write_json
+from ppl_models.inference.atomic_files import folder_lock, write_json
 from ppl_models.inference.training import load_checkpoint
 
 TINY = [
@@ -64,8 +64,8 @@ def board_args(*extra, data="a.csv", models="lgssm", out="out"):
 
 def _no_figures(monkeypatch):
     """The board's figures are another module's: left out here, they cost seconds per board."""
-    monkeypatch.setattr(board_figures, "calibration_figure", lambda *args, **kwargs: None)
-    monkeypatch.setattr(board_figures, "fan_chart", lambda *args, **kwargs: None)
+    monkeypatch.setattr(board_plots, "calibration_figure", lambda *args, **kwargs: None)
+    monkeypatch.setattr(board_plots, "fan_chart", lambda *args, **kwargs: None)
 
 
 @pytest.fixture(scope="module")

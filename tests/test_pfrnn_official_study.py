@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from ppl_models.experiments.claims import CLAIMS
-from ppl_models.experiments.claims.readers import official_side_by_side
+from ppl_models.experiments.claims.evidence_readers import official_side_by_side
 from ppl_models.experiments.studies.official_code import apply_edits, mean_sd
 from ppl_models.experiments.studies.pfrnn_official import (
     EDITS,

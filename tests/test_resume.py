@@ -14,7 +14,7 @@ import torch
 import ppl_models.inference.training.trainer as training_loop
 from ppl_models.experiments import cli, outputs, run_folder
 from ppl_models.inference import ParticleFilter
-from ppl_models.inference.io import read_jsonl, staged_folder
+from ppl_models.inference.atomic_files import read_jsonl, staged_folder
 from ppl_models.inference.objectives import ExactLikelihood, SMCBound
 from ppl_models.inference.training import TrainConfig, Trainer, TrainingDiverged, load_checkpoint
 from ppl_models.lgssm import LinearGaussianSSM

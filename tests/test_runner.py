@@ -119,7 +119,7 @@ def test_the_data_section_of_a_file_is_its_path_verbatim_with_the_data_settings_
 def test_the_particle_cloud_draws_at_most_500_particles(tmp_path, monkeypatch):
     drawn = []
     monkeypatch.setattr(
-        outputs.plots, "particle_cloud", lambda result, x, path: drawn.append(result.history_log_weights.shape[1])
+        outputs.run_plots, "particle_cloud", lambda result, x, path: drawn.append(result.history_log_weights.shape[1])
     )  # [T, K, B]
     model = LinearGaussianSSM.random(2, 1, generator=torch.Generator().manual_seed(0))
     x = torch.randn(3, 5, 1, generator=torch.Generator().manual_seed(1))

@@ -16,7 +16,7 @@ from ppl_models.inference import calibration, evaluate, validation
 from ppl_models.inference.arviz_compat import az
 from ppl_models.inference.data import DataWarning
 from ppl_models.inference.evaluation import EvaluationOptions, evaluation_memory, judge, memory
-from ppl_models.inference.evaluation.batches import packed_layout
+from ppl_models.inference.evaluation.data_layout import packed_layout
 
 #: the draws per step, the long row's steps and context, and the short rows' count, steps and context
 S, LONG, LONG_CONTEXT, SHORT, SHORT_STEPS, SHORT_CONTEXT = 30, 400, 300, 40, 6, 3

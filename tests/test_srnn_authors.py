@@ -11,7 +11,7 @@ from ppl_models import LinearGaussianSSM
 from ppl_models.experiments.claims.table import CLAIMS
 from ppl_models.experiments.tasks.srnn_authors import authors_splits, read_arrays, srnn_authors
 from ppl_models.inference import evaluate
-from ppl_models.inference.training.config import TrainConfig, make_scheduler
+from ppl_models.inference.training.settings import TrainConfig, make_scheduler
 
 KEYS = 5
 

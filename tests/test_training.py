@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from ppl_models.inference.io import read_jsonl
+from ppl_models.inference.atomic_files import read_jsonl
 from ppl_models.inference.objectives import ExactLikelihood
 from ppl_models.inference.training import (
     TrainConfig,

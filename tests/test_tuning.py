@@ -13,7 +13,7 @@ from ppl_models.experiments import own_data, registry, runner
 from ppl_models.experiments.recipes import RECIPES, recipe
 from ppl_models.experiments.registry import MODELS
 from ppl_models.experiments.tuning import SEARCH_SPACES, search_space, tune
-from ppl_models.inference.io import save_torch
+from ppl_models.inference.atomic_files import save_torch
 from ppl_models.inference.training import TrainConfig, TrainingDiverged
 
 #: a small run: one epoch, few predictive samples

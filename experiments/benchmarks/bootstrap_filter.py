@@ -60,7 +60,7 @@ from ppl_models.experiments.benchmarks.reference_filters import prepare_particle
 from ppl_models.experiments.benchmarks.timing import fit_scaling, load_average, machine_info, stats, sync, time_repeats
 from ppl_models.experiments.claims.provenance import script_provenance
 from ppl_models.inference import ParticleFilter
-from ppl_models.inference.io import write_json
+from ppl_models.inference.atomic_files import write_json
 
 FULL = {
     "num_particles": 1000,

@@ -5,7 +5,7 @@ the errors of log-evidence estimates against its exact Kalman value.
 
 Shared by :mod:`~ppl_models.experiments.benchmarks.bootstrap_filter`, its memory probes
 (:mod:`~ppl_models.experiments.benchmarks.filter_memory`) and
-:mod:`~ppl_models.experiments.benchmarks.cuda_graphs`. These benchmarks run on one CPU thread: importing this
+:mod:`~ppl_models.experiments.benchmarks.cuda_graph_speed`. These benchmarks run on one CPU thread: importing this
 module sets the thread variables of OpenMP, MKL, OpenBLAS, numexpr and numba to 1 (inherited by the probes'
 fresh processes).
 """

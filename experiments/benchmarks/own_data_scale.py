@@ -41,8 +41,8 @@ import pandas as pd
 from ppl_models.experiments.benchmarks.timing import load_average, machine_info, stats, time_repeats
 from ppl_models.experiments.claims.provenance import script_provenance
 from ppl_models.experiments.recipes import RECIPES
+from ppl_models.inference.atomic_files import write_json
 from ppl_models.inference.data.datasets import SequenceDataset
-from ppl_models.inference.io import write_json
 
 __all__ = ["GOALS", "FULL", "QUICK", "main"]
 

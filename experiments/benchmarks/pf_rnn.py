@@ -41,7 +41,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from ppl_models.experiments.benchmarks.cuda_graphs import PAPER_EPOCH, training_setup
+from ppl_models.experiments.benchmarks.cuda_graph_speed import PAPER_EPOCH, training_setup
 from ppl_models.experiments.benchmarks.timing import (
     fit_scaling,
     load_average,
@@ -50,7 +50,7 @@ from ppl_models.experiments.benchmarks.timing import (
     time_repeats,
 )
 from ppl_models.experiments.claims.provenance import script_provenance
-from ppl_models.inference.io import write_json
+from ppl_models.inference.atomic_files import write_json
 from ppl_models.inference.training import GraphedCall
 from ppl_models.pf_rnn import PFGRU, PFLSTM
 

@@ -46,7 +46,7 @@ import pandas as pd
 
 from ppl_models.experiments.benchmarks.timing import load_average, machine_info
 from ppl_models.experiments.claims.provenance import script_provenance
-from ppl_models.inference.io import write_json
+from ppl_models.inference.atomic_files import write_json
 
 __all__ = ["FULL", "QUICK", "skewed_file", "even_file", "data_probe", "measured", "main"]
 

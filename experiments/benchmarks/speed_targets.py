@@ -34,7 +34,7 @@ import torch
 from ppl_models.experiments.benchmarks import bootstrap_filter, lgssm_problem, pf_rnn, reference_filters, srnn_step
 from ppl_models.experiments.benchmarks.timing import load_average, machine_info
 from ppl_models.experiments.claims.provenance import script_provenance
-from ppl_models.inference.io import write_json
+from ppl_models.inference.atomic_files import write_json
 
 __all__ = ["TARGETS", "main"]
 

@@ -38,7 +38,7 @@ from torch.nn import functional as F
 from ppl_models import SRNN
 from ppl_models.experiments.benchmarks.timing import load_average, machine_info, stats, time_repeats
 from ppl_models.experiments.claims.provenance import script_provenance
-from ppl_models.inference.io import write_json
+from ppl_models.inference.atomic_files import write_json
 from ppl_models.inference.objectives import ELBO
 from ppl_models.inference.training import GraphedCall
 

@@ -9,9 +9,9 @@ incomplete``.
 
 One topic per module:
 
-* :mod:`~ppl_models.experiments.claims.figures`: :class:`Stat`, :class:`Budget`, :class:`Reading`;
+* :mod:`~ppl_models.experiments.claims.readings`: :class:`Stat`, :class:`Budget`, :class:`Reading`;
 * :mod:`~ppl_models.experiments.claims.rules`: the verdict rules :class:`Within`, :class:`Beats`, :class:`Matches`;
-* :mod:`~ppl_models.experiments.claims.readers`: results files into a :class:`Reading`; the claim's reproduction
+* :mod:`.evidence_readers`: results files into a :class:`Reading`; the claim's reproduction
   written by ``ppl-models reproduce`` (``docs/results/reproduce_<claim>.json``, ``"format": "reproduce/1"``: per
   label a list of per-seed runs, read by :func:`seed_runs`), once it exists, is the claim's evidence in place of
   the earlier studies' files;
@@ -21,8 +21,8 @@ One topic per module:
 """
 
 from .claim import Claim
-from .figures import Budget, Reading, Stat
-from .readers import REPRODUCE_FORMAT, seed_runs
+from .evidence_readers import REPRODUCE_FORMAT, seed_runs
+from .readings import Budget, Reading, Stat
 from .rules import Beats, Matches, Rule, Within
 from .table import CLAIMS, PAPERS
 

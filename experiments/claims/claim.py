@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .figures import Reading
-from .readers import REPRODUCE_FORMAT, seed_runs
+from .evidence_readers import REPRODUCE_FORMAT, seed_runs
+from .readings import Reading
 from .rules import Rule
 
 __all__ = ["Claim"]
@@ -27,8 +27,8 @@ class Claim:
         members: what ``reproduce`` trains for each seed: ``(label, experiment, overrides)``, labels as in the file.
         results: earlier studies' results files under ``docs/results/`` (``()``: none).
         reader: reads the data of those files, one argument per file in the order of ``results``, into a
-            :class:`Reading` (:mod:`ppl_models.experiments.claims.readers`).
-        metric_key: the per-run key :func:`~ppl_models.experiments.claims.readers.seed_runs` reads from the
+            :class:`Reading` (:mod:`ppl_models.experiments.claims.evidence_readers`).
+        metric_key: the per-run key :func:`~ppl_models.experiments.claims.evidence_readers.seed_runs` reads from the
             claim's reproduction.
         not_run: why the claim is not run, with its cost (empty when it is run).
         incomplete: why there is no evidence yet, shown until the claim has results (empty when it has).

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from .claim import Claim
-from .readers import psrnn_official_side_by_side, seed_runs
+from .evidence_readers import psrnn_official_side_by_side, seed_runs
 from .rules import Beats, Matches
 
 __all__ = ["PSRNN_PTB_CLAIMS"]

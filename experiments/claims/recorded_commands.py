@@ -36,6 +36,12 @@ _PREFIXES = {"time", "do", "then", "else", "exec", "nohup"}
 _ENVIRONMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 #: the installed names of the project's top-level folders (pyproject's package-dir)
 _PACKAGES = {"experiments": "ppl_models.experiments", "inference": "ppl_models.inference"}
+#: modules renamed since results files recorded them: a recorded ``python -m OLD`` reads as ``python -m NEW``
+RENAMED = {
+    "ppl_models.experiments.benchmarks.psrnn": "ppl_models.experiments.benchmarks.psrnn_speed",
+    "ppl_models.experiments.benchmarks.cuda_graphs": "ppl_models.experiments.benchmarks.cuda_graph_speed",
+    "ppl_models.experiments.benchmarks.smc_transformer": "ppl_models.experiments.benchmarks.smc_transformer_speed",
+}
 
 
 def recorded_commands(data) -> list[str]:
@@ -184,6 +190,7 @@ def _module_problem(name: str, argv: list[str]) -> str | None:
     """Why ``python -m NAME ARGV`` would be refused: no such module, or arguments its parser refuses."""
     head, _, rest = name.partition(".")
     installed = f"{_PACKAGES[head]}.{rest}" if head in _PACKAGES and rest else name
+    installed = RENAMED.get(installed, installed)
     try:
         found = importlib.util.find_spec(installed) is not None
     except ModuleNotFoundError:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from ppl_models.inference.io import write_json, write_text
+from ppl_models.inference.atomic_files import write_json, write_text
 
 from .. import compare
 from . import CLAIMS, PAPERS, REPRODUCE_FORMAT, Claim, Reading

@@ -1,4 +1,4 @@
-"""The verdict rules of the claims: each turns a :class:`~ppl_models.experiments.claims.figures.Reading` into
+"""The verdict rules of the claims: each turns a :class:`~ppl_models.experiments.claims.readings.Reading` into
 ``met``, ``missed by ...``, ``tie with ...``, ``not met: ...`` or ``undecided: ...``.
 
 :class:`Within` compares one model with the paper's figure, :class:`Beats` one model with others, :class:`Matches`
@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from .figures import Reading
+from .readings import Reading
 
 __all__ = ["Rule", "RELATIVE_TOLERANCE", "Within", "Beats", "Matches", "MatchesBelowBaseline", "undecided_budget"]
 

@@ -4,8 +4,7 @@ members, evidence files and verdict rule (the one place that names the claims' r
 from __future__ import annotations
 
 from .claim import Claim
-from .psrnn_ptb import PSRNN_PTB_CLAIMS
-from .readers import (
+from .evidence_readers import (
     covid_paper_coverage,
     joined,
     jsb_seeds,
@@ -16,8 +15,9 @@ from .readers import (
     smct_coverage_share,
     smct_dropout_mse,
 )
+from .psrnn_ptb import PSRNN_PTB_CLAIMS
 from .rules import Beats, Matches, MatchesBelowBaseline, Within
-from .srnn_authors import SRNN_AUTHORS_CLAIMS
+from .srnn_authors_table import SRNN_AUTHORS_CLAIMS
 
 __all__ = ["PAPERS", "CLAIMS"]
 

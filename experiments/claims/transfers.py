@@ -26,11 +26,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ppl_models.inference.io import write_json
+from ppl_models.inference.atomic_files import write_json
 
 from .. import compare
 from ..recipes import recipe
-from .figures import Stat
+from .readings import Stat
 from .results_files import results_destination
 from .truth_gaps import split_gaps
 

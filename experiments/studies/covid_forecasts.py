@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from ppl_models.inference.io import write_json
+from ppl_models.inference.atomic_files import write_json
 
 from ..claims.provenance import commit_label
 from ..cli import main as cli_main

@@ -19,7 +19,7 @@ import pyro
 import torch
 from pyro import poutine
 
-from ppl_models.inference.io import write_json
+from ppl_models.inference.atomic_files import write_json
 from ppl_models.inference.objectives import ELBO
 from ppl_models.inference.training import length_batches, load_best, trim_padding
 

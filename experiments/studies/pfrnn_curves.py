@@ -13,9 +13,9 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
-from ppl_models.inference.io import read_jsonl
+from ppl_models.inference.atomic_files import read_jsonl
 
-from ..plots import save_png
+from ..run_plots import save_png
 
 
 def valid_curve(run_dir: str | Path, first_epoch: int = 1) -> list[tuple[int, float]]:

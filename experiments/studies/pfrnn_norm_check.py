@@ -26,7 +26,7 @@ from pathlib import Path
 
 import torch
 
-from ppl_models.inference.io import write_json
+from ppl_models.inference.atomic_files import write_json
 from ppl_models.inference.training import load_checkpoint, refresh_norm_statistics
 
 from ..supervised import build_supervised

@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ppl_models.inference.io import write_json
+from ppl_models.inference.atomic_files import write_json
 from ppl_models.inference.training import load_checkpoint
 
 from ..claims.provenance import git_state

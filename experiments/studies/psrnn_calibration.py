@@ -26,7 +26,7 @@ import torch
 
 from ppl_models.experiments.build import build_experiment
 from ppl_models.experiments.run_folder import read_config_json
-from ppl_models.inference.io import write_json
+from ppl_models.inference.atomic_files import write_json
 from ppl_models.inference.protocol import NOISE_REFITS
 from ppl_models.inference.training import load_best
 

@@ -30,7 +30,7 @@ import sys
 import time
 from pathlib import Path
 
-from ppl_models.inference.io import write_json
+from ppl_models.inference.atomic_files import write_json
 
 from ..claims.provenance import git_state
 from .official_code import (

@@ -20,7 +20,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from ppl_models.inference.io import write_json
+from ppl_models.inference.atomic_files import write_json
 
 __all__ = ["run_summary", "summarize", "main"]
 

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ppl_models.inference.io import write_json
+from ppl_models.inference.atomic_files import write_json
 
 from ..board_flags import flag_kind
 from ..claims.provenance import commit_label, script_provenance

@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ppl_models.inference.io import write_json
+from ppl_models.inference.atomic_files import write_json
 
 from ..claims.provenance import git_state
 from ..tasks.synthetic_ar import ar_model_one_data, ar_model_two_data

@@ -15,7 +15,7 @@ import argparse
 import json
 import sys
 
-from ppl_models.inference.io import write_json
+from ppl_models.inference.atomic_files import write_json
 
 from ..claims.truth_gaps import split_gaps
 

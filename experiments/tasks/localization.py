@@ -26,7 +26,7 @@ import torch
 
 from ppl_models.inference.validation import check_positive_int
 
-from ..plots import save_png
+from ..run_plots import save_png
 
 __all__ = [
     "Maze",

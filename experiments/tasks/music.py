@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
-from ppl_models.inference.io import atomic_write, write_text
+from ppl_models.inference.atomic_files import atomic_write, write_text
 from ppl_models.inference.validation import check_positive_int
 
 from ..data import ExperimentData, load_mat, pad_sequences

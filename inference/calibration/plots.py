@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from matplotlib.figure import Figure
 
-from ..io import atomic_write
+from ..atomic_files import atomic_write
 from ..validation import check_positive_int
 from ._checks import _as_float_tensor, _check_levels, _check_predictive, _to_numpy
 from .metrics import ReliabilityCurve, _central_intervals, _sample_quantiles

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from ..arviz_compat import az, dataset, inference_data, is_inference_data
-from ..io import atomic_write
+from ..atomic_files import atomic_write
 from ._checks import _as_float_tensor, _check_predictive, _to_numpy
 
 __all__ = [

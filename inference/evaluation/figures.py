@@ -12,7 +12,7 @@ import torch
 from .. import calibration
 from ..arviz_compat import loo_summary, waic_summary
 from ..validation import check_positive_int, check_scored, check_sequences
-from .batches import Units, batches, check_some_valid
+from .data_layout import Units, batches, check_some_valid
 
 __all__ = [
     "one_step_mse",

@@ -22,7 +22,7 @@ from ..protocol import OneStepPredictive, model_device, particle_predictive
 from ..saturation import each_warning_once
 from ..training import trim_padding
 from ..validation import InputTypeError, check_memory, check_scored, check_sequences
-from .batches import Units, batches, check_some_valid, in_order, packed_layout
+from .data_layout import Units, batches, check_some_valid, in_order, packed_layout
 from .figures import (
     binary_calibration,
     categorical_figures,
@@ -49,7 +49,7 @@ class Evaluation:
     ``scored``: the steps judged ``[N, T]`` (the valid steps after each row's context; ``mask`` where there is none).
 
     That is the padded layout. Where the data's lengths are skewed
-    (:func:`~ppl_models.inference.evaluation.batches.packed_layout`: padding its rows to the longest would hold more
+    (:func:`~ppl_models.inference.evaluation.data_layout.packed_layout`: padding its rows to the longest would hold more
     than :data:`~ppl_models.inference.data.datasets.PADDING_LIMIT` times their valid steps), the per-step arrays hold
     the ``n`` scored steps only, in data order (by row, then step), as one row: ``x [1, n, D]``, ``mask`` and
     ``scored`` ``[1, n]`` (all true), ``predictive [S, 1, n, D]``, ``log_density [1, n]``, ``probabilities
@@ -148,7 +148,7 @@ def evaluate(
     available are refused by name before anything is drawn
     (:func:`~ppl_models.inference.evaluation.evaluation_memory`); an unknown keyword is a ``TypeError`` naming it.
     Returns an :class:`Evaluation`: its per-step arrays padded like ``x``, or packed to the scored steps where the
-    lengths are skewed (:func:`~ppl_models.inference.evaluation.batches.packed_layout`), so that its memory follows
+    lengths are skewed (:func:`~ppl_models.inference.evaluation.data_layout.packed_layout`), so that its memory follows
     the scored steps rather than the rows times the longest.
     """
     options = _with_settings(options, settings)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from ..training import length_batches
-from .batches import packed_layout
+from .data_layout import packed_layout
 from .options import EvaluationOptions
 
 __all__ = ["evaluation_memory"]
@@ -29,7 +29,7 @@ def evaluation_memory(
     that grow with the setting, of ``x``'s element size ``e`` (``b``: sequences a batch):
 
     * ``predictive_samples`` ``S``: the one-step draws, gathered then put in order, ``2 S N T D e``; where the
-      lengths are skewed (:func:`~ppl_models.inference.evaluation.batches.packed_layout`), those of the largest
+      lengths are skewed (:func:`~ppl_models.inference.evaluation.data_layout.packed_layout`), those of the largest
       batch (``B`` steps: its rows times its longest) and, gathered then put in order, those of the ``n`` scored
       steps, ``S (B + 2 n) D e``;
     * ``posterior_draws`` ``S``: replicates and pointwise log-likelihoods, ``2 S N T D e``;

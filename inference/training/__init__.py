@@ -11,9 +11,9 @@ a training step or a filter run recorded once and replayed), :mod:`.distributed`
 
 from .batches import epoch_batches, length_batches, trim_padding
 from .checkpoints import check_experiment, load_best, load_checkpoint
-from .config import LR_SCHEDULES, OPTIMIZERS, RESUMABLE_CHANGES, TrainConfig
 from .cuda_graphs import GraphedCall
 from .norm_refresh import refresh_norm_statistics
+from .settings import LR_SCHEDULES, OPTIMIZERS, RESUMABLE_CHANGES, TrainConfig
 from .trainer import Trainer, TrainingDiverged
 
 __all__ = [

@@ -11,8 +11,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from ..io import write_text
-from .config import RESUMABLE_CHANGES, TrainConfig
+from ..atomic_files import write_text
+from .settings import RESUMABLE_CHANGES, TrainConfig
 
 __all__ = ["load_checkpoint", "load_best", "check_experiment", "check_resumable", "write_metrics"]
 
@@ -87,5 +87,5 @@ def check_resumable(saved: dict, config: TrainConfig) -> None:
 
 def write_metrics(path: Path, history: list[dict]) -> None:
     """Atomically rewrite ``metrics.jsonl`` with ``history`` (the format of
-    :func:`~ppl_models.inference.io.append_jsonl`)."""
+    :func:`~ppl_models.inference.atomic_files.append_jsonl`)."""
     write_text(path, "".join(json.dumps(record, sort_keys=True) + "\n" for record in history))

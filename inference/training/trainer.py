@@ -30,15 +30,15 @@ import torch.distributed as dist
 from torch import nn
 from tqdm.auto import tqdm
 
-from ..io import append_jsonl, remove_stale_temporaries, save_torch
+from ..atomic_files import append_jsonl, remove_stale_temporaries, save_torch
 from ..validation import check_flag, check_scored
 from .batches import batches_per_epoch, check_data, epoch_batches, length_batches, trim_padding
 from .checkpoints import check_experiment, check_resumable, load_checkpoint, write_metrics
-from .config import PER_STEP_SCHEDULES, TrainConfig, make_optimizer, make_scheduler
 from .cuda_graphs import GraphedCall
 from .distributed import distributed, rank_and_size, resolve_device, sum_over_ranks, wrap
 from .norm_refresh import refresh_norm_statistics
 from .rng import MODEL_STREAM, NORM_STREAM, derived_seed, rng_state, set_rng_state
+from .settings import PER_STEP_SCHEDULES, TrainConfig, make_optimizer, make_scheduler
 
 __all__ = ["Trainer", "TrainingDiverged"]
 

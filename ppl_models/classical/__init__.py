@@ -18,9 +18,9 @@ features, is largest, kept where it is above :data:`~ppl_models.classical.base.S
 
 from __future__ import annotations
 
+from .arima_ets import Arima, Ets
 from .base import ClassicalForecaster
 from .naive import LastValue, SeasonalNaive
-from .state_space import Arima, Ets
 from .var import VectorAutoregression
 
 __all__ = [

@@ -17,8 +17,8 @@ import numpy as np
 import torch
 from statsmodels.tsa.api import VAR
 
+from .arima_ets import _quiet
 from .base import ClassicalForecaster, gaussian_draws
-from .state_space import _quiet
 
 __all__ = ["VectorAutoregression", "VarParameters", "max_lags", "MAX_LAGS"]
 

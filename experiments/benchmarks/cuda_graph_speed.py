@@ -16,8 +16,8 @@ Sections, each eager beside graphed, on one CUDA device:
 
 Usage (needs a CUDA device; nothing is downloaded)::
 
-    python -m ppl_models.experiments.benchmarks.cuda_graphs --out docs/results/cuda_graphs_h100.json
-    python -m ppl_models.experiments.benchmarks.cuda_graphs --quick
+    python -m ppl_models.experiments.benchmarks.cuda_graph_speed --out docs/results/cuda_graphs_h100.json
+    python -m ppl_models.experiments.benchmarks.cuda_graph_speed --quick
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ from ppl_models.experiments.benchmarks.lgssm_problem import ESS_THRESHOLD, make_
 from ppl_models.experiments.benchmarks.timing import machine_info, stats, time_repeats
 from ppl_models.experiments.claims.provenance import script_provenance
 from ppl_models.inference import ParticleFilter
+from ppl_models.inference.atomic_files import write_json
 from ppl_models.inference.discriminative import DiscriminativeLoss
-from ppl_models.inference.io import write_json
 from ppl_models.inference.training import GraphedCall
 from ppl_models.pf_rnn import PFRNNPredictor
 
@@ -202,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, text in errors.items():
         print(f"{name} failed:\n{text}", file=sys.stderr)
     if args.out is not None:
-        module = "ppl_models.experiments.benchmarks.cuda_graphs"
+        module = "ppl_models.experiments.benchmarks.cuda_graph_speed"
         write_json(args.out, {**results, **script_provenance(module, argv, (0,))})
     return 1 if errors else 0
 

@@ -11,9 +11,9 @@ Median of ``--repeats``; ``--threads`` CPU threads.
 
 Usage::
 
-    python -m ppl_models.experiments.benchmarks.smc_transformer             # about a minute on 2 cores
-    python -m ppl_models.experiments.benchmarks.smc_transformer --quick
-    python -m ppl_models.experiments.benchmarks.smc_transformer --device cuda --out smct.json
+    python -m ppl_models.experiments.benchmarks.smc_transformer_speed             # about a minute on 2 cores
+    python -m ppl_models.experiments.benchmarks.smc_transformer_speed --quick
+    python -m ppl_models.experiments.benchmarks.smc_transformer_speed --device cuda --out smct.json
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from ppl_models.experiments.benchmarks.timing import (
 )
 from ppl_models.experiments.claims.provenance import script_provenance
 from ppl_models.inference import ParticleFilter
-from ppl_models.inference.io import write_json
+from ppl_models.inference.atomic_files import write_json
 from ppl_models.inference.objectives import SMCBound
 from ppl_models.smc_transformer import SMCTransformer
 
@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         f"vs T {ts}: slope {fits['fit_steps']['loglog_slope']:.2f}"
     )
     if args.out is not None:
-        module = "ppl_models.experiments.benchmarks.smc_transformer"
+        module = "ppl_models.experiments.benchmarks.smc_transformer_speed"
         write_json(args.out, {**results, **script_provenance(module, argv, (0,))})
     return 0
 

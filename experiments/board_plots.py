@@ -19,10 +19,10 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
+from ppl_models.inference.atomic_files import write_json
 from ppl_models.inference.calibration import ReliabilityCurve
-from ppl_models.inference.io import write_json
 
-from .plots import save_png
+from .run_plots import save_png
 
 __all__ = [
     "RELIABILITY_FILE",

@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 from matplotlib.figure import Figure
 
-from ppl_models.inference.io import atomic_write, read_jsonl
+from ppl_models.inference.atomic_files import atomic_write, read_jsonl
 
 __all__ = ["save_png", "learning_curve", "particle_cloud"]
 

@@ -1,4 +1,4 @@
-"""Readers of results files into a claim's :class:`~ppl_models.experiments.claims.figures.Reading`.
+"""Readers of results files into a claim's :class:`~ppl_models.experiments.claims.readings.Reading`.
 
 A reader takes the JSON data of a claim's results files, one argument per file in the order of the claim's
 ``results``, and never names a file itself. :func:`seed_runs` reads the shape that ``ppl-models reproduce``
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .figures import Budget, Reading, Stat
+from .readings import Budget, Reading, Stat
 
 __all__ = [
     "REPRODUCE_FORMAT",

@@ -20,8 +20,8 @@ from typing import NamedTuple
 import pyro
 import torch
 
+from ppl_models.inference.atomic_files import write_json, write_text
 from ppl_models.inference.backtest import backtest, longest_reach
-from ppl_models.inference.io import write_json, write_text
 from ppl_models.inference.validation import check_positive_int
 
 from .build import build_experiment, resolve_device

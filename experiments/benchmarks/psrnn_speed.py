@@ -13,9 +13,9 @@ by default (``--threads``).
 
 Usage::
 
-    python -m ppl_models.experiments.benchmarks.psrnn                  # Swimmer (a minute)
-    python -m ppl_models.experiments.benchmarks.psrnn --quick          # smoke configuration
-    python -m ppl_models.experiments.benchmarks.psrnn --device cuda --out psrnn.json
+    python -m ppl_models.experiments.benchmarks.psrnn_speed                  # Swimmer (a minute)
+    python -m ppl_models.experiments.benchmarks.psrnn_speed --quick          # smoke configuration
+    python -m ppl_models.experiments.benchmarks.psrnn_speed --device cuda --out psrnn.json
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import torch
 from ppl_models import PSRNN, RecurrentPredictor
 from ppl_models.experiments.benchmarks.timing import load_average, machine_info, stats, time_repeats
 from ppl_models.experiments.claims.provenance import script_provenance
-from ppl_models.inference.io import write_json
+from ppl_models.inference.atomic_files import write_json
 from ppl_models.inference.objectives import ExactLikelihood
 
 __all__ = ["main", "two_stage_timing", "training_step_timing"]
@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, row in results["training_step"]["models"].items():
         print(f"  {name:<16}{row['parameters']:>9}{row['median_s']:>11.4f}{row['sequence_steps_per_s']:>16.0f}")
     if args.out is not None:
-        module = "ppl_models.experiments.benchmarks.psrnn"
+        module = "ppl_models.experiments.benchmarks.psrnn_speed"
         write_json(args.out, {**results, **script_provenance(module, argv, (0,))})
     return 0
 
