@@ -19,8 +19,6 @@ Examples::
 from __future__ import annotations
 
 import argparse
-import json
-import re
 import sys
 import warnings
 from pathlib import Path
@@ -29,7 +27,6 @@ import torch
 
 import ppl_models
 from ppl_models.classical import CLASSICAL
-from ppl_models.inference.data.datasets import MISSING, TIME_ORDERS
 from ppl_models.inference.evaluation import EVALUATION_PARTICLES
 from ppl_models.inference.recalibration import RECALIBRATION_METHODS
 
@@ -47,11 +44,12 @@ from . import (
     suites,
     supervised,
 )
-from .arguments import Parser, columns, count, device_option
+from .arguments import Parser, count, device_option
 from .build import resolve_device
 from .classical_rows import refuse_classical_folder
+from .cli_messages import as_flags, data_warnings_on_one_line, from_data
 from .config import apply_overrides
-from .data import DataWarning
+from .data_flags import add_data_flags, data_overrides
 from .plugins import add_plugin_commands
 from .tables import format_table
 
@@ -96,7 +94,7 @@ def _finish(metrics: dict, run_dir) -> int:
 
 
 def _train(args) -> int:
-    overrides = _data_overrides(args) + list(args.set)
+    overrides = data_overrides(args) + list(args.set)
     overrides += [f"device={args.device!r}".replace("'", '"')] if args.device else []
     overrides += _epochs_on_resume(args)
     options = {"resume": args.resume, "change_epochs": args.epochs is not None}
@@ -155,7 +153,7 @@ def _leaderboard(args) -> int:
         args.data,
         args.out,
         models,
-        _data_overrides(args) + list(args.set),
+        data_overrides(args) + list(args.set),
         args.device,
         retrain=args.retrain,
         jobs=args.jobs or processes.default_jobs(),
@@ -181,7 +179,7 @@ def _suite(args) -> int:
     summary = compare.run_suite(
         suites.SUITES[args.suite].members,
         root,
-        _data_overrides(args) + list(args.set),
+        data_overrides(args) + list(args.set),
         args.device,
         args.only,
         data=args.data,
@@ -295,79 +293,6 @@ def _backtest(args) -> int:
     return 0
 
 
-#: the flags of train, leaderboard and suite that describe the --data file: (flag, the key of [data] it sets, as
-#: --set data.KEY=VALUE would, its argparse options)
-DATA_FLAGS = (
-    ("--series", "series", {"metavar": "COL", "help": "the column of series ids (default: one series)"}),
-    ("--time", "time", {"metavar": "COL", "help": "the column that orders the steps (default: the file's order)"}),
-    (
-        "--features",
-        "features",
-        {"metavar": "A,B", "type": columns, "help": "the value columns (default: every other numeric column)"},
-    ),
-    (
-        "--targets",
-        "targets",
-        {"metavar": "C[,D]", "type": columns, "help": "target columns (the y of pf-lstm, pf-gru)"},
-    ),
-    (
-        "--split",
-        "split_by",
-        {
-            "choices": ("series", "time"),
-            "help": "held-out data: whole series, or each series' last steps (default series)",
-        },
-    ),
-    ("--split-column", "split", {"metavar": "COL", "help": "a column of train / valid / test labels that splits"}),
-    ("--window", "window", {"metavar": "N", "type": count(2), "help": "cut training windows of N steps"}),
-    (
-        "--missing",
-        "missing",
-        {
-            "choices": MISSING,
-            "help": "a NaN inside a series: refuse the file (error, default) or drop the series (drop-series)",
-        },
-    ),
-    (
-        "--time-order",
-        "time_order",
-        {
-            "choices": TIME_ORDERS,
-            "help": "order each series by the time column's values (default) or keep the file's order",
-        },
-    ),
-)
-
-
-def _add_data_flags(parser: argparse.ArgumentParser) -> None:
-    """The :data:`DATA_FLAGS` of a command with ``--data``; each goes to ``args.data_<KEY>``."""
-    group = parser.add_argument_group("the --data file's columns and split (each as --set data.KEY=VALUE)")
-    for flag, key, options in DATA_FLAGS:
-        group.add_argument(flag, dest=f"data_{key}", **options)
-
-
-def _data_overrides(args) -> list[str]:
-    """The ``data.KEY=VALUE`` overrides of the :data:`DATA_FLAGS` given, as ``--set`` would write them (TOML
-    literals); a flag without ``--data``, or with a ``--set`` of its key, is refused."""
-    given = [
-        (flag, key, getattr(args, f"data_{key}"))
-        for flag, key, _ in DATA_FLAGS
-        if getattr(args, f"data_{key}") is not None
-    ]
-    if given and args.data is None:
-        raise ValueError(f"{given[0][0]} describes your file: give the file with --data PATH")
-    if args.data_split_by is not None and args.data_split is not None:
-        raise ValueError(
-            f"--split {args.data_split_by} and --split-column {args.data_split} both say how to split: "
-            "give one of them (a split column decides where each row goes)"
-        )
-    settings = {item.split("=", 1)[0].rpartition(":")[2].strip(): item for item in args.set}  # MODEL:key=value too
-    for flag, key, _ in given:
-        if f"data.{key}" in settings:
-            raise ValueError(f"{flag} and --set {settings[f'data.{key}']} both set data.{key}: give one of them")
-    return [f"data.{key}={json.dumps(value, ensure_ascii=False)}" for _, key, value in given]
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog="ppl-models", description=__doc__.split("\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
@@ -395,7 +320,7 @@ def build_parser() -> argparse.ArgumentParser:
         f"({registry.SMC_OBJECTIVE_PARTICLES} where it sets none)",
     )
     train.add_argument("--data", metavar="PATH", help=DATA_HELP)
-    _add_data_flags(train)
+    add_data_flags(train)
     train.add_argument("--run-dir", help="run folder (default runs/<name>-<time>)")
     train.add_argument(
         "--resume",
@@ -447,7 +372,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="override a config value of every member, repeatable",
     )
     suite.add_argument("--data", metavar="PATH", help="train every member on your file instead (see train --data)")
-    _add_data_flags(suite)
+    add_data_flags(suite)
     suite.add_argument("--device", type=device_option, help="cpu, cuda, cuda:N or auto")
     suite.add_argument(
         "--only",
@@ -488,7 +413,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=count(1),
         help="models trained at once, each in its own process (default: one per core, at most 2)",
     )
-    _add_data_flags(board)
+    add_data_flags(board)
     board.add_argument(
         "--budget",
         type=count(1, board_training.MAX_BUDGET),
@@ -628,13 +553,13 @@ def main(argv: list[str] | None = None) -> int:
     flags = getattr(args, "data", None) is not None and hasattr(args, "data_series")  # the data flags apply
     try:
         with warnings.catch_warnings():
-            warnings.showwarning = _data_warnings_on_one_line(warnings.showwarning, flags)
+            warnings.showwarning = data_warnings_on_one_line(warnings.showwarning, flags)
             return args.func(args)
     except USER_ERRORS as error:
         if args.debug:
             raise
         message = processes.one_line(error)
-        message = _as_flags(message) if flags and _from_data(error) else message
+        message = as_flags(message) if flags and from_data(error) else message
     except RuntimeError as error:  # running out of memory is the settings' doing, not a bug
         if args.debug or not _out_of_memory(error):
             raise
@@ -658,71 +583,6 @@ _CONTINUE = {
     "leaderboard": " (run the same command again: finished runs are kept, an interrupted one resumes)",
     "suite": " (run the same command again: finished members are kept, an interrupted one resumes)",
 }
-
-
-#: the data modules, whose messages name the reader's keywords
-DATA_MODULES = (
-    "ppl_models.inference.data",
-    "ppl_models.experiments.tasks.own_file",
-    "ppl_models.experiments.tasks.file_regression",
-)
-#: (pattern, replacement): the keyword hints of the data messages as the data flags (DATA_FLAGS) or --set keys
-FLAG_HINTS = (
-    (r"\bpass missing='drop-series'", "pass --missing drop-series"),
-    (r"\bpass time_order='file'", "pass --time-order file"),
-    (r"\bwith features=", "with --features A,B"),
-    (r"\bwith targets=", "with --targets C[,D]"),
-    (r"\(split=\)", "(--split-column COL)"),
-    (r"\(given as split\)", "(given as --split-column)"),
-    (r"\bwindow (\d+) is longer than", r"--window \1 is longer than"),
-    (r"\bchoose window <=", "choose --window <="),
-    (r"\bfewer than window (\d+)", r"fewer than --window \1"),
-    (r"\bnone was given \(season\)", "none was given (--set data.season=M)"),
-    (r"^window must be", "--window must be"),
-    (r"^stride must be", "data.stride must be"),
-    (r"^seed must be", "data.split_seed must be"),
-    (r"^missing: expected", "--missing: expected"),
-    (r"^time_order: expected", "--time-order: expected"),
-    (r"^by: expected", "--split: expected"),
-    (r"^fractions: expected", "data.fractions: expected"),
-    (r"\bother fractions, or split by time\b", "other data.fractions, or --split time"),
-    (r"\bgive data\.targets \(e\.g\. --set 'data\.targets=\[\"y\"\]'\)", "give --targets (e.g. --targets y)"),
-)
-
-
-def _as_flags(message: str) -> str:
-    """``message`` with the reader's keyword hints (``pass missing='drop-series'``) as the command line's options
-    (``pass --missing drop-series``): :data:`FLAG_HINTS`."""
-    for pattern, replacement in FLAG_HINTS:
-        message = re.sub(pattern, replacement, message)
-    return message
-
-
-def _from_data(error: BaseException) -> bool:
-    """Whether ``error`` was raised through :data:`DATA_MODULES` (a frame of its traceback, or of its cause's)."""
-    while error is not None:
-        frame = error.__traceback__
-        while frame is not None:
-            if frame.tb_frame.f_globals.get("__name__", "").startswith(DATA_MODULES):
-                return True
-            frame = frame.tb_next
-        error = error.__cause__
-    return False
-
-
-def _data_warnings_on_one_line(show, flags: bool):
-    """A ``warnings.showwarning`` that prints a :class:`~ppl_models.experiments.data.DataWarning` as one line
-    (``ppl-models: warning: ...``, its hints as the data flags where ``flags``: :func:`_as_flags`) and leaves the
-    others to ``show``."""
-
-    def show_warning(message, category, filename, lineno, file=None, line=None):
-        if issubclass(category, DataWarning):
-            text = " ".join(str(message).split())
-            print(f"ppl-models: warning: {_as_flags(text) if flags else text}", file=sys.stderr)
-        else:
-            show(message, category, filename, lineno, file, line)
-
-    return show_warning
 
 
 def _out_of_memory(error: RuntimeError) -> bool:

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ppl_models.experiments import cli, leaderboard, processes
+from ppl_models.experiments import cli, cli_messages, data_flags, leaderboard, processes
 from ppl_models.experiments.cli import main
 from ppl_models.experiments.config import apply_overrides
 from ppl_models.experiments.own_data import model_config
@@ -71,7 +71,7 @@ SPELLINGS = [
 @pytest.mark.parametrize("flag, setting", SPELLINGS, ids=[" ".join(flag) for flag, _ in SPELLINGS])
 def test_each_flag_is_the_set_of_its_key(command, flag, setting):
     args = cli.build_parser().parse_args([*command.split(), "--data", "x.csv", *flag])
-    assert apply_overrides({}, cli._data_overrides(args)) == apply_overrides({}, [setting])
+    assert apply_overrides({}, data_flags.data_overrides(args)) == apply_overrides({}, [setting])
 
 
 def test_a_run_trained_with_the_flags_has_the_config_of_the_set_spelling(tmp_path, capsys):
@@ -308,7 +308,7 @@ def test_a_data_warning_names_the_features_flag(tmp_path, capsys):
     ],
 )
 def test_the_hints_table_on_messages_the_command_line_seldom_meets(message, flags):
-    assert cli._as_flags(message) == flags
+    assert cli_messages.as_flags(message) == flags
 
 
 def test_a_model_message_keeps_its_words(tmp_path, capsys):
