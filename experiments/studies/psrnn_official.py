@@ -33,6 +33,7 @@ from pathlib import Path
 from ppl_models.inference.atomic_files import write_json
 
 from ..claims.provenance import git_state
+from ..data import resolve_data_dir
 from .official_code import (
     apply_edits,
     edits_record,
@@ -48,7 +49,6 @@ from .official_code import (
 
 __all__ = ["EDITS", "OFFICIAL_CONFIG", "official_curve", "official_test", "bpc", "main"]
 
-DATA_DIR = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "ptb_chars"
 #: the official Config of ptb_word_lm.py (read from the snapshot; recorded in the results file)
 OFFICIAL_CONFIG = {
     "nRFF_Obs": 2000,
@@ -353,7 +353,9 @@ def main(argv: list[str] | None = None) -> None:
         required=True,
         help="the Python of a TensorFlow 2 environment (pip install tensorflow-cpu tf-keras)",
     )
-    parser.add_argument("--data-dir", type=Path, default=DATA_DIR)
+    parser.add_argument(
+        "--data-dir", type=Path, help="the PTB character files (default: ptb_chars in the shared data folder)"
+    )
     parser.add_argument("--sides", default="official,ours", help="comma-separated: official, ours")
     parser.add_argument(
         "--set",
@@ -383,7 +385,12 @@ def main(argv: list[str] | None = None) -> None:
                 print(f"training {side}, seed {seed}", flush=True)
                 record = (
                     run_official(
-                        args.official_git_dir.resolve(), folder, seed, args.epochs, args.python, args.data_dir.resolve()
+                        args.official_git_dir.resolve(),
+                        folder,
+                        seed,
+                        args.epochs,
+                        args.python,
+                        (args.data_dir or resolve_data_dir() / "ptb_chars").resolve(),
                     )
                     if side == "official"
                     else run_ours(folder, seed, args.epochs, args.sets)
