@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import re
 
-__all__ = ["Parser", "device_option", "count", "columns"]
+__all__ = ["Parser", "HelpFormatter", "device_option", "count", "columns"]
 
 
 class Parser(argparse.ArgumentParser):
@@ -13,6 +13,24 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Help in which every option names its default: its own words where they say ``default``, else ``(default X)``
+    from its value (``off`` for a flag, ``none`` for nothing or an empty list); a required option has none. A
+    description of one paragraph is wrapped; one of several lines (the examples) is kept as written."""
+
+    def _fill_text(self, text, width, indent):
+        if "\n" in text.strip():
+            return super()._fill_text(text, width, indent)
+        return argparse.HelpFormatter._fill_text(self, text, width, indent)
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if not action.option_strings or action.required or action.default is argparse.SUPPRESS or "default" in text:
+            return text
+        shown = "off" if action.default is False else "none" if action.default in (None, []) else "%(default)s"
+        return f"{text} (default {shown})"
 
 
 def device_option(text: str) -> str:

@@ -22,12 +22,12 @@ import torch
 
 from ppl_models.inference.atomic_files import write_json, write_text
 from ppl_models.inference.backtest import backtest, longest_reach
+from ppl_models.inference.defaults import BACKTEST_SAMPLES, FORECAST_PARTICLES
 from ppl_models.inference.validation import check_positive_int
 
 from .build import build_experiment, resolve_device
 from .classical_rows import classical_row, fitted_classical, is_classical_folder
 from .config import check_config
-from .forecasting import FORECAST_PARTICLES
 from .run_folder import check_run_folder, check_writable, load_run_checkpoint, read_config_json
 
 __all__ = ["backtest_run"]
@@ -63,7 +63,7 @@ def backtest_run(
     *,
     horizon: int,
     origins: int,
-    num_samples: int = 200,
+    num_samples: int = BACKTEST_SAMPLES,
     num_particles: int = FORECAST_PARTICLES,
     season: int = 1,
     device: str | None = None,

@@ -201,7 +201,7 @@ def fan_chart(folders: dict[str, Path], path: Path, device: str, *, num_samples:
     (the steps before its held-out segment, else its first two thirds), at most :data:`FAN_HORIZON` steps, as median
     and 50 / 90 % bands (real values) or the probability of a 1 (binary), in the data's own units (a transform
     undone), beside the data of twice as many steps before."""
-    from .forecasting import _lag, _paths_in_units, _truth, load_run
+    from .forecasting import _lag, _truth, load_run, paths_in_units
 
     figure = Figure(figsize=(4.2 * min(len(folders), 4), 3.4 * -(-len(folders) // 4)))
     axes = figure.subplots(-(-len(folders) // 4), min(len(folders), 4), squeeze=False).ravel()
@@ -243,7 +243,7 @@ def fan_chart(folders: dict[str, Path], path: Path, device: str, *, num_samples:
             continue
         torch.manual_seed(seed)
         paths = model.forecast(x[series : series + 1, :start].to(device), None, end - start, num_samples).cpu()
-        paths = _paths_in_units(data, paths, "test", start, torch.tensor([series]))[:, 0, :, feature]  # [S, H]
+        paths = paths_in_units(data, paths, "test", start, torch.tensor([series]))[:, 0, :, feature]  # [S, H]
         _draw_fan(axis, range(start + lag, end + lag), paths, binary=data.binary)
     for axis in axes[len(folders) :]:
         axis.set_visible(False)

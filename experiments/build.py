@@ -1,14 +1,20 @@
 """From a checked configuration to what a run trains: the device, the data, the model and its objective.
 
 :func:`build_experiment` builds them from the ``[data]``, ``[model]`` and ``[objective]`` tables
-(:mod:`ppl_models.experiments.registry`); :func:`check_trainable` then refuses, before any run folder is
+(:mod:`ppl_models.experiments.registry`), or takes them from :func:`build_once`, which a command that has already
+built them to check a configuration (``ppl-models train MODEL --data FILE``) calls, so that they are built once;
+:func:`check_trainable` then refuses, before any run folder is
 written, data the model cannot take (non-finite values, another feature size, values its emission cannot
 represent) and evaluation settings the machine's memory cannot hold.
 """
 
 from __future__ import annotations
 
+import json
+
+import pyro
 import torch
+from pyro.util import get_rng_state, set_rng_state
 
 from ppl_models.inference.validation import check_sequences
 
@@ -17,9 +23,19 @@ from .config import evaluation_options
 from .memory_guard import check_memory, evaluation_memory
 from .registry import DATASETS, MODELS, build, build_objective
 
-__all__ = ["resolve_device", "build_experiment", "check_trainable", "check_finite", "check_model_takes"]
+__all__ = [
+    "resolve_device",
+    "build_experiment",
+    "build_once",
+    "check_trainable",
+    "check_finite",
+    "check_model_takes",
+]
 
 SPLITS = ("train", "valid", "test")
+#: what :func:`build_once` built, for the next :func:`build_experiment` (at most one entry, taken once):
+#: ``{key of the configuration: (data, model, objective, the random state building left)}``
+_KEPT: dict[str, tuple] = {}
 
 
 def resolve_device(name: str) -> torch.device:
@@ -37,10 +53,45 @@ def resolve_device(name: str) -> torch.device:
 def build_experiment(config: dict):
     """``(data, model, objective)`` of a checked configuration: its
     :class:`~ppl_models.experiments.data.ExperimentData`, the model for the data's feature size, and the objective
-    around the model. Bad settings and unreadable data files are one ``ValueError`` naming them."""
-    data = build(config["data"], DATASETS, "data")
+    around the model. Bad settings and unreadable data files are one ``ValueError`` naming them.
+
+    What :func:`build_once` kept for the same configuration is taken instead (once), with the random state its
+    building left, as if built here right after ``pyro.set_rng_seed(config["seed"])``: the figures are the same.
+    """
+    kept = _KEPT.pop(_key(config), None)
+    _KEPT.clear()  # kept for another configuration: never taken
+    if kept is not None:
+        *built, state = kept
+        set_rng_state(state)
+        return tuple(built)
+    data = build(config["data"], DATASETS, "data")  # reads no global random state
+    return (data, *_model_and_objective(config, data))
+
+
+def build_once(config: dict, data) -> tuple:
+    """``(model, objective)`` of a checked ``config`` around ``data`` (built from ``config["data"]``), built as
+    :func:`build_experiment` builds them after ``pyro.set_rng_seed(config["seed"])`` and kept for its next call with
+    the same ``[data]``, ``[model]``, ``[objective]`` and ``seed``. The caller's random state is left as it was."""
+    state = get_rng_state()
+    pyro.set_rng_seed(config["seed"])
+    try:
+        model, objective = _model_and_objective(config, data)
+        _KEPT.clear()
+        _KEPT[_key(config)] = (data, model, objective, get_rng_state())
+    finally:
+        set_rng_state(state)
+    return model, objective
+
+
+def _model_and_objective(config: dict, data) -> tuple:
     model = build(config["model"], MODELS, "model", obs_dim=data.obs_dim)
-    return data, model, build_objective(config["objective"], model)
+    return model, build_objective(config["objective"], model)
+
+
+def _key(config: dict) -> str:
+    """What building reads of ``config``, as one string."""
+    read = {name: config.get(name) for name in ("seed", "data", "model", "objective")}
+    return json.dumps(read, sort_keys=True, default=str)
 
 
 def check_trainable(config: dict, data, model) -> None:

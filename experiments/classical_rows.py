@@ -6,6 +6,9 @@ Each forecaster (:mod:`ppl_models.classical`) is fitted on the training split, w
 series' history), the same figures, in the data's units. Its files go to ``OUT/classical/<name>``
 (``metrics.json``, ``pit.pt``, ``classical.json``: what was chosen), where the board's figures read them.
 
+Two forecasters that are one (seasonal naive whose season is 1 is the last value) are one row of the board, which
+says why (:func:`same_rows`).
+
 Such a folder is no run folder (it has no ``config.json`` or checkpoint): :func:`classical_row` reads the board's data
 again (as the board's runs read it) and :func:`fitted_classical` fits its forecaster again, which is how
 ``ppl-models backtest`` takes it; the commands that need a run refuse it by :func:`refuse_classical_folder`.
@@ -30,6 +33,7 @@ __all__ = [
     "applicable_classical",
     "run_classical",
     "classical_forecaster_row",
+    "same_rows",
     "fitted_classical",
     "classical_row",
     "is_classical_folder",
@@ -78,12 +82,33 @@ def run_classical(name: str, data, folder: Path, *, season: int | None = None, s
     return metrics
 
 
-def classical_forecaster_row(name: str, folder: Path) -> dict:
-    """The board's row of a classical forecaster from the files :func:`run_classical` wrote into ``folder``."""
+def same_rows(folders: dict[str, Path]) -> dict[str, tuple[str, str]]:
+    """``{name: (other, "name = other: why")}`` of the forecasters among ``folders`` (``{name: folder}``,
+    :func:`run_classical`'s) that are another of them: ``seasonal-naive`` with season 1 (none detected, or given) is
+    ``last-value``."""
+    if "seasonal-naive" not in folders or "last-value" not in folders:
+        return {}
+    record = json.loads((folders["seasonal-naive"] / "classical.json").read_text())
+    if record.get("season") != 1:
+        return {}
+    source = record.get("season_source", "")
+    if source == "given":
+        why = "the season given is 1"
+    elif source.startswith("detected: "):
+        why = f"no season detected ({source.removeprefix('detected: ')})"
+    else:
+        why = "no season looked for (the training rows are too short)"
+    return {"seasonal-naive": ("last-value", f"seasonal-naive = last-value: {why}")}
+
+
+def classical_forecaster_row(name: str, folder: Path, same_as: tuple[str, ...] = ()) -> dict:
+    """The board's row of a classical forecaster from the files :func:`run_classical` wrote into ``folder``;
+    ``same_as``: the forecasters this row stands for too (:func:`same_rows`)."""
     metrics = json.loads((folder / "metrics.json").read_text())
     calibration_figures = metrics.get("calibration", {})
     return {
         "model": name,
+        "same_as": list(same_as),
         "kind": "classical",
         "estimator": "exact",
         "nats_per_step": metrics["loglik"]["exact"]["per_step"],

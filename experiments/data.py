@@ -5,9 +5,10 @@ mask [N, T])`` pairs, padded at the end, ready for the training loop. The loader
 generators of the data sets themselves live with their tasks, in :mod:`ppl_models.experiments.tasks`.
 
 Real data is read in place from a data folder, never downloaded and never copied
-into the project: ``data_dir`` argument, else the ``PPL_MODELS_DATA`` environment
-variable, else ``../shared/data`` from the working directory or from the project
-root. Each file is checked against the folder's ``SHA256SUMS`` before it is read.
+into the project: ``data_dir`` argument (the command line's ``--data-dir``), else the
+``PPL_MODELS_DATA`` environment variable, else the first ``shared/data`` in the working
+folder or one of its parents (:func:`resolve_data_dir`). Each file is checked against the
+folder's ``SHA256SUMS`` before it is read.
 
 A file that does not hold what its loader expects (a MATLAB file without its array or with
 one of the wrong shape; a CSV file that is empty, holds a header only, has a truncated row
@@ -33,6 +34,9 @@ import torch
 from ppl_models.inference.data.readers import EXTREME_ABSOLUTE, EXTREME_SPREADS, DataWarning, check_values
 
 __all__ = [
+    "SPLITS",
+    "SplitData",
+    "SupervisedData",
     "ExperimentData",
     "LevelData",
     "pad_sequences",
@@ -49,6 +53,51 @@ __all__ = [
 ]
 
 DATA_ENV = "PPL_MODELS_DATA"
+#: the splits of every data container, in order
+SPLITS = ("train", "valid", "test")
+
+
+class SplitData:
+    """What every data container has: train / validation / test splits, each a tuple whose first entry is
+    ``x [N, T, D]`` (:meth:`part`), and a one-line ``description``."""
+
+    description: str
+
+    def part(self, name: str) -> tuple:
+        """The tuple of split ``name`` (one of :data:`SPLITS`)."""
+        if name not in SPLITS:
+            raise ValueError(f"split: expected one of {list(SPLITS)}, got {name!r}")
+        return self._split(name)
+
+    def _split(self, name: str) -> tuple:
+        return getattr(self, name)
+
+    @property
+    def obs_dim(self) -> int:
+        """``D``: the features of each step of ``x``."""
+        return self.part("train")[0].shape[-1]
+
+
+class SupervisedData(SplitData):
+    """A supervised task's data: ``splits`` ``{"train" | "valid" | "test": (x [N, T, D], mask [N, T] or None, y)}``
+    (``y`` per step ``[N, T, O]`` or per sequence ``[N]``)."""
+
+    splits: dict
+
+    def _split(self, name: str) -> tuple:
+        return self.splits[name]
+
+    @property
+    def train(self) -> tuple:
+        return self.splits["train"]
+
+    @property
+    def valid(self) -> tuple:
+        return self.splits["valid"]
+
+    @property
+    def test(self) -> tuple:
+        return self.splits["test"]
 
 
 @dataclass
@@ -66,7 +115,7 @@ class LevelData:
 
 
 @dataclass
-class ExperimentData:
+class ExperimentData(SplitData):
     """What an experiment trains and is judged on: train / validation / test splits, each ``(x [N, T, D], mask
     [N, T])``, with a description (a user's file enters as :class:`~ppl_models.inference.data.SequenceDataset` and
     leaves its splits here)."""
@@ -110,10 +159,6 @@ class ExperimentData:
             raise ValueError(f"split: expected 'valid' or 'test', got {split!r}")
         return (self.split_units or {}).get(split, self.standardizer)
 
-    @property
-    def obs_dim(self) -> int:
-        return self.train[0].shape[-1]
-
 
 def sample_splits(
     source, sizes: Sequence[int], num_steps: int, first_seed: int
@@ -150,19 +195,23 @@ def pad_sequences(sequences: Sequence, dtype=torch.float32) -> tuple[torch.Tenso
 
 
 def resolve_data_dir(data_dir: str | os.PathLike | None = None) -> Path:
-    """The shared data folder: the argument, ``$PPL_MODELS_DATA``, or ``../shared/data``."""
-    candidates = [data_dir] if data_dir is not None else []
-    if not candidates and os.environ.get(DATA_ENV):
-        candidates = [os.environ[DATA_ENV]]
-    if not candidates:
-        root = Path(__file__).resolve().parent.parent
-        candidates = [Path.cwd() / ".." / "shared" / "data", root / ".." / "shared" / "data"]
-    for candidate in candidates:
-        if (Path(candidate) / "SHA256SUMS").is_file():
-            return Path(candidate).resolve()
+    """The shared data folder (one with a ``SHA256SUMS`` file): ``data_dir`` (the command line's ``--data-dir``),
+    else ``$PPL_MODELS_DATA``, else the first ``shared/data`` found in the working folder or one of its parents."""
+    given = data_dir if data_dir is not None else os.environ.get(DATA_ENV) or None
+    if given is not None:
+        if not (Path(given) / "SHA256SUMS").is_file():
+            where = "data_dir (--data-dir)" if data_dir is not None else DATA_ENV
+            raise ValueError(
+                f"{where}: {given} is no data folder (it has no SHA256SUMS file listing its files' SHA-256 sums)"
+            )
+        return Path(given).resolve()
+    here = Path.cwd().resolve()
+    for folder in (here, *here.parents):
+        if (folder / "shared" / "data" / "SHA256SUMS").is_file():
+            return folder / "shared" / "data"
     raise ValueError(
-        f"data_dir: no data folder with a SHA256SUMS file at {[str(c) for c in candidates]}; "
-        f"pass data_dir or set {DATA_ENV}"
+        f"data_dir: no shared/data folder (one with a SHA256SUMS file) in {here} or its parents; give the data "
+        f"folder on the command line with --data-dir DIR (data_dir=DIR in Python), or set {DATA_ENV}=DIR"
     )
 
 

@@ -1,22 +1,31 @@
 """The command line's flags that describe a ``--data`` file (``--series``, ``--time``, ``--features`` ...): each sets a
-key of the configuration's ``[data]`` section, as ``--set data.KEY=VALUE`` would."""
+key of the configuration's ``[data]`` section, as ``--set data.KEY=VALUE`` would.
+
+:func:`data_keys` gives them as values (``{"features": ["a", "b"], "window": 5}``), merged into the ``[data]`` table
+as they are (:func:`ppl_models.experiments.own_data.file_table`); :func:`as_set_items` spells them as ``--set`` items
+for the commands that record their settings as the command line spells them (``leaderboard``, ``suite``)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Mapping
 
 from ppl_models.inference.data.datasets import MISSING, TIME_ORDERS
 
 from .arguments import columns, count
 
-__all__ = ["DATA_FLAGS", "add_data_flags", "data_overrides"]
+__all__ = ["DATA_FLAGS", "add_data_flags", "data_keys", "as_set_items"]
 
 
 #: the flags of train, leaderboard and suite that describe the --data file: (flag, the key of [data] it sets, as
 #: --set data.KEY=VALUE would, its argparse options)
 DATA_FLAGS = (
-    ("--series", "series", {"metavar": "COL", "help": "the column of series ids (default: one series)"}),
+    (
+        "--series",
+        "series",
+        {"metavar": "COL", "help": "the column of series ids (default: none, the file is one series)"},
+    ),
     ("--time", "time", {"metavar": "COL", "help": "the column that orders the steps (default: the file's order)"}),
     (
         "--features",
@@ -26,7 +35,7 @@ DATA_FLAGS = (
     (
         "--targets",
         "targets",
-        {"metavar": "C[,D]", "type": columns, "help": "target columns (the y of pf-lstm, pf-gru)"},
+        {"metavar": "C[,D]", "type": columns, "help": "target columns, the y of pf-lstm, pf-gru (default: none)"},
     ),
     (
         "--split",
@@ -36,8 +45,16 @@ DATA_FLAGS = (
             "help": "held-out data: whole series, or each series' last steps (default series)",
         },
     ),
-    ("--split-column", "split", {"metavar": "COL", "help": "a column of train / valid / test labels that splits"}),
-    ("--window", "window", {"metavar": "N", "type": count(2), "help": "cut training windows of N steps"}),
+    (
+        "--split-column",
+        "split",
+        {"metavar": "COL", "help": "a column of train / valid / test labels that splits (default: none, --split)"},
+    ),
+    (
+        "--window",
+        "window",
+        {"metavar": "N", "type": count(2), "help": "cut training windows of N steps (default: none, whole series)"},
+    ),
     (
         "--missing",
         "missing",
@@ -64,9 +81,9 @@ def add_data_flags(parser: argparse.ArgumentParser) -> None:
         group.add_argument(flag, dest=f"data_{key}", **options)
 
 
-def data_overrides(args) -> list[str]:
-    """The ``data.KEY=VALUE`` overrides of the :data:`DATA_FLAGS` given, as ``--set`` would write them (TOML
-    literals); a flag without ``--data``, or with a ``--set`` of its key, is refused."""
+def data_keys(args) -> dict:
+    """The ``[data]`` keys of the :data:`DATA_FLAGS` given, as values (``{"features": ["a", "b"], "window": 5}``); a
+    flag without ``--data``, ``--split`` with ``--split-column``, or a flag with a ``--set`` of its key is refused."""
     given = [
         (flag, key, getattr(args, f"data_{key}"))
         for flag, key, _ in DATA_FLAGS
@@ -83,4 +100,9 @@ def data_overrides(args) -> list[str]:
     for flag, key, _ in given:
         if f"data.{key}" in settings:
             raise ValueError(f"{flag} and --set {settings[f'data.{key}']} both set data.{key}: give one of them")
-    return [f"data.{key}={json.dumps(value, ensure_ascii=False)}" for _, key, value in given]
+    return {key: value for _, key, value in given}
+
+
+def as_set_items(keys: Mapping) -> list[str]:
+    """``keys`` (:func:`data_keys`) as the ``data.KEY=VALUE`` items ``--set`` would give (TOML literals)."""
+    return [f"data.{key}={json.dumps(value, ensure_ascii=False)}" for key, value in keys.items()]

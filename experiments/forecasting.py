@@ -22,7 +22,7 @@ differencing, per-series scaling) maps them back by its test split's
 
 from __future__ import annotations
 
-import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -32,21 +32,18 @@ from ppl_models import SMCTransformer
 from ppl_models.inference import calibration
 from ppl_models.inference.atomic_files import write_json, write_text
 from ppl_models.inference.data import DataUnits
+from ppl_models.inference.defaults import FORECAST_PARTICLES, FORECAST_SAMPLES
 from ppl_models.inference.recalibration import RECALIBRATION_METHODS, coverage_by_step, fit_recalibration
 from ppl_models.inference.training import load_checkpoint
 from ppl_models.inference.validation import check_positive_int
-from ppl_models.predictors import ExactPredictiveModel
 
 from .build import build_experiment
 from .config import check_config
-from .memory_guard import FLOAT32, available_memory, check_memory
+from .memory_guard import FLOAT32, check_memory
 from .run_folder import check_run_folder, load_run_checkpoint, read_config_json
 from .run_plots import save_png
 
-__all__ = ["FORECAST_PARTICLES", "HorizonTooLong", "compare_forecasts", "load_run", "forecast_beyond"]
-
-#: the filter size of a particle model's forecasts (``--particles``) unless one is given
-FORECAST_PARTICLES = 30
+__all__ = ["ForecastSpec", "compare_forecasts", "load_run", "paths_in_units"]
 
 
 def load_run(label: str, folder, device: str, data_path: str | Path | None = None, *, history: bool = False):
@@ -124,94 +121,113 @@ def _check_em(loaded: dict, em_iterations: int, em_sites) -> None:
         if unknown or (em_sites is not None and not em_sites):
             model = loaded[label][0]["model"]["name"]
             raise ValueError(
-                f"em_sites: run {label!r} (model {model!r}) has no covariances {unknown or em_sites}; "
+                f"em_sites: run {label!r} (model {model!r}) has no covariances {unknown or list(em_sites)}; "
                 f"its valid sites are {', '.join(valid)}"
             )
 
 
-def compare_forecasts(
-    runs: dict[str, str | Path],
-    out: str | Path,
-    *,
-    observed: int | None = None,
-    horizon: int | None = None,
-    num_samples: int = 1000,
-    num_particles: int = FORECAST_PARTICLES,
-    em_iterations: int = 0,
-    em_sites=None,
-    recalibrate: str | None = None,
-    recalibrate_per_step: bool = False,
-    shown: int = 3,
-    seed: int = 0,
-    device: str = "cpu",
-    data_path: str | Path | None = None,
-) -> dict:
-    """Forecast the test split of every run in ``runs`` (``{label: run folder}``); write the report to ``out``.
+@dataclass(frozen=True)
+class ForecastSpec:
+    """The settings of :func:`compare_forecasts`, checked when the spec is made (one ``ValueError`` naming the setting).
 
-    ``observed`` defaults to the data's ``observed_days`` (COVID: 40) and ``horizon`` to the
-    rest of the sequence. All runs must use the same data set. With ``em_iterations > 0``,
-    models with ``fine_tuned`` (the SMC Transformer) first fit each test sequence's own
-    covariances (``em_sites``, default all) by that many EM steps on its observed steps (the
-    paper's section 4.2); the report says which runs were. ``data_path``: forecast the test split
-    of this file instead (``--data``), in the data's own units. With ``recalibrate`` (``"scale"`` or
-    ``"conformal"``), a correction fitted on the validation split's forecasts (pooled over the
-    steps ahead, or per step with ``recalibrate_per_step``) gives each run a second row. Returns ``{label: metrics}``.
+    ``observed`` steps are given (default the data's ``observed_days``, COVID: 40) and ``horizon`` steps forecast
+    (default the rest of each sequence) by ``num_samples`` paths (at least 2), a particle model filtering with
+    ``num_particles``. With ``em_iterations > 0``, models with ``fine_tuned`` (the SMC Transformer) first fit each
+    test sequence's own covariances (``em_sites``, default all) by that many EM steps on its observed steps (the
+    paper's section 4.2). With ``recalibrate`` (``"scale"`` or ``"conformal"``), a correction fitted on the
+    validation split's forecasts (pooled over the steps ahead, or per step with ``recalibrate_per_step``) gives each
+    run a second row. ``shown`` test sequences are drawn; ``seed`` seeds the draws on ``device``; ``data_path``
+    forecasts the test split of this file instead (``--data``), in the data's own units.
+    """
 
-    Every run is loaded and checked before any forecast: ``num_samples >= 2``, ``em_sites`` (which
-    needs ``em_iterations > 0``) among the covariances of each run's model that has EM, and the
-    ``S x B x H x D`` float32 forecasts within the available memory.
+    observed: int | None = None
+    horizon: int | None = None
+    num_samples: int = FORECAST_SAMPLES
+    num_particles: int = FORECAST_PARTICLES
+    em_iterations: int = 0
+    em_sites: tuple[str, ...] | None = None
+    recalibrate: str | None = None
+    recalibrate_per_step: bool = False
+    shown: int = 3
+    seed: int = 0
+    device: str = "cpu"
+    data_path: str | Path | None = None
+
+    def __post_init__(self):
+        em_iterations, num_samples = self.em_iterations, self.num_samples
+        if isinstance(em_iterations, bool) or not isinstance(em_iterations, int) or em_iterations < 0:
+            raise ValueError(f"em_iterations must be an int >= 0, got {em_iterations!r}")
+        if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples < 2:
+            raise ValueError(
+                f"num_samples must be an int >= 2 (a forecast's spread needs two paths), got {num_samples!r}"
+            )
+        if self.recalibrate is not None and self.recalibrate not in RECALIBRATION_METHODS:
+            raise ValueError(f"recalibrate must be one of {RECALIBRATION_METHODS} or None, got {self.recalibrate!r}")
+        if isinstance(self.em_sites, str):
+            object.__setattr__(self, "em_sites", (self.em_sites,))
+        elif self.em_sites is not None:
+            object.__setattr__(self, "em_sites", tuple(self.em_sites))
+
+
+def compare_forecasts(runs: dict[str, str | Path], out: str | Path, spec: ForecastSpec = ForecastSpec()) -> dict:
+    """Forecast the test split of every run in ``runs`` (``{label: run folder}``) as ``spec`` says; write the report
+    (``forecast.json``, ``forecast.md``, ``forecast.png``) to ``out``. Returns ``{label: metrics}``.
+
+    All runs must use the same data set. Every run is loaded and checked before any forecast: ``em_sites`` (which
+    needs ``em_iterations > 0``) among the covariances of each run's model that has EM, and the ``S x B x H x D``
+    float32 forecasts within the available memory. The report says which runs were fitted by EM.
     """
     if not runs:
         raise ValueError("runs must name at least one run folder")
-    if isinstance(em_iterations, bool) or not isinstance(em_iterations, int) or em_iterations < 0:
-        raise ValueError(f"em_iterations must be an int >= 0, got {em_iterations!r}")
-    if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples < 2:
-        raise ValueError(f"num_samples must be an int >= 2 (a forecast's spread needs two paths), got {num_samples!r}")
-    if recalibrate is not None and recalibrate not in RECALIBRATION_METHODS:
-        raise ValueError(f"recalibrate must be one of {RECALIBRATION_METHODS} or None, got {recalibrate!r}")
-    if isinstance(em_sites, str):
-        em_sites = [em_sites]
     out = Path(out)
-    loaded = {label: load_run(label, folder, device, data_path) for label, folder in runs.items()}
-    _check_em(loaded, em_iterations, em_sites)
-    windows = _windows(loaded, observed, horizon, num_samples)  # every run checked before any forecast
-    results, bands, truth_shown = {}, {}, None
+    loaded = {label: load_run(label, folder, spec.device, spec.data_path) for label, folder in runs.items()}
+    _check_em(loaded, spec.em_iterations, spec.em_sites)
+    windows = _windows(loaded, spec.observed, spec.horizon, spec.num_samples)  # every run checked before any forecast
+    results, bands = {}, {}
     for label, (config, data, model) in loaded.items():
-        start, steps = windows[label]
-        generator = torch.Generator(device=device).manual_seed(seed)
-        torch.manual_seed(seed)
-        tuned = em_iterations > 0 and isinstance(model, SMCTransformer)  # per-sequence EM is SMC-T's alone
-        em = {"iterations": em_iterations, "sites": em_sites} if tuned else None
-
-        options = {"num_samples": num_samples, "num_particles": num_particles, "em": em, "generator": generator}
-        samples, target = _forecast_split(model, data, "test", start, steps, **options)
-        rows = {label: (samples, None)}
-        if recalibrate is not None:
-            validation = _forecast_split(model, data, "valid", start, steps, **options)
-            fitted = fit_recalibration(*validation, recalibrate, per_step=recalibrate_per_step)
-            rows[f"{label} + {recalibrate}"] = (fitted.apply(samples), recalibrate)
-        for row_label, (row_samples, method) in rows.items():
+        for row_label, (row_samples, target, method, tuned) in _forecast_rows(
+            label, model, data, windows[label], spec
+        ).items():
             results[row_label] = {
                 "model": config["model"]["name"],
-                "em_iterations": em_iterations if tuned else 0,
-                "recalibration": _recalibration_name(method, recalibrate_per_step),
+                "em_iterations": spec.em_iterations if tuned else 0,
+                "recalibration": _recalibration_name(method, spec.recalibrate_per_step),
                 **_scores(row_samples, target),
             }
             bands[row_label] = (row_samples.mean(0), row_samples.std(0))
-        truth_shown = (_truth(data, "test"), start, steps)
-    data_description = next(iter(loaded.values()))[1].description
+    data = list(loaded.values())[-1][1]
+    start, steps = windows[list(loaded)[-1]]
     report = {
-        "data": data_description,
-        "observed": truth_shown[1],
-        "horizon": truth_shown[2],
-        "samples": num_samples,
+        "data": next(iter(loaded.values()))[1].description,
+        "observed": start,
+        "horizon": steps,
+        "samples": spec.num_samples,
         "runs": {k: str(v) for k, v in runs.items()},
         "metrics": results,
     }
     write_json(out / "forecast.json", report)
     write_text(out / "forecast.md", _table(report))
-    _plot(truth_shown, bands, min(shown, truth_shown[0].shape[0]), out / "forecast.png")
+    truth = _truth(data, "test")
+    _plot((truth, start, steps), bands, min(spec.shown, truth.shape[0]), out / "forecast.png")
     return results
+
+
+def _forecast_rows(label: str, model, data, window: tuple[int, int], spec: ForecastSpec) -> dict:
+    """``{row label: (forecasts [S, B, H, D], outcomes [B, H, D], recalibration method or None, tuned by EM)}`` of
+    one run: its test forecasts and, with ``spec.recalibrate``, their recalibrated copy (``<label> + <method>``)."""
+    start, steps = window
+    generator = torch.Generator(device=spec.device).manual_seed(spec.seed)
+    torch.manual_seed(spec.seed)
+    tuned = spec.em_iterations > 0 and isinstance(model, SMCTransformer)  # per-sequence EM is SMC-T's alone
+    em = {"iterations": spec.em_iterations, "sites": spec.em_sites} if tuned else None
+    options = {"num_samples": spec.num_samples, "num_particles": spec.num_particles, "em": em, "generator": generator}
+    samples, target = _forecast_split(model, data, "test", start, steps, **options)
+    rows = {label: (samples, target, None, tuned)}
+    if spec.recalibrate is not None:
+        validation = _forecast_split(model, data, "valid", start, steps, **options)
+        fitted = fit_recalibration(*validation, spec.recalibrate, per_step=spec.recalibrate_per_step)
+        rows[f"{label} + {spec.recalibrate}"] = (fitted.apply(samples), target, spec.recalibrate, tuned)
+    return rows
 
 
 def _windows(loaded: dict, observed: int | None, horizon: int | None, num_samples: int) -> dict[str, tuple]:
@@ -262,7 +278,7 @@ def _forecast_split(
     generator: torch.Generator,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Forecasts ``[S, B, steps, D]`` of ``split`` from its first ``start`` steps of data, and the outcomes
-    ``[B, steps, D]``, in the data's own units (:func:`_paths_in_units`, :func:`_truth`).
+    ``[B, steps, D]``, in the data's own units (:func:`paths_in_units`, :func:`_truth`).
 
     The prefix goes to ``generator``'s device. With ``em`` (``{"iterations", "sites"}``) each
     sequence first gets its own covariances.
@@ -277,7 +293,7 @@ def _forecast_split(
             prefix, iterations=em["iterations"], num_particles=num_particles, sites=em["sites"], generator=generator
         )
     samples = model.forecast(prefix, None, steps, num_samples, num_particles=num_particles, generator=generator).cpu()
-    return _paths_in_units(data, samples, split, first), _truth(data, split)[:, start : start + steps]
+    return paths_in_units(data, samples, split, first), _truth(data, split)[:, start : start + steps]
 
 
 def _lag(data) -> int:
@@ -294,7 +310,7 @@ def _truth(data, split: str) -> torch.Tensor:
     return _in_units(data, getattr(data, split)[0], split)
 
 
-def _paths_in_units(data, paths: torch.Tensor, split: str, first: int, rows=None) -> torch.Tensor:
+def paths_in_units(data, paths: torch.Tensor, split: str, first: int, rows=None) -> torch.Tensor:
     """Forecasts ``paths [S, b, H, D]`` of rows ``rows`` (default all) of ``split``, after their first ``first``
     steps as the model sees them, in the data's own units (a transform undone by the split's
     :class:`~ppl_models.inference.data.DataUnits`)."""
@@ -375,138 +391,3 @@ def _plot(truth, bands, shown: int, path: Path) -> None:
     axes[0][0].legend(fontsize=7)
     figure.tight_layout()
     save_png(figure, path)
-
-
-#: the quantiles of a forecast past the end of the data (:func:`forecast_beyond`)
-BEYOND_QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
-#: the bytes each number of the paths ``[S, B, H, D]`` of :func:`forecast_beyond` takes at its peak, at least: in the
-#: data's units (float64) with a sorted copy and its int64 indices for the quantiles (the float32 draws are gone)
-PATH_BYTES = 3 * 8
-
-
-class HorizonTooLong(ValueError):
-    """A horizon refused before any step is drawn: ``reason`` says why, ``limit`` is the most steps that fit."""
-
-    def __init__(self, horizon: int, limit: int, reason: str, name: str = "horizon"):
-        self.horizon, self.limit, self.reason = horizon, limit, reason
-        super().__init__(f"{name}={horizon} {reason}: at most {max(limit, 0)} steps ahead fit")
-
-    def named(self, name: str) -> HorizonTooLong:
-        """The same refusal naming the setting ``name`` (the command line's ``--beyond``)."""
-        return HorizonTooLong(self.horizon, self.limit, self.reason, name)
-
-
-@torch.no_grad()
-def forecast_beyond(
-    folder: str | Path,
-    out: str | Path,
-    *,
-    horizon: int,
-    num_samples: int = 1000,
-    num_particles: int = FORECAST_PARTICLES,
-    device: str = "cpu",
-    data_path: str | Path | None = None,
-    seed: int = 0,
-) -> Path:
-    """Forecast ``horizon`` steps past the end of each test sequence of a finished run (for a user's file split by
-    time: past the end of the file, each series given all of its steps) and write ``out/beyond.csv``.
-
-    ``data_path``: forecast past the end of this file instead, read whole as each series' history (no split; the
-    run's columns, transform and standardisation), so a file of each series' last few steps will do. Per series
-    (its id as the file names it), step ahead and feature, the CSV gives the mean and the :data:`BEYOND_QUANTILES`
-    of ``num_samples`` paths in the data's units; for binary (0/1) data, ``probability_of_1``, the share of the
-    paths that draw a 1 (a quantile of 0/1 draws is 0 or 1, or a value no draw takes). A horizon the model cannot
-    reach or whose paths would not fit in memory is refused first (:class:`HorizonTooLong`). Returns the CSV's path.
-    """
-    import pandas as pd
-
-    check_positive_int(horizon, name="horizon")
-    check_positive_int(num_samples, name="num_samples")
-    _, data, model = load_run("run", folder, device, data_path, history=data_path is not None)
-    if not model.supports("forecast"):
-        raise ValueError(f"run {folder}: {type(model).__name__} cannot forecast ({model.limitations['forecast']})")
-    x, mask = data.test
-    _check_beyond(model, horizon, num_samples, x, mask)
-    torch.manual_seed(seed)
-    paths = model.forecast(x.to(device), mask.to(device), horizon, num_samples, num_particles=num_particles).cpu()
-    paths = _paths_in_units(data, paths, "test", None)  # after each row's end, in the data's units
-    record = data.split_record or {}
-    names = _series_names(record, len(x))
-    features = record.get("standardizer", {}).get("features") or [f"x{d}" for d in range(x.shape[-1])]
-    figures = _binary_figures(paths) if data.binary else _real_figures(paths)
-    rows = [
-        {
-            "series": names[b],
-            "step_ahead": h + 1,
-            "feature": feature,
-            **{column: float(values[b, h, d]) for column, values in figures.items()},
-        }
-        for b in range(len(x))
-        for h in range(horizon)
-        for d, feature in enumerate(features)
-    ]
-    path = Path(out) / "beyond.csv"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_text(path, pd.DataFrame(rows).to_csv(index=False))
-    return path
-
-
-def _check_beyond(model, horizon: int, num_samples: int, x: torch.Tensor, mask: torch.Tensor) -> None:
-    """Refuse a ``horizon`` past the longest sequence ``model`` reads (its ``max_steps``) or whose paths ``[S, B, H,
-    D]`` (:data:`PATH_BYTES` each number) and the state each path carries (:func:`_carry_bytes`) exceed the
-    available memory: :class:`HorizonTooLong`."""
-    longest, (rows, _, features) = int(mask.sum(1).max()), x.shape
-    most = getattr(model, "max_steps", None)
-    if most is not None and longest + horizon > most:
-        raise HorizonTooLong(
-            horizon,
-            most - longest,
-            f"goes past the {most} steps {type(model).__name__} reads after the longest series' {longest}",
-        )
-    available = available_memory()
-    state, growth = _carry_bytes(model, x, mask)
-    per_step, fixed = num_samples * rows * (features * PATH_BYTES + growth), num_samples * rows * state
-    needed = fixed + horizon * per_step
-    if available is not None and needed > available:
-        carried = f", and each path's state: {state} bytes, {growth} more a step" if state else ""
-        raise HorizonTooLong(
-            horizon,
-            (available - fixed) // per_step,
-            f"needs at least {needed / 2**30:.3g} GiB of memory ({num_samples} paths x {rows} series "
-            f"x {horizon} steps x {features} features x {PATH_BYTES} bytes{carried}), but "
-            f"{available / 2**30:.3g} GiB are available",
-        )
-
-
-def _carry_bytes(model, x: torch.Tensor, mask: torch.Tensor) -> tuple[int, int]:
-    """The bytes of one path's :class:`~ppl_models.predictors.Carry` after the longest sequence of ``x [B, T, D]``
-    and the bytes each step adds to it (a Transformer's keys and values); ``(0, 0)`` for a model that carries none
-    (a particle model: its state is the filter's)."""
-    if not isinstance(model, ExactPredictiveModel):
-        return 0, 0
-    row = int(mask.sum(1).argmax())
-    history = x[row : row + 1, : int(mask[row].sum())].to(next(model.parameters()).device)
-    carry = model.carry_start(history)
-    return carry.nbytes, max(model.carry_on(carry, history[:, -1]).nbytes - carry.nbytes, 0)
-
-
-def _series_names(record: dict, count: int) -> list[str]:
-    """The series id of each of the ``count`` test rows as its file names it: the row's id in ``record`` (a
-    :meth:`~ppl_models.inference.data.DataSplits.to_dict`) less what the split added, the steps ``[a:b]`` of a split
-    by time or the ``:test`` of a split by a column; ``0, 1, ...`` for data without ids."""
-    ids = record.get("test", {}).get("ids") or [str(i) for i in range(count)]
-    by = record.get("how", {}).get("by")
-    if by == "time":
-        return [re.fullmatch(r"(.*)\[\d+:\d+\]", i, flags=re.DOTALL).group(1) for i in ids]
-    return [i.removesuffix(":test") for i in ids] if by == "column" else list(ids)
-
-
-def _real_figures(paths: torch.Tensor) -> dict[str, torch.Tensor]:
-    """``{column: [B, H, D]}``: the mean and the :data:`BEYOND_QUANTILES` of real-valued paths ``[S, B, H, D]``."""
-    levels = torch.quantile(paths.double(), torch.tensor(BEYOND_QUANTILES, dtype=torch.float64), dim=0)
-    return {"mean": paths.mean(0), **{f"q{round(100 * q):02d}": levels[k] for k, q in enumerate(BEYOND_QUANTILES)}}
-
-
-def _binary_figures(paths: torch.Tensor) -> dict[str, torch.Tensor]:
-    """``{"probability_of_1": [B, H, D]}``: the share of the 0/1 paths ``[S, B, H, D]`` that draw a 1 at each step."""
-    return {"probability_of_1": paths.double().mean(0)}

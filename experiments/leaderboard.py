@@ -17,7 +17,8 @@ Of the default models, those that cannot represent the data are listed under the
 reason (``not run: MODEL: reason``; ``not_run`` in ``leaderboard.json``). A model or classical forecaster that fails
 (its run diverges, its settings or a file are wrong, its child process dies) keeps its row, with its one-line reason
 (``failed``, and a flag) and no figures; the other rows are trained, ranked and drawn. A board none of whose rows
-could be scored is a ``ValueError``.
+could be scored is a ``ValueError``. Forecasters that are one (seasonal naive without a season is the last value)
+are one row, and the board says why (``same`` in ``leaderboard.json``).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from ppl_models.inference.atomic_files import folder_lock, read_jsonl, remove_st
 from . import board_plots, own_data
 from .board_flags import board_warnings, flag_rows
 from .board_training import DEFAULT_BUDGET, attempt, train_models, tuned_rows
-from .classical_rows import applicable_classical, classical_forecaster_row, run_classical
+from .classical_rows import applicable_classical, classical_forecaster_row, run_classical, same_rows
 from .recipes import RECIPES, DataNotRepresentable
 from .registry import DATASETS, build
 from .run_folder import FINISHED, check_writable, is_finished
@@ -96,18 +97,30 @@ def run_leaderboard(
                 "no row of the board could be scored: "
                 + "; ".join(f"{name}: {reason}" for name, reason in {**failed, **classical_failed}.items())
             )
+        same = same_rows(classical_folders)
+        classical_folders = {name: folder for name, folder in classical_folders.items() if name not in same}
         rows = flag_rows(
             tuned_rows(leaderboard_rows(folders), out, budget)
-            + [classical_forecaster_row(name, folder) for name, folder in classical_folders.items()]
+            + [
+                classical_forecaster_row(name, folder, tuple(n for n, (other, _) in same.items() if other == name))
+                for name, folder in classical_folders.items()
+            ]
             + [_failed_row(model, "collection", reason) for model, reason in failed.items()]
             + [_failed_row(name, "classical", reason) for name, reason in classical_failed.items()]
         )
-        warnings = board_warnings(data)
+        warnings, same = board_warnings(data), {name: why for name, (_, why) in same.items()}
         write_json(
             out / "leaderboard.json",
-            {"data": str(path), "overrides": list(overrides), "rows": rows, "not_run": not_run, "warnings": warnings},
+            {
+                "data": str(path),
+                "overrides": list(overrides),
+                "rows": rows,
+                "not_run": not_run,
+                "same": same,
+                "warnings": warnings,
+            },
         )
-        write_text(out / "leaderboard.md", _markdown(rows, path, not_run, warnings))
+        write_text(out / "leaderboard.md", _markdown(rows, path, not_run, warnings, same))
         board_plots.calibration_figure({**folders, **classical_folders}, out / "calibration.png")
         if folders:
             board_plots.fan_chart(folders, out / "fan_chart.png", device or "cpu")
@@ -281,7 +294,7 @@ def _held_out(loglik: dict) -> tuple[str, float]:
     return name, bounds[name]
 
 
-def _markdown(rows: list[dict], path, not_run: dict[str, str], warnings: list[str]) -> str:
+def _markdown(rows: list[dict], path, not_run: dict[str, str], warnings: list[str], same: dict[str, str]) -> str:
     binary = all(row["crps"] is None for row in rows if not row.get("failed"))
     spread = ("Brier", "ECE") if binary else ("CRPS", "cov. 50%", "cov. 80%", "cov. 95%", "PIT KS")
     keys = ("brier", "ece") if binary else ("crps", "coverage_0.5", "coverage_0.8", "coverage_0.95", "pit_ks")
@@ -317,7 +330,7 @@ def _markdown(rows: list[dict], path, not_run: dict[str, str], warnings: list[st
         epochs = "-" if row["best_epoch"] is None else f"{row['best_epoch']} / {row['epochs_run']}"
         seconds, size = row["train_seconds"], row["num_parameters"]  # None in a failed row
         cells = (
-            row["model"],
+            " = ".join([row["model"], *row.get("same_as", ())]),
             row["kind"],
             _number(row["nats_per_step"]),
             row["estimator"] or "-",
@@ -336,6 +349,8 @@ def _markdown(rows: list[dict], path, not_run: dict[str, str], warnings: list[st
             f"Failed: {', '.join(failed)} (the reason in the flags); run the same command again to try again "
             "(finished runs are kept).",
         ]
+    if same:
+        lines += ["", "One row for two:", "", *(f"- {why}" for why in same.values())]
     if not_run:
         lines += ["", "Not run:", "", *(f"- not run: {reason}" for reason in not_run.values())]
     return "\n".join(lines) + "\n"

@@ -11,6 +11,7 @@ import torch
 
 from ppl_models.inference import ParticleFilter, calibration, one_step_mse
 from ppl_models.inference.atomic_files import save_torch, write_json, write_text
+from ppl_models.inference.defaults import PARTICLE_CLOUD_PARTICLES
 from ppl_models.inference.evaluation.data_layout import Units
 
 from . import board_plots, run_plots
@@ -28,7 +29,6 @@ __all__ = [
 
 #: the most particles the filter behind ``plots/particles.png`` runs with (fewer where ``evaluate.num_particles``
 #: is smaller): the plot draws every particle of every step, and more than this many make an unreadable cloud
-PARTICLE_CLOUD_PARTICLES = 500
 
 
 def mse_monitor(model, data, run_dir: Path, *, fresh: bool) -> Callable[[], dict] | None:

@@ -6,8 +6,11 @@ experiment's model and training and replaces its data. Either way the ``[data]``
 :func:`file_table` (``{"name": "file", "path": FILE}``), into which ``--set data.series=...`` (``time``,
 ``features``, ``targets``, ``split``, ``split_by``, ``fractions``, ``window``, ``stride``, ``missing``, ...)
 merge to name the columns and the split (:func:`ppl_models.experiments.tasks.own_file.file_data`); the command
-line's data flags (``--series COL``, ...: :data:`ppl_models.experiments.cli.DATA_FLAGS`) arrive as those same
-``--set`` items.
+line's data flags (``--series COL``, ...: :data:`ppl_models.experiments.data_flags.DATA_FLAGS`) arrive as values of
+those same keys (``data_keys``), merged into the table before the ``--set`` items.
+
+:func:`model_config` builds the data, the model and its objective to check them; it keeps them
+(:func:`ppl_models.experiments.build.build_once`) for the training that follows, which builds nothing again.
 
 A model that cannot take the file is refused before anything is written, in one line with the reason
 (:class:`~ppl_models.experiments.recipes.DataNotRepresentable`): a model without a Bernoulli emission on binary
@@ -17,9 +20,12 @@ A model that cannot take the file is refused before anything is written, in one 
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Mapping
 from pathlib import Path
 
 from . import registry, supervised
+from .build import build_once
 from .config import apply_overrides, check_config, read_toml
 from .recipes import (
     RECIPES,
@@ -39,19 +45,26 @@ __all__ = ["MODEL_NAMES", "file_table", "is_model_name", "model_config", "load_e
 MODEL_NAMES = (*RECIPES, *SUPERVISED_MODELS)
 
 
-def file_table(path: str | Path) -> dict:
-    """The ``[data]`` section that reads the user's file at ``path``, before any ``data.*`` setting."""
-    return {"name": "file", "path": str(path)}
+def file_table(path: str | Path, data_keys: Mapping | None = None) -> dict:
+    """The ``[data]`` section that reads the user's file at ``path``, with ``data_keys`` (``{"series": "site",
+    "window": 8}``: the data flags' values) and before any ``--set data.*`` setting."""
+    if data_keys is not None and not isinstance(data_keys, Mapping):
+        raise TypeError(f"data_keys must be a mapping of [data] keys to values, got {type(data_keys).__name__}")
+    return {"name": "file", "path": str(path), **copy.deepcopy(dict(data_keys or {}))}
 
 
 def is_model_name(name: str) -> bool:
     return name in MODEL_NAMES
 
 
-def model_config(model: str, path: str | Path, overrides: list[str] = (), *, seed: int = 0) -> dict:
+def model_config(
+    model: str, path: str | Path, overrides: list[str] = (), *, seed: int = 0, data_keys: Mapping | None = None
+) -> dict:
     """The checked configuration that trains registry model ``model`` at its recipe on the file at ``path``.
 
-    The ``[data]`` section is :func:`file_table` with the ``data.*`` of ``overrides`` merged in. The file is read
+    The ``[data]`` section is :func:`file_table` with ``data_keys`` and the ``data.*`` of ``overrides`` merged in.
+    The data, the model and its objective built to check them are kept for the training that follows
+    (:func:`~ppl_models.experiments.build.build_once`). The file is read
     here (once in a command: :func:`~ppl_models.experiments.tasks.own_file.read_dataset`) to choose the emission
     (Bernoulli for binary data, else Gaussian) and fit the recipe to its sequences' lengths; ``overrides``
     (``section.key=value``) apply after the recipe. A model the data does not suit is refused:
@@ -60,36 +73,42 @@ def model_config(model: str, path: str | Path, overrides: list[str] = (), *, see
     if model not in MODEL_NAMES:
         raise ValueError(f"model: expected one of {list(MODEL_NAMES)}, got {model!r}")
     if model in SUPERVISED_MODELS:
-        config = {**supervised_recipe(model, seed=seed), "data": file_table(path)}
+        config = {**supervised_recipe(model, seed=seed), "data": file_table(path, data_keys)}
         config = supervised.check_supervised_config(apply_overrides(config, overrides))
         if _predicts_binary(config):
             raise DataNotRepresentable(binary_refusal(model))
         return config
-    table = apply_overrides({"data": file_table(path)}, overrides)["data"]  # the user's data.* settings merged in
+    table = apply_overrides({"data": file_table(path, data_keys)}, overrides)["data"]  # the user's data.* merged in
     _refuse_targets(model, table)
     data = registry.build(table, registry.DATASETS, "data")  # the file's errors come first, before any model setting
-    config = {**recipe(model, binary=data.binary, seed=seed, data=data), "data": file_table(path)}
+    config = {**recipe(model, binary=data.binary, seed=seed, data=data), "data": file_table(path, data_keys)}
     config = check_config(apply_overrides(config, overrides))  # its [data] is table again
-    built = registry.build(config["model"], registry.MODELS, "model", obs_dim=data.obs_dim)
-    registry.build_objective(config["objective"], built)  # the model's and the objective's settings checked
+    build_once(config, data)  # the model's and the objective's settings checked
     check_data(config, data)
     return config
 
 
 def load_experiment(
-    experiment: str | Path, overrides: list[str] = (), *, data: str | Path | None = None, own: list[str] = ()
+    experiment: str | Path,
+    overrides: list[str] = (),
+    *,
+    data: str | Path | None = None,
+    own: list[str] = (),
+    data_keys: Mapping | None = None,
 ) -> dict:
     """The checked configuration of ``experiment`` (a registered name or a ``.toml`` file), supervised or not.
 
     ``own`` (a suite member's settings) apply first; then ``data`` (a user's file, ``--data``) replaces the
-    ``[data]`` section whole by :func:`file_table`; then ``overrides`` (``--set``, whose ``data.*`` name the file's
-    columns and split). A missing or malformed experiment file is named before anything else is read.
+    ``[data]`` section whole by :func:`file_table` with ``data_keys``; then ``overrides`` (``--set``, whose ``data.*``
+    name the file's columns and split). A missing or malformed experiment file is named before anything else is read.
     """
+    if data_keys and data is None:
+        raise ValueError(f"data_keys {sorted(data_keys)} describe a user's file: give its path as data")
     table = read_toml(registry.experiment_config(experiment))
     checked = supervised.check_supervised_config if table.get("kind") == "supervised" else check_config
     table = apply_overrides(table, list(own))
     if data is not None:
-        table["data"] = file_table(data)
+        table["data"] = file_table(data, data_keys)
     table = apply_overrides(table, list(overrides))
     if table.get("kind") != "supervised" and table.get("data", {}).get("name") == "file":
         _refuse_targets(str(experiment), table["data"])

@@ -20,8 +20,8 @@ A run folder (:func:`ppl_models.experiments.runner.train`) holds:
   first run's settings and is never rewritten;
 * ``finished.json`` (:data:`FINISHED`): written last, once every output above is in place (its time and the
   data's content hash); a run folder without it is unfinished, whatever else it holds;
-* ``.lock``: locked (:func:`.atomic_files.folder_lock`) while a process trains or evaluates the run, so
-  that a second process on the same folder is refused instead of writing beside the first;
+* ``.lock``: there and locked (:func:`.atomic_files.folder_lock`) only while a process trains or evaluates the
+  run, so that a second process on the same folder is refused instead of writing beside the first;
 * ``evaluations/evaluate-<time>-<pid>/``: each later ``evaluate`` of the run, with its own
   ``config.json`` (the run's, with the ``[evaluate]`` settings used), metrics, ``predictive.nc``
   and plots, written to a hidden folder beside it and renamed into place whole; the run's own

@@ -161,29 +161,54 @@ def folder_lock(folder: str | os.PathLike, name: str = "folder") -> Iterator[Pat
     """Hold an exclusive OS lock on the existing ``folder`` (on its :data:`LOCK_FILE`) while the block runs.
 
     The OS releases the lock when the process ends, however it ends (``kill -9`` too), so a lock
-    is never stale. A folder another process holds is a ``ValueError`` naming ``name`` and
-    ``folder``. Where the OS has no ``fcntl`` (Windows), the block runs without a lock.
+    is never stale. The holder removes :data:`LOCK_FILE` as it lets go (a folder at rest has none; one left by a
+    killed process is simply locked again); a process that opened the file before it went locks its own file
+    anew. A folder another process holds is a ``ValueError`` naming ``name`` and ``folder``. Where the OS has no
+    ``fcntl`` (Windows), the block runs without a lock.
     """
     folder = Path(folder)
     if fcntl is None:
         yield folder
         return
     path = folder / LOCK_FILE
+    fd = _locked(path, name, folder)
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
-    except OSError as error:
-        raise naming(error, path) from error
-    try:
+        yield folder
+    finally:
+        try:
+            path.unlink(missing_ok=True)  # while held: whoever opened it meanwhile finds it gone (_locked)
+        finally:
+            os.close(fd)  # releases the lock
+
+
+def _locked(path: Path, name: str, folder: Path) -> int:
+    """A descriptor of the lock file ``path``, exclusively locked; one a holder removed between its opening and its
+    locking is let go and the new one locked instead."""
+    while True:
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+        except OSError as error:
+            raise naming(error, path) from error
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            os.close(fd)
             raise ValueError(
                 f"{name} {folder} is in use by another process writing to it: wait until it ends, or "
                 "pick another folder"
             ) from None
-        yield folder
-    finally:
-        os.close(fd)  # releases the lock
+        if _same_file(fd, path):
+            return fd
+        os.close(fd)
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    """Whether ``path`` is still the file open as ``fd``."""
+    try:
+        held, named = os.fstat(fd), os.stat(path)
+    except FileNotFoundError:
+        return False
+    return (held.st_dev, held.st_ino) == (named.st_dev, named.st_ino)
 
 
 def remove_stale_temporaries(folder: str | os.PathLike) -> list[Path]:

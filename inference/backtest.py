@@ -27,6 +27,11 @@ Binary (0/1) data gets the figures of a probability instead, per step ahead, fro
 a 1 is the share of its draws that are 1; ``brier`` (the Brier score), ``ece`` (the expected calibration error over
 10 bins), ``mean_probability`` and ``frequency_of_ones``. Interval coverage, CRPS (the Brier score again, for 0/1
 draws) and MASE say little of 0/1 values and are not computed.
+
+:func:`backtest` takes the data and settings as arguments; :func:`backtest_held_out` takes them as a
+:class:`~ppl_models.inference.evaluation.HeldOutData` and a :class:`BacktestOptions`. The sums per step ahead are in
+:mod:`ppl_models.inference.backtest_totals`, the checks of the arguments and draws in
+:mod:`ppl_models.inference.backtest_checks`.
 """
 
 from __future__ import annotations
@@ -34,20 +39,24 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
-import numpy as np
 import torch
 
-from .calibration import coverage, crps
+from .backtest_checks import (
+    check_binary,
+    check_data,
+    check_draw_memory,
+    check_forecaster,
+    check_standardizer,
+    checked_binary,
+    checked_draws,
+    default_scored,
+)
+from .backtest_totals import LEVELS, BinaryTotals, Totals
 from .data import DataUnits
-from .evaluation.figures import binary_calibration
-from .validation import InputTypeError, check_memory, check_positive_int, check_sequences
+from .evaluation.held_out import HeldOutData
+from .validation import InputTypeError, check_positive_int
 
-__all__ = ["LEVELS", "Backtest", "backtest", "origin_steps", "longest_reach"]
-
-#: the levels of the central intervals whose coverage a backtest reports
-LEVELS = (0.5, 0.8, 0.95)
-#: the arguments of ``forecast`` that the backtest itself gives
-_RESERVED = ("x", "mask", "horizon", "num_samples", "generator")
+__all__ = ["LEVELS", "Backtest", "BacktestOptions", "backtest", "backtest_held_out", "origin_steps", "longest_reach"]
 
 
 @dataclass
@@ -85,7 +94,29 @@ class Backtest:
         return asdict(self)
 
 
-@torch.no_grad()
+@dataclass(frozen=True)
+class BacktestOptions:
+    """The settings of a backtest, each checked when the options are made.
+
+    Attributes:
+        horizon: ``H``, the steps ahead of each forecast.
+        origins: the most origins per row.
+        num_samples: draws per forecast (``>= 2``).
+        season: the lag of MASE's in-sample differences (1: the naive forecast's errors).
+    """
+
+    horizon: int
+    origins: int
+    num_samples: int = 200
+    season: int = 1
+
+    def __post_init__(self):
+        object.__setattr__(self, "horizon", check_positive_int(self.horizon, name="horizon"))
+        object.__setattr__(self, "num_samples", check_positive_int(self.num_samples, name="num_samples", minimum=2))
+        object.__setattr__(self, "season", check_positive_int(self.season, name="season"))
+        object.__setattr__(self, "origins", check_positive_int(self.origins, name="origins"))
+
+
 def backtest(
     forecaster,
     x: torch.Tensor,
@@ -122,31 +153,54 @@ def backtest(
             or 1); default: every valid value of ``x`` is 0 or 1.
 
     Returns:
-        A :class:`Backtest`; see the module docstring for its figures.
+        A :class:`Backtest`; see the module docstring for its figures. The data make a
+        :class:`~ppl_models.inference.evaluation.HeldOutData` and the settings a :class:`BacktestOptions`, run by
+        :func:`backtest_held_out`.
     """
-    x, mask, scored = _check_data(x, mask, scored)
-    binary = _check_binary(binary, x, mask)
-    forecast = _check_forecaster(forecaster, forecast_kwargs, generator)
-    horizon = check_positive_int(horizon, name="horizon")
-    num_samples = check_positive_int(num_samples, name="num_samples", minimum=2)
-    season = check_positive_int(season, name="season")
-    _check_standardizer(standardizer, x)
-    _check_draw_memory(num_samples, x.shape[0], horizon, x.shape[-1])
-    starts = origin_steps(scored, origins)
+    options = BacktestOptions(horizon, origins, num_samples, season)
+    data = HeldOutData(x, mask, scored=scored, standardizer=standardizer, binary=binary)
+    return backtest_held_out(forecaster, data, options, generator=generator, forecast_kwargs=forecast_kwargs)
+
+
+@torch.no_grad()
+def backtest_held_out(
+    forecaster,
+    data: HeldOutData,
+    options: BacktestOptions,
+    *,
+    generator: torch.Generator | None = None,
+    forecast_kwargs: Mapping | None = None,
+) -> Backtest:
+    """Backtest ``forecaster`` on ``data`` (its ``x``, ``mask``, ``scored``, ``standardizer`` and ``binary``, as
+    :func:`backtest` takes them) with ``options``; see :func:`backtest`."""
+    if not isinstance(data, HeldOutData) or not isinstance(options, BacktestOptions):
+        raise InputTypeError(
+            f"data and options must be a HeldOutData and a BacktestOptions, got {type(data).__name__} "
+            f"and {type(options).__name__}"
+        )
+    x, mask, scored = check_data(data.x, data.mask, data.scored)
+    binary = check_binary(data.binary, x, mask)
+    forecast = check_forecaster(forecaster, forecast_kwargs, generator)
+    horizon, num_samples, season = options.horizon, options.num_samples, options.season
+    check_standardizer(data.standardizer, x)
+    check_draw_memory(num_samples, x.shape[0], horizon, x.shape[-1])
+    starts = origin_steps(scored, options.origins)
     used = [len(row) for row in starts]
     if not any(used):
         raise ValueError("scored marks no step after a first step of history: nothing to forecast")
-    totals = _BinaryTotals(horizon) if binary else _Totals(horizon)
+    totals = BinaryTotals(horizon) if binary else Totals(horizon)
     for i in range(max(used)):
         rows = [r for r, row in enumerate(starts) if len(row) > i]
         start = torch.tensor([starts[r][i] for r in rows], device=x.device)
         history, history_mask = _history(x[rows], start)
-        draws = _checked_draws(
+        draws = checked_draws(
             forecast(history, history_mask, horizon, num_samples), (num_samples, len(rows), horizon, x.shape[-1]), i
         ).to(x.device)
         target, valid = _targets(x[rows], scored[rows], start, horizon)
-        draws, target, scale = _in_data_units(standardizer, draws, target, history, torch.tensor(rows), start, season)
-        totals.add(_checked_binary(draws, i) if binary else draws, target, valid, scale)
+        draws, target, scale = _in_data_units(
+            data.standardizer, draws, target, history, torch.tensor(rows), start, season
+        )
+        totals.add(checked_binary(draws, i) if binary else draws, target, valid, scale)
     return Backtest(
         totals.per_horizon(),
         used,
@@ -155,7 +209,7 @@ def backtest(
         totals.mase_left_out,
         binary,
         horizon,
-        origins,
+        options.origins,
         season,
         num_samples,
     )
@@ -172,7 +226,7 @@ def origin_steps(scored: torch.Tensor, origins: int) -> list[list[int]]:
 def longest_reach(mask: torch.Tensor, scored: torch.Tensor | None = None) -> int:
     """The most steps ahead that a forecast from an origin of ``scored [N, T]`` (default: every valid step of ``mask``
     but the first) can have targets for: the longest run of consecutive scored steps after step 0 of any row."""
-    steps = (_default_scored(mask) if scored is None else scored)[:, 1:].cpu().int()
+    steps = (default_scored(mask) if scored is None else scored)[:, 1:].cpu().int()
     run, longest = torch.zeros(steps.shape[0], dtype=torch.int), 0
     for column in steps.T:
         run = (run + 1) * column
@@ -240,197 +294,3 @@ def _mase_scale(history: torch.Tensor, start: torch.Tensor, season: int) -> torc
     total = (lagged * inside[..., None]).sum(1)
     count = inside.sum(1, keepdim=True)
     return torch.where(count > 0, total / count.clamp(min=1), torch.nan)
-
-
-class _Totals:
-    """Sums per step ahead over the origins' forecasts, and the figures they give."""
-
-    def __init__(self, horizon: int):
-        self.targets, self.crps, self.squared, self.mase, self.mase_targets = ([0.0] * horizon for _ in range(5))
-        self.covered = {level: [0.0] * horizon for level in LEVELS}
-        self.mase_left_out = 0
-
-    def add(self, draws, target, valid, scale) -> None:
-        """One origin's ``draws [S, B, H, D]``, ``target [B, H, D]``, ``valid [B, H]`` and MASE ``scale [B, D]``."""
-        counts = valid.sum(0)
-        step_crps = crps(draws, target, valid).nan_to_num()
-        squared = (draws.mean(0) - target).pow(2).mean(-1)
-        usable = torch.isfinite(scale) & (scale > 0)
-        self.mase_left_out += int((~usable).sum())
-        ratio = ((_median(draws) - target).abs() / scale[:, None]).where(usable[:, None] & valid[..., None], 0)
-        mase_counts = (usable[:, None] & valid[..., None]).sum((0, 2))
-        for h in torch.nonzero(counts).flatten().tolist():
-            count = int(counts[h])
-            self.targets[h] += count
-            self.crps[h] += float(step_crps[:, h].sum())
-            self.squared[h] += float(squared[:, h][valid[:, h]].sum())
-            self.mase[h] += float(ratio[:, h].sum())
-            self.mase_targets[h] += int(mase_counts[h])
-            rates = coverage(draws[:, :, h : h + 1], target[:, h : h + 1], LEVELS, valid[:, h : h + 1])
-            for level in LEVELS:
-                self.covered[level][h] += rates[level] * count
-
-    def per_horizon(self) -> dict[str, list]:
-        """The figures per step ahead (``None`` where nothing was judged)."""
-        figures = {
-            "h": list(range(1, len(self.targets) + 1)),
-            "targets": [int(n) for n in self.targets],
-            "crps": _means(self.crps, self.targets),
-        }
-        figures.update(
-            {f"coverage_{round(100 * level)}": _means(self.covered[level], self.targets) for level in LEVELS}
-        )
-        figures.update(
-            mse=_means(self.squared, self.targets),
-            mase=_means(self.mase, self.mase_targets),
-            mase_targets=[int(n) for n in self.mase_targets],
-        )
-        return figures
-
-
-class _BinaryTotals:
-    """The probabilities of a 1 and the outcomes per step ahead over the origins' forecasts, and the figures they give
-    (:func:`~ppl_models.inference.evaluation.binary_calibration`)."""
-
-    mase_left_out = None
-
-    def __init__(self, horizon: int):
-        self.probabilities, self.outcomes = [[] for _ in range(horizon)], [[] for _ in range(horizon)]
-
-    def add(self, draws, target, valid, scale=None) -> None:
-        """One origin's 0/1 ``draws [S, B, H, D]``, ``target [B, H, D]`` and ``valid [B, H]``."""
-        probability = draws.mean(0)
-        for h, (kept, judged) in enumerate(zip(self.probabilities, self.outcomes)):
-            kept.append(probability[:, h][valid[:, h]])
-            judged.append(target[:, h][valid[:, h]])
-
-    def per_horizon(self) -> dict[str, list]:
-        """The figures per step ahead (``None`` where nothing was judged)."""
-        names = ("brier", "ece", "mean_probability", "frequency_of_ones")
-        figures = {
-            "h": list(range(1, len(self.outcomes) + 1)),
-            "targets": [sum(len(part) for part in judged) for judged in self.outcomes],
-            **{name: [] for name in names},
-        }
-        for kept, judged, count in zip(self.probabilities, self.outcomes, figures["targets"]):
-            found = (
-                binary_calibration(
-                    torch.cat(kept)[:, None], torch.cat(judged)[:, None], torch.ones(count, 1, dtype=torch.bool)
-                )
-                if count
-                else {}
-            )
-            for name in names:
-                figures[name].append(found.get(name))
-        return figures
-
-
-def _checked_binary(draws: torch.Tensor, index: int) -> torch.Tensor:
-    """``draws [S, B, H, D]`` of binary data at origin ``index``, in its units; raise unless each is 0 or 1."""
-    other = draws[(draws != 0) & (draws != 1)]
-    if other.numel():
-        raise ValueError(
-            f"forecaster.forecast must draw 0 or 1 on binary data, got {float(other[0]):g} at origin {index}"
-        )
-    return draws
-
-
-def _means(totals: list[float], counts: list[float]) -> list[float | None]:
-    """``total / count`` per step ahead, ``None`` where the count is 0."""
-    return [total / count if count else None for total, count in zip(totals, counts)]
-
-
-def _median(draws: torch.Tensor) -> torch.Tensor:
-    """The draws' median along dim 0 (the mean of the two middle draws for an even count)."""
-    ordered = draws.sort(0).values
-    return (ordered[(draws.shape[0] - 1) // 2] + ordered[draws.shape[0] // 2]) / 2
-
-
-def _check_data(x, mask, scored):
-    """``(x, mask, scored)`` checked; ``scored`` defaults to every valid step but the first."""
-    x, mask = check_sequences(x, mask)
-    if scored is None:
-        return x, mask, _default_scored(mask)
-    if not isinstance(scored, torch.Tensor) or scored.dtype != torch.bool:
-        raise InputTypeError(f"scored must be a bool torch.Tensor [N, T] or None, got {_kind(scored)}")
-    if tuple(scored.shape) != tuple(mask.shape):
-        raise ValueError(f"scored must have shape [N, T] = {tuple(mask.shape)} to match x, got {tuple(scored.shape)}")
-    scored = scored.to(mask.device)
-    if bool((scored & ~mask).any()):
-        raise ValueError("scored must mark valid steps only (a subset of mask), got a True where mask is False")
-    return x, mask, scored
-
-
-def _default_scored(mask: torch.Tensor) -> torch.Tensor:
-    """``[N, T]`` every valid step of ``mask`` but each row's first."""
-    scored = mask.clone()
-    scored[:, 0] = False
-    return scored
-
-
-def _check_binary(binary, x: torch.Tensor, mask: torch.Tensor) -> bool:
-    """``binary`` checked (a bool or ``None``); ``None``: whether every valid value of ``x`` is 0 or 1."""
-    if binary is not None and not isinstance(binary, bool):
-        raise InputTypeError(f"binary must be a bool or None, got {type(binary).__name__}")
-    values = x[mask]
-    return bool(((values == 0) | (values == 1)).all()) if binary is None else binary
-
-
-def _check_forecaster(forecaster, forecast_kwargs, generator):
-    """``forecast(x, mask, horizon, num_samples)`` of ``forecaster`` with ``generator`` and ``forecast_kwargs``."""
-    method = getattr(forecaster, "forecast", None)
-    if not callable(method):
-        raise InputTypeError(
-            "forecaster must have a method forecast(x, mask, horizon, num_samples, generator=...), "
-            f"got {type(forecaster).__name__}"
-        )
-    if generator is not None and not isinstance(generator, torch.Generator):
-        raise InputTypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
-    if forecast_kwargs is not None and not isinstance(forecast_kwargs, Mapping):
-        raise InputTypeError(f"forecast_kwargs must be a dict or None, got {type(forecast_kwargs).__name__}")
-    clash = sorted(set(forecast_kwargs or {}) & set(_RESERVED))
-    if clash:
-        raise ValueError(f"forecast_kwargs must not hold {clash}: the backtest gives those itself")
-    options = {**(forecast_kwargs or {}), "generator": generator}
-    return lambda x, mask, horizon, num_samples: method(x, mask, horizon, num_samples, **options)
-
-
-def _check_standardizer(standardizer, x: torch.Tensor) -> None:
-    features = x.shape[-1]
-    if standardizer is None:
-        return
-    if isinstance(standardizer, DataUnits):
-        standardizer.check(x)
-        return
-    if not callable(getattr(standardizer, "inverse", None)) or not hasattr(standardizer, "mean"):
-        raise InputTypeError(f"standardizer must be a Standardizer or None, got {type(standardizer).__name__}")
-    if len(standardizer.mean) != features:
-        raise ValueError(f"standardizer has {len(standardizer.mean)} features, x has {features}")
-
-
-def _check_draw_memory(num_samples: int, rows: int, horizon: int, features: int) -> None:
-    """Refuse ``num_samples`` whose draws of one origin, with their float64 copies, exceed the free memory."""
-    size = num_samples * rows * horizon * features
-    how = f"{num_samples} x {rows} x {horizon} x {features} draws (samples x rows x steps x features), 3 float64 copies"
-    check_memory({"num_samples": (num_samples, 3 * 8 * size, how)})
-
-
-def _checked_draws(draws, shape: tuple, index: int) -> torch.Tensor:
-    """The forecaster's draws at origin ``index`` as a tensor (a numpy array is taken too); raise unless they are
-    finite, of ``shape``."""
-    if isinstance(draws, np.ndarray):
-        draws = torch.from_numpy(draws)
-    if not isinstance(draws, torch.Tensor) or tuple(draws.shape) != shape:
-        raise ValueError(
-            f"forecaster.forecast must return draws [S, B, H, D] = {list(shape)} at origin {index}, got {_kind(draws)}"
-        )
-    if not bool(torch.isfinite(draws).all()):
-        raise ValueError(f"forecaster.forecast returned NaN or inf draws at origin {index}")
-    return draws
-
-
-def _kind(value) -> str:
-    """A value's type, with its dtype and shape for a tensor."""
-    if isinstance(value, torch.Tensor):
-        return f"{value.dtype} tensor of shape {list(value.shape)}"
-    return type(value).__name__

@@ -24,6 +24,7 @@ from torch import nn
 from torch.distributions import kl_divergence
 
 from .declarations import DeclaredModel
+from .defaults import IWAE_OBJECTIVE_PARTICLES
 from .particle_filter import ParticleFilter
 from .saturation import saturate
 from .traces import (
@@ -185,7 +186,7 @@ class IWAE(Objective):
     def __init__(
         self,
         model: nn.Module,
-        num_particles: int = 10,
+        num_particles: int = IWAE_OBJECTIVE_PARTICLES,
         *,
         max_plate_nesting: int = 1,
         particle_chunk: int | None = None,

@@ -1,25 +1,9 @@
-"""Sequential Monte Carlo over a batch of sequences.
+"""Sequential Monte Carlo over a batch of sequences: :class:`ParticleFilter`.
 
-A *particle model* is any object with two methods (see :class:`ParticleModel`):
-
-* ``start(x, mask, num_particles) -> (state, context)``: the state before the
-  first step, a dict of tensors ``[K, B, ...]``, and any per-sequence context the
-  steps need (precomputed features, for instance);
-* ``step(state, t, x_t, context, *, reparameterize=True) -> Step``: propose the
-  state at step ``t`` from ``state`` and ``x_t [B, D]`` and return the new state
-  with its incremental log-weight ``log p(z_t, x_t | past) - log q(z_t | past, x_t)``
-  and its complete-data log-density ``log p(z_t, x_t | past)``, each ``[K, B]``.
-  ``reparameterize=False`` asks for Fisher's identity: the proposed state must be
-  sampled without a gradient path (``sample`` rather than ``rsample``) and
-  ``log_joint`` is required; otherwise ``log_joint`` may be ``None``.
-
-and optionally (:data:`PARTICLE_OPTIONS`) ``simulate(state, t, context) -> (state, x_t)``,
-a draw from the model one step ahead, used for predictive samples and forecasts, and
-``predict_mean(state, t, context) -> [K, B, D]``, the mean of ``x_t`` given each
-particle, used for one-step predictive means (note probabilities, for instance). A model
-declares the optional methods it defines in its class attribute ``particle_options``
-(``frozenset({"simulate", "predict_mean"})``; none when absent); the filter and forecasts
-read that declaration (:func:`particle_option`).
+The filter drives a *particle model* (:class:`~ppl_models.inference.particle_model.ParticleModel`: ``start``,
+``step`` and optionally ``simulate`` and ``predict_mean``) and returns a
+:class:`~ppl_models.inference.filter_result.FilterResult`; the per-step records it keeps are in
+:mod:`ppl_models.inference.filter_steps`. Those names are importable from here too.
 
 Models written as distribution-returning modules get these methods from
 :class:`ppl_models.inference.state_space.MarkovStateSpace`; Pyro ``init``/``step``
@@ -56,15 +40,14 @@ Gradient modes:
 from __future__ import annotations
 
 import math
-from collections import deque
-from dataclasses import dataclass
-from typing import Any, NamedTuple, Protocol
 
 import pyro
 import torch
 
+from .filter_result import FilterResult
+from .filter_steps import AncestryRecord, FisherScore, MeanRecord, report_failures, select
+from .particle_model import PARTICLE_OPTIONS, FilterFailed, ParticleModel, Step, declared_options, particle_option
 from .resampling import SCHEMES, gather_particles, normalize, normalize_with_total, resample_adaptive
-from .saturation import raise_failures, warn_saturated
 from .validation import (
     InputTypeError,
     check_choice,
@@ -86,185 +69,6 @@ __all__ = [
 ]
 
 GRADIENT_MODES = ("reparam", "soft", "stop_weights")
-#: the optional methods of the particle-model interface -> their signature; a model lists those it defines
-#: in ``particle_options``
-PARTICLE_OPTIONS = {
-    "simulate": "simulate(state, t, context) -> (state, x_t)",
-    "predict_mean": "predict_mean(state, t, context) -> [K, B, D]",
-}
-
-
-class FilterFailed(ValueError):
-    """A particle-filter run failed: a NaN or ``+inf`` incremental log-weight at a valid step.
-
-    The message names the first failed step and sequence (``x[b, t]``) and the likely cause. A
-    ``ValueError``, as Pyro's ``SMCFailed`` is, so code that catches bad values catches it too.
-    """
-
-
-class Step(NamedTuple):
-    """What a particle model's ``step`` returns (all tensors lead with ``[K, B]``).
-
-    ``log_joint`` is needed only when ``step`` was called with ``reparameterize=False``.
-    """
-
-    state: dict[str, torch.Tensor]
-    log_weight: torch.Tensor
-    log_joint: torch.Tensor | None
-
-
-class ParticleModel(Protocol):
-    """The interface the filter drives; see the module docstring."""
-
-    #: the optional methods it defines (keys of :data:`PARTICLE_OPTIONS`); a model without the attribute has none
-    particle_options: frozenset[str] = frozenset()
-
-    def start(self, x: torch.Tensor, mask: torch.Tensor, num_particles: int) -> tuple[dict, Any]: ...
-
-    def step(self, state: dict, t: int, x_t: torch.Tensor, context: Any, *, reparameterize: bool = True) -> Step: ...
-
-
-def particle_option(model, name: str, *, needed_for: str | None = None):
-    """The optional method ``name`` (a key of :data:`PARTICLE_OPTIONS`) of a particle model that declares it.
-
-    Raises ``ValueError`` naming the model and the method when its ``particle_options`` do not
-    declare ``name`` (``needed_for``: what asked for it, for the message), and ``TypeError`` when
-    they declare it but the model defines no such method.
-    """
-    declared = _declared_options(model)
-    if name not in declared:
-        asker = f"{needed_for} needs" if needed_for else "this call needs"
-        raise ValueError(
-            f"{asker} {PARTICLE_OPTIONS[name]}, which {type(model).__name__} does not declare in "
-            f"its particle_options ({sorted(declared)})"
-        )
-    return getattr(model, name)
-
-
-def _declared_options(model) -> frozenset[str]:
-    """``model.particle_options``, checked: known names, each a method the model defines."""
-    declared = getattr(model, "particle_options", frozenset())
-    name = type(model).__name__
-    if not isinstance(declared, (set, frozenset)) or not declared <= PARTICLE_OPTIONS.keys():
-        raise TypeError(f"{name}.particle_options must be a frozenset of {sorted(PARTICLE_OPTIONS)}, got {declared!r}")
-    for option in sorted(declared):
-        if not callable(getattr(model, option, None)):
-            raise TypeError(
-                f"{name} declares {option!r} in its particle_options but defines no method {PARTICLE_OPTIONS[option]}"
-            )
-    return declared
-
-
-@dataclass
-class FilterResult:
-    """Output of :meth:`ParticleFilter.run`.
-
-    Attributes:
-        log_evidence: ``[B]`` SMC estimate of ``log p(x_{1:T_b})`` per sequence (nats); finite: a step
-            whose every incremental weight fell below the dtype's range is held at its lowest
-            value (with a ``RuntimeWarning``), and so is the sum.
-        log_evidence_steps: ``[B, T]`` increments ``log p̂(x_t | x_{<t})``; 0 at padding.
-        num_steps: ``[B]`` valid steps per sequence.
-        state: final particle state, tensors ``[K, B, ...]``.
-        log_weights: ``[K, B]`` final normalised log-weights.
-        ess: ``[B, T]`` effective sample size after each weighting, in ``[1, K]``.
-        resampled: ``[B, T]`` bool, whether step ``t`` began with a resampling.
-        fisher_objective: ``[B]`` surrogate whose gradient is the Fisher-identity
-            estimate of ``∇ log p(x)`` (``stop_weights`` mode), else ``None``.
-        ancestors: ``[T, K, B]`` ancestor of each particle at step ``t`` among those of
-            step ``t - 1`` (identity at ``t = 0``), if ancestry was kept.
-        history_log_weights: ``[T, K, B]`` normalised log-weights after each weighting.
-        history: dict of ``[T, K, B, ...]`` particle states after each step.
-        means: dict of ``[B, T, ...]`` filtering means ``E[z_t | x_{1:t}]`` of the states named
-            by ``keep_means``, recorded without keeping the particles (at padding, the carried state's).
-        predictive: ``[S, B, T, D]`` one-step-ahead predictive samples, if requested.
-        predictive_mean: ``[B, T, D]`` one-step-ahead predictive means ``E[x_t | x_{<t}]``,
-            if requested (0 at padding).
-        context: what the model's ``start`` returned besides the state (for forecasts).
-        num_steps_total: ``T``, the padded length of the filtered batch.
-    """
-
-    log_evidence: torch.Tensor
-    log_evidence_steps: torch.Tensor
-    num_steps: torch.Tensor
-    state: dict
-    log_weights: torch.Tensor
-    ess: torch.Tensor
-    resampled: torch.Tensor
-    fisher_objective: torch.Tensor | None = None
-    ancestors: torch.Tensor | None = None
-    history_log_weights: torch.Tensor | None = None
-    history: dict | None = None
-    means: dict | None = None
-    predictive: torch.Tensor | None = None
-    predictive_mean: torch.Tensor | None = None
-    context: Any = None
-    num_steps_total: int = 0
-
-    def _require_ancestry(self, key: str) -> torch.Tensor:
-        if self.history is None:
-            raise ValueError("this result kept no ancestry: run the filter with keep_ancestry=True")
-        if key not in self.history:
-            raise ValueError(f"key must be one of the recorded states {sorted(self.history)}, got {key!r}")
-        return self.history[key]
-
-    def _ancestor_indices(self, end: int, start: int) -> torch.Tensor:
-        """``[K, B]`` index, among step ``start``'s particles, of the ancestor of each particle of step ``end``."""
-        index = torch.arange(self.ancestors.shape[1], device=self.ancestors.device).unsqueeze(-1)
-        index = index.expand_as(self.ancestors[0])
-        for s in range(end, start, -1):
-            index = torch.gather(self.ancestors[s], 0, index)
-        return index
-
-    def paths(self, key: str, end: int | None = None) -> torch.Tensor:
-        """Genealogical trajectories ``[end + 1, K, B, ...]`` of the particles at step ``end``.
-
-        Row ``s`` holds the ancestor at step ``s`` of each particle alive at ``end``
-        (default: the last step), following the recorded ancestor indices.
-        """
-        values = self._require_ancestry(key)
-        end = values.shape[0] - 1 if end is None else end
-        index = self._ancestor_indices(end, end)
-        rows = []
-        for s in range(end, -1, -1):
-            rows.append(gather_particles(values[s], index))
-            if s > 0:
-                index = torch.gather(self.ancestors[s], 0, index)
-        return torch.stack(rows[::-1])
-
-    def filtered_mean(self, key: str) -> torch.Tensor:
-        """Filtering means ``E[z_t | x_{1:t}]`` as ``[B, T, ...]`` (recorded by ``keep_means``, or from the history)."""
-        if self.means is not None and key in self.means:
-            return self.means[key]
-        values = self._require_ancestry(key)
-        return self._weighted_mean(values, self.history_log_weights).transpose(0, 1)
-
-    def smoothed_mean(self, key: str, lag: int | None = None) -> torch.Tensor:
-        """Smoothing means ``[B, T, ...]`` from the particle genealogy.
-
-        With ``lag=None`` every step uses the final weighted paths
-        (``E[z_t | x_{1:T}]``, subject to path degeneracy); with ``lag=L`` step
-        ``t`` uses the paths of the particles at ``min(t + L, T - 1)``
-        (fixed-lag smoothing, Olsson et al. 2008). Cost ``O(T min(L, T))`` gathers.
-        """
-        values = self._require_ancestry(key)
-        steps = values.shape[0]
-        if lag is not None and (isinstance(lag, bool) or not isinstance(lag, int) or lag < 0):
-            raise ValueError(f"lag must be None or an int >= 0, got {lag!r}")
-        if lag is None or lag >= steps - 1:
-            paths = self.paths(key)
-            return self._weighted_mean(paths, self.history_log_weights[-1].expand(steps, -1, -1)).transpose(0, 1)
-        means = []
-        for t in range(steps):
-            end = min(t + lag, steps - 1)
-            traced = gather_particles(values[t], self._ancestor_indices(end, t))
-            means.append(self._weighted_mean(traced, self.history_log_weights[end]))
-        return torch.stack(means, dim=1)
-
-    @staticmethod
-    def _weighted_mean(values: torch.Tensor, log_weights: torch.Tensor) -> torch.Tensor:
-        """Sum over the particle dim of ``values [..., K, B, ...]`` weighted by ``log_weights [..., K, B]``."""
-        return _weighted_sum(values, log_weights.exp())
 
 
 class ParticleFilter:
@@ -345,109 +149,42 @@ class ParticleFilter:
         Raises:
             FilterFailed: a NaN or ``+inf`` incremental log-weight at a valid step (the first is named).
         """
+        all_valid = mask is None
+        x, mask = self._checked_input(model, x, mask, predictive_samples, predictive_mean)
+        all_valid = all_valid or (value_checks_enabled() and bool(mask.all()))  # no device read in a graph capture
+        state, context = model.start(x, mask, self.num_particles)
+        x_steps = x.unbind(1)  # views; one backward node for all steps if x needs gradients
+        sweep = _Sweep(self, x, initial_log_weights, keep_ancestry, keep_means, predictive_mean)
+        with pyro.validation_enabled(False):
+            for t in range(x.shape[1]):
+                valid = None if all_valid else mask[:, t]
+                state = sweep.resample(state, t, valid)
+                if predictive_samples:
+                    sweep.predictive.append(self._predict(model, state, sweep.log_w, t, context, predictive_samples))
+                if predictive_mean:
+                    sweep.predict_mean(model, state, t, context, valid)
+                step = model.step(state, t, x_steps[t], context, reparameterize=not sweep.stop)
+                state = sweep.weigh(step, state, t, valid)
+        if value_checks_enabled():
+            report_failures(sweep.increments, sweep.lowest)
+        return sweep.result(state, mask, context)
+
+    def _checked_input(self, model, x, mask, predictive_samples, predictive_mean):
+        """``(x, mask)`` checked for ``model``, a particle model declaring what the run's options need."""
         if not (callable(getattr(model, "start", None)) and callable(getattr(model, "step", None))):
             raise InputTypeError(
                 "model must be a particle model with start(x, mask, num_particles) and "
                 "step(state, t, x_t, context) methods (a SequenceModel declaring 'particles'), "
                 f"got {type(model).__name__}"
             )
-        all_valid = mask is None
         x, mask = check_sequences(x, mask, model=model)
-        _declared_options(model)
+        declared_options(model)
         if predictive_samples:
             check_positive_int(predictive_samples, name="predictive_samples")
             particle_option(model, "simulate", needed_for="predictive_samples > 0")
         if predictive_mean:
             particle_option(model, "predict_mean", needed_for="predictive_mean=True")
-        num_particles = self.num_particles
-        batch, steps, _ = x.shape
-        stop = self.gradient == "stop_weights"
-        all_valid = all_valid or (value_checks_enabled() and bool(mask.all()))  # no device read in a graph capture
-        state, context = model.start(x, mask, num_particles)
-        x_steps = x.unbind(1)  # views; one backward node for all steps if x needs gradients
-        log_w = torch.full((num_particles, batch), -math.log(num_particles), dtype=x.dtype, device=x.device)
-        continuing = initial_log_weights is not None
-        if continuing:
-            log_w = self._initial_log_weights(initial_log_weights, log_w)
-        ess = 1.0 / log_w.exp().square().sum(0)
-        identity = torch.arange(num_particles, device=x.device).unsqueeze(-1).expand(num_particles, batch)
-        no_resampling = torch.zeros(batch, dtype=torch.bool, device=x.device)
-        fisher = _FisherScore(log_w, self.fisher_lag) if stop else None
-        # per-step records, preallocated: no small tensor per step outlives the step (per-step lists
-        # fragment glibc's heap: the RSS grew by 16-37 MiB, docs/benchmarks.md)
-        increments = x.new_zeros(batch, steps)
-        ess_steps = x.new_empty(batch, steps)
-        lowest = torch.finfo(x.dtype).min
-        resampled_steps = torch.zeros(batch, steps, dtype=torch.bool, device=x.device)
-        history = _History(keep_ancestry) if keep_ancestry else None
-        means = _Means(keep_means)
-        predictive, predicted_means = [], x.new_zeros(x.shape) if predictive_mean else None
-
-        with pyro.validation_enabled(False):
-            for t in range(steps):
-                valid = None if all_valid else mask[:, t]
-                ancestors, resampled = identity, no_resampling
-                if (t > 0 or continuing) and self._may_resample(ess, valid):
-                    ancestors, new_log_w, resampled = resample_adaptive(
-                        log_w,
-                        self.resampling,
-                        ess_threshold=self.ess_threshold,
-                        alpha=self.soft_alpha,
-                        generator=self.generator,
-                        ess=ess,
-                    )
-                    ancestors = _select(valid, ancestors, identity)
-                    log_w = _select(valid, new_log_w, log_w)
-                    resampled = _select(valid, resampled, no_resampling)
-                    state = {k: gather_particles(v, ancestors) for k, v in state.items()}
-                    if stop:
-                        fisher.resample(ancestors)
-                if predictive_samples:
-                    predictive.append(self._predict(model, state, log_w, t, context, predictive_samples))
-                if predictive_mean:
-                    with torch.no_grad():
-                        step_mean = FilterResult._weighted_mean(model.predict_mean(state, t, context), log_w)
-                        predicted_means[:, t] = step_mean if valid is None else step_mean * valid.unsqueeze(-1)
-
-                new_state, log_alpha, log_joint = model.step(state, t, x_steps[t], context, reparameterize=not stop)
-                state = {k: _select(valid, v, state.get(k, v)) for k, v in new_state.items()}
-                # below the dtype's range (an outlier's log-density overflowing to -inf) saturates
-                weighted = (log_w + log_alpha).clamp(min=lowest)
-                normalized, step_evidence = normalize_with_total(weighted)
-                log_w = _select(valid, normalized, log_w)
-                weights = log_w.exp()
-                ess = (1.0 / weights.square().sum(0)).clamp(1.0, num_particles)  # log_w is normalised
-                means.record(weights, state)
-                if stop:
-                    fisher.add(_select(valid, log_joint, torch.zeros_like(log_joint)), log_w)
-
-                increments[:, t] = step_evidence if valid is None else step_evidence.masked_fill(~valid, 0.0)
-                ess_steps[:, t] = ess
-                resampled_steps[:, t] = resampled
-                if keep_ancestry:
-                    history.record(ancestors, log_w, state)
-
-        if value_checks_enabled():
-            _report_failures(increments, lowest)
-        result = FilterResult(
-            log_evidence=increments.sum(1).clamp(min=lowest),
-            log_evidence_steps=increments,
-            num_steps=mask.sum(1),
-            state=state,
-            log_weights=log_w,
-            ess=ess_steps,
-            resampled=resampled_steps,
-            fisher_objective=fisher.finish(log_w) if stop else None,
-            context=context,
-            num_steps_total=steps,
-        )
-        if keep_ancestry:
-            result.ancestors, result.history_log_weights, result.history = history.finish()
-        if predictive_samples:
-            result.predictive = torch.stack(predictive, dim=2)
-        result.predictive_mean = predicted_means
-        result.means = means.finish()
-        return result
+        return x, mask
 
     def _initial_log_weights(self, value, like: torch.Tensor) -> torch.Tensor:
         if not isinstance(value, torch.Tensor):
@@ -484,129 +221,97 @@ class ParticleFilter:
             return x_t.reshape(num_samples, batch, -1)
 
 
-def _report_failures(increments: torch.Tensor, lowest: float) -> None:
-    """Raise for the first NaN/+inf weight; warn where every particle's weight fell below the dtype's range.
+class _Sweep:
+    """One run's weights and ESS, carried from step to step, and its per-step records (preallocated: no small
+    tensor per step outlives the step; per-step lists fragment glibc's heap: the RSS grew by 16-37 MiB,
+    docs/benchmarks.md)."""
 
-    ``increments [B, T]`` are the per-step log-evidence increments (0 at padding): NaN or +inf
-    where some incremental weight was, ``lowest`` (log K is below its round-off) where every
-    one was held there. Checked once after the loop, so the hot loop reads nothing per step;
-    reported as every engine reports them (:mod:`ppl_models.inference.saturation`), a failure as :class:`FilterFailed`.
-    """
-    raise_failures(
-        ~torch.isfinite(increments),
-        what="the model's incremental log-weight",
-        error=FilterFailed,
-        cause="a model or proposal that cannot score this observation, or whose network overflowed on "
-        "it or on an earlier value of the sequence; rescale the data or use float64",
-    )
-    warn_saturated(
-        increments == lowest,
-        dtype=increments.dtype,
-        what="every particle's log-weight",
-        consequence="the weights there are held at the dtype's lowest value (uniform), so the "
-        "log-evidence is an upper bound",
-        stacklevel=4,
-    )
+    def __init__(self, pf: ParticleFilter, x, initial_log_weights, keep_ancestry, keep_means, predictive_mean: bool):
+        num_particles, (batch, steps, _) = pf.num_particles, x.shape
+        self.pf, self.stop = pf, pf.gradient == "stop_weights"
+        self.log_w = torch.full((num_particles, batch), -math.log(num_particles), dtype=x.dtype, device=x.device)
+        self.continuing = initial_log_weights is not None
+        if self.continuing:
+            self.log_w = pf._initial_log_weights(initial_log_weights, self.log_w)
+        self.ess = 1.0 / self.log_w.exp().square().sum(0)
+        self.identity = torch.arange(num_particles, device=x.device).unsqueeze(-1).expand(num_particles, batch)
+        self.no_resampling = torch.zeros(batch, dtype=torch.bool, device=x.device)
+        self.fisher = FisherScore(self.log_w, pf.fisher_lag) if self.stop else None
+        self.increments = x.new_zeros(batch, steps)
+        self.ess_steps = x.new_empty(batch, steps)
+        self.lowest = torch.finfo(x.dtype).min
+        self.resampled_steps = torch.zeros(batch, steps, dtype=torch.bool, device=x.device)
+        self.history = AncestryRecord(keep_ancestry) if keep_ancestry else None
+        self.means = MeanRecord(keep_means)
+        self.predictive, self.predicted_means = [], x.new_zeros(x.shape) if predictive_mean else None
+        self.ancestors, self.resampled = self.identity, self.no_resampling
 
+    def resample(self, state: dict, t: int, valid: torch.Tensor | None) -> dict:
+        """``state`` after step ``t``'s resampling of the sequences ``valid [B]`` whose ESS fell (none at the start,
+        unless continuing)."""
+        pf = self.pf
+        self.ancestors, self.resampled = self.identity, self.no_resampling
+        if not ((t > 0 or self.continuing) and pf._may_resample(self.ess, valid)):
+            return state
+        ancestors, new_log_w, resampled = resample_adaptive(
+            self.log_w,
+            pf.resampling,
+            ess_threshold=pf.ess_threshold,
+            alpha=pf.soft_alpha,
+            generator=pf.generator,
+            ess=self.ess,
+        )
+        self.ancestors = select(valid, ancestors, self.identity)
+        self.log_w = select(valid, new_log_w, self.log_w)
+        self.resampled = select(valid, resampled, self.no_resampling)
+        if self.stop:
+            self.fisher.resample(self.ancestors)
+        return {k: gather_particles(v, self.ancestors) for k, v in state.items()}
 
-def _select(valid: torch.Tensor | None, new: torch.Tensor, old: torch.Tensor) -> torch.Tensor:
-    """``new`` where ``valid [B]`` (or everywhere when ``valid`` is None), else ``old``.
+    def predict_mean(self, model, state: dict, t: int, context, valid: torch.Tensor | None) -> None:
+        """Record ``E[x_t | x_{<t}] [B, D]``, the weighted mean of ``model.predict_mean`` (0 at padding)."""
+        with torch.no_grad():
+            step_mean = FilterResult._weighted_mean(model.predict_mean(state, t, context), self.log_w)
+            self.predicted_means[:, t] = step_mean if valid is None else step_mean * valid.unsqueeze(-1)
 
-    Works for per-sequence tensors ``[B]`` and particle tensors ``[K, B, ...]``.
-    """
-    if valid is None:
-        return new
-    return torch.where(valid.reshape(valid.shape + (1,) * max(new.dim() - 2, 0)), new, old)
+    def weigh(self, step: Step, state: dict, t: int, valid: torch.Tensor | None) -> dict:
+        """The state after ``step`` (the carried one at padding), its weights, ESS and records of step ``t``."""
+        new_state, log_alpha, log_joint = step
+        state = {k: select(valid, v, state.get(k, v)) for k, v in new_state.items()}
+        # below the dtype's range (an outlier's log-density overflowing to -inf) saturates
+        weighted = (self.log_w + log_alpha).clamp(min=self.lowest)
+        normalized, step_evidence = normalize_with_total(weighted)
+        self.log_w = select(valid, normalized, self.log_w)
+        weights = self.log_w.exp()
+        self.ess = (1.0 / weights.square().sum(0)).clamp(1.0, self.pf.num_particles)  # log_w is normalised
+        self.means.record(weights, state)
+        if self.stop:
+            self.fisher.add(select(valid, log_joint, torch.zeros_like(log_joint)), self.log_w)
+        self.increments[:, t] = step_evidence if valid is None else step_evidence.masked_fill(~valid, 0.0)
+        self.ess_steps[:, t] = self.ess
+        self.resampled_steps[:, t] = self.resampled
+        if self.history is not None:
+            self.history.record(self.ancestors, self.log_w, state)
+        return state
 
-
-def _weighted_sum(values: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-    """Sum over the particle dim of ``values [..., K, B, ...]`` weighted by ``weights [..., K, B]``."""
-    particle_dim = weights.dim() - 2
-    weights = weights.reshape(weights.shape + (1,) * (values.dim() - weights.dim()))
-    return (weights * values).sum(particle_dim)
-
-
-class _History:
-    """Per-step records of ancestors, weights and states (``keep_ancestry``), stacked to ``[T, K, B, ...]``.
-
-    Lists stacked once at the end, not writes into a preallocated buffer: under autograd each
-    write into a buffer would copy the whole buffer's gradient in the backward pass (O(T^2)).
-    """
-
-    def __init__(self, keys: bool | tuple[str, ...]):
-        self.keys = None if keys is True else tuple(keys)
-        self.ancestors, self.log_w = [], []
-        self.states: dict[str, list[torch.Tensor]] = {}
-
-    def record(self, ancestors, log_w, state):
-        self.ancestors.append(ancestors)
-        self.log_w.append(log_w)
-        for key, value in state.items():
-            if self.keys is None or key in self.keys:
-                self.states.setdefault(key, []).append(value)
-
-    def finish(self) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
-        if self.keys is not None and set(self.keys) - set(self.states):
-            raise ValueError(
-                f"keep_ancestry names states {sorted(set(self.keys) - set(self.states))} "
-                f"that the model does not have; its states are {sorted(self.states)}"
-            )
-        states = {key: torch.stack(values) for key, values in self.states.items()}
-        return torch.stack(self.ancestors), torch.stack(self.log_w), states
-
-
-class _Means:
-    """Weighted means over the particles of the states named by ``keep_means``, step by step, ``[B, T, ...]``."""
-
-    def __init__(self, keys):
-        if isinstance(keys, str) or not all(isinstance(key, str) for key in keys):
-            raise TypeError(f"keep_means must be a tuple of state keys, got {keys!r}")
-        self.keys = tuple(keys)
-        self.steps: dict[str, list[torch.Tensor]] = {key: [] for key in self.keys}
-
-    def record(self, weights: torch.Tensor, state: dict) -> None:
-        if not self.keys:
-            return
-        missing = set(self.keys) - set(state)
-        if missing:
-            raise ValueError(
-                f"keep_means names states {sorted(missing)} that the model does not have; "
-                f"its states are {sorted(state)}"
-            )
-        for key in self.keys:
-            self.steps[key].append(_weighted_sum(state[key], weights))
-
-    def finish(self) -> dict[str, torch.Tensor] | None:
-        return {key: torch.stack(values, dim=1) for key, values in self.steps.items()} if self.keys else None
-
-
-class _FisherScore:
-    """Fisher-identity surrogate: complete-data log-densities carried along each genealogy.
-
-    A term ``log p(z_t, x_t | past)`` [K, B] is weighted by the detached normalised
-    weights of step ``t + lag`` (``lag=None``: of the last step); terms travel with
-    their particles through every resampling.
-    """
-
-    def __init__(self, like: torch.Tensor, lag: int | None):
-        self.lag = lag
-        self.path = torch.zeros_like(like)
-        self.pending = deque()
-        self.total = like.new_zeros(like.shape[1])
-
-    def resample(self, ancestors):
-        self.path = gather_particles(self.path, ancestors)
-        self.pending = deque(gather_particles(term, ancestors) for term in self.pending)
-
-    def add(self, term, log_w):
-        if self.lag is None:
-            self.path = self.path + term
-            return
-        self.pending.append(term)
-        if len(self.pending) > self.lag:
-            self.total = self.total + (log_w.detach().exp() * self.pending.popleft()).sum(0)
-
-    def finish(self, log_w) -> torch.Tensor:
-        """``[B]`` surrogate; remaining terms get the final weights."""
-        path = self.path + sum(self.pending, torch.zeros_like(self.path))
-        return self.total + (log_w.detach().exp() * path).sum(0)
+    def result(self, state: dict, mask: torch.Tensor, context) -> FilterResult:
+        """The :class:`FilterResult` of the run, ending in ``state``."""
+        result = FilterResult(
+            log_evidence=self.increments.sum(1).clamp(min=self.lowest),
+            log_evidence_steps=self.increments,
+            num_steps=mask.sum(1),
+            state=state,
+            log_weights=self.log_w,
+            ess=self.ess_steps,
+            resampled=self.resampled_steps,
+            fisher_objective=self.fisher.finish(self.log_w) if self.stop else None,
+            context=context,
+            num_steps_total=self.increments.shape[1],
+        )
+        if self.history is not None:
+            result.ancestors, result.history_log_weights, result.history = self.history.finish()
+        if self.predictive:
+            result.predictive = torch.stack(self.predictive, dim=2)
+        result.predictive_mean = self.predicted_means
+        result.means = self.means.finish()
+        return result

@@ -30,6 +30,9 @@ A model with programs also declares what its ``model`` draws under ``pyro.poutin
 (or ``Predictive`` without the data), ``uncondition``, one of :data:`UNCONDITION`. To simulate,
 call ``generate`` or ``forecast``, which mean the same on every model.
 
+The names and the value types live in :mod:`ppl_models.inference.protocol_terms` (and are imported from here too); the
+default ``K`` of the particle methods is :data:`ppl_models.inference.defaults.METHOD_PARTICLES`.
+
 The base class gives particle models (``particles``) their ``predictive`` and ``forecast``
 from the shared filter (:func:`particle_predictive`, :func:`particle_forecast`); everything
 else a model writes itself. :data:`ESTIMATORS` says which log-likelihood estimate needs which
@@ -46,19 +49,30 @@ from __future__ import annotations
 
 import itertools
 from collections import defaultdict
-from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar, NamedTuple
+from typing import ClassVar
 
 import torch
 from pyro.params import param_with_module_name
 
 from .declarations import DeclaredModel
+from .defaults import METHOD_PARTICLES
 from .forecast import forecast as _forecast_particles
 from .objectives import ELBO, IWAE
 from .params import load_params as _load_params
 from .params import save_params as _save_params
 from .particle_filter import ParticleFilter
+from .protocol_terms import (
+    CAPABILITIES,
+    ESTIMATORS,
+    NOISE_REFITS,
+    UNCONDITION,
+    Generation,
+    OneStepPredictive,
+    Score,
+    Unsupported,
+    check_num_samples,
+)
 from .saturation import saturate
 from .validation import check_positive_int, check_sequences
 
@@ -67,7 +81,6 @@ __all__ = [
     "ESTIMATORS",
     "UNCONDITION",
     "NOISE_REFITS",
-    "DEFAULT_PARTICLES",
     "SequenceModel",
     "OneStepPredictive",
     "Generation",
@@ -79,89 +92,6 @@ __all__ = [
     "check_num_samples",
     "model_device",
 ]
-
-#: capability name -> what it provides (see the module docstring)
-CAPABILITIES = {
-    "programs": "Pyro model(x, mask) / guide(x, mask)",
-    "exact": "exact log_likelihood(x, mask) -> [B]",
-    "latent": "a guide over latent sites: ELBO and IWAE-K are bounds",
-    "particles": "particle-model interface: ParticleFilter and SMC-K",
-    "predictive": "one-step-ahead predictive(x, mask, num_samples)",
-    "generate": "generate(num_steps, num_sequences=1, prefix=None)",
-    "forecast": "forecast(x, mask, horizon, num_samples)",
-}
-#: what a model's ``model`` program draws when its observed sites are unconditioned
-UNCONDITION = {
-    "teacher-forced": "one-step draws of each x_t given the observed x_{<t}: a deterministic state computed from "
-    "the data in one pass (SRNN's GRU, the exact predictors) does not read the drawn values",
-    "free": "a free simulation: each drawn x_t (y_t) feeds the next step, the observed values are not read",
-}
-#: log-likelihood estimator -> the capability it needs
-ESTIMATORS = {"exact": "exact", "elbo": "latent", "iwae": "latent", "smc": "particles"}
-#: how :meth:`SequenceModel.refit_noise` may refit a predictive's noise: the shape of the errors (``auto`` chooses
-#: by held-out likelihood), with ``+state`` for a scale that depends on the model's state
-NOISE_REFITS = (
-    "auto+state",
-    "student-t+state",
-    "empirical+state",
-    "normal+state",
-    "auto",
-    "student-t",
-    "empirical",
-    "normal",
-)
-#: ``K`` of the protocol's particle methods (``score``, ``predictive``, ``forecast``) when the caller gives none
-DEFAULT_PARTICLES = 100
-
-
-class Score(NamedTuple):
-    """A log-likelihood estimate: its name (``exact``, ``elbo``, ``iwae-K``, ``smc-K``) and ``[B]`` nats."""
-
-    estimator: str
-    log_likelihood: torch.Tensor
-
-
-class Unsupported(NotImplementedError):
-    """A protocol method the model has declared it cannot serve; the message gives its reason."""
-
-
-@dataclass
-class OneStepPredictive:
-    """The one-step-ahead predictive ``p(x_t | x_{<t})`` of a batch ``x [B, T, D]``.
-
-    Attributes:
-        samples: ``[S, B, T, D]`` draws (``None`` when ``num_samples = 0``).
-        mean: ``[B, T, D]`` ``E[x_t | x_{<t}]`` (note probabilities for binary data).
-        log_density: ``[B, T]`` ``log p(x_t | x_{<t})`` in nats, exact or (particle models)
-            the filter's estimate, whose sum over ``t`` is the SMC log-evidence; 0 at padding;
-            ``None`` where the model has no density.
-        source: where the draws come from, in words, for reports.
-    """
-
-    samples: torch.Tensor | None
-    mean: torch.Tensor
-    log_density: torch.Tensor | None
-    source: str
-
-
-@dataclass
-class Generation:
-    """Sequences drawn from a model: ``x [B, T, D]`` and the emission means ``[B, T, D]`` they were drawn from.
-
-    A prefix, when one was given, comes first, with its own values in place of means.
-    ``mean`` is ``None`` for a model whose simulator gives draws only.
-    """
-
-    x: torch.Tensor
-    mean: torch.Tensor | None
-
-
-def check_num_samples(num_samples, *, allow_zero: bool = True) -> int:
-    """``num_samples`` as an int ``>= 0`` (``>= 1`` unless ``allow_zero``), else a ``ValueError`` naming it."""
-    if allow_zero and not isinstance(num_samples, bool) and isinstance(num_samples, int) and num_samples == 0:
-        return 0
-    return check_positive_int(num_samples, name="num_samples")
-
 
 #: instances made so far per Pyro name prefix (each instance gets a name of its own)
 _INSTANCES: defaultdict[str, itertools.count] = defaultdict(itertools.count)
@@ -268,7 +198,7 @@ class SequenceModel(DeclaredModel):
         mask: torch.Tensor | None = None,
         estimator: str | None = None,
         *,
-        num_particles: int = DEFAULT_PARTICLES,
+        num_particles: int = METHOD_PARTICLES,
     ) -> Score:
         """``log p(x_{1:T_b})`` of each sequence of ``x [B, T, D]``, exact or estimated, in nats.
 
@@ -303,7 +233,7 @@ class SequenceModel(DeclaredModel):
         mask: torch.Tensor | None = None,
         num_samples: int = 100,
         *,
-        num_particles: int = DEFAULT_PARTICLES,
+        num_particles: int = METHOD_PARTICLES,
         generator: torch.Generator | None = None,
     ) -> OneStepPredictive:
         """The one-step-ahead predictive of ``x [B, T, D]``: draws ``[S, B, T, D]``, mean, log density.
@@ -335,7 +265,7 @@ class SequenceModel(DeclaredModel):
         horizon: int = 1,
         num_samples: int = 100,
         *,
-        num_particles: int = DEFAULT_PARTICLES,
+        num_particles: int = METHOD_PARTICLES,
         generator: torch.Generator | None = None,
     ) -> torch.Tensor:
         """``[S, B, H, D]`` joint draws of the ``horizon`` steps after each sequence of ``x [B, T, D]``.
@@ -396,7 +326,7 @@ def particle_predictive(
     mask: torch.Tensor | None = None,
     num_samples: int = 100,
     *,
-    num_particles: int = DEFAULT_PARTICLES,
+    num_particles: int = METHOD_PARTICLES,
     generator: torch.Generator | None = None,
 ) -> OneStepPredictive:
     """The one-step predictive of a particle model from one run of the shared filter.
@@ -421,7 +351,7 @@ def particle_forecast(
     horizon: int = 1,
     num_samples: int = 100,
     *,
-    num_particles: int = DEFAULT_PARTICLES,
+    num_particles: int = METHOD_PARTICLES,
     generator: torch.Generator | None = None,
 ) -> torch.Tensor:
     """``[S, B, H, D]``: filter ``x`` with ``num_particles``, then simulate from the final weighted particles."""

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import torch
 
+from .defaults import METHOD_PARTICLES
 from .forecast import pick_particles
 from .particle_filter import ParticleFilter
-from .protocol import DEFAULT_PARTICLES, Generation, check_num_samples
+from .protocol import Generation, check_num_samples
 from .validation import check_positive_int, check_sequences
 
 __all__ = ["LatentRollout"]
@@ -42,7 +43,7 @@ class LatentRollout:
         *,
         num_sequences: int = 1,
         prefix: torch.Tensor | None = None,
-        num_particles: int = DEFAULT_PARTICLES,
+        num_particles: int = METHOD_PARTICLES,
         generator: torch.Generator | None = None,
     ) -> Generation:
         """Sample ``num_steps`` new steps, from scratch or continuing ``prefix``.
@@ -82,7 +83,7 @@ class LatentRollout:
         horizon: int = 1,
         num_samples: int = 100,
         *,
-        num_particles: int = DEFAULT_PARTICLES,
+        num_particles: int = METHOD_PARTICLES,
         generator: torch.Generator | None = None,
     ) -> torch.Tensor:
         """``[S, B, H, D]`` joint draws of the ``horizon`` steps after each sequence's last valid step.

@@ -31,9 +31,10 @@ import pyro
 import torch
 from pyro import poutine
 
+from .defaults import METHOD_PARTICLES
 from .forecast import pick_particles
 from .particle_filter import ParticleFilter, Step
-from .protocol import DEFAULT_PARTICLES, Generation, SequenceModel
+from .protocol import Generation, SequenceModel
 from .resampling import gather_particles
 from .traces import SEQUENCE_PLATE
 from .validation import check_positive_int, check_sequences
@@ -183,7 +184,7 @@ class MarkovStateSpace(SequenceModel):
         *,
         num_sequences: int = 1,
         prefix: torch.Tensor | None = None,
-        num_particles: int = DEFAULT_PARTICLES,
+        num_particles: int = METHOD_PARTICLES,
         generator: torch.Generator | None = None,
     ) -> Generation:
         """``num_steps`` steps from ``prior`` and ``emission``, from scratch or after ``prefix [B, P, D]``.

@@ -9,7 +9,7 @@ generation, forecasts) and states why it lacks the others. :data:`COLLECTION` li
 
 from ppl_models.inference.protocol import Generation, OneStepPredictive, SequenceModel
 
-from .lgssm import KalmanResult, LinearGaussianSSM, TwoStageKalmanFilter
+from .lgssm import KalmanResult, LinearGaussianSSM
 from .mc_dropout import MCDropoutLSTM
 from .pf_rnn import PFGRU, PFLSTM, PFRNNPredictor, PFRNNProgram
 from .predictors import OneStepPredictor, RecurrentPredictor
@@ -18,6 +18,7 @@ from .rnn_baseline import GRUBaseline
 from .smc_transformer import SMCTransformer
 from .srnn import SRNN
 from .transformer_forecaster import TransformerForecaster
+from .two_stage_kalman import TwoStageKalmanFilter
 from .vrnn import VRNN
 
 #: every model class of the collection, in the order of the papers

@@ -25,7 +25,8 @@ proposal (the module's ``start``/``step``/``simulate``/``predict_mean`` come fro
 ``stop_weights`` mode (Fisher's identity) inside :class:`~ppl_models.inference.objectives.SMCBound`,
 which calls :meth:`em_update` after each training batch. :attr:`programs` and
 :attr:`guide_programs` run under ``pyro.infer.SMCFilter`` itself, and :meth:`model` is the
-whole-sequence program for ``pyro.infer.Predictive``.
+whole-sequence program for ``pyro.infer.Predictive``. The EM fit of the covariances is in
+:mod:`ppl_models.smc_covariance_em`.
 """
 
 from __future__ import annotations
@@ -41,24 +42,23 @@ from pyro.contrib.autoname import scope
 from pyro.poutine.runtime import get_plates
 from torch import nn
 
-from ppl_models.inference.particle_filter import FilterResult, ParticleFilter
-from ppl_models.inference.protocol import DEFAULT_PARTICLES, Generation, SequenceModel, particle_forecast
+from ppl_models.inference.defaults import EM_PARTICLES, METHOD_PARTICLES
+from ppl_models.inference.particle_filter import ParticleFilter
+from ppl_models.inference.protocol import Generation, SequenceModel, particle_forecast
 from ppl_models.inference.pyro_programs import ParticlePrograms
 from ppl_models.inference.state_space import SEQUENCE_PLATE
 from ppl_models.inference.traces import PARTICLE_PLATE
 from ppl_models.inference.validation import check_choice, check_positive_int, check_sequences
 
+from .smc_covariance_em import LATENT_SITES, CovarianceEM
+
 __all__ = ["SMCTransformer", "LATENT_SITES"]
 
-#: the latent sample sites of one step, in the order they are drawn
-LATENT_SITES = ("q", "k", "v", "z")
 EMISSIONS = ("gaussian", "categorical")
 COVARIANCES = ("scalar", "diagonal")
-#: floor of the EM estimates of Σ_obs and Σ_obs,1 (a series with no residual keeps a proper density)
-MIN_OBS_VARIANCE = 1e-6
 
 
-class SMCTransformer(ParticlePrograms, SequenceModel):
+class SMCTransformer(CovarianceEM, ParticlePrograms, SequenceModel):
     """The SMC Transformer of section 3.1, as a particle model and Pyro programs.
 
     The particle filter proposes from the model (``guide_proposes = False``: bootstrap).
@@ -241,7 +241,7 @@ class SMCTransformer(ParticlePrograms, SequenceModel):
         *,
         num_sequences: int = 1,
         prefix: torch.Tensor | None = None,
-        num_particles: int = DEFAULT_PARTICLES,
+        num_particles: int = METHOD_PARTICLES,
         generator: torch.Generator | None = None,
     ) -> Generation:
         """``num_steps`` steps simulated by :meth:`model` (unconditioned), or after ``prefix [B, P, D]``.
@@ -284,48 +284,7 @@ class SMCTransformer(ParticlePrograms, SequenceModel):
         new_state, _ = super().simulate(state, t, context)
         return new_state, new_state["input"]
 
-    # --- EM for the covariances (appendix A) ------------------------------------------------
-    @torch.no_grad()
-    def em_update(self, result: FilterResult, sites=None) -> None:
-        """One EM step on the noise covariances from a filter run over a batch.
-
-        For each site ``n`` (``q, k, v, z`` and, Gaussian emission, ``x``):
-        ``Σ^p = mean_b (1 / T_b) sum_m w_T^{m,b} sum_t (n_t^m - mean_t^m)^2`` along each final
-        particle's genealogy (diagonal; averaged over dimensions when scalar), then
-        ``Σ ← (1 - η_p) Σ + η_p Σ^p`` with ``η_p = p^-em_exponent``. For ``Σ_obs`` the sum runs
-        over ``t >= 2`` (divided by ``T_b - 1``, over sequences of two steps or more) and
-        ``Σ_obs,1`` gets the first step's residuals alone. Per-sequence covariances (a copy made
-        by :meth:`fine_tuned`, buffers ``[B, size]``) take each sequence's own estimate instead
-        of the batch mean. ``sites`` limits the update to some names of :meth:`variances`.
-        """
-        if not isinstance(result, FilterResult) or "sq_q" not in result.state:
-            raise ValueError("result must be the FilterResult of a ParticleFilter run on this model")
-        names = self._check_sites(sites)
-        weights = result.log_weights.exp().unsqueeze(-1)
-        steps = result.num_steps.to(weights).unsqueeze(-1)  # [B, 1]
-        later = steps >= 2
-        divisors = {name: steps.clamp(min=1) for name in LATENT_SITES}
-        divisors.update(x=(steps - 1).clamp(min=1), x_first=torch.ones_like(steps))
-        self.em_updates += 1
-        eta = float(self.em_updates) ** -self.em_exponent
-        for name in names:
-            if name == "x" and not later.any():
-                continue
-            old = getattr(self, f"var_{name}")
-            per_sequence = (weights * result.state[f"sq_{name}"]).sum(0) / divisors[name]  # [B, size]
-            if self.covariance == "scalar":
-                per_sequence = per_sequence.mean(-1, keepdim=True)
-            if old.dim() == 2:  # per-sequence covariances
-                estimate = torch.where(later, per_sequence, old) if name == "x" else per_sequence
-            elif name == "x":
-                estimate = (per_sequence * later).sum(0) / later.sum()
-            else:
-                estimate = per_sequence.mean(0)
-            if name in ("x", "x_first"):  # the observation density needs a positive variance
-                estimate = estimate.clamp(min=MIN_OBS_VARIANCE)
-            # a new tensor, not an in-place write: the batch's autograd graph still holds the old value
-            setattr(self, f"var_{name}", (1 - eta) * old + eta * estimate)
-
+    # --- per-sequence covariances (section 4.2) -------------------------------------------
     @torch.no_grad()
     def fine_tuned(
         self,
@@ -333,7 +292,7 @@ class SMCTransformer(ParticlePrograms, SequenceModel):
         mask: torch.Tensor | None = None,
         *,
         iterations: int = 30,
-        num_particles: int = 10,
+        num_particles: int = EM_PARTICLES,
         sites=None,
         generator: torch.Generator | None = None,
     ) -> SMCTransformer:
@@ -357,20 +316,6 @@ class SMCTransformer(ParticlePrograms, SequenceModel):
         for _ in range(iterations):
             copy.em_update(particle_filter.run(copy, x, mask), sites=names)
         return copy
-
-    def _check_sites(self, sites) -> tuple[str, ...]:
-        known = tuple(self.variances())
-        if sites is None:
-            return known
-        sites = tuple(sites) if not isinstance(sites, str) else (sites,)
-        if not sites or any(name not in known for name in sites):
-            raise ValueError(f"sites must name some of {known}, got {sites!r}")
-        return sites
-
-    def variances(self) -> dict[str, torch.Tensor]:
-        """The current covariances (diagonals) by site name, ``x_first`` for ``Σ_obs,1``."""
-        names = [*self.noise_sizes, *(["x_first"] if self.emission == "gaussian" else [])]
-        return {name: getattr(self, f"var_{name}") for name in names}
 
     # --- the network -------------------------------------------------------------------------
     def _start_input(self, x: torch.Tensor, batch: int) -> torch.Tensor:

@@ -292,8 +292,9 @@ def cp_decompose(
     """Rank-``rank`` CP decomposition of a 3-mode ``tensor [I, J, K]`` by alternating least squares.
 
     Each sweep solves for one factor with the other two fixed (normal equations with the
-    Hadamard product of Gram matrices); it stops when the relative error changes by less
-    than ``tol``. The component weights end up in the first factor.
+    Hadamard product of Gram matrices, solved by its symmetric pseudo-inverse: the same seed gives the same factors
+    bit for bit, which ``torch.linalg.lstsq``'s default CPU driver does not); it stops when the relative error
+    changes by less than ``tol``. The component weights end up in the first factor.
     """
     if not isinstance(tensor, torch.Tensor) or tensor.dim() != 3:
         raise ValueError(f"tensor must be a 3-mode torch.Tensor, got {getattr(tensor, 'shape', type(tensor))}")
@@ -308,7 +309,7 @@ def cp_decompose(
             a, b = (factors[m] for m in range(3) if m != mode)
             rhs = torch.einsum(equation, work, a, b)
             gram = (a @ a.T) * (b @ b.T)
-            factors[mode] = torch.linalg.lstsq(gram, rhs).solution
+            factors[mode] = torch.linalg.pinv(gram, hermitian=True) @ rhs
             if mode < 2:  # keep the scale in the last factor solved, for conditioning
                 factors[mode] = factors[mode] / factors[mode].norm(dim=1, keepdim=True).clamp(min=1e-30)
         new_error = float((work - cp_reconstruct(factors)).norm() / norm)

@@ -1,5 +1,6 @@
 """The classical rows of a leaderboard are judged on the same scored steps as the collection's models, in the
-data's units; the board flags what is wrong; a run forecasts past the end of its file."""
+data's units; the board flags what is wrong and shows two forecasters that are one as one row; a run forecasts past
+the end of its file."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 from scipy.stats import norm
 
 from ppl_models.experiments.board_flags import row_flags
+from ppl_models.experiments.classical_rows import same_rows
 from ppl_models.experiments.cli import main
 
 SETS = [
@@ -117,3 +119,37 @@ def test_a_run_forecasts_past_the_end_of_its_file(walks, monkeypatch):
     assert (table["q05"] <= table["q50"]).all() and (table["q50"] <= table["q95"]).all()
     assert np.isfinite(table[["mean", "q05", "q25", "q50", "q75", "q95"]].to_numpy()).all()
     assert main(["forecast", "lgssm=run", "lgssm2=run", "--beyond", "5", "--out", "ahead"]) == 2
+
+
+def test_seasonal_naive_without_a_season_is_the_last_value_row_with_the_reason_on_the_board(walks, monkeypatch):
+    monkeypatch.chdir(walks)
+    args = ["leaderboard", "--data", "walks.csv", "--models", "lgssm", "--out", "same", "--jobs", "1"]
+    assert main([*args, "--classical", "last-value,seasonal-naive", *SETS]) == 0
+    board = json.loads((walks / "same" / "leaderboard.json").read_text())
+    classical = [row for row in board["rows"] if row["kind"] == "classical"]
+    assert [(row["model"], row["same_as"]) for row in classical] == [("last-value", ["seasonal-naive"])]
+    why = board["same"]["seasonal-naive"]
+    assert why.startswith("seasonal-naive = last-value: no season detected (autocorrelation of first differences")
+    page = (walks / "same" / "leaderboard.md").read_text()
+    assert "| last-value = seasonal-naive | classical |" in page and f"- {why}" in page
+
+
+@pytest.mark.parametrize(
+    "record, why",
+    [
+        ({"season": 1, "season_source": "given"}, "seasonal-naive = last-value: the season given is 1"),
+        ({"season": 1, "season_source": "none: the training rows are too short to look for one"}, "too short"),
+        ({"season": 7, "season_source": "given"}, None),
+    ],
+)
+def test_same_rows_names_seasonal_naive_as_the_last_value_where_its_season_is_1(tmp_path, record, why):
+    folders = {name: tmp_path / name for name in ("last-value", "seasonal-naive")}
+    for name, folder in folders.items():
+        folder.mkdir()
+        (folder / "classical.json").write_text(json.dumps({"name": name, **record}))
+    same = same_rows(folders)
+    if why is None:
+        assert same == {}
+    else:
+        assert same["seasonal-naive"][0] == "last-value" and why in same["seasonal-naive"][1]
+    assert same_rows({"seasonal-naive": folders["seasonal-naive"]}) == {}  # alone, it is a row of its own

@@ -13,7 +13,7 @@ from statsmodels.tsa.api import VAR
 from statsmodels.tsa.statespace.exponential_smoothing import ExponentialSmoothing
 from statsmodels.tsa.statespace.sarimax import SARIMAX
 
-from ppl_models.classical import CLASSICAL, arima_ets, classical_model
+from ppl_models.classical import CLASSICAL, classical_model, univariate_state_space
 
 
 def _batch(rows):
@@ -145,7 +145,7 @@ def test_arima_chooses_by_aic_and_filters_the_scored_steps_as_statsmodels_does(m
 
     # a panel: one order, the AIC argmin summed over the training rows searched (here row 0 alone), its parameters
     # fitted on each context, and row 0's (the pooled fit) for the short one
-    monkeypatch.setattr(arima_ets, "CHOICE_ROWS", 1)
+    monkeypatch.setattr(univariate_state_space, "CHOICE_ROWS", 1)
     panel = classical_model("arima", season=1).fit(x[:2, :context], mask[:2, :context])
     order = min(ORDERS, key=lambda order: fits[order][0].aic)
     assert panel.describe()["pooled"] == [_label(order)]

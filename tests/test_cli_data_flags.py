@@ -11,11 +11,14 @@ import pandas as pd
 import pytest
 
 from ppl_models.experiments import cli, cli_messages, data_flags, leaderboard, processes
+from ppl_models.experiments import config as config_module
 from ppl_models.experiments.cli import main
 from ppl_models.experiments.config import apply_overrides
-from ppl_models.experiments.own_data import model_config
+from ppl_models.experiments.own_data import load_experiment, model_config
 from ppl_models.experiments.run_folder import run_differences
+from ppl_models.inference.data import FileSpec, SequenceDataset, resolve_transform
 from ppl_models.inference.training import load_checkpoint
+from ppl_models.inference.validation import SettingError
 
 TINY = [
     "train.epochs=1",
@@ -71,7 +74,21 @@ SPELLINGS = [
 @pytest.mark.parametrize("flag, setting", SPELLINGS, ids=[" ".join(flag) for flag, _ in SPELLINGS])
 def test_each_flag_is_the_set_of_its_key(command, flag, setting):
     args = cli.build_parser().parse_args([*command.split(), "--data", "x.csv", *flag])
-    assert apply_overrides({}, data_flags.data_overrides(args)) == apply_overrides({}, [setting])
+    keys = data_flags.data_keys(args)
+    assert keys == apply_overrides({}, [setting])["data"]
+    assert apply_overrides({}, data_flags.as_set_items(keys)) == apply_overrides({}, [setting])
+
+
+def test_the_flags_reach_the_data_table_as_values_without_toml(tmp_path, monkeypatch):
+    def no_toml(text):
+        raise AssertionError(f"TOML parsed: {text}")
+
+    monkeypatch.setattr(config_module.tomllib, "loads", no_toml)
+    args = cli.build_parser().parse_args(["train", "gru", "--data", "x.csv", "--features", "a,b", "--window", "5"])
+    keys = data_flags.data_keys(args)
+    assert keys == {"features": ["a", "b"], "window": 5}
+    table = load_experiment("lgssm-demo", data="x.csv", data_keys=keys)["data"]
+    assert table == {"name": "file", "path": "x.csv", "features": ["a", "b"], "window": 5}
 
 
 def test_a_run_trained_with_the_flags_has_the_config_of_the_set_spelling(tmp_path, capsys):
@@ -263,6 +280,20 @@ def test_a_data_message_names_the_command_line_option(tmp_path, capsys, text, ex
     assert not_said is None or not_said not in error, error
 
 
+@pytest.mark.parametrize("text, extra, says, not_said", MESSAGES, ids=[m[2][:30] for m in MESSAGES])
+def test_each_data_error_reaching_the_command_line_is_a_setting_error_with_a_flag_or_data_key(
+    tmp_path, text, extra, says, not_said
+):
+    path = tmp_path / "data.csv"
+    path.write_text(text)
+    command = ["train", "gru", "--data", str(path), "--series", "site", "--time", "when", *extra]
+    with pytest.raises(SettingError) as raised:
+        main([*command, "--run-dir", str(tmp_path / "run"), "--debug"])
+    flags = {flag for flag, _, _ in data_flags.DATA_FLAGS}
+    spelled = cli_messages.spell_flag(raised.value.key, None)
+    assert spelled in flags or spelled == f"data.{raised.value.key}", raised.value.key
+
+
 def test_the_pf_rnn_without_targets_is_told_the_targets_flag(tmp_path, capsys):
     path = tmp_path / "data.csv"
     path.write_text(ROWS)
@@ -279,36 +310,48 @@ def test_a_data_warning_names_the_features_flag(tmp_path, capsys):
     assert len(warning) == 1 and "name the value columns with --features A,B to read them" in warning[0], warning
 
 
-@pytest.mark.parametrize(
-    "message, flags",
-    [
-        (
-            "f.csv: no targets: name the target columns with targets=",
-            "f.csv: no targets: name the target columns with --targets C[,D]",
-        ),
-        ("f.csv: no split column was named (split=)", "f.csv: no split column was named (--split-column COL)"),
-        (
-            "f.csv: window 9 is longer than series 'b' (3 steps); choose window <= 3",
-            "f.csv: --window 9 is longer than series 'b' (3 steps); choose --window <= 3",
-        ),
-        (
-            "data.transform: training series 'a' has 9 steps, 8 after differencing at lag 1: fewer than window 12",
-            "data.transform: training series 'a' has 9 steps, 8 after differencing at lag 1: fewer than --window 12",
-        ),
-        (
-            "data.transform: 'seasonal-difference' needs a season: none was given (season) and the training split "
-            "shows none",
-            "data.transform: 'seasonal-difference' needs a season: none was given (--set data.season=M) and the "
-            "training split shows none",
-        ),
-        (
-            "f.csv: column 'x' (given as series) not found; columns: ['a']",
-            "f.csv: column 'x' (given as series) not found; columns: ['a']",
-        ),
-    ],
-)
-def test_the_hints_table_on_messages_the_command_line_seldom_meets(message, flags):
-    assert cli_messages.as_flags(message) == flags
+#: (a data error the command line seldom meets, its line with the data flags)
+SELDOM = [
+    (lambda: SequenceDataset.from_sequences([np.ones((3, 1))], source="f.csv").padded_targets(), "--targets C[,D]"),
+    (lambda: SequenceDataset.from_sequences([np.ones((3, 1))], source="f.csv").split(column=True), "(--split-column"),
+    (
+        lambda: SequenceDataset.from_sequences([np.ones((3, 1))], source="f.csv").windows(9),
+        "--window 9 is longer than series '0' (3 steps); choose --window <= 3",
+    ),
+    (
+        lambda: resolve_transform("seasonal-difference", _series(30).split(by="time"), prefix="data."),
+        "none was given (data.season)",
+    ),
+    (
+        lambda: resolve_transform("difference", _series(12).split(by="time"), window=9, prefix="data."),
+        "fewer than --window 9",
+    ),
+    (lambda: FileSpec.of(stride=2), "data.stride: needs --window"),
+]
+
+
+def _series(steps):
+    """Two random walks of ``steps`` steps: no season."""
+    return SequenceDataset.from_sequences(list(np.random.default_rng(0).normal(size=(2, steps)).cumsum(1)))
+
+
+@pytest.mark.parametrize("make, says", SELDOM, ids=[says for _, says in SELDOM])
+def test_a_setting_error_the_command_line_seldom_meets_is_spelled_by_its_flags(make, says):
+    with pytest.raises(SettingError) as raised:
+        make()
+    assert says in cli_messages.user_message(raised.value, flags=True), raised.value
+    assert cli_messages.user_message(raised.value, flags=False) == str(raised.value)
+
+
+def test_each_flag_spells_its_key_and_a_key_without_one_is_data_key():
+    for flag, key, options in data_flags.DATA_FLAGS:
+        assert cli_messages.spell_flag(key, None) == flag
+        assert cli_messages.spell_flag(key, "") == f"{flag} {options.get('metavar', 'VALUE')}"
+    assert cli_messages.spell_flag("missing", "'drop-series'") == "--missing drop-series"
+    assert cli_messages.spell_flag("features", "['a', 'b']") == "--features a,b"
+    assert cli_messages.spell_flag("stride", None) == "data.stride"
+    assert cli_messages.spell_flag("season", "12") == "--set data.season=12"
+    assert cli_messages.spell_flag("by", "'time'") == "--split time"  # SequenceDataset.split's own name
 
 
 def test_a_model_message_keeps_its_words(tmp_path, capsys):

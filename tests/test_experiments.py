@@ -101,6 +101,11 @@ def test_quick_demo_writes_a_complete_run_folder_and_evaluate_reuses_it(tmp_path
     out = capsys.readouterr().out
     assert "smc-200" in out
     assert "\nlast_step_mse " in out and '"last_step_mse"' not in out  # the PF-RNN demo prints a table, not JSON
+    summary = out[out.index("\nSummary: ") :]  # last, on one screen: figures with units, pictures, wall time
+    assert len(summary.splitlines()) <= 20 and "cells² (squared distance at the last step)" in summary
+    assert json.loads((root / "summary.json").read_text())["demos"].keys() == set(registry.DEMOS)
+    assert "step/s" not in out  # no progress bar redrawn into the children's logs
+    assert not list(root.glob("*/.lock"))  # a finished run keeps no lock file
     assert (root / "pfrnn-demo" / "plots" / "belief.png").is_file()
     _check_srnn_demo(root / "srnn-demo")
     _check_psrnn_demo(root / "psrnn-demo")

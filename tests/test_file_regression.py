@@ -110,7 +110,7 @@ def test_the_loader_and_recipe_refuse_bad_options_in_one_line(tmp_path):
     assert not (tmp_path / "run").exists()  # nothing written for refused input
     with pytest.raises(ValueError, match=r"got the text '\[y0\]', not a list: quote it"):
         file_regression(tmp_path / "d.csv", "[y0]", series="id")  # what bash makes of data.targets=["y0"]
-    with pytest.raises(ValueError, match="stride: needs data.window"):
+    with pytest.raises(ValueError, match="stride: needs window"):
         file_regression(tmp_path / "d.csv", ["y0"], series="id", stride=2)
     np.savez(tmp_path / "d.npz", x=np.zeros((3, 4, 2)))
     with pytest.raises(ValueError, match=r"d\.npz: targets are columns of a table"):

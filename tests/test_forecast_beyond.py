@@ -13,7 +13,7 @@ from factories import FACTORIES, VARIANTS
 from scipy.stats import ks_2samp
 
 from ppl_models import PSRNN, GRUBaseline, MCDropoutLSTM, RecurrentPredictor, TransformerForecaster
-from ppl_models.experiments import forecasting
+from ppl_models.experiments import beyond_forecasts, forecasting
 from ppl_models.experiments.cli import main
 
 D = 2
@@ -201,7 +201,7 @@ def runs(tmp_path_factory):
 
 
 def _beyond(runs, run, out, horizon=3, num_samples=200, **options) -> pd.DataFrame:
-    path = forecasting.forecast_beyond(runs / run, runs / out, horizon=horizon, num_samples=num_samples, **options)
+    path = beyond_forecasts.forecast_beyond(runs / run, runs / out, horizon=horizon, num_samples=num_samples, **options)
     return pd.read_csv(path, dtype={"series": str}, keep_default_na=False)
 
 
@@ -258,7 +258,7 @@ def test_binary_runs_give_the_probability_of_a_one_per_step(runs):
 
 
 def test_a_horizon_beyond_memory_is_refused_before_any_draw(runs, monkeypatch, capsys):
-    monkeypatch.setattr(forecasting, "available_memory", lambda: 20 * 2**20)
+    monkeypatch.setattr(beyond_forecasts, "available_memory", lambda: 20 * 2**20)
     with pytest.raises(
         ValueError,
         match=r"^horizon=100000 needs at least .* GiB of memory .* but 0.0195 GiB are "
@@ -267,7 +267,7 @@ def test_a_horizon_beyond_memory_is_refused_before_any_draw(runs, monkeypatch, c
         _beyond(runs, "real", "long", horizon=100_000)
     limit = refused.value.limit
     assert 0 < limit < 100_000 and f"at most {limit} steps" in str(refused.value)
-    with pytest.raises(forecasting.HorizonTooLong):
+    with pytest.raises(beyond_forecasts.HorizonTooLong):
         _beyond(runs, "real", "long", horizon=limit + 1)
     assert len(_beyond(runs, "real", "long", horizon=limit)) == 5 * limit * 2  # the limit itself fits
     monkeypatch.setattr(GRUBaseline, "forecast", lambda *args, **kwargs: pytest.fail("forecast started"))

@@ -140,7 +140,7 @@ def test_forecast_command_writes_the_report(tmp_path, capsys):
         cli.main(["forecast", f"SMC-T={tmp_path / 'smct'}", "--out", str(out), "--recalibrate", "isotonic"])
     assert exited.value.code == 2
     with pytest.raises(ValueError, match="recalibrate"):
-        forecasting.compare_forecasts({"SMC-T": tmp_path / "smct"}, out, recalibrate="isotonic")
+        forecasting.ForecastSpec(recalibrate="isotonic")
 
 
 def test_coverage_by_step_counts_each_step_alone():

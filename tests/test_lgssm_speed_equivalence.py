@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from ppl_models import LinearGaussianSSM, lgssm
+from ppl_models import LinearGaussianSSM, kalman_kernels
 
 pytestmark = pytest.mark.usefixtures("float64")
 
@@ -16,14 +16,14 @@ pytestmark = pytest.mark.usefixtures("float64")
 @pytest.fixture
 def steady_stops(monkeypatch):
     """The steps at which the covariance recursion stopped at its steady state, one per filter pass that did."""
-    stops, settled = [], lgssm._settled
+    stops, settled = [], kalman_kernels._settled
 
     def recording(updated, filtered, t):
         done = settled(updated, filtered, t)
         stops.extend([t] if done else [])
         return done
 
-    monkeypatch.setattr(lgssm, "_settled", recording)
+    monkeypatch.setattr(kalman_kernels, "_settled", recording)
     return stops
 
 

@@ -151,9 +151,9 @@ def test_a_split_column_and_a_split_by_time_are_not_both_taken(tmp_path, capsys)
     )
     error = capsys.readouterr().err.strip().splitlines()
     assert len(error) == 1 and "--split time" in error[0] and "--split-column part" in error[0]
-    with pytest.raises(ValueError, match="data.split_by"):
+    with pytest.raises(ValueError, match="so split_by would not be used"):
         file_data(str(path), series="site", time="t", split="part", split_by="time")
-    with pytest.raises(ValueError, match="data.fractions"):
+    with pytest.raises(ValueError, match="so fractions would not be used"):
         file_data(str(path), series="site", time="t", split="part", fractions=[0.5, 0.25, 0.25])
 
 

@@ -11,7 +11,7 @@ import sys
 import pytest
 import torch
 
-import ppl_models.inference.training.trainer as training_loop
+import ppl_models.inference.training.trainer_state as training_loop
 from ppl_models.experiments import cli, outputs, run_folder
 from ppl_models.inference import ParticleFilter
 from ppl_models.inference.atomic_files import read_jsonl, staged_folder

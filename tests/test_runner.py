@@ -8,10 +8,12 @@ import torch
 from matplotlib.figure import Figure
 
 from ppl_models import LinearGaussianSSM
-from ppl_models.experiments import outputs, own_data
+from ppl_models.experiments import build as build_module
+from ppl_models.experiments import outputs, own_data, registry, runner
 from ppl_models.experiments.cli import main
 from ppl_models.experiments.config import evaluation_options
 from ppl_models.experiments.data import ExperimentData
+from ppl_models.experiments.own_data import model_config
 from ppl_models.experiments.runner import evaluate_model
 from ppl_models.experiments.tasks.own_file import file_data
 from ppl_models.inference.data.datasets import SequenceDataset
@@ -40,9 +42,9 @@ def reads(monkeypatch):
     """The names of the files :meth:`SequenceDataset.from_file` reads from now on."""
     names, real = [], SequenceDataset.from_file
 
-    def counting(cls, path, **options):
+    def counting(cls, path, *args, **options):
         names.append(str(path))
-        return real(path, **options)
+        return real(path, *args, **options)
 
     monkeypatch.setattr(SequenceDataset, "from_file", classmethod(counting))
     return names
@@ -131,3 +133,40 @@ def test_the_particle_cloud_draws_at_most_500_particles(tmp_path, monkeypatch):
         )
         evaluate_model(model, data, config, tmp_path / str(particles))
     assert drawn == [500, 40]
+
+
+def test_train_model_on_a_file_builds_the_data_and_the_model_once(folder, monkeypatch):
+    built, real = [], registry.build
+
+    def counting(table, entries, kind, **fixed):
+        built.append(kind)
+        return real(table, entries, kind, **fixed)
+
+    monkeypatch.setattr(registry, "build", counting)
+    monkeypatch.setattr(build_module, "build", counting)
+    assert main(["train", "gru", "--data", "a.csv", "--run-dir", "run", *_sets(TINY)]) == 0
+    assert sorted(built) == ["data", "model", "objective"]  # the recipe's checks build them; the run takes them
+
+
+def test_a_model_built_once_gives_the_figures_of_one_built_for_the_run(folder):
+    once = runner.train(model_config("gru", "a.csv", TINY), folder / "once")
+    config = model_config("gru", "a.csv", TINY)
+    build_module._KEPT.clear()  # the run builds its own
+    assert _figures(once) == _figures(runner.train(config, folder / "twice"))
+
+
+def _figures(metrics):
+    """``metrics`` less its clock readings."""
+    if isinstance(metrics, dict):
+        return {k: _figures(v) for k, v in metrics.items() if "second" not in k and "time" not in k}
+    return metrics
+
+
+def test_what_is_kept_is_taken_once_and_for_its_own_config_only(folder):
+    config = model_config("gru", "a.csv", TINY)
+    data, model, objective = build_module.build_experiment(config)  # the kept ones
+    again = build_module.build_experiment(config)  # built anew
+    assert again[1] is not model and again[0] is not data
+    model_config("gru", "a.csv", TINY)
+    other = {**config, "seed": 1}
+    assert build_module.build_experiment(other)[1] is not model and not build_module._KEPT

@@ -15,7 +15,7 @@ from ppl_models.experiments.own_data import model_config
 from ppl_models.inference import calibration, evaluate, validation
 from ppl_models.inference.arviz_compat import az
 from ppl_models.inference.data import DataWarning
-from ppl_models.inference.evaluation import EvaluationOptions, evaluation_memory, judge, memory
+from ppl_models.inference.evaluation import EvaluationOptions, batch_estimates, evaluation_memory, memory
 from ppl_models.inference.evaluation.data_layout import packed_layout
 
 #: the draws per step, the long row's steps and context, and the short rows' count, steps and context
@@ -38,7 +38,7 @@ def both_layouts(monkeypatch, model, x, mask, scored, **settings):
     """``(packed, padded)``: the evaluation of skewed data as it is, and again with the padded layout forced (the
     same seed, so the same draws)."""
     packed = evaluate(model, x, mask, scored=scored, seed=0, **settings)
-    monkeypatch.setattr(judge, "packed_layout", lambda mask: False)
+    monkeypatch.setattr(batch_estimates, "packed_layout", lambda mask: False)
     padded = evaluate(model, x, mask, scored=scored, seed=0, **settings)
     monkeypatch.undo()
     return packed, padded
@@ -153,7 +153,7 @@ def test_the_memory_check_counts_the_draws_the_layout_keeps(monkeypatch):
     assert 2 * result.predictive.numel() * x.element_size() <= packed_bytes < padded_bytes / 10
     monkeypatch.setattr(validation, "available_memory", lambda: 2 * packed_bytes)  # room for the packed draws only
     assert evaluate(model, x, mask, options, scored=scored)["calibration"] == result["calibration"]
-    for module in (judge, memory):
+    for module in (batch_estimates, memory):
         monkeypatch.setattr(module, "packed_layout", lambda mask: False)
     with pytest.raises(ValueError, match=r"^predictive_samples=30 needs at least .* lower predictive_samples$"):
         evaluate(model, x, mask, options, scored=scored)

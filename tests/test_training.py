@@ -1,5 +1,6 @@
 """Tests of the shared training loop, on the linear-Gaussian SSM (whose exact likelihood is the oracle)."""
 
+import io
 import os
 import random
 import subprocess
@@ -21,6 +22,7 @@ from ppl_models.inference.training import (
     load_checkpoint,
     trim_padding,
 )
+from ppl_models.inference.training.progress import Progress, training_progress
 from ppl_models.lgssm import LinearGaussianSSM
 
 
@@ -127,11 +129,35 @@ def test_training_approaches_the_true_likelihood_and_writes_the_run_folder(lgssm
     assert _per_step(best_model, valid) == pytest.approx(best["best_metric"], abs=1e-5)
 
 
-def test_progress_bar_shows_the_running_loss(lgssm_data, capsys):
+class _Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_progress_bar_shows_the_running_loss_on_a_terminal(lgssm_data, monkeypatch):
+    _, train, _, _ = lgssm_data
+    monkeypatch.setattr(sys, "stderr", _Terminal())
+    Trainer(ExactLikelihood(_wrong_model()), train, config=TrainConfig(epochs=1, batch_size=24)).fit()
+    err = sys.stderr.getvalue()
+    assert "epoch 1/1" in err and "loss=" in err and "\r" in err  # redrawn in place
+
+
+def test_progress_in_a_log_is_a_line_at_the_interval_only(lgssm_data, capsys):
     _, train, _, _ = lgssm_data
     Trainer(ExactLikelihood(_wrong_model()), train, config=TrainConfig(epochs=1, batch_size=24)).fit()
-    err = capsys.readouterr().err
-    assert "epoch 1/1" in err and "loss=" in err
+    assert capsys.readouterr().err == ""  # a run shorter than LINE_INTERVAL prints no progress to a pipe
+    clock = iter([0.0, 3.0, 9.0, 10.0, 12.0, 21.0, 25.0]).__next__  # the start, then one reading per step
+    stream = io.StringIO()
+    with training_progress(12, 6, stream=stream, clock=clock) as progress:
+        progress.start_epoch(2, 2)
+        progress.end_epoch(1.5, -2.25)
+        for _ in range(6):
+            progress.advance(lambda: 1.25)
+    assert stream.getvalue().splitlines() == [
+        "epoch 2/2, step 9/12, loss 1.25, valid -2.25, 10 s",
+        "epoch 2/2, step 11/12, loss 1.25, valid -2.25, 21 s",
+    ]
+    assert training_progress(12, show=False, stream=_Terminal()).__class__ is Progress  # shows nothing
 
 
 def test_early_stopping_stops_when_validation_cannot_improve(lgssm_data, tmp_path):

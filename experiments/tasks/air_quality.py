@@ -7,6 +7,7 @@ import os
 import numpy as np
 import torch
 
+from ppl_models.inference.defaults import WINDOW_SHARES
 from ppl_models.inference.validation import check_positive_int
 
 from ..data import ExperimentData, check_values, read_shared_csv
@@ -19,7 +20,7 @@ AIR_QUALITY_SENSORS = ("PT08.S1(CO)", "PT08.S2(NMHC)", "PT08.S3(NOx)", "PT08.S4(
 
 
 def air_quality(
-    window: int = 100, fractions: tuple[float, float] = (0.7, 0.1), data_dir: str | os.PathLike | None = None
+    window: int = 100, fractions: tuple[float, float] = WINDOW_SHARES, data_dir: str | os.PathLike | None = None
 ) -> ExperimentData:
     """UCI Air Quality: the five metal-oxide sensor responses, hourly, as ``window``-hour sequences.
 

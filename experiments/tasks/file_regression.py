@@ -26,23 +26,24 @@ from pathlib import Path
 import torch
 
 from ppl_models.inference.calibration import calibration_summary, pit, plot_pit_ecdf, plot_predictive_bands
-from ppl_models.inference.data import Standardizer
-from ppl_models.inference.data.datasets import SPLITS
-from ppl_models.inference.validation import check_choice, check_positive_int
+from ppl_models.inference.data import FileSpec, Standardizer
+from ppl_models.inference.validation import SettingError, check_choice, check_positive_int
 
-from .own_file import check_split_options, read_dataset
+from ..data import SPLITS, SupervisedData
+from .own_file import read_dataset
 
-__all__ = ["FileRegressionData", "file_regression", "evaluate_file_regression"]
+__all__ = ["FileRegressionData", "file_regression", "spec_regression", "evaluate_file_regression"]
 
 TABLES = (".csv", ".parquet")
+#: the message of a regression without targets (a template of :class:`~ppl_models.inference.validation.SettingError`)
 MISSING_TARGETS = (
-    "data.targets: a PF-RNN predicts targets columns from the feature columns: give data.targets "
-    "(e.g. --set 'data.targets=[\"y\"]')"
+    "data.targets: a PF-RNN predicts targets columns from the feature columns: give {data.targets} "
+    "(e.g. {data.targets=['y']})"
 )
 
 
 @dataclass
-class FileRegressionData:
+class FileRegressionData(SupervisedData):
     """A user's table as regression splits, and what maps predictions back to the targets' units.
 
     Attributes:
@@ -79,17 +80,11 @@ def file_regression(
     sep: str = ",",
     time_order: str = "values",
 ) -> tuple[FileRegressionData, dict]:
-    """The ``targets`` columns of the table at ``path`` predicted from its feature columns: ``(data, splits)``.
-
-    ``series`` / ``time`` / ``features`` / ``split`` / ``missing`` / ``sep`` / ``time_order``: as
-    :meth:`~ppl_models.inference.data.datasets.SequenceDataset.from_file`; ``split_by`` (``"series"`` or
-    ``"time"``), ``fractions`` (train, valid, test; default 0.7, 0.15, 0.15) and ``split_seed``
-    as :meth:`~ppl_models.inference.data.datasets.SequenceDataset.split`; ``window`` / ``stride`` cut training
-    windows, validation and test into consecutive windows. ``splits[s] = (x [N, T, D], mask or
-    None, y [N, T, O])`` in standard units.
-    """
+    """The ``[data] name = "file"`` builder of a regression: its keys as a
+    :class:`~ppl_models.inference.data.spec.FileSpec` for :func:`spec_regression` (``targets`` a column name or a
+    list of them)."""
     if targets is None or (isinstance(targets, (list, tuple)) and not targets):
-        raise ValueError(MISSING_TARGETS)
+        raise SettingError("targets", MISSING_TARGETS)
     if isinstance(targets, str) and targets.startswith("["):  # the shell ate the quotes of --set data.targets=["y"]
         raise ValueError(
             f"data.targets: got the text {targets!r}, not a list: quote it for the shell, --set 'data.targets=[\"y\"]'"
@@ -97,25 +92,42 @@ def file_regression(
     targets = [targets] if isinstance(targets, str) else targets
     if not isinstance(targets, (list, tuple)) or not all(isinstance(t, str) for t in targets):
         raise TypeError(f"data.targets: expected a list of column names, got {targets!r}")
+    spec = FileSpec(
+        series=series,
+        time=time,
+        features=features,
+        targets=targets,
+        split=split,
+        split_by=split_by,
+        fractions=fractions,
+        split_seed=split_seed,
+        window=window,
+        stride=stride,
+        missing=missing,
+        time_order=time_order,
+        degenerate="keep",  # inputs: a constant one decides no score
+        sep=sep,
+    )
+    return spec_regression(path, spec)
+
+
+def spec_regression(path: str | os.PathLike, spec: FileSpec) -> tuple[FileRegressionData, dict]:
+    """The ``spec.targets`` columns of the table at ``path`` predicted from its feature columns: ``(data, splits)``.
+
+    ``spec`` names the columns and the split as for
+    :meth:`~ppl_models.inference.data.datasets.SequenceDataset.from_file` and
+    :meth:`~ppl_models.inference.data.datasets.SequenceDataset.split`; its ``window`` / ``stride`` cut training
+    windows, validation and test into consecutive windows. ``splits[s] = (x [N, T, D], mask or None, y [N, T, O])``
+    in standard units.
+    """
+    if not spec.targets:
+        raise SettingError("targets", MISSING_TARGETS)
     if Path(path).suffix.lower() not in TABLES:
         raise ValueError(f"{path}: targets are columns of a table: expected a {' or '.join(TABLES)} file")
-    if stride is not None and window is None:
-        raise ValueError("data.stride: needs data.window (training windows of window steps every stride)")
-    check_split_options(split, split_by, fractions)
-    options = {
-        "series": series,
-        "time": time,
-        "features": features,
-        "split": split,
-        "missing": missing,
-        "sep": sep,
-        "time_order": time_order,
-        "degenerate": "keep",
-    }  # inputs: a constant one decides no score
-    dataset = read_dataset(path, targets=list(targets), **{k: v for k, v in options.items() if v is not None})
-    parts = dataset.split(by=split_by, fractions=fractions or (0.7, 0.15, 0.15), seed=split_seed, context=False)
-    if window is not None:
-        parts = parts.windows(window, stride, held_out="cover")
+    dataset = read_dataset(path, spec)
+    parts = dataset.split(by=spec.split_by, fractions=spec.split_fractions, seed=spec.split_seed, context=False)
+    if spec.window is not None:
+        parts = parts.windows(spec.window, spec.stride, held_out="cover")
     splits = {}
     for name, part in zip(SPLITS, parts):
         x, mask = part.padded(parts.standardizer)

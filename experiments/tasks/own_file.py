@@ -7,36 +7,49 @@ recipe and its run, all split what that one read gave.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import OrderedDict
 from pathlib import Path
 
-from ppl_models.inference.data import DataSplits, SequenceDataset, Standardizer, resolve_transform
+from ppl_models.inference.data import DataSplits, FileSpec, SequenceDataset, Standardizer, resolve_transform
 
 from ..data import ExperimentData, LevelData
 
-__all__ = ["CACHED_READS", "read_dataset", "file_data", "check_split_options"]
+__all__ = ["CACHED_READS", "read_dataset", "file_data", "spec_data"]
 
 #: the reads a process keeps (:func:`read_dataset`), the least recently used dropped first
 CACHED_READS = 4
 _reads: OrderedDict[tuple, SequenceDataset] = OrderedDict()
 
 
-def read_dataset(path: str | Path, **options) -> SequenceDataset:
-    """:meth:`~ppl_models.inference.data.datasets.SequenceDataset.from_file` of ``path`` with ``options``, read once
-    in a process while the file is unchanged.
+def read_dataset(path: str | Path, spec: FileSpec | None = None, *, fs: float = 4.0) -> SequenceDataset:
+    """:meth:`~ppl_models.inference.data.datasets.SequenceDataset.from_file` of ``path`` with ``spec`` (the
+    :class:`~ppl_models.inference.data.spec.FileSpec` of its columns) and ``fs``, read once in a process while the
+    file is unchanged.
 
     The read is kept under the resolved path, the file's size, modification time and inode (each file's, for a
-    folder of MIDI files) and ``options``; a file written since (or an other option) is read anew. The data set
-    returned is shared: callers derive their splits and tensors from it and never change it.
+    folder of MIDI files) and the settings its reader uses; a file written since (or other settings) is read anew.
+    The data set returned is shared: callers derive their splits and tensors from it and never change it.
     """
-    key = (str(Path(path).resolve()), _signature(Path(path)), json.dumps(options, sort_keys=True, default=str))
+    spec = spec or FileSpec()
+    key = (str(Path(path).resolve()), _signature(Path(path)), json.dumps(_read_by(path, spec, fs), default=str))
     if key not in _reads:
-        _reads[key] = SequenceDataset.from_file(path, **options)
+        _reads[key] = SequenceDataset.from_file(path, spec, fs=fs)
         while len(_reads) > CACHED_READS:
             _reads.popitem(last=False)
     _reads.move_to_end(key)
     return _reads[key]
+
+
+def _read_by(path, spec: FileSpec, fs: float) -> dict:
+    """The settings the reader of ``path`` uses: ``fs`` for a folder, the features for an ``.npz``, else the
+    columns."""
+    if Path(path).is_dir():
+        return {"fs": fs}
+    if Path(path).suffix.lower() == ".npz":
+        return {"features": spec.features, "degenerate": spec.degenerate}
+    return spec.reading()
 
 
 def _signature(path: Path) -> tuple | None:
@@ -72,8 +85,12 @@ def file_data(
     degenerate: str = "drop",
     history: bool = False,
 ) -> ExperimentData:
-    """Read ``path`` (``.csv``, ``.parquet``, ``.npz`` or a folder of ``.mid`` files), split it, transform it and
-    standardise it.
+    """The ``[data] name = "file"`` builder: its keys as a :class:`~ppl_models.inference.data.spec.FileSpec`
+    (``series`` ... ``degenerate``, ``sep``: the file's columns, split and windows) for :func:`spec_data`, with
+    ``fs``, ``standardizer``, ``transform``, ``season`` and ``history``.
+
+    :func:`spec_data` reads ``path`` (``.csv``, ``.parquet``, ``.npz`` or a folder of ``.mid`` files), splits it,
+    transforms it and standardises it.
 
     ``series`` / ``time`` / ``features`` / ``targets`` / ``split`` name the columns of a long-format
     table (:meth:`~ppl_models.inference.data.datasets.SequenceDataset.from_dataframe`, whose ``degenerate`` leaves out
@@ -97,36 +114,47 @@ def file_data(
     in every split, as the history of a forecast past its end: no split and no training windows (a run's transform
     and ``standardizer`` apply, per-series scales from each series' own steps).
     """
-    check_split_options(split, split_by, fractions)
-    if standardizer is not None:  # a trained model's features, as it was trained on them
-        features, degenerate = standardizer.get("features", features), "keep"
-    table = {
-        "series": series,
-        "time": time,
-        "features": features,
-        "targets": targets,
-        "split": split,
-        "missing": missing,
-        "time_order": time_order,
-        "sep": sep,
-        "degenerate": degenerate,
-    }
-    suffix = Path(path).suffix.lower()
-    options = (
-        {"fs": fs}
-        if Path(path).is_dir()
-        else {"features": features, "degenerate": degenerate}
-        if suffix == ".npz"
-        else table
+    spec = FileSpec(
+        series=series,
+        time=time,
+        features=features,
+        targets=targets,
+        split=split,
+        split_by=split_by,
+        fractions=fractions,
+        split_seed=split_seed,
+        window=window,
+        stride=stride,
+        missing=missing,
+        time_order=time_order,
+        degenerate=degenerate,
+        sep=sep,
     )
-    dataset = read_dataset(path, **{k: v for k, v in options.items() if v is not None})
+    return spec_data(path, spec, fs=fs, standardizer=standardizer, transform=transform, season=season, history=history)
+
+
+def spec_data(
+    path: str,
+    spec: FileSpec,
+    *,
+    fs: float = 4.0,
+    standardizer: dict | None = None,
+    transform: str = "auto",
+    season: int | None = None,
+    history: bool = False,
+) -> ExperimentData:
+    """The file at ``path`` read, split and windowed by ``spec``, transformed and standardised (:func:`file_data`)."""
+    if standardizer is not None:  # a trained model's features, as it was trained on them
+        spec = dataclasses.replace(spec, features=standardizer.get("features", spec.features), degenerate="keep")
+    dataset = read_dataset(path, spec, fs=fs)
+    window = None if history else spec.window
     if history:
-        splits, window = _whole(dataset), None
+        splits = _whole(dataset)
     else:
-        splits = dataset.split(by=split_by, fractions=fractions or (0.7, 0.15, 0.15), seed=split_seed)
+        splits = dataset.split(by=spec.split_by, fractions=spec.split_fractions, seed=spec.split_seed)
     splits, choice = resolve_transform(transform, splits, season=season, window=window, prefix="data.")
     if window is not None:
-        splits = splits.windows(window, stride)
+        splits = splits.windows(window, spec.stride)
     splits = splits.chunked()
     if standardizer is not None:
         splits.standardizer = _recorded(standardizer, dataset.features, path)
@@ -145,16 +173,6 @@ def file_data(
         scored=splits.scored(),
         levels=_levels(splits),
     )
-
-
-def check_split_options(split: str | None, split_by: str, fractions) -> None:
-    """Refuse a split column (``split``) given with a split by time or with fractions, which it would override."""
-    if split is not None and (split_by != "series" or fractions is not None):
-        other = "data.split_by (--split)" if split_by != "series" else "data.fractions"
-        raise ValueError(
-            f"data.split (--split-column) {split!r} decides where each row goes, so {other} would not "
-            "be used: give one or the other"
-        )
 
 
 def _whole(dataset: SequenceDataset) -> DataSplits:

@@ -25,9 +25,9 @@ import torch
 from ppl_models.inference.mixture_scores import gaussian_mixture_crps, gaussian_mixture_log_density
 from ppl_models.inference.validation import check_positive_int
 
-__all__ = ["RegimeSwitchingLaw", "RegimeSwitchingData", "regime_switching", "evaluate_regime_switching"]
+from ..data import SPLITS, SupervisedData
 
-SPLITS = ("train", "valid", "test")
+__all__ = ["RegimeSwitchingLaw", "RegimeSwitchingData", "regime_switching", "evaluate_regime_switching"]
 
 
 @dataclass(frozen=True)
@@ -95,7 +95,7 @@ class RegimeSwitchingLaw:
 
 
 @dataclass
-class RegimeSwitchingData:
+class RegimeSwitchingData(SupervisedData):
     """The windows of the task: ``splits[split] = (x [N, T, 1], None, y [N, T, 1])`` float32, the
     ``law``, and ``posterior[split] = P(s_t = 1 | x_{1:t})`` ``[N, T]`` float64 (the exact filter)."""
 

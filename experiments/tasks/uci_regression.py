@@ -67,7 +67,7 @@ import torch
 from ppl_models.inference.calibration import calibration_summary, pit, plot_pit_ecdf, plot_predictive_bands
 from ppl_models.inference.validation import check_choice, check_positive_int
 
-from ..data import SharedCsvRows, check_values, read_shared_csv
+from ..data import SPLITS, SharedCsvRows, SupervisedData, check_values, read_shared_csv
 
 __all__ = [
     "RegressionData",
@@ -89,11 +89,10 @@ AIR_TARGETS = {"NO2(GT)": "ug/m3", "CO(GT)": "mg/m3", "NOx(GT)": "ppb", "C6H6(GT
 AIR_INPUTS = ("PT08.S1(CO)", "PT08.S2(NMHC)", "PT08.S3(NOx)", "PT08.S4(NO2)", "PT08.S5(O3)", "T", "RH", "AH")
 PM25_INPUTS = ("DEWP", "TEMP", "PRES", "Iws", "Is", "Ir")
 WIND_DIRECTIONS = ("NE", "NW", "SE", "cv")
-SPLITS = ("train", "valid", "test")
 
 
 @dataclass
-class RegressionData:
+class RegressionData(SupervisedData):
     """Windows of one regression task and what is needed to undo the normalisation.
 
     Attributes:

@@ -25,15 +25,13 @@ import torch
 from ppl_models.inference.calibration import brier_score, plot_reliability, reliability_curve
 from ppl_models.inference.validation import check_choice, check_positive_int
 
-from ..data import pad_sequences
+from ..data import SPLITS, SupervisedData, pad_sequences
 
 __all__ = ["ClassificationData", "japanese_vowels", "evaluate_classification"]
 
-SPLITS = ("train", "valid", "test")
-
 
 @dataclass
-class ClassificationData:
+class ClassificationData(SupervisedData):
     """Splits ``{name: (x [N, T, D], mask [N, T], y [N] int64)}``, class names and the input statistics."""
 
     splits: dict[str, tuple[torch.Tensor, torch.Tensor, torch.Tensor]]

@@ -1,15 +1,23 @@
-"""A user's own sequences: the data type (:mod:`.datasets`), the file readers with their value checks
-(:mod:`.readers`), the standardisation (:mod:`.standardize`) and the transforms that fit real series, chosen on
-validation and undone for every figure (:mod:`.transforms`)."""
+"""A user's own sequences: the data type (:mod:`.datasets`), the settings that read and cut a file (:mod:`.spec`),
+the file readers with their value checks (:mod:`.readers`), the standardisation (:mod:`.standardize`) and the
+transforms that fit real series (:mod:`.transforms`), chosen on validation (:mod:`.transform_choice`) and undone for
+every figure (:mod:`.data_units`)."""
 
+from .data_units import DataUnits
+from .data_warnings import DataWarning
 from .datasets import MISSING, DataSplits, SequenceDataset
-from .readers import FILE_SUFFIXES, TIME_ORDERS, DataWarning, check_values
+from .readers import FILE_SUFFIXES, check_values
+from .seasons import detect_season
+from .spec import TIME_ORDERS, FileSpec, SettingTypeError
 from .standardize import Standardizer
-from .transforms import DataUnits, SeriesTransform, choose_transform, detect_season, resolve_transform
+from .transform_choice import choose_transform, resolve_transform
+from .transforms import SeriesTransform
 
 __all__ = [
     "SequenceDataset",
     "DataSplits",
+    "FileSpec",
+    "SettingTypeError",
     "Standardizer",
     "DataWarning",
     "check_values",

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .readers import warn_once
+from .data_warnings import warn_once
 
 __all__ = ["Standardizer"]
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from ..defaults import EVALUATION_IWAE_PARTICLES, EVALUATION_PARTICLES
 from ..protocol import ESTIMATORS, NOISE_REFITS
 from ..validation import check_choice, check_draw_count, check_positive_int, check_seed
 
@@ -13,9 +14,6 @@ __all__ = ["EvaluationOptions", "Plan", "EVALUATION_PARTICLES"]
 
 #: estimators that bound ``log p`` of whole sequences only (skipped where scored steps follow a context)
 CONTEXT_FREE_ONLY = ("elbo", "iwae")
-
-#: ``K`` of the evaluation's SMC estimate (and of the filter's predictive draws) when none is given
-EVALUATION_PARTICLES = 1000
 
 
 @dataclass(frozen=True)
@@ -26,8 +24,10 @@ class EvaluationOptions:
         estimators: which of ``exact``, ``elbo``, ``iwae``, ``smc`` to compute
             (:data:`~ppl_models.inference.protocol.ESTIMATORS`); those a model cannot give are listed under
             ``skipped_estimators`` with its reasons.
-        num_particles: ``K`` of the SMC estimate (and of its predictive draws).
-        iwae_particles: ``K`` of the IWAE bound.
+        num_particles: ``K`` of the SMC estimate (and of its predictive draws; default
+            :data:`~ppl_models.inference.defaults.EVALUATION_PARTICLES`).
+        iwae_particles: ``K`` of the IWAE bound (default
+            :data:`~ppl_models.inference.defaults.EVALUATION_IWAE_PARTICLES`).
         predictive_samples: one-step-ahead draws per step for calibration (real-valued data; 0: none, else at
             least 2: coverage and interval widths need a spread).
         posterior_draws: draws of the guide for PSIS-LOO / WAIC (0: none, else at least 2); memory grows with
@@ -44,7 +44,7 @@ class EvaluationOptions:
 
     estimators: tuple[str, ...] = tuple(ESTIMATORS)
     num_particles: int = EVALUATION_PARTICLES
-    iwae_particles: int = 100
+    iwae_particles: int = EVALUATION_IWAE_PARTICLES
     predictive_samples: int = 200
     posterior_draws: int = 0
     batch_size: int = 64

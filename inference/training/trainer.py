@@ -5,13 +5,15 @@ One epoch shuffles the training sequences (the order depends only on the seed an
 takes minibatches (each cut to its longest sequence), steps the optimizer (with optional
 gradient clipping and KL annealing), steps the learning-rate schedule, and validates: the
 objective's bound per time step, pooled over the validation set (taken in batches of similar
-length), drives early stopping and the best checkpoint. A run folder holds
-``metrics.jsonl`` and ``checkpoints/{last,best}.pt``; ``fit(resume=True)`` continues from
-``last.pt`` and ends with the same parameters and metrics as a run that was never stopped.
+length, :mod:`.validation_pass`), drives early stopping and the best checkpoint. A run folder holds
+``metrics.jsonl`` and ``checkpoints/{last,best}.pt`` (:mod:`.trainer_state`); ``fit(resume=True)`` continues from
+``last.pt`` and ends with the same parameters and metrics as a run that was never stopped. A loss that becomes NaN
+or infinite, or parameters that blow up, end the run with :class:`TrainingDiverged` (:mod:`.divergence`).
 
 Under ``torchrun`` (any launcher that initialises ``torch.distributed``) the same code wraps the
 objective in ``DistributedDataParallel``, deals each epoch's sequences out to the ranks, sums
-metrics across ranks, and lets rank 0 alone write the run folder and show progress.
+metrics across ranks, and lets rank 0 alone write the run folder and show progress (:mod:`.progress`: a bar on a
+terminal, a line every few seconds in a log).
 """
 
 from __future__ import annotations
@@ -20,42 +22,31 @@ import json
 import math
 import os
 import time
-import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-import pyro
 import torch
 import torch.distributed as dist
 from torch import nn
-from tqdm.auto import tqdm
 
-from ..atomic_files import append_jsonl, remove_stale_temporaries, save_torch
+from ..atomic_files import remove_stale_temporaries
 from ..validation import check_flag, check_scored
-from .batches import batches_per_epoch, check_data, epoch_batches, length_batches, trim_padding
-from .checkpoints import check_experiment, check_resumable, load_checkpoint, write_metrics
+from .batches import batches_per_epoch, check_data, epoch_batches, trim_padding
+from .checkpoints import load_checkpoint
 from .cuda_graphs import GraphedCall
 from .distributed import distributed, rank_and_size, resolve_device, sum_over_ranks, wrap
+from .divergence import TrainingDiverged, blown_up, diverged, parameter_norm
 from .norm_refresh import refresh_norm_statistics
-from .rng import MODEL_STREAM, NORM_STREAM, derived_seed, rng_state, set_rng_state
+from .progress import Progress, training_progress
+from .rng import NORM_STREAM, derived_seed
 from .settings import PER_STEP_SCHEDULES, TrainConfig, make_optimizer, make_scheduler
+from .trainer_state import RunState, copy_state
+from .validation_pass import validation_bound
 
 __all__ = ["Trainer", "TrainingDiverged"]
 
-#: a step that fails after the parameters' norm grew this many times since the start of ``fit`` is a divergence
-_BLOWN_UP = 100.0
 
-
-class TrainingDiverged(RuntimeError):
-    """The training loss became NaN or infinite; the run folder keeps its last good checkpoint."""
-
-
-def _copy_state(module: nn.Module) -> dict[str, torch.Tensor]:
-    """A copy of ``module``'s state dict (parameters and buffers), on their devices."""
-    return {name: value.detach().clone() for name, value in module.state_dict().items()}
-
-
-class Trainer:
+class Trainer(RunState):
     """Fits an objective by minibatch gradient descent, alone or under ``torchrun``.
 
     Args:
@@ -175,18 +166,12 @@ class Trainer:
         elif self._last_state is not None:  # a previous fit ended on the best epoch: go on from the last
             self.objective.load_state_dict(self._last_state)
         self._last_state = None
-        self._start_norm = self._parameter_norm()
+        self._start_norm = parameter_norm(self.parameters)
         per_epoch = batches_per_epoch(len(self.train_data[0]), self.config.batch_size, self.world_size)
         show = self.config.progress and self.rank == 0
-        with tqdm(
-            total=self.config.epochs * per_epoch,
-            initial=self.epoch * per_epoch,
-            disable=not show,
-            unit="step",
-            dynamic_ncols=True,
-        ) as bar:
+        with training_progress(self.config.epochs * per_epoch, self.epoch * per_epoch, show=show) as progress:
             while self.epoch < self.config.epochs and not self.stopped_early:
-                self._run_epoch(bar)
+                self._run_epoch(progress)
         self.objective.kl_factor = 1.0
         if distributed():
             dist.barrier()  # every rank returns once rank 0 has written the run folder
@@ -194,23 +179,12 @@ class Trainer:
             self._restore_best()
         return self.history
 
-    def _restore_best(self) -> None:
-        """Load the best validation epoch's state (this session's copy, else ``best.pt``), keeping the last one."""
-        best = self._best_state
-        path = None if self.run_dir is None else self._checkpoint_path("best")
-        if best is None and self.best_metric is not None and path is not None and path.exists():
-            best = load_checkpoint(path)["objective"]  # the best epoch came before a resume
-        if best is None:
-            return
-        self._last_state = _copy_state(self.objective)
-        self.objective.load_state_dict(best)
-
     # --- one epoch --------------------------------------------------------------------------
-    def _run_epoch(self, bar: tqdm) -> None:
+    def _run_epoch(self, progress: Progress) -> None:
         start = time.perf_counter()
         lr = self.optimizer.param_groups[0]["lr"]
-        bar.set_description(f"epoch {self.epoch + 1}/{self.config.epochs}")
-        train_loss, train_bound = self._train_epoch(bar)
+        progress.start_epoch(self.epoch + 1, self.config.epochs)
+        train_loss, train_bound = self._train_epoch(progress)
         kl_factor = float(self.objective.kl_factor)
         if self.config.norm_refresh_batches and (self._validation_due() or self.epoch + 1 == self.config.epochs):
             self._refresh_norms()
@@ -238,14 +212,13 @@ class Trainer:
             with torch.no_grad():
                 record["monitor"] = {k: float(v) for k, v in self.monitor().items()}
         self.history.append(record)
-        if valid_bound is not None:
-            bar.set_postfix(loss=f"{train_loss:.4g}", valid=f"{valid_bound:.4g}")
+        progress.end_epoch(train_loss, valid_bound)
         if improved:
-            self._best_state = _copy_state(self.objective)
+            self._best_state = copy_state(self.objective)
         if self.run_dir is not None:
             self._save(improved)
 
-    def _train_epoch(self, bar: tqdm) -> tuple[float, float]:
+    def _train_epoch(self, progress: Progress) -> tuple[float, float]:
         """One pass over this rank's share; returns (mean minibatch loss, bound per step), over all ranks."""
         self.module.train()
         config = self.config
@@ -259,6 +232,10 @@ class Trainer:
         )
         totals = torch.zeros(4, dtype=torch.float64, device=self.device)  # loss sum, batches, bound sum, steps
         first_bad = torch.full((), -1, dtype=torch.long, device=self.device)  # no device read per step
+
+        def running_loss() -> float:
+            return (totals[0] / totals[1]).item()
+
         for number, index in enumerate(batches, 1):
             try:
                 out = self._train_step(self._batch(self.train_data, index))
@@ -270,45 +247,20 @@ class Trainer:
             totals += torch.stack(
                 [loss, totals.new_ones(()), out.bound.detach().sum().double(), out.num_steps.sum().double()]
             )
-            bar.update()
-            if not bar.disable:
-                bar.set_postfix(loss=f"{(totals[0] / totals[1]).item():.4g}", refresh=False)
+            progress.advance(running_loss)
         if distributed():
             dist.all_reduce(first_bad, op=dist.ReduceOp.MAX)
         bad_batch = int(first_bad.clamp(min=0))
         if bad_batch:
-            self._diverged(f"step {bad_batch} of the epoch", "the loss was NaN or inf")
+            raise diverged(self.config, self.epoch, f"step {bad_batch} of the epoch", "the loss was NaN or inf")
         totals = sum_over_ranks(totals)
         return (totals[0] / totals[1]).item(), (totals[2] / totals[3]).item()
 
-    @torch.no_grad()
-    def _parameter_norm(self) -> float:
-        """Global L2 norm of the trainable parameters (``inf`` or ``nan`` if any is)."""
-        return float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(p) for p in self.parameters])))
-
     def _raise_if_blown_up(self, error: BaseException, where: str) -> None:
         """Raise :class:`TrainingDiverged` from ``error`` if the parameters are non-finite or blew up since ``fit``."""
-        norm, start = self._parameter_norm(), self._start_norm
-        if math.isfinite(norm) and norm <= _BLOWN_UP * max(start, 1e-12):
-            return
-        reason = " ".join(str(error).split())
-        reason = reason if len(reason) <= 200 else reason[:200].rsplit(" ", 1)[0] + " ..."  # cut at a word, said so
-        self._diverged(
-            where,
-            f"the parameters' norm went from {start:.3g} (start of fit) to {norm:.3g} and this "
-            f"failed ({type(error).__name__}: {reason})",
-            error,
-        )
-
-    def _diverged(self, where: str, what: str, cause: BaseException | None = None) -> None:
-        """Raise :class:`TrainingDiverged` for ``where`` (a step, or the validation) of the current epoch."""
-        config = self.config
-        kept = f"checkpoints/last.pt of epoch {self.epoch} is kept" if self.epoch else "no checkpoint was written"
-        raise TrainingDiverged(
-            f"training diverged at epoch {self.epoch + 1}, {where}: {what}; likely causes: a "
-            f"learning rate too high (lr={config.lr:g}), no or loose gradient clipping (clip_norm={config.clip_norm}), "
-            f"or extreme values in the data; {kept}"
-        ) from cause
+        what = blown_up(error, parameter_norm(self.parameters), self._start_norm)
+        if what is not None:
+            raise diverged(self.config, self.epoch, where, what) from error
 
     def _train_step(self, batch: tuple[torch.Tensor, ...]):
         """One optimizer step on a minibatch ``(x [B, T, D], mask [B, T][, y])``; returns the ObjectiveOutput."""
@@ -347,37 +299,19 @@ class Trainer:
             seed=derived_seed(NORM_STREAM, self.config.seed, self.epoch),
         )
 
-    @torch.no_grad()
     def _validate(self) -> float:
-        """Validation bound per time step, ``sum(bound) / sum(num_steps)`` over the whole set (the scored steps
-        given their context, with ``valid_scored``), at ``kl_factor`` 1."""
-        self.objective.eval()
-        self.objective.kl_factor = 1.0
-        totals = torch.zeros(2, dtype=torch.float64, device=self.device)
-        for index in length_batches(
-            self.valid_data[1], self.config.batch_size, rank=self.rank, world_size=self.world_size
-        ):
-            batch = self._batch(self.valid_data, index)
-            out = self.objective(*batch)
-            bound, steps = out.bound, out.num_steps
-            if self.valid_scored is not None:
-                bound, steps = self._given_context(*batch, self.valid_scored[index][:, : batch[0].shape[1]], bound)
-            totals += torch.stack([bound.sum().double(), steps.sum().double()])
-        totals = sum_over_ranks(totals)
-        return (totals[0] / totals[1]).item()
-
-    def _given_context(
-        self, x: torch.Tensor, mask: torch.Tensor, scored: torch.Tensor, bound: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(bound [B] of the scored steps given the context, scored steps [B])`` of a validation batch whose
-        ``bound [B]`` covers every valid step: the objective's estimate on each row's context is taken off."""
-        scored = scored.to(mask.device)
-        context = mask & ~scored
-        rows = context.any(1)
-        if bool(rows.any()):
-            bound = bound.clone()
-            bound[rows] = bound[rows] - self.objective(*trim_padding(x[rows], context[rows])).bound
-        return bound, scored.sum(1)
+        """Validation bound per time step over the whole set (the scored steps given their context, with
+        ``valid_scored``): :func:`~.validation_pass.validation_bound`."""
+        return validation_bound(
+            self.objective,
+            self.valid_data,
+            self.valid_scored,
+            self._batch,
+            batch_size=self.config.batch_size,
+            device=self.device,
+            rank=self.rank,
+            world_size=self.world_size,
+        )
 
     def _validation_due(self) -> bool:
         done = self.epoch + 1
@@ -406,68 +340,3 @@ class Trainer:
         if len(batch) == 2:
             batch = trim_padding(*batch)
         return tuple(t.to(self.device, non_blocking=True) for t in batch)
-
-    def _checkpoint_path(self, which: str) -> Path:
-        return self.run_dir / "checkpoints" / f"{which}.pt"
-
-    def _begin(self) -> None:
-        """Fresh start: seed every RNG from ``(seed, rank)``, empty the metrics log, delete old checkpoints."""
-        pyro.set_rng_seed(derived_seed(MODEL_STREAM, self.config.seed, self.rank))
-        if self.run_dir is not None and self.rank == 0:
-            write_metrics(self.run_dir / "metrics.jsonl", [])
-            for which in ("last", "best"):
-                self._checkpoint_path(which).unlink(missing_ok=True)
-
-    def _save(self, improved: bool) -> None:
-        """Append the epoch's metrics and write ``last.pt`` (and ``best.pt`` if ``improved``); rank 0 writes."""
-        rng = [rng_state()]
-        if distributed():
-            rng = [None] * self.world_size
-            dist.all_gather_object(rng, rng_state())
-        if self.rank != 0:
-            return
-        append_jsonl(self.run_dir / "metrics.jsonl", self.history[-1])
-        checkpoint = {
-            "objective": self.objective.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            "scheduler": self.scheduler.state_dict(),
-            "epoch": self.epoch,
-            "step": self.step,
-            "best_metric": self.best_metric,
-            "bad_validations": self.bad_validations,
-            "stopped_early": self.stopped_early,
-            "history": self.history,
-            "config": self.config.to_dict(),
-            "rng": rng,
-            "experiment": self.experiment,
-        }
-        # best before last: a crash between the two leaves last.pt one epoch behind, and resuming
-        # from it redoes that epoch and writes best.pt again (the other order left a stale best.pt)
-        if improved:
-            save_torch(self._checkpoint_path("best"), checkpoint)
-        save_torch(self._checkpoint_path("last"), checkpoint)
-
-    def _restore(self, checkpoint: dict) -> None:
-        """Load a ``last.pt`` checkpoint into the objective, optimizer, schedule, counters and RNGs."""
-        check_resumable(checkpoint["config"], self.config)
-        check_experiment(checkpoint.get("experiment"), self.experiment, self._checkpoint_path("last"))
-        self.objective.load_state_dict(checkpoint["objective"])
-        self._best_state = None  # best.pt holds the best epoch before this resumption
-        self.optimizer.load_state_dict(checkpoint["optimizer"])
-        self.scheduler.load_state_dict(checkpoint["scheduler"])
-        self.epoch, self.step = checkpoint["epoch"], checkpoint["step"]
-        self.best_metric, self.bad_validations = checkpoint["best_metric"], checkpoint["bad_validations"]
-        self.stopped_early = checkpoint["stopped_early"]
-        self.history = list(checkpoint["history"])
-        if self.rank == 0:
-            write_metrics(self.run_dir / "metrics.jsonl", self.history)
-        rng = checkpoint["rng"]
-        if len(rng) == self.world_size:
-            set_rng_state(rng[self.rank])
-        else:
-            warnings.warn(
-                f"checkpoint was written by {len(rng)} processes, resuming with {self.world_size}: "
-                "RNG states are reseeded, so the run will not repeat an uninterrupted one",
-                stacklevel=3,
-            )
-            pyro.set_rng_seed(derived_seed(MODEL_STREAM, self.config.seed, self.rank, self.epoch))

@@ -17,8 +17,8 @@ import numpy as np
 import torch
 from statsmodels.tsa.api import VAR
 
-from .arima_ets import _quiet
 from .base import ClassicalForecaster, gaussian_draws
+from .statespace_fits import quiet
 
 __all__ = ["VectorAutoregression", "VarParameters", "max_lags", "MAX_LAGS"]
 
@@ -99,7 +99,7 @@ class VectorAutoregression(ClassicalForecaster):
         top = max_lags(len(history), history.shape[1])
         if top < 1:
             return None
-        with _quiet():
+        with quiet():
             try:
                 result = VAR(history).fit(maxlags=top, ic="aic", trend="c")
             except (np.linalg.LinAlgError, ValueError):

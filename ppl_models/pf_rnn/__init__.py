@@ -22,7 +22,7 @@ whole :class:`ParticleBelief` that the PF-RNN losses (:mod:`ppl_models.inference
 head, and :class:`PFRNNProgram` writes the same filter as a Pyro program.
 
 Modules: :mod:`.cells` (the particle cells, :class:`StepBatchNorm`, one layer's filtering
-call), :mod:`.layers` (:class:`PFLSTM`, :class:`PFGRU`, :class:`ParticleState`,
+call), :mod:`.layers` (:class:`PFLSTM`, :class:`PFGRU`; their :class:`ParticleState` is in :mod:`.layer_io`,
 :class:`ParticleBelief`), :mod:`.predictor` (:class:`PFRNNPredictor`) and :mod:`.program`
 (:class:`PFRNNProgram`); every public name is importable from ``ppl_models.pf_rnn``.
 
