@@ -123,3 +123,64 @@ def write_file(folder, name, text):
     path = folder / name
     path.write_text(text)
     return path
+
+
+# --------------------------------------------------------------------------- files for the command line
+
+
+def write_series(path, lengths, labels=None, seed=0):
+    """A long-format CSV of random walks of ``lengths`` steps (``series``, ``t``, ``value``, and ``part`` where
+    ``labels`` gives each series' split)."""
+    rng = np.random.default_rng(seed)
+    frame = pd.DataFrame(
+        {
+            "series": np.repeat([f"s{i}" for i in range(len(lengths))], lengths),
+            "t": np.concatenate([np.arange(n) for n in lengths]),
+            "value": np.concatenate([50 + rng.normal(size=n).cumsum() for n in lengths]),
+        }
+    )
+    if labels is not None:
+        frame["part"] = np.repeat(labels, lengths)
+    frame.to_csv(path, index=False)
+    return path
+
+
+def stations(path, *, seed=0, series=10, steps=20):
+    """A long-format CSV: ``series`` sites of ``steps`` hours, two real-valued features."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for s in range(series):
+        level = rng.normal()
+        for t in range(steps):
+            level = 0.8 * level + 0.3 * rng.normal()
+            rows.append({"site": f"s{s}", "when": t, "temp": 15 + 4 * level, "load": 100 + 20 * level + rng.normal()})
+    pd.DataFrame(rows).to_csv(path, index=False)
+    return path
+
+
+#: the settings of a tiny board on the :func:`stations` file
+TINY = [
+    'data.series="site"',
+    'data.time="when"',
+    "train.epochs=1",
+    "train.batch_size=8",
+    "evaluate.predictive_samples=10",
+    "evaluate.batch_size=8",
+]
+
+
+def board_args(*extra, data="a.csv", models="lgssm", out="out"):
+    """The arguments of a tiny ``ppl-models leaderboard`` on ``data`` (no classical rows)."""
+    sets = [arg for item in TINY for arg in ("--set", item)]
+    return [
+        "leaderboard",
+        "--data",
+        data,
+        *(["--models", models] if models is not None else []),
+        "--out",
+        out,
+        *sets,
+        "--classical",
+        "none",
+        *extra,
+    ]  # the classical rows are test_board_classical.py's

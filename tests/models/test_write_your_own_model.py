@@ -13,7 +13,7 @@ from ppl_models.experiments import cli
 from ppl_models.inference import ParticleFilter
 from ppl_models.inference.objectives import ELBO, IWAE
 
-PAGE = Path(__file__).resolve().parent.parent / "docs" / "write_your_own_model.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "write_your_own_model.md"
 
 
 def _blocks(language: str) -> list[str]:

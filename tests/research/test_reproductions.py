@@ -13,7 +13,7 @@ from ppl_models.experiments.cli import main
 from ppl_models.experiments.registry import EXPERIMENTS
 from ppl_models.experiments.suites import SUITES
 
-RESULTS = Path(__file__).resolve().parent.parent / "docs" / "results"
+RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results"
 
 
 def _json(name):

@@ -9,7 +9,7 @@ import pytest
 from ppl_models.experiments.claims import Budget, Claim, Reading, Stat, Within, provenance, seed_runs
 from ppl_models.experiments.claims.evidence_readers import joined
 
-EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
+EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
 
 
 def _claim(**fields):

@@ -19,7 +19,7 @@ from factories import FACTORIES
 
 from ppl_models.inference.params import PARAMS_FORMAT
 
-TESTS = Path(__file__).parent
+TESTS = Path(__file__).resolve().parents[1]  # the tests' root: factories.py
 CHILD = """
 import json, sys
 import pyro, torch

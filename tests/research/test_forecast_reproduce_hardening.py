@@ -14,7 +14,7 @@ from ppl_models.experiments.claims import CLAIMS, Claim, Within, reproductions, 
 from ppl_models.experiments.claims.transfers import TRANSFERS, Transfer
 from ppl_models.experiments.cli import main
 
-RESULTS = Path(__file__).resolve().parent.parent / "docs" / "results"
+RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results"
 
 COLUMNS = ["--set", 'data.series="site"', "--set", 'data.time="step"']
 TINY_GRU = [

@@ -160,7 +160,7 @@ def test_the_memory_check_counts_the_draws_the_layout_keeps(monkeypatch):
 
 
 def test_a_run_on_a_file_whose_long_series_is_in_the_test_split_writes_its_files(tmp_path):
-    from test_skewed_memory import write_series
+    from factories import write_series
 
     lengths, labels = [3000] + [10] * 80, ["test"] + ["train", "train", "valid", "test"] * 20
     path = write_series(tmp_path / "skewed.csv", lengths, labels)

@@ -5,10 +5,10 @@ figures of a padded computation."""
 import math
 import warnings
 
-import numpy as np
 import pandas as pd
 import pytest
 import torch
+from factories import write_series
 
 from ppl_models.experiments.tasks.own_file import file_data
 from ppl_models.inference.data import DataWarning
@@ -20,23 +20,6 @@ from ppl_models.rnn_baseline import GRUBaseline
 LONG, SHORT, SHORT_STEPS = 3000, 150, 10
 #: the short series' split labels: 3 in 5 train, then one valid and one test
 LABELS = ("train", "train", "train", "valid", "test")
-
-
-def write_series(path, lengths, labels=None, seed=0):
-    """A long-format CSV of random walks of ``lengths`` steps (``series``, ``t``, ``value``, and ``part`` where
-    ``labels`` gives each series' split)."""
-    rng = np.random.default_rng(seed)
-    frame = pd.DataFrame(
-        {
-            "series": np.repeat([f"s{i}" for i in range(len(lengths))], lengths),
-            "t": np.concatenate([np.arange(n) for n in lengths]),
-            "value": np.concatenate([50 + rng.normal(size=n).cumsum() for n in lengths]),
-        }
-    )
-    if labels is not None:
-        frame["part"] = np.repeat(labels, lengths)
-    frame.to_csv(path, index=False)
-    return path
 
 
 def skewed(tmp_path, long_part="train", **options):

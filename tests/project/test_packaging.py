@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 #: the research folders of the checkout, which the wheel does not ship
 RESEARCH = ("ppl_models/experiments/studies", "ppl_models/experiments/benchmarks", "ppl_models/experiments/claims")
 

@@ -1,9 +1,11 @@
 """The AIR and PM regression tasks of the PF-RNN paper: loaders on the real files, evaluation, runner.
 
 Every expected value is recomputed here with pandas / numpy / scipy from the raw CSV files or
-by hand, independently of :mod:`ppl_models.experiments.tasks.uci_regression`.
+by hand, independently of :mod:`ppl_models.experiments.tasks.uci_regression` and the modules it builds on
+(:mod:`~ppl_models.experiments.tasks.hourly_windows`, :mod:`~ppl_models.experiments.tasks.regression_evaluation`).
 """
 
+import dataclasses
 import json
 import math
 
@@ -17,15 +19,10 @@ from ppl_models.experiments import cli
 from ppl_models.experiments.data import resolve_data_dir
 from ppl_models.experiments.registry import experiment_config
 from ppl_models.experiments.supervised import load_supervised_config
-from ppl_models.experiments.tasks.uci_regression import (
-    AIR_INPUTS,
-    PM25_INPUTS,
-    air_quality_regression,
-    build_windows,
-    evaluate_regression,
-    pm25_regression,
-    predictive_samples,
-)
+from ppl_models.experiments.tasks.hourly_window_spec import HourlyWindowSpec
+from ppl_models.experiments.tasks.hourly_windows import build_windows
+from ppl_models.experiments.tasks.regression_evaluation import evaluate_regression, predictive_samples
+from ppl_models.experiments.tasks.uci_regression import AIR_INPUTS, PM25_INPUTS, air_quality_regression, pm25_regression
 from ppl_models.inference.discriminative import DiscriminativeLoss
 from ppl_models.pf_rnn import ParticleBelief, PFRNNPredictor
 
@@ -185,6 +182,65 @@ def test_statistics_come_from_the_training_hours_only():
         measured, ("a", "b"), target, times, target_name="y", units="u", window=10, lagged_target=False
     )
     assert len(no_lag.feature_names) == len(base.feature_names) - 2
+
+
+@pytest.mark.parametrize(
+    "settings, error, message",
+    [
+        ({"window": 0}, ValueError, "window must be >= 1"),
+        ({"window": 2.5}, TypeError, "window must be an int"),
+        ({"stride": 0}, ValueError, "stride must be >= 1"),
+        ({"stride": True}, TypeError, "stride must be an int"),
+        ({"fractions": (0.9, 0.2)}, ValueError, "fractions must be two positive shares summing below 1"),
+        ({"fractions": (0.0, 0.2)}, ValueError, "fractions must be two positive shares"),
+        ({"fractions": (0.7,)}, ValueError, "fractions must be two shares"),
+        ({"fractions": 0.7}, ValueError, "fractions must be two shares"),
+        ({"fractions": (0.7, "0.1")}, TypeError, "fractions must hold numbers"),
+        ({"fractions": (True, 0.1)}, TypeError, "fractions must hold numbers"),
+        ({"lagged_target": "yes"}, TypeError, "lagged_target must be true or false"),
+        ({"max_windows": 0}, ValueError, "max_windows must be >= 1"),
+        ({"max_windows": 1.0}, TypeError, "max_windows must be an int"),
+    ],
+)
+def test_window_spec_refuses_a_bad_setting_by_name(settings, error, message):
+    with pytest.raises(error, match=message):
+        HourlyWindowSpec(**settings)
+
+
+def test_window_spec_normalises_its_settings_and_is_what_build_windows_reads():
+    spec = HourlyWindowSpec(window=np.int64(10), fractions=[0.6, 0.2], max_windows=np.int64(3))
+    assert (spec.window, spec.stride, spec.train_stride, spec.fractions, spec.max_windows) == (
+        10,
+        None,
+        10,
+        (0.6, 0.2),
+        3,
+    )
+    assert type(spec.window) is int and type(spec.max_windows) is int
+    assert HourlyWindowSpec.of(spec, stride=4).train_stride == 4 and HourlyWindowSpec.of(spec) is spec
+    assert HourlyWindowSpec.of(window=6) == HourlyWindowSpec(window=6)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        spec.window = 5
+    with pytest.raises(TypeError, match="spec must be a HourlyWindowSpec"):
+        HourlyWindowSpec.of({"window": 6})
+    with pytest.raises(ValueError, match="window must be >= 1"):
+        HourlyWindowSpec.of(spec, window=0)
+    rng = np.random.default_rng(1)
+    hours = 120
+    times = list(pd.date_range("2021-03-01", periods=hours, freq="h").to_pydatetime())
+    measured, target = rng.normal(size=(hours, 2)), rng.normal(size=hours)
+    table = (measured, ("a", "b"), target, times)
+    by_spec = build_windows(*table, spec, target_name="y", units="u")
+    by_keywords = build_windows(*table, target_name="y", units="u", window=10, fractions=(0.6, 0.2), max_windows=3)
+    assert (
+        by_spec.description
+        == by_keywords.description
+        == ": y (u) from 9 inputs, 10-hour windows, 3/2/2 train/valid/test windows"
+    )
+    for split in by_spec.splits:
+        assert torch.equal(by_spec.splits[split][0], by_keywords.splits[split][0])
+    with pytest.raises(TypeError, match="windw"):
+        build_windows(*table, target_name="y", units="u", windw=10)
 
 
 # --------------------------------------------------------------------------- predictive distribution

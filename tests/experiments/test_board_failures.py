@@ -10,7 +10,7 @@ import sys
 import time
 
 import pytest
-from test_leaderboard_runs import board_args, stations
+from factories import board_args, stations
 
 from ppl_models.experiments import board_plots, board_training, leaderboard, processes
 from ppl_models.experiments.cli import main

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 #: the package's folder (``ppl_models/inference`` and ``ppl_models/experiments`` link to the top-level folders)
 PACKAGE = ROOT / "ppl_models"
 #: each layer with the layers it may import from

@@ -16,7 +16,7 @@ from ppl_models.experiments.cli import main
 from ppl_models.experiments.own_data import MODEL_NAMES
 from ppl_models.experiments.recipes import RECIPES
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TRAIN = ["train.epochs=1", "train.batch_size=8"]
 TINY = [
     *TRAIN,

@@ -3,6 +3,7 @@
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pyro
 import torch
@@ -49,7 +50,7 @@ def test_the_same_seed_gives_the_same_trained_psrnn_in_this_process_and_another(
     assert all(torch.equal(v, w) for v, w in zip(here.values(), trained_psrnn().values()))
     path = tmp_path / "state.pt"
     env = dict(os.environ, PYTHONHASHSEED="1", OMP_NUM_THREADS=str(torch.get_num_threads()))
-    child = CHILD.format(tests=os.path.dirname(__file__))
+    child = CHILD.format(tests=str(Path(__file__).resolve().parent))
     subprocess.run([sys.executable, "-c", child, str(path)], check=True, env=env, timeout=300)
     there = torch.load(path)
     assert here.keys() == there.keys()

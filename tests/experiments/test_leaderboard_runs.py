@@ -12,9 +12,9 @@ import subprocess
 import sys
 import time
 
-import numpy as np
 import pandas as pd
 import pytest
+from factories import board_args, stations
 
 from ppl_models.experiments import board_plots, board_training, leaderboard, own_data, run_folder, runner
 from ppl_models.experiments.cli import build_parser, main
@@ -22,44 +22,7 @@ from ppl_models.experiments.recipes import DataNotRepresentable
 from ppl_models.inference.atomic_files import folder_lock, write_json
 from ppl_models.inference.training import load_checkpoint
 
-TINY = [
-    'data.series="site"',
-    'data.time="when"',
-    "train.epochs=1",
-    "train.batch_size=8",
-    "evaluate.predictive_samples=10",
-    "evaluate.batch_size=8",
-]
 RUN = os.path.join("out", "runs", "lgssm")
-
-
-def stations(path, *, seed=0, series=10, steps=20):
-    """A long-format CSV: ``series`` sites of ``steps`` hours, two real-valued features."""
-    rng = np.random.default_rng(seed)
-    rows = []
-    for s in range(series):
-        level = rng.normal()
-        for t in range(steps):
-            level = 0.8 * level + 0.3 * rng.normal()
-            rows.append({"site": f"s{s}", "when": t, "temp": 15 + 4 * level, "load": 100 + 20 * level + rng.normal()})
-    pd.DataFrame(rows).to_csv(path, index=False)
-    return path
-
-
-def board_args(*extra, data="a.csv", models="lgssm", out="out"):
-    sets = [arg for item in TINY for arg in ("--set", item)]
-    return [
-        "leaderboard",
-        "--data",
-        data,
-        *(["--models", models] if models is not None else []),
-        "--out",
-        out,
-        *sets,
-        "--classical",
-        "none",
-        *extra,
-    ]  # the classical rows are test_board_classical.py's
 
 
 def _no_figures(monkeypatch):

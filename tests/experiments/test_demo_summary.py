@@ -10,7 +10,7 @@ import numpy as np
 from ppl_models.experiments.demo_summary import PICTURES, demo_summary, format_summary, readme_figures
 from ppl_models.experiments.registry import DEMOS
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "docs" / "results" / "demo_summary_cpu.json"
 
 CALIBRATION = {"coverage_0.5": 0.52, "coverage_0.8": 0.81, "coverage_0.95": 0.94, "pit_ks": 0.031}

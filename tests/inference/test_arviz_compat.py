@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-_FILE = Path(__file__).parents[1] / "inference" / "arviz_compat.py"
+_FILE = Path(__file__).resolve().parents[2] / "inference" / "arviz_compat.py"
 _spec = importlib.util.spec_from_file_location("arviz_compat", _FILE)
 compat = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(compat)
