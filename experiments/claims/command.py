@@ -6,7 +6,7 @@ the command exists where the research is installed (a source checkout, ``pip ins
 
 from __future__ import annotations
 
-from ..arguments import count, device_option
+from ..arguments import HelpFormatter, count, device_option
 from ..cli import build_parser
 from . import reproductions
 from .recorded_commands import stale_commands
@@ -17,7 +17,12 @@ __all__ = ["add_reproduce"]
 def add_reproduce(commands) -> None:
     """Add ``reproduce`` to the ``ppl-models`` subparsers ``commands``."""
     again = commands.add_parser(
-        "reproduce", help="the papers' claims: list, rerun one for its seeds, render or check docs/reproductions.md"
+        "reproduce",
+        description="The papers' claims: list them, rerun one for its seeds (finished runs are kept, an interrupted "
+        "one resumes), render docs/reproductions.md from the results files, or check the page and the files' recorded "
+        "commands. Runs from a source checkout (the research is not in the wheel).",
+        formatter_class=HelpFormatter,
+        help="the papers' claims: list, rerun one for its seeds, render or check docs/reproductions.md",
     )
     again.add_argument(
         "claim",
