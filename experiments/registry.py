@@ -4,13 +4,14 @@
 
 Each entry is a builder; a configuration section's keys (besides ``name``) are passed
 as keyword arguments after a check against the builder's signature, so a misspelt
-key is an error naming the allowed ones.
+key is an error naming the allowed ones. The builder of a
+:class:`~ppl_models.experiments.spec_builders.SpecEntry` (``file``) takes a spec instead, built from the keys that are
+its fields (:mod:`ppl_models.experiments.spec_builders`).
 """
 
 from __future__ import annotations
 
 import importlib
-import inspect
 from pathlib import Path
 
 import torch
@@ -28,6 +29,7 @@ from ppl_models import (
     TwoStageKalmanFilter,
 )
 from ppl_models.inference import ParticleFilter
+from ppl_models.inference.data import FileSpec
 from ppl_models.inference.defaults import SMC_OBJECTIVE_PARTICLES
 from ppl_models.inference.objectives import ELBO, IWAE, ExactLikelihood, Objective, SMCBound
 from ppl_models.inference.protocol import SequenceModel
@@ -36,6 +38,7 @@ from ppl_models.inference.squared_error import SquaredError
 from .config import check_arguments
 from .data import ExperimentData
 from .experiment_table import DEMOS, EXPERIMENTS, Entry
+from .spec_builders import SpecEntry, spec_call, table_parameters
 from .tasks import covid, synthetic_ar
 from .tasks.air_quality import air_quality
 from .tasks.hmm_rolls import hmm_rolls
@@ -120,11 +123,12 @@ MODELS = {
     "transformer-forecaster": Entry(TransformerForecaster, TransformerForecaster.description),
 }
 DATASETS = {
-    "file": Entry(
+    "file": SpecEntry(
         file_data,
         "your own file (--data PATH): long-format .csv / .parquet (series=, time=, features=), "
         ".npz, or a folder of .mid; split by series or time (split_by=, fractions=) or a split= column; "
         "window=, stride=; real values standardised on the training split",
+        FileSpec,
     ),
     "lgssm-synthetic": Entry(lgssm_synthetic, "sequences from a random stable LGSSM (true parameters known)"),
     **{f"polyphonic-{name}": _polyphonic(name) for name in POLYPHONIC},
@@ -187,9 +191,10 @@ OBJECTIVES = {
 def build(table: dict, registry: dict, kind: str, **fixed):
     """Call the builder named by ``table["name"]`` with the table's other keys plus ``fixed``.
 
-    A ``[model]`` name may also be ``"package.module:ClassName"``, a
-    :class:`~ppl_models.inference.protocol.SequenceModel`
-    of the user's own, built as ``ClassName(obs_dim=..., **keys)``.
+    The builder of a :class:`~ppl_models.experiments.spec_builders.SpecEntry` gets its spec built from the keys that
+    are the spec's fields (:func:`~ppl_models.experiments.spec_builders.spec_call`). A ``[model]`` name may also be
+    ``"package.module:ClassName"``, a :class:`~ppl_models.inference.protocol.SequenceModel` of the user's own, built
+    as ``ClassName(obs_dim=..., **keys)``.
     """
     name = table.get("name")
     builder = _user_model(name) if kind == "model" and isinstance(name, str) and ":" in name else None
@@ -198,13 +203,15 @@ def build(table: dict, registry: dict, kind: str, **fixed):
             f"{kind}.name must be one of {sorted(registry)}"
             f"{' or a module:Class path' if kind == 'model' else ''}, got {name!r}"
         )
+    spec = None if builder else getattr(registry[name], "spec", None)
     builder = builder or registry[name].build
     params = {k: v for k, v in table.items() if k != "name"}
-    accepted = inspect.signature(builder).parameters
-    allowed = [p for p in accepted if p not in fixed and p not in ("self", "model")]
+    allowed = [p for p in table_parameters(builder, spec) if p not in fixed and p not in ("self", "model")]
     unknown = sorted(set(params) - set(allowed))
     if unknown:
         raise ValueError(f"unknown keys in [{kind}] for {name!r}: {unknown}; allowed: {allowed}")
+    if spec is not None:
+        return spec_call(builder, spec, params, kind, **fixed)
     check_arguments(builder, params, kind)
     return builder(**fixed, **params)
 

@@ -27,13 +27,14 @@ A run folder (:func:`ppl_models.experiments.runner.train`) holds:
   and plots, written to a hidden folder beside it and renamed into place whole; the run's own
   outputs are never overwritten.
 
-Every file is written atomically (:mod:`ppl_models.inference.atomic_files`).
+Every file is written atomically (:mod:`ppl_models.inference.atomic_files`). This module names the run folder, locks
+it and prepares it for a session (new or resumed); the folder's own files are read and marked in
+:mod:`ppl_models.experiments.run_files`, what identifies a run (its experiment, its data's content, its differences
+from a configuration) in :mod:`ppl_models.experiments.run_identity`; their names are importable from here too.
 """
 
 from __future__ import annotations
 
-import hashlib
-import inspect
 import itertools
 import json
 import os
@@ -50,9 +51,26 @@ from ppl_models.inference.atomic_files import (
     write_json,
     write_text,
 )
-from ppl_models.inference.training import RESUMABLE_CHANGES, check_experiment, load_best, load_checkpoint
+from ppl_models.inference.training import check_experiment, load_checkpoint
 
-from .registry import DATASETS, MODELS, OBJECTIVES
+from .run_files import (
+    FINISHED,
+    check_evaluation_folder,
+    check_run_folder,
+    is_finished,
+    mark_finished,
+    read_config_json,
+)
+from .run_identity import (
+    RUNTIME_KEYS,
+    config_differences,
+    data_change,
+    data_fingerprint,
+    experiment_record,
+    fixed_part,
+    load_run_checkpoint,
+    run_differences,
+)
 
 __all__ = [
     "RUNTIME_KEYS",
@@ -74,11 +92,6 @@ __all__ = [
     "check_evaluation_folder",
 ]
 
-#: what a resumption may change without changing the run: where and how fast it runs, whether it prints progress
-RUNTIME_KEYS = ("device", "train.progress", "train.cuda_graph")
-
-#: the file a run folder gets last, once every output is in place
-FINISHED = "finished.json"
 
 _NAMES = itertools.count()
 
@@ -102,37 +115,6 @@ def check_writable(folder: str | Path, name: str) -> Path:
     except OSError as error:
         raise ValueError(f"{name} {folder} cannot be written to ({error.strerror or error})") from None
     return folder
-
-
-def check_run_folder(folder: Path, *, name: str = "run_dir") -> Path:
-    """``folder`` if it is a finished run's folder (it holds ``config.json``); else one ``ValueError``."""
-    folder = Path(folder)
-    if not folder.exists():
-        raise ValueError(f"{name} {folder} does not exist")
-    if not (folder / "config.json").is_file():
-        raise ValueError(f"{name} {folder} has no config.json: is it a run folder?")
-    return folder
-
-
-def read_config_json(path: Path) -> dict:
-    """A run folder's ``config.json`` as a dict; one ``ValueError`` naming the file if it is unreadable."""
-    try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ValueError(f"{path} is not a readable run configuration: {error}") from None
-    if not isinstance(config, dict):
-        raise ValueError(f"{path} is not a run configuration (a JSON object), got {type(config).__name__}")
-    return config
-
-
-def is_finished(run_dir: str | Path) -> bool:
-    """Whether the run in ``run_dir`` wrote every output (its :data:`FINISHED` file is written last)."""
-    return (Path(run_dir) / FINISHED).is_file()
-
-
-def mark_finished(run_dir: Path, **record) -> None:
-    """Write :data:`FINISHED` into ``run_dir``: its time and ``record``. Call it once every output is in place."""
-    write_json(run_dir / FINISHED, {"time": time.strftime("%Y-%m-%dT%H:%M:%S"), **record})
 
 
 @contextmanager
@@ -182,28 +164,49 @@ def prepare_run_dir(
     if saved is not None:
         _check_unchanged(saved, given, saved_path)
     start = load_checkpoint(last) if last.is_file() else {}  # the checkpoint is the truth, even without config.json
-    experiment = _fixed_part(given) if experiment is None else experiment  # what the checkpoints must hold
-    changed = _data_change(start.get("experiment"), experiment, given, last)
+    _check_checkpoints(run_dir, start, given, fixed_part(given) if experiment is None else experiment)
+    _check_epochs(epochs, given, saved_path, change_epochs)
+    if not saved_path.is_file():
+        write_json(saved_path, config)  # restored from the experiment the checkpoint confirmed
+    append_jsonl(run_dir / "resume.jsonl", _resumption(start, epochs, given, saved))
+    return run_dir
+
+
+def _check_checkpoints(run_dir: Path, start: dict, given: dict, experiment: dict) -> None:
+    """Raise ``ValueError`` unless the checkpoints of ``run_dir`` (``start``: its ``last.pt``) hold ``experiment``,
+    the one ``given`` makes, on the same data."""
+    last = run_dir / "checkpoints" / "last.pt"
+    changed = data_change(start.get("experiment"), experiment, given, last)
     if changed:
         raise ValueError(f"resume: {changed}; train a new run on it (another --run-dir)")
     check_experiment(start.get("experiment"), experiment, last)
     best = run_dir / "checkpoints" / "best.pt"
     if best.is_file():  # e.g. copied from another run
         check_experiment(load_checkpoint(best).get("experiment"), experiment, best)
+
+
+def _check_epochs(epochs: int | None, given: dict, saved_path: Path, change_epochs: bool) -> None:
+    """Raise ``ValueError`` where ``given``'s ``train.epochs`` differs from the run's ``epochs`` without
+    ``change_epochs``, or on a cosine schedule (whose length is the run's)."""
     wanted = given["train"]["epochs"]
-    if epochs is not None and wanted != epochs:
-        if not change_epochs:
-            raise ValueError(
-                f"resume: train.epochs={wanted} differs from the run's {epochs} ({saved_path} is never "
-                f"rewritten): resume without it, or pass --epochs {wanted} to change the run's length"
-            )
-        if given["train"].get("lr_schedule") == "cosine":
-            raise ValueError(
-                f"resume: train.epochs cannot change on a run with lr_schedule='cosine' (its length is "
-                f"the schedule's); the run trains to {epochs} epochs"
-            )
-    if not saved_path.is_file():
-        write_json(saved_path, config)  # restored from the experiment the checkpoint confirmed
+    if epochs is None or wanted == epochs:
+        return
+    if not change_epochs:
+        raise ValueError(
+            f"resume: train.epochs={wanted} differs from the run's {epochs} ({saved_path} is never "
+            f"rewritten): resume without it, or pass --epochs {wanted} to change the run's length"
+        )
+    if given["train"].get("lr_schedule") == "cosine":
+        raise ValueError(
+            f"resume: train.epochs cannot change on a run with lr_schedule='cosine' (its length is "
+            f"the schedule's); the run trains to {epochs} epochs"
+        )
+
+
+def _resumption(start: dict, epochs: int | None, given: dict, saved: dict | None) -> dict:
+    """The ``resume.jsonl`` record of a resumption of ``given`` from the checkpoint ``start`` of a run of ``epochs``
+    saved as ``saved``: its time, epochs, device, and what changed (``train.epochs``, :data:`RUNTIME_KEYS`)."""
+    wanted = given["train"]["epochs"]
     record = {
         "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
         "from_epoch": start.get("epoch", 0),
@@ -215,8 +218,7 @@ def prepare_run_dir(
     runtime = {key: list(pair) for key, pair in config_differences(saved or {}, given).items() if key in RUNTIME_KEYS}
     if saved and runtime:
         record["runtime"] = runtime  # differs from config.json, for this resumption only
-    append_jsonl(run_dir / "resume.jsonl", record)
-    return run_dir
+    return record
 
 
 def run_epochs(run_dir: str | Path) -> int | None:
@@ -248,169 +250,3 @@ def _check_unchanged(saved: dict, given: dict, path: Path) -> None:
             "pass the same experiment and --set overrides as the first run (config.json is never "
             "rewritten; only --device and --epochs may change)"
         )
-
-
-def experiment_record(config: dict, data) -> dict:
-    """What a run's checkpoints record and a resumption must match: ``config`` without what a resumption may change
-    and, for a user's file (``data``: its :class:`~ppl_models.experiments.data.ExperimentData`), the standardisation
-    of its training split and :func:`data_fingerprint` (a file changed in any split is refused on resume)."""
-    experiment = _fixed_part(config)
-    if data.split_record is not None:
-        experiment["data_standardizer"] = data.split_record["standardizer"]
-        name = data.split_record.get("transform", {}).get("name", "none")
-        if name != "none":  # recorded only where there is one: runs made before transforms stay resumable
-            experiment["data_transform"] = name
-    fingerprint = data_fingerprint(config)
-    if fingerprint is not None:
-        experiment["data_fingerprint"] = fingerprint
-    return experiment
-
-
-def _fixed_part(config: dict) -> dict:
-    """``config`` without what a resumption may change: device, ``[evaluate]``, ``train.epochs``, ``train.progress``."""
-    train = {k: v for k, v in config.get("train", {}).items() if k not in RESUMABLE_CHANGES}
-    return {**{k: v for k, v in config.items() if k not in ("device", "evaluate")}, "train": train}
-
-
-def data_fingerprint(config: dict) -> str | None:
-    """``'sha256:<hex>'`` of a user's data (``data.name = "file"``): the file's bytes, or the names and bytes of
-    every file of a folder (MIDI), in name order; ``None`` for a registered data set."""
-    data = config.get("data", {})
-    if data.get("name") != "file":
-        return None
-    path = Path(data["path"])
-    files = sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith(".")) if path.is_dir() else [path]
-    digest = hashlib.sha256()
-    for file in files:
-        if file != path:
-            digest.update(f"{file.name}\0{file.stat().st_size}\0".encode())
-        with open(file, "rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
-    return f"sha256:{digest.hexdigest()}"
-
-
-def _data_change(saved: dict | None, given: dict, config: dict, checkpoint: Path) -> str | None:
-    """Why the data of ``config`` (its experiment's ``data_*`` records ``given``) is not the data of the experiment
-    ``saved`` in ``checkpoint``; ``None`` where it is, or where either records no content hash (a registered data
-    set, an old checkpoint)."""
-    fingerprint = given.get("data_fingerprint")
-    if fingerprint is None or saved is None or saved.get("data_fingerprint") == fingerprint:
-        return None
-    path = config["data"]["path"]
-    if "data_fingerprint" not in saved:
-        return (
-            f"{checkpoint} holds no record of its data's content (an earlier version wrote it), so the data "
-            f"{path} cannot be checked against it"
-        )
-    also = sorted(k for k in given if k.startswith("data_") and k != "data_fingerprint" and saved.get(k) != given[k])
-    return (
-        f"the data {path} is not the data the run was trained on (its content changed"
-        f"{'; so did ' + ', '.join(also) if also else ''})"
-    )
-
-
-def run_differences(run_dir: str | Path, config: dict, experiment: dict | None) -> list[str]:
-    """What differs between the run in ``run_dir`` and a run of ``config`` on its data as it is now, one line each.
-
-    ``experiment`` is the one saved in the run's checkpoint. Each setting of ``config.json`` (or of
-    the checkpoint's experiment, without ``config.json``) that differs gives ``'key: old -> new'``
-    (:data:`RUNTIME_KEYS` aside); a user's file is matched by its content, not by how its path is spelled: one whose
-    content is not the one the run was trained on (:func:`data_fingerprint`) gives a line naming it. Empty where
-    the run is ``config``'s.
-    """
-    run_dir, given = Path(run_dir), _with_defaults(config)
-    if (run_dir / "config.json").is_file():
-        changes = config_differences(_with_defaults(read_config_json(run_dir / "config.json")), given)
-    else:
-        recorded = {k: v for k, v in (experiment or {}).items() if not k.startswith("data_")}
-        changes = config_differences(_with_defaults(recorded), _fixed_part(given))
-    ignored = RUNTIME_KEYS + (("data.path",) if given.get("data", {}).get("name") == "file" else ())
-    found = [f"{key}: {a!r} -> {b!r}" for key, (a, b) in sorted(changes.items()) if key not in ignored]
-    data = (
-        None
-        if any(line.startswith("data.") for line in found)
-        else _data_change(
-            experiment, {"data_fingerprint": data_fingerprint(config)}, given, run_dir / "checkpoints" / "last.pt"
-        )
-    )
-    return found + ([data] if data else [])
-
-
-def _with_defaults(config: dict) -> dict:
-    """A copy of ``config`` whose ``data``, ``model`` and ``objective`` sections hold their builders' defaults too (a
-    setting given at its default is then no change)."""
-    config = json.loads(json.dumps(config))
-    for section, registry in (("data", DATASETS), ("model", MODELS), ("objective", OBJECTIVES)):
-        table = config.get(section)
-        entry = registry.get(table.get("name")) if isinstance(table, dict) else None
-        if entry is None:
-            continue
-        for key, parameter in inspect.signature(entry.build).parameters.items():
-            if parameter.default is not inspect.Parameter.empty and key not in table:
-                table[key] = json.loads(json.dumps(parameter.default, default=str))
-    return config
-
-
-def config_differences(saved, given, prefix: str = "") -> dict[str, tuple]:
-    """``{dotted key: (saved value, given value)}`` of the leaves where two nested dicts differ."""
-    if not (isinstance(saved, dict) and isinstance(given, dict)):
-        return {} if saved == given else {prefix: (saved, given)}
-    found = {}
-    for key in {*saved, *given}:
-        found.update(config_differences(saved.get(key), given.get(key), f"{prefix}.{key}" if prefix else key))
-    return found
-
-
-def load_run_checkpoint(run_dir: Path, objective, config: dict) -> dict:
-    """:func:`~ppl_models.inference.training.load_best` of a run for the experiment ``config``; a ``best.pt`` of
-    another experiment (another model, other data: a file copied from another run) is a ``ValueError`` naming both."""
-    path = Path(run_dir) / "checkpoints" / "best.pt"
-    if not path.exists():
-        raise ValueError(f"{path} does not exist: is the run finished (best.pt is written after a validation)?")
-    checkpoint = load_checkpoint(path)
-    saved = checkpoint.get("experiment") or {}
-    for section in ("model", "data"):
-        expected = json.loads(json.dumps(config[section]))
-        if section in saved and saved[section] != expected:
-            ours, theirs = _describe(saved[section], expected), _describe(expected, saved[section])
-            raise ValueError(
-                f"{path} is for {section} {ours} but {Path(run_dir) / 'config.json'} expects {section} "
-                f"{theirs}: the two files come from different runs"
-            )
-    try:
-        return load_best(run_dir, objective)
-    except RuntimeError as error:  # no saved experiment (an older run), and parameters of another shape or name
-        first = str(error).split("\n")[1].strip() if "\n" in str(error) else str(error)
-        raise ValueError(
-            f"{path} does not fit model {config['model'].get('name')!r} of "
-            f"{Path(run_dir) / 'config.json'} (the two files come from different runs): {first}"
-        ) from None
-
-
-def _describe(section: dict, other: dict) -> str:
-    """``'name'`` of a config section, with the settings where it differs from ``other`` in brackets."""
-    differ = [f"{k}={section[k]!r}" for k in section if k != "name" and other.get(k, object()) != section[k]]
-    return repr(section.get("name")) + (f" ({', '.join(differ[:4])})" if differ else "")
-
-
-def check_evaluation_folder(out: Path, run_dir: Path, force: bool) -> None:
-    """Refuse an ``out`` that is a file, a run folder (or holds ``run_dir``), a folder of other files, or (without
-    ``force``) an evaluation already."""
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"evaluation folder {out} is a file, not a folder")
-    if (
-        out.resolve() == run_dir.resolve()
-        or out.resolve() in run_dir.resolve().parents
-        or (out / "checkpoints").exists()
-    ):
-        raise ValueError(
-            f"evaluation folder {out} is (or holds) a run folder: evaluate writes beside a run, "
-            "never over it; pick another --out"
-        )
-    if (out / "metrics.json").exists() and not force:
-        raise ValueError(
-            f"{out} already holds an evaluation (metrics.json): pass --force to replace it or --out to write elsewhere"
-        )
-    if out.is_dir() and any(out.iterdir()) and not (out / "metrics.json").exists():
-        raise ValueError(f"evaluation folder {out} holds other files, not an evaluation: pick a new or empty --out")

@@ -23,7 +23,6 @@ the options actually used.
 
 from __future__ import annotations
 
-import inspect
 import re
 from pathlib import Path
 
@@ -31,6 +30,7 @@ import tomllib
 import torch
 
 from ppl_models.inference.atomic_files import write_json
+from ppl_models.inference.data import FileSpec
 from ppl_models.inference.discriminative import DiscriminativeLoss
 from ppl_models.inference.training import TrainConfig, Trainer, load_best
 from ppl_models.pf_rnn import PFRNNPredictor
@@ -39,6 +39,7 @@ from . import run_plots
 from .build import resolve_device
 from .config import apply_overrides, check_common
 from .run_folder import mark_finished, prepare_run_dir
+from .spec_builders import table_parameters
 from .tasks.file_regression import FileRegressionData, evaluate_file_regression, file_regression
 from .tasks.localization import belief_figure, evaluate_localization, localization_data, plot_belief_over_time
 from .tasks.localization_paper import evaluate_localization_paper, localization_paper_data, paper_belief_figure
@@ -70,6 +71,8 @@ TASKS = {
     "regime-switching": regime_switching,
     "file": file_regression,
 }
+#: the tasks whose loader takes a spec, whose fields a ``[data]`` table gives (:mod:`.spec_builders`)
+TASK_SPECS = {"file": FileSpec}
 #: model options that only the particle cells take
 PF_ONLY_OPTIONS = (
     "num_particles",
@@ -118,7 +121,7 @@ def build_supervised(config: dict):
     sizes and its :class:`~ppl_models.inference.discriminative.DiscriminativeLoss`."""
     data_options = {k: v for k, v in config["data"].items() if k != "name"}
     loader = TASKS[config["data"]["name"]]
-    allowed = list(inspect.signature(loader).parameters)
+    allowed = list(table_parameters(loader, TASK_SPECS.get(config["data"]["name"])))
     unknown = sorted(set(data_options) - set(allowed))
     if unknown:
         raise ValueError(f"unknown keys in [data] for {config['data']['name']!r}: {unknown}; allowed: {allowed}")

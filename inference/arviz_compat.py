@@ -8,7 +8,7 @@ The project touches ArviZ only through this module:
 - :func:`loo_summary` and :func:`waic_summary` read PSIS-LOO and WAIC the same way on both.
 
 ArviZ 1.x needs Python 3.12 or newer. The test suite runs on the ArviZ that installs with the
-project's Python (0.23 on 3.11); ``tests/test_arviz_compat.py`` runs this module alone, without
+project's Python (0.23 on 3.11); ``tests/inference/test_arviz_compat.py`` runs this module alone, without
 torch, so it can be run under ArviZ 1.x as well (see docs/calibration.md).
 """
 

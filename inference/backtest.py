@@ -54,6 +54,7 @@ from .backtest_checks import (
 from .backtest_totals import LEVELS, BinaryTotals, Totals
 from .data import DataUnits
 from .evaluation.held_out import HeldOutData
+from .keyword_settings import field_names, options_with, sorted_keywords
 from .validation import InputTypeError, check_positive_int
 
 __all__ = ["LEVELS", "Backtest", "BacktestOptions", "backtest", "backtest_held_out", "origin_steps", "longest_reach"]
@@ -117,20 +118,19 @@ class BacktestOptions:
         object.__setattr__(self, "origins", check_positive_int(self.origins, name="origins"))
 
 
+#: the settings :func:`backtest` takes as keywords besides those of its data: the fields of :class:`BacktestOptions`
+#: and the keyword arguments of :func:`backtest_held_out`
+OPTION_NAMES = field_names(BacktestOptions)
+RUN_NAMES = ("generator", "forecast_kwargs")
+
+
 def backtest(
     forecaster,
     x: torch.Tensor,
     mask: torch.Tensor | None,
     scored: torch.Tensor | None = None,
-    *,
-    horizon: int,
-    origins: int,
-    num_samples: int = 200,
-    standardizer=None,
-    season: int = 1,
-    generator: torch.Generator | None = None,
-    forecast_kwargs: Mapping | None = None,
-    binary: bool | None = None,
+    options: BacktestOptions | None = None,
+    **settings,
 ) -> Backtest:
     """Backtest ``forecaster`` on ``x [N, T, D]`` from up to ``origins`` origins per row, ``horizon`` steps ahead.
 
@@ -141,6 +141,8 @@ def backtest(
         x, mask: the series ``[N, T, D]`` in the forecaster's units and ``[N, T]`` (valid steps first).
         scored: ``[N, T]`` the steps that may be forecast, a subset of ``mask`` (a held-out segment; the steps
             before it are history only); ``None``: every valid step but the first.
+        options: the :class:`BacktestOptions`; ``settings``: any of its fields as keywords, in place of its values
+            (``backtest(forecaster, x, mask, horizon=4, origins=10)``), and the other keywords below.
         horizon, origins, num_samples: ``H``, origins per row, draws per forecast (``>= 2``).
         standardizer: maps ``x`` and the draws back to the data's units (its ``inverse``, in float64), or ``None``;
             for transformed data (log, differencing, per-series scaling) the
@@ -155,11 +157,15 @@ def backtest(
     Returns:
         A :class:`Backtest`; see the module docstring for its figures. The data make a
         :class:`~ppl_models.inference.evaluation.HeldOutData` and the settings a :class:`BacktestOptions`, run by
-        :func:`backtest_held_out`.
+        :func:`backtest_held_out`; an unknown keyword is a ``TypeError`` naming it.
     """
-    options = BacktestOptions(horizon, origins, num_samples, season)
-    data = HeldOutData(x, mask, scored=scored, standardizer=standardizer, binary=binary)
-    return backtest_held_out(forecaster, data, options, generator=generator, forecast_kwargs=forecast_kwargs)
+    chosen, given, run = sorted_keywords(
+        "backtest",
+        settings,
+        {"BacktestOptions": OPTION_NAMES, "HeldOutData": ("standardizer", "binary"), "backtest_held_out": RUN_NAMES},
+    )
+    options = options_with(BacktestOptions, options, chosen)
+    return backtest_held_out(forecaster, HeldOutData(x, mask, scored=scored, **given), options, **run)
 
 
 @torch.no_grad()

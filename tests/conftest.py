@@ -1,8 +1,9 @@
-"""Shared test set-up: one thread (the CI machine has two cores), fixed seeds."""
+"""Shared test set-up: one thread (the CI machine has two cores), fixed seeds, and the fixtures several files take."""
 
 import pyro
 import pytest
 import torch
+from factories import lgssm_sequences, random_lgssm
 
 torch.set_num_threads(1)
 
@@ -20,3 +21,10 @@ def float64():
     torch.set_default_dtype(torch.float64)
     yield
     torch.set_default_dtype(torch.float32)
+
+
+@pytest.fixture(scope="module")
+def small_lgssm():
+    """``(model, x [4, 6, 3])``: a random LGSSM (2 latent dimensions, learned proposal) and sequences it drew."""
+    model = random_lgssm(2, 3, proposal="learned")
+    return model, lgssm_sequences(model, 4, 6)

@@ -1,5 +1,8 @@
 """What the tests build: a tiny instance of every model class with data it models, random linear-Gaussian SSMs and
-their sequences, and long-format tables of several series."""
+their sequences, padded sequences, long-format tables of several series, and the warnings a call gives."""
+
+import math
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -21,6 +24,7 @@ from ppl_models import (
     TransformerForecaster,
     TwoStageKalmanFilter,
 )
+from ppl_models.inference.data import DataWarning
 
 B, T, D = 3, 6, 2
 
@@ -107,6 +111,25 @@ def lgssm_sequences(model, batch, steps, seed=1) -> torch.Tensor:
     return model.sample(batch, steps, generator=torch.Generator().manual_seed(seed))[0]
 
 
+def padded_sequences(fill=0.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(x [3, 6, 1], mask [3, 6])``: normal draws at the valid steps (lengths 4, 6, 2), ``fill`` in the padding."""
+    x = torch.randn(3, 6, 1, generator=torch.Generator().manual_seed(1))
+    mask = torch.arange(6).expand(3, 6) < torch.tensor([[4], [6], [2]])
+    return x.masked_fill(~mask.unsqueeze(-1), fill), mask
+
+
+#: fills of the padding that must change no result (0 is the reference)
+PADDING_FILLS = (1e30, -1e30, math.nan, math.inf, -math.inf)
+
+
+def warned(compute, category=DataWarning):
+    """``(compute(), [the messages of the warnings of category it gave])``, every warning recorded."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = compute()
+    return result, [str(w.message) for w in caught if issubclass(w.category, category)]
+
+
 def long_frame(lengths=(7, 5, 9, 6), features=2, seed=0) -> pd.DataFrame:
     """Long format, rows shuffled: series ``s0..``, integer time, ``f0..`` real values and a ``label`` text column."""
     rng = np.random.default_rng(seed)
@@ -145,6 +168,23 @@ def write_series(path, lengths, labels=None, seed=0):
     return path
 
 
+def site_walks(path, *, series=8, steps=30, seed=0, **extra):
+    """Long format ``site``, ``t``, ``temp`` (a random walk per site) and ``extra`` columns, each a function of the
+    frame."""
+    rng = np.random.default_rng(seed)
+    frame = pd.DataFrame(
+        {
+            "site": np.repeat([f"s{i}" for i in range(series)], steps),
+            "t": np.tile(np.arange(steps), series),
+            "temp": rng.normal(size=series * steps).cumsum(),
+        }
+    )
+    for name, make in extra.items():
+        frame[name] = make(frame)
+    frame.to_csv(path, index=False)
+    return path
+
+
 def stations(path, *, seed=0, series=10, steps=20):
     """A long-format CSV: ``series`` sites of ``steps`` hours, two real-valued features."""
     rng = np.random.default_rng(seed)
@@ -156,6 +196,46 @@ def stations(path, *, seed=0, series=10, steps=20):
             rows.append({"site": f"s{s}", "when": t, "temp": 15 + 4 * level, "load": 100 + 20 * level + rng.normal()})
     pd.DataFrame(rows).to_csv(path, index=False)
     return path
+
+
+def sites_file(path, *, shift=0.0, series=10, steps=12, seed=0):
+    """Long format: ``series`` sites of ``steps`` steps, features ``a`` and ``b`` and a target ``y``, rows shuffled."""
+    rng = np.random.default_rng(seed)
+    rows = [
+        {
+            "site": f"s{s}",
+            "step": t,
+            "a": shift + s + 0.3 * t + rng.normal(),
+            "b": shift - 2.0 * s + t,
+            "y": 10.0 + s + rng.normal(),
+        }
+        for s in range(series)
+        for t in range(steps)
+    ]
+    pd.DataFrame(rows).sample(frac=1.0, random_state=seed).to_csv(path, index=False)
+    return path
+
+
+def set_args(items):
+    """``["--set", item, ...]`` for each of ``items``."""
+    return [word for item in items for word in ("--set", item)]
+
+
+#: the columns of a :func:`sites_file`, as command-line settings
+SITE_COLUMNS = set_args(['data.series="site"', 'data.time="step"'])
+
+
+def drawn_figures(monkeypatch) -> dict:
+    """Leave the board's figures out (they cost seconds), recording them: ``{figure: [the models it was drawn
+    with]}``."""
+    from ppl_models.experiments import board_plots
+
+    figures = {}
+    monkeypatch.setattr(
+        board_plots, "calibration_figure", lambda folders, path: figures.update(calibration=list(folders))
+    )
+    monkeypatch.setattr(board_plots, "fan_chart", lambda folders, path, device: figures.update(fan=list(folders)))
+    return figures
 
 
 #: the settings of a tiny board on the :func:`stations` file
@@ -171,7 +251,6 @@ TINY = [
 
 def board_args(*extra, data="a.csv", models="lgssm", out="out"):
     """The arguments of a tiny ``ppl-models leaderboard`` on ``data`` (no classical rows)."""
-    sets = [arg for item in TINY for arg in ("--set", item)]
     return [
         "leaderboard",
         "--data",
@@ -179,7 +258,7 @@ def board_args(*extra, data="a.csv", models="lgssm", out="out"):
         *(["--models", models] if models is not None else []),
         "--out",
         out,
-        *sets,
+        *set_args(TINY),
         "--classical",
         "none",
         *extra,

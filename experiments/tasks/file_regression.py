@@ -27,6 +27,7 @@ import torch
 
 from ppl_models.inference.calibration import calibration_summary, pit, plot_pit_ecdf, plot_predictive_bands
 from ppl_models.inference.data import FileSpec, Standardizer
+from ppl_models.inference.keyword_settings import field_names, sorted_keywords
 from ppl_models.inference.validation import SettingError, check_choice, check_positive_int
 
 from ..data import SPLITS, SupervisedData
@@ -35,6 +36,8 @@ from .own_file import read_dataset
 __all__ = ["FileRegressionData", "file_regression", "spec_regression", "evaluate_file_regression"]
 
 TABLES = (".csv", ".parquet")
+#: the settings :func:`file_regression` takes as keywords: the fields of a ``FileSpec`` but those it sets itself
+SETTINGS = field_names(FileSpec, without=("targets", "degenerate"))
 #: the message of a regression without targets (a template of :class:`~ppl_models.inference.validation.SettingError`)
 MISSING_TARGETS = (
     "data.targets: a PF-RNN predicts targets columns from the feature columns: give {data.targets} "
@@ -65,24 +68,20 @@ class FileRegressionData(SupervisedData):
 
 
 def file_regression(
-    path: str | os.PathLike,
-    targets: list[str] | None = None,
-    series: str | None = None,
-    time: str | None = None,
-    features: list[str] | None = None,
-    split: str | None = None,
-    split_by: str = "series",
-    fractions: list[float] | None = None,
-    split_seed: int = 0,
-    window: int | None = None,
-    stride: int | None = None,
-    missing: str = "error",
-    sep: str = ",",
-    time_order: str = "values",
+    path: str | os.PathLike, targets: str | list[str] | None = None, spec: FileSpec | None = None, **settings
 ) -> tuple[FileRegressionData, dict]:
-    """The ``[data] name = "file"`` builder of a regression: its keys as a
-    :class:`~ppl_models.inference.data.spec.FileSpec` for :func:`spec_regression` (``targets`` a column name or a
-    list of them)."""
+    """The ``[data] name = "file"`` builder of a regression: :func:`spec_regression` of ``spec`` (a
+    :class:`~ppl_models.inference.data.spec.FileSpec`, default its defaults) with ``settings`` (its fields as
+    keywords) and ``targets`` (a column name or a list of them; default the spec's) in place. Every input column is
+    kept (``degenerate="keep"``: a constant input decides no score); an unknown keyword is a ``TypeError`` naming it.
+    """
+    (settings,) = sorted_keywords("file_regression", settings, {"FileSpec": SETTINGS})
+    targets = _target_columns(spec.targets if targets is None and spec is not None else targets)
+    return spec_regression(path, FileSpec.of(spec, **settings, targets=targets, degenerate="keep"))
+
+
+def _target_columns(targets) -> list[str]:
+    """``targets`` (a column name or a list of them) as a list; an error naming ``data.targets`` otherwise."""
     if targets is None or (isinstance(targets, (list, tuple)) and not targets):
         raise SettingError("targets", MISSING_TARGETS)
     if isinstance(targets, str) and targets.startswith("["):  # the shell ate the quotes of --set data.targets=["y"]
@@ -92,23 +91,7 @@ def file_regression(
     targets = [targets] if isinstance(targets, str) else targets
     if not isinstance(targets, (list, tuple)) or not all(isinstance(t, str) for t in targets):
         raise TypeError(f"data.targets: expected a list of column names, got {targets!r}")
-    spec = FileSpec(
-        series=series,
-        time=time,
-        features=features,
-        targets=targets,
-        split=split,
-        split_by=split_by,
-        fractions=fractions,
-        split_seed=split_seed,
-        window=window,
-        stride=stride,
-        missing=missing,
-        time_order=time_order,
-        degenerate="keep",  # inputs: a constant one decides no score
-        sep=sep,
-    )
-    return spec_regression(path, spec)
+    return targets
 
 
 def spec_regression(path: str | os.PathLike, spec: FileSpec) -> tuple[FileRegressionData, dict]:
@@ -179,21 +162,10 @@ def evaluate_file_regression(
     x, mask, y = data.splits[split]
     mask = torch.ones(x.shape[:2], dtype=torch.bool) if mask is None else mask
     generator = torch.Generator(device=device).manual_seed(seed)
-    means, draws, log_weights, log_probs, ess = [], [], [], [], 0.0
-    for start in range(0, len(x), batch_size):
-        xb, mb, yb = (t[start : start + batch_size].to(device) for t in (x, mask, y))
-        belief = predictor.belief(xb, mb, generator=generator)
-        predictive = predictor.belief_predictive(belief, num_samples, generator)
-        means.append(predictive.mean.cpu())
-        draws.append(predictive.samples.cpu())
-        component = predictor.particle_distribution(belief.particles).base_dist  # N(f_out(h_t^i), sigma) per target
-        log_probs.append(component.log_prob(yb.transpose(0, 1).unsqueeze(1)).transpose(0, 2).cpu())  # [B, K, T, O]
-        log_weights.append(belief.log_weights.transpose(0, 2).cpu())  # [B, K, T]
-        ess += float((1.0 / belief.log_weights.exp().square().sum(1)).T[mb].sum())
+    means, draws, log_w, log_prob, ess = _mixture(predictor, x, mask, y, generator, num_samples, batch_size)
     units = data.target_standardizer
-    observed, predicted = units.inverse(y), units.inverse(torch.cat(means))
-    predictive = units.inverse(torch.cat(draws, 1))  # [S, N, T, O]
-    log_w, log_prob = torch.cat(log_weights), torch.cat(log_probs)  # [N, K, T], [N, K, T, O] in standard units
+    observed, predicted = units.inverse(y), units.inverse(means)
+    predictive = units.inverse(draws)  # [S, N, T, O]
     log_jacobian = torch.tensor(units.scale, dtype=log_prob.dtype).log()  # [O]: y = mean + scale z
     joint = torch.logsumexp(log_w + log_prob.sum(-1), 1)  # [N, T]: the mixture's density of the O targets
     joint = (joint - log_jacobian.sum()) / len(data.targets)  # per target, in the targets' units
@@ -227,6 +199,25 @@ def evaluate_file_regression(
         )
         plot_predictive_bands(predictive, observed, mask=mask, path=plots_dir / "predictive_bands.png")
     return metrics
+
+
+def _mixture(predictor, x, mask, y, generator, num_samples: int, batch_size: int) -> tuple:
+    """The predictor's particle mixture on ``x [N, T, D]`` (``mask [N, T]``), ``batch_size`` sequences at a time, in
+    standard units: ``(means [N, T, O], draws [S, N, T, O], log weights [N, K, T], log densities of y [N, K, T, O],
+    the effective sample size summed over the valid steps)``."""
+    device = generator.device
+    means, draws, log_weights, log_probs, ess = [], [], [], [], 0.0
+    for start in range(0, len(x), batch_size):
+        xb, mb, yb = (t[start : start + batch_size].to(device) for t in (x, mask, y))
+        belief = predictor.belief(xb, mb, generator=generator)
+        predictive = predictor.belief_predictive(belief, num_samples, generator)
+        means.append(predictive.mean.cpu())
+        draws.append(predictive.samples.cpu())
+        component = predictor.particle_distribution(belief.particles).base_dist  # N(f_out(h_t^i), sigma) per target
+        log_probs.append(component.log_prob(yb.transpose(0, 1).unsqueeze(1)).transpose(0, 2).cpu())  # [B, K, T, O]
+        log_weights.append(belief.log_weights.transpose(0, 2).cpu())  # [B, K, T]
+        ess += float((1.0 / belief.log_weights.exp().square().sum(1)).T[mb].sum())
+    return torch.cat(means), torch.cat(draws, 1), torch.cat(log_weights), torch.cat(log_probs), ess
 
 
 def _scores(predicted, observed, predictive, mask, log_density, mean: list[float], seed: int) -> dict:

@@ -13,10 +13,11 @@ from collections import OrderedDict
 from pathlib import Path
 
 from ppl_models.inference.data import DataSplits, FileSpec, SequenceDataset, Standardizer, resolve_transform
+from ppl_models.inference.keyword_settings import field_names, options_with, sorted_keywords
 
 from ..data import ExperimentData, LevelData
 
-__all__ = ["CACHED_READS", "read_dataset", "file_data", "spec_data"]
+__all__ = ["CACHED_READS", "read_dataset", "file_data"]
 
 #: the reads a process keeps (:func:`read_dataset`), the least recently used dropped first
 CACHED_READS = 4
@@ -65,34 +66,21 @@ def _signature(path: Path) -> tuple | None:
 
 def file_data(
     path: str,
-    series: str | None = None,
-    time: str | None = None,
-    features: list[str] | None = None,
-    targets: list[str] | None = None,
-    split: str | None = None,
-    split_by: str = "series",
-    fractions: list[float] | None = None,
-    split_seed: int = 0,
-    window: int | None = None,
-    stride: int | None = None,
-    missing: str = "error",
-    time_order: str = "values",
-    sep: str = ",",
+    spec: FileSpec | None = None,
+    *,
     fs: float = 4.0,
     standardizer: dict | None = None,
     transform: str = "auto",
     season: int | None = None,
-    degenerate: str = "drop",
     history: bool = False,
+    **settings,
 ) -> ExperimentData:
-    """The ``[data] name = "file"`` builder: its keys as a :class:`~ppl_models.inference.data.spec.FileSpec`
-    (``series`` ... ``degenerate``, ``sep``: the file's columns, split and windows) for :func:`spec_data`, with
-    ``fs``, ``standardizer``, ``transform``, ``season`` and ``history``.
+    """The ``[data] name = "file"`` builder: the file at ``path`` read, split and windowed by ``spec`` (a
+    :class:`~ppl_models.inference.data.spec.FileSpec`, default its defaults, with ``settings``, its fields as
+    keywords, in place), transformed and standardised.
 
-    :func:`spec_data` reads ``path`` (``.csv``, ``.parquet``, ``.npz`` or a folder of ``.mid`` files), splits it,
-    transforms it and standardises it.
-
-    ``series`` / ``time`` / ``features`` / ``targets`` / ``split`` name the columns of a long-format
+    ``path`` is a ``.csv``, ``.parquet``, ``.npz`` or a folder of ``.mid`` files. The spec's ``series`` / ``time`` /
+    ``features`` / ``targets`` / ``split`` name the columns of a long-format
     table (:meth:`~ppl_models.inference.data.datasets.SequenceDataset.from_dataframe`, whose ``degenerate`` leaves out
     features that are constant or exact linear functions of others, named in the split record's ``left_out``),
     whose ``time_order`` is ``"values"`` (by the time column's numbers, dates or numbered labels) or ``"file"`` (the
@@ -103,59 +91,25 @@ def file_data(
     read but not scored: :attr:`~ppl_models.experiments.data.ExperimentData.scored`); where the training lengths are
     very skewed, the long training series are cut into pieces that keep the padding within
     :data:`~ppl_models.inference.data.datasets.PADDING_LIMIT` times the steps
-    (:meth:`~ppl_models.inference.data.datasets.DataSplits.chunked`, with a warning). ``transform``
-    (:func:`~ppl_models.inference.data.resolve_transform`): ``"auto"`` (chosen on the validation split among log,
-    differencing at lag 1 or ``season`` and per-series scaling), ``"none"`` or a spec like ``"log+difference"``;
-    training windows are cut from the transformed training split. Real-valued features are then standardised on the
-    training split (or by ``standardizer``, a :meth:`~ppl_models.inference.data.Standardizer.to_dict` record: a
-    trained model's own, to judge or forecast new data in its units); the tensors are in those units, each held-out
-    split's way back to the data's units is :meth:`~ppl_models.experiments.data.ExperimentData.units`, and the data
-    as read is :attr:`~ppl_models.experiments.data.ExperimentData.levels`. ``history=True`` reads each series whole,
-    in every split, as the history of a forecast past its end: no split and no training windows (a run's transform
-    and ``standardizer`` apply, per-series scales from each series' own steps).
+    (:meth:`~ppl_models.inference.data.datasets.DataSplits.chunked`, with a warning). ``fs``: the frame rate of MIDI
+    files. ``transform`` (:func:`~ppl_models.inference.data.resolve_transform`): ``"auto"`` (chosen on the
+    validation split among log, differencing at lag 1 or ``season`` and per-series scaling), ``"none"`` or a spec
+    like ``"log+difference"``; training windows are cut from the transformed training split. Real-valued features
+    are then standardised on the training split (or by ``standardizer``, a
+    :meth:`~ppl_models.inference.data.Standardizer.to_dict` record: a trained model's own, to judge or forecast new
+    data in its units); the tensors are in those units, each held-out split's way back to the data's units is
+    :meth:`~ppl_models.experiments.data.ExperimentData.units`, and the data as read is
+    :attr:`~ppl_models.experiments.data.ExperimentData.levels`. ``history=True`` reads each series whole, in every
+    split, as the history of a forecast past its end: no split and no training windows (a run's transform and
+    ``standardizer`` apply, per-series scales from each series' own steps). An unknown keyword is a ``TypeError``
+    naming it.
     """
-    spec = FileSpec(
-        series=series,
-        time=time,
-        features=features,
-        targets=targets,
-        split=split,
-        split_by=split_by,
-        fractions=fractions,
-        split_seed=split_seed,
-        window=window,
-        stride=stride,
-        missing=missing,
-        time_order=time_order,
-        degenerate=degenerate,
-        sep=sep,
-    )
-    return spec_data(path, spec, fs=fs, standardizer=standardizer, transform=transform, season=season, history=history)
-
-
-def spec_data(
-    path: str,
-    spec: FileSpec,
-    *,
-    fs: float = 4.0,
-    standardizer: dict | None = None,
-    transform: str = "auto",
-    season: int | None = None,
-    history: bool = False,
-) -> ExperimentData:
-    """The file at ``path`` read, split and windowed by ``spec``, transformed and standardised (:func:`file_data`)."""
+    (settings,) = sorted_keywords("file_data", settings, {"FileSpec": field_names(FileSpec)})
+    spec = options_with(FileSpec, spec, settings, name="spec")
     if standardizer is not None:  # a trained model's features, as it was trained on them
         spec = dataclasses.replace(spec, features=standardizer.get("features", spec.features), degenerate="keep")
     dataset = read_dataset(path, spec, fs=fs)
-    window = None if history else spec.window
-    if history:
-        splits = _whole(dataset)
-    else:
-        splits = dataset.split(by=spec.split_by, fractions=spec.split_fractions, seed=spec.split_seed)
-    splits, choice = resolve_transform(transform, splits, season=season, window=window, prefix="data.")
-    if window is not None:
-        splits = splits.windows(window, spec.stride)
-    splits = splits.chunked()
+    splits, choice = _cut(dataset, spec, transform, season, history)
     if standardizer is not None:
         splits.standardizer = _recorded(standardizer, dataset.features, path)
     train, valid, test = splits.tensors()
@@ -173,6 +127,22 @@ def spec_data(
         scored=splits.scored(),
         levels=_levels(splits),
     )
+
+
+def _cut(
+    dataset: SequenceDataset, spec: FileSpec, transform: str, season: int | None, history: bool
+) -> tuple[DataSplits, dict]:
+    """``(splits, the transform chosen)``: ``dataset`` split by ``spec`` (every series whole in each split for
+    ``history``), transformed, cut into training windows and chunked (:func:`file_data`)."""
+    window = None if history else spec.window
+    if history:
+        splits = _whole(dataset)
+    else:
+        splits = dataset.split(by=spec.split_by, fractions=spec.split_fractions, seed=spec.split_seed)
+    splits, choice = resolve_transform(transform, splits, season=season, window=window, prefix="data.")
+    if window is not None:
+        splits = splits.windows(window, spec.stride)
+    return splits.chunked(), choice
 
 
 def _whole(dataset: SequenceDataset) -> DataSplits:

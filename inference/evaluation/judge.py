@@ -12,12 +12,11 @@ PSIS-LOO / WAIC over the guide's draws (``_posterior_figures``). The result is a
 
 from __future__ import annotations
 
-import dataclasses
-
 import pyro
 import torch
 
 from .. import calibration
+from ..keyword_settings import field_names, options_with, sorted_keywords
 from ..protocol import model_device
 from ..validation import InputTypeError, check_memory, check_scored, check_sequences
 from .batch_estimates import TRUE_LOG_LIKELIHOOD, Gathered, gather
@@ -37,28 +36,23 @@ from .options import EvaluationOptions, Plan
 
 __all__ = ["evaluate", "evaluate_held_out", "Evaluation"]
 
+#: the settings :func:`evaluate` takes as keywords: the fields of :class:`EvaluationOptions`, and those of the
+#: :class:`HeldOutData` judged but its sequences
+OPTION_NAMES = field_names(EvaluationOptions)
+DATA_NAMES = field_names(HeldOutData, without=("x", "mask"))
+
 
 def evaluate(
-    model,
-    x: torch.Tensor,
-    mask: torch.Tensor | None = None,
-    options: EvaluationOptions | None = None,
-    *,
-    valid: tuple[torch.Tensor, torch.Tensor] | None = None,
-    truth=None,
-    truth_metrics=None,
-    standardizer=None,
-    binary: bool | None = None,
-    description: str = "data",
-    scored=None,
-    **settings,
+    model, x: torch.Tensor, mask: torch.Tensor | None = None, options: EvaluationOptions | None = None, **settings
 ) -> Evaluation:
     """Judge ``model`` on ``x [N, T, D]`` (``mask [N, T]``, valid steps first), as the model sees it.
 
     Args:
         options: how to evaluate (:class:`EvaluationOptions`: estimators, particle and draw counts, batches, the
-            noise refit, the seed); ``settings``: any of its fields as keywords, in place of its values
-            (``evaluate(model, x, mask, estimators=["smc"], num_particles=500)``).
+            noise refit, the seed).
+        settings: any field of :class:`EvaluationOptions` as a keyword, in place of its value in ``options``
+            (``evaluate(model, x, mask, estimators=["smc"], num_particles=500)``), and the fields of the
+            :class:`HeldOutData` judged but ``x`` and ``mask``, as follows.
         valid: the validation split ``(x, mask)``, on which ``options.noise_refit`` refits a model's noise.
         truth: the data's source, a model with an exact ``log_likelihood``: adds ``exact (true
             parameters)`` and ``gap_to_truth``. ``truth_metrics``: ``(draws, x) -> {name: value}``.
@@ -84,29 +78,20 @@ def evaluate(
     lengths are skewed (:func:`~ppl_models.inference.evaluation.data_layout.packed_layout`), so that its memory follows
     the scored steps rather than the rows times the longest.
 
-    The arguments but ``model``, ``options`` and ``settings`` make a :class:`HeldOutData`, judged by
-    :func:`evaluate_held_out`.
+    ``x``, ``mask`` and the data's keywords make a :class:`HeldOutData`, judged by :func:`evaluate_held_out`.
     """
-    options = _with_settings(options, settings)
-    data = HeldOutData(
-        x,
-        mask,
-        scored=scored,
-        valid=valid,
-        standardizer=standardizer,
-        binary=binary,
-        description=description,
-        truth=truth,
-        truth_metrics=truth_metrics,
+    chosen, given = sorted_keywords(
+        "evaluate", settings, {"EvaluationOptions": OPTION_NAMES, "HeldOutData": DATA_NAMES}
     )
-    return evaluate_held_out(model, data, options)
+    options = options_with(EvaluationOptions, options, chosen)
+    return evaluate_held_out(model, HeldOutData(x, mask, **given), options)
 
 
 @torch.no_grad()
 def evaluate_held_out(model, data: HeldOutData, options: EvaluationOptions | None = None) -> Evaluation:
     """Judge ``model`` on ``data`` as ``options`` say (default: :class:`EvaluationOptions`'s defaults); see
     :func:`evaluate`."""
-    options = _with_settings(options, {})
+    options = options_with(EvaluationOptions, options, {})
     x, mask, binary = _checked_data(model, data)
     scored = check_scored(data.scored, mask)
     if scored is not None:
@@ -253,22 +238,6 @@ def _checked_plan(
     if not plan.by_filter and not model.supports("predictive"):
         raise ValueError(f"model {type(model).__name__} has neither a particle form (for smc) nor a predictive")
     return plan
-
-
-def _with_settings(options: EvaluationOptions | None, settings: dict) -> EvaluationOptions:
-    """``options`` (default: :class:`EvaluationOptions`'s defaults) with the keyword ``settings`` in place."""
-    if options is not None and not isinstance(options, EvaluationOptions):
-        raise InputTypeError(f"options must be an EvaluationOptions or None, got {type(options).__name__}")
-    known = [f.name for f in dataclasses.fields(EvaluationOptions)]
-    unknown = sorted(set(settings) - set(known))
-    if unknown:
-        raise InputTypeError(
-            f"evaluate() got unknown keyword arguments {unknown}: its settings are the fields of "
-            f"EvaluationOptions, {known}"
-        )
-    if options is None:
-        return EvaluationOptions(**settings)
-    return dataclasses.replace(options, **settings) if settings else options
 
 
 def _check_arguments(binary, description, valid) -> None:

@@ -1,6 +1,6 @@
 """The classical rows of a leaderboard are judged on the same scored steps as the collection's models, in the
-data's units; the board flags what is wrong and shows two forecasters that are one as one row; a run forecasts past
-the end of its file."""
+data's units; the board flags what is wrong (a constant column is left out of every row, so that it decides no
+score) and shows two forecasters that are one as one row; a run forecasts past the end of its file."""
 
 from __future__ import annotations
 
@@ -9,8 +9,10 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from factories import site_walks
 from scipy.stats import norm
 
+from ppl_models.experiments import leaderboard
 from ppl_models.experiments.board_flags import row_flags
 from ppl_models.experiments.classical_rows import same_rows
 from ppl_models.experiments.cli import main
@@ -30,6 +32,19 @@ SETS = [
     "model.latent_dim=2",
     "--set",
     "evaluate.predictive_samples=20",
+]
+
+
+#: a one-epoch board on a :func:`~factories.site_walks` file
+WALK_SETTINGS = [
+    'data.series="site"',
+    'data.time="t"',
+    "train.epochs=1",
+    "train.batch_size=8",
+    "evaluate.predictive_samples=10",
+    "evaluate.num_particles=10",
+    "evaluate.iwae_particles=4",
+    "evaluate.batch_size=8",
 ]
 
 
@@ -153,3 +168,15 @@ def test_same_rows_names_seasonal_naive_as_the_last_value_where_its_season_is_1(
     else:
         assert same["seasonal-naive"][0] == "last-value" and why in same["seasonal-naive"][1]
     assert same_rows({"seasonal-naive": folders["seasonal-naive"]}) == {}  # alone, it is a row of its own
+
+
+def test_a_constant_column_no_longer_decides_the_board(tmp_path):
+    path = site_walks(tmp_path / "c.csv", const=lambda f: 3.0)
+    out = tmp_path / "board"
+    rows = leaderboard.run_leaderboard(path, out, ["lgssm"], WALK_SETTINGS, classical=["last-value"])
+    nats = {row["model"]: row["nats_per_step"] for row in rows}
+    # one standard-normal-ish random walk: a step's density is a few nats below 0 for every row, not +11
+    assert all(-5 < value < 1 for value in nats.values())
+    board = json.loads((out / "leaderboard.json").read_text())
+    assert any(w.startswith("const: left out of every row") for w in board["warnings"])
+    assert "const: left out of every row" in (out / "leaderboard.md").read_text()

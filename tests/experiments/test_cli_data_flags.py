@@ -1,14 +1,13 @@
 """The data flags of train / leaderboard / suite (--series, --time, ... as --set data.KEY=VALUE), the data messages
-in the flags' words, and child processes side by side (experiments.processes)."""
+in the flags' words, and flags that would be ignored refused."""
 
 import json
-import os
-import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from factories import site_walks
 
 from ppl_models.experiments import cli, cli_messages, data_flags, leaderboard, processes
 from ppl_models.experiments import config as config_module
@@ -16,6 +15,7 @@ from ppl_models.experiments.cli import main
 from ppl_models.experiments.config import apply_overrides
 from ppl_models.experiments.own_data import load_experiment, model_config
 from ppl_models.experiments.run_folder import run_differences
+from ppl_models.experiments.tasks.own_file import file_data
 from ppl_models.inference.data import FileSpec, SequenceDataset, resolve_transform
 from ppl_models.inference.training import load_checkpoint
 from ppl_models.inference.validation import SettingError
@@ -386,42 +386,56 @@ def test_the_leaderboard_takes_jobs(capsys):
         cli.build_parser().parse_args(["leaderboard", "--data", "x.csv", "--out", "b", "--jobs", "0"])
 
 
-# --- child processes -----------------------------------------------------------------------------------------------
-
-
-def child(code: str) -> list[str]:
-    return [sys.executable, "-c", code]
-
-
-def test_two_children_run_with_their_threads_and_logs(tmp_path, capsys):
-    code = "import os, time; time.sleep(1); print('threads', os.environ['OMP_NUM_THREADS'])"
-    status = processes.run_processes([("first", child(code)), ("second", child(code))], tmp_path / "logs", jobs=2)
-    assert status == {"first": 0, "second": 0}
-    threads = max(1, (os.cpu_count() or 1) // 2)
-    for label in ("first", "second"):
-        assert (tmp_path / "logs" / f"{label}.log").read_text() == f"threads {threads}\n"
-    assert capsys.readouterr().out.count(f"threads {threads}\n") == 2  # each log printed when its child ends
-
-
-def test_the_costliest_children_start_first(tmp_path, capsys):
-    trace = tmp_path / "order.txt"
-    commands = [(label, child(f"open({str(trace)!r}, 'a').write({label!r} + ' ')")) for label in ("a", "b", "c", "d")]
-    status = processes.run_processes(commands, tmp_path / "logs", jobs=1, cost={"a": 1, "b": 3, "c": 2}, echo=False)
-    assert list(status) == ["a", "b", "c", "d"] and trace.read_text().split() == ["d", "b", "c", "a"]
-
-
-def test_a_failing_child_is_reported_by_its_label_with_the_end_of_its_log(tmp_path, capsys):
-    failing = "import sys; print('\\n'.join(f'line {i}' for i in range(30))); sys.exit(3)"
-    status = processes.run_processes(
-        [("good one", child("print('fine')")), ("bad one", child(failing))], tmp_path / "logs", jobs=2, echo=False
+def test_targets_given_to_a_density_model_are_refused(tmp_path, capsys):
+    path = site_walks(tmp_path / "w.csv", wind=lambda f: 1.0 + f["t"] % 3)
+    assert (
+        main(
+            [
+                "train",
+                "gru",
+                "--data",
+                str(path),
+                "--series",
+                "site",
+                "--targets",
+                "wind",
+                "--run-dir",
+                str(tmp_path / "run"),
+            ]
+        )
+        == 2
     )
-    assert status == {"good one": 0, "bad one": 3}
-    err = capsys.readouterr().err
-    assert "bad one: failed with exit status 3" in err and "good one" not in err
-    assert "line 29" in err and f"line {29 - processes.LOG_TAIL}\n" not in err
-    assert (tmp_path / "logs" / "bad_one.log").is_file()
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and "--targets" in error[0] and "--features" in error[0]
+    assert not (tmp_path / "run").exists()
 
 
-def test_labels_that_share_a_log_file_are_refused(tmp_path):
-    with pytest.raises(ValueError, match="distinct log files"):
-        processes.run_processes([("a/b", child("")), ("a b", child(""))], tmp_path / "logs", jobs=2)
+def test_a_split_column_and_a_split_by_time_are_not_both_taken(tmp_path, capsys):
+    path = site_walks(
+        tmp_path / "p.csv", part=lambda f: np.where(f["t"] < 20, "train", np.where(f["t"] < 25, "valid", "test"))
+    )
+    assert (
+        main(
+            [
+                "train",
+                "gru",
+                "--data",
+                str(path),
+                "--series",
+                "site",
+                "--split-column",
+                "part",
+                "--split",
+                "time",
+                "--run-dir",
+                str(tmp_path / "run"),
+            ]
+        )
+        == 2
+    )
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and "--split time" in error[0] and "--split-column part" in error[0]
+    with pytest.raises(ValueError, match="so split_by would not be used"):
+        file_data(str(path), series="site", time="t", split="part", split_by="time")
+    with pytest.raises(ValueError, match="so fractions would not be used"):
+        file_data(str(path), series="site", time="t", split="part", fractions=[0.5, 0.25, 0.25])

@@ -1,6 +1,7 @@
 """Forecasts past the end of the data (``ppl-models forecast RUN --beyond H``): every step carries the model's state
 forward (the draws of rerunning each path, at a cost linear in H), each series keeps its own id, a new file is read
-whole as the series' history, 0/1 data gives the probability of a 1, and a horizon that cannot fit is refused first."""
+whole as the series' history, 0/1 data gives the probability of a 1, a horizon that cannot fit is refused first, and
+so are the flags of a forecast of the test split."""
 
 from __future__ import annotations
 
@@ -275,3 +276,19 @@ def test_a_horizon_beyond_memory_is_refused_before_any_draw(runs, monkeypatch, c
     err = capsys.readouterr().err
     assert err.startswith("ppl-models: error: --beyond=10000000000 needs at least") and err.count("\n") == 1, err
     assert "at most" in err and not (runs / "huge").exists()
+
+
+@pytest.mark.parametrize(
+    "flag",
+    [
+        ["--horizon", "3"],
+        ["--observed", "5"],
+        ["--em-iterations", "2"],
+        ["--recalibrate", "scale"],
+        ["--recalibrate-per-step"],
+    ],
+)
+def test_forecast_flags_of_the_test_split_are_refused_with_beyond(tmp_path, capsys, flag):
+    assert main(["forecast", f"a={tmp_path / 'run'}", "--beyond", "4", "--out", str(tmp_path / "f"), *flag]) == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and flag[0] in error[0] and "--beyond" in error[0]

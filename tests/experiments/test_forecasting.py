@@ -1,9 +1,14 @@
-"""Many-steps-ahead forecasts: one-step predictors fed their own draws, particle models, the report."""
+"""Many-steps-ahead forecasts: one-step predictors fed their own draws, particle models, the report; a run trained on a
+file forecasts that file and a new one in its own units, and a checkpoint of another run is refused."""
 
 import json
+import shutil
 
+import numpy as np
+import pandas as pd
 import pytest
 import torch
+from factories import SITE_COLUMNS, set_args, sites_file
 
 from ppl_models import LinearGaussianSSM
 from ppl_models.experiments import cli, forecasting, runner
@@ -165,3 +170,81 @@ def test_covid_transforms_map_back_to_the_scaled_counts(transform):
     assert float(changed.untransform(-value).abs().max()) == 0.0
     with pytest.raises(ValueError, match="transform"):
         covid_deaths(transform="log")
+
+
+# --- forecasts of a run trained on a file -------------------------------------------------------------------------
+TINY_GRU = [
+    "train.epochs=1",
+    "train.batch_size=4",
+    "model.rnn_dim=8",
+    "model.hidden_dim=8",
+    "evaluate.predictive_samples=10",
+]
+
+
+@pytest.fixture(scope="module")
+def gru_run(tmp_path_factory):
+    """A one-epoch GRU trained by name on a file: ``(file, run folder)``."""
+    folder = tmp_path_factory.mktemp("gru")
+    data = sites_file(folder / "sites.csv")
+    run = folder / "run"
+    assert (
+        cli.main(["train", "gru", "--data", str(data), "--run-dir", str(run), *SITE_COLUMNS, *set_args(TINY_GRU)]) == 0
+    )
+    return data, run
+
+
+def test_a_run_on_a_file_forecasts_that_file_and_a_new_one_in_its_own_units(gru_run, tmp_path, capsys):
+    data, run = gru_run
+    other = sites_file(tmp_path / "other.csv", shift=50.0, seed=1)  # the same columns, other values
+    for path in (data, other):
+        out = tmp_path / f"forecast-{path.stem}"
+        assert (
+            cli.main(
+                ["forecast", f"gru={run}", "--data", str(path), "--observed", "8", "--samples", "20", "--out", str(out)]
+            )
+            == 0
+        ), capsys.readouterr().err
+        assert np.isfinite(json.loads((out / "forecast.json").read_text())["metrics"]["gru"]["crps"])
+    _, loaded, _ = forecasting.load_run("gru", run, "cpu", other)
+    # the trained model's units: the training file's training series, not the new file's
+    frame = pd.read_csv(data)
+    train_ids = json.loads((run / "data_split.json").read_text())["train"]["ids"]
+    expected = frame[frame["site"].isin(train_ids)][["a", "b", "y"]]
+    assert loaded.standardizer.mean == pytest.approx(expected.mean().tolist())
+    assert loaded.standardizer.scale == pytest.approx(expected.std(ddof=0).tolist())
+    # the new file's test series come back as they are in the file
+    new = pd.read_csv(other).sort_values(["site", "step"])
+    test_ids = loaded.split_record["test"]["ids"]
+    truth = np.stack([new[new["site"] == site][["a", "b", "y"]].to_numpy() for site in test_ids])
+    restored = loaded.standardizer.inverse(loaded.test[0].double())
+    np.testing.assert_allclose(restored.numpy(), truth, rtol=1e-5, atol=1e-4)
+
+
+def test_a_checkpoint_of_another_run_is_still_refused_with_data(gru_run, tmp_path, capsys):
+    data, run = gru_run
+    copied = tmp_path / "run"
+    shutil.copytree(run, copied)
+    best = copied / "checkpoints" / "best.pt"
+    checkpoint = torch.load(best, weights_only=True)
+    checkpoint["experiment"]["data"]["path"] = "another.csv"  # a best.pt of a run on another file
+    torch.save(checkpoint, best)
+    assert (
+        cli.main(
+            [
+                "forecast",
+                f"gru={copied}",
+                "--data",
+                str(data),
+                "--observed",
+                "8",
+                "--samples",
+                "20",
+                "--out",
+                str(tmp_path / "f"),
+            ]
+        )
+        == 2
+    )
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "another.csv" in err and "different runs" in err

@@ -1,6 +1,7 @@
-"""The command line's tables of an evaluation's figures (ppl_models.experiments.tables), against text by hand."""
+"""The command line's tables of an evaluation's figures (ppl_models.experiments.tables), against text by hand;
+figures on a tiny scale keep their digits."""
 
-from ppl_models.experiments.tables import format_table
+from ppl_models.experiments.tables import figure, format_table
 
 METRICS = {
     "data": "toy data",
@@ -80,3 +81,20 @@ def test_a_table_without_calibration_or_truth_has_the_estimates_only():
         "estimator".ljust(width) + "nats / step".rjust(16) + "nats / sequence".rjust(18),
         "elbo".ljust(width) + "-2.0000".rjust(16) + "-6.00".rjust(18),
     ]
+
+
+def test_figures_on_a_tiny_scale_keep_their_digits():
+    assert figure(1.2345e-13) == "1.234e-13" or figure(1.2345e-13) == "1.235e-13"
+    assert figure(0.1234) == "0.1234" and figure(0.0) == "0.0000" and figure(-2.5) == "-2.5000"
+    assert figure(0.0042, 5) == "0.00420" and figure(0.00042, 5) == "4.2000e-04"
+    table = format_table(
+        {
+            "data": "d",
+            "test_sequences": 1,
+            "test_steps": 5,
+            "mse": 3e-25,
+            "loglik": {"exact": {"per_step": 27.1, "per_sequence": 135.5}},
+            "calibration": {"crps": 4e-13, "coverage_0.8": 0.8},
+        }
+    )
+    assert "3.0000e-25" in table and "4.000e-13" in table and "0.8000" in table

@@ -1,4 +1,5 @@
-"""The particle filter held to the exact Kalman answers of a linear-Gaussian SSM."""
+"""The particle filter held to the exact Kalman answers of a linear-Gaussian SSM (in float64); its weights kept
+normalised and finite by an outlier up to the dtype's limit, and a NaN weight one error naming its place."""
 
 import math
 
@@ -6,7 +7,7 @@ import pyro
 import pyro.distributions as dist
 import pytest
 import torch
-from factories import lgssm_sequences, random_lgssm
+from factories import lgssm_sequences, random_lgssm, warned
 
 from ppl_models import LinearGaussianSSM
 from ppl_models.inference import FilterFailed, FilterResult, ParticleFilter, forecast
@@ -303,3 +304,105 @@ def test_optional_methods_are_read_from_the_declared_particle_options():
         "but defines no method predict_mean",
     ):
         ParticleFilter(4).run(_DeclaresWithoutDefining(), x)
+
+
+# --- an outlier keeps the weights normalised and finite up to the dtype's limit -----------------------------------
+K, OUTLIER_STEP = 64, 5
+
+
+def _with_outlier(value, dtype):
+    """``x [3, 12, 1]`` drawn in float32 (whatever the default dtype), ``±value`` at ``OUTLIER_STEP`` of sequences 0
+    and 2, in ``dtype``."""
+    x = torch.randn(3, 12, 1, generator=torch.Generator().manual_seed(1), dtype=torch.float32).to(dtype)
+    x[0, OUTLIER_STEP, 0] = value
+    x[2, OUTLIER_STEP, 0] = -value
+    return x
+
+
+def _run(model, x, scheme="systematic", **kwargs):
+    """``(result, [RuntimeWarning messages])`` of a filter of ``K`` particles."""
+    pf = ParticleFilter(K, resampling=scheme, generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        return warned(lambda: pf.run(model, x, **kwargs), RuntimeWarning)
+
+
+F32_MAX, F64_MAX = torch.finfo(torch.float32).max, torch.finfo(torch.float64).max
+
+
+@pytest.mark.parametrize("scheme", ["systematic", "stratified", "multinomial", "soft"])
+@pytest.mark.parametrize(
+    ("value", "dtype"),
+    [
+        (1e6, torch.float32),
+        (1e18, torch.float32),
+        (1e19, torch.float32),
+        (1e30, torch.float32),
+        (F32_MAX, torch.float32),
+        (1e150, torch.float64),
+        (F64_MAX, torch.float64),
+    ],
+)
+def test_outlier_keeps_filter_finite_and_normalised(value, dtype, scheme):
+    model = random_lgssm(2, 1).to(dtype)
+    result, _ = _run(model, _with_outlier(value, dtype), scheme, keep_ancestry=True)
+    assert torch.isfinite(result.log_evidence).all(), result.log_evidence
+    assert ((result.ess >= 1) & (result.ess <= K)).all(), result.ess
+    sums = result.history_log_weights.exp().sum(1)  # [T, B]
+    assert torch.allclose(sums, torch.ones_like(sums), atol=1e-5), sums
+    # the outlier sequences are far less likely than the clean one
+    assert (result.log_evidence[[0, 2]] < result.log_evidence[1] - 1e6).all()
+
+
+def test_overflowing_outlier_warns_naming_step_and_sequence():
+    _, messages = _run(random_lgssm(2, 1).to(torch.float32), _with_outlier(1e30, torch.float32))
+    assert len(messages) == 1 and f"step {OUTLIER_STEP} of sequence 0" in messages[0], messages
+
+
+def test_representable_outlier_neither_warns_nor_changes_the_weights_argmax():
+    """At a 1e6 outlier (log-weights ~ -1e12 in float32) the filter's weights match a float64 hand computation."""
+    model = random_lgssm(2, 1).to(torch.float32)
+    x = _with_outlier(1e6, torch.float32)
+    result, messages = _run(model, x, keep_ancestry=True)
+    assert messages == []
+    z = result.history["z"][OUTLIER_STEP].double()  # [K, B, 2]: particles that weighed the outlier
+    mean = z @ model.C.double().T  # [K, B, 1]
+    var = model.R.double()[0, 0]
+    prior_log_w = result.history_log_weights[OUTLIER_STEP - 1].double()
+    resampled = result.resampled[:, OUTLIER_STEP]
+    prior_log_w = torch.where(resampled, torch.full_like(prior_log_w, -math.log(K)), prior_log_w)
+    log_lik = -0.5 * (x[:, OUTLIER_STEP, 0].double() - mean[..., 0]) ** 2 / var - 0.5 * torch.log(2 * math.pi * var)
+    hand = torch.softmax(prior_log_w + log_lik, dim=0)
+    filt = result.history_log_weights[OUTLIER_STEP].exp().double()
+    assert torch.equal(hand.argmax(0)[[0, 2]], filt.argmax(0)[[0, 2]])
+    assert torch.allclose(filt[:, [0, 2]], hand[:, [0, 2]], atol=1e-3)
+
+
+class _NaNAt:
+    """A particle model whose incremental weight is NaN at one (step, sequence)."""
+
+    def __init__(self, step, sequence):
+        self.step_index, self.sequence = step, sequence
+
+    def start(self, x, mask, num_particles):
+        return {"z": x.new_zeros(num_particles, x.shape[0])}, None
+
+    def step(self, state, t, x_t, context, *, reparameterize=True):
+        log_w = torch.zeros_like(state["z"])
+        if t == self.step_index:
+            log_w[:, self.sequence] = math.nan
+        return Step(state, log_w, log_w)
+
+
+@pytest.mark.parametrize("scheme", ["systematic", "multinomial"])
+def test_nan_weight_is_one_error_naming_step_and_sequence(scheme):
+    x = torch.zeros(3, 6, 1)
+    with pytest.raises(ValueError, match=r"NaN or \+inf at step 3 of sequence 1 \(x\[1, 3\]\)"):
+        ParticleFilter(8, resampling=scheme, ess_threshold=1.0).run(_NaNAt(3, 1), x)
+
+
+def test_nan_at_padding_is_ignored():
+    x = torch.zeros(3, 6, 1)
+    mask = torch.ones(3, 6, dtype=torch.bool)
+    mask[1, 3:] = False
+    result = ParticleFilter(8).run(_NaNAt(3, 1), x, mask)
+    assert torch.isfinite(result.log_evidence).all()

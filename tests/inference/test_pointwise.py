@@ -1,4 +1,5 @@
-"""Posterior draws and pointwise log-likelihoods (ppl_models.inference.pointwise) against independent truth."""
+"""Posterior draws and pointwise log-likelihoods (ppl_models.inference.pointwise) against independent truth; their
+counts and flags refused by name, their draws beyond memory before they are allocated."""
 
 import math
 import warnings
@@ -10,7 +11,7 @@ import pytest
 import torch
 
 from ppl_models import PFLSTM, SRNN, GRUBaseline, LinearGaussianSSM, PFRNNPredictor, PFRNNProgram
-from ppl_models.inference import Unsupported
+from ppl_models.inference import Unsupported, posterior_predictive, validation
 from ppl_models.inference.arviz_compat import ARVIZ_1, az, loo_summary
 from ppl_models.inference.calibration import posterior_inference_data
 from ppl_models.inference.objectives import IWAE
@@ -129,3 +130,57 @@ def test_conditional_model_needs_targets_and_layers_refuse():
         posterior_draws(PFLSTM(2, 4, num_particles=2), x)
     with pytest.raises(ValueError, match="num_draws"):
         posterior_draws(GRUBaseline(2, emission="gaussian"), x, num_draws=0)
+
+
+# --- the counts and flags of the posterior draws name themselves --------------------------------------------------
+@pytest.mark.parametrize("value", [1.5, "10", True, -1, 0])
+@pytest.mark.parametrize(("call", "name"), [(posterior_predictive, "num_samples"), (posterior_draws, "num_draws")])
+def test_the_counts_of_the_posterior_draws_name_themselves(small_lgssm, call, name, value):
+    model, x = small_lgssm
+    kind = ValueError if isinstance(value, int) and not isinstance(value, bool) else TypeError
+    with pytest.raises(kind, match=rf"^{name} must be"):
+        call(model, x, None, value)
+
+
+@pytest.mark.parametrize("call", [posterior_predictive, posterior_draws])
+def test_max_plate_nesting_names_itself(small_lgssm, call):
+    model, x = small_lgssm
+    with pytest.raises(TypeError, match=r"^max_plate_nesting must be an int >= 1, got float 1.5"):
+        call(model, x, None, 2, max_plate_nesting=1.5)
+
+
+@pytest.mark.parametrize("flag", ["resample", "parallel"])
+@pytest.mark.parametrize("call", [posterior_predictive, posterior_draws])
+def test_the_flags_of_the_posterior_draws_must_be_bools(small_lgssm, call, flag):
+    model, x = small_lgssm
+    with pytest.raises(TypeError, match=rf"^{flag} must be True or False, got str 'no'"):
+        call(model, x, None, 2, **{flag: "no"})
+
+
+# --- memory is estimated before the draws are allocated -----------------------------------------------------------
+GIB = 2**30
+
+
+@pytest.mark.parametrize(
+    ("call", "name", "copies"), [(posterior_predictive, "num_samples", 2), (posterior_draws, "num_draws", 2)]
+)
+def test_posterior_draws_beyond_memory_are_refused_by_name_before_allocating(
+    small_lgssm, monkeypatch, call, name, copies
+):
+    model, x = small_lgssm
+    monkeypatch.setattr(validation, "available_memory", lambda: GIB)
+    draws = 10**7
+    need = copies * draws * 4 * 6 * 3 * 4  # copies x S x B x T x D x 4 bytes (float32)
+    with pytest.raises(
+        ValueError,
+        match=rf"^{name}={draws} needs at least {need / GIB:.3g} GiB of memory .*but 1 GiB "
+        rf"are available: lower {name}$",
+    ):
+        call(model, x, None, draws)
+    assert call(model, x, None, 3) is not None  # a count that fits is drawn
+
+
+def test_posterior_predictive_of_a_billion_draws_is_refused_with_its_name(small_lgssm):
+    model, x = small_lgssm
+    with pytest.raises(ValueError, match=r"^num_samples=1000000000 needs at least 536 GiB of memory"):
+        posterior_predictive(model, x, None, 10**9)  # 2 x 1e9 x 4 x 6 x 3 x 4 bytes

@@ -1,4 +1,5 @@
-"""Resampling schemes against their definitions: offspring means, soft weights, adaptivity."""
+"""Resampling schemes against their definitions: offspring means, soft weights, adaptivity; tied huge weights
+normalised, NaN or all -inf weights refused."""
 
 import math
 
@@ -8,8 +9,10 @@ import torch
 
 from ppl_models.inference.resampling import (
     SCHEMES,
+    _draw_ancestors,
     effective_sample_size,
     gather_particles,
+    normalize_with_total,
     resample,
     resample_adaptive,
 )
@@ -168,3 +171,27 @@ def test_bad_input_raises_value_error_naming_argument():
         resample(torch.zeros(K), "systematic")
     with pytest.raises(ValueError, match="alpha"):
         resample(_weights(), "soft", alpha=0.0)
+
+
+# --- NaN, infinite and tied huge weights --------------------------------------------------------------------------
+def test_normalisation_with_tied_huge_weights_sums_to_one():
+    # four tied particles at -1e12 in float32: one log-sum subtraction gave each weight 1
+    log_w = torch.tensor([[-1e12], [-1e12], [-1e12], [-1e12], [-2e12]], dtype=torch.float32)
+    normalised, total = normalize_with_total(log_w)
+    assert torch.allclose(normalised.exp().sum(0), torch.ones(1))
+    assert torch.allclose(normalised.exp()[:4, 0], torch.full((4,), 0.25))
+    assert total.item() == pytest.approx(-1e12 + math.log(4), rel=1e-7)
+    assert 1 <= effective_sample_size(log_w).item() <= 5
+
+
+def test_resample_refuses_nan_or_all_minus_inf_weights():
+    for bad in ([[0.0], [math.nan]], [[-math.inf], [-math.inf]], [[math.inf], [0.0]]):
+        with pytest.raises(ValueError, match="log_weights must be finite or -inf"):
+            resample(torch.tensor(bad), "systematic")
+
+
+@pytest.mark.parametrize("scheme", ["systematic", "stratified"])
+def test_nan_weights_never_give_a_negative_index(scheme):
+    weights = torch.tensor([[math.nan, 0.5], [math.nan, 0.5]])  # [K, B]
+    ancestors = _draw_ancestors(weights, scheme, torch.Generator().manual_seed(0))
+    assert ((ancestors >= 0) & (ancestors < 2)).all(), ancestors

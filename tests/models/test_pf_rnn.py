@@ -1,13 +1,16 @@
 """Training a PF-RNN: soft resampling (eq. 3), the PF-RNN losses by hand, the discriminative objective with the shared
-trainer, and the one-line errors of bad inputs.
+trainer, the one-line errors of bad inputs, and the models that declare no density of x saying so.
 
-The package's modules have their own files: tests/test_pf_rnn_cells.py, tests/test_pf_rnn_layers.py (and the nn.LSTM /
-nn.GRU drop-in contract in tests/test_pf_rnn_dropin.py), tests/test_pf_rnn_predictor.py, tests/test_pf_rnn_program.py.
+The package's modules have their own files: test_pf_rnn_cells.py, test_pf_rnn_layers.py (and the nn.LSTM / nn.GRU
+drop-in contract in test_pf_rnn_dropin.py), test_pf_rnn_predictor.py, test_pf_rnn_program.py.
 """
 
 import pytest
 import torch
+from factories import FACTORIES, MASK
 
+from ppl_models import PFRNNProgram
+from ppl_models.inference import Unsupported
 from ppl_models.inference.discriminative import DiscriminativeLoss, belief_loss, particle_elbo_loss, prediction_loss
 from ppl_models.inference.resampling import resample
 from ppl_models.inference.training import TrainConfig, Trainer
@@ -114,3 +117,11 @@ def test_bad_input_errors():
         PFRNNPredictor(3, 2, cell="lstm", num_particles=4)
     with pytest.raises(ValueError, match="elbo_weight"):
         DiscriminativeLoss(predictor, elbo_weight=-1)
+
+
+@pytest.mark.parametrize("cls", [PFLSTM, PFGRU, PFRNNPredictor, PFRNNProgram], ids=lambda c: c.__name__)
+def test_the_models_without_a_density_of_x_say_so(cls):
+    model, x = FACTORIES[cls]()
+    x[0, 1, 0] = 1e30  # even for an extreme value: no score, and why
+    with pytest.raises(Unsupported, match="declares no way to score x"):
+        model.score(x, MASK)

@@ -1,4 +1,5 @@
-"""The claims registry and ``ppl-models reproduce``: the page is current, every row traces to its file."""
+"""The claims registry and ``ppl-models reproduce``: the page is current, every row traces to its file, a rerun on
+fewer seeds never replaces a results file holding more, and a broken results file is named in one line."""
 
 import json
 import shutil
@@ -7,8 +8,20 @@ from pathlib import Path
 
 import pytest
 
-from ppl_models.experiments import claims
-from ppl_models.experiments.claims import CLAIMS, Beats, Budget, Claim, Matches, Reading, Stat, Within, reproductions
+from ppl_models.experiments import claims, compare
+from ppl_models.experiments.claims import (
+    CLAIMS,
+    Beats,
+    Budget,
+    Claim,
+    Matches,
+    Reading,
+    Stat,
+    Within,
+    reproductions,
+    transfers,
+)
+from ppl_models.experiments.claims.transfers import TRANSFERS, Transfer
 from ppl_models.experiments.cli import main
 from ppl_models.experiments.registry import EXPERIMENTS
 from ppl_models.experiments.suites import SUITES
@@ -356,3 +369,76 @@ def test_claims_blocks_of_other_pages_are_rendered_and_checked(tmp_path):
     model.write_text("<!-- claims:nope -->\n<!-- /claims -->\n")
     with pytest.raises(ValueError, match="names no paper"):
         reproductions.write_page(tmp_path, page)
+
+
+# --- a rerun never replaces more evidence; a broken results file is named in one line -----------------------------
+def _fake_training(monkeypatch):
+    """``reproduce`` and transfers without training: each member's record is ``{"fake": True}``."""
+    monkeypatch.setattr(compare, "run_suite", lambda members, *args, **kwargs: {label: {} for label, _, _ in members})
+    monkeypatch.setattr(reproductions, "_run_record", lambda folder, row: {"fake": True})
+    monkeypatch.setattr(transfers, "_split", lambda folder, transfer: {"fake": True})
+
+
+def _results_file(path, seeds):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(
+        json.dumps(
+            {"format": "reproduce/1", "commands": ["ppl-models train x"] * len(seeds), "seeds": seeds, "results": {}}
+        )
+    )
+    return path.read_bytes()
+
+
+def test_a_rerun_on_fewer_seeds_keeps_the_results_file_with_more_and_writes_beside_its_runs(
+    tmp_path, monkeypatch, capsys
+):
+    _fake_training(monkeypatch)
+    tiny = Claim(
+        paper="psrnn",
+        claim="a tiny run",
+        paper_figure="-",
+        metric="test MSE",
+        tests=("lgssm-demo",),
+        seeds=(0, 1, 2),
+        rule=Within("LGSSM", 0.0, 1.0),
+        members=(("LGSSM", "lgssm-demo", ()),),
+    )
+    monkeypatch.setitem(CLAIMS, "tiny", tiny)
+    results, runs = tmp_path / "results", tmp_path / "runs"
+    committed = results / "reproduce_tiny.json"
+    before = _results_file(committed, [0, 1, 2])
+    path = reproductions.reproduce("tiny", 1, runs, results_dir=results)
+    assert committed.read_bytes() == before
+    assert path == runs / "reproduce_tiny.json" and json.loads(path.read_text())["seeds"] == [0]
+    out = capsys.readouterr().out
+    assert f"{committed} holds seeds [0, 1, 2]" in out and str(path) in out
+    # a file holding no seed the rerun lacks is replaced
+    _results_file(committed, [0])
+    assert reproductions.reproduce("tiny", 2, runs, results_dir=results) == committed
+    assert json.loads(committed.read_text())["seeds"] == [0, 1]
+
+
+def test_a_transfer_rerun_on_fewer_seeds_keeps_the_results_file_with_more(tmp_path, monkeypatch, capsys):
+    _fake_training(monkeypatch)
+    monkeypatch.setitem(TRANSFERS, "tiny", Transfer("lgssm-demo", "-", (("source", ()),), estimator="exact"))
+    results, runs = tmp_path / "results", tmp_path / "runs"
+    committed = results / "transfer_tiny.json"
+    before = _results_file(committed, [0, 1, 2])
+    path = reproductions.reproduce("transfer-tiny", 2, runs, results_dir=results)
+    assert committed.read_bytes() == before and path == runs / "transfer_tiny.json"
+    assert json.loads(path.read_text())["seeds"] == [0, 1] and "holds seeds [0, 1, 2]" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", ["psrnn_ring_seeds.json", "a_benchmark.json"])  # read by a claim, and by none
+def test_check_names_a_truncated_results_file_in_one_line(tmp_path, monkeypatch, capsys, name):
+    results = tmp_path / "docs" / "results"
+    results.mkdir(parents=True)
+    for kept in reproductions.load_results():
+        shutil.copy(RESULTS / kept, results / kept)
+    reproductions.write_page(results, tmp_path / "docs" / "reproductions.md")
+    text = (RESULTS / "psrnn_ring_seeds.json").read_text()
+    (results / name).write_text(text[: len(text) // 2])  # cut short
+    monkeypatch.chdir(tmp_path)
+    assert main(["reproduce", "--check"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{results / name}" in err[0] and "not valid JSON" in err[0]

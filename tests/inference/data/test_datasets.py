@@ -1,4 +1,5 @@
-"""The library's data type: every format gives the same tensors, splits, standardisation, bad files."""
+"""The library's data type: every format gives the same tensors, splits (a bad seed named), standardisation, bad
+files."""
 
 import numpy as np
 import pandas as pd
@@ -188,3 +189,11 @@ def test_missing_drop_series_drops_with_a_warning_and_windows_longer_than_a_seri
         dataset.windows(4)
     with pytest.raises(ValueError, match="missing: expected one of"):
         SequenceDataset.from_file(path, series="id", missing="zero")
+
+
+@pytest.mark.parametrize("seed", [None, -1, 1.5, "0", True])
+def test_a_bad_split_seed_is_named(seed):
+    dataset = SequenceDataset.from_sequences([np.arange(6.0)] * 6)
+    with pytest.raises((ValueError, TypeError), match=r"seed must be (an int )?>= 0, got"):
+        dataset.split(seed=seed)
+    assert dataset.split(seed=np.int64(3)).how["seed"] == 3

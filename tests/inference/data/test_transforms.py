@@ -1,6 +1,7 @@
 """Transforms that fit real series (log, differencing, per-series scaling), chosen on validation and undone for every
 figure: the transformed rows, densities, draws and forecasts against hand computations in numpy, the scored data
-steps recorded, the choice on hand-built series, and a run on a file with its forecast of a new file."""
+steps recorded, the choice on hand-built series, a run on a file with its forecast of a new file, and a seasonal
+difference that names a whole lag."""
 
 from __future__ import annotations
 
@@ -384,3 +385,11 @@ def test_the_season_is_the_period_not_one_of_its_multiples():
     # differenced noise correlates -1/2 with its neighbour, so lags 51 and 53 read about as high as 52: a step either
     # way; never 104 or 156
     assert abs(transform_season([series[:, None]]) - 52) <= 1 and abs(classical_season([series[:, None]])[0] - 52) <= 1
+
+
+def test_a_seasonal_difference_names_a_whole_lag():
+    assert SeriesTransform.parse("seasonal-difference-12").lag == 12
+    assert SeriesTransform.parse("seasonal-difference", season=4).lag == 4
+    for spec in ("seasonal-difference--3", "seasonal-difference3", "seasonal-difference-1", "seasonal-difference-x"):
+        with pytest.raises(ValueError, match="seasonal-difference-<m>"):
+            SeriesTransform.parse(spec, season=4)

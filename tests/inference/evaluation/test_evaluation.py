@@ -1,5 +1,5 @@
-"""ppl_models.inference.evaluate: one call gives every figure, in the data's own units when a standardisation is
-given."""
+"""ppl_models.inference.evaluate: one call gives every figure, in the data's own units when a standardisation (or its
+dict) is given; draws beyond memory, a mask without a valid step and a bad standardizer refused by name."""
 
 import math
 
@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from ppl_models import GRUBaseline, LinearGaussianSSM
-from ppl_models.inference import evaluate
+from ppl_models.inference import evaluate, validation
 from ppl_models.inference.data import Standardizer
 
 
@@ -121,3 +121,57 @@ def test_evaluate_from_python_equals_the_metrics_json_of_a_cli_run(tmp_path):
         **settings,
     )
     assert json.loads(json.dumps(result.metrics)) == on_disk
+
+
+# --- draws beyond memory, a mask with no valid step, a standardizer given as its dict -----------------------------
+@pytest.mark.parametrize("name", ["predictive_samples", "posterior_draws"])
+def test_evaluate_refuses_draws_beyond_memory_by_name(small_lgssm, monkeypatch, name):
+    model, x = small_lgssm
+    monkeypatch.setattr(validation, "available_memory", lambda: 2**30)
+    need = 2 * 10**7 * 4 * 6 * 3 * 4
+    with pytest.raises(ValueError, match=rf"^{name}=10000000 needs at least {need / 2**30:.3g} GiB"):
+        evaluate(model, x, estimators=["exact"], **{"predictive_samples": 0, name: 10**7})
+
+
+def test_a_mask_without_a_valid_step_is_refused_by_name(small_lgssm):
+    model, x = small_lgssm
+    with pytest.raises(ValueError, match=r"^mask has no valid step"):
+        evaluate(model, x, torch.zeros(4, 6, dtype=torch.bool), estimators=["exact"])
+
+
+def test_a_standardizer_given_as_its_dict_reports_the_data_units():
+    """A model of z = x / s is the model of x with C / s and R / s^2: the exact log-likelihood of x is known."""
+    model = lgssm()
+    x, _ = model.sample(num_sequences=4, num_steps=8, generator=torch.Generator().manual_seed(2))
+    scale = torch.tensor([2.0, 0.5, 4.0])
+    with torch.no_grad():
+        scaled = LinearGaussianSSM(
+            model.A, model.C / scale[:, None], model.Q, model.R / scale[:, None] / scale[None, :], model.init_cov
+        )
+    record = Standardizer([0.0, 0.0, 0.0], scale.tolist(), ["a", "b", "c"]).to_dict()
+    result = evaluate(scaled, x / scale, estimators=["exact"], predictive_samples=0, standardizer=record)
+    truth = float(model.log_likelihood(x).detach().double().sum()) / (4 * 8)
+    assert result["loglik"]["exact"]["per_step"] == pytest.approx(truth, rel=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("standardizer", "kind", "message"),
+    [
+        (42, TypeError, "standardizer must be a Standardizer or its to_dict"),
+        ({"mean": [0.0]}, ValueError, "standardizer must have the keys"),
+        (
+            {"mean": [0.0, 0.0], "scale": [1.0, 1.0], "features": ["a", "b"]},
+            ValueError,
+            "standardizer: 2 features for data of 3",
+        ),
+        (
+            {"mean": [0.0] * 3, "scale": [1.0, 0.0, 1.0], "features": ["a", "b", "c"]},
+            ValueError,
+            "standardizer.scale must be finite and positive",
+        ),
+    ],
+)
+def test_a_bad_standardizer_is_refused_by_name(small_lgssm, standardizer, kind, message):
+    model, x = small_lgssm
+    with pytest.raises(kind, match=rf"^{message}"):
+        evaluate(model, x, estimators=["exact"], predictive_samples=0, standardizer=standardizer)

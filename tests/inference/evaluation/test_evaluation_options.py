@@ -1,5 +1,6 @@
 """The evaluation's options: one checked EvaluationOptions for the API and the command line's [evaluate] section,
-a public one-step MSE, and the walk of num_particles from the command line to the filter.
+a public one-step MSE, the walk of num_particles from the command line to the filter, and every count of
+``evaluate`` refused by its own name.
 
 Truths: the documented defaults, hand-computed squared errors, and the particle count the filter is built with.
 """
@@ -177,3 +178,45 @@ def test_the_help_names_the_particle_defaults(capsys):
     assert "1000 where its config set none" in shown  # evaluate --set
     assert "(1000 where the config sets none)" in shown and "(64 where it sets none)" in shown  # train --set
     assert "filter size for particle models (default 30)" in shown  # forecast --particles
+
+
+# --- every count of evaluate names itself -------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["predictive_samples", "posterior_draws"])
+def test_one_draw_is_refused_where_a_spread_is_needed(small_lgssm, name):
+    model, x = small_lgssm
+    with pytest.raises(ValueError, match=rf"^{name} must be 0 \(none\) or an int >= 2, got 1$"):
+        evaluate(model, x, estimators=["exact"], **{"predictive_samples": 0, name: 1})
+
+
+COUNTS = ["num_particles", "iwae_particles", "predictive_samples", "posterior_draws", "batch_size", "particle_chunk"]
+
+
+@pytest.mark.parametrize("value", [1.5, "10", True, -1, 0])
+@pytest.mark.parametrize("name", COUNTS)
+def test_each_count_of_evaluate_names_itself(small_lgssm, name, value):
+    model, x = small_lgssm
+    if value == 0 and name in ("predictive_samples", "posterior_draws"):
+        return  # 0 means none
+    kind = ValueError if isinstance(value, int) and not isinstance(value, bool) else TypeError
+    with pytest.raises(kind, match=rf"^{name} must be .*got .*{value!r}"):
+        evaluate(model, x, estimators=["exact", "iwae", "smc"], **{name: value})
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("seed", -1),
+        ("seed", 2**32),
+        ("seed", 1.5),
+        ("seed", "3"),
+        ("seed", True),
+        ("binary", "yes"),
+        ("binary", 1),
+        ("description", 5),
+        ("valid", "data"),
+    ],
+)
+def test_other_arguments_of_evaluate_name_themselves(small_lgssm, name, value):
+    model, x = small_lgssm
+    with pytest.raises((ValueError, TypeError), match=rf"^{name} must be"):
+        evaluate(model, x, estimators=["exact"], predictive_samples=0, **{name: value})

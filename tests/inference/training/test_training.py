@@ -1,4 +1,5 @@
-"""Tests of the shared training loop, on the linear-Gaussian SSM (whose exact likelihood is the oracle)."""
+"""Tests of the shared training loop, on the linear-Gaussian SSM (whose exact likelihood is the oracle); a fit ends with
+the parameters of its best validation epoch."""
 
 import io
 import os
@@ -422,3 +423,78 @@ def test_two_process_ddp_training_keeps_ranks_identical(tmp_path):
     assert _without_time(first["history"]) == _without_time(second["history"])  # metrics summed over ranks
     assert _without_time(read_jsonl(tmp_path / "run" / "metrics.jsonl")) == _without_time(first["history"])
     assert first["history"][-1]["valid_bound_per_step"] > first["history"][0]["valid_bound_per_step"]
+
+
+# --- fit ends with the best validation epoch's parameters ---------------------------------------------------------
+class _ScriptedValidation(ExactLikelihood):
+    """Exact likelihood whose validation bounds per step are ``bounds``, one per validation (one batch each)."""
+
+    def __init__(self, model, bounds):
+        super().__init__(model)
+        self.bounds, self.validations = bounds, 0
+
+    def forward(self, x, mask=None):
+        out = super().forward(x, mask)
+        if not self.training:
+            out.bound = self.bounds[self.validations] * out.num_steps.to(out.bound)
+            self.validations += 1
+        return out
+
+
+BOUNDS = [-2.0, -1.0, -3.0, -4.0]  # the best epoch is the 2nd of 4
+FOUR_EPOCHS = TrainConfig(epochs=4, batch_size=8, lr=0.05, progress=False)
+
+
+@pytest.fixture(scope="module")
+def splits():
+    truth = LinearGaussianSSM.random(2, 3, generator=_generator(5))
+    train = truth.sample(16, 8, generator=torch.Generator().manual_seed(1))[0]
+    valid = truth.sample(8, 8, generator=torch.Generator().manual_seed(2))[0]
+    return (train, None), (valid, None)
+
+
+def _state(module):
+    return {k: v.clone() for k, v in module.state_dict().items()}
+
+
+def _equal(state, checkpoint):
+    return set(state) == set(checkpoint) and all(torch.equal(v, checkpoint[k]) for k, v in state.items())
+
+
+def _trained(splits, run_dir=None, resume=False, **options):
+    objective = _ScriptedValidation(LinearGaussianSSM.random(2, 3, generator=_generator(3)), BOUNDS)
+    trainer = Trainer(objective, *splits, FOUR_EPOCHS, run_dir=run_dir)
+    trainer.fit(resume=resume, **options)
+    return trainer
+
+
+def test_fit_ends_with_the_parameters_of_best_pt_not_of_last_pt(splits, tmp_path):
+    trainer = _trained(splits, tmp_path)
+    best, last = (load_checkpoint(tmp_path / "checkpoints" / f"{w}.pt") for w in ("best", "last"))
+    assert (best["epoch"], last["epoch"], trainer.epoch) == (2, 4, 4)
+    assert _equal(_state(trainer.objective), best["objective"])
+    assert not _equal(best["objective"], last["objective"])  # training moved on after the best epoch
+
+    kept = _trained(splits, tmp_path / "last", restore_best=False)
+    assert _equal(_state(kept.objective), last["objective"])
+
+    in_memory = _trained(splits)  # no run folder: the best epoch's parameters are kept in memory
+    assert _equal(_state(in_memory.objective), best["objective"])
+
+    resumed = _trained(splits, tmp_path, resume=True)  # a finished run: nothing to train, best.pt restored
+    assert resumed.epoch == 4 and _equal(_state(resumed.objective), best["objective"])
+    with pytest.raises(TypeError, match=r"^restore_best must be True or False, got str 'no'"):
+        resumed.fit(restore_best="no")
+
+
+def test_a_second_fit_continues_from_the_last_parameters_not_the_best(splits, tmp_path):
+    """Two fits of 3 and then 4 epochs end as one fit of 4: the second starts from epoch 3's parameters, not from the
+    best (epoch 2's) that the first fit ended with."""
+    objective = _ScriptedValidation(LinearGaussianSSM.random(2, 3, generator=_generator(3)), BOUNDS)
+    trainer = Trainer(objective, *splits, TrainConfig(epochs=3, batch_size=8, lr=0.05, progress=False))
+    trainer.fit()
+    trainer.config.epochs = 4
+    trainer.fit()
+    straight = _trained(splits, tmp_path, restore_best=False)
+    trainer.fit(restore_best=False)  # nothing left to train: the last parameters come back
+    assert _equal(_state(trainer.objective), _state(straight.objective))
