@@ -4,7 +4,9 @@ Each forecaster (:mod:`ppl_models.classical`) is fitted on the training split, w
 (:class:`~ppl_models.classical.sequence_model.ClassicalSequenceModel`) and judged by the same
 :func:`ppl_models.inference.evaluate` as the collection's models: the same scored test steps (each given its
 series' history), the same figures, in the data's units. Its files go to ``OUT/classical/<name>``
-(``metrics.json``, ``pit.pt``, ``classical.json``: what was chosen), where the board's figures read them.
+(``metrics.json``, ``pit.pt``, ``classical.json``: what was chosen), where the board's figures read them, and
+``key.json`` last (:func:`row_key`: what they were computed from); a rerun of the board keeps a row whose key is the
+one it would compute (:func:`kept_row`) and fits again one whose file, data settings or own settings changed.
 
 Two forecasters that are one (seasonal naive whose season is 1 is the last value) are one row of the board, which
 says why (:func:`same_rows`).
@@ -21,16 +23,21 @@ import time
 from pathlib import Path
 
 from ppl_models.classical import CLASSICAL, classical_model
+from ppl_models.classical.base import Progress, RowMap
 from ppl_models.classical.sequence_model import ClassicalSequenceModel
 from ppl_models.inference import calibration, evaluation
 from ppl_models.inference.atomic_files import save_torch, write_json
 
 from .registry import DATASETS, build
 from .run_folder import read_config_json
+from .run_identity import data_fingerprint
 
 __all__ = [
     "CLASSICAL_SAMPLES",
     "applicable_classical",
+    "KEY_FILE",
+    "row_key",
+    "kept_row",
     "run_classical",
     "classical_forecaster_row",
     "same_rows",
@@ -42,6 +49,10 @@ __all__ = [
 
 #: one-step draws per step of a classical row's predictive (its coverage, CRPS and PIT)
 CLASSICAL_SAMPLES = 200
+#: the file of a classical row written after its others: what they were computed from (:func:`row_key`)
+KEY_FILE = "key.json"
+#: the files of a finished classical row besides :data:`KEY_FILE`
+ROW_FILES = ("metrics.json", "pit.pt", "classical.json")
 
 
 def applicable_classical(data) -> tuple[list[str], dict[str, str]]:
@@ -56,12 +67,53 @@ def applicable_classical(data) -> tuple[list[str], dict[str, str]]:
     return list(CLASSICAL), {}
 
 
-def run_classical(name: str, data, folder: Path, *, season: int | None = None, seed: int = 0) -> dict:
+def row_key(name: str, table: dict, *, season: int | None = None, seed: int = 0) -> dict:
+    """What the figures of classical row ``name`` are computed from, JSON-ready: its settings (``season``, ``seed``,
+    :data:`CLASSICAL_SAMPLES`), the board's ``[data]`` section ``table`` but its path, and the data's content
+    (:func:`~ppl_models.experiments.run_identity.data_fingerprint`: a file is matched by content, not by path)."""
+    if not isinstance(table, dict):
+        raise TypeError(f"table must be a [data] section (a dict), got {type(table).__name__}")
+    key = {
+        "name": name,
+        "season": season,
+        "seed": seed,
+        "samples": CLASSICAL_SAMPLES,
+        "data": {k: v for k, v in table.items() if k != "path"},
+        "data_fingerprint": data_fingerprint({"data": table}),
+    }
+    return json.loads(json.dumps(key, sort_keys=True, default=str))
+
+
+def kept_row(folder: Path, key: dict) -> bool:
+    """Whether ``folder`` holds a finished classical row computed from ``key`` (:func:`row_key`)."""
+    path = folder / KEY_FILE
+    try:
+        saved = json.loads(path.read_text()) if path.is_file() else None
+    except (OSError, ValueError):  # unreadable: fitted again
+        return False
+    return saved == key and all((folder / name).is_file() for name in ROW_FILES)
+
+
+def run_classical(
+    name: str,
+    data,
+    folder: Path,
+    *,
+    season: int | None = None,
+    seed: int = 0,
+    key: dict | None = None,
+    row_map: RowMap = map,
+    progress: Progress | None = None,
+) -> dict:
     """Fit classical forecaster ``name`` on ``data``'s training split and judge it on its test split; write its
-    files into ``folder`` and return its metrics (``metrics.json``, with ``train_seconds``)."""
+    files into ``folder`` (``key``, :func:`row_key`, last where given) and return its metrics (``metrics.json``,
+    with ``train_seconds``). ``row_map`` and ``progress``: the forecaster's
+    (:class:`~ppl_models.classical.ClassicalForecaster`; :mod:`~ppl_models.experiments.classical_work`)."""
     started = time.perf_counter()
+    (folder / KEY_FILE).unlink(missing_ok=True)  # the row is unfinished until its files are all written again
     levels = data.levels
-    model = fitted_classical(name, data, season=season)
+    model = fitted_classical(name, data, season=season, progress=progress)
+    model.forecaster.row_map = row_map
     test_x, test_mask = levels.test
     options = evaluation.EvaluationOptions(estimators=("exact",), predictive_samples=CLASSICAL_SAMPLES, seed=seed)
     result = evaluation.evaluate(
@@ -79,6 +131,8 @@ def run_classical(name: str, data, folder: Path, *, season: int | None = None, s
     save_torch(folder / "pit.pt", calibration.pit(result.predictive, result.x, scored)[scored])
     write_json(folder / "classical.json", {"name": name, **model.forecaster.describe()})
     write_json(folder / "metrics.json", metrics)
+    if key is not None:
+        write_json(folder / KEY_FILE, key)
     return metrics
 
 
@@ -126,11 +180,16 @@ def classical_forecaster_row(name: str, folder: Path, same_as: tuple[str, ...] =
     }
 
 
-def fitted_classical(name: str, data, *, season: int | None = None) -> ClassicalSequenceModel:
+def fitted_classical(
+    name: str, data, *, season: int | None = None, progress: Progress | None = None
+) -> ClassicalSequenceModel:
     """Classical forecaster ``name`` fitted on the training split of ``data`` as read (``data.levels``: a transform
-    of the collection's models undone, the classical models take the data whole), as a sequence model."""
+    of the collection's models undone, the classical models take the data whole), as a sequence model; ``progress``
+    is told how far the fit is (and, kept as the forecaster's, how far its predictions are)."""
     x, mask = data.levels.train
-    return ClassicalSequenceModel(classical_model(name, season=season).fit(x.double(), mask))
+    forecaster = classical_model(name, season=season)
+    forecaster.progress = progress
+    return ClassicalSequenceModel(forecaster.fit(x.double(), mask))
 
 
 def is_classical_folder(folder: str | Path) -> bool:

@@ -182,7 +182,8 @@ def add_leaderboard(commands) -> None:
     board.add_argument(
         "--jobs",
         type=count(1),
-        help="models trained at once, each in its own process (default: one per core, at most 2)",
+        help="models trained at once, each in its own process, and the processes predicting the series of the "
+        "arima and ets rows (default: one per core, at most 2)",
     )
     add_data_flags(board)
     board.add_argument(

@@ -33,7 +33,15 @@ from ppl_models.inference.atomic_files import folder_lock, read_jsonl, remove_st
 from . import board_plots, own_data
 from .board_flags import board_warnings, flag_rows
 from .board_training import DEFAULT_BUDGET, attempt, train_models, tuned_rows
-from .classical_rows import applicable_classical, classical_forecaster_row, run_classical, same_rows
+from .classical_rows import (
+    applicable_classical,
+    classical_forecaster_row,
+    kept_row,
+    row_key,
+    run_classical,
+    same_rows,
+)
+from .classical_work import PARALLEL_ROWS, ProgressLine, series_map
 from .recipes import RECIPES, DataNotRepresentable
 from .registry import DATASETS, build
 from .run_folder import FINISHED, check_writable, is_finished
@@ -76,11 +84,12 @@ def run_leaderboard(
     recipe) and ``jobs`` models train at once, each in a child process
     (:mod:`~ppl_models.experiments.board_training`). The classical forecasters named in ``classical`` (default:
     those of :data:`~ppl_models.classical.CLASSICAL` that suit the data; ``[]``: none;
-    :mod:`~ppl_models.experiments.classical_rows`) are rows of the same board, judged on the same scored steps;
-    each row carries its flags (:mod:`~ppl_models.experiments.board_flags`). A model or forecaster that fails on a
-    user error (or whose child process fails) is a row with its reason (``failed``) and no figures, and a rerun
-    tries it again; a board with no row scored is one ``ValueError`` giving each reason. Returns the rows of
-    ``leaderboard.json``.
+    :mod:`~ppl_models.experiments.classical_rows`) are rows of the same board, judged on the same scored steps, and
+    kept on a rerun made on the same file with the same settings (the series of ARIMA and ETS predicted in ``jobs``
+    processes, a progress line every few seconds: :mod:`~ppl_models.experiments.classical_work`); each row carries
+    its flags (:mod:`~ppl_models.experiments.board_flags`). A model or forecaster that fails on a user error (or
+    whose child process fails) is a row with its reason (``failed``) and no figures, and a rerun tries it again; a
+    board with no row scored is one ``ValueError`` giving each reason. Returns the rows of ``leaderboard.json``.
     """
     configs, not_run = _configs(path, models, overrides, device)
     _check_board_folder(Path(out))
@@ -90,8 +99,9 @@ def run_leaderboard(
         folders, failed = train_models(
             configs, out, retrain=retrain, budget=budget, jobs=jobs, fixed=_user_settings(configs, overrides)
         )
-        data = build(next(iter(configs.values()))["data"], DATASETS, "data")  # the read of the models' own splits
-        classical_folders, classical_failed = _classical(data, out, not_run, classical)
+        table = next(iter(configs.values()))["data"]
+        data = build(table, DATASETS, "data")  # the read of the models' own splits
+        classical_folders, classical_failed = _classical(data, table, out, not_run, classical, jobs)
         if not folders and not classical_folders:
             raise ValueError(
                 "no row of the board could be scored: "
@@ -130,11 +140,12 @@ def run_leaderboard(
 
 
 def _classical(
-    data, out: Path, not_run: dict[str, str], named: list[str] | None
+    data, table: dict, out: Path, not_run: dict[str, str], named: list[str] | None, jobs: int
 ) -> tuple[dict[str, Path], dict[str, str]]:
-    """Fit and judge the classical forecasters ``named`` (``None``: those that suit ``data``) into
-    ``out/classical/<name>``; ``({name: folder}, {name: why it failed, one line})``. Those that do not suit the data
-    join ``not_run`` with the reason (one that was named is refused instead)."""
+    """Fit and judge the classical forecasters ``named`` (``None``: those that suit ``data``, read from the
+    ``[data]`` section ``table``) into ``out/classical/<name>``, keeping each row finished there from the same
+    :func:`~ppl_models.experiments.classical_rows.row_key`; ``({name: folder}, {name: why it failed, one line})``.
+    Those that do not suit the data join ``not_run`` with the reason (one that was named is refused instead)."""
     names, refused = applicable_classical(data)
     if named is not None:
         unknown = sorted(set(named) - set(CLASSICAL))
@@ -147,14 +158,25 @@ def _classical(
         names, refused = [name for name in names if name in named], {}
     not_run.update({name: f"{name}: {why}" for name, why in refused.items()})
     folders, failed = {}, {}
-    for name in names:
-        folder = out / "classical" / name
-        print(f"{name}: fitting (classical)")
-        reason = attempt(name, partial(run_classical, name, data, folder))
-        if reason is None:
-            folders[name] = folder
-        else:
-            failed[name] = reason
+    keys = {name: row_key(name, table) for name in names}
+    todo = [name for name in names if not kept_row(out / "classical" / name, keys[name])]
+    with series_map(jobs if set(todo) & set(PARALLEL_ROWS) else 1) as parallel:
+        for name in names:
+            folder = out / "classical" / name
+            if name not in todo:
+                print(f"{name}: fitted earlier on the same data with the same settings, kept ({folder})")
+                folders[name] = folder
+                continue
+            print(f"{name}: fitting (classical)", flush=True)
+            row_map = parallel if name in PARALLEL_ROWS else map
+            fit = partial(
+                run_classical, name, data, folder, key=keys[name], row_map=row_map, progress=ProgressLine(name)
+            )
+            reason = attempt(name, fit)
+            if reason is None:
+                folders[name] = folder
+            else:
+                failed[name] = reason
     return folders, failed
 
 

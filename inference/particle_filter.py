@@ -222,9 +222,9 @@ class ParticleFilter:
 
 
 class _Sweep:
-    """One run's weights and ESS, carried from step to step, and its per-step records (preallocated: no small
-    tensor per step outlives the step; per-step lists fragment glibc's heap: the RSS grew by 16-37 MiB,
-    docs/benchmarks.md)."""
+    """One run's weights (``log_w`` and, as of the last weighting, their ``exp``) and ESS, carried from step to
+    step, and its per-step records (preallocated: no small tensor per step outlives the step; per-step lists
+    fragment glibc's heap: the RSS grew by 16-37 MiB, docs/benchmarks.md)."""
 
     def __init__(self, pf: ParticleFilter, x, initial_log_weights, keep_ancestry, keep_means, predictive_mean: bool):
         num_particles, (batch, steps, _) = pf.num_particles, x.shape
@@ -233,7 +233,8 @@ class _Sweep:
         self.continuing = initial_log_weights is not None
         if self.continuing:
             self.log_w = pf._initial_log_weights(initial_log_weights, self.log_w)
-        self.ess = 1.0 / self.log_w.exp().square().sum(0)
+        self.weights = self.log_w.exp()
+        self.ess = 1.0 / self.weights.square().sum(0)
         self.identity = torch.arange(num_particles, device=x.device).unsqueeze(-1).expand(num_particles, batch)
         self.no_resampling = torch.zeros(batch, dtype=torch.bool, device=x.device)
         self.fisher = FisherScore(self.log_w, pf.fisher_lag) if self.stop else None
@@ -260,6 +261,7 @@ class _Sweep:
             alpha=pf.soft_alpha,
             generator=pf.generator,
             ess=self.ess,
+            weights=self.weights.detach(),
         )
         self.ancestors = select(valid, ancestors, self.identity)
         self.log_w = select(valid, new_log_w, self.log_w)
@@ -282,9 +284,9 @@ class _Sweep:
         weighted = (self.log_w + log_alpha).clamp(min=self.lowest)
         normalized, step_evidence = normalize_with_total(weighted)
         self.log_w = select(valid, normalized, self.log_w)
-        weights = self.log_w.exp()
-        self.ess = (1.0 / weights.square().sum(0)).clamp(1.0, self.pf.num_particles)  # log_w is normalised
-        self.means.record(weights, state)
+        self.weights = self.log_w.exp()
+        self.ess = self.weights.square().sum(0).reciprocal().clamp(1.0, self.pf.num_particles)  # log_w is normalised
+        self.means.record(self.weights, state)
         if self.stop:
             self.fisher.add(select(valid, log_joint, torch.zeros_like(log_joint)), self.log_w)
         self.increments[:, t] = step_evidence if valid is None else step_evidence.masked_fill(~valid, 0.0)

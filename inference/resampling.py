@@ -49,8 +49,21 @@ def logsumexp_particles(log_weights: torch.Tensor) -> torch.Tensor:
     """
     if log_weights.device.type != "cpu":
         return torch.logsumexp(log_weights, dim=0)
-    top = log_weights.detach().max(dim=0).values.clamp(min=-1e30)  # a column of -inf gives -inf, not NaN
+    top = _particle_max(log_weights.detach()).clamp(min=-1e30)  # a column of -inf gives -inf, not NaN
     return top + torch.log(torch.exp(log_weights - top).sum(0))
+
+
+def _particle_max(values: torch.Tensor) -> torch.Tensor:
+    """``values.max(dim=0).values`` of ``[K, B]``, the same numbers; returns ``[B]``.
+
+    With ``K`` a multiple of 8 and ``B >= 8`` the maximum is taken over ``[K / 8, 8 B]`` and then
+    over the 8 rows left: on the CPU a reduction over the leading axis is vectorised along the
+    trailing one, so the wider rows make it 2.5 times (``K = 1000, B = 16``) to 9 times faster.
+    """
+    num_particles, batch = values.shape
+    if num_particles % 8 or batch < 8 or not values.is_contiguous():
+        return values.max(dim=0).values
+    return values.view(num_particles // 8, 8 * batch).amax(0).view(8, batch).amax(0)
 
 
 def normalize(log_weights: torch.Tensor) -> torch.Tensor:
@@ -66,7 +79,7 @@ def normalize_with_total(log_weights: torch.Tensor) -> tuple[torch.Tensor, torch
     so large (a 1e6 outlier in float32 gives ~1e12) that ``log K`` is below their round-off,
     and tied particles then each get weight one.
     """
-    top = log_weights.detach().max(dim=0).values.clamp(min=torch.finfo(log_weights.dtype).min)
+    top = _particle_max(log_weights.detach()).clamp(min=torch.finfo(log_weights.dtype).min)
     shifted = log_weights - top
     log_total = torch.log(torch.exp(shifted).sum(0))
     return shifted - log_total, top + log_total
@@ -85,20 +98,22 @@ def _offspring_to_ancestors(below: torch.Tensor) -> torch.Tensor:
     block ends and a cumulative sum, O(K) with no per-particle loop.
     """
     batch, num_particles = below.shape
-    below[:, -1] = num_particles  # guard against round-off in the last cdf value
+    below.select(1, -1).fill_(num_particles)  # guard against round-off in the last cdf value
     ends = torch.zeros(batch, num_particles + 1, dtype=below.dtype, device=below.device)
     ends.scatter_add_(1, below, below.new_ones(()).expand_as(below))
     return ends[:, :num_particles].cumsum_(1)
 
 
-def _draw_ancestors(weights, scheme, generator):
+def _draw_ancestors(weights, scheme, generator, rows=None):
     """Ancestors ``[K, B]`` drawn from normalised ``weights [K, B]``, in O(K) for the ordered schemes.
 
     The scans run along the particle axis laid out last (``[B, K]``): on a GPU a scan
-    over the leading axis of ``[K, B]`` is serial in ``K``.
+    over the leading axis of ``[K, B]`` is serial in ``K``. ``rows [R]`` (the ordered schemes on
+    the CPU): only those sequences are resampled, from the uniforms all ``B`` would draw; the others
+    keep their particles (identity ancestors).
     """
     num_particles, batch = weights.shape
-    weights = weights.T
+    weights = weights.T if rows is None else weights.T.index_select(0, rows)
     if scheme == "multinomial":  # a NaN weight (a caller that skipped the checks) counts as 1, not an error
         weights = torch.nan_to_num(weights, nan=1.0)
         return _particles_first(torch.multinomial(weights, num_particles, replacement=True, generator=generator))
@@ -108,14 +123,24 @@ def _draw_ancestors(weights, scheme, generator):
     scaled_cdf = torch.nan_to_num_(num_particles * torch.cumsum(weights, dim=1), nan=num_particles)
     if scheme == "systematic":
         # uniforms (j + u) / K: #{j : j + u < K c} = ceil(K c - u)
-        u = torch.rand(batch, 1, device=weights.device, dtype=weights.dtype, generator=generator)
+        u = _uniforms((batch, 1), weights, generator, rows)
         below = torch.ceil(scaled_cdf - u)
     else:  # stratified: uniforms (j + u_j) / K, one u_j per stratum
-        u = torch.rand(batch, num_particles, device=weights.device, dtype=weights.dtype, generator=generator)
+        u = _uniforms((batch, num_particles), weights, generator, rows)
         stratum = torch.floor(scaled_cdf).clamp_(max=num_particles - 1)
         inside = torch.gather(u, 1, stratum.long()) < scaled_cdf - stratum
         below = stratum + inside
-    return _particles_first(_offspring_to_ancestors(below.clamp_(0, num_particles).long()))
+    ancestors = _offspring_to_ancestors(below.clamp_(0, num_particles).long())
+    if rows is None:
+        return _particles_first(ancestors)
+    # [K, B], laid out as _particles_first lays it out
+    return _identity(num_particles, batch, ancestors.device).clone().index_copy_(1, rows, ancestors.T)
+
+
+def _uniforms(shape: tuple, like: torch.Tensor, generator, rows) -> torch.Tensor:
+    """Uniforms of ``shape`` (the leading dim one per sequence), then only ``rows`` of them (all if ``None``)."""
+    u = torch.rand(shape, device=like.device, dtype=like.dtype, generator=generator)
+    return u if rows is None else u.index_select(0, rows)
 
 
 def _particles_first(ancestors: torch.Tensor) -> torch.Tensor:
@@ -182,10 +207,11 @@ def _check_log_weights(log_weights: torch.Tensor) -> None:
         )
 
 
-def _resample_normalized(log_w, scheme, alpha, generator):
+def _resample_normalized(log_w, scheme, alpha, generator, weights=None):
+    """Resample every sequence of the normalised ``log_w [K, B]`` (``weights``: its detached ``exp``, if known)."""
     num_particles = log_w.shape[0]
     if scheme == "none":
-        return torch.arange(num_particles, device=log_w.device).unsqueeze(-1).expand_as(log_w), log_w
+        return _identity(num_particles, log_w.shape[1], log_w.device), log_w
     if scheme == "soft":
         log_q = log_w
         if alpha < 1:  # the uniform part as a 0-d tensor: broadcast, not a [K, B] allocation
@@ -193,7 +219,7 @@ def _resample_normalized(log_w, scheme, alpha, generator):
             log_q = torch.logaddexp(log_w + math.log(alpha), uniform)
         ancestors = _draw_ancestors(log_q.detach().exp(), "multinomial", generator)
         return ancestors, normalize(torch.gather(log_w - log_q, 0, ancestors))
-    ancestors = _draw_ancestors(log_w.detach().exp(), scheme, generator)
+    ancestors = _draw_ancestors(log_w.detach().exp() if weights is None else weights, scheme, generator)
     return ancestors, torch.full_like(log_w, -math.log(num_particles))
 
 
@@ -205,13 +231,15 @@ def resample_adaptive(
     alpha: float = 0.5,
     generator: torch.Generator | None = None,
     ess: torch.Tensor | None = None,
+    weights: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Resample only the sequences whose ESS is below ``ess_threshold * K``.
 
     Sequences above the threshold keep their particles (identity ancestors) and
     their normalised log-weights. ``ess_threshold=1`` resamples at every step,
     ``0`` never. Passing the ESS ``[B]`` of already *normalised* ``log_weights``
-    skips recomputing it (the particle filter's hot loop does).
+    (and ``weights [K, B]``, their detached ``exp``) skips recomputing it (the particle
+    filter's hot loop does).
 
     Returns:
         ``(ancestors [K, B], new_log_weights [K, B], resampled [B] bool)``.
@@ -220,21 +248,33 @@ def resample_adaptive(
     if scheme == "soft":
         check_probability(alpha, name="alpha", open_left=True)
     num_particles, batch = log_weights.shape
-    identity = torch.arange(num_particles, device=log_weights.device).unsqueeze(-1)
     if ess is None:
         _check_log_weights(log_weights)
-        log_weights = normalize(log_weights)
+        log_weights, weights = normalize(log_weights), None
         ess = effective_sample_size(log_weights)
     if scheme == "none" or ess_threshold <= 0:
         resampled = torch.zeros(batch, dtype=torch.bool, device=log_weights.device)
-        return identity.expand(num_particles, batch), log_weights, resampled
-    ancestors, new_log_w = _resample_normalized(log_weights, scheme, alpha, generator)
+        return _identity(num_particles, batch, log_weights.device), log_weights, resampled
+    if ess_threshold < 1 and scheme in ("systematic", "stratified") and log_weights.device.type == "cpu":
+        # the uniforms of every sequence are drawn (the same stream), the scans run for those that resample
+        resampled = ess < ess_threshold * num_particles
+        rows = resampled.nonzero().squeeze(1)
+        weights = log_weights.detach().exp() if weights is None else weights
+        ancestors = _draw_ancestors(weights, scheme, generator, rows)
+        new_log_w = log_weights.index_fill(1, rows, -math.log(num_particles))
+        return ancestors, new_log_w, resampled
+    ancestors, new_log_w = _resample_normalized(log_weights, scheme, alpha, generator, weights)
     if ess_threshold >= 1:  # every sequence: nothing to select
         return ancestors, new_log_w, torch.ones(batch, dtype=torch.bool, device=log_weights.device)
     resampled = ess < ess_threshold * num_particles
-    ancestors = torch.where(resampled, ancestors, identity)
+    ancestors = torch.where(resampled, ancestors, _identity(num_particles, 1, log_weights.device))
     new_log_w = torch.where(resampled, new_log_w, log_weights)
     return ancestors, new_log_w, resampled
+
+
+def _identity(num_particles: int, batch: int, device) -> torch.Tensor:
+    """Identity ancestors ``[K, batch]`` (an expanded view)."""
+    return torch.arange(num_particles, device=device).unsqueeze(-1).expand(num_particles, batch)
 
 
 def gather_particles(tensor: torch.Tensor, ancestors: torch.Tensor) -> torch.Tensor:

@@ -10,6 +10,7 @@ from its last step. Everything is computed in float64 numpy (statsmodels' own) a
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -30,6 +31,8 @@ __all__ = [
     "MAX_SEASON_LAG",
     "CHOICE_ROWS",
     "VARIANCE_FLOOR",
+    "Progress",
+    "RowMap",
 ]
 
 #: a lag is the season only where the pooled autocorrelation of first differences there exceeds this
@@ -41,6 +44,12 @@ MAX_SEASON_LAG = 400
 CHOICE_ROWS = 30
 #: the smallest predictive variance (the tensors' units): a constant history would otherwise give a zero one
 VARIANCE_FLOOR = 1e-12
+
+#: told how far a forecaster is: ``(what, done, total)`` (``"series"``: rows predicted of ``total``; ``"fits"``:
+#: statsmodels fits made while fitting, ``total`` ``None``)
+Progress = Callable[[str, int, int | None], None]
+#: maps a function over items, results in the items' order (``map``, or a process pool's map)
+RowMap = Callable[[Callable, Iterable], Iterable]
 
 
 @dataclass(frozen=True)
@@ -123,6 +132,9 @@ class ClassicalForecaster:
     ``_estimate`` (a row's parameters from its history, ``None`` where it is too short), ``_predict`` (the one-step
     means ``[L, D]`` and covariances ``[L, D, D]`` of a row's valid steps), ``_draw`` (``[S, H, D]`` draws after
     them), ``_choices`` and ``_count_parameters``.
+
+    ``row_map`` maps :meth:`one_step`'s work over its rows (``map``; a process pool's map gives the same figures)
+    and ``progress`` (:data:`Progress`, or ``None``) is told how far it is; neither is pickled.
     """
 
     name: ClassVar[str] = ""
@@ -136,6 +148,14 @@ class ClassicalForecaster:
         self.pooled = None
         self._season_found: tuple[float | None, int | None] = (None, None)
         self._rows = Counter()
+        self.row_map: RowMap = map
+        self.progress: Progress | None = None
+
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k not in ("row_map", "progress")}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state, row_map=map, progress=None)
 
     # --- the interface -----------------------------------------------------------------------------------------
     def fit(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> ClassicalForecaster:
@@ -181,9 +201,11 @@ class ClassicalForecaster:
         self._rows["rows"] += len(rows)
         mean = np.zeros(x.shape, dtype=np.float64)
         cov = np.broadcast_to(np.eye(x.shape[-1]), (*x.shape, x.shape[-1])).copy()
-        for i, (row, context) in enumerate(zip(rows, contexts.tolist())):
-            if len(row):
-                mean[i, : len(row)], cov[i, : len(row)] = self._predict(self._parameters(row[:context]), row)
+        work = [(row, context) for row, context in zip(rows, contexts.tolist())]
+        for i, (row_mean, row_cov, counts) in enumerate(self.row_map(self._row_predictive, work)):
+            self._rows.update(counts)
+            mean[i, : len(row_mean)], cov[i, : len(row_cov)] = row_mean, row_cov
+            self._report("series", i + 1, len(rows))
         return self._predictive(x, mask, torch.from_numpy(mean), torch.from_numpy(cov), num_samples, generator)
 
     @torch.no_grad()
@@ -255,6 +277,24 @@ class ClassicalForecaster:
         raise NotImplementedError
 
     # --- the plumbing ------------------------------------------------------------------------------------------
+    def _row_predictive(self, work: tuple[np.ndarray, int]) -> tuple[np.ndarray, np.ndarray, Counter]:
+        """The one-step means ``[L, D]`` and covariances ``[L, D, D]`` of a row's valid steps ``[L, D]`` given
+        its context's length, with what the row added to the counts of :meth:`describe` (its own, so that rows
+        predicted in other processes add up to the same counts)."""
+        row, context = work
+        if not len(row):
+            return row, row[:, :, None], Counter()
+        before, self._rows = self._rows, Counter()
+        try:
+            mean, cov = self._predict(self._parameters(row[:context]), row)
+            return mean, cov, self._rows
+        finally:
+            self._rows = before
+
+    def _report(self, what: str, done: int, total: int | None = None) -> None:
+        if self.progress is not None:
+            self.progress(what, done, total)
+
     def _parameters(self, history: np.ndarray):
         """A row's parameters: from its ``history [c, D]`` where the model can estimate them there, else pooled."""
         own = self._estimate(history) if len(history) else None

@@ -142,6 +142,7 @@ class UnivariateStateSpace(ClassicalForecaster):
                 trial = None
         if self._keeping:
             self._kept[key] = trial
+            self._report("fits", len(self._kept))
         return trial
 
     def _parameters_of(self, result) -> np.ndarray:

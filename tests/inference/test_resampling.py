@@ -10,6 +10,8 @@ import torch
 from ppl_models.inference.resampling import (
     SCHEMES,
     _draw_ancestors,
+    _particle_max,
+    _resample_normalized,
     effective_sample_size,
     gather_particles,
     normalize_with_total,
@@ -129,6 +131,32 @@ def test_adaptive_resamples_only_low_ess_sequences():
     always = resample_adaptive(log_w, "systematic", ess_threshold=1.0)[2]
     never = resample_adaptive(log_w, "systematic", ess_threshold=0.0)[2]
     assert always.all() and not never.any()
+
+
+@pytest.mark.parametrize("scheme", ["systematic", "stratified"])
+def test_adaptive_scans_of_the_resampled_sequences_draw_as_resampling_all(scheme):
+    # the CPU path scans only the sequences below the threshold; the full draw, then selected, gives the same bits
+    g = torch.Generator().manual_seed(4)
+    log_w = normalize_with_total(torch.randn(40, 9, generator=g) * torch.linspace(0.1, 3.0, 9))[0]
+    ess = effective_sample_size(log_w)
+    resampled = ess < 0.5 * 40
+    assert 0 < resampled.sum() < 9
+    ancestors, new_log_w, flags = resample_adaptive(
+        log_w, scheme, ess_threshold=0.5, generator=torch.Generator().manual_seed(1), ess=ess, weights=log_w.exp()
+    )
+    every, uniform = _resample_normalized(log_w, scheme, 0.5, torch.Generator().manual_seed(1))
+    assert torch.equal(flags, resampled)
+    assert torch.equal(ancestors, torch.where(resampled, every, torch.arange(40).unsqueeze(-1)))
+    assert torch.equal(new_log_w, torch.where(resampled, uniform, log_w))
+    assert ancestors.is_contiguous()
+
+
+@pytest.mark.parametrize("shape", [(1000, 16), (64, 8), (30, 128), (24, 3), (7, 9)])
+def test_particle_max_is_the_column_max(shape):
+    values = torch.randn(shape, generator=torch.Generator().manual_seed(0))
+    values[:, 0] = -math.inf
+    assert torch.equal(_particle_max(values), values.max(dim=0).values)
+    assert torch.equal(_particle_max(values.T.contiguous().T), values.max(dim=0).values)
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)
