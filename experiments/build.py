@@ -103,9 +103,16 @@ def check_trainable(config: dict, data, model) -> None:
 
 
 def check_model_takes(model, data, config: dict) -> None:
-    """One ``ValueError`` before any run folder is written if ``model`` cannot read ``data`` (its feature size,
-    or values its emission cannot take: non-binary data for a Bernoulli model, binary data for a Gaussian one)."""
+    """One ``ValueError`` before any run folder is written if ``model`` cannot read ``data`` (its input-only
+    steps, its feature size, or values its emission cannot take: non-binary data for a Bernoulli model, binary data
+    for a Gaussian one)."""
     name = config["model"].get("name")
+    wanted, reads = getattr(data, "input_steps", 0), getattr(model, "input_steps", 0)
+    if wanted != reads:
+        raise ValueError(
+            f"model {name!r} cannot take data {data.description!r}: its sequences start with {wanted} input-only "
+            f"step(s), and the model reads {reads} (set first_step_is_input = {str(bool(wanted)).lower()} in [model])"
+        )
     if data.binary and name in recipes.EMISSIONS and getattr(model, "emission_kind", "gaussian") == "gaussian":
         raise recipes.DataNotRepresentable(recipes.binary_refusal(name, getattr(model, "emission_kind", "gaussian")))
     for split in SPLITS:

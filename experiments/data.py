@@ -145,6 +145,9 @@ class ExperimentData(SplitData):
     split_units: dict | None = None
     #: a user's file as read, before its transform, with the data steps the splits above score (:class:`LevelData`)
     levels: LevelData | None = None
+    #: leading steps of every sequence that are given as inputs only (a file that gives the step before each
+    #: sequence); marked unscored in :attr:`scored`, and a model must read them so (its ``input_steps``)
+    input_steps: int = 0
 
     def scored_mask(self, split: str) -> torch.Tensor | None:
         """``scored [N, T]`` of ``split`` (``"valid"`` or ``"test"``), or ``None`` where every valid step is scored."""

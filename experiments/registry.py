@@ -100,13 +100,16 @@ def _polyphonic(name: str) -> Entry:
 
 
 def _srnn_authors(name: str) -> Entry:
-    def load(data_dir: str | None = None, max_sequences: int | None = None) -> ExperimentData:
-        return srnn_authors(name, data_dir, max_sequences=max_sequences)
+    def load(
+        data_dir: str | None = None, max_sequences: int | None = None, first_input: str = "given"
+    ) -> ExperimentData:
+        return srnn_authors(name, data_dir, max_sequences=max_sequences, first_input=first_input)
 
     return Entry(
         load,
         f"the SRNN authors' preprocessed {name} rolls (srnn_authors/{SRNN_AUTHORS_SETS[name]}): "
-        "100-step training / validation chunks, whole masked test pieces",
+        "100-step training / validation chunks, whole masked test pieces, each after the first input the file "
+        "gives (first_input = 'silence': none)",
     )
 
 

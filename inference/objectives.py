@@ -85,7 +85,7 @@ class Objective(nn.Module):
             bound, surrogate = self.estimate(x, mask)
         # a bound below the dtype's range is held at its lowest value, with a warning; a NaN is the trainer's to report
         bound = saturate(bound, name="x", what=f"the {self.kind} bound", failures=False)
-        num_steps = mask.sum(1)
+        num_steps = (mask.sum(1) - getattr(self.model, "input_steps", 0)).clamp(min=0)  # the modelled steps
         loss = -surrogate.sum() / num_steps.sum().clamp(min=1)
         return ObjectiveOutput(loss=loss, bound=bound, num_steps=num_steps)
 
@@ -139,7 +139,7 @@ class ELBO(Objective):
 
     def estimate(self, x, mask):
         shape = (x.shape[0],)
-        log_lik, latent = 0.0, 0.0
+        log_lik = latent = x.new_zeros(shape)  # stays zero for sequences with no modelled step
         for _ in range(self.num_samples):
             guide_trace = poutine.trace(self.model.guide).get_trace(x, mask)
             check_reparameterized(guide_trace)
@@ -218,7 +218,7 @@ class IWAE(Objective):
         model_trace = poutine.trace(poutine.replay(plate(self.model.model), trace=guide_trace)).get_trace(x, mask)
         log_p = trace_log_prob(model_trace, sample_sites(model_trace), shape, PARTICLE_PLATE)
         log_q = trace_log_prob(guide_trace, latent_sites(guide_trace), shape, PARTICLE_PLATE)
-        return log_p - log_q
+        return x.new_zeros(shape) + log_p - log_q  # zero for sequences with no modelled step
 
     def estimate(self, x, mask):
         bound = torch.logsumexp(self.log_weights(x, mask), dim=0) - math.log(self.num_particles)

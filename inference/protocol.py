@@ -124,6 +124,10 @@ class SequenceModel(DeclaredModel):
     #: its ``predictive(x, mask, num_samples, scored=...)`` estimates its parameters on each row's context (the valid
     #: steps before the scored ones), as a classical forecaster does: its exact figure is then its one-step densities'
     fits_context: ClassVar[bool] = False
+    #: leading steps of every sequence that are only read as inputs, not modelled (0: every valid step is
+    #: modelled); a model reading the first step as its first input ``u_1`` (data files that give it) sets 1, and
+    #: its data marks those steps unscored; objectives count only the modelled steps
+    input_steps: int = 0
 
     def __init__(self):
         super().__init__()

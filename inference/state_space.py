@@ -115,7 +115,7 @@ class MarkovStateSpace(SequenceModel):
         context = self._context(x, mask)
         z = None
         with pyro.plate(SEQUENCE_PLATE, x.shape[0], dim=-1):
-            for t in pyro.markov(range(x.shape[1])):
+            for t in pyro.markov(range(self.input_steps, x.shape[1])):
                 with poutine.mask(mask=mask[:, t]):
                     z = pyro.sample(f"z_{t}", self.prior(z, t, context))
                     pyro.sample(f"x_{t}", self.emission(z, t, context), obs=x[:, t])
@@ -131,7 +131,7 @@ class MarkovStateSpace(SequenceModel):
         context = self._context(x, mask)
         z = None
         with pyro.plate(SEQUENCE_PLATE, x.shape[0], dim=-1):
-            for t in pyro.markov(range(x.shape[1])):
+            for t in pyro.markov(range(self.input_steps, x.shape[1])):
                 q = self.proposal(z, t, x[:, t], context)
                 if q is None:
                     q = self.prior(z, t, context)
@@ -151,7 +151,10 @@ class MarkovStateSpace(SequenceModel):
         gradient path and the complete-data log-density is returned; otherwise it is
         computed only when the proposal is not the prior (it is part of the weight).
         """
-        z_prev = state["z"] if t > 0 else None
+        if t < self.input_steps:  # read as an input only: no draw, no weight
+            zero = state["z"].new_zeros(state["z"].shape[:2])
+            return Step(state, zero, zero)
+        z_prev = self._previous(state, t)
         prior = self._expanded(self.prior(z_prev, t, context), state["z"].shape[:2])
         q = self.proposal(z_prev, t, x_t, context)
         if q is not None:
@@ -167,13 +170,13 @@ class MarkovStateSpace(SequenceModel):
 
     def simulate(self, state, t, context):
         """Draw ``(state_t, x_t)`` from the model given particles at ``t - 1``; ``x_t`` is ``[S, B, D]``."""
-        z_prev = state["z"] if t > 0 else None
+        z_prev = self._previous(state, t)
         z = self._expanded(self.prior(z_prev, t, context), state["z"].shape[:2]).sample()
         return {"z": z}, self.emission(z, t, context).sample()
 
     def predict_mean(self, state, t, context) -> torch.Tensor:
         """``E[x_t | z_t]`` ``[K, B, D]`` at one draw ``z_t ~ p(z_t | z_{t-1})`` per particle."""
-        z_prev = state["z"] if t > 0 else None
+        z_prev = self._previous(state, t)
         z = self._expanded(self.prior(z_prev, t, context), state["z"].shape[:2]).sample()
         return self.emission(z, t, context).mean
 
@@ -215,6 +218,10 @@ class MarkovStateSpace(SequenceModel):
             xs.append(emission.sample()[0])
             means.append(emission.mean[0])
         return Generation(torch.stack(xs, 1), torch.stack(means, 1))
+
+    def _previous(self, state, t: int) -> torch.Tensor | None:
+        """``z_{t-1}`` of the particles, ``None`` at the first modelled step (after the input steps)."""
+        return state["z"] if t > self.input_steps else None
 
     @staticmethod
     def _expanded(distribution, batch_shape):

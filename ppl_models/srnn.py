@@ -17,6 +17,10 @@ puts one feature net ``phi`` on ``x`` that both the generative and the inference
 read: ``u_t = phi(x_{t-1})`` (``phi(0)`` at ``t = 1``) feeds the GRU, ``phi(x_t)`` the guide.
 Without it (the default) both read raw ``x``.
 
+``first_step_is_input=True`` reads each sequence's first step as the input ``u_1`` only (data files that give
+the step before each sequence, as the SRNN authors' do) and models the steps after it: ``d_1 = GRU(0, u_1)``; the
+model's :attr:`input_steps` is then 1, and the data marks that step unscored.
+
 ``dropout > 0`` (not in the paper) drops units of ``d_t`` wherever the nets read it, and
 ``input_dropout > 0`` units of ``u_t``, in training mode only: regularisers for small data
 sets such as JSB chorales.
@@ -71,8 +75,7 @@ class SRNNContext:
 
     def __init__(self, srnn: SRNN, x: torch.Tensor, mask: torch.Tensor):
         self._srnn, self._x, self._mask = srnn, x, mask
-        d, _ = srnn.rnn(srnn.generative_inputs(x))
-        self.d = srnn.dropped(d.transpose(0, 1))
+        self.d = srnn.dropped(srnn.deterministic_states(x).transpose(0, 1))
         self.prior_input = srnn.prior_net.project(self.d)
         self.emission_input = srnn.emission_net.project(self.d)
         self._posterior_input = None
@@ -121,6 +124,8 @@ class SRNN(EmissionChecks, LatentRollout, MarkovStateSpace):
             net, the GRUs read raw ``x``.
         input_dropout: probability in ``[0, 1)`` of dropping each unit of the GRU input ``u_t``
             in training mode (as ``dropout``; the guide's ``phi(x_t)`` is not dropped).
+        first_step_is_input: read each sequence's first step as ``u_1`` only, not modelled (``False``: every valid
+            step is modelled, with ``u_1 = 0``).
     """
 
     uncondition = "teacher-forced"
@@ -140,6 +145,7 @@ class SRNN(EmissionChecks, LatentRollout, MarkovStateSpace):
         dropout: float = 0.0,
         feature_dim: int | None = None,
         input_dropout: float = 0.0,
+        first_step_is_input: bool = False,
     ):
         super().__init__()
         for name, value in (
@@ -149,8 +155,10 @@ class SRNN(EmissionChecks, LatentRollout, MarkovStateSpace):
             ("hidden_dim", hidden_dim),
         ):
             check_positive_int(value, name=name)
-        if not isinstance(residual, bool):
-            raise TypeError(f"residual must be a bool, got {type(residual).__name__}")
+        for name, flag in (("residual", residual), ("first_step_is_input", first_step_is_input)):
+            if not isinstance(flag, bool):
+                raise TypeError(f"{name} must be a bool, got {type(flag).__name__}")
+        self.input_steps = int(first_step_is_input)
         self.obs_dim, self.latent_dim = obs_dim, latent_dim
         self.emission_kind = check_choice(emission, EMISSIONS, name="emission")
         self.guide_kind = check_choice(inference, INFERENCE_KINDS, name="inference")
@@ -193,6 +201,14 @@ class SRNN(EmissionChecks, LatentRollout, MarkovStateSpace):
     def generative_inputs(self, x: torch.Tensor) -> torch.Tensor:
         """GRU inputs ``[B, T, F]`` for ``u_t = x_{t-1}`` (``x_0 = 0``), from ``x [B, T, D]``."""
         return self.gru_input(shifted_inputs(x))
+
+    def deterministic_states(self, x: torch.Tensor) -> torch.Tensor:
+        """``d [B, T, rnn_dim]`` from ``x [B, T, D]``: ``d_t = GRU(d_{t-1}, u_t)`` from ``d_0 = 0`` at the first
+        modelled step (zeros at an input step)."""
+        if not self.input_steps:
+            return self.rnn(self.generative_inputs(x))[0]
+        d, _ = self.rnn(self.gru_input(x))  # the state after reading x_t is the next step's d
+        return nn.functional.pad(d[:, :-1], (0, 0, 1, 0))
 
     def inference_features(self, d: torch.Tensor, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """``a [B, T, rnn_dim]`` from ``d [B, T, rnn_dim]`` and ``x [B, T, D]`` (read as ``phi(x)``).

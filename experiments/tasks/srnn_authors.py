@@ -2,13 +2,14 @@
 
 Each file holds ``x_train`` / ``u_train`` and ``x_valid`` / ``u_valid``, ``[N, 100, K]`` chunks of 100 steps,
 and ``x_test`` / ``u_test`` ``[N, T_max, K]``, the whole test pieces, with ``mask_test [N, T_max]`` (1 at the
-valid steps, which come first). ``u`` is ``x`` one step late: the input at step ``t`` is the roll at ``t - 1``.
+valid steps, which come first). ``u`` is ``x`` one step late: the input at step ``t`` is the roll at ``t - 1``,
+and ``u[:, 0]`` is the roll before each chunk or piece (in the JSB test file, each piece's first chord).
 
-The splits come out as the files cut them: training and validation as the 100-step chunks (every step valid),
-the test split as the whole masked pieces. The models here form their input from ``x`` itself, shifted by one
-step with a silent first input, so ``u`` is only checked against ``x``, not used: the authors' code feeds a
-chunk's first step the previous chunk's last roll and carries the recurrent state from chunk to chunk in
-training, which a shuffled minibatch of independent chunks does not.
+With ``first_input="given"`` (the default, as the authors' code reads the files) every sequence starts with one
+input-only step, ``u[:, 0]``, followed by ``x``; that step is unscored (``scored``) and the model reads it as its
+first input (an SRNN with ``first_step_is_input=True``). With ``first_input="silence"`` the sequences are ``x``
+alone and the model's first input is silence. Either way the chunks are shuffled and start from a zero recurrent
+state, where the authors' code runs them in order and carries the state from chunk to chunk.
 """
 
 from __future__ import annotations
@@ -25,29 +26,39 @@ __all__ = ["SRNN_AUTHORS_SETS", "srnn_authors"]
 
 #: set name -> the file's name in the shared data folder's ``srnn_authors/``
 SRNN_AUTHORS_SETS = {name: f"{name}_raw_batchsize16_seqlen100.npz" for name in ("jsb", "nottingham", "muse", "piano")}
+#: how a sequence's first input is formed: the file's ``u[:, 0]`` as an input-only step, or silence
+FIRST_INPUTS = ("given", "silence")
 _KEYS = ("x_train", "u_train", "x_valid", "u_valid", "x_test", "u_test", "mask_test")
 
 
 def srnn_authors(
-    name: str = "jsb", data_dir: str | os.PathLike | None = None, *, max_sequences: int | None = None
+    name: str = "jsb",
+    data_dir: str | os.PathLike | None = None,
+    *,
+    max_sequences: int | None = None,
+    first_input: str = "given",
 ) -> ExperimentData:
-    """One of the authors' four sets: train / valid ``(x [N, 100, K], mask all True)``, test ``(x [N, T_max, K],
-    mask [N, T_max])``.
+    """One of the authors' four sets: train / valid ``(x [N, 1 + 100, K], mask all True)``, test
+    ``(x [N, 1 + T_max, K], mask [N, 1 + T_max])``, each sequence after its given first input (without it with
+    ``first_input="silence"``).
 
     Args:
         name: ``jsb``, ``nottingham``, ``muse`` or ``piano``.
         data_dir: the shared data folder (see :func:`~ppl_models.experiments.data.resolve_data_dir`).
         max_sequences: keep only the first this many chunks / pieces of each split (quick checks).
+        first_input: ``"given"`` or ``"silence"`` (:data:`FIRST_INPUTS`).
     """
     if name not in SRNN_AUTHORS_SETS:
         raise ValueError(f"name must be one of {sorted(SRNN_AUTHORS_SETS)}, got {name!r}")
+    if first_input not in FIRST_INPUTS:
+        raise ValueError(f"first_input must be one of {list(FIRST_INPUTS)}, got {first_input!r}")
     if max_sequences is not None and (
         isinstance(max_sequences, bool) or not isinstance(max_sequences, int) or max_sequences < 1
     ):
         raise ValueError(f"max_sequences must be a positive int, got {max_sequences!r}")
     relative = f"srnn_authors/{SRNN_AUTHORS_SETS[name]}"
     arrays = read_arrays(verified_path(relative, data_dir), relative)
-    return authors_splits(arrays, relative, max_sequences=max_sequences)
+    return authors_splits(arrays, relative, max_sequences=max_sequences, first_input=first_input)
 
 
 def read_arrays(path: os.PathLike, where: str) -> dict[str, np.ndarray]:
@@ -66,23 +77,39 @@ def read_arrays(path: os.PathLike, where: str) -> dict[str, np.ndarray]:
     return {key: arrays[key] for key in _KEYS}
 
 
-def authors_splits(arrays: dict[str, np.ndarray], where: str, *, max_sequences: int | None = None) -> ExperimentData:
-    """Check the authors' arrays (shapes, binary rolls, the mask, ``u`` as ``x`` one step late) and make the splits."""
+def authors_splits(
+    arrays: dict[str, np.ndarray], where: str, *, max_sequences: int | None = None, first_input: str = "given"
+) -> ExperimentData:
+    """Check the authors' arrays (shapes, binary rolls, the mask, ``u`` as ``x`` one step late) and make the splits
+    (each sequence after its first input ``u[:, 0]`` with ``first_input="given"``)."""
     keep = slice(None, max_sequences)
-    x_train, x_valid = (_chunks(arrays, split, where) for split in ("train", "valid"))
-    x_test, mask_test = _test_pieces(arrays, where)
+    (x_train, u_train), (x_valid, u_valid) = (_chunks(arrays, split, where) for split in ("train", "valid"))
+    x_test, u_test, mask_test = _test_pieces(arrays, where)
     keys = {x.shape[-1] for x in (x_train, x_valid, x_test)}
     if len(keys) != 1:
         raise ValueError(f"{where}: x_train, x_valid and x_test must share their number of keys K, got {sorted(keys)}")
-    splits = [(x[keep], torch.ones(x[keep].shape[:2], dtype=torch.bool)) for x in (x_train, x_valid)]
+    splits = [(x, torch.ones(x.shape[:2], dtype=torch.bool)) for x in (x_train[keep], x_valid[keep])]
     splits.append((x_test[keep], mask_test[keep]))
+    given = first_input == "given"
+    if given:
+        firsts = (u[keep, :1] for u in (u_train, u_valid, u_test))
+        splits = [(torch.cat([u, x], 1), torch.cat([mask[:, :1], mask], 1)) for u, (x, mask) in zip(firsts, splits)]
     steps = int(mask_test.sum())
     description = (
         f"SRNN authors' {where.rsplit('/', 1)[-1]}: {len(x_train)} training / {len(x_valid)} validation "
         f"chunks of {x_train.shape[1]} steps, {len(x_test)} whole test pieces ({steps} steps)"
+        + (", each after its given first input" if given else ", each after a silent first input")
         + (f", max_sequences={max_sequences}" if max_sequences else "")
     )
-    return ExperimentData(*splits, description=description, binary=True)
+    scored = {name: _after_first(split[1]) for name, split in zip(("valid", "test"), splits[1:])} if given else None
+    return ExperimentData(*splits, description=description, binary=True, scored=scored, input_steps=int(given))
+
+
+def _after_first(mask: torch.Tensor) -> torch.Tensor:
+    """``mask [N, T]`` with every row's first step cleared: the steps scored after an input-only first step."""
+    scored = mask.clone()
+    scored[:, 0] = False
+    return scored
 
 
 def _rolls(arrays: dict, key: str, where: str) -> np.ndarray:
@@ -114,18 +141,20 @@ def _check_shift(u: np.ndarray, x: np.ndarray, valid: np.ndarray, split: str, wh
         )
 
 
-def _chunks(arrays: dict, split: str, where: str) -> torch.Tensor:
-    """The ``[N, T, K]`` chunks of ``split`` (``train`` or ``valid``), every step valid."""
+def _chunks(arrays: dict, split: str, where: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """The ``[N, T, K]`` chunks ``x`` and inputs ``u`` of ``split`` (``train`` or ``valid``), every step valid."""
     x, u = (_rolls(arrays, f"{kind}_{split}", where) for kind in ("x", "u"))
     if u.shape != x.shape:
         raise ValueError(f"{where}: u_{split} must have x_{split}'s shape {list(x.shape)}, got {list(u.shape)}")
     _check_binary(x, f"x_{split}", where)
     _check_shift(u, x, np.ones(x.shape[:2], dtype=bool), split, where)
-    return torch.from_numpy(x)
+    _check_binary(u[:, :1], f"u_{split}", where)
+    return torch.from_numpy(x), torch.from_numpy(u)
 
 
-def _test_pieces(arrays: dict, where: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """The whole test pieces ``x [N, T_max, K]`` (zeros after each end) and ``mask [N, T_max]`` bool."""
+def _test_pieces(arrays: dict, where: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The whole test pieces ``x [N, T_max, K]`` and inputs ``u`` (zeros after each end) and ``mask [N, T_max]``
+    bool."""
     x, u = _rolls(arrays, "x_test", where), _rolls(arrays, "u_test", where)
     mask = np.asarray(arrays["mask_test"])
     if mask.shape != x.shape[:2] or u.shape != x.shape:
@@ -144,5 +173,6 @@ def _test_pieces(arrays: dict, where: str) -> tuple[torch.Tensor, torch.Tensor]:
         )
     _check_binary(x[mask], "x_test", where)
     _check_shift(u, x, mask, "test", where)
-    x[~mask] = 0.0
-    return torch.from_numpy(x), torch.from_numpy(mask)
+    _check_binary(u[:, :1], "u_test", where)
+    x[~mask], u[~mask] = 0.0, 0.0
+    return torch.from_numpy(x), torch.from_numpy(u), torch.from_numpy(mask)

@@ -98,7 +98,8 @@ def evaluate_held_out(model, data: HeldOutData, options: EvaluationOptions | Non
         check_some_valid(scored, "evaluate")
     units = Units(data.standardizer, x)
     scored_steps = mask if scored is None else scored
-    plan = _checked_plan(model, x, mask, scored_steps, options, binary, given_context=scored is not None)
+    context = scored is not None and _reads_context(model, mask, scored)
+    plan = _checked_plan(model, x, mask, scored_steps, options, binary, given_context=context)
     if options.seed is not None:
         pyro.set_rng_seed(options.seed)
     refit = _refit_noise(model, data.valid, options.noise_refit)
@@ -216,6 +217,12 @@ def _checked_data(model, data: HeldOutData) -> tuple[torch.Tensor, torch.Tensor,
     if binary is None:
         binary = bool(((x[mask] == 0) | (x[mask] == 1)).all())
     return x, mask, binary
+
+
+def _reads_context(model, mask: torch.Tensor, scored: torch.Tensor) -> bool:
+    """Whether some row's scored steps follow modelled steps: a context beyond the model's input-only first steps
+    (``input_steps``), which whole-sequence bounds do not leave out."""
+    return bool(((mask & ~scored).sum(1) > getattr(model, "input_steps", 0)).any())
 
 
 def _checked_plan(

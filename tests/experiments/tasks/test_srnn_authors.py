@@ -1,4 +1,5 @@
-"""The SRNN authors' music files (their splits and checks), their per-sequence test figure, the delayed lr decay."""
+"""The SRNN authors' music files (their splits, first inputs and checks), their per-sequence test figure, the
+delayed lr decay."""
 
 import hashlib
 import math
@@ -26,7 +27,8 @@ def authors_arrays(seed=0, lengths=(7, 4, 2)):
     t_max = max(lengths)
     mask = (np.arange(t_max) < np.array(lengths)[:, None]).astype(np.float32)
     x = (rng.random((len(lengths), t_max, KEYS)) < 0.3).astype(np.float32) * mask[..., None]
-    u = np.concatenate([np.zeros_like(x[:, :1]), x[:, :-1]], axis=1)
+    before = (rng.random((len(lengths), 1, KEYS)) < 0.3).astype(np.float32)  # the roll before each piece
+    u = np.concatenate([before, x[:, :-1]], axis=1)
     u[mask == 0] = np.nan
     arrays.update(x_test=x, u_test=u, mask_test=mask)
     return arrays
@@ -42,17 +44,48 @@ def write_npz(folder, arrays, name="jsb"):
     return folder / relative
 
 
-def test_loader_gives_the_chunks_and_the_whole_masked_test_pieces(tmp_path):
+def test_loader_gives_each_chunk_and_piece_after_its_first_input(tmp_path):
     arrays = authors_arrays()
     write_npz(tmp_path, arrays)
     data = srnn_authors("jsb", tmp_path)
     (xt, mt), (xv, mv), (xs, ms) = data.train, data.valid, data.test
-    assert xt.shape == (6, 5, KEYS) and xv.shape == (2, 5, KEYS) and xs.shape == (3, 7, KEYS)
+    assert xt.shape == (6, 6, KEYS) and xv.shape == (2, 6, KEYS) and xs.shape == (3, 8, KEYS)
     assert mt.all() and mv.all() and mt.dtype == torch.bool
-    assert ms.sum(1).tolist() == [7, 4, 2] and ms.dtype == torch.bool
-    assert np.array_equal(xt.numpy(), arrays["x_train"]) and np.array_equal(xs.numpy(), arrays["x_test"])
-    assert data.binary and "3 whole test pieces (13 steps)" in data.description
+    assert ms.sum(1).tolist() == [8, 5, 3] and ms.dtype == torch.bool
+    for split, x in (("train", xt), ("valid", xv), ("test", xs)):
+        assert np.array_equal(x[:, 0].numpy(), arrays[f"u_{split}"][:, 0])
+        assert np.array_equal(x[:, 1:].numpy(), np.nan_to_num(arrays[f"x_{split}"]))
+    assert data.input_steps == 1 and data.scored_mask("test")[:, 0].sum() == 0
+    assert torch.equal(data.scored_mask("test")[:, 1:], ms[:, 1:]) and data.scored_mask("valid")[:, 1:].all()
+    assert data.binary and "3 whole test pieces (13 steps), each after its given first input" in data.description
     assert srnn_authors("jsb", tmp_path, max_sequences=2).test[0].shape[0] == 2
+
+
+def test_with_a_silent_first_input_the_sequences_are_the_files_x(tmp_path):
+    arrays = authors_arrays()
+    write_npz(tmp_path, arrays)
+    data = srnn_authors("jsb", tmp_path, first_input="silence")
+    (xt, _), (xs, ms) = data.train, data.test
+    assert np.array_equal(xt.numpy(), arrays["x_train"]) and np.array_equal(xs.numpy(), arrays["x_test"])
+    assert ms.sum(1).tolist() == [7, 4, 2] and data.input_steps == 0 and data.scored is None
+    with pytest.raises(ValueError, match=r"^first_input must be one of \['given', 'silence'\], got 'noise'$"):
+        srnn_authors("jsb", tmp_path, first_input="noise")
+
+
+@pytest.mark.parametrize("name", ["jsb", "nottingham"])
+def test_the_real_files_first_inputs_are_the_rolls_before_each_sequence(name):
+    """In the real files the training chunks are 16 streams (chunk i + 16 continues chunk i), so a chunk's first
+    input is the last roll of the chunk before it in its stream; each JSB test piece's first input is its first
+    chord (JSB is at twice the time resolution); no first input is silence in the test files."""
+    data = srnn_authors(name)
+    x, _ = data.train
+    assert torch.equal(x[16:, 0], x[:-16, -1])
+    xs, ms = data.test
+    assert (xs[:, 0].sum(-1) > 0).all() and data.input_steps == 1
+    if name == "jsb":
+        assert torch.equal(xs[:, 0], xs[:, 1])
+    else:  # the roll before the piece, not its first step, in most pieces
+        assert (xs[:, 0] != xs[:, 1]).any(-1).float().mean() > 0.5
 
 
 def test_u_is_x_one_step_late_in_the_files_and_a_broken_shift_is_one_line():
