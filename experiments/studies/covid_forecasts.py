@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from ppl_models.inference.atomic_files import write_json
+from ppl_models.experiments.claims.results_files import write_results
 
 from ..claims.provenance import commit_label
 from ..cli import main as cli_main
@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         forecast = json.loads((out / "forecast.json").read_text())
         data = forecast["data"]
         per_seed[str(seed)] = collect(forecast, runs)
-    write_json(
+    write_results(
         args.out,
         {
             "what": f"20-day COVID-19 forecasts of the test counties ({data}); {args.particles} SMC-T particles; "

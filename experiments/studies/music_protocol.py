@@ -19,7 +19,7 @@ import pyro
 import torch
 from pyro import poutine
 
-from ppl_models.inference.atomic_files import write_json
+from ppl_models.experiments.claims.results_files import write_results
 from ppl_models.inference.objectives import ELBO
 from ppl_models.inference.training import length_batches, load_best, trim_padding
 
@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> dict:
         "silent_keys_in_training": int(silent.sum()),
         "test": normalisations(model, *data.test, silent),
     }
-    write_json(args.out, result)
+    write_results(args.out, result)
     print(result)
     return result
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import torch
 
-from ppl_models.inference.atomic_files import write_json
+from ppl_models.experiments.claims.results_files import write_results
 from ppl_models.inference.training import load_checkpoint, refresh_norm_statistics
 
 from ..supervised import build_supervised
@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> None:
         results.append(result)
     if args.out:
         command = "python -m ppl_models.experiments.studies.pfrnn_norm_check " + " ".join(argv or sys.argv[1:])
-        write_json(args.out, {"command": command, "results": results})
+        write_results(args.out, {"command": command, "results": results})
 
 
 if __name__ == "__main__":

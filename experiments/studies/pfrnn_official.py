@@ -40,6 +40,7 @@ from ppl_models.inference.atomic_files import write_json
 from ppl_models.inference.training import load_checkpoint
 
 from ..claims.provenance import git_state
+from ..claims.results_files import write_results
 from ..supervised import build_supervised
 from ..tasks.localization_paper import evaluate_localization_paper, layout_grid, localization_paper_data
 from .official_code import (
@@ -489,7 +490,7 @@ def main(argv: list[str] | None = None) -> None:
                 record["budget"] = budget
                 write_json(done, record)
             results[code].append(seed_record(record, code, args.epochs, constant["test"]))
-    write_json(
+    write_results(
         args.out,
         {
             "study": "PF-RNN official code (Ma et al. 2020) against ours on the same localization-paper maze-10 data",

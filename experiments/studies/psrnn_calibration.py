@@ -25,8 +25,8 @@ import scipy.stats
 import torch
 
 from ppl_models.experiments.build import build_experiment
+from ppl_models.experiments.claims.results_files import write_results
 from ppl_models.experiments.run_folder import read_config_json
-from ppl_models.inference.atomic_files import write_json
 from ppl_models.inference.protocol import NOISE_REFITS
 from ppl_models.inference.training import load_best
 
@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
             )
     if args.out:
         command = "python -m ppl_models.experiments.studies.psrnn_calibration " + " ".join(sys.argv[1:])
-        write_json(args.out, {"command": command, "split": args.split, "results": results})
+        write_results(args.out, {"command": command, "split": args.split, "results": results})
     return 0
 
 

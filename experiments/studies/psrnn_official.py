@@ -33,6 +33,7 @@ from pathlib import Path
 from ppl_models.inference.atomic_files import write_json
 
 from ..claims.provenance import git_state
+from ..claims.results_files import write_results
 from ..data import resolve_data_dir
 from .official_code import (
     apply_edits,
@@ -396,7 +397,7 @@ def main(argv: list[str] | None = None) -> None:
                     else run_ours(folder, seed, args.epochs, args.sets)
                 )
             results[side].append(record)
-    write_json(
+    write_results(
         args.out,
         {
             "study": "PSRNN official code (Downey et al. 2017) against ours on the PTB characters",

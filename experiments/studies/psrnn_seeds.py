@@ -20,7 +20,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from ppl_models.inference.atomic_files import write_json
+from ppl_models.experiments.claims.results_files import write_results
 
 __all__ = ["run_summary", "summarize", "main"]
 
@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{label:>16}  n={len(row['runs'])}  test MSE {row['mean_test_mse']:.4f} +- {sd}  best epochs {epochs}")
     if args.out:
         command = "python -m ppl_models.experiments.studies.psrnn_seeds " + " ".join(sys.argv[1:])
-        write_json(args.out, {"command": command, "results": summary})
+        write_results(args.out, {"command": command, "results": summary})
     return 0
 
 

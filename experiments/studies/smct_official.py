@@ -35,6 +35,7 @@ import torch
 from ppl_models.inference.atomic_files import write_json
 
 from ..claims.provenance import git_state
+from ..claims.results_files import write_results
 from ..tasks.synthetic_ar import ar_model_one_data, ar_model_two_data
 from .official_code import (
     apply_edits,
@@ -316,7 +317,7 @@ def main(argv: list[str] | None = None) -> None:
                     else run_ours(folder, args.model, seed, args.epochs, args.particles)
                 )
             results[side].append(record)
-    write_json(
+    write_results(
         args.out,
         {
             "study": f"SMC Transformer official code (Martin et al.) against ours on Model {'I' * args.model}",

@@ -15,7 +15,7 @@ import argparse
 import json
 import sys
 
-from ppl_models.inference.atomic_files import write_json
+from ppl_models.experiments.claims.results_files import write_results
 
 from ..claims.truth_gaps import split_gaps
 
@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     for result in results:
         print(json.dumps(result))
     if args.out:
-        write_json(args.out, results)
+        write_results(args.out, results)
     return 0
 
 

@@ -57,14 +57,14 @@ def test_a_reader_takes_the_files_in_the_order_of_the_claims_results():
         Budget("Y", epochs=(7, 7), trials=1, wall_s=None),
     )  # one run lacks its seconds
     assert reading.budgets[0].still_improving and not reading.budgets[1].still_improving
-    assert _claim().rule.decide(reading) == "met"  # 1.5 is within 0.5 of 1 (lower is better)
+    assert _claim().rule.decide(reading) == "tie with the edge 1.5 (t-test p = 0.5)"  # on the edge 1 + 0.5
 
 
 def test_a_claims_reproduction_is_its_evidence_once_it_exists():
     reproduction = {"format": "reproduce/1", "results": {"X": {"runs": [{"rmse": 3.0, "best_epoch": 1}]}}}
     reading = _claim(metric_key="rmse").read({"reproduce_c.json": reproduction, "a.json": A, "b.json": B})
     assert reading == Reading({"X": Stat((3.0,))}, (Budget("X", best_epochs=(1,), trials=1),))
-    assert _claim().rule.decide(reading) == "missed by 2"  # 3.0 is 2 above the paper's 1 (lower is better)
+    assert _claim().rule.decide(reading) == "missed by 1.5"  # 3.0 is 1.5 above the edge 1 + 0.5 (lower is better)
 
 
 def test_a_joined_reader_refuses_a_wrong_number_of_files_in_one_line():
