@@ -12,6 +12,7 @@ import json
 from collections.abc import Mapping
 
 from ppl_models.inference.data.datasets import MISSING, TIME_ORDERS
+from ppl_models.inference.data.likelihoods import LIKELIHOODS
 
 from .arguments import columns, count
 
@@ -69,6 +70,15 @@ DATA_FLAGS = (
         {
             "choices": TIME_ORDERS,
             "help": "order each series by the time column's values (default) or keep the file's order",
+        },
+    ),
+    (
+        "--likelihood",
+        "likelihood",
+        {
+            "choices": LIKELIHOODS,
+            "help": "the values' likelihood: auto (default: Bernoulli for 0/1, Poisson or negative binomial for "
+            "non-negative integers, else Gaussian, log-normal where the transform chosen takes logs) or one of them",
         },
     ),
 )

@@ -14,8 +14,13 @@ those same keys (``data_keys``), merged into the table before the ``--set`` item
 
 A model that cannot take the file is refused before anything is written, in one line with the reason
 (:class:`~ppl_models.experiments.recipes.DataNotRepresentable`): a model without a Bernoulli emission on binary
-(0/1) data (a PF-RNN on binary targets), or data too short for the model's settings
-(:func:`ppl_models.experiments.recipes.recipe`).
+(0/1) data (a PF-RNN on binary targets), a model without a count emission asked for a count likelihood
+(:data:`COUNT_REFUSALS`), or data too short for the model's settings (:func:`ppl_models.experiments.recipes.recipe`).
+
+The likelihood follows the data (``data.likelihood``, ``--likelihood``: :mod:`ppl_models.inference.data.likelihoods`):
+on counts a model with a count emission takes the one chosen (``model.emission``), and under ``"auto"`` a model
+without one reads the file as real values (``data.likelihood = "gaussian"`` in its configuration). Which likelihood,
+and why, is printed in one line and recorded in the run's ``data_split.json``.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from . import registry, supervised
 from .build import build_once
 from .config import apply_overrides, check_config, read_toml
 from .recipes import (
+    EMISSIONS,
     RECIPES,
     SUPERVISED_MODELS,
     DataNotRepresentable,
@@ -38,11 +44,24 @@ from .recipes import (
 )
 from .tasks.file_regression import TABLES, FileRegressionData
 
-__all__ = ["MODEL_NAMES", "file_table", "is_model_name", "model_config", "load_experiment"]
+__all__ = ["MODEL_NAMES", "COUNT_REFUSALS", "file_table", "is_model_name", "model_config", "load_experiment"]
 
 #: what ``ppl-models train NAME --data FILE`` takes as NAME besides experiments: every generative model of the
 #: registry and the PF-RNN predictor's cells (which read ``data.targets`` columns as y)
 MODEL_NAMES = (*RECIPES, *SUPERVISED_MODELS)
+#: the likelihoods of counts (:data:`ppl_models.inference.data.likelihoods.COUNT_LIKELIHOODS`)
+COUNTS = ("poisson", "negbin")
+_ONE_STEP = "its predictive is a Gaussian noise around a decoded mean, refit on held-out residuals"
+#: why each recipe model without a count emission (:data:`~ppl_models.experiments.recipes.EMISSIONS`) has none
+COUNT_REFUSALS = {
+    "lgssm": "linear-Gaussian: its exact Kalman likelihood needs a Gaussian emission",
+    "kf": "linear-Gaussian: its Kalman filter needs a Gaussian emission",
+    "recurrent": _ONE_STEP,
+    "mc-dropout-lstm": _ONE_STEP,
+    "transformer-forecaster": _ONE_STEP,
+    "psrnn": "its two-stage regression and its predictive are Gaussian (or categorical) by construction",
+    "smc-transformer": "its observation noise is Gaussian by construction (the EM fit of its covariances assumes it)",
+}
 
 
 def file_table(path: str | Path, data_keys: Mapping | None = None) -> dict:
@@ -81,11 +100,48 @@ def model_config(
     table = apply_overrides({"data": file_table(path, data_keys)}, overrides)["data"]  # the user's data.* merged in
     _refuse_targets(model, table)
     data = registry.build(table, registry.DATASETS, "data")  # the file's errors come first, before any model setting
+    likelihood, real = _fitted_likelihood(model, table, data)
+    if real:  # counts, read as real values for a model without a count emission
+        data = registry.build({**table, "likelihood": "gaussian"}, registry.DATASETS, "data")
+        data.split_record["likelihood"] = likelihood
     config = {**recipe(model, binary=data.binary, seed=seed, data=data), "data": file_table(path, data_keys)}
+    if likelihood["name"] in COUNTS:
+        config["model"]["emission"] = likelihood["name"]
+    if real:
+        config["data"]["likelihood"] = "gaussian"
     config = check_config(apply_overrides(config, overrides))  # its [data] is table again
+    _check_emission(config["model"], likelihood["name"])
     build_once(config, data)  # the model's and the objective's settings checked
     check_data(config, data)
+    print(f"{model}: likelihood {likelihood['name']}: {likelihood['why']}")
     return config
+
+
+def _fitted_likelihood(model: str, table: dict, data) -> tuple[dict, bool]:
+    """``(the likelihood record of model on data, whether counts are read as real values for it)``: a model
+    without a count emission is refused a count likelihood that ``table`` names, and under ``"auto"`` reads counts
+    as real values (a Gaussian, standardised)."""
+    likelihood = data.split_record["likelihood"]
+    if likelihood["name"] not in COUNTS or likelihood["name"] in EMISSIONS[model]:
+        return likelihood, False
+    reason = COUNT_REFUSALS[model]
+    if table.get("likelihood", "auto") != "auto":
+        raise DataNotRepresentable(
+            f"{model}: the likelihood {likelihood['name']!r} needs a count emission, and {model} has none ({reason}); "
+            f"the models with one: {', '.join(m for m, kinds in EMISSIONS.items() if likelihood['name'] in kinds)}"
+        )
+    why = f"the data are counts, but {model} has no count emission ({reason}): real values, standardised"
+    return {"name": "gaussian", "why": why, "counts": likelihood}, True
+
+
+def _check_emission(section: dict, likelihood: str) -> None:
+    """Refuse a count ``model.emission`` on data not read as counts (real values: standardised, not integers)."""
+    emission = section.get("emission")
+    if emission in COUNTS and likelihood not in COUNTS:
+        raise ValueError(
+            f"model.emission={emission!r} needs the data read as counts, and they are read as {likelihood} "
+            f"(every value a non-negative integer, then --likelihood {emission})"
+        )
 
 
 def load_experiment(

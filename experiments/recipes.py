@@ -85,13 +85,14 @@ RECIPES = {
 
 #: what each model of the collection (:data:`RECIPES` and :data:`SUPERVISED_MODELS`) can represent: the emissions
 #: it offers. Binary (0/1) data needs a Bernoulli one: a Gaussian density on 0/1 values grows without bound as its
-#: variance shrinks, and it gives no probabilities of 1s to judge.
+#: variance shrinks, and it gives no probabilities of 1s to judge. Counts take ``poisson`` or ``negbin`` where a
+#: model offers them (:mod:`ppl_models.experiments.own_data` chooses).
 EMISSIONS = {
     "lgssm": ("gaussian",),
-    "gru": ("gaussian", "bernoulli"),
+    "gru": ("gaussian", "bernoulli", "poisson", "negbin"),
     "recurrent": ("gaussian", "categorical"),
-    "vrnn": ("gaussian", "bernoulli"),
-    "srnn": ("gaussian", "bernoulli"),
+    "vrnn": ("gaussian", "bernoulli", "poisson", "negbin"),
+    "srnn": ("gaussian", "bernoulli", "poisson", "negbin"),
     "smc-transformer": ("gaussian",),
     "psrnn": ("gaussian", "categorical"),
     "kf": ("gaussian",),

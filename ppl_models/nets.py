@@ -1,5 +1,12 @@
 """Building blocks shared by the neural sequence models: feed-forward nets, emissions, recurrences.
 
+The emissions (:data:`EMISSIONS`) map a net's output to ``p(x_t | ...)`` with event shape ``[D]``:
+``bernoulli`` (logits), ``gaussian`` (mean and log-variance), and for counts (non-negative integers)
+``poisson`` (log-rate) and ``negbin``, a negative binomial of mean ``mu = exp(a)`` and dispersion
+``r = exp(b)`` (variance ``mu + mu^2 / r``), both ``a`` and ``b`` outputs of the net at every step, as the
+Gaussian's mean and variance are: the overdispersion may follow the model's state, and no model needs a
+parameter of its own for it. :func:`draw_emission` draws from any of them with a ``torch.Generator``.
+
 :class:`SplitInputMLP` is a feed-forward net over a concatenation ``[a, b]`` whose
 first layer is split in two, so the part that reads ``b`` (a deterministic RNN state
 known for every time step) runs once over the whole sequence and only the part that
@@ -13,22 +20,37 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from ppl_models.inference.protocol_terms import Unsupported
 from ppl_models.inference.validation import check_choice, check_positive_int, value_checks_enabled
 
 __all__ = [
     "EMISSIONS",
+    "COUNT_EMISSIONS",
+    "LOG_MEAN_RANGE",
+    "LOG_DISPERSION_RANGE",
     "SplitInputMLP",
     "clipped_leaky_relu",
     "diagonal_normal",
     "emission_distribution",
     "emission_params",
+    "draw_emission",
+    "refuse_counts",
+    "NoCountEmission",
     "reverse_padded",
     "shifted_inputs",
     "check_binary",
+    "check_counts",
     "EmissionChecks",
 ]
 
-EMISSIONS = ("bernoulli", "gaussian")
+#: the emissions of the models that take ``emission=`` (:func:`emission_distribution`)
+EMISSIONS = ("bernoulli", "gaussian", "poisson", "negbin")
+#: the emissions of non-negative integer data
+COUNT_EMISSIONS = ("poisson", "negbin")
+#: the range a count emission's log-mean is held to (a rate of 2e-9 to 5e8: no overflow to inf, no rate of 0)
+LOG_MEAN_RANGE = (-20.0, 20.0)
+#: the range of a negative binomial's log-dispersion ``log r`` (``r = e^10``: a Poisson in all but name)
+LOG_DISPERSION_RANGE = (-10.0, 10.0)
 
 
 def clipped_leaky_relu(x: torch.Tensor) -> torch.Tensor:
@@ -73,9 +95,10 @@ class SplitInputMLP(nn.Module):
 
 
 def emission_params(kind: str, obs_dim: int) -> int:
-    """Net outputs an emission of ``kind`` needs: logits ``D`` (bernoulli) or mean and log-variance ``2D``."""
+    """Net outputs an emission of ``kind`` needs: logits or log-rates ``D`` (bernoulli, poisson), or two numbers per
+    dimension ``2D`` (gaussian: mean and log-variance; negbin: log-mean and log-dispersion)."""
     check_choice(kind, EMISSIONS, name="emission")
-    return obs_dim if kind == "bernoulli" else 2 * obs_dim
+    return obs_dim if kind in ("bernoulli", "poisson") else 2 * obs_dim
 
 
 def diagonal_normal(mean: torch.Tensor, log_var: torch.Tensor):
@@ -87,7 +110,69 @@ def emission_distribution(kind: str, params: torch.Tensor):
     """``p(x_t | ...)`` with event shape ``[D]`` from the net output ``params [..., emission_params]``."""
     if kind == "bernoulli":
         return dist.Bernoulli(logits=params).to_event(1)
+    if kind == "poisson":
+        return dist.Poisson(params.clamp(*LOG_MEAN_RANGE).exp()).to_event(1)
+    if kind == "negbin":
+        log_mean, log_dispersion = _count_moments(params)
+        return dist.NegativeBinomial(log_dispersion.exp(), logits=log_mean - log_dispersion).to_event(1)
     return diagonal_normal(*params.chunk(2, dim=-1))
+
+
+def draw_emission(kind: str, params: torch.Tensor, generator: torch.Generator | None = None):
+    """``(draw, mean)``, each ``[..., D]``: one draw of :func:`emission_distribution` from the net output ``params``
+    with ``generator``, and the emission's mean (a Bernoulli's probabilities, a count's rate or mean)."""
+    if kind == "bernoulli":
+        probs = torch.sigmoid(params)
+        return torch.bernoulli(probs, generator=generator), probs
+    if kind == "poisson":
+        rate = params.clamp(*LOG_MEAN_RANGE).exp()
+        return torch.poisson(rate, generator=generator), rate
+    if kind == "negbin":  # a Poisson of a Gamma rate of mean mu and shape r
+        log_mean, log_dispersion = _count_moments(params)
+        dispersion, mean = log_dispersion.exp(), log_mean.exp()
+        return torch.poisson(_standard_gamma(dispersion, generator) * mean / dispersion, generator=generator), mean
+    mean, log_var = params.chunk(2, dim=-1)
+    noise = torch.randn(mean.shape, generator=generator, device=mean.device, dtype=mean.dtype)
+    return mean + (0.5 * log_var).exp() * noise, mean
+
+
+def _count_moments(params: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """A negative binomial's ``(log mu, log r)`` ``[..., D]`` from ``params [..., 2D]``, held to their ranges."""
+    log_mean, log_dispersion = params.chunk(2, dim=-1)
+    return log_mean.clamp(*LOG_MEAN_RANGE), log_dispersion.clamp(*LOG_DISPERSION_RANGE)
+
+
+def _standard_gamma(shape: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+    """Draws of ``Gamma(shape, 1)`` with ``generator`` (Marsaglia and Tsang's squeeze, every entry accepted once;
+    a shape below 1 is boosted: ``G(a) = G(a + 1) U^(1 / a)``)."""
+
+    def uniform() -> torch.Tensor:
+        return torch.rand(shape.shape, generator=generator, device=shape.device, dtype=shape.dtype)
+
+    boosted = shape + (shape < 1).to(shape.dtype)
+    d = boosted - 1.0 / 3.0
+    c = 1.0 / (9.0 * d).sqrt()
+    out, waiting = torch.zeros_like(shape), torch.ones_like(shape, dtype=torch.bool)
+    while bool(waiting.any()):
+        z = torch.randn(shape.shape, generator=generator, device=shape.device, dtype=shape.dtype)
+        u = uniform()
+        v = (1.0 + c * z) ** 3
+        accept = waiting & (v > 0) & (u.log() < 0.5 * z**2 + d - d * v + d * v.clamp(min=1e-30).log())
+        out, waiting = torch.where(accept, d * v, out), waiting & ~accept
+    boost = uniform().pow(1.0 / shape)
+    return torch.where(shape < 1, out * boost, out)
+
+
+class NoCountEmission(Unsupported, ValueError):
+    """A model asked for a count emission it does not have: :class:`~ppl_models.inference.protocol.Unsupported` with
+    the model's reason, and a ``ValueError`` as any other bad ``emission``."""
+
+
+def refuse_counts(kind: str, model: str, why: str) -> None:
+    """Raise :class:`NoCountEmission` with ``why`` where ``kind`` is a count emission (:data:`COUNT_EMISSIONS`) that
+    ``model`` (its name) cannot take."""
+    if kind in COUNT_EMISSIONS:
+        raise NoCountEmission(f"{model} has no {kind} emission (counts): {why}")
 
 
 def shifted_inputs(x: torch.Tensor) -> torch.Tensor:
@@ -111,12 +196,17 @@ class EmissionChecks:
     """Mixin for models with an ``emission_kind`` of :data:`EMISSIONS`.
 
     Its ``check_values`` (the :class:`~ppl_models.inference.protocol.SequenceModel` hook that every entry
-    point calls) refuses data the emission cannot score: non-binary entries for ``"bernoulli"``.
+    point calls) refuses data the emission cannot score: non-binary entries for ``"bernoulli"``, entries that are
+    not non-negative integers for a count emission.
     """
+
+    emission_kind: str
 
     def check_values(self, x: torch.Tensor, mask: torch.Tensor, *, name: str = "x") -> None:
         if self.emission_kind == "bernoulli":
             check_binary(x, mask, name=name)
+        elif self.emission_kind in COUNT_EMISSIONS:
+            check_counts(x, mask, name=name, emission=self.emission_kind)
 
 
 def check_binary(x: torch.Tensor, mask: torch.Tensor, *, name: str = "x") -> None:
@@ -130,3 +220,19 @@ def check_binary(x: torch.Tensor, mask: torch.Tensor, *, name: str = "x") -> Non
     if not bool(((valid == 0) | (valid == 1)).all()):
         bad = valid[(valid != 0) & (valid != 1)][0].item()
         raise ValueError(f"{name} must be binary (0 or 1) for a Bernoulli emission, got the value {bad}")
+
+
+def check_counts(x: torch.Tensor, mask: torch.Tensor, *, name: str = "x", emission: str = "poisson") -> None:
+    """Raise ``ValueError`` unless every valid entry of ``x`` is a non-negative integer (a count emission's data).
+
+    A check of values: skipped where they must not be read (inside a CUDA-graph capture).
+    """
+    if not value_checks_enabled():
+        return
+    valid = x[mask]
+    bad = (valid < 0) | (valid != valid.round())
+    if bool(bad.any()):
+        raise ValueError(
+            f"{name} must hold non-negative integers (counts) for a {emission} emission, got the value "
+            f"{valid[bad][0].item()}"
+        )

@@ -43,6 +43,7 @@ from torch import nn
 from ppl_models.inference.validation import check_choice, check_positive_int, check_sequences, value_checks_enabled
 
 from .exact_predictive_model import ExactPredictiveModel
+from .nets import refuse_counts
 from .path_carry import Carry, recurrent_carry
 from .predictive_noise import bounded_log_scale, check_refit, fit_noise, noise_distribution, parse_refit
 
@@ -118,6 +119,8 @@ class OneStepPredictor(ExactPredictiveModel):
         super().__init__()
         self.obs_dim = check_positive_int(obs_dim, name="obs_dim")
         self.state_dim = check_positive_int(state_dim, name="state_dim")
+        why = "its predictive is a Gaussian noise around a decoded mean, refit on held-out residuals, or a categorical"
+        refuse_counts(emission, type(self).__name__, why)
         self.emission_kind = check_choice(emission, PREDICTOR_EMISSIONS, name="emission")
         self.decoder = nn.Linear(state_dim, obs_dim)
         self.log_noise_scale = nn.Parameter(torch.zeros(0 if self.categorical else obs_dim))

@@ -50,6 +50,7 @@ from ppl_models.inference.state_space import SEQUENCE_PLATE
 from ppl_models.inference.traces import PARTICLE_PLATE
 from ppl_models.inference.validation import check_choice, check_positive_int, check_sequences
 
+from .nets import refuse_counts
 from .smc_covariance_em import LATENT_SITES, CovarianceEM
 
 __all__ = ["SMCTransformer", "LATENT_SITES"]
@@ -120,6 +121,8 @@ class SMCTransformer(CovarianceEM, ParticlePrograms, SequenceModel):
             raise ValueError(f"d_model must be a multiple of num_heads, got d_model={d_model}, num_heads={num_heads}")
         self.window = check_positive_int(window, name="window")
         ff_dim = 4 * d_model if ff_dim is None else check_positive_int(ff_dim, name="ff_dim")
+        why = "its observation noise is Gaussian by construction (the EM fit of the noise covariances assumes it)"
+        refuse_counts(emission, "SMCTransformer", why)
         self.emission = check_choice(emission, EMISSIONS, name="emission")
         self.covariance = check_choice(covariance, COVARIANCES, name="covariance")
         for name, value in (

@@ -52,6 +52,7 @@ from .nets import (
     SplitInputMLP,
     clipped_leaky_relu,
     diagonal_normal,
+    draw_emission,
     emission_distribution,
     emission_params,
     reverse_padded,
@@ -109,7 +110,8 @@ class SRNN(EmissionChecks, LatentRollout, MarkovStateSpace):
 
     Args:
         obs_dim: ``D``, the size of ``x_t`` (88 for piano rolls).
-        emission: ``"bernoulli"`` (binary data) or ``"gaussian"`` (diagonal, real-valued).
+        emission: ``"bernoulli"`` (binary data), ``"gaussian"`` (diagonal, real-valued), or for counts
+            ``"poisson"`` or ``"negbin"`` (:data:`~ppl_models.nets.EMISSIONS`).
         latent_dim: size of ``z_t`` (100 in the paper's music runs).
         rnn_dim: size of the GRU states ``d_t`` and ``a_t`` (300).
         hidden_dim: units of the feed-forward nets' hidden layers (500).
@@ -254,7 +256,7 @@ class SRNN(EmissionChecks, LatentRollout, MarkovStateSpace):
     def rollout_continue(self, x, mask, result, picks) -> dict:
         """``d`` and ``u`` at each sequence's last valid step, ``z`` of the picked particles ``[S * B, ...]``."""
         rows, last = torch.arange(x.shape[0], device=x.device), mask.sum(1) - 1
-        d, _ = self.rnn(self.generative_inputs(x))
+        d = self.deterministic_states(x)
         samples = picks.shape[0]
 
         def repeated(value):  # [B, F] -> [S * B, F]
@@ -271,13 +273,6 @@ class SRNN(EmissionChecks, LatentRollout, MarkovStateSpace):
         z = mean + (0.5 * log_var).exp() * torch.randn(
             mean.shape, generator=generator, device=mean.device, dtype=mean.dtype
         )
-        x, mean_x = self._draw_emission(self.emission_net(z, self.emission_net.project(step_input)), generator)
+        params = self.emission_net(z, self.emission_net.project(step_input))
+        x, mean_x = draw_emission(self.emission_kind, params, generator)
         return {"d": d.squeeze(0), "z": z, "u": x}, x, mean_x
-
-    def _draw_emission(self, params, generator):
-        if self.emission_kind == "bernoulli":
-            probs = torch.sigmoid(params)
-            return torch.bernoulli(probs, generator=generator), probs
-        mean, log_var = params.chunk(2, dim=-1)
-        noise = torch.randn(mean.shape, generator=generator, device=mean.device, dtype=mean.dtype)
-        return mean + (0.5 * log_var).exp() * noise, mean

@@ -3,7 +3,7 @@
 Generative model, for ``t = 1..T`` with ``h_0 = 0`` and feature extractors ``phi_x``, ``phi_z``::
 
     z_t ~ N(mu_0(h_{t-1}), diag sigma_0^2(h_{t-1}))                      prior
-    x_t ~ Bernoulli(logits(phi_z(z_t), h_{t-1}))  or  N(m, diag s)(phi_z(z_t), h_{t-1})
+    x_t ~ Bernoulli(logits(phi_z(z_t), h_{t-1}))  or  N(m, diag s)(phi_z(z_t), h_{t-1})  (or a count emission)
     h_t = GRU(h_{t-1}, [phi_x(x_t), phi_z(z_t)])                          recurrence
 
 Inference network (filtering, the paper's): ``q(z_t | x_t, h_{t-1}) = N(mu_z, diag sigma_z^2)(phi_x(x_t), h_{t-1})``.
@@ -59,6 +59,7 @@ from .nets import (
     SplitInputMLP,
     clipped_leaky_relu,
     diagonal_normal,
+    draw_emission,
     emission_distribution,
     emission_params,
 )
@@ -71,7 +72,8 @@ class VRNN(EmissionChecks, LatentRollout, ParticlePrograms, SequenceModel):
 
     Args:
         obs_dim: ``D``, the size of ``x_t`` (88 for piano rolls).
-        emission: ``"bernoulli"`` (binary data) or ``"gaussian"`` (diagonal, real-valued).
+        emission: ``"bernoulli"`` (binary data), ``"gaussian"`` (diagonal, real-valued), or for counts
+            ``"poisson"`` or ``"negbin"`` (:data:`~ppl_models.nets.EMISSIONS`).
         latent_dim: size of ``z_t``.
         rnn_dim: size of the GRU state ``h_t``.
         hidden_dim: units of the feed-forward nets' hidden layers.
@@ -278,9 +280,10 @@ class VRNN(EmissionChecks, LatentRollout, ParticlePrograms, SequenceModel):
         """``z_t ~ prior(h)``, ``x_t ~ emission(z_t, h)``, ``h_t = GRU(h, [phi_x(x_t), phi_z(z_t)])``."""
         h = state["h"]
         z = _draw(self.prior(h), generator)
-        emission = self.emission(z, h)
-        x = _draw(emission, generator)
-        return {"h": self.recurrence(h, self.x_features(x), z)}, x, emission.mean
+        x, mean = draw_emission(
+            self.emission_kind, self.decoder(self.z_features(z), self.decoder.project(h)), generator
+        )
+        return {"h": self.recurrence(h, self.x_features(x), z)}, x, mean
 
     def check_particle_input(self, x, mask):
         return self._check(x, mask)
@@ -290,9 +293,7 @@ class VRNN(EmissionChecks, LatentRollout, ParticlePrograms, SequenceModel):
 
 
 def _draw(distribution, generator: torch.Generator | None) -> torch.Tensor:
-    """One draw from a diagonal normal or a Bernoulli (event dim 1) with ``generator``."""
+    """One draw from a diagonal normal (event dim 1) with ``generator``."""
     base = distribution.base_dist
-    if isinstance(base, dist.Bernoulli):
-        return torch.bernoulli(base.probs, generator=generator)
     noise = torch.randn(base.loc.shape, generator=generator, device=base.loc.device, dtype=base.loc.dtype)
     return base.loc + base.scale * noise

@@ -12,7 +12,7 @@ import json
 from collections import OrderedDict
 from pathlib import Path
 
-from ppl_models.inference.data import DataSplits, FileSpec, SequenceDataset, Standardizer, resolve_transform
+from ppl_models.inference.data import DataSplits, FileSpec, SequenceDataset, Standardizer, resolve_likelihood
 from ppl_models.inference.keyword_settings import field_names, options_with, sorted_keywords
 
 from ..data import ExperimentData, LevelData
@@ -73,6 +73,7 @@ def file_data(
     transform: str = "auto",
     season: int | None = None,
     history: bool = False,
+    likelihood: str = "auto",
     **settings,
 ) -> ExperimentData:
     """The ``[data] name = "file"`` builder: the file at ``path`` read, split and windowed by ``spec`` (a
@@ -101,20 +102,22 @@ def file_data(
     :meth:`~ppl_models.experiments.data.ExperimentData.units`, and the data as read is
     :attr:`~ppl_models.experiments.data.ExperimentData.levels`. ``history=True`` reads each series whole, in every
     split, as the history of a forecast past its end: no split and no training windows (a run's transform and
-    ``standardizer`` apply, per-series scales from each series' own steps). An unknown keyword is a ``TypeError``
-    naming it.
+    ``standardizer`` apply, per-series scales from each series' own steps). ``likelihood``
+    (:func:`~ppl_models.inference.data.resolve_likelihood`): ``"auto"`` (counts for non-negative integers, neither
+    transformed nor standardised), ``"gaussian"``, ``"poisson"``, ``"negbin"`` or ``"lognormal"``; the split record's
+    ``likelihood`` says which and why. An unknown keyword is a ``TypeError`` naming it.
     """
     (settings,) = sorted_keywords("file_data", settings, {"FileSpec": field_names(FileSpec)})
     spec = options_with(FileSpec, spec, settings, name="spec")
     if standardizer is not None:  # a trained model's features, as it was trained on them
         spec = dataclasses.replace(spec, features=standardizer.get("features", spec.features), degenerate="keep")
     dataset = read_dataset(path, spec, fs=fs)
-    splits, choice = _cut(dataset, spec, transform, season, history)
+    splits, choice, chosen = _cut(dataset, spec, transform, season, history, likelihood)
     if standardizer is not None:
         splits.standardizer = _recorded(standardizer, dataset.features, path)
     train, valid, test = splits.tensors()
     units = {name: splits.units(name) for name in ("valid", "test")}
-    kind = "binary" if dataset.binary else "real-valued, standardised on the training split"
+    kind = _kind(chosen["name"])
     return ExperimentData(
         train,
         valid,
@@ -123,26 +126,38 @@ def file_data(
         binary=dataset.binary,
         standardizer=units["test"],
         split_units=units,
-        split_record={**splits.to_dict(), "transform": choice, "left_out": dataset.left_out},
+        split_record={**splits.to_dict(), "transform": choice, "left_out": dataset.left_out, "likelihood": chosen},
         scored=splits.scored(),
         levels=_levels(splits),
     )
 
 
 def _cut(
-    dataset: SequenceDataset, spec: FileSpec, transform: str, season: int | None, history: bool
-) -> tuple[DataSplits, dict]:
-    """``(splits, the transform chosen)``: ``dataset`` split by ``spec`` (every series whole in each split for
-    ``history``), transformed, cut into training windows and chunked (:func:`file_data`)."""
+    dataset: SequenceDataset, spec: FileSpec, transform: str, season: int | None, history: bool, likelihood: str
+) -> tuple[DataSplits, dict, dict]:
+    """``(splits, the transform chosen, the likelihood chosen)``: ``dataset`` split by ``spec`` (every series whole
+    in each split for ``history``), prepared for its likelihood, transformed, cut into training windows and chunked
+    (:func:`file_data`)."""
     window = None if history else spec.window
     if history:
         splits = _whole(dataset)
     else:
         splits = dataset.split(by=spec.split_by, fractions=spec.split_fractions, seed=spec.split_seed)
-    splits, choice = resolve_transform(transform, splits, season=season, window=window, prefix="data.")
+    splits, choice, chosen = resolve_likelihood(
+        likelihood, splits, transform, season=season, window=window, prefix="data."
+    )
     if window is not None:
         splits = splits.windows(window, spec.stride)
-    return splits.chunked(), choice
+    return splits.chunked(), choice, chosen
+
+
+def _kind(likelihood: str) -> str:
+    """The data's kind in its one-line description, by its ``likelihood``."""
+    if likelihood == "bernoulli":
+        return "binary"
+    if likelihood in ("poisson", "negbin"):
+        return f"counts, {likelihood}, not standardised"
+    return "real-valued, standardised on the training split"
 
 
 def _whole(dataset: SequenceDataset) -> DataSplits:

@@ -28,17 +28,24 @@ _SMALLEST_VARIANCE = 1e-8
 
 
 def resolve_transform(
-    spec: str, splits: DataSplits, *, season: int | None = None, window: int | None = None, prefix: str = ""
+    spec: str,
+    splits: DataSplits,
+    *,
+    season: int | None = None,
+    window: int | None = None,
+    prefix: str = "",
+    logs: bool | None = None,
 ) -> tuple[DataSplits, dict]:
     """``(splits transformed, record)`` by ``spec``: ``"auto"`` (:func:`choose_transform`), ``"none"`` or a spec
     (:meth:`SeriesTransform.parse`; a seasonal lag from ``season`` or :func:`detect_season`), refused in one line
     naming ``prefix + "transform"`` (or ``"season"``) where it cannot apply. The record holds the transform, the
     season and, for ``"auto"``, the candidates' figures. ``window``: training windows to be cut afterwards (a
-    transform must leave each training row that many steps)."""
+    transform must leave each training row that many steps). ``logs``: ``"auto"`` chooses among the candidates
+    with log only (``True``), without it only (``False``) or among all (``None``)."""
     name = f"{prefix}transform"
     season = _check_season(season, f"{prefix}season")
     if isinstance(spec, str) and spec.strip().lower() == "auto":
-        transform, record, applied = _choose(splits, season, window)
+        transform, record, applied = _choose(splits, season, window, logs)
         return applied, record
     found = season if season is not None else _detected(splits)
     transform = SeriesTransform.parse(spec, season=found, name=name)
@@ -67,12 +74,16 @@ def choose_transform(
     return transform, record
 
 
-def _choose(splits: DataSplits, season: int | None, window: int | None) -> tuple[SeriesTransform, dict, DataSplits]:
-    """:func:`choose_transform`, with the winner's transformed splits (its data warnings, alone, shown)."""
+def _choose(
+    splits: DataSplits, season: int | None, window: int | None, logs: bool | None = None
+) -> tuple[SeriesTransform, dict, DataSplits]:
+    """:func:`choose_transform` among the candidates with log (``logs`` ``True``), without (``False``) or all
+    (``None``), with the winner's transformed splits (its data warnings, alone, shown)."""
     base = splits.levels if splits.levels is not None else splits
     found = season if season is not None else _detected(base)
     figures, left_out, fits = {}, {}, []
-    for candidate in [SeriesTransform()] if binary_splits(base) else _candidates(found):
+    candidates = [SeriesTransform()] if binary_splits(base) else _candidates(found)
+    for candidate in [c for c in candidates if logs is None or c.log == logs]:
         fit = _fit(candidate, base, window)
         if isinstance(fit, str):
             left_out[candidate.name] = fit

@@ -189,7 +189,7 @@ def test_bad_input_raises_clear_errors():
     with pytest.raises(ValueError, match="inference must be one of"):
         SRNN(6, inference="backward")
     with pytest.raises(ValueError, match="emission must be one of"):
-        SRNN(6, emission="poisson")
+        SRNN(6, emission="laplace")
     with pytest.raises(TypeError, match="num_steps"):
         model.generate(2.5)
     with pytest.raises(ValueError, match="mask must have shape"):

@@ -318,7 +318,7 @@ def test_bad_input_raises_clear_errors():
     with pytest.raises(ValueError, match="prefix must have 6 features"):
         model.generate(3, prefix=torch.zeros(1, 2, 4))
     with pytest.raises(ValueError, match="emission must be one of"):
-        VRNN(6, emission="poisson")
+        VRNN(6, emission="laplace")
     with pytest.raises(TypeError, match="latent_dim"):
         VRNN(6, latent_dim=2.5)
     with pytest.raises(TypeError, match="num_steps"):

@@ -1,0 +1,82 @@
+"""``--likelihood``: counts get a count emission by default, a model without one reads them as real values or is
+refused when one is asked for, positive data gets positive forecasts under a log-normal."""
+
+import csv
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ppl_models.experiments.cli import main
+from ppl_models.experiments.own_data import model_config
+from ppl_models.experiments.recipes import DataNotRepresentable
+
+TINY = [
+    "--set",
+    "train.epochs=1",
+    "--set",
+    "model.rnn_dim=4",
+    "--set",
+    "model.hidden_dim=4",
+    "--set",
+    "evaluate.predictive_samples=5",
+]
+COLUMNS = ["--series", "id", "--time", "t"]
+
+
+def _table(path, values):
+    rows = [{"id": s, "t": t, "v": v} for s, row in enumerate(values) for t, v in enumerate(row)]
+    pd.DataFrame(rows).to_csv(path, index=False)
+    return path
+
+
+@pytest.fixture
+def counts(tmp_path):
+    rng = np.random.default_rng(0)
+    return _table(tmp_path / "counts.csv", rng.negative_binomial(1, 1 / 4, size=(10, 12)))
+
+
+def test_a_count_file_trains_with_a_count_emission_and_forecasts_integers(tmp_path, counts, capsys):
+    run = tmp_path / "run"
+    assert main(["train", "gru", "--data", str(counts), *COLUMNS, "--run-dir", str(run), *TINY]) == 0
+    out = capsys.readouterr().out
+    chosen = json.loads((run / "data_split.json").read_text())["likelihood"]
+    assert chosen["name"] in ("poisson", "negbin") and f"gru: likelihood {chosen['name']}: counts" in out
+    assert json.loads((run / "config.json").read_text())["model"]["emission"] == chosen["name"]
+    assert main(["forecast", f"gru={run}", "--beyond", "3", "--out", str(tmp_path / "next")]) == 0
+    with open(tmp_path / "next" / "beyond.csv") as handle:
+        rows = list(csv.DictReader(handle))
+    quantiles = np.array([[float(row[q]) for q in ("q05", "q25", "q50", "q75", "q95")] for row in rows])
+    assert len(rows) % 3 == 0 and rows and (quantiles >= 0).all() and np.array_equal(quantiles, quantiles.round())
+
+
+def test_the_likelihood_flag_overrides_the_choice(counts, capsys):
+    config = model_config("gru", counts, ['data.series="id"', 'data.time="t"', 'data.likelihood="gaussian"'])
+    assert config["model"]["emission"] == "gaussian"
+    assert "gru: likelihood gaussian: given by the likelihood setting" in capsys.readouterr().out
+
+
+def test_a_model_without_a_count_emission_reads_counts_as_real_values_or_is_refused(tmp_path, counts, capsys):
+    config = model_config("lgssm", counts, ['data.series="id"', 'data.time="t"'])
+    assert config["data"]["likelihood"] == "gaussian"
+    assert "lgssm has no count emission (linear-Gaussian" in capsys.readouterr().out
+    with pytest.raises(DataNotRepresentable, match="lgssm has none"):
+        model_config("lgssm", counts, ['data.series="id"', 'data.time="t"', 'data.likelihood="poisson"'])
+    run = tmp_path / "run"
+    assert main(["train", "kf", "--data", str(counts), *COLUMNS, "--likelihood", "negbin", "--run-dir", str(run)]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.count("\n") == 0 and "needs a count emission" in error and "gru, vrnn, srnn" in error
+    assert not run.exists()
+
+
+def test_a_log_normal_run_forecasts_positive_quantiles(tmp_path, capsys):
+    rng = np.random.default_rng(1)
+    walks = np.exp(np.cumsum(rng.normal(0, 0.4, size=(10, 12)), 1)) * 0.05  # positive, near 0
+    data, run = _table(tmp_path / "wind.csv", walks), tmp_path / "run"
+    args = ["train", "gru", "--data", str(data), *COLUMNS, "--likelihood", "lognormal", "--run-dir", str(run)]
+    assert main([*args, *TINY]) == 0
+    assert "gru: likelihood lognormal" in capsys.readouterr().out
+    assert main(["forecast", f"gru={run}", "--beyond", "4", "--out", str(tmp_path / "next")]) == 0
+    with open(tmp_path / "next" / "beyond.csv") as handle:
+        assert all(float(row["q05"]) > 0 for row in csv.DictReader(handle))
