@@ -4,8 +4,8 @@
 --python PY --work-dir DIR --skip-ours --set KEY=VALUE ...]``
 
 * Data: the authors' own character split of PTB, ``../shared/data/ptb_chars/ptb.{train,valid,test}.txt`` (the same
-  bytes as their repository's ``ptb_data/``), read by both codes; the official reader keeps only the 49 characters
-  of the training file.
+  bytes as their repository's ``ptb_data/``), read by both codes; the training file holds 44 distinct characters
+  (the official ``Config`` sizes its output for ``vocab_size`` 49).
 * Official: the snapshot in ``GIT_DIR`` (github:cmdowney/psrnn) is extracted into ``DIR/official-s<seed>``, given
   the run-time edits of :data:`EDITS` (TensorFlow 1 / ``tf.contrib`` to TensorFlow 2's ``compat.v1``, recorded in the
   results file) and run as ``ptb_word_lm.py --data_path=...`` with its own ``Config`` (2000 random Fourier features,
