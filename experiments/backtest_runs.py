@@ -14,6 +14,7 @@ atomically, to ``out`` (default ``FOLDER/backtest``).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import NamedTuple
 
@@ -26,7 +27,7 @@ from ppl_models.inference.defaults import BACKTEST_SAMPLES, FORECAST_PARTICLES
 from ppl_models.inference.validation import check_positive_int
 
 from .build import build_experiment, resolve_device
-from .classical_rows import classical_row, fitted_classical, is_classical_folder
+from .classical_rows import classical_row, data_units, fitted_classical, is_classical_folder
 from .config import check_config
 from .run_folder import check_run_folder, check_writable, load_run_checkpoint, read_config_json
 
@@ -68,6 +69,7 @@ def backtest_run(
     season: int = 1,
     device: str | None = None,
     out: str | Path | None = None,
+    row: str | None = None,
 ) -> dict:
     """Backtest the best checkpoint of the run in ``run_dir``, or the classical row of a board in ``run_dir``
     (``OUT/classical/<name>``, on the CPU), on its test split; write ``backtest.json`` and ``backtest.md`` to ``out``
@@ -75,9 +77,14 @@ def backtest_run(
 
     ``horizon`` steps ahead (at most the longest held-out segment of a test series) from up to ``origins`` origins per
     test series, ``num_samples`` draws per forecast, ``num_particles`` for a particle model's filter, ``season`` the
-    lag of MASE's scale (see :func:`ppl_models.inference.backtest.backtest`).
+    lag of MASE's scale (see :func:`ppl_models.inference.backtest.backtest`). ``row``: ``run_dir`` is a leaderboard
+    folder and the row of that name (a model's run or a classical row, :func:`board_row`) is backtested.
     """
-    run_dir = Path(run_dir)
+    run_dir = board_row(run_dir, row) if row is not None else Path(run_dir)
+    if (run_dir / "leaderboard.json").is_file():
+        raise ValueError(
+            f"run_dir {run_dir} is a leaderboard folder: name one of its rows with --row ({_rows(run_dir)})"
+        )
     for name, value in (
         ("horizon", horizon),
         ("origins", origins),
@@ -142,7 +149,7 @@ def _classical(folder: Path, horizon: int) -> _Subject:
     """A board's classical row: its forecaster fitted again on the board's training split, the board's test split as
     read (seed 0, as the board's)."""
     name, data = classical_row(folder)
-    x, mask = data.levels.test
+    x, mask = data_units(data.levels, "test")
     scored = data.levels.scored["test"]
     _check_horizon(horizon, mask, scored)  # before the fit, which can take a while
     header = {
@@ -154,8 +161,39 @@ def _classical(folder: Path, horizon: int) -> _Subject:
         "units": "the data's",
     }
     return _Subject(
-        header, fitted_classical(name, data), x.double(), mask, scored, data.levels.standardizer, data.binary, 0, {}
+        header, fitted_classical(name, data, season=_board_season(folder)), x, mask, scored, None, False, 0, {}
     )
+
+
+def board_row(board: str | Path, name: str) -> Path:
+    """The folder of row ``name`` of the leaderboard in ``board`` (its ``leaderboard.json``): a model's run folder or
+    a classical row's; a ``ValueError`` naming the board's rows where it has none of that name (or failed)."""
+    board = Path(board)
+    path = board / "leaderboard.json"
+    if not path.is_file():
+        raise ValueError(
+            f"run_dir {board}: --row {name!r} names a row of a leaderboard, but {board} has no leaderboard.json"
+        )
+    rows = {row["model"]: row for row in json.loads(path.read_text())["rows"]}
+    same = {other: row for row in rows.values() for other in row.get("same_as") or ()}
+    row = rows.get(name) or same.get(name)
+    if row is None or not row.get("run"):
+        why = "failed on the board" if row is not None else "is not a row of it"
+        raise ValueError(f"--row {name!r} {why}: the board {board} has rows {_rows(board)}")
+    folder = Path(row["run"])  # as the board was given its folder; else where a board keeps its rows
+    return folder if folder.is_dir() else board / ("classical" if row["kind"] == "classical" else "runs") / row["model"]
+
+
+def _rows(board: Path) -> str:
+    """The names of the rows of the leaderboard in ``board`` that can be backtested, joined by commas."""
+    rows = json.loads((board / "leaderboard.json").read_text())["rows"]
+    return ", ".join(row["model"] for row in rows if row.get("run"))
+
+
+def _board_season(folder: Path) -> int | None:
+    """The season a board gave its classical row in ``folder`` (its ``key.json``), ``None`` where none was given."""
+    key = folder / "key.json"
+    return json.loads(key.read_text()).get("season") if key.is_file() else None
 
 
 def _load(run_dir: Path, device: str | None):

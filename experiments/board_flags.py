@@ -7,7 +7,11 @@ A row is flagged (``flags`` in ``leaderboard.json``, a column of ``leaderboard.m
 * it is far below the last-value row (:data:`FAR_BELOW_NATS` nats per step, or :data:`FAR_ABOVE_MSE` times its
   one-step MSE): a forecast that ignores everything but the last value does better;
 * its 80 % intervals are far off on the validation split (coverage below :data:`COVERAGE_RANGE` [0] or above [1]);
-* it was still improving when it stopped: its best epoch within its patience of its last one.
+* it was still improving when it stopped: its best epoch within its patience of its last one;
+* its fit went wrong in a way its row records (``fit_issues`` of a classical row: an optimiser that did not converge).
+
+A flagged row is never ranked first: where the highest held-out figure is a flagged row's, the best row without a
+flag leads and :func:`ranking_note` says why (``ranking`` in ``leaderboard.json``, a line of ``leaderboard.md``).
 
 A board warns (``warnings``) when a share of the test values beyond :data:`OUTSIDE_SHARE` lies outside the range
 the training split spans, feature by feature: a model that has never seen such values extrapolates.
@@ -25,6 +29,7 @@ __all__ = [
     "FLAG_KINDS",
     "flag_rows",
     "row_flags",
+    "ranking_note",
     "flag_kind",
     "board_warnings",
 ]
@@ -41,10 +46,11 @@ OUTSIDE_SHARE = 0.05
 
 def flag_rows(rows: list[dict]) -> list[dict]:
     """``rows`` with their ``flags`` (:func:`row_flags`, against the ``last-value`` row where there is one, unless it
-    failed), ranked by held-out nats per step, rows with non-finite figures after them and failed rows last."""
+    failed), ranked by held-out nats per step, rows with non-finite figures after them and failed rows last; the
+    best row without a flag first where a flagged one would lead."""
     reference = next((row for row in rows if row["model"] == "last-value" and not row.get("failed")), None)
     flagged = [{**row, "flags": row_flags(row, reference)} for row in rows]
-    return sorted(
+    ranked = sorted(
         flagged,
         key=lambda row: (
             bool(row.get("failed")),
@@ -52,6 +58,25 @@ def flag_rows(rows: list[dict]) -> list[dict]:
             -row["nats_per_step"] if _finite(row["nats_per_step"]) else 0.0,
         ),
     )
+    leader = next((row for row in ranked if not row["flags"] and _finite(row["nats_per_step"])), None)
+    if leader is None or leader is ranked[0]:
+        return ranked
+    return [leader, *(row for row in ranked if row is not leader)]
+
+
+def ranking_note(rows: list[dict]) -> str | None:
+    """Why the first of ranked ``rows`` (:func:`flag_rows`) is not the one with the highest held-out figure, in one
+    line; ``None`` where it is."""
+    scored = [row for row in rows if not row.get("failed") and _finite(row["nats_per_step"])]
+    if not scored:
+        return None
+    best = max(scored, key=lambda row: row["nats_per_step"])
+    if best is rows[0]:
+        return None
+    above = [row for row in scored if row["nats_per_step"] > rows[0]["nats_per_step"]]
+    why = "; ".join(f"{row['model']}: {', '.join(row['flags'])}" for row in above)
+    first = rows[0]["model"]
+    return f"{first} is ranked first as the best row without a flag; those above it are flagged ({why})"
 
 
 def row_flags(row: dict, reference: dict | None = None) -> list[str]:
@@ -73,6 +98,7 @@ def row_flags(row: dict, reference: dict | None = None) -> list[str]:
     best, last, patience = row.get("best_epoch"), row.get("epochs_run"), row.get("patience")
     if best is not None and last is not None and last - best < (patience or 1):
         flags.append(f"still improving (best epoch {best} of {last})")
+    flags += [f"fit: {issue}" for issue in row.get("fit_issues") or ()]
     return flags
 
 
@@ -84,6 +110,7 @@ FLAG_KINDS = {
     "one-step MSE": "MSE far above the last value's",
     "validation coverage": "validation coverage off",
     "still improving": "still improving",
+    "fit:": "fit did not converge",
 }
 
 

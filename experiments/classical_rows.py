@@ -1,9 +1,12 @@
-"""The classical rows of a leaderboard: last value, seasonal naive, ARIMA, ETS and VAR on the board's own splits.
+"""The classical rows of a leaderboard: last value, seasonal naive, ARIMA, ETS, Croston and VAR on the board's own
+splits.
 
-Each forecaster (:mod:`ppl_models.classical`) is fitted on the training split, wrapped as a sequence model
+Each forecaster (:mod:`ppl_models.classical`) is fitted on the training split in the data's own units (on ``log x``
+where the collection's transform takes logs), wrapped as a sequence model
 (:class:`~ppl_models.classical.sequence_model.ClassicalSequenceModel`) and judged by the same
-:func:`ppl_models.inference.evaluate` as the collection's models: the same scored test steps (each given its
-series' history), the same figures, in the data's units. Its files go to ``OUT/classical/<name>``
+:func:`ppl_models.inference.evaluate` as the collection's models: the same scored validation and test steps (each
+given its series' history), the same figures, in the data's units; the validation figures feed the board's flags.
+Its files go to ``OUT/classical/<name>``
 (``metrics.json``, ``pit.pt``, ``classical.json``: what was chosen), where the board's figures read them, and
 ``key.json`` last (:func:`row_key`: what they were computed from); a rerun of the board keeps a row whose key is the
 one it would compute (:func:`kept_row`) and fits again one whose file, data settings or own settings changed.
@@ -22,7 +25,9 @@ import json
 import time
 from pathlib import Path
 
-from ppl_models.classical import CLASSICAL, classical_model
+import torch
+
+from ppl_models.classical import CLASSICAL, DEFAULT_CLASSICAL, classical_model
 from ppl_models.classical.base import Progress, RowMap
 from ppl_models.classical.sequence_model import ClassicalSequenceModel
 from ppl_models.inference import calibration, evaluation
@@ -35,6 +40,10 @@ from .run_identity import data_fingerprint
 __all__ = [
     "CLASSICAL_SAMPLES",
     "applicable_classical",
+    "data_units",
+    "collection_log",
+    "model_form",
+    "fit_issues",
     "KEY_FILE",
     "row_key",
     "kept_row",
@@ -51,20 +60,42 @@ __all__ = [
 CLASSICAL_SAMPLES = 200
 #: the file of a classical row written after its others: what they were computed from (:func:`row_key`)
 KEY_FILE = "key.json"
+#: the definition of the classical rows, in their keys: a row computed under an earlier one is fitted again
+ROW_VERSION = 2
 #: the files of a finished classical row besides :data:`KEY_FILE`
 ROW_FILES = ("metrics.json", "pit.pt", "classical.json")
 
 
 def applicable_classical(data) -> tuple[list[str], dict[str, str]]:
-    """``(names, {name: why not})`` of the classical forecasters that suit ``data``
-    (:class:`~ppl_models.experiments.data.ExperimentData`): all of them on real-valued data, ``var`` only with two
-    features or more; none on binary data (their predictives are Gaussian)."""
+    """``(names, {name: why not})`` of the classical forecasters of
+    :data:`~ppl_models.classical.DEFAULT_CLASSICAL` that suit ``data``
+    (:class:`~ppl_models.experiments.data.ExperimentData`): on real-valued data all but ``var`` with one feature and
+    ``croston`` unless every feature is non-negative with zeros on the training split (counts of intermittent
+    demand); none on binary data (their predictives are Gaussian)."""
     if data.binary:
         why = "the data is binary (0/1) and the classical rows' predictives are Gaussian"
-        return [], dict.fromkeys(CLASSICAL, why)
+        return [], dict.fromkeys(DEFAULT_CLASSICAL, why)
+    refused = {}
     if data.obs_dim < 2:
-        return [n for n in CLASSICAL if n != "var"], {"var": "a VAR needs two features or more; the data has one"}
-    return list(CLASSICAL), {}
+        refused["var"] = "a VAR needs two features or more; the data has one"
+    x, mask = data_units(data.levels, "train")
+    values = x[mask]
+    if not ((values >= 0).all() and (values == 0).any(0).all()):
+        refused["croston"] = "Croston's method is for counts with zeros; a feature has a negative value or no zero"
+    return [n for n in DEFAULT_CLASSICAL if n not in refused], refused
+
+
+def data_units(levels, split: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(x [N, T, D] float64 in the data's own units, mask [N, T])`` of ``split`` of ``levels`` (the data as read,
+    :class:`~ppl_models.experiments.data.LevelData`)."""
+    x, mask = getattr(levels, split)
+    return levels.standardizer.inverse(x, dtype=torch.float64), mask
+
+
+def collection_log(data) -> bool:
+    """Whether the transform of the collection's models (chosen on the validation split, or given) takes logs: the
+    classical rows then model ``log x`` too (their own differencing does the rest)."""
+    return bool(((data.split_record or {}).get("transform") or {}).get("log"))
 
 
 def row_key(name: str, table: dict, *, season: int | None = None, seed: int = 0) -> dict:
@@ -75,6 +106,7 @@ def row_key(name: str, table: dict, *, season: int | None = None, seed: int = 0)
         raise TypeError(f"table must be a [data] section (a dict), got {type(table).__name__}")
     key = {
         "name": name,
+        "version": ROW_VERSION,
         "season": season,
         "seed": seed,
         "samples": CLASSICAL_SAMPLES,
@@ -111,22 +143,21 @@ def run_classical(
     (:class:`~ppl_models.classical.ClassicalForecaster`; :mod:`~ppl_models.experiments.classical_work`)."""
     started = time.perf_counter()
     (folder / KEY_FILE).unlink(missing_ok=True)  # the row is unfinished until its files are all written again
-    levels = data.levels
     model = fitted_classical(name, data, season=season, progress=progress)
     model.forecaster.row_map = row_map
-    test_x, test_mask = levels.test
     options = evaluation.EvaluationOptions(estimators=("exact",), predictive_samples=CLASSICAL_SAMPLES, seed=seed)
+    validation = _validation(model, data, options)
+    test_x, test_mask = data_units(data.levels, "test")
     result = evaluation.evaluate(
         model,
-        test_x.double(),
+        test_x,
         test_mask,
         options,
-        standardizer=levels.standardizer,
-        scored=levels.scored["test"],
+        scored=data.levels.scored["test"],
         binary=False,
         description=data.description,
     )
-    metrics = {**result.metrics, "train_seconds": time.perf_counter() - started}
+    metrics = {**result.metrics, "validation": validation, "train_seconds": time.perf_counter() - started}
     scored = result.mask if result.scored is None else result.scored
     save_torch(folder / "pit.pt", calibration.pit(result.predictive, result.x, scored)[scored])
     write_json(folder / "classical.json", {"name": name, **model.forecaster.describe()})
@@ -134,6 +165,25 @@ def run_classical(
     if key is not None:
         write_json(folder / KEY_FILE, key)
     return metrics
+
+
+def _validation(model, data, options) -> dict | None:
+    """The row's figures on the validation split's scored steps (the same as a model's, which a board's flags read:
+    coverage at 80 %, CRPS, the log-likelihood), ``None`` where the split has no scored step."""
+    x, mask = data_units(data.levels, "valid")
+    scored = data.levels.scored.get("valid")
+    if not mask.any() or (scored is not None and not scored.any()):
+        return None
+    metrics = evaluation.evaluate(
+        model, x, mask, options, scored=scored, binary=False, description="validation split"
+    ).metrics
+    return {
+        "coverage_0.8": metrics["calibration"].get("coverage_0.8"),
+        "crps": metrics["calibration"].get("crps"),
+        "loglik": metrics["loglik"],
+        "mse": metrics.get("mse"),
+        "steps": metrics["test_steps"],
+    }
 
 
 def same_rows(folders: dict[str, Path]) -> dict[str, tuple[str, str]]:
@@ -159,6 +209,7 @@ def classical_forecaster_row(name: str, folder: Path, same_as: tuple[str, ...] =
     """The board's row of a classical forecaster from the files :func:`run_classical` wrote into ``folder``;
     ``same_as``: the forecasters this row stands for too (:func:`same_rows`)."""
     metrics = json.loads((folder / "metrics.json").read_text())
+    record = json.loads((folder / "classical.json").read_text())
     calibration_figures = metrics.get("calibration", {})
     return {
         "model": name,
@@ -176,20 +227,52 @@ def classical_forecaster_row(name: str, folder: Path, same_as: tuple[str, ...] =
         "epochs_run": None,
         "epochs_cap": None,
         "num_parameters": metrics["num_parameters"],
+        "validation": metrics.get("validation"),
+        "transform": record.get("transform", "none"),
+        "season": record.get("season"),
+        "form": model_form(record),
+        "fit_issues": fit_issues(record),
         "run": str(folder),
     }
+
+
+def model_form(record: dict) -> str:
+    """The model forms a classical row's ``classical.json`` names, most used first (``ARIMA(0,1,1)(0,1,1)12 x3,
+    ARIMA(1,1,0) x1``): those chosen on the rows' own histories, else the pooled fit's."""
+    counts = record.get("rows_since_fit") or {}
+    forms = {k: v for k, v in counts.items() if k[:1].isupper()}  # the other counts start in lower case
+    if forms:
+        return ", ".join(f"{k} x{v}" for k, v in sorted(forms.items(), key=lambda item: (-item[1], item[0])))
+    pooled = record.get("pooled")
+    if isinstance(pooled, list):
+        return ", ".join(dict.fromkeys(str(p) for p in pooled))
+    return str(pooled) if pooled is not None else record.get("model", "")
+
+
+def fit_issues(record: dict) -> list[str]:
+    """What went wrong in a classical row's fits, in words, from its ``classical.json``: statsmodels' optimiser
+    that did not converge with any method tried."""
+    counts = record.get("rows_since_fit") or {}
+    stalled = counts.get("optimiser: not converged", 0)
+    if not stalled:
+        return []
+    return [
+        f"optimiser did not converge on {stalled} fits (of {counts.get('optimiser: retried', stalled)} retried with "
+        "Powell and Nelder-Mead after L-BFGS; the highest likelihood kept)"
+    ]
 
 
 def fitted_classical(
     name: str, data, *, season: int | None = None, progress: Progress | None = None
 ) -> ClassicalSequenceModel:
-    """Classical forecaster ``name`` fitted on the training split of ``data`` as read (``data.levels``: a transform
-    of the collection's models undone, the classical models take the data whole), as a sequence model; ``progress``
-    is told how far the fit is (and, kept as the forecaster's, how far its predictions are)."""
-    x, mask = data.levels.train
-    forecaster = classical_model(name, season=season)
+    """Classical forecaster ``name`` fitted on the training split of ``data`` in the data's own units
+    (:func:`data_units` of ``data.levels``: the classical models take their own differences), modelling ``log x``
+    where the collection's transform does (:func:`collection_log`), as a sequence model of the data's units;
+    ``progress`` is told how far the fit is (and, kept as the forecaster's, how far its predictions are)."""
+    x, mask = data_units(data.levels, "train")
+    forecaster = classical_model(name, season=season, log=collection_log(data))
     forecaster.progress = progress
-    return ClassicalSequenceModel(forecaster.fit(x.double(), mask))
+    return ClassicalSequenceModel(forecaster.fit(x, mask))
 
 
 def is_classical_folder(folder: str | Path) -> bool:

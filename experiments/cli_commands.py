@@ -256,11 +256,12 @@ def _forecast_beyond(args, runs: dict[str, str], device: str) -> int:
 
 
 def run_backtest(args) -> int:
-    from .backtest_runs import backtest_run
+    from .backtest_runs import backtest_run, board_row
 
-    out = Path(args.out) if args.out is not None else Path(args.run_dir) / "backtest"
+    folder = board_row(args.run_dir, args.row) if args.row is not None else Path(args.run_dir)
+    out = Path(args.out) if args.out is not None else folder / "backtest"
     backtest_run(
-        args.run_dir,
+        folder,
         horizon=args.horizon,
         origins=args.origins,
         num_samples=args.samples,

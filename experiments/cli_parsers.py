@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 
-from ppl_models.classical import CLASSICAL
+from ppl_models.classical import CLASSICAL, DEFAULT_CLASSICAL
 from ppl_models.inference.defaults import (
     BACKTEST_SAMPLES,
     EVALUATION_IWAE_PARTICLES,
@@ -197,8 +197,11 @@ def add_leaderboard(commands) -> None:
     board.add_argument(
         "--classical",
         metavar="A,B|none",
-        help="the classical rows (default: those of " + ",".join(CLASSICAL) + " that suit the data; "
-        "none: no classical row)",
+        help="the classical rows, of "
+        + ",".join(CLASSICAL)
+        + " (default: those of "
+        + ",".join(DEFAULT_CLASSICAL)
+        + " that suit the data; none: no classical row)",
     )
     board.set_defaults(func=cli_commands.run_leaderboard)
 
@@ -277,7 +280,14 @@ def add_backtest(commands) -> None:
         "forecasts of a run's model or a board's classical row from many origins of each test series, judged per "
         "step ahead (CRPS, coverage, MSE, MASE; Brier score and ECE on 0/1 data)",
     )
-    rolling.add_argument("run_dir", help="a finished run folder, or a leaderboard's classical row (OUT/classical/NAME)")
+    rolling.add_argument(
+        "run_dir",
+        help="a finished run folder, a leaderboard's classical row (OUT/classical/NAME), or a leaderboard folder "
+        "with --row",
+    )
+    rolling.add_argument(
+        "--row", help="the row of the leaderboard folder RUN_DIR to backtest (a model or classical row)"
+    )
     rolling.add_argument(
         "--horizon",
         type=count(1),

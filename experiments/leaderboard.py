@@ -31,7 +31,7 @@ from ppl_models.classical import CLASSICAL
 from ppl_models.inference.atomic_files import folder_lock, read_jsonl, remove_stale_temporaries, write_json, write_text
 
 from . import board_plots, own_data
-from .board_flags import board_warnings, flag_rows
+from .board_flags import board_warnings, flag_rows, ranking_note
 from .board_training import DEFAULT_BUDGET, attempt, train_models, tuned_rows
 from .classical_rows import (
     applicable_classical,
@@ -119,18 +119,20 @@ def run_leaderboard(
             + [_failed_row(name, "classical", reason) for name, reason in classical_failed.items()]
         )
         warnings, same = board_warnings(data), {name: why for name, (_, why) in same.items()}
+        ranking = ranking_note(rows)
         write_json(
             out / "leaderboard.json",
             {
                 "data": str(path),
                 "overrides": list(overrides),
                 "rows": rows,
+                "ranking": ranking,
                 "not_run": not_run,
                 "same": same,
                 "warnings": warnings,
             },
         )
-        write_text(out / "leaderboard.md", _markdown(rows, path, not_run, warnings, same))
+        write_text(out / "leaderboard.md", _markdown(rows, path, not_run, warnings, same, ranking))
         board_plots.calibration_figure({**folders, **classical_folders}, out / "calibration.png")
         if folders:
             board_plots.fan_chart(folders, out / "fan_chart.png", device or "cpu")
@@ -155,10 +157,11 @@ def _classical(
                 f"classical: {bad!r} "
                 + (f"is not one of {list(CLASSICAL)}" if unknown else f"cannot take the data: {refused[bad]}")
             )
-        names, refused = [name for name in names if name in named], {}
+        names, refused = [name for name in CLASSICAL if name in named], {}
     not_run.update({name: f"{name}: {why}" for name, why in refused.items()})
     folders, failed = {}, {}
-    keys = {name: row_key(name, table) for name in names}
+    season = table.get("season")
+    keys = {name: row_key(name, table, season=season) for name in names}
     todo = [name for name in names if not kept_row(out / "classical" / name, keys[name])]
     with series_map(jobs if set(todo) & set(PARALLEL_ROWS) else 1) as parallel:
         for name in names:
@@ -170,7 +173,14 @@ def _classical(
             print(f"{name}: fitting (classical)", flush=True)
             row_map = parallel if name in PARALLEL_ROWS else map
             fit = partial(
-                run_classical, name, data, folder, key=keys[name], row_map=row_map, progress=ProgressLine(name)
+                run_classical,
+                name,
+                data,
+                folder,
+                season=season,
+                key=keys[name],
+                row_map=row_map,
+                progress=ProgressLine(name),
             )
             reason = attempt(name, fit)
             if reason is None:
@@ -276,10 +286,25 @@ def leaderboard_rows(folders: dict[str, Path]) -> list[dict]:
                 "patience": config["train"].get("patience"),
                 "num_parameters": metrics["num_parameters"],
                 "validation": metrics.get("validation"),
+                **_run_form(folder, config),
                 "run": str(folder),
             }
         )
     return sorted(rows, key=lambda row: -row["nats_per_step"])
+
+
+def _run_form(folder: Path, config: dict) -> dict:
+    """A run's transform (its ``data_split.json``), the season its transform used (where it differences at one)
+    and its model's form (its name and recipe's sizes are in its configuration; the form is its name)."""
+    path = folder / "data_split.json"
+    record = json.loads(path.read_text()) if path.is_file() else {}
+    transform = record.get("transform") or {}
+    lag = transform.get("lag", 0)
+    return {
+        "transform": transform.get("name", "none"),
+        "season": lag if lag > 1 else None,
+        "form": config["model"]["name"],
+    }
 
 
 def _failed_row(name: str, kind: str, reason: str) -> dict:
@@ -316,13 +341,18 @@ def _held_out(loglik: dict) -> tuple[str, float]:
     return name, bounds[name]
 
 
-def _markdown(rows: list[dict], path, not_run: dict[str, str], warnings: list[str], same: dict[str, str]) -> str:
+def _markdown(
+    rows: list[dict], path, not_run: dict[str, str], warnings: list[str], same: dict[str, str], ranking: str | None
+) -> str:
     binary = all(row["crps"] is None for row in rows if not row.get("failed"))
     spread = ("Brier", "ECE") if binary else ("CRPS", "cov. 50%", "cov. 80%", "cov. 95%", "PIT KS")
     keys = ("brier", "ece") if binary else ("crps", "coverage_0.5", "coverage_0.8", "coverage_0.95", "pit_ks")
     head = (
         "model",
         "kind",
+        "transform",
+        "season",
+        "form",
         "held-out nats / step",
         "estimator",
         *spread,
@@ -337,16 +367,19 @@ def _markdown(rows: list[dict], path, not_run: dict[str, str], warnings: list[st
         "",
         "Held-out (test split) figures in the data's own units, on the same scored steps for every row (a "
         "held-out segment of a series is predicted given all of the series' earlier steps); each model of the "
-        "collection at its recipe, each classical forecaster (statsmodels) fitted on the training split and on "
-        "each series' history. Higher nats per step is better (a bound where the model has no exact "
-        "likelihood). Coverage is the share of test values inside the central interval of that level (ideal: "
-        "the level); PIT KS is 0 for a calibrated predictive. Flags: a row that failed (its reason), a row far "
-        "below the last value, with "
-        "validation coverage at 80 % below 0.5 or above 0.98, with non-finite figures, or still improving "
-        "when it stopped.",
+        "collection at its recipe, each classical forecaster (statsforecast, statsmodels) fitted on the training "
+        "split and on each series' history. Transform: the one the row models (the collection's chosen on the "
+        "validation split; the classical rows take its log and do their own differencing); season: the one it "
+        "uses; form: the model, or the classical forms chosen per series (how many series took each). Higher nats "
+        "per step is better (a bound where the model has no exact likelihood). Coverage is the share of test "
+        "values inside the central interval of that level (ideal: the level); PIT KS is 0 for a calibrated "
+        "predictive. Flags: a row that failed (its reason), a row far below the last value, with validation "
+        "coverage at 80 % below 0.5 or above 0.98, with non-finite figures, still improving when it stopped, or "
+        "whose fit did not converge; a flagged row is never ranked first.",
         "",
     ]
     lines += [f"**Warning:** {warning}" for warning in warnings] + ([""] if warnings else [])
+    lines += [f"**Ranking:** {ranking}", ""] if ranking else []
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in rows:
         epochs = "-" if row["best_epoch"] is None else f"{row['best_epoch']} / {row['epochs_run']}"
@@ -354,6 +387,9 @@ def _markdown(rows: list[dict], path, not_run: dict[str, str], warnings: list[st
         cells = (
             " = ".join([row["model"], *row.get("same_as", ())]),
             row["kind"],
+            row.get("transform") or "-",
+            "-" if row.get("season") is None else str(row["season"]),
+            row.get("form") or "-",
             _number(row["nats_per_step"]),
             row["estimator"] or "-",
             *(_number(row[k]) for k in keys),

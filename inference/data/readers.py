@@ -63,7 +63,8 @@ def read_table(path: Path, suffix: str, sep: str, text: Sequence[str] = ()):
     try:
         if suffix == ".parquet":
             return pd.read_parquet(path)
-        frame = pd.read_csv(path, sep=sep, dtype={column: str for column in text})
+        # round_trip: every float as written (the default C parser of pandas < 3 can be off in the last digit)
+        frame = pd.read_csv(path, sep=sep, dtype={column: str for column in text}, float_precision="round_trip")
         if any(re.search(r"\.\d+$", str(name)) for name in frame.columns):  # how pandas renames a repeated name
             header = pd.read_csv(path, sep=sep, header=None, nrows=1, dtype=str).iloc[0].tolist()
     except pd.errors.EmptyDataError:

@@ -52,7 +52,7 @@ class Arima(UnivariateStateSpace):
     ``{0, 1}^3`` with the best ``(p, d, q)``. Every candidate of a choice leaves the same first steps out of its
     likelihood (``burn``: 1, or ``1 + m`` with seasonal candidates), so that their AICs score the same steps."""
 
-    name = "arima"
+    name = "statsmodels-arima"
     family = "ARIMA"
 
     def _make(self, series: np.ndarray, spec: ArimaSpec, *, fitting: bool = False):
@@ -101,8 +101,9 @@ class Ets(UnivariateStateSpace):
     the noise variance concentrated out (statsmodels' default), then filters with that variance as a parameter, so
     that the steps filtered do not re-estimate it."""
 
-    name = "ets"
+    name = "statsmodels-ets"
     family = "ETS"
+    retry_stalled = True
 
     def _make(self, series: np.ndarray, spec: EtsSpec, *, fitting: bool = False):
         seasonal = self.period if spec.seasonal else None

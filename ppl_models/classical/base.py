@@ -141,8 +141,11 @@ class ClassicalForecaster:
     #: whether the model reads the season (given, or detected on the training split)
     uses_season: ClassVar[bool] = True
 
-    def __init__(self, *, season: int | None = None):
+    def __init__(self, *, season: int | None = None, log: bool = False):
         self.season = None if season is None else check_positive_int(season, name="season")
+        if not isinstance(log, bool):
+            raise TypeError(f"log must be a bool, got {type(log).__name__}")
+        self.log = log
         self.training: Training | None = None
         self.period = 1
         self.pooled = None
@@ -163,7 +166,7 @@ class ClassicalForecaster:
         the season and the pooled model. Returns the forecaster."""
         x, mask = check_sequences(x, mask)
         self._check_features(x.shape[-1])
-        rows = [row for row in rows_of(x, mask) if len(row)]
+        rows = [row for row in rows_of(self._modelled(x, mask), mask) if len(row)]
         if not rows:
             raise ValueError("mask marks no valid step: fit needs a training split with data")
         return self._fit_rows(rows, Training.of(rows))
@@ -197,7 +200,7 @@ class ClassicalForecaster:
         scored = check_scored(scored, mask)
         num_samples = check_num_samples(num_samples)
         contexts = torch.zeros(len(mask), dtype=torch.long) if scored is None else (mask & ~scored).sum(1)
-        rows = rows_of(x, mask)
+        rows = rows_of(self._modelled(x, mask), mask)
         self._rows["rows"] += len(rows)
         mean = np.zeros(x.shape, dtype=np.float64)
         cov = np.broadcast_to(np.eye(x.shape[-1]), (*x.shape, x.shape[-1])).copy()
@@ -222,20 +225,27 @@ class ClassicalForecaster:
         x, mask = self._checked(x, mask)
         horizon = check_positive_int(horizon, name="horizon")
         num_samples = check_num_samples(num_samples, allow_zero=False)
-        rows = rows_of(x, mask)
+        rows = rows_of(self._modelled(x, mask), mask)
         empty = [i for i, row in enumerate(rows) if not len(row)]
         if empty:
             raise ValueError(f"mask marks no valid step in row {empty[0]} of x: a forecast needs a history")
         self._rows["rows"] += len(rows)
-        draws = [self._draw(self._parameters(row), row, horizon, num_samples, generator) for row in rows]
-        return torch.stack(draws, 1).to(dtype=x.dtype, device=x.device)
+        draws = torch.stack(
+            [self._draw(self._parameters(row), row, horizon, num_samples, generator) for row in rows], 1
+        )
+        return (draws.exp() if self.log else draws).to(dtype=x.dtype, device=x.device)
 
     def describe(self) -> dict:
         """What was chosen, JSON-ready: the model, the season (and how it was found), the pooled fit, and how the
         rows predicted or forecast since the fit got their parameters (their own history or the pooled fit, and the
         models chosen on their histories)."""
         self._require_fit()
-        record = {"model": self.name, "num_parameters": self.num_parameters, **self._choices()}
+        record = {
+            "model": self.name,
+            "num_parameters": self.num_parameters,
+            "transform": "log" if self.log else "none",
+            **self._choices(),
+        }
         if self.uses_season:
             record["season"] = self.period
             record["season_source"] = self._season_source()
@@ -323,14 +333,32 @@ class ClassicalForecaster:
         verdict = "kept" if self.period > 1 else f"below {SEASON_THRESHOLD}, so none (m = 1)"
         return f"detected: autocorrelation of first differences {best:.3f} at lag {lag}, {verdict}"
 
+    def _modelled(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """``x`` as the model sees it: ``log x`` with :attr:`log` (every valid value must be positive), else ``x``."""
+        if not self.log:
+            return x
+        valid = x.detach()[mask]
+        if not (valid > 0).all():
+            raise ValueError(f"the {self.name} forecaster models log x: every valid value of x must be > 0")
+        return torch.where(mask.unsqueeze(-1), x.detach().double(), 1.0).log()
+
     def _predictive(self, x, mask, mean, cov, num_samples: int, generator) -> OneStepPredictive:
-        """The :class:`OneStepPredictive` of ``N(mean [N, T, D], cov [N, T, D, D])`` at the valid steps of ``x``."""
+        """The :class:`OneStepPredictive` of ``N(mean [N, T, D], cov [N, T, D, D])`` at the valid steps of ``x``; with
+        :attr:`log` that law is of ``log x``: the log density carries the Jacobian ``-sum_d log x_d``, the mean is
+        the log-normal's ``exp(mean + var / 2)`` and the draws are ``exp`` of the Gaussian's."""
         valid = mask.cpu()
-        log_density = torch.where(valid, gaussian_log_density(x.detach().cpu().double(), mean, cov), 0.0)
+        values = self._modelled(x.detach().cpu().double(), valid)
+        log_density = gaussian_log_density(values, mean, cov)
         samples = None
         if num_samples:
-            samples = gaussian_draws(mean, cov, num_samples, generator) * valid.unsqueeze(-1)
-            samples = samples.to(dtype=x.dtype, device=x.device)
+            samples = gaussian_draws(mean, cov, num_samples, generator)
+            samples = ((samples.exp() if self.log else samples) * valid.unsqueeze(-1)).to(
+                dtype=x.dtype, device=x.device
+            )
+        if self.log:
+            log_density = log_density - values.sum(-1)
+            mean = (mean + torch.diagonal(cov, dim1=-2, dim2=-1) / 2).exp()
+        log_density = torch.where(valid, log_density, 0.0)
         return OneStepPredictive(
             samples,
             (mean * valid.unsqueeze(-1)).to(dtype=x.dtype, device=x.device),

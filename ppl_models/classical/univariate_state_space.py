@@ -29,7 +29,15 @@ from .base import CHOICE_ROWS, ClassicalForecaster
 from .naive import LastValue
 from .statespace_fits import Fitted, Trial, joint_mle, quiet, simulate, sound_fit
 
-__all__ = ["UnivariateStateSpace", "MIN_HISTORY", "MAX_STATE_SEASON", "CHOICE_STEPS", "SCREEN_ROWS", "FINALISTS"]
+__all__ = [
+    "UnivariateStateSpace",
+    "MIN_HISTORY",
+    "MAX_STATE_SEASON",
+    "CHOICE_STEPS",
+    "SCREEN_ROWS",
+    "FINALISTS",
+    "RETRY_METHODS",
+]
 
 #: the fewest steps of a history that get parameters of their own
 MIN_HISTORY = 12
@@ -41,6 +49,15 @@ CHOICE_STEPS = 500
 SCREEN_ROWS = 8
 #: the screened candidates then fitted on every history of the choice
 FINALISTS = 4
+#: the optimisers that fit a candidate again where the first reports no convergence
+RETRY_METHODS = ("powell", "nm")
+#: the iterations of a retry
+RETRY_ITERATIONS = 5000
+
+
+def _converged(result) -> bool:
+    """Whether statsmodels' optimiser reports convergence (a method that does not report it counts as converged)."""
+    return bool(result.mle_retvals.get("converged", True)) if isinstance(result.mle_retvals, dict) else True
 
 
 class UnivariateStateSpace(ClassicalForecaster):
@@ -52,6 +69,8 @@ class UnivariateStateSpace(ClassicalForecaster):
     """
 
     family = ""
+    #: whether a fit whose optimiser reports no convergence is fitted again (:meth:`_settled_fit`)
+    retry_stalled = False
 
     def _make(self, series: np.ndarray, spec, *, fitting: bool = False):
         raise NotImplementedError
@@ -134,9 +153,7 @@ class UnivariateStateSpace(ClassicalForecaster):
             return self._kept[key]
         with quiet():
             try:
-                result = self._make(series, spec, fitting=True).fit(
-                    disp=False, cov_type="none", method=self._optimizer(spec)
-                )
+                result = self._settled_fit(self._make(series, spec, fitting=True), spec)
                 trial = Trial(self._parameters_of(result), float(result.aic)) if sound_fit(result) else None
             except (np.linalg.LinAlgError, ValueError):
                 trial = None
@@ -144,6 +161,28 @@ class UnivariateStateSpace(ClassicalForecaster):
             self._kept[key] = trial
             self._report("fits", len(self._kept))
         return trial
+
+    def _settled_fit(self, model, spec):
+        """statsmodels' fit of ``model`` by :meth:`_optimizer`; where that optimiser reports no convergence (L-BFGS
+        stalls where a smoothing weight sits on its bound) and :attr:`retry_stalled` is set, fitted again by each of
+        :data:`RETRY_METHODS` and the highest likelihood kept. The counts of :meth:`describe` say how often
+        (``optimiser: ...``)."""
+        method = self._optimizer(spec)
+        result = model.fit(disp=False, cov_type="none", method=method)
+        if _converged(result) or not self.retry_stalled:
+            return result
+        self._rows["optimiser: retried"] += 1
+        retries = [
+            model.fit(disp=False, cov_type="none", method=m, maxiter=RETRY_ITERATIONS)
+            for m in RETRY_METHODS
+            if m != method
+        ]
+        best = max([result, *retries], key=lambda r: r.llf if np.isfinite(r.llf) else -np.inf)
+        if best is not result and best.llf > result.llf + 1e-6:
+            self._rows["optimiser: improved by a retry"] += 1
+        if not any(_converged(r) for r in (result, *retries)):
+            self._rows["optimiser: not converged"] += 1
+        return best
 
     def _parameters_of(self, result) -> np.ndarray:
         """The parameters of a fit as :meth:`_make`'s model (not fitting) takes them."""

@@ -173,17 +173,17 @@ def test_a_classical_row_is_backtested_as_the_board_fitted_it(board, tmp_path):
     # the same forecaster fitted by hand on the board's training split, backtested from Python with seed 0
     config = json.loads((board / "runs" / "lgssm" / "config.json").read_text())
     levels = build(config["data"], DATASETS, "data").levels
-    model = ClassicalSequenceModel(classical_model("last-value").fit(levels.train[0].double(), levels.train[1]))
+    train = levels.standardizer.inverse(levels.train[0], dtype=torch.float64)  # the row models the data's own units
+    model = ClassicalSequenceModel(classical_model("last-value").fit(train, levels.train[1]))
     x, mask = levels.test
     expected = backtest(
         model,
-        x.double(),
+        levels.standardizer.inverse(x, dtype=torch.float64),
         mask,
         levels.scored["test"],
         horizon=2,
         origins=3,
         num_samples=10,
-        standardizer=levels.standardizer,
         generator=torch.Generator().manual_seed(0),
     )
     assert report["per_horizon"].keys() == expected.per_horizon.keys()
@@ -198,3 +198,20 @@ def test_evaluate_and_forecast_refuse_a_classical_row_by_name(board, tmp_path, c
     error = capsys.readouterr().err.strip()
     assert len(error.splitlines()) == 1 and "is a leaderboard's classical row" in error
     assert "ppl_models.experiments.classical_rows." in error and "ppl-models backtest takes" in error
+
+
+def test_any_row_of_a_board_is_backtested_by_its_name(board, tmp_path, capsys):
+    status, report, _ = _backtest(
+        board, tmp_path / "classical", "--row", "last-value", "--horizon", "2", "--origins", "3"
+    )
+    by_folder = _backtest(board / "classical" / "last-value", tmp_path / "folder", "--horizon", "2", "--origins", "3")
+    assert status == 0 and report["kind"] == "classical" and report["per_horizon"] == by_folder[1]["per_horizon"]
+    status, report, _ = _backtest(board, tmp_path / "model", "--row", "lgssm", "--horizon", "2", "--origins", "3")
+    assert status == 0 and report["kind"] == "collection"
+    capsys.readouterr()
+    assert _backtest(board, tmp_path / "none", "--row", "arima", "--horizon", "2", "--origins", "3")[0] == 2
+    error = capsys.readouterr().err.strip()
+    assert len(error.splitlines()) == 1 and "'arima' is not a row of it" in error
+    assert "last-value" in error and "lgssm" in error
+    assert _backtest(board, tmp_path / "none", "--horizon", "2", "--origins", "3")[0] == 2
+    assert "name one of its rows with --row" in capsys.readouterr().err

@@ -13,8 +13,8 @@ from factories import site_walks
 from scipy.stats import norm
 
 from ppl_models.experiments import leaderboard
-from ppl_models.experiments.board_flags import row_flags
-from ppl_models.experiments.classical_rows import same_rows
+from ppl_models.experiments.board_flags import flag_rows, ranking_note, row_flags
+from ppl_models.experiments.classical_rows import fit_issues, same_rows
 from ppl_models.experiments.cli import main
 
 SETS = [
@@ -180,3 +180,28 @@ def test_a_constant_column_no_longer_decides_the_board(tmp_path):
     board = json.loads((out / "leaderboard.json").read_text())
     assert any(w.startswith("const: left out of every row") for w in board["warnings"])
     assert "const: left out of every row" in (out / "leaderboard.md").read_text()
+
+
+def test_a_flagged_row_is_never_ranked_first_and_the_board_says_why():
+    rows = [
+        {"model": "last-value", "nats_per_step": -1.0, "mse": 1.0},
+        {"model": "mc-dropout-lstm", "nats_per_step": -0.2, "mse": 0.5, "validation": {"coverage_0.8": 0.23}},
+        {"model": "arima", "nats_per_step": -0.5, "mse": 0.6, "validation": {"coverage_0.8": 0.79}},
+        {"model": "ets", "nats_per_step": -0.1, "mse": 0.4, "fit_issues": ["optimiser did not converge on 2 fits"]},
+    ]
+    ranked = flag_rows(rows)
+    assert [row["model"] for row in ranked] == ["arima", "ets", "mc-dropout-lstm", "last-value"]
+    assert ranked[1]["flags"] == ["fit: optimiser did not converge on 2 fits"]
+    note = ranking_note(ranked)
+    assert note.startswith("arima is ranked first as the best row without a flag")
+    assert "mc-dropout-lstm: validation coverage at 80 % is 0.23" in note and "ets: fit: optimiser" in note
+    assert ranking_note(flag_rows(rows[:1] + rows[2:3])) is None
+
+
+def test_a_classical_rows_record_of_unconverged_fits_is_its_fit_issue():
+    record = {"rows_since_fit": {"optimiser: retried": 3, "optimiser: not converged": 2, "rows": 4}}
+    assert fit_issues(record) == [
+        "optimiser did not converge on 2 fits (of 3 retried with Powell and Nelder-Mead after L-BFGS; the highest "
+        "likelihood kept)"
+    ]
+    assert fit_issues({"rows_since_fit": {"optimiser: retried": 3}}) == []

@@ -76,7 +76,16 @@ def test_the_table_parameters_are_the_builders_own_and_the_specs_fields_with_the
     parameters = table_parameters(file_data, FileSpec)
     assert list(parameters)[:2] == ["path", "series"] and {"spec", "settings"}.isdisjoint(parameters)
     assert parameters["split_by"].default == "series" and parameters["transform"].default == "auto"
-    assert set(table_parameters(file_data)) == {"path", "spec", "fs", "standardizer", "transform", "season", "history"}
+    assert set(table_parameters(file_data)) == {
+        "path",
+        "spec",
+        "fs",
+        "standardizer",
+        "transform",
+        "season",
+        "history",
+        "likelihood",
+    }
 
 
 @pytest.mark.parametrize(
@@ -96,7 +105,7 @@ def test_the_short_signatures_refuse_an_unknown_keyword_naming_it_and_the_known_
 
 def test_the_signatures_are_short():
     sizes = {f.__name__: len(inspect.signature(f).parameters) for f in (file_data, file_regression, evaluate, backtest)}
-    assert sizes == {"file_data": 8, "file_regression": 4, "evaluate": 5, "backtest": 6}
+    assert sizes == {"file_data": 9, "file_regression": 4, "evaluate": 5, "backtest": 6}
 
 
 def test_a_regression_sets_its_own_targets_and_keeps_every_input(tmp_path):
