@@ -81,6 +81,11 @@ EXPERIMENTS = {
         "characters, BPC and one-step accuracy (the PSRNN paper's Figure 3; --set model.rank=, "
         "model.num_layers=)",
     ),
+    "psrnn-ptb-authors": Entry(
+        CONFIG_DIR / "psrnn_ptb_authors.toml",
+        "psrnn-ptb under the PSRNN authors' protocol: 20 carried streams (BPTT 20), test text as one stream, "
+        "their two-stage-regression start (fixed widths, 5-character windows, whitened projections), 10 epochs",
+    ),
     "recurrent-ptb": Entry(
         CONFIG_DIR / "recurrent_ptb.toml",
         "LSTM / GRU (20 states) with a categorical emission on Penn Treebank characters (--set model.cell=)",

@@ -25,9 +25,11 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ppl_models.inference.training.carried_state import CarriesState
 from ppl_models.inference.validation import check_choice, check_positive_int, check_sequences
 
 from .predictors import Carry, OneStepPredictor, softmax_regression
+from .psrnn_cells import FactorizedPSRNNCell, PSRNNCell, normalize
 from .spectral import (
     RandomFourierFeatures,
     RidgeSolver,
@@ -40,78 +42,15 @@ from .spectral import (
     top_directions,
     two_stage_regression,
 )
+from .spectral_projections import whitened_directions
 
 __all__ = ["PSRNN", "PSRNNCell", "FactorizedPSRNNCell", "PSRNNLayer", "normalize"]
 
 INITS = ("2sr", "random")
-
-
-def normalize(v: torch.Tensor, eps: float = 1e-12) -> torch.Tensor:
-    """Divisive 2-norm normalization over the last dimension."""
-    return v / v.norm(dim=-1, keepdim=True).clamp(min=eps)
-
-
-class PSRNNCell(nn.Module):
-    """Eq. 5: ``q' = normalize(W x_2 o x_3 q + b)`` with ``W [S, P, S]`` (out state, observation, in state).
-
-    ``transition`` sets ``W`` (default: random normal with variance ``1 / (S P)``); the bias starts at 0.
-    """
-
-    def __init__(self, state_dim: int, obs_dim: int, transition: torch.Tensor | None = None):
-        super().__init__()
-        if transition is None:
-            transition = torch.randn(state_dim, obs_dim, state_dim) / (state_dim * obs_dim) ** 0.5
-        elif tuple(transition.shape) != (state_dim, obs_dim, state_dim):
-            want, got = (state_dim, obs_dim, state_dim), tuple(transition.shape)
-            raise ValueError(f"transition must have shape {want}, got {got}")
-        self.transition = nn.Parameter(transition.detach().clone())
-        self.bias = nn.Parameter(torch.zeros(state_dim, dtype=transition.dtype, device=transition.device))
-
-    def prepare(self, o: torch.Tensor) -> torch.Tensor:
-        """The observation's contraction ``W x_2 o``, ``[..., P] -> [..., S, S]``, for all steps at once."""
-        return torch.einsum("ijk,...j->...ik", self.transition, o)
-
-    def preactivation(self, prepared: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
-        """``(W x_2 o) q + b``: ``[B, S, S]``, ``[B, S] -> [B, S]``."""
-        return (prepared @ q.unsqueeze(-1)).squeeze(-1) + self.bias
-
-    def forward(self, o: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
-        """One update: ``o [B, P]``, ``q [B, S] -> q' [B, S]`` of unit norm."""
-        return normalize(self.preactivation(self.prepare(o), q))
-
-
-class FactorizedPSRNNCell(nn.Module):
-    """Eq. 8: ``q' = normalize(A^T (B o * C q) + b)``; ``A [R, S]``, ``B [R, P]``, ``C [R, S]``."""
-
-    def __init__(self, state_dim: int, obs_dim: int, rank: int):
-        super().__init__()
-        check_positive_int(rank, name="rank")
-        self.out_factor = nn.Parameter(torch.randn(rank, state_dim) / rank**0.5)
-        self.obs_factor = nn.Parameter(torch.randn(rank, obs_dim) / obs_dim**0.5)
-        self.state_factor = nn.Parameter(torch.randn(rank, state_dim) / state_dim**0.5)
-        self.bias = nn.Parameter(torch.zeros(state_dim))
-
-    @classmethod
-    def from_factors(cls, factors, bias: torch.Tensor) -> FactorizedPSRNNCell:
-        """The cell of CP factors ``(A [R, S], B [R, P], C [R, S])`` of ``W`` (see ``cp_decompose``)."""
-        a, b, c = factors
-        cell = cls(a.shape[1], b.shape[1], a.shape[0])
-        with torch.no_grad():
-            for parameter, value in zip(
-                (cell.out_factor, cell.obs_factor, cell.state_factor, cell.bias), (a, b, c, bias)
-            ):
-                parameter.copy_(value)
-        return cell
-
-    def prepare(self, o: torch.Tensor) -> torch.Tensor:
-        """``B o``, ``[..., P] -> [..., R]``."""
-        return o @ self.obs_factor.T
-
-    def preactivation(self, prepared: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
-        return (prepared * (q @ self.state_factor.T)) @ self.out_factor + self.bias
-
-    def forward(self, o: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
-        return normalize(self.preactivation(self.prepare(o), q))
+#: the most steps a layer encodes at once (longer sequences are encoded in blocks of this many)
+ENCODE_BLOCK = 1 << 15
+#: the projections of two-stage regression: ours (section 6 as stated) or the authors' code's whitened ones
+PROJECTIONS = ("paper", "whitened")
 
 
 class PSRNNLayer(nn.Module):
@@ -146,11 +85,13 @@ class PSRNNLayer(nn.Module):
         encoded = self.projection(self.features(u))
         return torch.cat([encoded, u], -1) if self.append_input else encoded
 
-    def forward(self, u: torch.Tensor, *, preactivations: bool = False):
+    def forward(self, u: torch.Tensor, *, preactivations: bool = False, start: torch.Tensor | None = None):
         """States after each input, ``q_{2:T+1} [B, T, S]`` (with ``preactivations=True`` also their
-        un-normalized values ``[B, T, S]``)."""
-        prepared = self.cell.prepare(self.encode(u))
-        q = normalize(self.initial_state).expand(u.shape[0], -1)
+        un-normalized values ``[B, T, S]``), from ``start [B, S]`` (``None``: ``q_1``)."""
+        # a long stream (a held-out text as one row) is encoded a block at a time: its random features at once would
+        # hold T x F numbers
+        prepared = torch.cat([self.cell.prepare(self.encode(block)) for block in u.split(ENCODE_BLOCK, 1)], 1)
+        q = normalize(self.initial_state).expand(u.shape[0], -1) if start is None else start
         states, raw = [], []
         for t in range(u.shape[1]):
             pre = self.cell.preactivation(prepared[:, t], q)
@@ -169,6 +110,9 @@ class PSRNNLayer(nn.Module):
         ridge: float,
         generator: torch.Generator | None = None,
         bandwidth_scale: float = 1.0,
+        *,
+        bandwidths: tuple[float, float, float] | None = None,
+        projections: str = "paper",
     ) -> None:
         """Set the encoder, a full cell with ``W`` (bias 0) and ``q_1`` by two-stage regression on ``u [B, T, in_dim]``.
 
@@ -176,22 +120,38 @@ class PSRNNLayer(nn.Module):
         ``phi_t = U^T z_f(u_{t:t+k-1})`` with ``U`` the leading directions of the stage-1
         estimates ``E[z_f | eta_t]`` (the projection to a small state); history
         ``eta_t = z_h(u_{t-k:t-1})``; every kernel width is ``bandwidth_scale`` times the median
-        distance of its inputs. With ``append_input`` the observation features are ``[omega_t, u_t]``.
+        distance of its inputs, or the fixed widths ``bandwidths`` (observation, history, future).
+        With ``append_input`` the observation features are ``[omega_t, u_t]``.
+
+        ``projections="whitened"`` (the authors' code): ``P``, the history projection and ``U`` are the
+        :func:`~ppl_models.spectral_projections.whitened_directions` of ``z_o`` against ``z_h`` (uncentred), of
+        ``z_h`` against ``z_f`` and of ``z_f`` against ``z_h`` (centred), and stage 1 regresses on the projected
+        history ``eta_t`` (``S`` entries) and a constant (the authors' intercept) instead of all of ``z_h``.
         """
         w = time_windows(u, mask, horizon)
         num_features = self.features.phases.numel()
         obs_dim, state_dim = self.projection.out_features, self.initial_state.numel()
+        widths = (None,) * 3 if bandwidths is None else (bandwidths[0], bandwidths[2], bandwidths[1])
         self.features, future_rff, history_rff = (
             RandomFourierFeatures.fit(points, num_features, generator, bandwidth_scale).to(u.device)
-            for points in (w.observation, w.future, w.history)
+            if width is None
+            else RandomFourierFeatures(points.shape[-1], num_features, width, generator).to(u.device)
+            for points, width in zip((w.observation, w.future, w.history), widths)
         )
         omega = self.features(w.observation)
-        projection = top_directions(omega, obs_dim)
-        encoded = torch.cat([omega @ projection, w.observation], 1) if self.append_input else omega @ projection
         history, future, next_future = history_rff(w.history), future_rff(w.future), future_rff(w.next_future)
-        stage1 = RidgeSolver(history, ridge)  # one factorisation for the basis and for stage 1
-        fitted = stage1(future).T  # [F, F]: E[z_f | eta] = history @ fitted; its leading directions, from the Gram
-        basis = leading_eigenvectors(fitted.T @ stage1.gram @ fitted, state_dim)
+        if projections == "whitened":
+            projection = whitened_directions(omega, history, obs_dim, centre=False).to(omega.dtype)
+            basis = whitened_directions(future, history, state_dim, centre=True).to(future.dtype)
+            history = history @ whitened_directions(history, future, state_dim, centre=True).to(history.dtype)
+            history = torch.cat([history, torch.ones_like(history[:, :1])], 1)
+            stage1 = RidgeSolver(history, ridge)
+        else:
+            projection = top_directions(omega, obs_dim)
+            stage1 = RidgeSolver(history, ridge)  # one factorisation for the basis and for stage 1
+            fitted = stage1(future).T  # [F, F]: E[z_f | eta] = history @ fitted; its leading directions, from the Gram
+            basis = leading_eigenvectors(fitted.T @ stage1.gram @ fitted, state_dim)
+        encoded = torch.cat([omega @ projection, w.observation], 1) if self.append_input else omega @ projection
         result = two_stage_regression(future @ basis, next_future @ basis, encoded, history, ridge, stage1=stage1)
         self.projection.weight.copy_(projection.T)
         self.cell = PSRNNCell(state_dim, encoded.shape[1], result.transition)
@@ -218,7 +178,23 @@ class PSRNNLayer(nn.Module):
         self.cell = FactorizedPSRNNCell.from_factors(factors, bias).to(u.device)
 
 
-class PSRNN(OneStepPredictor):
+def check_bandwidths(bandwidths) -> tuple[float, float, float] | None:
+    """``None`` or three kernel widths > 0 (observation, history, future) as a tuple of floats; ``ValueError``
+    otherwise."""
+    if bandwidths is None:
+        return None
+    if (
+        not isinstance(bandwidths, (tuple, list))
+        or len(bandwidths) != 3
+        or not all(isinstance(b, (int, float)) and not isinstance(b, bool) and b > 0 for b in bandwidths)
+    ):
+        raise ValueError(
+            f"bandwidths must be None or three kernel widths > 0 (observation, history, future), got {bandwidths!r}"
+        )
+    return tuple(float(b) for b in bandwidths)
+
+
+class PSRNN(CarriesState, OneStepPredictor):
     """A PSRNN one-step forecaster ``x_t ~ N(decoder(q^L_t), diag(sigma^2))`` (or a categorical of its logits).
 
     Args:
@@ -236,6 +212,13 @@ class PSRNN(OneStepPredictor):
             Xavier decoder), applied by :meth:`initialize`.
         bandwidth_scale: every random-Fourier-feature kernel width as a multiple of the median
             distance of its inputs (1: the median heuristic).
+        bandwidths: fixed kernel widths ``(observation, history, future)`` in place of the median ones (``None``);
+            the width ``bw`` of ``exp(-|x - y|^2 / (2 bw^2))``, so the authors' ``gamma`` of
+            ``exp(-gamma |x - y|^2)`` is ``bw = 1 / sqrt(2 gamma)``.
+        projections: ``"paper"`` (ours: the observation features' leading directions, the state basis from the
+            stage-1 estimates, stage 1 on all history features) or ``"whitened"`` (the authors' code:
+            :func:`~ppl_models.spectral_projections.whitened_directions`, stage 1 on the projected history); see
+            :meth:`PSRNNLayer.two_stage_regression`.
         append_input: append each layer's raw input ``u_t`` to its encoding ``P^T z(u_t)``.
         emission: ``"gaussian"`` or ``"categorical"`` (one-hot ``x_t [D]``; two-stage regression then reads the
             random Fourier features of the one-hot windows and the decoder starts at the multinomial logistic
@@ -267,8 +250,12 @@ class PSRNN(OneStepPredictor):
         append_input: bool = False,
         emission: str = "gaussian",
         decoder_ridge: float | None = None,
+        bandwidths: tuple[float, float, float] | None = None,
+        projections: str = "paper",
     ):
         super().__init__(obs_dim, state_dim, emission)
+        self.bandwidths = check_bandwidths(bandwidths)
+        self.projections = check_choice(projections, PROJECTIONS, name="projections")
         for name, value in (
             ("obs_features", obs_features),
             ("num_features", num_features),
@@ -306,9 +293,18 @@ class PSRNN(OneStepPredictor):
         )
 
     def states(self, x):
-        u = x
-        for layer in self.layers:
-            u = layer(u)
+        """``[B, T, D] -> [B, T, S]``; inside :meth:`carrying`, from the carried state (every layer's ``[B, S]``, a
+        list) and leaving the states after the last step in it."""
+        carried = self.carried
+        start = None if carried is None else carried.start
+        u, finals = x, []
+        for number, layer in enumerate(self.layers):
+            u = layer(u, start=None if start is None else start[number])
+            finals.append(u[:, -1])
+        if carried is not None:
+            carried.final = finals
+        if start is not None:
+            return torch.cat([start[-1].unsqueeze(1), u[:, :-1]], 1)
         first = normalize(self.layers[-1].initial_state).expand(x.shape[0], 1, -1)
         return torch.cat([first, u[:, :-1]], 1)
 
@@ -347,7 +343,16 @@ class PSRNN(OneStepPredictor):
         u = x
         for layer in self.layers:
             if self.init == "2sr":
-                layer.two_stage_regression(u, mask, self.horizon, self.ridge, generator, self.bandwidth_scale)
+                layer.two_stage_regression(
+                    u,
+                    mask,
+                    self.horizon,
+                    self.ridge,
+                    generator,
+                    self.bandwidth_scale,
+                    bandwidths=self.bandwidths,
+                    projections=self.projections,
+                )
                 if self.rank is not None:
                     layer.factorize(self.rank, u, mask, self.bias_scale, generator)
             else:
@@ -361,7 +366,11 @@ class PSRNN(OneStepPredictor):
         return super().initialize(x, mask)
 
     def _random_layer(self, layer: PSRNNLayer, u, mask, generator) -> None:
-        bandwidth = self.bandwidth_scale * median_distance(u[mask], generator=generator)
+        bandwidth = (
+            self.bandwidth_scale * median_distance(u[mask], generator=generator)
+            if self.bandwidths is None
+            else self.bandwidths[0]
+        )
         layer.features = RandomFourierFeatures(u.shape[-1], layer.features.phases.numel(), bandwidth, generator).to(
             u.device
         )

@@ -1,6 +1,6 @@
 """Deterministic GRU language model with SRNN's emission (the "RNN" row of the SRNN paper's tables).
 
-``d_t = GRU(d_{t-1}, x_{t-1})`` and ``x_t ~ p(x_t | d_t)``, Bernoulli or diagonal Gaussian,
+``d_t = GRU(d_{t-1}, x_{t-1})`` and ``x_t ~ p(x_t | d_t)``, Bernoulli, diagonal Gaussian or a count emission,
 through the same kind of feed-forward net as SRNN's emission. With no latent variables its
 log-likelihood is exact (:meth:`GRUBaseline.log_likelihood`), so it trains with the
 ``exact`` objective; like every :class:`~ppl_models.predictors.ExactPredictiveModel`, its Pyro
@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ppl_models.inference.training.carried_state import CarriesState
 from ppl_models.inference.validation import check_choice, check_positive_int, check_sequences
 
 from .nets import EMISSIONS, EmissionChecks, SplitInputMLP, emission_distribution, emission_params, shifted_inputs
@@ -22,12 +23,13 @@ from .predictors import Carry, ExactPredictiveModel, recurrent_carry
 __all__ = ["GRUBaseline"]
 
 
-class GRUBaseline(EmissionChecks, ExactPredictiveModel):
+class GRUBaseline(CarriesState, EmissionChecks, ExactPredictiveModel):
     """GRU over ``u_t = x_{t-1}`` with a feed-forward emission of ``d_t``.
 
     Args:
         obs_dim: ``D``.
-        emission: ``"bernoulli"`` or ``"gaussian"``.
+        emission: ``"bernoulli"``, ``"gaussian"``, or for counts ``"poisson"`` or ``"negbin"``
+            (:data:`~ppl_models.nets.EMISSIONS`).
         rnn_dim: GRU state size.
         hidden_dim: units of the emission net's hidden layers.
         num_hidden_layers: hidden layers of the emission net.
@@ -54,9 +56,19 @@ class GRUBaseline(EmissionChecks, ExactPredictiveModel):
         self.emission_net = SplitInputMLP(0, rnn_dim, hidden_dim, emission_params(emission, obs_dim), num_hidden_layers)
 
     def predictive_distribution(self, x, mask=None):
-        """``p(x_t | x_{<t})`` for every step: batch shape ``[B, T]``, event ``[D]``."""
+        """``p(x_t | x_{<t})`` for every step: batch shape ``[B, T]``, event ``[D]``. Inside :meth:`carrying`, the
+        carried state is ``(x_prev [B, D], h [1, B, rnn_dim])``: the previous batch's last step and the GRU state that
+        read the steps before it; the pass leaves its own in the box."""
         x, mask = check_sequences(x, mask, model=self)
-        d, _ = self.rnn(shifted_inputs(x))
+        carried = self.carried
+        if carried is None or carried.start is None:
+            inputs, hidden = shifted_inputs(x), None
+        else:
+            previous, hidden = carried.start
+            inputs = torch.cat([previous.unsqueeze(1), x[:, :-1]], 1)
+        d, hidden = self.rnn(inputs, hidden)
+        if carried is not None:
+            carried.final = (x[:, -1], hidden)
         return self.step_distribution(d)
 
     def step_distribution(self, d):

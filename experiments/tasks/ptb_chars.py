@@ -6,12 +6,14 @@ of distinct training characters. A held-out character the training text never sh
 default, as the PSRNN authors' reader does (``unseen="unk"`` maps it to one extra symbol instead,
 ``"error"`` refuses the file).
 
-The training text is cut into consecutive chunks of ``train_chunk`` characters (the BPTT horizon): the
-training loop starts each chunk afresh from the model's initial state (the authors' code carries the
-state from one chunk to the next). The validation and test texts are cut into rows of ``eval_chunk``
-scored characters, each row read after the ``context`` characters that precede it in the text (the
-``scored`` steps of :class:`~ppl_models.experiments.data.ExperimentData`): every character is scored
-once, given at least ``context`` characters of history (all of it near the start of the text).
+The training text is cut into consecutive chunks of ``train_chunk`` characters (the BPTT horizon), in text order:
+by default the training loop starts each chunk afresh from the model's initial state; with ``[train] streams = S``
+(:class:`~ppl_models.inference.training.TrainConfig`) it cuts the chunks into ``S`` contiguous streams and carries the
+state from one chunk of a stream to the next, as the authors' code does (truncated BPTT). The validation and test texts
+are cut into rows of ``eval_chunk`` scored characters, each row read after the ``context`` characters that precede it
+in the text (the ``scored`` steps of :class:`~ppl_models.experiments.data.ExperimentData`): every character is scored
+once, given at least ``context`` characters of history (all of it near the start of the text). ``eval_chunk = 0``
+scores each held-out text as one row, the state carried over the whole text (the authors' test protocol).
 """
 
 from __future__ import annotations
@@ -57,7 +59,12 @@ def encode_text(text: str, symbols: list[str], unseen: str = "drop", *, where: s
 
 def held_out_rows(ids: torch.Tensor, chunk: int, context: int) -> tuple[list[torch.Tensor], list[int]]:
     """Rows of ``ids [n]``: row ``i`` is ``ids[max(0, i chunk - context) : (i + 1) chunk]``; returns the rows and
-    how many context steps each starts with (its steps before ``i chunk``, read but not scored)."""
+    how many context steps each starts with (its steps before ``i chunk``, read but not scored). ``chunk = 0``: one
+    row, the whole text (``context`` must then be 0)."""
+    if chunk == 0:
+        if context:
+            raise ValueError(f"context must be 0 when eval_chunk is 0 (one row, the whole text), got {context}")
+        return [ids], [0]
     rows, contexts = [], []
     for start in range(0, len(ids), chunk):
         first = max(0, start - context)
@@ -82,14 +89,14 @@ def ptb_chars(
     Args:
         data_dir: the shared data folder (see :func:`~ppl_models.experiments.data.resolve_data_dir`).
         train_chunk: characters per training sequence.
-        eval_chunk: scored characters per validation / test row.
+        eval_chunk: scored characters per validation / test row (0: the whole text as one row, ``context`` 0).
         context: characters of history read before each held-out row (0: each row starts afresh).
         unseen: ``"drop"``, ``"unk"`` or ``"error"`` for held-out characters the training text lacks.
     """
-    for name, value in (("train_chunk", train_chunk), ("eval_chunk", eval_chunk)):
-        check_positive_int(value, name=name)
-    if isinstance(context, bool) or not isinstance(context, int) or context < 0:
-        raise ValueError(f"context must be an int >= 0, got {context!r}")
+    check_positive_int(train_chunk, name="train_chunk")
+    for name, value in (("eval_chunk", eval_chunk), ("context", context)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"{name} must be an int >= 0, got {value!r}")
     check_choice(unseen, UNSEEN, name="unseen")
     texts = {}
     for split in SPLITS:
@@ -114,8 +121,9 @@ def ptb_chars(
         steps = torch.arange(held[split][0].shape[1])
         scored[split] = (steps >= torch.tensor(contexts)[:, None]) & held[split][1]
     extra = " + 1 unseen-character symbol" if unseen == "unk" else ""
+    held_out = f"rows of {eval_chunk} after {context} characters of context" if eval_chunk else "texts as one row"
     description = (
         f"Penn Treebank characters: {len(symbols)} symbols{extra}, train in chunks of {train_chunk}, "
-        f"held-out rows of {eval_chunk} after {context} characters of context (unseen={unseen})"
+        f"held-out {held_out} (unseen={unseen})"
     )
     return ExperimentData(train, held["valid"], held["test"], description=description, binary=True, scored=scored)

@@ -1,7 +1,8 @@
 """The data a :class:`~ppl_models.inference.training.trainer.Trainer` takes, and how it is cut into batches.
 
 Training data is ``(x [N, T, D], mask [N, T])`` or, for a supervised objective, ``(x, mask, y [N, ...])``
-(:func:`check_data`). An epoch shuffles it into minibatches (:func:`epoch_batches`); evaluation takes it in batches
+(:func:`check_data`). An epoch shuffles it into minibatches (:func:`epoch_batches`), or, for truncated BPTT, takes
+its rows as consecutive chunks of continuous streams, in order (:func:`stream_batches`); evaluation takes it in batches
 of similar length (:func:`length_batches`; fewer rows where the lengths are skewed), each cut to its longest sequence
 (:func:`trim_padding`).
 """
@@ -17,7 +18,15 @@ from ..data.datasets import PADDING_LIMIT, skewed
 from ..validation import check_sequences
 from .rng import SHUFFLE_STREAM, derived_seed
 
-__all__ = ["check_data", "epoch_batches", "batches_per_epoch", "length_batches", "trim_padding"]
+__all__ = [
+    "check_data",
+    "epoch_batches",
+    "stream_batches",
+    "check_streams",
+    "batches_per_epoch",
+    "length_batches",
+    "trim_padding",
+]
 
 
 def check_data(data, name: str, model: nn.Module | None = None) -> tuple[torch.Tensor, ...]:
@@ -57,6 +66,29 @@ def epoch_batches(
     total = math.ceil(num_items / world_size) * world_size
     order = order.repeat(math.ceil(total / num_items))[:total]
     return list(order[rank::world_size].split(batch_size))
+
+
+def stream_batches(num_items: int, streams: int, *, rank: int = 0, world_size: int = 1) -> list[torch.Tensor]:
+    """Batch indices (CPU ``int64`` tensors) of one epoch of truncated BPTT over ``streams`` continuous streams.
+
+    The ``num_items`` rows are consecutive chunks of one text, in order. Stream ``s`` is rows ``s C .. s C + C - 1``
+    with ``C = num_items // streams`` (the last ``num_items mod streams`` rows are left out); batch ``c`` is
+    ``[c, C + c, 2 C + c, ...]``, row ``c`` of every stream, for ``c = 0 .. C - 1`` in order. Process ``rank`` of
+    ``world_size`` takes the streams ``rank::world_size`` of every batch.
+    """
+    chunks = check_streams(num_items, streams, world_size)
+    starts = torch.arange(streams)[rank::world_size] * chunks
+    return [starts + c for c in range(chunks)]
+
+
+def check_streams(num_items: int, streams: int, world_size: int = 1) -> int:
+    """The chunks per stream, ``num_items // streams``; ``ValueError`` where that is 0 or ``streams`` is not a
+    multiple of ``world_size``."""
+    if streams > num_items:
+        raise ValueError(f"TrainConfig.streams={streams} is more than the {num_items} training rows (chunks)")
+    if streams % world_size:
+        raise ValueError(f"TrainConfig.streams={streams} must be a multiple of the {world_size} processes")
+    return num_items // streams
 
 
 def batches_per_epoch(num_items: int, batch_size: int, world_size: int) -> int:

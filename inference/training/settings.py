@@ -92,6 +92,15 @@ class TrainConfig:
             batch of each shape three extra optimizer steps. Needs a constant learning rate and no
             KL annealing (both are recorded into the graph). Elsewhere (CPU, or under
             ``torchrun``) steps run eagerly.
+        streams: truncated backpropagation through time over ``streams`` continuous streams (``None``: shuffled
+            minibatches of independent sequences). The training rows are then consecutive chunks of one text, in
+            order; they are cut into ``streams`` contiguous streams of ``N // streams`` rows each (stream ``s``: rows
+            ``s C .. s C + C - 1``, ``C = N // streams``; the last ``N mod streams`` rows are left out), and batch
+            ``c`` holds row ``c`` of every stream, in order, unshuffled. Each batch starts from the state the
+            previous batch of its streams ended in, detached (the model must carry its state:
+            :class:`~ppl_models.inference.training.carried_state.CarriesState`); every epoch starts the streams
+            afresh from the model's initial state. ``batch_size`` then sets only the validation batches. Under
+            ``torchrun`` the streams are dealt out to the ranks (``streams`` a multiple of the processes).
         norm_refresh_batches: before each validation (and after the last epoch), re-estimate the
             batch norms' running statistics at the current weights from this many training
             batches (:func:`~ppl_models.inference.training.norm_refresh.refresh_norm_statistics`);
@@ -118,6 +127,7 @@ class TrainConfig:
     progress: bool = True
     cuda_graph: bool = False
     norm_refresh_batches: int = 0
+    streams: int | None = None
 
     def __post_init__(self):
         for name, minimum in (
@@ -133,6 +143,10 @@ class TrainConfig:
             _integer(name, getattr(self, name), minimum)
         if self.patience is not None:
             _integer("patience", self.patience, 1)
+        if self.streams is not None:
+            _integer("streams", self.streams, 1)
+            if self.cuda_graph:
+                raise ValueError("TrainConfig.cuda_graph cannot record a state carried between batches (streams)")
         if self.lr_delay_epochs is not None:
             _integer("lr_delay_epochs", self.lr_delay_epochs, 0)
             if self.lr_schedule not in ("exponential", "step"):
@@ -167,8 +181,12 @@ class TrainConfig:
         return cls(**values)
 
     def to_dict(self) -> dict:
-        """The fields as a plain dict (``from_dict(to_dict())`` round-trips)."""
-        return dataclasses.asdict(self)
+        """The fields as a plain dict (``from_dict(to_dict())`` round-trips); ``streams`` only where set, so a run
+        without it records (and resumes from) the same settings as before the field existed."""
+        values = dataclasses.asdict(self)
+        if values["streams"] is None:
+            del values["streams"]
+        return values
 
     def kl_factor(self, step: int) -> float:
         """KL weight at optimizer step ``step`` (0-based).

@@ -2,12 +2,15 @@
 :class:`~ppl_models.inference.objectives.Objective`.
 
 One epoch shuffles the training sequences (the order depends only on the seed and the epoch),
-takes minibatches (each cut to its longest sequence), steps the optimizer (with optional
+takes minibatches (each cut to its longest sequence; with ``TrainConfig.streams``, truncated BPTT instead: the rows
+are consecutive chunks of continuous streams, taken in order, each batch starting from the state the previous one
+ended in, :mod:`.carried_state`), steps the optimizer (with optional
 gradient clipping and KL annealing), steps the learning-rate schedule, and validates: the
 objective's bound per time step, pooled over the validation set (taken in batches of similar
 length, :mod:`.validation_pass`), drives early stopping and the best checkpoint. A run folder holds
 ``metrics.jsonl`` and ``checkpoints/{last,best}.pt`` (:mod:`.trainer_state`); ``fit(resume=True)`` continues from
-``last.pt`` and ends with the same parameters and metrics as a run that was never stopped. A loss that becomes NaN
+``last.pt`` and ends with the same parameters and metrics as a run that was never stopped (streams carry no state
+across epochs, and checkpoints fall between epochs, so a checkpoint holds no carried state). A loss that becomes NaN
 or infinite, or parameters that blow up, end the run with :class:`TrainingDiverged` (:mod:`.divergence`).
 
 Under ``torchrun`` (any launcher that initialises ``torch.distributed``) the same code wraps the
@@ -31,7 +34,8 @@ from torch import nn
 
 from ..atomic_files import remove_stale_temporaries
 from ..validation import check_flag, check_scored
-from .batches import batches_per_epoch, check_data, epoch_batches, trim_padding
+from .batches import batches_per_epoch, check_data, check_streams, epoch_batches, stream_batches, trim_padding
+from .carried_state import detached, require_carried_state
 from .checkpoints import load_checkpoint
 from .cuda_graphs import GraphedCall
 from .distributed import distributed, rank_and_size, resolve_device, sum_over_ranks, wrap
@@ -113,6 +117,8 @@ class Trainer(RunState):
         self.experiment = None if experiment is None else json.loads(json.dumps(experiment))
         self.run_dir = None if run_dir is None else Path(run_dir)
         self.rank, self.world_size = rank_and_size()
+        if self.config.streams is not None:
+            self._check_streams(model)
         self.device = resolve_device(device, objective)
         self.objective = objective.to(self.device)
         self.parameters = [p for p in objective.parameters() if p.requires_grad]
@@ -167,7 +173,11 @@ class Trainer(RunState):
             self.objective.load_state_dict(self._last_state)
         self._last_state = None
         self._start_norm = parameter_norm(self.parameters)
-        per_epoch = batches_per_epoch(len(self.train_data[0]), self.config.batch_size, self.world_size)
+        num_items, streams = len(self.train_data[0]), self.config.streams
+        if streams is None:
+            per_epoch = batches_per_epoch(num_items, self.config.batch_size, self.world_size)
+        else:
+            per_epoch = num_items // streams
         show = self.config.progress and self.rank == 0
         with training_progress(self.config.epochs * per_epoch, self.epoch * per_epoch, show=show) as progress:
             while self.epoch < self.config.epochs and not self.stopped_early:
@@ -221,15 +231,8 @@ class Trainer(RunState):
     def _train_epoch(self, progress: Progress) -> tuple[float, float]:
         """One pass over this rank's share; returns (mean minibatch loss, bound per step), over all ranks."""
         self.module.train()
-        config = self.config
-        batches = epoch_batches(
-            len(self.train_data[0]),
-            config.batch_size,
-            seed=config.seed,
-            epoch=self.epoch,
-            rank=self.rank,
-            world_size=self.world_size,
-        )
+        batches = self._epoch_batches()
+        carried = None  # with streams: the state the previous batch of the streams ended in, detached
         totals = torch.zeros(4, dtype=torch.float64, device=self.device)  # loss sum, batches, bound sum, steps
         first_bad = torch.full((), -1, dtype=torch.long, device=self.device)  # no device read per step
 
@@ -238,7 +241,12 @@ class Trainer(RunState):
 
         for number, index in enumerate(batches, 1):
             try:
-                out = self._train_step(self._batch(self.train_data, index))
+                if self.config.streams is None:
+                    out = self._train_step(self._batch(self.train_data, index))
+                else:
+                    with self.objective.model.carrying(carried) as box:
+                        out = self._train_step(self._batch(self.train_data, index))
+                    carried = detached(box.final)
             except (ValueError, RuntimeError) as error:  # e.g. a filter or a Cholesky refusing blown-up parameters
                 self._raise_if_blown_up(error, f"step {number} of the epoch")
                 raise
@@ -255,6 +263,38 @@ class Trainer(RunState):
             raise diverged(self.config, self.epoch, f"step {bad_batch} of the epoch", "the loss was NaN or inf")
         totals = sum_over_ranks(totals)
         return (totals[0] / totals[1]).item(), (totals[2] / totals[3]).item()
+
+    def _epoch_batches(self) -> list[torch.Tensor]:
+        """This rank's batch indices of the epoch: shuffled minibatches, or with ``streams`` the streams' chunks in
+        order (:func:`~.batches.stream_batches`)."""
+        if self.config.streams is not None:
+            return stream_batches(
+                len(self.train_data[0]), self.config.streams, rank=self.rank, world_size=self.world_size
+            )
+        return epoch_batches(
+            len(self.train_data[0]),
+            self.config.batch_size,
+            seed=self.config.seed,
+            epoch=self.epoch,
+            rank=self.rank,
+            world_size=self.world_size,
+        )
+
+    def _check_streams(self, model) -> None:
+        """Refuse ``streams`` for a model that cannot carry its state, supervised data, or a padded chunk that is
+        not the last of its stream (the state it hands on would have read the padding)."""
+        require_carried_state(model)
+        if len(self.train_data) != 2:
+            raise ValueError("TrainConfig.streams needs train_data (x, mask) of a density objective, not (x, mask, y)")
+        mask = self.train_data[1]
+        chunks = check_streams(len(mask), self.config.streams, self.world_size)
+        starts = torch.arange(self.config.streams) * chunks
+        handing_on = (starts[:, None] + torch.arange(chunks - 1)).flatten()  # every chunk but each stream's last
+        if not bool(mask[handing_on.to(mask.device)].all()):
+            raise ValueError(
+                "TrainConfig.streams: a training row with padding hands its state on to the next chunk of its stream; "
+                "only each stream's last chunk may be shorter"
+            )
 
     def _raise_if_blown_up(self, error: BaseException, where: str) -> None:
         """Raise :class:`TrainingDiverged` from ``error`` if the parameters are non-finite or blew up since ``fit``."""

@@ -68,3 +68,23 @@ def test_figure_3_claims_name_loadable_experiments_with_the_bpc_key():
             config = load_config(experiment_config(experiment), list(overrides))
             assert config["data"]["name"] == "ptb-chars"
             assert config["model"]["emission"] == "categorical"
+
+
+def test_eval_chunk_zero_scores_each_held_out_text_as_one_row(data_dir):
+    data = ptb_chars(data_dir, train_chunk=3, eval_chunk=0, context=0)
+    assert _ids(*data.test) == [[1, 2, 3]]  # "ab#c", '#' dropped
+    assert data.scored_mask("test").tolist() == [[True, True, True]]
+    assert _ids(*data.valid) == [[3, 1, 2]]
+    with pytest.raises(ValueError, match="context must be 0 when eval_chunk is 0"):
+        ptb_chars(data_dir, eval_chunk=0, context=5)
+    with pytest.raises(ValueError, match="eval_chunk must be an int >= 0"):
+        ptb_chars(data_dir, eval_chunk=-1)
+
+
+def test_training_chunks_in_text_order_cut_into_contiguous_streams(data_dir):
+    from ppl_models.inference.training import stream_batches
+
+    x, mask = ptb_chars(data_dir, train_chunk=2).train  # "abcab ca": "ab", "ca", "b ", "ca"
+    assert _ids(x, mask) == [[1, 2], [3, 1], [2, 0], [3, 1]]
+    # 2 streams: "abca" and "b ca"; batch c holds chunk c of each
+    assert [b.tolist() for b in stream_batches(len(x), 2)] == [[0, 2], [1, 3]]
