@@ -123,7 +123,9 @@ class ELBO(Objective):
     ``-KL(q || p)`` computed analytically site by site where PyTorch knows it, as
     Pyro's ``TraceMeanField_ELBO`` does; summed over sequences, both equal Pyro's
     ``Trace_ELBO`` / ``TraceMeanField_ELBO`` losses on :func:`ppl_models.inference.traces.annealed`
-    programs with the same random draws (see the tests).
+    programs with the same random draws (see the tests). A model with an ``elbo_terms(x, mask, mean_field=...)``
+    method (every :class:`~ppl_models.inference.state_space.MarkovStateSpace`) gives the two terms directly, without
+    Pyro's traces; others are traced.
 
     Args:
         model: an ``nn.Module`` with Pyro programs ``model(x, mask)`` and ``guide(x, mask)``.
@@ -140,14 +142,23 @@ class ELBO(Objective):
     def estimate(self, x, mask):
         shape = (x.shape[0],)
         log_lik = latent = x.new_zeros(shape)  # stays zero for sequences with no modelled step
+        direct = getattr(self.model, "elbo_terms", None)
         for _ in range(self.num_samples):
-            guide_trace = poutine.trace(self.model.guide).get_trace(x, mask)
-            check_reparameterized(guide_trace)
-            model_trace = poutine.trace(poutine.replay(self.model.model, trace=guide_trace)).get_trace(x, mask)
-            log_lik = log_lik + trace_log_prob(model_trace, observed_sites(model_trace), shape)
-            latent = latent + self._latent_term(model_trace, guide_trace, shape)
+            if direct is not None:
+                sample_log_lik, sample_latent = direct(x, mask, mean_field=self.mean_field)
+            else:
+                sample_log_lik, sample_latent = self._traced_terms(x, mask, shape)
+            log_lik, latent = log_lik + sample_log_lik, latent + sample_latent
         log_lik, latent = log_lik / self.num_samples, latent / self.num_samples
         return log_lik + latent, log_lik + self.kl_factor * latent
+
+    def _traced_terms(self, x, mask, shape):
+        """``(log p(x | z), latent)`` ``[B]`` from the traces of the guide and the replayed model."""
+        guide_trace = poutine.trace(self.model.guide).get_trace(x, mask)
+        check_reparameterized(guide_trace)
+        model_trace = poutine.trace(poutine.replay(self.model.model, trace=guide_trace)).get_trace(x, mask)
+        log_lik = trace_log_prob(model_trace, observed_sites(model_trace), shape)
+        return log_lik, self._latent_term(model_trace, guide_trace, shape)
 
     def _latent_term(self, model_trace, guide_trace, shape):
         names = latent_sites(model_trace)

@@ -30,6 +30,7 @@ from typing import Any
 import pyro
 import torch
 from pyro import poutine
+from torch.distributions import kl_divergence
 
 from .defaults import METHOD_PARTICLES
 from .forecast import pick_particles
@@ -137,6 +138,33 @@ class MarkovStateSpace(SequenceModel):
                     q = self.prior(z, t, context)
                 with poutine.mask(mask=mask[:, t]):
                     z = pyro.sample(f"z_{t}", q)
+
+    # --- the ELBO's terms, computed directly -------------------------------------------------
+    def elbo_terms(self, x: torch.Tensor, mask: torch.Tensor, *, mean_field: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(log p(x | z), latent)``, each ``[B]``, of one draw ``z ~ q``: the terms that
+        :class:`~ppl_models.inference.objectives.ELBO` reads from the traces of :meth:`guide` and the replayed
+        :meth:`model`, computed without them (the same draws, in the same order; masked steps count zero).
+        ``latent`` is ``-KL(q || p)`` summed over steps (``mean_field``, analytic) or ``log p(z) - log q(z)``.
+        """
+        context = self._context(x, mask)
+        latent, draws, z = x.new_zeros(x.shape[0]), [], None
+        for t in range(self.input_steps, x.shape[1]):
+            q = self.proposal(z, t, x[:, t], context)
+            p = self.prior(z, t, context)
+            z = (p if q is None else q).rsample()
+            if q is not None:
+                term = -kl_divergence(q, p) if mean_field else p.log_prob(z) - q.log_prob(z)
+                latent = latent + torch.where(mask[:, t], term, 0.0)
+            draws.append(z)
+        return self.emission_log_prob(torch.stack(draws), x, mask, context), latent
+
+    def emission_log_prob(self, z: torch.Tensor, x: torch.Tensor, mask: torch.Tensor, context: Any) -> torch.Tensor:
+        """``log p(x | z)`` ``[B]`` over the modelled steps, from their draws ``z [T', B, latent_dim]`` (``T'``: the
+        steps after :attr:`input_steps`); subclasses may score all steps at once."""
+        total = x.new_zeros(x.shape[0])
+        for t, z_t in enumerate(z.unbind(0), start=self.input_steps):
+            total = total + torch.where(mask[:, t], self.emission(z_t, t, context).log_prob(x[:, t]), 0.0)
+        return total
 
     # --- particle model ---------------------------------------------------------------
     def start(self, x: torch.Tensor, mask: torch.Tensor, num_particles: int):

@@ -236,6 +236,13 @@ class SRNN(EmissionChecks, LatentRollout, MarkovStateSpace):
     def emission(self, z, t, context: SRNNContext):
         return emission_distribution(self.emission_kind, self.emission_net(z, context.emission_input[t]))
 
+    def emission_log_prob(self, z, x, mask, context: SRNNContext) -> torch.Tensor:
+        """``log p(x | z)`` ``[B]`` of the modelled steps, all at once from their draws ``z [T', B, latent_dim]``."""
+        first = self.input_steps
+        params = self.emission_net(z, context.emission_input[first:])
+        log_p = emission_distribution(self.emission_kind, params).log_prob(x.transpose(0, 1)[first:])
+        return torch.where(mask.T[first:], log_p, 0.0).sum(0)
+
     def proposal(self, z_prev, t, x_t, context: SRNNContext):
         z_prev = self._z_prev(z_prev, context)
         mean, log_var = self.posterior_net(z_prev, context.posterior_input[t]).chunk(2, dim=-1)
