@@ -161,8 +161,8 @@ class MCDropoutLSTM(OneStepPredictor):
         state_mask = self._state_mask(h)
         inputs = self._input_gates(x)  # [B, T, 4H]
         outputs = []
-        for t in range(x.shape[1]):
-            h, c = self._lstm_step(inputs[:, t], h, c, state_mask)
+        for step in inputs.unbind(1):  # views unbound once: a backward fill per step otherwise
+            h, c = self._lstm_step(step, h, c, state_mask)
             outputs.append(h)
         return torch.stack(outputs, 1)
 

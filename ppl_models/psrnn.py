@@ -93,8 +93,8 @@ class PSRNNLayer(nn.Module):
         prepared = torch.cat([self.cell.prepare(self.encode(block)) for block in u.split(ENCODE_BLOCK, 1)], 1)
         q = normalize(self.initial_state).expand(u.shape[0], -1) if start is None else start
         states, raw = [], []
-        for t in range(u.shape[1]):
-            pre = self.cell.preactivation(prepared[:, t], q)
+        for step in prepared.unbind(1):  # views unbound once: a backward fill per step otherwise
+            pre = self.cell.preactivation(step, q)
             q = normalize(pre)
             states.append(q)
             raw.append(pre)

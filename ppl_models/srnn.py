@@ -72,6 +72,9 @@ class SRNNContext:
         prior_input, emission_input: ``[T, B, hidden_dim]`` first-layer products with ``d_t``.
         posterior_input: ``[T, B, hidden_dim]`` first-layer product with ``a_t`` (computed on
             first use: the generative model alone never needs it).
+        prior_steps, emission_steps, posterior_steps: the same, one ``[B, hidden_dim]`` view per step (unbound
+            once: indexing the ``[T, ...]`` tensor at each step would make its backward fill a ``[T, ...]`` gradient
+            per step).
     """
 
     def __init__(self, srnn: SRNN, x: torch.Tensor, mask: torch.Tensor):
@@ -79,7 +82,8 @@ class SRNNContext:
         self.d = srnn.dropped(srnn.deterministic_states(x).transpose(0, 1))
         self.prior_input = srnn.prior_net.project(self.d)
         self.emission_input = srnn.emission_net.project(self.d)
-        self._posterior_input = None
+        self.prior_steps, self.emission_steps = self.prior_input.unbind(0), self.emission_input.unbind(0)
+        self._posterior_input = self._posterior_steps = None
         self._prior_moments: dict[int, tuple] = {}
 
     @property
@@ -88,6 +92,12 @@ class SRNNContext:
             a = self._srnn.inference_features(self.d.transpose(0, 1), self._x, self._mask)
             self._posterior_input = self._srnn.posterior_net.project(a.transpose(0, 1))
         return self._posterior_input
+
+    @property
+    def posterior_steps(self) -> tuple[torch.Tensor, ...]:
+        if self._posterior_steps is None:
+            self._posterior_steps = self.posterior_input.unbind(0)
+        return self._posterior_steps
 
     def prior_moments(self, z_prev: torch.Tensor, t: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Mean and log-variance of ``p(z_t | z_{t-1}, d_t)``, ``[..., latent_dim]`` each.
@@ -100,7 +110,7 @@ class SRNNContext:
             return seen[1]
         # tensor_split, not chunk: with Res_q the mean is read twice, and TorchScript's autodiff
         # (JitTrace_ELBO) fails on chunk's backward there
-        moments = self._srnn.prior_net(z_prev, self.prior_input[t]).tensor_split(2, dim=-1)
+        moments = self._srnn.prior_net(z_prev, self.prior_steps[t]).tensor_split(2, dim=-1)
         self._prior_moments[t] = (z_prev, moments)
         return moments
 
@@ -234,7 +244,7 @@ class SRNN(EmissionChecks, LatentRollout, MarkovStateSpace):
         return diagonal_normal(*context.prior_moments(self._z_prev(z_prev, context), t))
 
     def emission(self, z, t, context: SRNNContext):
-        return emission_distribution(self.emission_kind, self.emission_net(z, context.emission_input[t]))
+        return emission_distribution(self.emission_kind, self.emission_net(z, context.emission_steps[t]))
 
     def emission_log_prob(self, z, x, mask, context: SRNNContext) -> torch.Tensor:
         """``log p(x | z)`` ``[B]`` of the modelled steps, all at once from their draws ``z [T', B, latent_dim]``."""
@@ -245,7 +255,7 @@ class SRNN(EmissionChecks, LatentRollout, MarkovStateSpace):
 
     def proposal(self, z_prev, t, x_t, context: SRNNContext):
         z_prev = self._z_prev(z_prev, context)
-        mean, log_var = self.posterior_net(z_prev, context.posterior_input[t]).chunk(2, dim=-1)
+        mean, log_var = self.posterior_net(z_prev, context.posterior_steps[t]).chunk(2, dim=-1)
         if self.residual:
             mean = mean + context.prior_moments(z_prev, t)[0]
         return diagonal_normal(mean, log_var)

@@ -201,14 +201,14 @@ class VRNN(EmissionChecks, LatentRollout, ParticlePrograms, SequenceModel):
         pyro.module(self.pyro_name, self)
         x, mask = self._check(x, mask)
         features = self.x_features(x)  # [B, T, F], once for all steps
-        inputs = self.proposal_input(features)
+        inputs = self.proposal_input(features).unbind(1)  # views unbound once: a backward fill per step otherwise
         h = self.initial_state(x)
         record = self._recording(x, mask)
         with pyro.plate(SEQUENCE_PLATE, x.shape[0], dim=-1):
-            for t in pyro.markov(range(x.shape[1])):
+            for t, step_features in zip(pyro.markov(range(x.shape[1])), features.unbind(1)):
                 with poutine.mask(mask=mask[:, t]):
-                    z = self._propose(h, inputs[:, t], f"_{t}")
-                h_prev, h = h, self.recurrence(h, features[:, t], z)
+                    z = self._propose(h, inputs[t], f"_{t}")
+                h_prev, h = h, self.recurrence(h, step_features, z)
                 record.append((h_prev, z, h))
 
     # --- the guide's h_t, reused by the replayed model inside an objective -----------------------
