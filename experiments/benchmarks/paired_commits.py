@@ -1,0 +1,127 @@
+"""Old commit against new, paired: the seconds of a recipe's training steps under two source trees, alternated.
+
+``python -m ppl_models.experiments.benchmarks.paired_commits --old COMMIT --recipe NAME [--steps N --rounds R
+--set KEY=VALUE ... --out FILE]``
+
+The old tree is ``COMMIT``'s files (``git archive``, in a temporary folder), the new one this checkout. Each round
+runs one fresh process per tree, old first in odd rounds and new first in even ones, on one CPU thread. A process
+builds the recipe's experiment from its configuration (the same data, model and objective for the same seed), takes
+the first ``N`` training batches of its first epoch's order and times ``N`` training steps (objective, backward,
+Adam) after one warm-up step; the figure of a round is its median step. The results file gives every round's steps,
+the median over rounds of each tree and their ratio, with the commands, seeds, both commits and the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from ppl_models.experiments.benchmarks.timing import load_average, machine_info
+from ppl_models.experiments.claims.provenance import git_state, script_provenance
+from ppl_models.experiments.claims.results_files import write_results
+from ppl_models.experiments.data import DATA_ENV, resolve_data_dir
+
+__all__ = ["STEP_TIMER", "main"]
+
+#: the child process: times training steps of a recipe (arguments: recipe, steps, JSON list of overrides)
+STEP_TIMER = """
+import json, statistics, sys, time
+import torch
+torch.set_num_threads(1)
+import pyro
+from ppl_models.experiments.build import build_experiment
+from ppl_models.experiments.config import load_config
+from ppl_models.experiments.registry import experiment_config
+from ppl_models.inference.training.batches import epoch_batches
+name, steps, overrides = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])
+config = load_config(experiment_config(name), overrides)
+pyro.set_rng_seed(config["seed"])
+data, model, objective = build_experiment(config)
+x, mask = data.train[:2]
+size = config["train"]["batch_size"]
+batches = epoch_batches(len(x), size, seed=config["seed"], epoch=0)
+optimizer = torch.optim.Adam(objective.parameters(), lr=1e-4)
+objective.train()
+times = []
+for index in [batches[0], *(batches * steps)[:steps]]:
+    start = time.perf_counter()
+    loss = objective(x[index], mask[index]).loss
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    times.append(time.perf_counter() - start)
+print(json.dumps(times[1:]))
+"""
+
+
+def _run(tree: Path, recipe: str, steps: int, overrides: list[str]) -> list[float]:
+    """The step seconds of one fresh process importing the package from ``tree`` (the data folder: this
+    checkout's)."""
+    env = {
+        "PYTHONPATH": str(tree),
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        "PATH": os.environ.get("PATH", ""),
+        DATA_ENV: str(resolve_data_dir()),
+    }
+    out = subprocess.run(
+        [sys.executable, "-c", STEP_TIMER, recipe, str(steps), json.dumps(overrides)],
+        cwd=tree,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--old", required=True, help="the old commit")
+    parser.add_argument("--recipe", default="srnn-authors-jsb")
+    parser.add_argument("--steps", type=int, default=8)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a config override")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args(argv)
+    if args.steps < 1 or args.rounds < 1:
+        parser.error(f"--steps and --rounds must be at least 1, got {args.steps} and {args.rounds}")
+    new = Path(__file__).resolve().parents[2]
+    with tempfile.TemporaryDirectory() as folder:
+        old = Path(folder)
+        archive = subprocess.run(["git", "-C", str(new), "archive", args.old], check=True, capture_output=True)
+        subprocess.run(["tar", "-x", "-C", str(old)], input=archive.stdout, check=True)
+        rounds = []
+        for round_index in range(args.rounds):
+            order = ("old", "new") if round_index % 2 == 0 else ("new", "old")
+            trees = {"old": old, "new": new}
+            rounds.append({side: _run(trees[side], args.recipe, args.steps, args.set) for side in order})
+            print(json.dumps({side: round(statistics.median(s), 3) for side, s in rounds[-1].items()}), flush=True)
+    medians = {side: statistics.median(statistics.median(r[side]) for r in rounds) for side in ("old", "new")}
+    record = {
+        "what": f"seconds per training step of {args.recipe} (median of {args.steps} steps per process, median "
+        f"over {args.rounds} rounds), old commit against new, one CPU thread",
+        **script_provenance("ppl_models.experiments.benchmarks.paired_commits", argv),
+        "old_commit": subprocess.run(
+            ["git", "-C", str(new), "rev-parse", args.old], check=True, capture_output=True, text=True
+        ).stdout.strip(),
+        "new_commit": git_state(),
+        "machine": machine_info("cpu"),
+        "load_average": load_average(),
+        "rounds": rounds,
+        "median_step_seconds": medians,
+        "speedup": medians["old"] / medians["new"],
+    }
+    print(json.dumps({"median_step_seconds": medians, "speedup": record["speedup"]}))
+    if args.out:
+        write_results(args.out, record)
+
+
+if __name__ == "__main__":
+    main()
