@@ -134,6 +134,8 @@ def run_leaderboard(args) -> int:
         jobs=args.jobs or processes.default_jobs(),
         budget=args.budget,
         classical=_classical_names(args.classical),
+        horizon=args.horizon,
+        origins=args.origins,
     )
     print((Path(args.out) / "leaderboard.md").read_text())
     print(f"leaderboard folder: {args.out} (calibration.png, fan_chart.png, runs/)")

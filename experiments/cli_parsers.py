@@ -203,6 +203,22 @@ def add_leaderboard(commands) -> None:
         + ",".join(DEFAULT_CLASSICAL)
         + " that suit the data; none: no classical row)",
     )
+    board.add_argument(
+        "--horizon",
+        type=count(1),
+        metavar="H",
+        help="with --origins: also judge every row on forecasts of H steps ahead from the same origins of each test "
+        "series, each given only the steps before it (CRPS and 80 %% coverage per step ahead, their means, a paired "
+        "bootstrap interval against the best classical row); a multi-step table in leaderboard.md and "
+        "leaderboard.json (default: none, one-step figures only)",
+    )
+    board.add_argument(
+        "--origins",
+        type=count(1),
+        metavar="N",
+        help="with --horizon: forecast origins per test series, evenly spaced over its held-out steps (fewer where "
+        "a series has fewer) (default: none)",
+    )
     board.set_defaults(func=cli_commands.run_leaderboard)
 
 

@@ -11,7 +11,9 @@ kept, an interrupted one resumes; see :func:`run_leaderboard`), and the board is
   data), the one-step MSE, wall time of training and evaluation, best and last epoch, and parameter count;
 * ``calibration.png``: coverage against nominal level and the PIT ECDF of every model side by side;
 * ``fan_chart.png``: a forecast of one test series per model (median, 50 % and 90 % bands), in the
-  data's units.
+  data's units;
+* with ``horizon`` and ``origins``, a multi-step table (:mod:`~ppl_models.experiments.multistep_board`):
+  every row's forecasts from the same origins of each test series, per step ahead and against the best classical row.
 
 Of the default models, those that cannot represent the data are listed under the board with the
 reason (``not run: MODEL: reason``; ``not_run`` in ``leaderboard.json``). A model or classical forecaster that fails
@@ -30,7 +32,7 @@ from pathlib import Path
 from ppl_models.classical import CLASSICAL
 from ppl_models.inference.atomic_files import folder_lock, read_jsonl, remove_stale_temporaries, write_json, write_text
 
-from . import board_plots, own_data
+from . import board_plots, multistep_board, own_data
 from .board_flags import board_warnings, flag_rows, ranking_note
 from .board_training import DEFAULT_BUDGET, attempt, train_models, tuned_rows
 from .classical_rows import (
@@ -42,6 +44,7 @@ from .classical_rows import (
     same_rows,
 )
 from .classical_work import PARALLEL_ROWS, ProgressLine, series_map
+from .multistep_table import multistep_markdown
 from .recipes import RECIPES, DataNotRepresentable
 from .registry import DATASETS, build
 from .run_folder import FINISHED, check_writable, is_finished
@@ -53,7 +56,8 @@ __all__ = ["DEFAULT_MODELS", "BOARD_FILES", "run_leaderboard", "leaderboard_rows
 DEFAULT_MODELS = tuple(RECIPES)
 
 #: what a board writes into ``out`` besides its ``runs/`` folder
-BOARD_FILES = ("leaderboard.json", "leaderboard.md", "calibration.png", "fan_chart.png", "classical", "tuning", "logs")
+BOARD_FILES: tuple[str, ...] = ("leaderboard.json", "leaderboard.md", "calibration.png", "fan_chart.png", "classical")
+BOARD_FILES += ("tuning", "logs", multistep_board.MULTISTEP_FOLDER)
 #: a row's figures of calibration (``None`` where the data's kind has none: CRPS to PIT KS for real values, Brier and
 #: ECE for binary data)
 CALIBRATION_KEYS = ("crps", "coverage_0.5", "coverage_0.8", "coverage_0.95", "pit_ks", "brier", "ece")
@@ -70,6 +74,8 @@ def run_leaderboard(
     classical: list[str] | None = None,
     jobs: int = 1,
     budget: int = DEFAULT_BUDGET,
+    horizon: int | None = None,
+    origins: int | None = None,
 ) -> list[dict]:
     """Train each of ``models`` (default :data:`DEFAULT_MODELS`) on the file at ``path``; write the board to ``out``.
 
@@ -87,20 +93,26 @@ def run_leaderboard(
     :mod:`~ppl_models.experiments.classical_rows`) are rows of the same board, judged on the same scored steps, and
     kept on a rerun made on the same file with the same settings (the series of ARIMA and ETS predicted in ``jobs``
     processes, a progress line every few seconds: :mod:`~ppl_models.experiments.classical_work`); each row carries
-    its flags (:mod:`~ppl_models.experiments.board_flags`). A model or forecaster that fails on a user error (or
-    whose child process fails) is a row with its reason (``failed``) and no figures, and a rerun tries it again; a
-    board with no row scored is one ``ValueError`` giving each reason. Returns the rows of ``leaderboard.json``.
+    its flags (:mod:`~ppl_models.experiments.board_flags`). With ``horizon`` and ``origins`` (both or neither, checked
+    before anything trains) every row is also judged on forecasts of ``horizon`` steps from up to ``origins`` origins
+    per test series (:mod:`~ppl_models.experiments.multistep_board`). A model or forecaster that fails on a user
+    error (or whose child process fails) is a row with its reason (``failed``) and no figures, and a rerun tries it
+    again; a board with no row scored is one ``ValueError`` giving each reason. Returns the rows of
+    ``leaderboard.json``.
     """
+    multistep = multistep_board.check_multistep(horizon, origins)
     configs, not_run = _configs(path, models, overrides, device)
     _check_board_folder(Path(out))
     out = check_writable(out, "out")
+    table = next(iter(configs.values()))["data"]
+    data = build(table, DATASETS, "data")  # the read of the models' own splits
+    if multistep:
+        multistep_board.check_reach(data, multistep[0])
     with folder_lock(out, "out"):
         remove_stale_temporaries(out)
         folders, failed = train_models(
             configs, out, retrain=retrain, budget=budget, jobs=jobs, fixed=_user_settings(configs, overrides)
         )
-        table = next(iter(configs.values()))["data"]
-        data = build(table, DATASETS, "data")  # the read of the models' own splits
         classical_folders, classical_failed = _classical(data, table, out, not_run, classical, jobs)
         if not folders and not classical_folders:
             raise ValueError(
@@ -120,6 +132,9 @@ def run_leaderboard(
         )
         warnings, same = board_warnings(data), {name: why for name, (_, why) in same.items()}
         ranking = ranking_note(rows)
+        all_folders, section = {**folders, **classical_folders}, None
+        if multistep:
+            section = multistep_board.judge_rows(out, data, all_folders, rows, *multistep, device, table.get("season"))
         write_json(
             out / "leaderboard.json",
             {
@@ -130,10 +145,12 @@ def run_leaderboard(
                 "not_run": not_run,
                 "same": same,
                 "warnings": warnings,
+                **({"multistep": section} if section else {}),
             },
         )
-        write_text(out / "leaderboard.md", _markdown(rows, path, not_run, warnings, same, ranking))
-        board_plots.calibration_figure({**folders, **classical_folders}, out / "calibration.png")
+        markdown = _markdown(rows, path, not_run, warnings, same, ranking)
+        write_text(out / "leaderboard.md", markdown + (multistep_markdown(section) if section else ""))
+        board_plots.calibration_figure(all_folders, out / "calibration.png")
         if folders:
             board_plots.fan_chart(folders, out / "fan_chart.png", device or "cpu")
         else:  # every model of the collection failed: an earlier board's chart would show what this one has not

@@ -6,8 +6,9 @@ later values are zeroed) and draws the ``H`` steps ``o .. o + H - 1``; its targe
 that is not scored (a horizon running past the row's end, or its scored steps, is cut there). Each row gets up to
 ``origins`` origins, evenly spaced over its scored steps that follow at least one step of history, from the first
 to the last (a row with fewer such steps gets one origin per step: ``origins_possible``). All rows' ``i``-th
-origins go to the forecaster in one call. No forecast has a target more than :func:`longest_reach` steps ahead (the
-longest run of scored steps after step 0); a horizon beyond it, or past every origin's run, gets no figure.
+origins go to the forecaster in one call (``starts`` gives the origins instead, and ``on_forecast`` sees each
+origin's draws and targets). No forecast has a target more than :func:`longest_reach` steps ahead (the longest run
+of scored steps after step 0); a horizon beyond it, or past every origin's run, gets no figure.
 
 The figures of real-valued data, per step ahead ``h = 1 .. H``, are pooled over rows, origins and features, in the
 data's units:
@@ -36,7 +37,7 @@ draws) and MASE say little of 0/1 values and are not computed.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 
 import torch
@@ -47,6 +48,7 @@ from .backtest_checks import (
     check_draw_memory,
     check_forecaster,
     check_standardizer,
+    check_starts,
     checked_binary,
     checked_draws,
     default_scored,
@@ -70,7 +72,7 @@ class Backtest:
             ``coverage_80``, ``coverage_95``, ``mse``, ``mase`` and ``mase_targets`` (the values, steps times
             features, that MASE judged), for binary data ``brier``, ``ece``, ``mean_probability`` and
             ``frequency_of_ones``; ``None`` where nothing was judged.
-        origins_used: ``[N]`` origins per row: ``min(origins, origins_possible)``.
+        origins_used: ``[N]`` origins per row: ``min(origins, origins_possible)``, or as many as ``starts`` gives.
         origins_possible: ``[N]`` the scored steps of each row after step 0, each of which can be an origin.
         forecasts: forecasts made, the sum of ``origins_used``.
         mase_left_out: forecasts times features left out of MASE (a history without a ``season``-lag difference,
@@ -121,7 +123,7 @@ class BacktestOptions:
 #: the settings :func:`backtest` takes as keywords besides those of its data: the fields of :class:`BacktestOptions`
 #: and the keyword arguments of :func:`backtest_held_out`
 OPTION_NAMES = field_names(BacktestOptions)
-RUN_NAMES = ("generator", "forecast_kwargs")
+RUN_NAMES = ("generator", "forecast_kwargs", "starts", "on_forecast")
 
 
 def backtest(
@@ -151,6 +153,11 @@ def backtest(
         season: the lag of MASE's in-sample differences (1: the naive forecast's errors).
         generator: the forecaster's source of randomness.
         forecast_kwargs: more keyword arguments of ``forecast`` (``num_particles``).
+        starts: per row, its origin steps (each a scored step after step 0, increasing), in place of those
+            :func:`origin_steps` spaces out: the same origins for several forecasters whose data differ.
+        on_forecast: called after each origin's forecasts as ``on_forecast(rows, start, draws, target, valid)``:
+            the rows' indices ``[B]`` (a list), their origin steps ``start [B]``, ``draws [S, B, H, D]`` and
+            ``target [B, H, D]`` in the data's units (float64) and ``valid [B, H]`` (a target there).
         binary: judge the draws as probabilities of 0/1 values (Brier score, calibration error; the draws must be 0
             or 1); default: every valid value of ``x`` is 0 or 1.
 
@@ -176,9 +183,11 @@ def backtest_held_out(
     *,
     generator: torch.Generator | None = None,
     forecast_kwargs: Mapping | None = None,
+    starts: Sequence[Sequence[int]] | None = None,
+    on_forecast: Callable | None = None,
 ) -> Backtest:
     """Backtest ``forecaster`` on ``data`` (its ``x``, ``mask``, ``scored``, ``standardizer`` and ``binary``, as
-    :func:`backtest` takes them) with ``options``; see :func:`backtest`."""
+    :func:`backtest` takes them) with ``options``, from the origins ``starts`` where given; see :func:`backtest`."""
     if not isinstance(data, HeldOutData) or not isinstance(options, BacktestOptions):
         raise InputTypeError(
             f"data and options must be a HeldOutData and a BacktestOptions, got {type(data).__name__} "
@@ -190,7 +199,9 @@ def backtest_held_out(
     horizon, num_samples, season = options.horizon, options.num_samples, options.season
     check_standardizer(data.standardizer, x)
     check_draw_memory(num_samples, x.shape[0], horizon, x.shape[-1])
-    starts = origin_steps(scored, options.origins)
+    starts = origin_steps(scored, options.origins) if starts is None else check_starts(starts, scored)
+    if on_forecast is not None and not callable(on_forecast):
+        raise InputTypeError(f"on_forecast must be callable or None, got {type(on_forecast).__name__}")
     used = [len(row) for row in starts]
     if not any(used):
         raise ValueError("scored marks no step after a first step of history: nothing to forecast")
@@ -207,6 +218,8 @@ def backtest_held_out(
             data.standardizer, draws, target, history, torch.tensor(rows), start, season
         )
         totals.add(checked_binary(draws, i) if binary else draws, target, valid, scale)
+        if on_forecast is not None:
+            on_forecast(rows, start, draws, target, valid)
     return Backtest(
         totals.per_horizon(),
         used,

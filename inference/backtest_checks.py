@@ -3,7 +3,7 @@ draws at each origin."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import torch
@@ -18,6 +18,7 @@ __all__ = [
     "check_forecaster",
     "check_standardizer",
     "check_draw_memory",
+    "check_starts",
     "checked_draws",
     "checked_binary",
 ]
@@ -86,6 +87,27 @@ def check_standardizer(standardizer, x: torch.Tensor) -> None:
         raise InputTypeError(f"standardizer must be a Standardizer or None, got {type(standardizer).__name__}")
     if len(standardizer.mean) != features:
         raise ValueError(f"standardizer has {len(standardizer.mean)} features, x has {features}")
+
+
+def check_starts(starts, scored: torch.Tensor) -> list[list[int]]:
+    """``starts`` (per row of ``scored [N, T]``, its origin steps) as lists of ints; raise unless there is one list
+    per row, each of increasing scored steps after step 0."""
+    rows = scored.shape[0]
+    if isinstance(starts, (str, bytes)) or not isinstance(starts, Sequence):
+        raise InputTypeError(f"starts must be a list of lists of origin steps, one per row, got {_kind(starts)}")
+    if len(starts) != rows:
+        raise ValueError(f"starts must give one list of origin steps per row ({rows} rows), got {len(starts)}")
+    checked = []
+    for r, row in enumerate(starts):
+        if any(not isinstance(step, (int, np.integer)) or isinstance(step, bool) for step in row):
+            raise InputTypeError(f"starts[{r}] must hold integer steps, got {list(row)}")
+        steps = [int(step) for step in row]
+        bad = [s for s in steps if not 1 <= s < scored.shape[1] or not bool(scored[r, s])]
+        if bad or steps != sorted(set(steps)):
+            what = f"step {bad[0]} is not a scored step after step 0" if bad else "the steps are not increasing"
+            raise ValueError(f"starts[{r}] must be increasing scored steps after step 0 of row {r}: {what}")
+        checked.append(steps)
+    return checked
 
 
 def check_draw_memory(num_samples: int, rows: int, horizon: int, features: int) -> None:

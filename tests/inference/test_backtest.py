@@ -127,6 +127,30 @@ def test_histories_end_before_their_targets():
     assert result.per_horizon["targets"] == [7, 4, 3]
 
 
+def test_origins_given_are_used_and_each_origins_forecasts_are_shown():
+    """``starts`` replaces the spaced origins; ``on_forecast`` sees each origin's rows, steps, draws and targets."""
+    mask = torch.ones(2, 8, dtype=torch.bool)
+    x = torch.arange(16.0).reshape(2, 8, 1)
+    stub, seen = LastValue(), []
+    result = backtest(
+        stub,
+        x,
+        mask,
+        horizon=2,
+        origins=5,
+        num_samples=4,
+        starts=[[2, 7], [5]],
+        on_forecast=lambda *args: seen.append(args),
+    )
+    assert result.origins_used == [2, 1] and [call[1].sum(1).tolist() for call in stub.calls] == [[2, 5], [7]]
+    assert [(rows, start.tolist()) for rows, start, *_ in seen] == [([0, 1], [2, 5]), ([0], [7])]
+    _, _, draws, target, valid = seen[0]
+    # the draws are the last values (1 and 12) plus OFFSETS; the targets steps 2, 3 and 5, 6 of the rows
+    assert torch.equal(draws[:, :, 0, 0], torch.tensor([[1.0, 12.0]]) + torch.tensor(OFFSETS)[:, None])
+    assert target[..., 0].tolist() == [[2.0, 3.0], [13.0, 14.0]] and valid.all()
+    assert seen[1][4].tolist() == [[True, False]]  # row 0 ends after step 7
+
+
 def test_lgssm_end_to_end():
     model = LinearGaussianSSM.random(2, 1, generator=torch.Generator().manual_seed(0))
     x = model.sample(3, 15, generator=torch.Generator().manual_seed(1))[0]
@@ -166,6 +190,12 @@ def test_lgssm_end_to_end():
         ({"generator": 3}, "generator"),
         ({"standardizer": Standardizer([0.0], [1.0], ["a"])}, "standardizer"),
         ({"x": torch.ones(5, 2)}, "x"),
+        ({"starts": [[0, 2]]}, "starts"),
+        ({"starts": [[2], [3]]}, "starts"),
+        ({"starts": [[3, 2]]}, "starts"),
+        ({"starts": [[2.0]]}, "starts"),
+        ({"starts": 2}, "starts"),
+        ({"on_forecast": 3}, "on_forecast"),
     ],
 )
 def test_bad_arguments_are_refused(change, match):
