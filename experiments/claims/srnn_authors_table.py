@@ -21,17 +21,19 @@ _THEIR_CODE = (
     "their code (github marcofraccaro/srnn, Python 2 with Theano, Lasagne and Parmesan) was not run beside ours"
 )
 _PROTOCOL = (
-    "their 100-step training chunks and whole test pieces, their settings (50 epochs, lr decay 1.2 per epoch "
-    "after 20, KL 0.2 -> 1 over 20 epochs, norm clip 1) and their test figure: each piece's ELBO over its own "
+    "their 100-step training chunks and whole test pieces, each read after the first input their file gives it "
+    "(the roll before it: for each JSB test piece, its first chord), the chunks shuffled and each from a zero "
+    "recurrent state (their code runs them as 16 streams, carrying the state from chunk to chunk), their "
+    "settings (50 epochs, lr decay 1.2 per epoch after 20, KL 0.2 -> 1 over 20 epochs, norm clip 1) and their "
+    "test figure: each piece's ELBO over its own "
     "steps, averaged over pieces (each piece weighted equally), not the standard rows' total over all steps"
 )
-#: seconds per epoch on JSB measured here (ppl-models train srnn-authors-jsb --set train.epochs=1: 17 training
-#: batches of 16 x 100 steps and 80 validation chunks); every batch has that shape, so an epoch costs in proportion
-#: to the batches and chunks; the timing script's extra measures (a few batches of each set, on the same machine
-#: under other jobs' load) gave 2.7 to 7.2 s per batch, so the hours below are the lightly loaded machine's
-_JSB_EPOCH = "28.9 s per epoch on JSB (17 batches + 80 validation chunks), measured"
+#: seconds per epoch on JSB from the runs' own timings (reproduce_srnn_authors_jsb.json: 629 to 1,066 s for 50 epochs
+#: of 17 training batches of 16 x 100 steps and 80 validation chunks, one thread beside other jobs); every batch has
+#: that shape, so an epoch of another set costs in proportion to its batches and chunks
+_JSB_EPOCH = "12.6 to 21 s per epoch on JSB (17 batches + 80 validation chunks) in reproduce_srnn_authors_jsb.json"
 #: the sets whose three seeds are run on these machines (the others cost over an hour per seed)
-_RUN_HERE = ("jsb",)
+_RUN_HERE = ("jsb", "piano")
 #: set -> (title, the paper's figure, what differs from the standard benchmark's data, cost per seed here)
 _SETS = {
     "jsb": (
@@ -39,27 +41,27 @@ _SETS = {
         -4.74,
         "at twice the standard benchmark's time resolution (9,396 test steps against "
         "4,725; 55 % of steps repeat the previous one against 11 %)",
-        f"about 26 minutes per seed here ({_JSB_EPOCH}; 50 epochs and the test evaluation)",
+        f"10 to 18 minutes per seed here ({_JSB_EPOCH}; 50 epochs and the test evaluation)",
     ),
     "nottingham": (
         "Nottingham",
         -2.94,
         "at about the standard benchmark's step counts",
-        f"about 2.1 CPU hours per seed here (about 154 s per epoch of 92 batches + 368 validation chunks, "
+        f"about 1 to 1.6 CPU hours per seed here (68 to 114 s per epoch of 92 batches + 368 validation chunks, "
         f"extrapolated from {_JSB_EPOCH})",
     ),
     "muse": (
         "MuseData",
         -6.28,
         "at about the standard benchmark's step counts",
-        f"about 3.7 CPU hours per seed here (about 265 s per epoch of 155 batches + 784 validation chunks, "
-        f"extrapolated from {_JSB_EPOCH})",
+        f"about 1.6 to 2.7 CPU hours per seed here (115 to 191 s per epoch of 155 batches + 784 validation "
+        f"chunks, extrapolated from {_JSB_EPOCH})",
     ),
     "piano": (
         "Piano-midi.de",
         -8.20,
         "at about the standard benchmark's step counts",
-        f"about 1.05 CPU hours per seed here (about 71 s per epoch of 44 batches + 96 validation chunks, "
+        f"about 0.5 to 0.8 CPU hours per seed here (33 to 54 s per epoch of 44 batches + 96 validation chunks, "
         f"extrapolated from {_JSB_EPOCH}, and the test evaluation)",
     ),
 }
