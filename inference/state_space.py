@@ -156,6 +156,8 @@ class MarkovStateSpace(SequenceModel):
                 term = -kl_divergence(q, p) if mean_field else p.log_prob(z) - q.log_prob(z)
                 latent = latent + torch.where(mask[:, t], term, 0.0)
             draws.append(z)
+        if not draws:  # input steps only: nothing modelled
+            return latent, latent
         return self.emission_log_prob(torch.stack(draws), x, mask, context), latent
 
     def emission_log_prob(self, z: torch.Tensor, x: torch.Tensor, mask: torch.Tensor, context: Any) -> torch.Tensor:

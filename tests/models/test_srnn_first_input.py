@@ -63,3 +63,12 @@ def test_a_given_first_input_is_read_as_u_1():
 def test_first_step_is_input_must_be_a_bool():
     with pytest.raises(TypeError, match=r"^first_step_is_input must be a bool, got int$"):
         SRNN(6, **SIZES, first_step_is_input=1)
+
+
+def test_a_sequence_of_its_first_input_alone_has_no_modelled_step():
+    """The context of a held-out row scored after its first input: a bound of 0 nats over 0 steps."""
+    _, reading = pair()
+    first = rolls(steps=1, seed=2)
+    for objective in (ELBO(reading, mean_field=True), IWAE(reading, 3), SMCBound(reading, ParticleFilter(3))):
+        out = objective(first, torch.ones(3, 1, dtype=torch.bool))
+        assert out.bound.tolist() == [0.0, 0.0, 0.0] and out.num_steps.tolist() == [0, 0, 0]
