@@ -194,7 +194,7 @@ def test_rule_asks_both_sides_clearly_below_the_constant_predictor():
     assert rule.decide(near) == "not met: near the constant predictor (ours, official code)"
 
 
-def test_reader_keeps_reading_the_fixed_epoch_file():
+def test_reader_keeps_reading_the_fixed_epoch_file_and_its_curves_best_epochs():
     old = {
         "runs": {
             code: [
@@ -202,6 +202,7 @@ def test_reader_keeps_reading_the_fixed_epoch_file():
                     "test_final": {"last_step_mse": 9.0 + i},
                     "test_best_valid": {"last_step_mse": 0.0},
                     "train_wall_seconds": 10.0,
+                    "curve": [{"epoch": e, "valid_last_step_mse": m} for e, m in ((1, 9.5), (2, 9.1 - i), (3, 9.2))],
                 }
                 for i in range(3)
             ]
@@ -212,4 +213,5 @@ def test_reader_keeps_reading_the_fixed_epoch_file():
     }
     reading = official_side_by_side(old)
     assert reading.figures["official code"].values == (9.0, 10.0, 11.0)
-    assert {b.model: b for b in reading.budgets}["ours"].epochs == (8, 8, 8)
+    ours = {b.model: b for b in reading.budgets}["ours"]
+    assert ours.epochs == (8, 8, 8) and ours.best_epochs == (2, 2, 2)  # the lowest validation MSE of each curve
