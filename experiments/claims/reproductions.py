@@ -27,6 +27,7 @@ from ppl_models.inference.atomic_files import write_json, write_text
 
 from .. import compare
 from . import CLAIMS, PAPERS, REPRODUCE_FORMAT, Claim, Reading
+from .factor_table import STUDY_FILES, factor_table
 from .provenance import REPO_ROOT, commit_label, provenance_problems
 from .results_files import read_results_file, results_destination
 from .rules import RELATIVE_TOLERANCE
@@ -170,14 +171,15 @@ def _machine(device: str | None) -> dict:
 
 
 def load_results(results_dir: str | Path | None = None) -> dict[str, dict]:
-    """Every results file a claim names, every reproduction and every real-series board (``board_*_cpu.json``) that
-    exists: ``{file name: data}``."""
+    """Every results file a claim names, every reproduction, every real-series board (``board_*_cpu.json``) and every
+    one-factor study (:data:`.factor_table.STUDY_FILES`) that exists: ``{file name: data}``."""
     results_dir = _results(results_dir)
     names = (
         {name for claim in CLAIMS.values() for name in claim.results}
         | set(map(reproduction_file, CLAIMS))
         | set(map(transfer_file, TRANSFERS))
         | {path.name for path in results_dir.glob("board_*_cpu.json")}
+        | set(STUDY_FILES)
     )
     return {name: read_results_file(results_dir / name) for name in sorted(names) if (results_dir / name).is_file()}
 
@@ -321,9 +323,10 @@ def _paper_table(paper: str, files: dict) -> list[str]:
 #: a block of a docs page that the renderer fills with one paper's rows (``<!-- claims:PAPER -->`` ...
 #: ``<!-- /claims -->``), one recipe's transfer table (``<!-- transfer:RECIPE -->`` ... ``<!-- /transfer -->``) or
 #: the boards of a real series over seeds (``<!-- board:NAME -->`` ... ``<!-- /board -->``, from
-#: ``docs/results/board_NAME_cpu.json``)
+#: ``docs/results/board_NAME_cpu.json``) or a one-factor-at-a-time study (``<!-- factors:NAME -->``,
+#: :mod:`.factor_table`)
 CLAIMS_BLOCK = re.compile(
-    r"(<!-- (?P<kind>claims|transfer|board):(?P<key>[\w-]+) -->\n)(?P<body>.*?)"
+    r"(<!-- (?P<kind>claims|transfer|board|factors):(?P<key>[\w-]+) -->\n)(?P<body>.*?)"
     r"(<!-- /(?P=kind) -->)",
     re.S,
 )
@@ -337,6 +340,8 @@ def fill_blocks(text: str, files: dict, where: str = "page") -> str:
         kind, key = match.group("kind"), match.group("key")
         if kind == "board":
             return match.group(1) + "\n".join(board_table(key, files)) + "\n" + match.group(5)
+        if kind == "factors":
+            return match.group(1) + "\n".join(factor_table(key, files)) + "\n" + match.group(5)
         known = PAPERS if kind == "claims" else TRANSFERS
         if key not in known:
             what = "paper" if kind == "claims" else "recipe"
@@ -392,7 +397,7 @@ def _spread(figure: dict) -> str:
 
 def _pages_with_blocks(page: Path) -> list[Path]:
     """The docs pages beside ``page`` that hold a claims block."""
-    marks = ("<!-- claims:", "<!-- transfer:", "<!-- board:")
+    marks = ("<!-- claims:", "<!-- transfer:", "<!-- board:", "<!-- factors:")
     return sorted(p for p in page.parent.glob("*.md") if p != page and any(m in p.read_text() for m in marks))
 
 

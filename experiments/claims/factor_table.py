@@ -1,0 +1,70 @@
+"""The table of a one-factor-at-a-time study (``<!-- factors:NAME -->`` blocks of the docs pages): each factor's
+test figures over seeds and its difference from the first factor, read from ``docs/results/<NAME>.json`` (written by
+:mod:`ppl_models.experiments.studies.psrnn_factors`), beside the authors' own code's figure where a results file
+holds it."""
+
+from __future__ import annotations
+
+import statistics
+
+__all__ = ["STUDY_FILES", "factor_table"]
+
+#: study -> (its results file, the authors' code's results file and what it says)
+_STUDIES = {
+    "psrnn-protocol": ("psrnn_protocol_factors.json", "psrnn_official.json"),
+}
+#: the row the others are set beside
+_BASE = "ours"
+#: the results files the studies' tables read
+STUDY_FILES = tuple(file for pair in _STUDIES.values() for file in pair)
+
+
+def _mean_sd(values: list[float]) -> str:
+    if len(values) == 1:
+        return f"{values[0]:.3f} (n=1)"
+    return f"{statistics.fmean(values):.3f} ± {statistics.stdev(values):.3f} (n={len(values)})"
+
+
+def factor_table(name: str, files: dict) -> list[str]:
+    """The Markdown table of study ``name`` (or how to make it): the row ``ours`` first, each other's difference
+    from it."""
+    if name not in _STUDIES:
+        raise ValueError(f"<!-- factors:{name} --> names no study; expected one of {list(_STUDIES)}")
+    file, official = _STUDIES[name]
+    if file not in files:
+        return [f"Not run yet: `python -m ppl_models.experiments.studies.psrnn_factors --out docs/results/{file}`."]
+    record = files[file]
+    results = dict(sorted(record["results"].items(), key=lambda item: item[0] != _BASE))
+    base = statistics.fmean(run["test_bpc"] for run in results[_BASE]["runs"])
+    lines = [
+        f"| factor | settings | test BPC | minus {_BASE} | test accuracy | best epoch / epochs | updates |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for factor, entry in results.items():
+        runs = entry["runs"]
+        bpc = [run["test_bpc"] for run in runs]
+        shown = [o for o in entry["overrides"] if not o.startswith(("train.epochs=", "train.patience="))]
+        settings = entry["experiment"] + "".join(f" `{o}`" for o in shown)
+        cells = [
+            factor,
+            settings,
+            _mean_sd(bpc),
+            f"{statistics.fmean(bpc) - base:+.3f}",
+            _mean_sd([run["test_accuracy"] for run in runs]),
+            ", ".join(f"{run.get('best_epoch', '-')}/{run.get('epochs', '-')}" for run in runs),
+            ", ".join(str(run.get("updates", "-")) for run in runs),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    if official in files:
+        theirs = [run["test_final"]["test_bpc"] for run in files[official]["runs"]["official"]]
+        lines.append(
+            f"| the authors' code | their TF1 code, {files[official]['budget']['epochs']} epochs "
+            f"([{official}](results/{official})) | {_mean_sd(theirs)} | {statistics.fmean(theirs) - base:+.3f} "
+            "| - | - | - |"
+        )
+    return [
+        *lines,
+        "",
+        f"Seeds {', '.join(map(str, record['seeds']))}; commit {record['commit']}; "
+        f"{record['wall_seconds'] / 60:.0f} min of runs on one thread each. File: [{file}](results/{file}).",
+    ]

@@ -1,0 +1,41 @@
+"""The one-factor study's table (``<!-- factors:NAME -->`` blocks): figures over seeds, differences from ``ours``,
+the authors' code beside them, read from the results files."""
+
+import pytest
+
+from ppl_models.experiments.claims.factor_table import factor_table
+
+
+def _runs(values):
+    return [{"test_bpc": v, "test_accuracy": 0.4, "best_epoch": 9, "epochs": 10, "updates": 1730} for v in values]
+
+
+FILES = {
+    "psrnn_protocol_factors.json": {
+        "seeds": [0, 1],
+        "commit": "abc",
+        "wall_seconds": 600.0,
+        "results": {
+            "all": {"experiment": "psrnn-ptb-authors", "overrides": [], "runs": _runs([2.6, 2.7])},
+            "ours": {"experiment": "psrnn-ptb", "overrides": ["train.epochs=10"], "runs": _runs([2.9, 3.0])},
+        },
+    },
+    "psrnn_official.json": {"budget": {"epochs": 10}, "runs": {"official": [{"test_final": {"test_bpc": 2.5}}]}},
+}
+
+
+def test_rows_start_with_ours_and_give_each_difference_from_it():
+    lines = factor_table("psrnn-protocol", FILES)
+    assert lines[2].startswith("| ours | psrnn-ptb | 2.950 ± 0.071 (n=2) | +0.000 |")  # sd of 2.9, 3.0 by hand
+    assert lines[3].startswith("| all | psrnn-ptb-authors | 2.650 ± 0.071 (n=2) | -0.300 |")
+    assert (
+        lines[4].startswith("| the authors' code | their TF1 code, 10 epochs")
+        and "| 2.500 (n=1) | -0.450 |" in lines[4]
+    )
+    assert lines[-1].startswith("Seeds 0, 1; commit abc; 10 min of runs")
+
+
+def test_a_missing_file_says_how_to_make_it_and_an_unknown_study_is_refused():
+    assert factor_table("psrnn-protocol", {})[0].startswith("Not run yet")
+    with pytest.raises(ValueError, match=r"<!-- factors:nope --> names no study"):
+        factor_table("nope", FILES)
