@@ -312,15 +312,16 @@ def leaderboard_rows(folders: dict[str, Path]) -> list[dict]:
 
 def _run_form(folder: Path, config: dict) -> dict:
     """A run's transform (its ``data_split.json``), the season its transform used (where it differences at one)
-    and its model's form (its name and recipe's sizes are in its configuration; the form is its name)."""
+    and its model's form: its name and the likelihood its file was read with (``gru, negbin`` for counts)."""
     path = folder / "data_split.json"
     record = json.loads(path.read_text()) if path.is_file() else {}
     transform = record.get("transform") or {}
     lag = transform.get("lag", 0)
+    likelihood = (record.get("likelihood") or {}).get("name")
     return {
         "transform": transform.get("name", "none"),
         "season": lag if lag > 1 else None,
-        "form": config["model"]["name"],
+        "form": config["model"]["name"] + (f", {likelihood}" if likelihood else ""),
     }
 
 
@@ -387,7 +388,8 @@ def _markdown(
         "collection at its recipe, each classical forecaster (statsforecast, statsmodels) fitted on the training "
         "split and on each series' history. Transform: the one the row models (the collection's chosen on the "
         "validation split; the classical rows take its log and do their own differencing); season: the one it "
-        "uses; form: the model, or the classical forms chosen per series (how many series took each). Higher nats "
+        "uses; form: the model and its likelihood (a count column gets a Poisson or negative binomial one), or the "
+        "classical forms chosen per series (how many series took each). Higher nats "
         "per step is better (a bound where the model has no exact likelihood). Coverage is the share of test "
         "values inside the central interval of that level (ideal: the level); PIT KS is 0 for a calibrated "
         "predictive. Flags: a row that failed (its reason), a row far below the last value, with validation "

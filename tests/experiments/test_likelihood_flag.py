@@ -80,3 +80,14 @@ def test_a_log_normal_run_forecasts_positive_quantiles(tmp_path, capsys):
     assert main(["forecast", f"gru={run}", "--beyond", "4", "--out", str(tmp_path / "next")]) == 0
     with open(tmp_path / "next" / "beyond.csv") as handle:
         assert all(float(row["q05"]) > 0 for row in csv.DictReader(handle))
+
+
+def test_a_board_on_counts_says_which_likelihood_each_model_took(tmp_path, counts):
+    """The negative binomial draws (mean 3, variance 12) are overdispersed: the board's gru row reads them as
+    negative binomial counts, and says so in its form."""
+    out = tmp_path / "board"
+    argv = ["leaderboard", "--data", str(counts), *COLUMNS, "--models", "gru", "--classical", "last-value"]
+    assert main([*argv, "--out", str(out), *TINY]) == 0
+    rows = {row["model"]: row for row in json.loads((out / "leaderboard.json").read_text())["rows"]}
+    assert rows["gru"]["form"] == "gru, negbin"
+    assert "| gru, negbin |" in (out / "leaderboard.md").read_text()
