@@ -40,6 +40,7 @@ import pyro.distributions as dist
 import torch
 from torch import nn
 
+from ppl_models.inference.training.carried_state import CarriesState
 from ppl_models.inference.validation import check_choice, check_positive_int, check_sequences, value_checks_enabled
 
 from .exact_predictive_model import ExactPredictiveModel
@@ -293,7 +294,7 @@ class OneStepPredictor(ExactPredictiveModel):
         return Carry(self.states(torch.cat([paths, placeholder], 1))[:, -1], paths)
 
 
-class RecurrentPredictor(OneStepPredictor):
+class RecurrentPredictor(CarriesState, OneStepPredictor):
     """Linear encoder, ``torch.nn`` RNN / GRU / LSTM, linear decoder (PSRNN paper, section 6).
 
     Weights are Xavier-uniform and biases zero; the state before the first step is zero.
@@ -328,9 +329,16 @@ class RecurrentPredictor(OneStepPredictor):
                 nn.init.xavier_uniform_(parameter)
 
     def states(self, x):
-        outputs, _ = self.rnn(self.encoder(x))
-        first = outputs.new_zeros(x.shape[0], 1, self.state_dim)
-        return torch.cat([first, outputs[:, :-1]], 1)
+        """The states ``[B, T, S]`` that predict each step: zero, then the RNN's outputs. Inside :meth:`carrying`,
+        the carried state is ``(the output after the previous batch's last step [B, S], the RNN's hidden state)``;
+        the pass leaves its own in the box."""
+        carried = self.carried
+        start = None if carried is None else carried.start
+        outputs, hidden = self.rnn(self.encoder(x), None if start is None else start[1])
+        first = outputs.new_zeros(x.shape[0], self.state_dim) if start is None else start[0]
+        if carried is not None:
+            carried.final = (outputs[:, -1], hidden)
+        return torch.cat([first.unsqueeze(1), outputs[:, :-1]], 1)
 
     def carry_start(self, paths: torch.Tensor) -> Carry:
         """The RNN's output after ``paths [N, P, D]`` (zeros for ``P = 0``) and its hidden state."""

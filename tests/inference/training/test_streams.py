@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ppl_models import PSRNN, GRUBaseline, RecurrentPredictor
+from ppl_models import PSRNN, GRUBaseline, MCDropoutLSTM, RecurrentPredictor
 from ppl_models.inference.objectives import ExactLikelihood
 from ppl_models.inference.protocol_terms import Unsupported
 from ppl_models.inference.training import TrainConfig, Trainer, stream_batches
@@ -45,7 +45,12 @@ def _psrnn():
     return model
 
 
-@pytest.mark.parametrize("build", [_gru, _psrnn])
+def _lstm():
+    torch.manual_seed(0)
+    return RecurrentPredictor(K, cell="lstm", emission="categorical", state_dim=4, encoder_dim=3)
+
+
+@pytest.mark.parametrize("build", [_gru, _psrnn, _lstm])
 def test_at_learning_rate_zero_the_streams_score_the_whole_text(build):
     model, text = build(), _text()
     history = _fit(model, text, lr=0.0)
@@ -92,7 +97,27 @@ def _psrnn_hand_epoch(model, streams, lr):
     return losses
 
 
-@pytest.mark.parametrize(("build", "hand"), [(_gru, _gru_hand_epoch), (_psrnn, _psrnn_hand_epoch)])
+def _lstm_hand_epoch(model, streams, lr):
+    """The same for the LSTM predictor: the state before a step predicts it (zero first), the LSTM's output after
+    it and its ``(h, c)`` carried from chunk to chunk and detached."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    state, hidden, losses = torch.zeros(STREAMS, 4), None, []
+    for c in range(CHUNKS):
+        chunk = streams[:, c * LENGTH : (c + 1) * LENGTH]
+        outputs, hidden = model.rnn(model.encoder(chunk), hidden)
+        states = torch.cat([state.unsqueeze(1), outputs[:, :-1]], 1)
+        loss = -(model.decoder(states).log_softmax(-1) * chunk).sum(-1).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        state, hidden = outputs[:, -1].detach(), tuple(h.detach() for h in hidden)
+        losses.append(loss.item())
+    return losses
+
+
+@pytest.mark.parametrize(
+    ("build", "hand"), [(_gru, _gru_hand_epoch), (_psrnn, _psrnn_hand_epoch), (_lstm, _lstm_hand_epoch)]
+)
 def test_streams_train_as_truncated_bptt_by_hand(build, hand):
     model, reference, text = build(), build(), _text()
     history = _fit(model, text, lr=0.5)
@@ -120,6 +145,6 @@ def test_stream_settings_are_refused_in_one_line():
 
 
 def test_a_model_that_cannot_carry_its_state_is_refused():
-    model = RecurrentPredictor(K, emission="categorical", state_dim=3, encoder_dim=3)
-    with pytest.raises(Unsupported, match="RecurrentPredictor cannot carry its state"):
+    model = MCDropoutLSTM(K, hidden_size=3)
+    with pytest.raises(Unsupported, match="MCDropoutLSTM cannot carry its state"):
         Trainer(ExactLikelihood(model), (_text().reshape(12, 5, K), None), config=TrainConfig(streams=3))
