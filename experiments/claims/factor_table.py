@@ -66,5 +66,6 @@ def factor_table(name: str, files: dict) -> list[str]:
         *lines,
         "",
         f"Seeds {', '.join(map(str, record['seeds']))}; commit {record['commit']}; "
-        f"{record['wall_seconds'] / 60:.0f} min of runs on one thread each. File: [{file}](results/{file}).",
+        f"{record['wall_seconds'] / 60:.0f} min of wall time in the call that wrote the file (finished runs are "
+        f"kept), one thread per run. File: [{file}](results/{file}).",
     ]

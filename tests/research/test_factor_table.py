@@ -32,7 +32,7 @@ def test_rows_start_with_ours_and_give_each_difference_from_it():
         lines[4].startswith("| the authors' code | their TF1 code, 10 epochs")
         and "| 2.500 (n=1) | -0.450 |" in lines[4]
     )
-    assert lines[-1].startswith("Seeds 0, 1; commit abc; 10 min of runs")
+    assert lines[-1].startswith("Seeds 0, 1; commit abc; 10 min of wall time")
 
 
 def test_a_missing_file_says_how_to_make_it_and_an_unknown_study_is_refused():
