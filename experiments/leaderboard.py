@@ -34,6 +34,7 @@ from ppl_models.inference.atomic_files import folder_lock, read_jsonl, remove_st
 
 from . import board_plots, multistep_board, own_data
 from .board_flags import board_warnings, flag_rows, ranking_note
+from .board_markdown import board_markdown
 from .board_training import DEFAULT_BUDGET, attempt, train_models, tuned_rows
 from .classical_rows import (
     applicable_classical,
@@ -48,7 +49,6 @@ from .multistep_table import multistep_markdown
 from .recipes import RECIPES, DataNotRepresentable
 from .registry import DATASETS, build
 from .run_folder import FINISHED, check_writable, is_finished
-from .tables import figure
 
 __all__ = ["DEFAULT_MODELS", "BOARD_FILES", "run_leaderboard", "leaderboard_rows"]
 
@@ -148,7 +148,7 @@ def run_leaderboard(
                 **({"multistep": section} if section else {}),
             },
         )
-        markdown = _markdown(rows, path, not_run, warnings, same, ranking)
+        markdown = board_markdown(rows, path, not_run, warnings, same, ranking)
         write_text(out / "leaderboard.md", markdown + (multistep_markdown(section) if section else ""))
         board_plots.calibration_figure(all_folders, out / "calibration.png")
         if folders:
@@ -357,81 +357,3 @@ def _held_out(loglik: dict) -> tuple[str, float]:
     bounds = {name: v["per_step"] for name, v in loglik.items() if name.split("-")[0] in ("smc", "iwae", "elbo")}
     name = max(bounds, key=bounds.get)
     return name, bounds[name]
-
-
-def _markdown(
-    rows: list[dict], path, not_run: dict[str, str], warnings: list[str], same: dict[str, str], ranking: str | None
-) -> str:
-    binary = all(row["crps"] is None for row in rows if not row.get("failed"))
-    spread = ("Brier", "ECE") if binary else ("CRPS", "cov. 50%", "cov. 80%", "cov. 95%", "PIT KS")
-    keys = ("brier", "ece") if binary else ("crps", "coverage_0.5", "coverage_0.8", "coverage_0.95", "pit_ks")
-    head = (
-        "model",
-        "kind",
-        "transform",
-        "season",
-        "form",
-        "held-out nats / step",
-        "estimator",
-        *spread,
-        "one-step MSE",
-        "train + eval s",
-        "best / last epoch",
-        "parameters",
-        "flags",
-    )
-    lines = [
-        f"# Leaderboard: {path}",
-        "",
-        "Held-out (test split) figures in the data's own units, on the same scored steps for every row (a "
-        "held-out segment of a series is predicted given all of the series' earlier steps); each model of the "
-        "collection at its recipe, each classical forecaster (statsforecast, statsmodels) fitted on the training "
-        "split and on each series' history. Transform: the one the row models (the collection's chosen on the "
-        "validation split; the classical rows take its log and do their own differencing); season: the one it "
-        "uses; form: the model and its likelihood (a count column gets a Poisson or negative binomial one), or the "
-        "classical forms chosen per series (how many series took each). Higher nats "
-        "per step is better (a bound where the model has no exact likelihood). Coverage is the share of test "
-        "values inside the central interval of that level (ideal: the level); PIT KS is 0 for a calibrated "
-        "predictive. Flags: a row that failed (its reason), a row far below the last value, with validation "
-        "coverage at 80 % below 0.5 or above 0.98, with non-finite figures, still improving when it stopped, or "
-        "whose fit did not converge; a flagged row is never ranked first.",
-        "",
-    ]
-    lines += [f"**Warning:** {warning}" for warning in warnings] + ([""] if warnings else [])
-    lines += [f"**Ranking:** {ranking}", ""] if ranking else []
-    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for row in rows:
-        epochs = "-" if row["best_epoch"] is None else f"{row['best_epoch']} / {row['epochs_run']}"
-        seconds, size = row["train_seconds"], row["num_parameters"]  # None in a failed row
-        cells = (
-            " = ".join([row["model"], *row.get("same_as", ())]),
-            row["kind"],
-            row.get("transform") or "-",
-            "-" if row.get("season") is None else str(row["season"]),
-            row.get("form") or "-",
-            _number(row["nats_per_step"]),
-            row["estimator"] or "-",
-            *(_number(row[k]) for k in keys),
-            _number(row["mse"]),
-            "-" if seconds is None else f"{seconds:.0f}",
-            epochs,
-            "-" if size is None else f"{size:,}",
-            "; ".join(row["flags"]) or "-",
-        )
-        lines.append("| " + " | ".join(cells) + " |")
-    failed = [row["model"] for row in rows if row.get("failed")]
-    if failed:
-        lines += [
-            "",
-            f"Failed: {', '.join(failed)} (the reason in the flags); run the same command again to try again "
-            "(finished runs are kept).",
-        ]
-    if same:
-        lines += ["", "One row for two:", "", *(f"- {why}" for why in same.values())]
-    if not_run:
-        lines += ["", "Not run:", "", *(f"- not run: {reason}" for reason in not_run.values())]
-    return "\n".join(lines) + "\n"
-
-
-def _number(value) -> str:
-    return "-" if value is None else figure(value)

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from .tables import figure
+from .board_markdown import number
 
 __all__ = ["multistep_markdown"]
 
@@ -46,9 +46,9 @@ def multistep_markdown(section: dict) -> str:
             cells = [
                 row["model"],
                 row["kind"],
-                *(_number(value) for value in row["per_horizon"]["crps"]),
-                _number(row["crps_mean"]),
-                _number(row["coverage_80_mean"]),
+                *(number(value) for value in row["per_horizon"]["crps"]),
+                number(row["crps_mean"]),
+                number(row["coverage_80_mean"]),
                 *_versus_cells(row["versus"]),
                 "; ".join(row["flags"]) or "-",
             ]
@@ -63,7 +63,7 @@ def _versus_cells(versus: dict | None) -> tuple[str, str]:
     if versus["verdict"] == "reference":
         return "0 (the reference)", "reference"
     low, high = versus["low"], versus["high"]
-    return f"{_number(versus['difference'])} [{_number(low)}, {_number(high)}]", versus["verdict"]
+    return f"{number(versus['difference'])} [{number(low)}, {number(high)}]", versus["verdict"]
 
 
 def _interval(interval: dict) -> str:
@@ -78,7 +78,3 @@ def _interval(interval: dict) -> str:
 def _span(counts: list[int]) -> str:
     low, high = min(counts), max(counts)
     return f"{low}" if low == high else f"{low} to {high}"
-
-
-def _number(value) -> str:
-    return "-" if value is None else figure(value)
