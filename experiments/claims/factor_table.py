@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import statistics
 
+from .readings import Stat
+
 __all__ = ["STUDY_FILES", "factor_table"]
 
 #: study -> (its results file, the authors' code's results file and what it says)
@@ -20,9 +22,10 @@ STUDY_FILES = tuple(file for pair in _STUDIES.values() for file in pair)
 
 
 def _mean_sd(values: list[float]) -> str:
-    if len(values) == 1:
-        return f"{values[0]:.3f} (n=1)"
-    return f"{statistics.fmean(values):.3f} ± {statistics.stdev(values):.3f} (n={len(values)})"
+    """``mean ± sd (n)`` of a figure over seeds (:class:`~.readings.Stat`), to three decimals."""
+    stat = Stat(tuple(values))
+    sd = "" if stat.sd is None else f" ± {stat.sd:.3f}"
+    return f"{stat.mean:.3f}{sd} (n={len(stat.values)})"
 
 
 def factor_table(name: str, files: dict) -> list[str]:
