@@ -79,7 +79,8 @@ class SRNNContext:
 
     def __init__(self, srnn: SRNN, x: torch.Tensor, mask: torch.Tensor):
         self._srnn, self._x, self._mask = srnn, x, mask
-        self.d = srnn.dropped(srnn.deterministic_states(x).transpose(0, 1))
+        self._phi = srnn.features(x)  # read by both GRUs: computed once
+        self.d = srnn.dropped(srnn.deterministic_states(x, self._phi).transpose(0, 1))
         self.prior_input = srnn.prior_net.project(self.d)
         self.emission_input = srnn.emission_net.project(self.d)
         self.prior_steps, self.emission_steps = self.prior_input.unbind(0), self.emission_input.unbind(0)
@@ -89,7 +90,7 @@ class SRNNContext:
     @property
     def posterior_input(self) -> torch.Tensor:
         if self._posterior_input is None:
-            a = self._srnn.inference_features(self.d.transpose(0, 1), self._x, self._mask)
+            a = self._srnn.inference_features(self.d.transpose(0, 1), self._x, self._mask, self._phi)
             self._posterior_input = self._srnn.posterior_net.project(a.transpose(0, 1))
         return self._posterior_input
 
@@ -208,26 +209,34 @@ class SRNN(EmissionChecks, LatentRollout, MarkovStateSpace):
 
     def gru_input(self, u: torch.Tensor) -> torch.Tensor:
         """The generative GRU's input from raw ``u [..., D]``: ``phi(u)``, with input dropout in training mode."""
-        return nn.functional.dropout(self.features(u), self.input_dropout, training=self.training)
+        return self._input_dropout(self.features(u))
+
+    def _input_dropout(self, features: torch.Tensor) -> torch.Tensor:
+        return nn.functional.dropout(features, self.input_dropout, training=self.training)
 
     def generative_inputs(self, x: torch.Tensor) -> torch.Tensor:
         """GRU inputs ``[B, T, F]`` for ``u_t = x_{t-1}`` (``x_0 = 0``), from ``x [B, T, D]``."""
         return self.gru_input(shifted_inputs(x))
 
-    def deterministic_states(self, x: torch.Tensor) -> torch.Tensor:
+    def deterministic_states(self, x: torch.Tensor, phi: torch.Tensor | None = None) -> torch.Tensor:
         """``d [B, T, rnn_dim]`` from ``x [B, T, D]``: ``d_t = GRU(d_{t-1}, u_t)`` from ``d_0 = 0`` at the first
-        modelled step (zeros at an input step)."""
-        if not self.input_steps:
-            return self.rnn(self.generative_inputs(x))[0]
-        d, _ = self.rnn(self.gru_input(x))  # the state after reading x_t is the next step's d
+        modelled step (zeros at an input step). ``phi``: ``features(x)``, if already computed."""
+        phi = self.features(x) if phi is None else phi
+        if not self.input_steps:  # u_t = x_{t-1}, u_1 = 0: the features of x shifted by one step
+            start = self.features(x.new_zeros(1, 1, x.shape[-1])).expand(x.shape[0], 1, -1)
+            return self.rnn(self._input_dropout(torch.cat([start, phi[:, :-1]], 1)))[0]
+        d, _ = self.rnn(self._input_dropout(phi))  # the state after reading x_t is the next step's d
         return nn.functional.pad(d[:, :-1], (0, 0, 1, 0))
 
-    def inference_features(self, d: torch.Tensor, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """``a [B, T, rnn_dim]`` from ``d [B, T, rnn_dim]`` and ``x [B, T, D]`` (read as ``phi(x)``).
+    def inference_features(
+        self, d: torch.Tensor, x: torch.Tensor, mask: torch.Tensor, phi: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """``a [B, T, rnn_dim]`` from ``d [B, T, rnn_dim]`` and ``x [B, T, D]`` (read as ``phi(x)``; ``phi``: those
+        features, if already computed).
 
         Smoothing runs the GRU from each sequence's last valid step back to its first.
         """
-        x = self.features(x)
+        x = self.features(x) if phi is None else phi
         if self.guide_kind == "filter":
             return self.inference_net(x, self.inference_net.project(d))
         inputs = reverse_padded(torch.cat([d, x], dim=-1), mask)
