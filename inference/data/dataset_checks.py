@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from ..validation import SettingError
@@ -20,8 +22,13 @@ def leave_out_degenerate(dataset, degenerate: str):
     is refused). Returns the data set."""
     setting_choice(degenerate, "degenerate", DEGENERATE)
     found = {} if degenerate == "keep" or dataset.binary else degenerate_features(dataset.sequences, dataset.features)
+    layout = dataset.covariates
+    if layout is not None:  # covariates are read, not scored: a constant or collinear one is kept
+        found = {name: why for name, why in found.items() if name in layout.targets}
     if not found:
         return dataset
+    if layout is not None and all(name in found for name in layout.targets):
+        raise ValueError(f"{dataset.source}: no target moves on its own ({found}): nothing to forecast")
     reasons = [f"{name!r}: {why}" for name, why in found.items()]
     if len(found) == len(dataset.features):
         raise ValueError(f"{dataset.source}: no feature moves on its own ({'; '.join(reasons)}): nothing to model")
@@ -29,6 +36,8 @@ def leave_out_degenerate(dataset, degenerate: str):
     dataset.sequences = [s[:, keep] for s in dataset.sequences]
     dataset.features = [dataset.features[d] for d in keep]
     dataset.left_out = found
+    if layout is not None:
+        dataset.covariates = dataclasses.replace(layout, targets=tuple(t for t in layout.targets if t not in found))
     warn_once(
         dataset.source,
         "left out of the modelled and scored features:",

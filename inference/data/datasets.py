@@ -42,6 +42,7 @@ import torch
 from ..defaults import SPLIT_FRACTIONS
 from ..validation import SettingError
 from .chunking import PADDING_LIMIT, chunk_length, skewed
+from .covariates import CovariateLayout
 from .data_warnings import DataWarning
 from .dataset_checks import check_series, leave_out_degenerate
 from .frames import frame_sequences
@@ -90,6 +91,8 @@ class SequenceDataset:
         split_labels: list[np.ndarray] | None = None,
         context: list[int] | None = None,
         origin: list[int] | None = None,
+        covariates: CovariateLayout | None = None,
+        future: dict[str, np.ndarray] | None = None,
         source: str = "sequences",
     ):
         self.sequences = sequences
@@ -103,6 +106,10 @@ class SequenceDataset:
         #: per sequence, the index of the series of the source data set it was cut from (``None``: its own index)
         self.origin = origin
         self.source = source
+        #: which columns are targets and which covariates (``None``: every feature is a target;
+        #: :mod:`~ppl_models.inference.data.covariates`), and per series its known covariates after its last target
+        self.covariates = covariates
+        self.future = future or {}
         #: ``{feature: why}`` of the file's features left out (:meth:`from_dataframe`'s ``degenerate``)
         self.left_out: dict[str, str] = {}
 
@@ -192,6 +199,9 @@ class SequenceDataset:
         and ``degenerate``; a folder of ``.mid`` files takes ``fs`` (frames per second, default 4).
         """
         path, spec = Path(path), FileSpec.of(spec, **settings)
+        if (spec.covariates or spec.past_covariates) and (path.is_dir() or path.suffix.lower() == ".npz"):
+            key = "covariates" if spec.covariates else "past_covariates"
+            raise SettingError(key, f"{path}: {{{key}}} name columns of a .csv or .parquet file, which this is not")
         if path.is_dir():
             rolls, ids = read_midi_folder(path, fs=fs)
             return cls.from_sequences(rolls, ids=ids, features=[f"key{k}" for k in range(21, 109)], source=str(path))

@@ -7,6 +7,7 @@ import numpy as np
 
 from ..validation import SettingError
 from .columns import numeric_columns, series_ids, unique_columns, value_columns
+from .covariates import CovariateLayout, check_covariate_columns, cut_future, lead_known
 from .spec import FileSpec
 from .time_order import row_order
 
@@ -27,7 +28,10 @@ SPLIT_NAMES = {
 def frame_sequences(frame, spec: FileSpec, source: str, row_offset: int) -> dict:
     """The sequences of ``frame`` (a ``pandas.DataFrame``) as the keyword arguments of a
     :class:`~ppl_models.inference.data.datasets.SequenceDataset` (``sequences``, ``ids``, ``features``, ``targets``,
-    ``target_names``, ``split_labels``) and ``rows``: each series' rows, counted from ``row_offset``."""
+    ``target_names``, ``split_labels``; ``covariates``: the
+    :class:`~ppl_models.inference.data.covariates.CovariateLayout` where the spec names covariates, else ``None``;
+    ``future``: per series, its known covariates after its last target) and ``rows``: each series' rows, counted
+    from ``row_offset``."""
     import pandas as pd
 
     if not isinstance(frame, pd.DataFrame):
@@ -45,7 +49,11 @@ def frame_sequences(frame, spec: FileSpec, source: str, row_offset: int) -> dict
             raise SettingError(
                 option, f"{source}: column {column!r} (given as {{{option}}}) not found; columns: {columns}"
             )
-    reserved = {c for c in named.values() if c is not None} | set(targets)
+    known, past = tuple(spec.covariates), tuple(spec.past_covariates)
+    check_covariate_columns(columns, known, past, named, source)
+    reserved = {c for c in named.values() if c is not None} | set(targets) | set(known) | set(past)
+    if spec.features is not None and (known or past):
+        features = [c for c in features if c not in reserved]  # covariates are inputs, not forecast
     if spec.features is None:
         features = value_columns(frame, reserved, source)
         if not features:
@@ -56,15 +64,25 @@ def frame_sequences(frame, spec: FileSpec, source: str, row_offset: int) -> dict
     both = [c for c in features if c in targets]
     if both:
         raise ValueError(f"{source}: column {both[0]!r} is named both as a feature and as a target")
+    layout = CovariateLayout(tuple(features), known, past) if known or past else None
+    if layout is not None:
+        features = layout.features
     values = numeric_columns(frame, features + targets, source, row_offset)
     ids = series_ids(frame, spec.series, source, row_offset)
     order = row_order(frame, ids, spec.time, source, row_offset, spec.time_order)
     labels = _split_labels(frame, spec.split, source, row_offset) if spec.split is not None else None
     ordered = ids[order]  # grouped by series, in order of first appearance: one cut where the id changes
     groups = np.split(order, np.flatnonzero(ordered[1:] != ordered[:-1]) + 1)
+    names = [str(ids[g[0]]) for g in groups]
+    future: dict[str, np.ndarray] = {}
+    if layout is not None:
+        groups, future = cut_future(values, groups, layout, names, source, row_offset)
+    sequences = [values[index, : len(features)] for index in groups]
     return {
-        "sequences": [values[index, : len(features)] for index in groups],
-        "ids": [str(ids[g[0]]) for g in groups],
+        "sequences": lead_known(sequences, layout, future, names) if layout is not None else sequences,
+        "ids": names,
+        "covariates": layout,
+        "future": future,
         "features": features,
         "targets": [values[index, len(features) :] for index in groups] if targets else None,
         "target_names": targets,

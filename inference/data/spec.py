@@ -47,8 +47,10 @@ class FileSpec:
     """A long-format file's columns, its split and its training windows.
 
     Columns: ``series`` (the id column; ``None``: one series), ``time`` (the ordering column; ``None``: the file's
-    order), ``features`` (``None``: every other numeric column), ``targets`` (a conditional model's ``y``) and
-    ``split`` (a column of ``train`` / ``valid`` / ``test`` labels). Reading: ``missing`` (:data:`MISSING`),
+    order), ``features`` (``None``: every other numeric column), ``targets`` (a conditional model's ``y``),
+    ``covariates`` and ``past_covariates`` (columns read as inputs of the forecast of the features, known in the future
+    or only up to now: :mod:`~ppl_models.inference.data.covariates`) and ``split`` (a column of ``train`` / ``valid``
+    / ``test`` labels). Reading: ``missing`` (:data:`MISSING`),
     ``time_order`` (:data:`TIME_ORDERS`), ``degenerate`` (:data:`DEGENERATE`), ``sep`` (a CSV's separator).
     Splitting, unless a ``split`` column decides: ``split_by`` (:data:`SPLIT_BY`), ``fractions`` (train, valid,
     test; ``None``: :data:`SPLIT_FRACTIONS`) and ``split_seed``. Training windows: ``window`` steps (>= 2) every
@@ -59,6 +61,8 @@ class FileSpec:
     time: str | None = None
     features: tuple[str, ...] | None = None
     targets: tuple[str, ...] | None = None
+    covariates: tuple[str, ...] = ()
+    past_covariates: tuple[str, ...] = ()
     split: str | None = None
     split_by: str = "series"
     fractions: tuple[float, float, float] | None = None
@@ -71,9 +75,15 @@ class FileSpec:
     sep: str = ","
 
     def __post_init__(self):
-        for key in ("features", "targets"):
+        for key in ("features", "targets", "covariates", "past_covariates"):
             if getattr(self, key) is not None:
                 object.__setattr__(self, key, tuple(getattr(self, key)))
+        if (self.covariates or self.past_covariates) and self.targets:
+            raise SettingError(
+                "covariates",
+                "{covariates} and {past_covariates} are inputs of a forecast of the file's other columns; {targets} "
+                "(a conditional model's y) does not take them",
+            )
         setting_choice(self.missing, "missing", MISSING)
         setting_choice(self.time_order, "time_order", TIME_ORDERS)
         setting_choice(self.degenerate, "degenerate", DEGENERATE)
@@ -110,7 +120,10 @@ class FileSpec:
     def reading(self) -> dict:
         """The settings a reader of the file uses (its columns, ``missing``, ``time_order``, ``degenerate``,
         ``sep``), by name."""
-        names = ("series", "time", "features", "targets", "split", "missing", "time_order", "degenerate", "sep")
+        names = (
+            *("series", "time", "features", "targets", "covariates", "past_covariates", "split"),
+            *("missing", "time_order", "degenerate", "sep"),
+        )
         return {name: getattr(self, name) for name in names}
 
 

@@ -1,0 +1,129 @@
+"""Covariates as inputs of an exact one-step predictor: :class:`CovariateInputs`.
+
+The data come in the covariate layout of :mod:`ppl_models.inference.data.covariates`: row ``t`` of ``x [B, T, D]``
+holds ``[y_t, c_{t+1}, p_t]`` (the ``O`` targets, the future-known covariates one step ahead, the past-only
+covariates). A model of the collection that predicts row ``t`` from rows ``< t`` (a GRU over ``u_t = x_{t-1}``, the
+recurrent predictors) then reads ``c_{<=t}`` and ``p_{<t}``. :class:`CovariateInputs` wraps such a model, built for
+all ``D`` columns, and makes it a model of the targets alone given the covariates:
+
+* its likelihood is the inner predictive's marginal over the first ``O`` columns (the inner emission is diagonal, an
+  ``Independent`` distribution, so the marginal drops the other columns' factors): training fits
+  ``p(y_t | y_{<t}, c_{<=t}, p_{<t})`` and never the covariates' own law;
+* its one-step draws and mean hold the covariates as read (they are inputs, not predictions);
+* :meth:`CovariateInputs.forecast_given` draws ``H`` steps given the known covariates of those steps. A past-only
+  covariate has no value after the forecast origin, so a forecast of more than one step with one is refused (its
+  future values would have to be forecast, which this model does not do); a one-step forecast reads only its
+  values up to the origin.
+"""
+
+from __future__ import annotations
+
+import pyro.distributions as dist
+import torch
+
+from ppl_models.inference.data.covariates import CovariateLayout
+from ppl_models.inference.protocol import OneStepPredictive
+from ppl_models.inference.validation import check_positive_int, check_sequences
+
+from .exact_predictive_model import ExactPredictiveModel
+
+__all__ = ["CovariateInputs"]
+
+
+class CovariateInputs(ExactPredictiveModel):
+    """An exact one-step predictor of the targets that reads the covariates as inputs.
+
+    Args:
+        inner: an :class:`~ppl_models.exact_predictive_model.ExactPredictiveModel` built for all the layout's columns
+            (``obs_dim = len(layout.features)``) whose predictive is an ``Independent`` distribution over them.
+        layout: the data's :class:`~ppl_models.inference.data.covariates.CovariateLayout`.
+    """
+
+    description = "an exact one-step predictor of the targets, reading covariates as inputs"
+
+    def __init__(self, inner: ExactPredictiveModel, layout: CovariateLayout):
+        super().__init__()
+        if not isinstance(inner, ExactPredictiveModel):
+            raise TypeError(
+                f"inner: expected an exact one-step predictor (ExactPredictiveModel), got {type(inner).__name__}: "
+                "a latent model's filter weighs every column, so it would model the covariates, not read them"
+            )
+        if inner.obs_dim != len(layout.features):
+            raise ValueError(
+                f"inner: expected obs_dim {len(layout.features)} (targets and covariates), got {inner.obs_dim}"
+            )
+        self.inner, self.layout = inner, layout
+        self.obs_dim = inner.obs_dim
+        #: the leading columns that are modelled and scored
+        self.modelled_features = layout.modelled
+        self.max_steps = inner.max_steps
+
+    def check_values(self, x: torch.Tensor, mask: torch.Tensor, *, name: str = "x") -> None:
+        self.inner.check_values(x[..., : self.modelled_features], mask, name=name)
+
+    def predictive_distribution(self, x: torch.Tensor, mask: torch.Tensor | None = None):
+        """The inner predictive with its log density counting the targets only: batch ``[B, T]``, event ``[D]``."""
+        return self._targets_only(self.inner.predictive_distribution(x, mask))
+
+    def _targets_only(self, exact):
+        if not isinstance(exact, dist.Independent) or exact.reinterpreted_batch_ndims != 1:
+            raise ValueError(
+                f"inner: {type(self.inner).__name__}'s predictive is not a diagonal (Independent) distribution, so "
+                "its marginal over the targets is not at hand"
+            )
+        columns = torch.zeros(self.obs_dim, dtype=torch.bool, device=exact.mean.device)
+        columns[: self.modelled_features] = True
+        return exact.base_dist.mask(columns).to_event(1)
+
+    @torch.no_grad()
+    def predictive(self, x, mask=None, num_samples: int = 100, **settings) -> OneStepPredictive:
+        """The inner one-step predictive of the targets, the covariates held as read in its draws and mean."""
+        result = super().predictive(x, mask, num_samples, **settings)
+        inputs = x[..., self.modelled_features :]
+        if result.samples is not None:
+            result.samples[..., self.modelled_features :] = inputs
+        result.mean[..., self.modelled_features :] = inputs
+        return result
+
+    @torch.no_grad()
+    def forecast_given(
+        self, x: torch.Tensor, mask: torch.Tensor | None, future: torch.Tensor, horizon: int, num_samples: int = 100
+    ) -> torch.Tensor:
+        """``[S, B, H, O]``: draws of the targets of the ``H`` steps after each row's last valid step, given the known
+        covariates of those steps ``future [B, >= H, C]`` (in ``x``'s units).
+
+        Only the valid steps of ``x`` are read: a value after a row's last valid step never enters its forecast.
+        """
+        x, mask = check_sequences(x, mask, model=self)
+        horizon = check_positive_int(horizon, name="horizon")
+        num_samples = check_positive_int(num_samples, name="num_samples")
+        if self.layout.past and horizon > 1:
+            raise ValueError(
+                f"horizon: {horizon} steps with past_covariates {list(self.layout.past)}: their values after the "
+                "forecast origin are unknown and this model does not forecast them; forecast one step, or give them "
+                "as known covariates"
+            )
+        known = self.layout.known_slice
+        future = torch.as_tensor(future, dtype=x.dtype, device=x.device)
+        if self.layout.known and (future.dim() != 3 or future.shape[0] != x.shape[0] or future.shape[1] < horizon):
+            raise ValueError(
+                f"future: expected the known covariates {list(self.layout.known)} of the {horizon} steps ahead "
+                f"[{x.shape[0]}, {horizon}, {len(self.layout.known)}], got {list(future.shape)}"
+            )
+        if self.layout.known and not bool(torch.isfinite(future[:, :horizon]).all()):
+            raise ValueError(f"future: a value of {list(self.layout.known)} is missing in the forecast window")
+        self.check_room(int(mask.sum(1).max()), horizon, name="horizon")
+        out = x.new_empty(num_samples, x.shape[0], horizon, self.modelled_features)
+        for b, length in enumerate(mask.sum(1).tolist()):
+            paths = x[b, :length].clone()
+            if self.layout.known:
+                paths[-1, known] = future[b, 0]  # the last row holds the first step's covariates
+            carry = self.inner.carry_start(paths.unsqueeze(0).repeat(num_samples, 1, 1))
+            for h in range(horizon):
+                draw, _ = self.inner.carry_draw(carry)
+                out[:, b, h] = draw[:, : self.modelled_features]
+                if h + 1 < horizon:
+                    if self.layout.known:
+                        draw[:, known] = future[b, h + 1]
+                    carry = self.inner.carry_on(carry, draw)
+        return out
