@@ -83,6 +83,7 @@ PF_ONLY_OPTIONS = (
     "norm_steps",
     "eval_randomness",
     "eval_seed",
+    "compiled",
 )
 
 

@@ -91,11 +91,18 @@ def filter_rows(k_list, *, steps: int, batch: int, repeats: int, device: str, se
     return rows
 
 
-def training_setup(cell: str, device: str, shapes: dict, seed: int):
-    """The localization network, its loss, RMSprop 5e-4 and one batch ``(x [B, T, 8], y [B, T, 4])``."""
+def training_setup(cell: str, device: str, shapes: dict, seed: int, **options):
+    """The localization network (``options``: more of :class:`PFRNNPredictor`'s), its loss, RMSprop 5e-4 and one
+    batch ``(x [B, T, 8], y [B, T, 4])``."""
     torch.manual_seed(seed)
     model = PFRNNPredictor(
-        8, 4, cell=cell, hidden_size=shapes["hidden"], encoder_size=shapes["hidden"], num_particles=shapes["particles"]
+        8,
+        4,
+        cell=cell,
+        hidden_size=shapes["hidden"],
+        encoder_size=shapes["hidden"],
+        num_particles=shapes["particles"],
+        **options,
     ).to(device)
     objective = DiscriminativeLoss(model)
     optimizer = torch.optim.RMSprop(objective.parameters(), lr=5e-4, capturable=device.startswith("cuda"))

@@ -5,6 +5,7 @@ the learned observation function ``log f_obs``, the per-step batch norm, and one
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -19,6 +20,26 @@ from ..nets import SplitInputMLP
 __all__ = ["ACTIVATIONS", "StepBatchNorm"]
 
 ACTIVATIONS = ("relu_bn", "tanh")
+
+
+def _add_noise(candidate: torch.Tensor, raw_scale: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+    """Eqs. 9-11's noisy candidate ``candidate + softplus(raw_scale) * noise``."""
+    return torch.addcmul(candidate, F.softplus(raw_scale), noise)
+
+
+def _lstm_update(i, f, o, candidate, c, rectify: bool):
+    """``(h, c)`` of the gated memory update from the raw gates ``i, f, o``, the candidate (``rectify``: ReLU it
+    first) and the previous memory ``c``, all ``[K, B, H]``."""
+    if rectify:
+        candidate = F.relu(candidate)
+    c = torch.addcmul(torch.sigmoid(f) * c, torch.sigmoid(i), candidate)
+    return torch.sigmoid(o) * torch.tanh(c), c
+
+
+@functools.cache
+def _compiled(function):
+    """``function`` compiled by ``torch.compile`` (fused elementwise kernels; shapes static), made once."""
+    return torch.compile(function, dynamic=False)
 
 
 class StepBatchNorm(nn.Module):
@@ -88,17 +109,26 @@ class _ParticleCell(nn.Module):
     A subclass sets ``state_keys``, ``input_gates`` (blocks of ``H`` columns of the input
     projection, the noise scale's included when stochastic) and defines :meth:`propagate`.
     ``bias=False`` drops the biases of the gate and noise-scale projections (``nn.LSTM``'s
-    ``b_ih``, ``b_hh``); ``f_obs`` keeps its own.
+    ``b_ih``, ``b_hh``); ``f_obs`` keeps its own. ``compiled=True`` runs the elementwise update through
+    ``torch.compile`` (the same equations in fused kernels; the first call compiles).
     """
 
     state_keys: tuple[str, ...] = ("h",)
     input_gates: int
 
     def __init__(
-        self, input_size: int, hidden_size: int, *, bias: bool, stochastic: bool, activation: str, norm_steps: int
+        self,
+        input_size: int,
+        hidden_size: int,
+        *,
+        bias: bool,
+        stochastic: bool,
+        activation: str,
+        norm_steps: int,
+        compiled: bool = False,
     ):
         super().__init__()
-        self.hidden_size, self.stochastic = hidden_size, stochastic
+        self.hidden_size, self.stochastic, self.compiled = hidden_size, stochastic, compiled
         gates = self.input_gates - (0 if stochastic else 1)
         self.input_projection = nn.Linear(input_size, gates * hidden_size, bias=bias)
         self.obs_net = SplitInputMLP(hidden_size, input_size, hidden_size, 1)  # log f_obs([h_t^i, x_t])
@@ -117,13 +147,19 @@ class _ParticleCell(nn.Module):
             nn.init.uniform_(projection.weight, -bound, bound)
         return projections
 
-    def noisy_candidate(self, candidate, raw_scale, noise, t: int):
-        """Eqs. 9-11: ``candidate + softplus(raw_scale) * noise`` (no noise: ``noise=None``), then the activation."""
+    def kernel(self, function):
+        """``function``, compiled if the cell is."""
+        return _compiled(function) if self.compiled else function
+
+    def noisy_candidate(self, candidate, raw_scale, noise, t: int, *, rectify: bool = True):
+        """Eqs. 9-11: ``candidate + softplus(raw_scale) * noise`` (no noise: ``noise=None``), then the activation
+        (with batch norm, its ReLU only if ``rectify``)."""
         if noise is not None:
-            candidate = torch.addcmul(candidate, F.softplus(raw_scale), noise)
+            candidate = self.kernel(_add_noise)(candidate, raw_scale, noise)
         if self.norm is None:
             return torch.tanh(candidate)
-        return F.relu(self.norm(candidate.reshape(-1, self.hidden_size), t).reshape(candidate.shape))
+        normalized = self.norm(candidate.reshape(-1, self.hidden_size), t).reshape(candidate.shape)
+        return F.relu(normalized) if rectify else normalized
 
     def log_obs(self, h: torch.Tensor, obs_input_t: torch.Tensor) -> torch.Tensor:
         """Eq. 2's learned ``log f_obs(x_t, h_t^i)``, ``[K, B]``, from ``obs_net.project(x_t) [B, F]``."""
@@ -143,9 +179,10 @@ class _LSTMParticleCell(_ParticleCell):
         h, c = state["h"], state["c"]
         gates = self.hidden_projection(h).add_(input_gates_t)  # [K, B, G H]
         i, f, candidate, o, *scale = gates.split(self.hidden_size, dim=-1)
-        candidate = self.noisy_candidate(candidate, scale[0] if scale else None, noise, t)
-        c = torch.addcmul(torch.sigmoid(f) * c, torch.sigmoid(i), candidate)
-        return {"h": torch.sigmoid(o) * torch.tanh(c), "c": c}
+        rectify = self.norm is not None  # the ReLU after batch norm, fused into the update
+        candidate = self.noisy_candidate(candidate, scale[0] if scale else None, noise, t, rectify=False)
+        h, c = self.kernel(_lstm_update)(i, f, o, candidate, c, rectify)
+        return {"h": h, "c": c}
 
 
 class _GRUParticleCell(_ParticleCell):

@@ -66,6 +66,7 @@ class _PFRNNBase(LayerInputs, SequenceModel):
         norm_steps: int = 100,
         eval_randomness: str = "fixed",
         eval_seed: int = 0,
+        compiled: bool = False,
     ):
         super().__init__()
         name = type(self).__name__
@@ -74,6 +75,7 @@ class _PFRNNBase(LayerInputs, SequenceModel):
             ("batch_first", batch_first),
             ("bidirectional", bidirectional),
             ("stochastic", stochastic),
+            ("compiled", compiled),
         ):
             if not isinstance(value, bool):
                 raise TypeError(f"{flag} must be a bool, got {type(value).__name__} {value!r}")
@@ -107,6 +109,7 @@ class _PFRNNBase(LayerInputs, SequenceModel):
                 stochastic=stochastic,
                 activation=activation,
                 norm_steps=norm_steps,
+                compiled=compiled,
             )
             for index in range(num_layers)
         )
@@ -269,6 +272,9 @@ class PFLSTM(_PFRNNBase):
             always gives the same output), ``"off"`` (no noise, no resampling: the weights are
             carried by importance weighting alone) or ``"sampled"`` (fresh draws, as in training).
         eval_seed: the seed of ``"fixed"``.
+        compiled: run each step's elementwise update (noise, gates, memory) as kernels fused by
+            ``torch.compile``: the same equations, equal to about 1e-6; the first call compiles (tens of seconds;
+            on the CPU it needs a C++ compiler), so it pays on long runs only.
 
     Attributes:
         layers: one particle cell per layer (``input_projection``, ``hidden_projection``,

@@ -35,8 +35,9 @@ class PFRNNPredictor(SequenceModel):
             layers; the ablation's LSTM-BNReLU is ``cell="pf-lstm"`` with one deterministic
             particle (``num_particles=1, stochastic=False, resampling="none"``).
         **pf_options: keyword options of :class:`PFLSTM`: ``num_particles``, ``resampling``, ``alpha``,
-            ``stochastic``, ``activation``, ``norm_steps``, ``num_layers``, ``dropout``, ``eval_randomness``
-            (default here ``"sampled"``: evaluation draws afresh, as the paper's and our recorded runs did).
+            ``stochastic``, ``activation``, ``norm_steps``, ``num_layers``, ``dropout``, ``compiled``,
+            ``eval_randomness`` (default here ``"sampled"``: evaluation draws afresh, as the paper's and our recorded
+            runs did).
 
     A conditional model: its :meth:`predictive` draws targets ``y_t`` from the particle mixture
     ``sum_i w_t^i p(y_t | h_t^i)`` given the inputs ``x_{<=t}``.

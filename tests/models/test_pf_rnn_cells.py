@@ -110,3 +110,30 @@ def test_a_continued_state_normalises_with_the_statistics_of_its_later_steps():
         rest = rnn.filter(x[:, 2:], first.state, noise=noise[2:])
     assert first.state.steps == 2 and rest.state.steps == 6
     torch.testing.assert_close(torch.cat([first.mean, rest.mean], 1), whole.mean)
+
+
+def test_compiled_option_reaches_every_cell_and_is_refused_if_not_a_bool():
+    rnn = PFLSTM(3, 4, num_layers=2, num_particles=2, compiled=True)
+    assert all(cell.compiled for cell in rnn.layers)
+    assert not any(cell.compiled for cell in PFGRU(3, 4, num_layers=2, num_particles=2).layers)
+    with pytest.raises(TypeError, match="compiled must be a bool"):
+        PFLSTM(3, 4, num_particles=2, compiled=1)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("layer", CELLS)
+def test_compiled_update_gives_the_eager_outputs_and_gradients(layer):
+    """The fused kernels compute the same equations: same draws, outputs and gradients to round-off."""
+    torch.manual_seed(3)
+    eager = layer(3, 8, batch_first=True, num_particles=4)
+    compiled = layer(3, 8, batch_first=True, num_particles=4, compiled=True)
+    compiled.load_state_dict(eager.state_dict())
+    x = torch.randn(5, 6, 3)
+    outputs = []
+    for rnn in (eager, compiled):
+        out = rnn.filter(x, generator=torch.Generator().manual_seed(0)).mean
+        out.square().sum().backward()
+        outputs.append((out.detach(), [p.grad for p in rnn.parameters()]))
+    torch.testing.assert_close(outputs[1][0], outputs[0][0], atol=1e-5, rtol=1e-5)
+    for grad_compiled, grad_eager in zip(outputs[1][1], outputs[0][1]):
+        torch.testing.assert_close(grad_compiled, grad_eager, atol=1e-4, rtol=1e-4)

@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from ppl_models.experiments.benchmarks import bootstrap_filter
 
 
@@ -140,3 +142,14 @@ def test_manifest_lists_engine_files_that_differ_from_the_commit(tmp_path, monke
     state = provenance.git_state()
     assert state["git_commit"] == "abc123"
     assert state["git_uncommitted_engine_files"] == [" M ppl_models/b.py", " D ppl_models/gone.py"]
+
+
+@pytest.mark.slow
+def test_quick_compile_ab_benchmark_writes_both_rows_of_each_cell(tmp_path):
+    from ppl_models.experiments.benchmarks import compile_ab
+
+    out = tmp_path / "ab.json"
+    assert compile_ab.main(["--quick", "--threads", "1", "--out", str(out)]) == 0
+    results = json.loads(out.read_text())
+    assert set(results["comparisons"]) == {"pf-lstm", "pf-gru"}
+    assert {"pf-lstm training step", "pf-lstm training step compiled", "lstmcell loop B*K"} <= set(results["rows"])
