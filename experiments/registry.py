@@ -101,15 +101,19 @@ def _polyphonic(name: str) -> Entry:
 
 def _srnn_authors(name: str) -> Entry:
     def load(
-        data_dir: str | None = None, max_sequences: int | None = None, first_input: str = "given"
+        data_dir: str | None = None,
+        max_sequences: int | None = None,
+        first_input: str = "given",
+        order: str = "file",
     ) -> ExperimentData:
-        return srnn_authors(name, data_dir, max_sequences=max_sequences, first_input=first_input)
+        return srnn_authors(name, data_dir, max_sequences=max_sequences, first_input=first_input, order=order)
 
     return Entry(
         load,
         f"the SRNN authors' preprocessed {name} rolls (srnn_authors/{SRNN_AUTHORS_SETS[name]}): "
         "100-step training / validation chunks, whole masked test pieces, each after the first input the file "
-        "gives (first_input = 'silence': none)",
+        "gives (first_input = 'silence': none); order = 'streams' lays the training chunks out stream by stream, "
+        "for train.streams = 16",
     )
 
 

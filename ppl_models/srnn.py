@@ -44,6 +44,7 @@ from ppl_models.inference.protocol import Generation
 from ppl_models.inference.resampling import gather_particles
 from ppl_models.inference.rollout import LatentRollout
 from ppl_models.inference.state_space import MarkovStateSpace
+from ppl_models.inference.training.carried_state import CarriesState
 from ppl_models.inference.validation import check_choice, check_dropout, check_positive_int
 
 from .nets import (
@@ -69,6 +70,8 @@ class SRNNContext:
 
     Attributes:
         d: ``[T, B, rnn_dim]`` deterministic states.
+        d_last: ``[B, rnn_dim]``, the last step's ``d_t`` before dropout; z_start: ``[B, latent_dim]``, the ``z`` before
+            the first modelled step of a carried pass (``None``: zeros).
         prior_input, emission_input: ``[T, B, hidden_dim]`` first-layer products with ``d_t``.
         posterior_input: ``[T, B, hidden_dim]`` first-layer product with ``a_t`` (computed on
             first use: the generative model alone never needs it).
@@ -79,8 +82,12 @@ class SRNNContext:
 
     def __init__(self, srnn: SRNN, x: torch.Tensor, mask: torch.Tensor):
         self._srnn, self._x, self._mask = srnn, x, mask
+        start = None if srnn.carried is None else srnn.carried.start
+        self.z_start = None if start is None else start[1]
         self._phi = srnn.features(x)  # read by both GRUs: computed once
-        self.d = srnn.dropped(srnn.deterministic_states(x, self._phi).transpose(0, 1))
+        d = srnn.deterministic_states(x, self._phi, start)
+        self.d_last = d[:, -1]  # the GRU state a carried pass hands on (before dropout)
+        self.d = srnn.dropped(d.transpose(0, 1))
         self.prior_input = srnn.prior_net.project(self.d)
         self.emission_input = srnn.emission_net.project(self.d)
         self.prior_steps, self.emission_steps = self.prior_input.unbind(0), self.emission_input.unbind(0)
@@ -116,7 +123,7 @@ class SRNNContext:
         return moments
 
 
-class SRNN(EmissionChecks, LatentRollout, MarkovStateSpace):
+class SRNN(CarriesState, EmissionChecks, LatentRollout, MarkovStateSpace):
     """Stochastic recurrent neural network with a structured inference network.
 
     Args:
@@ -139,6 +146,11 @@ class SRNN(EmissionChecks, LatentRollout, MarkovStateSpace):
             in training mode (as ``dropout``; the guide's ``phi(x_t)`` is not dropped).
         first_step_is_input: read each sequence's first step as ``u_1`` only, not modelled (``False``: every valid
             step is modelled, with ``u_1 = 0``).
+
+    Under :class:`~ppl_models.inference.training.CarriesState`'s ``carrying`` (``TrainConfig.streams``: truncated BPTT
+    over chunks of continuous streams) the ELBO's pass starts from the carried ``(d, z, x)`` of the previous chunk
+    (its last ``d_t``, its last draw of ``z_t``, its last ``x_t``, read as the next ``u_1`` when the first step is not
+    an input) and hands on its own.
     """
 
     uncondition = "teacher-forced"
@@ -218,14 +230,19 @@ class SRNN(EmissionChecks, LatentRollout, MarkovStateSpace):
         """GRU inputs ``[B, T, F]`` for ``u_t = x_{t-1}`` (``x_0 = 0``), from ``x [B, T, D]``."""
         return self.gru_input(shifted_inputs(x))
 
-    def deterministic_states(self, x: torch.Tensor, phi: torch.Tensor | None = None) -> torch.Tensor:
+    def deterministic_states(
+        self, x: torch.Tensor, phi: torch.Tensor | None = None, start: tuple | None = None
+    ) -> torch.Tensor:
         """``d [B, T, rnn_dim]`` from ``x [B, T, D]``: ``d_t = GRU(d_{t-1}, u_t)`` from ``d_0 = 0`` at the first
-        modelled step (zeros at an input step). ``phi``: ``features(x)``, if already computed."""
+        modelled step (zeros at an input step). ``phi``: ``features(x)``, if already computed; ``start``: a carried
+        ``(d, z, x)`` of the previous chunk, ``[B, .]`` each (its ``d`` starts the GRU; its ``x`` is ``u_1``)."""
         phi = self.features(x) if phi is None else phi
-        if not self.input_steps:  # u_t = x_{t-1}, u_1 = 0: the features of x shifted by one step
-            start = self.features(x.new_zeros(1, 1, x.shape[-1])).expand(x.shape[0], 1, -1)
-            return self.rnn(self._input_dropout(torch.cat([start, phi[:, :-1]], 1)))[0]
-        d, _ = self.rnn(self._input_dropout(phi))  # the state after reading x_t is the next step's d
+        initial = None if start is None else start[0].unsqueeze(0)
+        if not self.input_steps:  # u_t = x_{t-1}, u_1 = 0 or the carried x: the features of x shifted by one step
+            first = x.new_zeros(1, 1, x.shape[-1]) if start is None else start[2].unsqueeze(1)
+            first = self.features(first).expand(x.shape[0], 1, -1)
+            return self.rnn(self._input_dropout(torch.cat([first, phi[:, :-1]], 1)), initial)[0]
+        d, _ = self.rnn(self._input_dropout(phi), initial)  # the state after reading x_t is the next step's d
         return nn.functional.pad(d[:, :-1], (0, 0, 1, 0))
 
     def inference_features(
@@ -246,6 +263,8 @@ class SRNN(EmissionChecks, LatentRollout, MarkovStateSpace):
     def _z_prev(self, z_prev, context: SRNNContext) -> torch.Tensor:
         if z_prev is not None:
             return z_prev
+        if context.z_start is not None:
+            return context.z_start
         return context.d.new_zeros(context.d.shape[1], self.latent_dim)
 
     # --- the mathematics ----------------------------------------------------------------
@@ -258,6 +277,8 @@ class SRNN(EmissionChecks, LatentRollout, MarkovStateSpace):
     def emission_log_prob(self, z, x, mask, context: SRNNContext) -> torch.Tensor:
         """``log p(x | z)`` ``[B]`` of the modelled steps, all at once from their draws ``z [T', B, latent_dim]``."""
         first = self.input_steps
+        if self.carried is not None:  # a carried pass (the ELBO's) hands on its last d, z and x
+            self.carried.final = (context.d_last, z[-1], x[:, -1])
         params = self.emission_net(z, context.emission_input[first:])
         log_p = emission_distribution(self.emission_kind, params).log_prob(x.transpose(0, 1)[first:])
         return torch.where(mask.T[first:], log_p, 0.0).sum(0)

@@ -8,8 +8,14 @@ and ``u[:, 0]`` is the roll before each chunk or piece (in the JSB test file, ea
 With ``first_input="given"`` (the default, as the authors' code reads the files) every sequence starts with one
 input-only step, ``u[:, 0]``, followed by ``x``; that step is unscored (``scored``) and the model reads it as its
 first input (an SRNN with ``first_step_is_input=True``). With ``first_input="silence"`` the sequences are ``x``
-alone and the model's first input is silence. Either way the chunks are shuffled and start from a zero recurrent
-state, where the authors' code runs them in order and carries the state from chunk to chunk.
+alone and the model's first input is silence.
+
+The training chunks are :data:`FILE_STREAMS` continuous streams: chunk ``i + 16`` continues chunk ``i``. In the
+file's order (``order="file"``, the default) they are shuffled by the trainer and each starts from a zero recurrent
+state. The authors' code runs them in order and carries the state from chunk to chunk: ``order="streams"`` lays
+the training chunks out stream by stream (stream ``s``: the file's chunks ``s, s + 16, s + 32, ...``), the layout
+of ``TrainConfig.streams = 16`` (truncated BPTT over continuous streams, the state carried from one chunk to the
+next).
 """
 
 from __future__ import annotations
@@ -22,12 +28,16 @@ import torch
 
 from ..data import ExperimentData, verified_path
 
-__all__ = ["SRNN_AUTHORS_SETS", "srnn_authors"]
+__all__ = ["SRNN_AUTHORS_SETS", "by_stream", "srnn_authors"]
 
 #: set name -> the file's name in the shared data folder's ``srnn_authors/``
 SRNN_AUTHORS_SETS = {name: f"{name}_raw_batchsize16_seqlen100.npz" for name in ("jsb", "nottingham", "muse", "piano")}
 #: how a sequence's first input is formed: the file's ``u[:, 0]`` as an input-only step, or silence
 FIRST_INPUTS = ("given", "silence")
+#: the order of the training chunks: the file's, or stream by stream
+ORDERS = ("file", "streams")
+#: the continuous streams the files' training chunks are dealt from (their batch size)
+FILE_STREAMS = 16
 _KEYS = ("x_train", "u_train", "x_valid", "u_valid", "x_test", "u_test", "mask_test")
 
 
@@ -37,6 +47,7 @@ def srnn_authors(
     *,
     max_sequences: int | None = None,
     first_input: str = "given",
+    order: str = "file",
 ) -> ExperimentData:
     """One of the authors' four sets: train / valid ``(x [N, 1 + 100, K], mask all True)``, test
     ``(x [N, 1 + T_max, K], mask [N, 1 + T_max])``, each sequence after its given first input (without it with
@@ -47,18 +58,35 @@ def srnn_authors(
         data_dir: the shared data folder (see :func:`~ppl_models.experiments.data.resolve_data_dir`).
         max_sequences: keep only the first this many chunks / pieces of each split (quick checks).
         first_input: ``"given"`` or ``"silence"`` (:data:`FIRST_INPUTS`).
+        order: the training chunks in the file's order or stream by stream (``"file"`` or ``"streams"``, see the
+            module's text); ``max_sequences`` then keeps the first chunks of that order.
     """
     if name not in SRNN_AUTHORS_SETS:
         raise ValueError(f"name must be one of {sorted(SRNN_AUTHORS_SETS)}, got {name!r}")
     if first_input not in FIRST_INPUTS:
         raise ValueError(f"first_input must be one of {list(FIRST_INPUTS)}, got {first_input!r}")
+    if order not in ORDERS:
+        raise ValueError(f"order must be one of {list(ORDERS)}, got {order!r}")
     if max_sequences is not None and (
         isinstance(max_sequences, bool) or not isinstance(max_sequences, int) or max_sequences < 1
     ):
         raise ValueError(f"max_sequences must be a positive int, got {max_sequences!r}")
     relative = f"srnn_authors/{SRNN_AUTHORS_SETS[name]}"
     arrays = read_arrays(verified_path(relative, data_dir), relative)
+    if order == "streams":
+        arrays = {**arrays, **{key: by_stream(arrays[key], relative) for key in ("x_train", "u_train")}}
     return authors_splits(arrays, relative, max_sequences=max_sequences, first_input=first_input)
+
+
+def by_stream(chunks: np.ndarray, where: str) -> np.ndarray:
+    """The training ``chunks [N, ...]`` stream by stream: the file's chunks ``s, s + 16, s + 32, ...`` for stream
+    ``s = 0 .. 15`` (``N`` must be a multiple of :data:`FILE_STREAMS`)."""
+    if len(chunks) % FILE_STREAMS:
+        raise ValueError(
+            f"{where}: order='streams' needs the training chunks to be a multiple of {FILE_STREAMS} streams, "
+            f"got {len(chunks)} chunks"
+        )
+    return chunks.reshape(-1, FILE_STREAMS, *chunks.shape[1:]).swapaxes(0, 1).reshape(chunks.shape)
 
 
 def read_arrays(path: os.PathLike, where: str) -> dict[str, np.ndarray]:

@@ -66,6 +66,8 @@ class TrainConfig:
         lr: initial learning rate (``0`` is allowed: parameters then stay put).
         weight_decay: L2 penalty (Adam, SGD) or decoupled decay (AdamW).
         momentum: SGD and RMSprop momentum (ignored by the Adam variants).
+        optimizer_eps: the ``eps`` of Adam, AdamW and RMSprop, added to the root of their second moment (``None``:
+            torch's default, 1e-8).
         lr_schedule: learning-rate schedule: per epoch ``"constant"``, ``"cosine"`` (to 0 over
             ``epochs``), ``"exponential"`` (times ``lr_gamma`` each epoch) or ``"step"`` (times
             ``lr_gamma`` every ``lr_step_epochs`` epochs); per optimizer step ``"transformer"``
@@ -128,6 +130,7 @@ class TrainConfig:
     cuda_graph: bool = False
     norm_refresh_batches: int = 0
     streams: int | None = None
+    optimizer_eps: float | None = None
 
     def __post_init__(self):
         for name, minimum in (
@@ -162,6 +165,10 @@ class TrainConfig:
         self.kl_start = _number("kl_start", self.kl_start, 0.0, 1.0)
         if self.clip_norm is not None:
             self.clip_norm = _number("clip_norm", self.clip_norm, 0.0, open_left=True)
+        if self.optimizer_eps is not None:
+            self.optimizer_eps = _number("optimizer_eps", self.optimizer_eps, 0.0, open_left=True)
+            if self.optimizer == "sgd":
+                raise ValueError("TrainConfig.optimizer_eps is an Adam, AdamW or RMSprop setting; SGD has none")
         for name in ("progress", "cuda_graph"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"TrainConfig.{name} must be true or false, got {getattr(self, name)!r}")
@@ -181,11 +188,12 @@ class TrainConfig:
         return cls(**values)
 
     def to_dict(self) -> dict:
-        """The fields as a plain dict (``from_dict(to_dict())`` round-trips); ``streams`` only where set, so a run
-        without it records (and resumes from) the same settings as before the field existed."""
+        """The fields as a plain dict (``from_dict(to_dict())`` round-trips); ``streams`` and ``optimizer_eps`` only
+        where set, so a run without them records (and resumes from) the same settings as before the fields existed."""
         values = dataclasses.asdict(self)
-        if values["streams"] is None:
-            del values["streams"]
+        for name in ("streams", "optimizer_eps"):
+            if values[name] is None:
+                del values[name]
         return values
 
     def kl_factor(self, step: int) -> float:
@@ -204,12 +212,18 @@ def make_optimizer(
     """The configured optimizer; ``capturable`` (for CUDA graphs) keeps its step counts on the device."""
     if config.optimizer == "sgd":
         return torch.optim.SGD(parameters, lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay)
+    eps = {} if config.optimizer_eps is None else {"eps": config.optimizer_eps}
     if config.optimizer == "rmsprop":
         return torch.optim.RMSprop(
-            parameters, lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay, capturable=capturable
+            parameters,
+            lr=config.lr,
+            momentum=config.momentum,
+            weight_decay=config.weight_decay,
+            capturable=capturable,
+            **eps,
         )
     optimizer = torch.optim.Adam if config.optimizer == "adam" else torch.optim.AdamW
-    return optimizer(parameters, lr=config.lr, weight_decay=config.weight_decay, capturable=capturable)
+    return optimizer(parameters, lr=config.lr, weight_decay=config.weight_decay, capturable=capturable, **eps)
 
 
 def make_scheduler(optimizer: torch.optim.Optimizer, config: TrainConfig) -> torch.optim.lr_scheduler.LRScheduler:

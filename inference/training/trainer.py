@@ -246,6 +246,12 @@ class Trainer(RunState):
                 else:
                     with self.objective.model.carrying(carried) as box:
                         out = self._train_step(self._batch(self.train_data, index))
+                    if box.final is None:
+                        raise ValueError(
+                            f"TrainConfig.streams: {type(self.objective.model).__name__} handed on no state under the "
+                            f"{type(self.objective).__name__} objective (it carries its state in another objective's "
+                            "pass only); train it without streams or with that objective"
+                        )
                     carried = detached(box.final)
             except (ValueError, RuntimeError) as error:  # e.g. a filter or a Cholesky refusing blown-up parameters
                 self._raise_if_blown_up(error, f"step {number} of the epoch")

@@ -10,7 +10,7 @@ import torch
 
 from ppl_models import LinearGaussianSSM
 from ppl_models.experiments.claims.table import CLAIMS
-from ppl_models.experiments.tasks.srnn_authors import authors_splits, read_arrays, srnn_authors
+from ppl_models.experiments.tasks.srnn_authors import authors_splits, by_stream, read_arrays, srnn_authors
 from ppl_models.inference import evaluate
 from ppl_models.inference.training.settings import TrainConfig, make_scheduler
 
@@ -172,3 +172,25 @@ def test_claims_read_the_per_sequence_figure_of_the_authors_experiments():
         claim = CLAIMS[f"srnn-authors-{key}"]
         assert claim.metric_key == "elbo_per_sequence_step" and claim.rule.paper == figure
         assert claim.members == (("SRNN", f"srnn-authors-{key}", ()),) and claim.seeds == (0, 1, 2)
+
+
+def test_stream_order_lays_out_the_files_chunks_stream_by_stream():
+    chunks = np.arange(48).reshape(48, 1, 1)  # 16 streams of 3 chunks: the file's chunk i + 16 continues chunk i
+    ordered = by_stream(chunks, "f.npz")[:, 0, 0]
+    assert ordered[:3].tolist() == [0, 16, 32] and ordered[3:6].tolist() == [1, 17, 33]
+    assert sorted(ordered.tolist()) == list(range(48))
+    with pytest.raises(ValueError, match=r"^f.npz: order='streams' needs .* multiple of 16 streams, got 20 chunks$"):
+        by_stream(np.zeros((20, 2, 1)), "f.npz")
+
+
+@pytest.mark.parametrize("name", ["jsb", "nottingham"])
+def test_in_stream_order_each_real_training_chunk_continues_the_one_before_it(name):
+    """Laid out for ``TrainConfig.streams = 16`` (stream s: rows s C .. s C + C - 1), every chunk but a stream's first
+    starts from the last roll of the chunk before it: the state a chunk hands on is the one its successor needs."""
+    x, _ = srnn_authors(name, order="streams").train
+    per_stream = len(x) // 16
+    starts = torch.arange(16) * per_stream
+    following = (starts[:, None] + torch.arange(1, per_stream)).flatten()
+    assert torch.equal(x[following, 0], x[following - 1, -1])
+    with pytest.raises(ValueError, match=r"^order must be one of \['file', 'streams'\], got 'shuffled'$"):
+        srnn_authors(name, order="shuffled")

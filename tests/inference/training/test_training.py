@@ -24,6 +24,7 @@ from ppl_models.inference.training import (
     trim_padding,
 )
 from ppl_models.inference.training.progress import Progress, training_progress
+from ppl_models.inference.training.settings import make_optimizer
 from ppl_models.lgssm import LinearGaussianSSM
 
 
@@ -295,11 +296,23 @@ def test_config_rejects_unknown_keys_and_round_trips():
         ("seed", -1),
         ("progress", "yes"),
         ("momentum", 2.0),
+        ("optimizer_eps", 0.0),
     ],
 )
 def test_config_rejects_bad_values(field, value):
     with pytest.raises(ValueError, match=field):
         TrainConfig.from_dict({field: value})
+
+
+def test_optimizer_eps_reaches_adam_and_rmsprop_and_is_refused_for_sgd():
+    parameters = [torch.nn.Parameter(torch.zeros(2))]
+    for name in ("adam", "adamw", "rmsprop"):
+        config = TrainConfig(optimizer=name, optimizer_eps=1e-4)
+        assert make_optimizer(parameters, config).defaults["eps"] == 1e-4
+        assert make_optimizer(parameters, TrainConfig(optimizer=name)).defaults["eps"] == 1e-8  # torch's default
+    assert "optimizer_eps" not in TrainConfig().to_dict()  # runs without it record what they did before
+    with pytest.raises(ValueError, match="optimizer_eps is an Adam, AdamW or RMSprop setting; SGD has none"):
+        TrainConfig(optimizer="sgd", optimizer_eps=1e-4)
 
 
 def test_trainer_rejects_bad_arguments(lgssm_data):
