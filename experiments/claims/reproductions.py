@@ -27,6 +27,7 @@ from ppl_models.inference.atomic_files import write_json, write_text
 
 from .. import compare
 from . import CLAIMS, PAPERS, REPRODUCE_FORMAT, Claim, Reading
+from .benchmark_table import benchmark_table
 from .factor_table import STUDY_FILES, factor_table
 from .provenance import REPO_ROOT, commit_label, provenance_problems
 from .results_files import read_results_file, results_destination
@@ -323,10 +324,10 @@ def _paper_table(paper: str, files: dict) -> list[str]:
 #: a block of a docs page that the renderer fills with one paper's rows (``<!-- claims:PAPER -->`` ...
 #: ``<!-- /claims -->``), one recipe's transfer table (``<!-- transfer:RECIPE -->`` ... ``<!-- /transfer -->``) or
 #: the boards of a real series over seeds (``<!-- board:NAME -->`` ... ``<!-- /board -->``, from
-#: ``docs/results/board_NAME_cpu.json``) or a one-factor-at-a-time study (``<!-- factors:NAME -->``,
-#: :mod:`.factor_table`)
+#: ``docs/results/board_NAME_cpu.json``), a one-factor-at-a-time study (``<!-- factors:NAME -->``,
+#: :mod:`.factor_table`) or a benchmark's timings (``<!-- speed:NAME -->``, :mod:`.benchmark_table`)
 CLAIMS_BLOCK = re.compile(
-    r"(<!-- (?P<kind>claims|transfer|board|factors):(?P<key>[\w-]+) -->\n)(?P<body>.*?)"
+    r"(<!-- (?P<kind>claims|transfer|board|factors|speed):(?P<key>[\w-]+) -->\n)(?P<body>.*?)"
     r"(<!-- /(?P=kind) -->)",
     re.S,
 )
@@ -342,6 +343,8 @@ def fill_blocks(text: str, files: dict, where: str = "page") -> str:
             return match.group(1) + "\n".join(board_table(key, files)) + "\n" + match.group(5)
         if kind == "factors":
             return match.group(1) + "\n".join(factor_table(key, files)) + "\n" + match.group(5)
+        if kind == "speed":
+            return match.group(1) + "\n".join(benchmark_table(key, files)) + "\n" + match.group(5)
         known = PAPERS if kind == "claims" else TRANSFERS
         if key not in known:
             what = "paper" if kind == "claims" else "recipe"
@@ -397,7 +400,7 @@ def _spread(figure: dict) -> str:
 
 def _pages_with_blocks(page: Path) -> list[Path]:
     """The docs pages beside ``page`` that hold a claims block."""
-    marks = ("<!-- claims:", "<!-- transfer:", "<!-- board:", "<!-- factors:")
+    marks = ("<!-- claims:", "<!-- transfer:", "<!-- board:", "<!-- factors:", "<!-- speed:")
     return sorted(p for p in page.parent.glob("*.md") if p != page and any(m in p.read_text() for m in marks))
 
 

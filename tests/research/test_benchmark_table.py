@@ -1,0 +1,36 @@
+"""Benchmark timings on docs pages (``<!-- speed:NAME -->`` blocks): rendered from the results file, never typed."""
+
+from ppl_models.experiments.claims.benchmark_table import benchmark_table
+from ppl_models.experiments.claims.reproductions import fill_blocks
+
+FILES = {
+    "ab_cpu.json": {
+        "command": "python -m ppl_models.experiments.benchmarks.compile_ab --out ab.json",
+        "machine": {"git_commit": "0123456789abcdef", "logical_cpus": 2},
+        "threads": 2,
+        "load_average_start": [0.5, 0.4, 0.3],
+        "load_average_end": [1.25, 0.9, 0.5],
+        "rows": {
+            "eager step": {"median_s": 1.5, "best_s": 1.25, "times_s": [1.25, 1.5, 2.0]},
+            "compiled step": {"median_s": 1.0, "best_s": 0.875, "times_s": [0.875, 1.0, 1.5]},
+        },
+        "comparisons": {"pf-lstm": {"speed_up": 1.5, "steps_to_repay_compile": None}},
+    }
+}
+
+
+def test_the_table_gives_each_rows_median_best_and_runs_and_the_comparisons():
+    lines = benchmark_table("ab_cpu", FILES)
+    assert "| eager step | 1.5 s | 1.25 s | 3 |" in lines and "| compiled step | 1 s | 0.875 s | 3 |" in lines
+    assert "| pf-lstm | 1.5 | - |" in lines and "| | speed up | steps to repay compile |" in lines
+    assert lines[-1] == (
+        "`python -m ppl_models.experiments.benchmarks.compile_ab --out ab.json`; commit 0123456, 2 thread(s), "
+        "2 logical CPUs; load average 0.5 -> 1.2. File: [ab_cpu.json](results/ab_cpu.json)."
+    )
+
+
+def test_a_speed_block_is_filled_from_its_file_and_a_missing_file_says_so():
+    page = "Before.\n<!-- speed:ab_cpu -->\nstale\n<!-- /speed -->\nAfter.\n"
+    filled = fill_blocks(page, FILES)
+    assert "stale" not in filled and "| eager step | 1.5 s | 1.25 s | 3 |" in filled and filled.endswith("After.\n")
+    assert "Not measured yet: no docs/results/nope.json." in fill_blocks(page.replace("ab_cpu", "nope"), FILES)
