@@ -1,6 +1,7 @@
 """The reference filters the bootstrap-filter benchmark times ours against, on the same 1-d LGSSM and data
 (:mod:`~ppl_models.experiments.benchmarks.lgssm_problem`): the ``particles`` library of N. Chopin and Pyro's
-``pyro.infer.SMCFilter``, each one sequence at a time in float64 on the CPU.
+``pyro.infer.SMCFilter``, each one sequence at a time in float64 on the CPU, and the same filter written plainly in
+torch for all sequences at once (float32, :func:`prepare_torch`): the eager-torch floor a general engine is held to.
 
 Each ``prepare_*`` warms up and returns ``(run, finish)``: ``run()`` is one timed call over all sequences and
 ``finish(times, last_output)`` turns the timings into a row
@@ -8,6 +9,8 @@ Each ``prepare_*`` warms up and returns ``(run, finish)``: ``run()`` is one time
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import pyro
@@ -25,7 +28,7 @@ from ppl_models.experiments.benchmarks.lgssm_problem import (
 )
 from ppl_models.experiments.benchmarks.timing import package_version, stats
 
-__all__ = ["prepare_particles", "prepare_pyro"]
+__all__ = ["prepare_particles", "prepare_pyro", "prepare_torch"]
 
 
 def _float64_cpu_row(times: list[float], num_particles: int, x64: torch.Tensor, **extra) -> dict:
@@ -148,3 +151,52 @@ def prepare_pyro(num_particles, data, *, seed=0):
         return _float64_cpu_row(times, num_particles, x64, version=package_version("pyro-ppl"), validation=False)
 
     return run, finish
+
+
+def prepare_torch(num_particles, data, *, seed=0):
+    """The bootstrap filter of the 1-d LGSSM written by hand in torch for all ``B`` sequences at once (float32, one
+    process, no gradients): the same algorithm (systematic resampling of the sequences whose ESS fell below
+    ``ESS_THRESHOLD K``, before each propagation) without a general engine's model protocol, masks or records."""
+    x32, _, exact = data
+    observations = x32[:, :, 0].T.contiguous()  # [T, B]
+    batch, k = observations.shape[1], num_particles
+    log_norm = -0.5 * math.log(2 * math.pi) - math.log(SIGMA_Y)
+    generator = torch.Generator().manual_seed(seed + 1)
+    offsets = torch.arange(k, dtype=torch.float32)
+
+    def run(steps=observations):
+        z = SIGMA_0 * torch.randn(k, batch, generator=generator)
+        log_w = torch.full((k, batch), -math.log(k))
+        log_evidence = torch.zeros(batch)
+        for t in range(steps.shape[0]):
+            if t > 0:
+                weights = log_w.exp()
+                low = 1.0 / weights.square().sum(0) < ESS_THRESHOLD * k
+                if bool(low.any()):
+                    cdf = weights.T.cumsum(1)
+                    positions = (offsets + torch.rand(batch, 1, generator=generator)) / k
+                    ancestors = torch.searchsorted(cdf, positions).clamp_(max=k - 1).T
+                    z = torch.where(low, z.gather(0, ancestors), z)
+                    log_w = torch.where(low, -math.log(k), log_w)
+                z = RHO * z + SIGMA_X * torch.randn(k, batch, generator=generator)
+            residual = (steps[t] - z) / SIGMA_Y
+            log_w = log_w + (log_norm - 0.5 * residual.square())
+            top = log_w.amax(0)
+            step_evidence = top + (log_w - top).exp().sum(0).log()
+            log_evidence += step_evidence
+            log_w = log_w - step_evidence
+        return log_evidence
+
+    with torch.no_grad():
+        run(observations[:20])
+
+    def timed():
+        with torch.no_grad():
+            return run()
+
+    def finish(times, log_evidence):
+        out = {**stats(times), "num_particles": k, "num_steps": int(observations.shape[0]), "num_sequences": batch}
+        out.update(evidence_errors(log_evidence.double().numpy(), exact.numpy()), device="cpu", dtype="float32")
+        return out
+
+    return timed, finish

@@ -6,7 +6,9 @@
   paper-budget epoch extrapolated from them (:mod:`ppl_models.experiments.benchmarks.pf_rnn`, ``--threads``
   threads, 2 by default, as the official figures were taken);
 * the bootstrap filter (K = 1000, T = 1000, B = 16, one thread) against the ``particles`` library
-  (:mod:`ppl_models.experiments.benchmarks.bootstrap_filter`; skipped, and said so, when it is not installed);
+  (:mod:`ppl_models.experiments.benchmarks.bootstrap_filter`; skipped, and said so, when it is not installed) and
+  against the same filter written by hand in torch for all sequences at once (the eager-torch floor,
+  :func:`~ppl_models.experiments.benchmarks.reference_filters.prepare_torch`);
 * SRNN's training step at the paper's sizes against the same ELBO written by hand in torch
   (:mod:`ppl_models.experiments.benchmarks.srnn_step`, one thread);
 * peak memory of the PF-LSTM training step and of the ``nn.LSTMCell`` row (fresh processes).
@@ -66,7 +68,10 @@ def _filter_section(quick: bool, repeats: int, seed: int) -> dict:
     cfg = bootstrap_filter.QUICK if quick else bootstrap_filter.FULL
     k, t, b = cfg["num_particles"], cfg["num_steps"], cfg["num_sequences"]
     data = lgssm_problem.make_data(b, t, seed)
-    prepared = {"ours float32": bootstrap_filter.prepare_ours(k, data, seed=seed)}
+    prepared = {
+        "ours float32": bootstrap_filter.prepare_ours(k, data, seed=seed),
+        "hand-written torch float32": reference_filters.prepare_torch(k, data, seed=seed),
+    }
     if importlib.util.find_spec("particles") is not None:
         prepared["particles"] = reference_filters.prepare_particles(k, data, seed=seed)
     rows = bootstrap_filter.compare(prepared, dict.fromkeys(prepared, repeats))
@@ -97,6 +102,9 @@ def ratios(results: dict) -> dict:
         )
         if "particles" in filter_rows
         else None,
+        "bootstrap filter / hand-written torch": (
+            filter_rows["ours float32"]["median_s"] / filter_rows["hand-written torch float32"]["median_s"]
+        ),
         "srnn step / hand-written torch": srnn["ours"]["ratio_to_torch"],
     }
 
