@@ -16,7 +16,9 @@ import pyro
 import torch
 from pyro.util import get_rng_state, set_rng_state
 
-from ppl_models.inference.validation import check_sequences
+from ppl_models.covariate_model import CovariateInputs
+from ppl_models.exact_predictive_model import ExactPredictiveModel
+from ppl_models.inference.validation import SettingError, check_sequences
 
 from . import recipes
 from .config import evaluation_options
@@ -30,6 +32,9 @@ __all__ = [
     "check_trainable",
     "check_finite",
     "check_model_takes",
+    "with_covariates",
+    "COVARIATE_REFUSAL",
+    "CovariatesRefused",
 ]
 
 SPLITS = ("train", "valid", "test")
@@ -83,9 +88,36 @@ def build_once(config: dict, data) -> tuple:
     return model, objective
 
 
+#: why a model that is not an exact one-step predictor takes no covariates
+COVARIATE_REFUSAL = (
+    "it is not an exact one-step predictor: its filter or guide weighs every column of a step, so it would model "
+    "the covariates rather than read them"
+)
+
+
+class CovariatesRefused(SettingError):
+    """A model that cannot read the data's covariates (:func:`with_covariates`); a board leaves it out and says why."""
+
+
 def _model_and_objective(config: dict, data) -> tuple:
     model = build(config["model"], MODELS, "model", obs_dim=data.obs_dim)
+    model = with_covariates(model, getattr(data, "covariates", None), config["model"].get("name"))
     return model, build_objective(config["objective"], model)
+
+
+def with_covariates(model, layout, name: str | None):
+    """``model`` (built for every column of data read with the covariate ``layout``) as a model of the targets that
+    reads the covariates as inputs (:class:`~ppl_models.covariate_model.CovariateInputs`); ``model`` itself where
+    ``layout`` is ``None``. A model that is not an exact one-step predictor is refused, a
+    :class:`~ppl_models.inference.validation.SettingError` of ``covariates`` naming it and the reason."""
+    if layout is None:
+        return model
+    if not isinstance(model, ExactPredictiveModel) or isinstance(model, CovariateInputs):
+        key = "covariates" if layout.known else "past_covariates"
+        raise CovariatesRefused(
+            key, f"{{{key}}}: model {name or type(model).__name__!r} cannot read covariates: {COVARIATE_REFUSAL}"
+        )
+    return CovariateInputs(model, layout)
 
 
 def _key(config: dict) -> str:

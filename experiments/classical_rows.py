@@ -43,6 +43,7 @@ __all__ = [
     "data_units",
     "collection_log",
     "model_form",
+    "covariate_use",
     "fit_issues",
     "KEY_FILE",
     "row_key",
@@ -156,11 +157,15 @@ def run_classical(
         scored=data.levels.scored["test"],
         binary=False,
         description=data.description,
+        covariates=getattr(data, "covariates", None),
     )
     metrics = {**result.metrics, "validation": validation, "train_seconds": time.perf_counter() - started}
     scored = result.mask if result.scored is None else result.scored
     save_torch(folder / "pit.pt", calibration.pit(result.predictive, result.x, scored)[scored])
-    write_json(folder / "classical.json", {"name": name, **model.forecaster.describe()})
+    record = {"name": name, **model.forecaster.describe()}
+    if getattr(data, "covariates", None) is not None:
+        record["covariates"] = covariate_use(name)
+    write_json(folder / "classical.json", record)
     write_json(folder / "metrics.json", metrics)
     if key is not None:
         write_json(folder / KEY_FILE, key)
@@ -175,7 +180,14 @@ def _validation(model, data, options) -> dict | None:
     if not mask.any() or (scored is not None and not scored.any()):
         return None
     metrics = evaluation.evaluate(
-        model, x, mask, options, scored=scored, binary=False, description="validation split"
+        model,
+        x,
+        mask,
+        options,
+        scored=scored,
+        binary=False,
+        description="validation split",
+        covariates=getattr(data, "covariates", None),
     ).metrics
     return {
         "coverage_0.8": metrics["calibration"].get("coverage_0.8"),
@@ -236,9 +248,24 @@ def classical_forecaster_row(name: str, folder: Path, same_as: tuple[str, ...] =
     }
 
 
+def covariate_use(name: str) -> str:
+    """How classical forecaster ``name`` uses the covariate columns of data read with covariates: the VAR reads each
+    step's covariates through its lags (the columns are series of its joint model, the targets alone scored), the
+    univariate forecasters ignore them (their forecasts of the targets read the targets' own history only)."""
+    if name == "var":
+        return "covariates as lagged series"
+    return "no covariates"
+
+
 def model_form(record: dict) -> str:
     """The model forms a classical row's ``classical.json`` names, most used first (``ARIMA(0,1,1)(0,1,1)12 x3,
-    ARIMA(1,1,0) x1``): those chosen on the rows' own histories, else the pooled fit's."""
+    ARIMA(1,1,0) x1``): those chosen on the rows' own histories, else the pooled fit's; with how it uses the data's
+    covariates where it has some (``ETS(A,N,N) x6; no covariates``)."""
+    form = _forms(record)
+    return f"{form}; {record['covariates']}" if record.get("covariates") else form
+
+
+def _forms(record: dict) -> str:
     counts = record.get("rows_since_fit") or {}
     forms = {k: v for k, v in counts.items() if k[:1].isupper()}  # the other counts start in lower case
     if forms:

@@ -148,6 +148,11 @@ class ExperimentData(SplitData):
     #: leading steps of every sequence that are given as inputs only (a file that gives the step before each
     #: sequence); marked unscored in :attr:`scored`, and a model must read them so (its ``input_steps``)
     input_steps: int = 0
+    #: a user's file read with covariates: which columns are targets and which covariates
+    #: (:class:`~ppl_models.inference.data.covariates.CovariateLayout`; ``None``: every column is a target), and per
+    #: series id the known covariates of the rows after its last target (``future``, ``[H, C]`` in the file's units)
+    covariates: object = None
+    future: dict | None = None
 
     def scored_mask(self, split: str) -> torch.Tensor | None:
         """``scored [N, T]`` of ``split`` (``"valid"`` or ``"test"``), or ``None`` where every valid step is scored."""

@@ -39,6 +39,25 @@ DATA_FLAGS = (
         {"metavar": "C[,D]", "type": columns, "help": "target columns, the y of pf-lstm, pf-gru (default: none)"},
     ),
     (
+        "--covariates",
+        "covariates",
+        {
+            "metavar": "A,B",
+            "type": columns,
+            "help": "columns known in the future (a calendar, a planned price), read as inputs of the forecast, not "
+            "forecast themselves (default: none)",
+        },
+    ),
+    (
+        "--past-covariates",
+        "past_covariates",
+        {
+            "metavar": "C,D",
+            "type": columns,
+            "help": "columns known only up to now, read as inputs of the next step's forecast (default: none)",
+        },
+    ),
+    (
         "--split",
         "split_by",
         {

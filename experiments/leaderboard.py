@@ -16,7 +16,9 @@ kept, an interrupted one resumes; see :func:`run_leaderboard`), and the board is
   every row's forecasts from the same origins of each test series, per step ahead and against the best classical row.
 
 Of the default models, those that cannot represent the data are listed under the board with the
-reason (``not run: MODEL: reason``; ``not_run`` in ``leaderboard.json``). A model or classical forecaster that fails
+reason (``not run: MODEL: reason``; ``not_run`` in ``leaderboard.json``); so is every model, named or not, that
+cannot read the file's covariates (``--covariates``: only the exact one-step predictors read them). A model or
+classical forecaster that fails
 (its run diverges, its settings or a file are wrong, its child process dies) keeps its row, with its one-line reason
 (``failed``, and a flag) and no figures; the other rows are trained, ranked and drawn. A board none of whose rows
 could be scored is a ``ValueError``. Forecasters that are one (seasonal naive without a season is the last value)
@@ -36,6 +38,7 @@ from . import board_plots, multistep_board, own_data
 from .board_flags import board_warnings, flag_rows, ranking_note
 from .board_markdown import board_markdown
 from .board_training import DEFAULT_BUDGET, attempt, train_models, tuned_rows
+from .build import COVARIATE_REFUSAL, CovariatesRefused
 from .classical_rows import (
     applicable_classical,
     classical_forecaster_row,
@@ -239,6 +242,10 @@ def _configs(path, models: list[str] | None, overrides, device) -> tuple[dict[st
                 raise
             not_run[model] = " ".join(str(error).split())
             print(f"not run: {not_run[model]}")  # the reason starts with the model's name
+            continue
+        except CovariatesRefused:  # named or not: the board runs the others with the covariates, never without
+            not_run[model] = f"{model}: cannot read covariates: {COVARIATE_REFUSAL}"
+            print(f"not run: {not_run[model]}")
             continue
         config["name"] = f"{model} (leaderboard)"
         if device:

@@ -86,11 +86,16 @@ def check_multistep(horizon: int | None, origins: int | None) -> tuple[int, int]
 
 def check_reach(data, horizon: int) -> None:
     """Refuse a multi-step table on ``data`` (:class:`~ppl_models.experiments.data.ExperimentData`) that is binary,
-    or whose test series hold no run of ``horizon`` scored steps after a first step of history."""
+    read with covariates, or whose test series hold no run of ``horizon`` scored steps after a first step of history."""
     if data.binary:
         raise ValueError(
             "--horizon: the multi-step table judges forecasts of real values (CRPS, coverage); on 0/1 data "
             "ppl-models backtest RUN --horizon H --origins N gives the Brier score and ECE per step ahead"
+        )
+    if getattr(data, "covariates", None) is not None:
+        raise ValueError(
+            "--horizon: the multi-step table does not take covariates yet (--covariates, --past-covariates): its "
+            "forecasters would need the covariates' values after each origin; leave out --horizon, or the covariates"
         )
     longest = longest_reach(data.levels.test[1], _scored(data))
     if not longest:

@@ -22,7 +22,7 @@ import pyro.distributions as dist
 import torch
 
 from ppl_models.inference.data.covariates import CovariateLayout
-from ppl_models.inference.protocol import OneStepPredictive
+from ppl_models.inference.protocol import OneStepPredictive, Unsupported
 from ppl_models.inference.validation import check_positive_int, check_sequences
 
 from .exact_predictive_model import ExactPredictiveModel
@@ -40,6 +40,13 @@ class CovariateInputs(ExactPredictiveModel):
     """
 
     description = "an exact one-step predictor of the targets, reading covariates as inputs"
+    capabilities = ExactPredictiveModel.capabilities - {"generate", "forecast"}
+    limitations = {
+        **ExactPredictiveModel.limitations,
+        "forecast": "it reads covariates: a forecast of the targets needs the covariates' future values "
+        "(forecast_given)",
+        "generate": "it models the targets given the covariates, not the covariates' own law",
+    }
 
     def __init__(self, inner: ExactPredictiveModel, layout: CovariateLayout):
         super().__init__()
@@ -84,6 +91,17 @@ class CovariateInputs(ExactPredictiveModel):
             result.samples[..., self.modelled_features :] = inputs
         result.mean[..., self.modelled_features :] = inputs
         return result
+
+    def forecast(self, x, mask=None, horizon: int = 1, num_samples: int = 100, **settings) -> torch.Tensor:
+        """Refused: the draws of the targets need the covariates of the steps ahead (:meth:`forecast_given`)."""
+        raise self._unsupported("forecast")
+
+    def generate(self, num_steps: int, **settings):
+        """Refused: the model has no law of the covariates to draw them from."""
+        raise self._unsupported("generate")
+
+    def _unsupported(self, capability: str) -> Unsupported:
+        return Unsupported(f"{type(self).__name__} has no {capability}: {self.limitations[capability]}")
 
     @torch.no_grad()
     def forecast_given(

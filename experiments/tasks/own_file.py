@@ -129,6 +129,8 @@ def file_data(
         split_record={**splits.to_dict(), "transform": choice, "left_out": dataset.left_out, "likelihood": chosen},
         scored=splits.scored(),
         levels=_levels(splits),
+        covariates=dataset.covariates,
+        future=dataset.future,
     )
 
 

@@ -56,7 +56,7 @@ class Gathered:
             self.positions.append(torch.stack([index[rows], times]))
             self.observed.append(units.observed(xb, index).cpu()[sb])
         if plan.binary:
-            self.probabilities.append(self._kept(step.mean.cpu(), sb))
+            self.probabilities.append(self._kept(units.kept(step.mean.cpu()), sb))
             return
         if step.log_density is not None:
             self.log_density.append(self._kept(units.step_log_density(step.log_density.cpu(), index), sb))

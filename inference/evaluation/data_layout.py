@@ -4,6 +4,7 @@ from the model's (standardised) units back to the data's own."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import numbers
 from collections.abc import Iterator, Mapping
@@ -16,7 +17,7 @@ from ..data.datasets import skewed
 from ..training import length_batches, trim_padding
 from ..validation import InputTypeError
 
-__all__ = ["Units", "batches", "in_order", "packed_layout", "check_some_valid"]
+__all__ = ["Units", "batches", "in_order", "packed_layout", "check_some_valid", "modelled_columns"]
 
 
 def check_some_valid(mask: torch.Tensor, caller: str) -> None:
@@ -51,21 +52,50 @@ def in_order(pieces: list[torch.Tensor], indices: list[torch.Tensor], steps: int
     return torch.cat(pieces, batch_dim).index_select(batch_dim, order)
 
 
+def modelled_columns(model, covariates, features: int) -> int:
+    """How many leading columns of data with ``features`` columns an evaluation scores: the model's
+    ``modelled_features`` (a model of targets that reads covariates as inputs), else the targets of the data's
+    :class:`~ppl_models.inference.data.covariates.CovariateLayout` ``covariates``, else every column."""
+    declared = getattr(model, "modelled_features", None)
+    layout = None if covariates is None else covariates.modelled
+    if declared is not None and layout is not None and declared != layout:
+        raise ValueError(
+            f"covariates: the data's layout has {layout} target columns, the model {type(model).__name__} models "
+            f"{declared}"
+        )
+    columns = declared if declared is not None else layout if layout is not None else features
+    if not 0 < columns <= features:
+        raise ValueError(f"modelled_features: expected 1 to {features} leading columns, got {columns}")
+    return int(columns)
+
+
 class Units:
-    """The way from the model's (standardised, maybe transformed) units back to the data's: values and log densities.
+    """The way from the model's (standardised, maybe transformed) units back to the data's: values and log densities,
+    of the scored columns only.
 
     ``standardizer``: a :class:`~ppl_models.inference.data.Standardizer`, its ``to_dict()``, ``None`` (the units are
     the data's) or the :class:`~ppl_models.inference.data.DataUnits` of transformed data (per-row maps, the levels
-    differences build on, per-step Jacobians), checked against ``like [N, T, D]``. The methods take the rows ``index``
-    ``[b]`` of ``like`` a batch holds (``None``: every row), which only transformed data reads.
+    differences build on, per-step Jacobians), checked against ``like [N, T, D]``. ``columns``: the leading columns
+    scored (:func:`modelled_columns`; default all ``D``): every value these units give back (:meth:`values`,
+    :meth:`observed`, :meth:`kept`) holds those ``[..., columns]`` only, and the Jacobian of a log density counts
+    them only, so that covariate columns (inputs, not forecast) weigh in no figure. The methods take the rows
+    ``index`` ``[b]`` of ``like`` a batch holds (``None``: every row), which only transformed data reads.
     """
 
-    def __init__(self, standardizer, like: torch.Tensor):
+    def __init__(self, standardizer, like: torch.Tensor, columns: int | None = None):
+        self.columns = like.shape[-1] if columns is None else int(columns)
         self.transform = standardizer if isinstance(standardizer, DataUnits) else None
         if self.transform is not None:
             self.transform.check(like)
+            self.transform = _leading(self.transform, self.columns)
             standardizer = None
         self.standardizer = _check_standardizer(standardizer, like.shape[-1])
+        if self.standardizer is not None and self.columns < like.shape[-1]:
+            kept = slice(0, self.columns)
+            self.standardizer = Standardizer(
+                self.standardizer.mean[kept], self.standardizer.scale[kept], self.standardizer.features[kept]
+            )
+            self.standardizer = None if self.standardizer.identity else self.standardizer
         scale = torch.tensor(self.standardizer.scale if self.standardizer else [1.0], dtype=torch.float64)
         self.log_jacobian = -float(scale.log().sum())  # log |d z / d x| per step
 
@@ -74,15 +104,21 @@ class Units:
         """Whether the model's units differ from the data's."""
         return self.standardizer is not None or self.transform is not None
 
+    def kept(self, values: torch.Tensor) -> torch.Tensor:
+        """``values [..., D]`` at the scored columns ``[..., columns]``."""
+        return values[..., : self.columns]
+
     def values(self, z: torch.Tensor, index: torch.Tensor | None = None) -> torch.Tensor:
-        """One-step values ``z [..., b, T', D]`` of rows ``index`` in the data's units (float64 where they differ)."""
+        """One-step values ``z [..., b, T', D]`` of rows ``index`` in the data's units (float64 where they differ), at
+        the scored columns."""
+        z = self.kept(z)
         if self.transform is not None:
             return self.transform.values(z, index)
         return z if self.standardizer is None else self.standardizer.inverse(z, dtype=torch.float64)
 
     def observed(self, x: torch.Tensor, index: torch.Tensor | None = None) -> torch.Tensor:
-        """The data ``x [b, T', D]`` of rows ``index`` in the data's units: transformed data's rows as read, at its
-        positions."""
+        """The data ``x [b, T', D]`` of rows ``index`` in the data's units, at the scored columns: transformed data's
+        rows as read, at its positions."""
         if self.transform is not None:
             return self.transform.observed_at(index, x.shape[-2])
         return self.values(x)
@@ -104,6 +140,20 @@ class Units:
         if self.standardizer is None:
             return log_density
         return log_density + self.log_jacobian * scored.sum(1).to(log_density)
+
+
+def _leading(transform: DataUnits, columns: int) -> DataUnits:
+    """``transform`` of its leading ``columns`` only."""
+    if columns == transform.offset.shape[1]:
+        return transform
+    kept = slice(0, columns)
+    return dataclasses.replace(
+        transform,
+        offset=transform.offset[:, kept],
+        scale=transform.scale[:, kept],
+        data=transform.data[..., kept],
+        features=transform.features[kept],
+    )
 
 
 def _check_standardizer(standardizer, features: int) -> Standardizer | None:

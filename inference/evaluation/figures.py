@@ -12,7 +12,7 @@ import torch
 from .. import calibration
 from ..arviz_compat import loo_summary, waic_summary
 from ..validation import check_positive_int, check_scored, check_sequences
-from .data_layout import Units, batches, check_some_valid
+from .data_layout import Units, batches, check_some_valid, modelled_columns
 
 __all__ = [
     "one_step_mse",
@@ -41,7 +41,8 @@ def one_step_mse(
     scored: torch.Tensor | None = None,
 ) -> float:
     """Mean squared error of the one-step predictive mean ``E[x_t | x_<t]`` over the valid steps and features of
-    ``x [N, T, D]`` (``mask [N, T]``), in the data's units under a ``standardizer`` (a
+    ``x [N, T, D]`` (``mask [N, T]``; the leading ``modelled_features`` of a model that declares them), in the
+    data's units under a ``standardizer`` (a
     :class:`~ppl_models.inference.data.Standardizer`, its ``to_dict()`` or, for transformed data, the
     :class:`~ppl_models.inference.data.DataUnits` of ``x``'s rows): the ``mse`` of
     :func:`~ppl_models.inference.evaluation.evaluate` where the mean is the model's own ``predictive``.
@@ -54,13 +55,13 @@ def one_step_mse(
     scored = mask if scored is None else check_scored(scored, mask)
     check_some_valid(scored, "one_step_mse")
     batch_size = check_positive_int(batch_size, name="batch_size")
-    units = Units(standardizer, x)
+    units = Units(standardizer, x, modelled_columns(model, None, x.shape[-1]))
     device = next(model.parameters()).device
     total = sum(
         squared_error(model.predictive(xb, mb, 0).mean, xb, scored[index][:, : xb.shape[1]].to(mb.device), units, index)
         for index, xb, mb in batches(x, mask, batch_size, device)
     )
-    return mean_squared_error(total, scored, x.shape[-1])
+    return mean_squared_error(total, scored, units.columns)
 
 
 def squared_error(

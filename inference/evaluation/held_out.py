@@ -28,6 +28,8 @@ class HeldOutData:
             reported in the data's own units.
         binary: judge as binary data (Brier score, reliability); ``None``: every valid value is 0 or 1.
         description: names the data in the metrics.
+        covariates: the data's :class:`~ppl_models.inference.data.covariates.CovariateLayout` where it has
+            covariate columns: only its targets are scored, as for a model that declares ``modelled_features``.
         truth: the data's source, a model with an exact ``log_likelihood``; ``truth_metrics``:
             ``(draws, x) -> {name: value}``.
     """
@@ -41,3 +43,4 @@ class HeldOutData:
     description: str = "data"
     truth: Any = None
     truth_metrics: Callable | None = None
+    covariates: Any = None

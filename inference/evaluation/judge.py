@@ -20,7 +20,7 @@ from ..keyword_settings import field_names, options_with, sorted_keywords
 from ..protocol import model_device
 from ..validation import InputTypeError, check_memory, check_scored, check_sequences
 from .batch_estimates import TRUE_LOG_LIKELIHOOD, Gathered, gather
-from .data_layout import Units, check_some_valid, in_order
+from .data_layout import Units, check_some_valid, in_order, modelled_columns
 from .evaluation_result import Evaluation, held_in_order
 from .figures import (
     binary_calibration,
@@ -54,6 +54,9 @@ def evaluate(
             (``evaluate(model, x, mask, estimators=["smc"], num_particles=500)``), and the fields of the
             :class:`HeldOutData` judged but ``x`` and ``mask``, as follows.
         valid: the validation split ``(x, mask)``, on which ``options.noise_refit`` refits a model's noise.
+        covariates: the data's :class:`~ppl_models.inference.data.covariates.CovariateLayout`: only its targets are
+            scored (as for a model that declares ``modelled_features``,
+            :func:`~ppl_models.inference.evaluation.data_layout.modelled_columns`).
         truth: the data's source, a model with an exact ``log_likelihood``: adds ``exact (true
             parameters)`` and ``gap_to_truth``. ``truth_metrics``: ``(draws, x) -> {name: value}``.
         standardizer: the :class:`~ppl_models.inference.data.Standardizer` under which ``x`` is held (or
@@ -96,7 +99,7 @@ def evaluate_held_out(model, data: HeldOutData, options: EvaluationOptions | Non
     scored = check_scored(data.scored, mask)
     if scored is not None:
         check_some_valid(scored, "evaluate")
-    units = Units(data.standardizer, x)
+    units = Units(data.standardizer, x, modelled_columns(model, data.covariates, x.shape[-1]))
     scored_steps = mask if scored is None else scored
     context = scored is not None and _reads_context(model, mask, scored)
     plan = _checked_plan(model, x, mask, scored_steps, options, binary, given_context=context)
@@ -145,11 +148,21 @@ def _likelihood_figures(
     if plan.skipped:
         metrics["skipped_estimators"] = plan.skipped
     if gathered.squared_errors:
-        metrics["mse"] = mean_squared_error(sum(gathered.squared_errors), scored, x.shape[-1])
+        metrics["mse"] = mean_squared_error(sum(gathered.squared_errors), scored, units.columns)
+    if units.columns < x.shape[-1]:
+        metrics["scored_columns"] = _scored_columns(model, units.columns, x.shape[-1])
     if units.changed:
         undone = "transform and standardisation" if units.transform is not None else "standardisation"
         metrics["units"] = f"the data's own units (the model's {undone} undone)"
     return metrics
+
+
+def _scored_columns(model, columns: int, features: int) -> str:
+    """What the figures of data whose leading ``columns`` of ``features`` are targets are of."""
+    what = f"the first {columns} of {features} columns (the targets; the covariates are inputs, not scored)"
+    if getattr(model, "modelled_features", None) is None:
+        what += f"; the log-likelihood estimates are {type(model).__name__}'s of every column"
+    return what
 
 
 def _predictive_figures(result: Evaluation, source: str | None, plan: Plan, truth_metrics) -> None:

@@ -94,3 +94,12 @@ def test_a_latent_model_is_refused_with_its_reason():
 
     with pytest.raises(TypeError, match="would model the covariates"):
         CovariateInputs(VRNN(2), CovariateLayout(("y",), ("c",)))
+
+
+def test_a_forecast_without_the_covariates_future_values_is_refused():
+    model = CovariateInputs(
+        GRUBaseline(2, emission="gaussian", rnn_dim=4, hidden_dim=4), CovariateLayout(("y",), ("c",))
+    )
+    assert not model.supports("forecast") and not model.supports("generate")
+    with pytest.raises(NotImplementedError, match="forecast_given"):
+        model.forecast(torch.randn(1, 5, 2), None, 2)

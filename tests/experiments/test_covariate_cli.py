@@ -1,0 +1,113 @@
+"""Covariates from the command line (--covariates, --past-covariates): a GRU that reads them, refusals in one line,
+a board that leaves out the models that cannot read them and scores every row on the targets only."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ppl_models.experiments.cli import main
+
+#: a small GRU that learns y = 3 c in a few epochs
+FAST = [
+    "train.epochs=8",
+    "train.batch_size=1",
+    "train.lr=0.03",
+    "evaluate.predictive_samples=10",
+    'data.transform="none"',
+]
+SMALL = ["model.rnn_dim=8", "model.hidden_dim=8"]
+COLUMNS = ["--series", "site", "--time", "t", "--split-column", "part"]
+
+
+def sets(items):
+    return [a for item in items for a in ("--set", item)]
+
+
+@pytest.fixture(scope="module")
+def priced(tmp_path_factory):
+    """Six series of 40 steps, ``y_t = 3 c_t + noise`` with ``c`` white noise; rows 34 to 39 of each are the test
+    split (a ``part`` column)."""
+    folder = tmp_path_factory.mktemp("priced")
+    rng = np.random.default_rng(0)
+    rows = []
+    for s in range(6):
+        for t in range(40):
+            c = rng.normal()
+            part = "train" if t < 28 else "valid" if t < 34 else "test"
+            rows.append({"site": f"s{s}", "t": t, "c": c, "y": 3 * c + 0.1 * rng.normal(), "part": part})
+    pd.DataFrame(rows).to_csv(folder / "priced.csv", index=False)
+    return folder
+
+
+def _error_line(capsys) -> str:
+    out, err = capsys.readouterr()
+    assert err.count("\n") == 1 and err.startswith("ppl-models: error:") and "Traceback" not in out + err, err
+    return err
+
+
+def test_a_gru_that_reads_the_covariate_cuts_its_test_error_far_below_the_best_without_it(priced, monkeypatch):
+    monkeypatch.chdir(priced)
+    argv = ["train", "gru", "--data", "priced.csv", *COLUMNS, "--covariates", "c", "--run-dir", "with"]
+    assert main([*argv, *sets(FAST + SMALL)]) == 0
+    metrics = json.loads((priced / "with" / "metrics.json").read_text())
+    frame = pd.read_csv(priced / "priced.csv")
+    # c is white noise, so without it no forecast of y beats y's own spread on the test rows
+    spread = float(frame.y[frame.part == "test"].var(ddof=0))
+    assert spread > 5.0
+    assert metrics["mse"] < 0.15 * spread
+    assert "the first 1 of 2 columns" in metrics["scored_columns"]
+
+
+def test_a_model_that_cannot_read_covariates_is_refused_with_the_reason(priced, monkeypatch, capsys):
+    monkeypatch.chdir(priced)
+    assert main(["train", "kf", "--data", "priced.csv", *COLUMNS, "--covariates", "c", "--run-dir", "kf"]) == 2
+    err = _error_line(capsys)
+    assert "--covariates: model 'kf' cannot read covariates" in err and "weighs every column" in err
+
+
+def test_a_covariate_the_file_lacks_is_refused_naming_the_flag(priced, monkeypatch, capsys):
+    monkeypatch.chdir(priced)
+    assert main(["train", "gru", "--data", "priced.csv", *COLUMNS, "--past-covariates", "price", "--run-dir", "x"]) == 2
+    assert "'price' (given as --past-covariates) not found" in _error_line(capsys)
+
+
+def test_the_board_leaves_out_the_models_that_cannot_read_covariates_and_scores_the_targets_only(priced, monkeypatch):
+    monkeypatch.chdir(priced)
+    board = ["leaderboard", "--data", "priced.csv", *COLUMNS, "--covariates", "c", "--out", "board"]
+    assert (
+        main(
+            [
+                *board,
+                "--models",
+                "gru,kf",
+                "--classical",
+                "last-value",
+                "--budget",
+                "1",
+                *sets(FAST + [f"gru:{item}" for item in SMALL]),
+            ]
+        )
+        == 0
+    )
+    record = json.loads((priced / "board" / "leaderboard.json").read_text())
+    rows = {row["model"]: row for row in record["rows"]}
+    assert set(rows) == {"gru", "last-value"} and "cannot read covariates" in record["not_run"]["kf"]
+    assert rows["last-value"]["form"].endswith("; no covariates")
+    frame = pd.read_csv(priced / "priced.csv")
+    y = frame.pivot(index="site", columns="t", values="y").to_numpy()
+    by_hand = float(((y[:, 34:] - y[:, 33:-1]) ** 2).mean())  # the last value's one-step error, y only
+    assert rows["last-value"]["mse"] == pytest.approx(by_hand, rel=1e-6)
+    assert rows["gru"]["mse"] < 0.1 * rows["last-value"]["mse"]
+    assert rows["gru"]["nats_per_step"] > rows["last-value"]["nats_per_step"] + 2.0
+    assert "kf: cannot read covariates" in (priced / "board" / "leaderboard.md").read_text()
+
+
+def test_the_multistep_table_refuses_covariates_in_one_line(priced, monkeypatch, capsys):
+    monkeypatch.chdir(priced)
+    board = ["leaderboard", "--data", "priced.csv", *COLUMNS, "--covariates", "c", "--out", "steps", "--models", "gru"]
+    assert main([*board, "--horizon", "2", "--origins", "1"]) == 2
+    assert "--horizon: the multi-step table does not take covariates" in _error_line(capsys)
