@@ -1,6 +1,6 @@
 """The classical forecasters a user would otherwise reach for, judged beside the collection's models.
 
-``last-value``, ``seasonal-naive``, ``arima``, ``ets``, ``croston``, ``var``, ``statsmodels-arima`` and
+``last-value``, ``seasonal-naive``, ``arima``, ``ets``, ``theta``, ``croston``, ``var``, ``statsmodels-arima`` and
 ``statsmodels-ets`` (:data:`CLASSICAL`; :func:`classical_model` makes one) are one small family of
 :class:`ClassicalForecaster`: :meth:`~ClassicalForecaster.fit` on the training split (the pooled fit, the season),
 then :meth:`~ClassicalForecaster.one_step` (the one-step predictive ``p(x_t | x_<t)`` of every valid step, parameters
@@ -10,14 +10,15 @@ tensors given. With ``log=True`` a forecaster models ``log x`` (Gaussian there, 
 densities carry the Jacobian).
 
 ``arima`` and ``ets`` are statsforecast's automatic searches (:mod:`~ppl_models.classical.automatic`: seasonal
-AutoARIMA with drift, AutoETS with damped trends and multiplicative parts) and ``croston`` Croston's method for
-intermittent counts. ``var`` and the ``statsmodels-*`` rows are fitted with statsmodels: its VAR is the multivariate
-model statsforecast lacks, and its state-space models give exact Gaussian likelihoods that pool one model over a
-panel of short series (:mod:`~ppl_models.classical.arima_ets`).
+AutoARIMA with drift, AutoETS with damped trends and multiplicative parts), ``theta`` its dynamic Theta models
+(:mod:`~ppl_models.classical.theta`: a season taken out by the history's decomposition) and ``croston`` Croston's
+method for intermittent counts. ``var`` and the ``statsmodels-*`` rows are fitted with statsmodels: its VAR is the
+multivariate model statsforecast lacks, and its state-space models give exact Gaussian likelihoods that pool one
+model over a panel of short series (:mod:`~ppl_models.classical.arima_ets`).
 
-The season ``m`` of ``seasonal-naive``, ``arima`` and ``ets`` is ``season`` where given (``1``: none), else the lag
-of ``2..min(T/2, 400)`` where the autocorrelation of the training split's first differences, pooled over rows and
-features, is largest, kept where it is above :data:`~ppl_models.classical.base.SEASON_THRESHOLD` (else none).
+The season ``m`` of ``seasonal-naive``, ``arima``, ``ets`` and ``theta`` is ``season`` where given (``1``: none), else
+the lag of ``2..min(T/2, 400)`` where the autocorrelation of the training split's first differences, pooled over rows
+and features, is largest, kept where it is above :data:`~ppl_models.classical.base.SEASON_THRESHOLD` (else none).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from .arima_ets import Arima, Ets
 from .automatic import AutoArima, AutoEts, Croston
 from .base import ClassicalForecaster
 from .naive import LastValue, SeasonalNaive
+from .theta import Theta
 from .var import VectorAutoregression
 
 __all__ = [
@@ -38,18 +40,20 @@ __all__ = [
     "AutoArima",
     "AutoEts",
     "Croston",
+    "Theta",
     "Arima",
     "Ets",
     "VectorAutoregression",
 ]
 
 _CLASSES = {
-    cls.name: cls for cls in (LastValue, SeasonalNaive, AutoArima, AutoEts, Croston, VectorAutoregression, Arima, Ets)
+    cls.name: cls
+    for cls in (LastValue, SeasonalNaive, AutoArima, AutoEts, Theta, Croston, VectorAutoregression, Arima, Ets)
 }
 #: the registry's names of the classical forecasters
 CLASSICAL = tuple(_CLASSES)
 #: the forecasters a board fits when none are named (those that suit its data)
-DEFAULT_CLASSICAL = ("last-value", "seasonal-naive", "arima", "ets", "croston", "var")
+DEFAULT_CLASSICAL = ("last-value", "seasonal-naive", "arima", "ets", "theta", "croston", "var")
 
 
 def classical_model(name: str, *, season: int | None = None, log: bool = False) -> ClassicalForecaster:
