@@ -43,7 +43,7 @@ from pyro.poutine.runtime import get_plates
 from torch import nn
 
 from ppl_models.inference.defaults import EM_PARTICLES, METHOD_PARTICLES
-from ppl_models.inference.particle_filter import ParticleFilter
+from ppl_models.inference.particle_filter import ParticleFilter, Step
 from ppl_models.inference.protocol import Generation, SequenceModel, particle_forecast
 from ppl_models.inference.pyro_programs import ParticlePrograms
 from ppl_models.inference.state_space import SEQUENCE_PLATE
@@ -189,20 +189,37 @@ class SMCTransformer(CovarianceEM, ParticlePrograms, SequenceModel):
 
         ``state`` tensors are ``[..., K, B, ...]``; ``x_t`` is ``[B, D]``.
         """
+        with pyro.plate(SEQUENCE_PLATE, state["input"].shape[-2], dim=-1):
+            self._advance(state, x_t, pyro.sample)
+
+    def step(self, state, t, x_t, context, *, reparameterize: bool = True) -> Step:
+        """The particle filter's step, computed without Pyro's traces: :meth:`step_program`'s draws (the same random
+        numbers, in the same order), new state and log-densities (``log_weight``: the observation's; ``log_joint``:
+        every site's, added in the trace's order). ``reparameterize=False`` (Fisher's identity) draws the latents as
+        constants."""
+        sites = _DirectSites(reparameterize)
+        new_state = dict(state)
+        self._advance(new_state, x_t, sites)
+        log_weight, log_joint = 0.0 + sites.observed, sites.latent + sites.observed
+        if t == 0:
+            log_weight, log_joint = log_weight + context["init_weight"], log_joint + context["init_joint"]
+        return Step(new_state, log_weight, log_joint)
+
+    def _advance(self, state: dict, x_t: torch.Tensor, site) -> None:
+        """:meth:`step_program`'s body; ``site(name, distribution, obs=None)`` draws (or observes) each site."""
         u = state["input"]
         shape = u.shape[:-1]  # [..., K, B]
         e = self._embedding(u)
         first = state["filled"][..., -1:] == 0  # [..., K, B, 1]: no past yet
-        with pyro.plate(SEQUENCE_PLATE, shape[-1], dim=-1):
-            means = {"q": self.query(e), "k": self.key(e), "v": self.value(e)}
-            latent = {name: self._sample_latent(name, means[name]) for name in ("q", "k", "v")}
-            keys = torch.cat([state["keys"][..., 1:, :], latent["k"].unsqueeze(-2)], -2)
-            values = torch.cat([state["values"][..., 1:, :], latent["v"].unsqueeze(-2)], -2)
-            filled = torch.cat([state["filled"][..., 1:], state["filled"].new_ones(*shape, 1)], -1)
-            means["z"] = self._attend(latent["q"], keys, values, filled)
-            latent["z"] = self._sample_latent("z", means["z"])
-            observation = self._emission(self._output(e, latent["z"]), first)
-            x = pyro.sample("x", observation, obs=self._observed(x_t))
+        means = {"q": self.query(e), "k": self.key(e), "v": self.value(e)}
+        latent = {name: site(name, self._latent_law(name, means[name])) for name in ("q", "k", "v")}
+        keys = torch.cat([state["keys"][..., 1:, :], latent["k"].unsqueeze(-2)], -2)
+        values = torch.cat([state["values"][..., 1:, :], latent["v"].unsqueeze(-2)], -2)
+        filled = torch.cat([state["filled"][..., 1:], state["filled"].new_ones(*shape, 1)], -1)
+        means["z"] = self._attend(latent["q"], keys, values, filled)
+        latent["z"] = site("z", self._latent_law("z", means["z"]))
+        observation = self._emission(self._output(e, latent["z"]), first)
+        x = site("x", observation, obs=self._observed(x_t))
         state.update(latent, keys=keys, values=values, filled=filled, input=self._as_input(x, shape))
         squares = {name: (latent[name] - means[name]).detach().square() for name in LATENT_SITES}
         if self.emission == "gaussian":
@@ -332,9 +349,9 @@ class SMCTransformer(CovarianceEM, ParticlePrograms, SequenceModel):
             return self.embed(u[..., 0].long())
         return self.embed(u)
 
-    def _sample_latent(self, name: str, mean: torch.Tensor) -> torch.Tensor:
-        scale = getattr(self, f"var_{name}").sqrt().expand_as(mean)
-        return pyro.sample(name, dist.Normal(mean, scale).to_event(1))
+    def _latent_law(self, name: str, mean: torch.Tensor):
+        """``N(mean, Σ_name)`` with event shape ``[d]``."""
+        return dist.Normal(mean, getattr(self, f"var_{name}").sqrt().expand_as(mean)).to_event(1)
 
     def _attend(self, q, keys, values, filled) -> torch.Tensor:
         """Mean of ``z``: ``q [K, B, d]`` over ``keys, values [K, B, Δ, d]`` where ``filled [K, B, Δ]``."""
@@ -371,6 +388,25 @@ class SMCTransformer(CovarianceEM, ParticlePrograms, SequenceModel):
         if self.emission == "categorical":
             x = x.to(torch.get_default_dtype()).unsqueeze(-1)
         return x.expand(*shape, self.obs_dim)
+
+
+class _DirectSites:
+    """The sites of one step outside Pyro: latent draws (``rsample``, detached for Fisher's identity, as
+    :class:`~ppl_models.inference.traces.DetachLatents` does) and the sums of the latent and observed log-densities."""
+
+    def __init__(self, reparameterize: bool):
+        self.reparameterize = reparameterize
+        self.latent: torch.Tensor | float = 0.0
+        self.observed: torch.Tensor | float = 0.0
+
+    def __call__(self, name: str, distribution, obs: torch.Tensor | None = None) -> torch.Tensor:
+        if obs is not None:
+            self.observed = self.observed + distribution.log_prob(obs)
+            return obs
+        value = distribution.rsample()
+        value = value if self.reparameterize else value.detach()
+        self.latent = self.latent + distribution.log_prob(value)
+        return value
 
 
 def _outer_plate_shape() -> tuple[int, ...]:
