@@ -7,7 +7,10 @@ A run's best checkpoint is loaded as :func:`ppl_models.experiments.runner.evalua
 split, as the board fitted it (:func:`~ppl_models.experiments.classical_rows.classical_row`), and judged on the same
 test series. On a split by time the test series' earlier steps are history only and the origins lie in the held-out
 segment (the data's ``scored`` test mask); otherwise every step of a test series but its first may be an origin. A
-horizon longer than every held-out segment is refused (no forecast would have a target that far ahead).
+horizon longer than every held-out segment is refused (no forecast would have a target that far ahead). On data read
+with known covariates a run that reads them, and the ``arimax`` row, are given the covariates of the steps after
+each origin (never their targets) and only the targets are judged; with past-only covariates a horizon of more than
+one step is refused.
 ``backtest.json`` (every figure) and ``backtest.md`` (the counts in words, a table per step ahead) are written, each
 atomically, to ``out`` (default ``FOLDER/backtest``).
 """
@@ -21,6 +24,7 @@ from typing import NamedTuple
 import pyro
 import torch
 
+from ppl_models.covariate_model import CovariateInputs
 from ppl_models.inference.atomic_files import write_json, write_text
 from ppl_models.inference.backtest import backtest, longest_reach
 from ppl_models.inference.defaults import BACKTEST_SAMPLES, FORECAST_PARTICLES
@@ -29,6 +33,7 @@ from ppl_models.inference.validation import check_positive_int
 from .build import build_experiment, resolve_device
 from .classical_rows import classical_row, data_units, fitted_classical, is_classical_folder
 from .config import check_config
+from .covariate_futures import past_refusal
 from .run_folder import check_run_folder, check_writable, load_run_checkpoint, read_config_json
 
 __all__ = ["backtest_run"]
@@ -46,7 +51,7 @@ BINARY_COLUMNS = (
 class _Subject(NamedTuple):
     """What is backtested: the report's first fields, the forecaster, the test split ``x [N, T, D]``, ``mask [N, T]``,
     ``scored [N, T]`` (or ``None``), its way back to the data's units, whether it is binary, the seed, and more
-    keyword arguments of the forecaster's ``forecast``."""
+    keyword arguments of the forecaster's ``forecast``, and the data's covariate layout (or ``None``)."""
 
     header: dict
     model: object
@@ -57,6 +62,7 @@ class _Subject(NamedTuple):
     binary: bool
     seed: int
     forecast_kwargs: dict
+    covariates: object = None
 
 
 def backtest_run(
@@ -113,6 +119,7 @@ def backtest_run(
         generator=generator,
         forecast_kwargs=subject.forecast_kwargs,
         binary=subject.binary,
+        covariates=subject.covariates,
     )
     report = {**subject.header, "features": subject.x.shape[-1], **result.to_dict()}
     write_json(out / "backtest.json", report)
@@ -123,14 +130,14 @@ def backtest_run(
 def _run(run_dir: Path, horizon: int, device: str | None, num_particles: int) -> _Subject:
     """A run's model (its best checkpoint, on ``device``) and test split."""
     config, data, model, device = _load(run_dir, device)
-    if not model.supports("forecast"):
+    if not model.supports("forecast") and not isinstance(model, CovariateInputs):
         raise ValueError(
             f"run_dir {run_dir}: model {config['model']['name']!r} cannot forecast "
             f"({model.limitations.get('forecast', 'not declared')})"
         )
     x, mask = (tensor.to(device) for tensor in data.test)
     scored = data.scored_mask("test")
-    _check_horizon(horizon, mask, scored)
+    _check_horizon(horizon, mask, scored, data.covariates)
     header = {
         "run_dir": str(run_dir),
         "model": config["model"]["name"],
@@ -140,8 +147,9 @@ def _run(run_dir: Path, horizon: int, device: str | None, num_particles: int) ->
         "units": "the data's" if getattr(data, "untransform", None) is None else "the model's (transformed)",
         "num_particles": num_particles,
     }
+    options = {"num_particles": num_particles}
     return _Subject(
-        header, model, x, mask, scored, data.standardizer, data.binary, config["seed"], {"num_particles": num_particles}
+        header, model, x, mask, scored, data.standardizer, data.binary, config["seed"], options, data.covariates
     )
 
 
@@ -151,7 +159,7 @@ def _classical(folder: Path, horizon: int) -> _Subject:
     name, data = classical_row(folder)
     x, mask = data_units(data.levels, "test")
     scored = data.levels.scored["test"]
-    _check_horizon(horizon, mask, scored)  # before the fit, which can take a while
+    _check_horizon(horizon, mask, scored, data.covariates)  # before the fit, which can take a while
     header = {
         "run_dir": str(folder),
         "model": name,
@@ -160,9 +168,8 @@ def _classical(folder: Path, horizon: int) -> _Subject:
         "split": "test",
         "units": "the data's",
     }
-    return _Subject(
-        header, fitted_classical(name, data, season=_board_season(folder)), x, mask, scored, None, False, 0, {}
-    )
+    model = fitted_classical(name, data, season=_board_season(folder))
+    return _Subject(header, model, x, mask, scored, None, False, 0, {}, data.covariates)
 
 
 def board_row(board: str | Path, name: str) -> Path:
@@ -208,9 +215,13 @@ def _load(run_dir: Path, device: str | None):
     return config, data, model.to(device).eval(), device
 
 
-def _check_horizon(horizon: int, mask: torch.Tensor, scored: torch.Tensor | None) -> None:
+def _check_horizon(horizon: int, mask: torch.Tensor, scored: torch.Tensor | None, covariates=None) -> None:
     """Refuse a ``horizon`` longer than the longest held-out segment of the test series (``scored [N, T]``, default
-    every step of ``mask [N, T]`` but each series' first): no forecast has a target further ahead."""
+    every step of ``mask [N, T]`` but each series' first): no forecast has a target further ahead; or of more than
+    one step with the past-only covariates of the layout ``covariates``."""
+    why = past_refusal(covariates, horizon)
+    if why is not None:
+        raise ValueError(f"horizon {horizon} (--horizon) {why}: choose --horizon 1")
     longest = longest_reach(mask, scored)
     if not longest:
         raise ValueError("the test series have no held-out step with history before it: nothing to forecast")

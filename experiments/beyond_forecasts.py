@@ -1,7 +1,9 @@
 """Forecasts past the end of the data: :func:`forecast_beyond` draws ``horizon`` steps after each test series of a
 finished run (``ppl-models forecast --beyond H``) and writes their mean and quantiles, in the data's units, to
 ``beyond.csv``; a horizon the model cannot reach or whose paths would not fit in memory is refused first
-(:class:`HorizonTooLong`)."""
+(:class:`HorizonTooLong`). A run that reads known covariates forecasts the targets given the covariates of the
+file's rows after each series' last target (:mod:`~ppl_models.experiments.covariate_futures`); a horizon past those
+rows, or of more than one step with past-only covariates, is refused first too."""
 
 from __future__ import annotations
 
@@ -10,11 +12,13 @@ from pathlib import Path
 
 import torch
 
+from ppl_models.covariate_model import CovariateInputs
 from ppl_models.inference.atomic_files import write_text
 from ppl_models.inference.defaults import FORECAST_PARTICLES, FORECAST_SAMPLES
 from ppl_models.inference.validation import check_positive_int
 from ppl_models.predictors import ExactPredictiveModel
 
+from .covariate_futures import covariate_paths, file_future, future_rows, model_units, past_refusal
 from .forecasting import load_run, paths_in_units
 from .memory_guard import available_memory
 
@@ -59,23 +63,33 @@ def forecast_beyond(
     (its id as the file names it), step ahead and feature, the CSV gives the mean and the :data:`BEYOND_QUANTILES`
     of ``num_samples`` paths in the data's units; for binary (0/1) data, ``probability_of_1``, the share of the
     paths that draw a 1 (a quantile of 0/1 draws is 0 or 1, or a value no draw takes). A horizon the model cannot
-    reach or whose paths would not fit in memory is refused first (:class:`HorizonTooLong`). Returns the CSV's path.
+    reach or whose paths would not fit in memory is refused first (:class:`HorizonTooLong`). A run that reads known
+    covariates draws the targets (the CSV's features) given those of the file's rows after each series' last target
+    (the file's units, put in the run's); a horizon past the fewest such rows of a series, or of more than one step
+    with past-only covariates, is refused first. Returns the CSV's path.
     """
     import pandas as pd
 
     check_positive_int(horizon, name="horizon")
     check_positive_int(num_samples, name="num_samples")
     _, data, model = load_run("run", folder, device, data_path, history=data_path is not None)
-    if not model.supports("forecast"):
+    reads_covariates = isinstance(model, CovariateInputs)
+    if not model.supports("forecast") and not reads_covariates:
         raise ValueError(f"run {folder}: {type(model).__name__} cannot forecast ({model.limitations['forecast']})")
     x, mask = data.test
-    _check_beyond(model, horizon, num_samples, x, mask)
-    torch.manual_seed(seed)
-    paths = model.forecast(x.to(device), mask.to(device), horizon, num_samples, num_particles=num_particles).cpu()
-    paths = paths_in_units(data, paths, "test", None)  # after each row's end, in the data's units
     record = data.split_record or {}
     names = _series_names(record, len(x))
+    _check_beyond(model, horizon, num_samples, x, mask)
+    torch.manual_seed(seed)
+    if reads_covariates:
+        future = model_units(data, "test", _file_future(data, names, horizon))
+        paths = covariate_paths(model, x.to(device), mask.to(device), future, horizon, num_samples).cpu()
+    else:
+        paths = model.forecast(x.to(device), mask.to(device), horizon, num_samples, num_particles=num_particles).cpu()
+    paths = paths_in_units(data, paths, "test", None)  # after each row's end, in the data's units
     features = record.get("standardizer", {}).get("features") or [f"x{d}" for d in range(x.shape[-1])]
+    if reads_covariates:  # the targets alone: the covariates are inputs
+        paths, features = paths[..., : model.modelled_features], features[: model.modelled_features]
     figures = _binary_figures(paths) if data.binary else _real_figures(paths)
     rows = [
         {
@@ -92,6 +106,24 @@ def forecast_beyond(
     path.parent.mkdir(parents=True, exist_ok=True)
     write_text(path, pd.DataFrame(rows).to_csv(index=False))
     return path
+
+
+def _file_future(data, names: list[str], horizon: int) -> torch.Tensor:
+    """``[B, H, C]``: the known covariates of the ``horizon`` steps after each series' end (the file's units), or a
+    :class:`HorizonTooLong` where past-only covariates are read beyond one step or the file has fewer rows ahead."""
+    layout = data.covariates
+    why = past_refusal(layout, horizon)
+    if why is not None:
+        raise HorizonTooLong(horizon, 1, why)
+    fewest = future_rows(data, names)
+    if fewest < horizon:
+        raise HorizonTooLong(
+            horizon,
+            fewest,
+            f"goes past the file's rows of the known covariates {list(layout.known)} after a series' last target "
+            f"({fewest}; a forecast reads those of every step ahead: add rows with the covariates and no target)",
+        )
+    return file_future(data, names, horizon)
 
 
 def _check_beyond(model, horizon: int, num_samples: int, x: torch.Tensor, mask: torch.Tensor) -> None:
@@ -125,6 +157,8 @@ def _carry_bytes(model, x: torch.Tensor, mask: torch.Tensor) -> tuple[int, int]:
     """The bytes of one path's :class:`~ppl_models.predictors.Carry` after the longest sequence of ``x [B, T, D]``
     and the bytes each step adds to it (a Transformer's keys and values); ``(0, 0)`` for a model that carries none
     (a particle model: its state is the filter's)."""
+    if isinstance(model, CovariateInputs):
+        model = model.inner  # it carries the inner model's state
     if not isinstance(model, ExactPredictiveModel):
         return 0, 0
     row = int(mask.sum(1).argmax())

@@ -1,5 +1,5 @@
 """The classical rows of a leaderboard: last value, seasonal naive, ARIMA, ETS, Croston and VAR on the board's own
-splits.
+splits, and ARIMAX where the data has future-known covariates.
 
 Each forecaster (:mod:`ppl_models.classical`) is fitted on the training split in the data's own units (on ``log x``
 where the collection's transform takes logs), wrapped as a sequence model
@@ -10,6 +10,11 @@ Its files go to ``OUT/classical/<name>``
 (``metrics.json``, ``pit.pt``, ``classical.json``: what was chosen), where the board's figures read them, and
 ``key.json`` last (:func:`row_key`: what they were computed from); a rerun of the board keeps a row whose key is the
 one it would compute (:func:`kept_row`) and fits again one whose file, data settings or own settings changed.
+
+With future-known covariates (and no past-only ones) the board adds ``arimax``
+(:class:`~ppl_models.classical.exogenous.ArimaxForecaster`: ARIMA of each target with the known covariates of each
+step as regressors, scored on the targets alone); with past-only covariates it is left out, with the reason
+(:func:`arimax_refusal`).
 
 Two forecasters that are one (seasonal naive whose season is 1 is the last value) are one row of the board, which
 says why (:func:`same_rows`).
@@ -29,7 +34,8 @@ import torch
 
 from ppl_models.classical import CLASSICAL, DEFAULT_CLASSICAL, classical_model
 from ppl_models.classical.base import Progress, RowMap
-from ppl_models.classical.sequence_model import ClassicalSequenceModel
+from ppl_models.classical.exogenous import PAST_REFUSAL, ArimaxForecaster
+from ppl_models.classical.sequence_model import ClassicalCovariateModel, ClassicalSequenceModel
 from ppl_models.inference import calibration, evaluation
 from ppl_models.inference.atomic_files import save_torch, write_json
 
@@ -39,7 +45,9 @@ from .run_identity import data_fingerprint
 
 __all__ = [
     "CLASSICAL_SAMPLES",
+    "CLASSICAL_ROWS",
     "applicable_classical",
+    "arimax_refusal",
     "data_units",
     "collection_log",
     "model_form",
@@ -65,6 +73,9 @@ KEY_FILE = "key.json"
 ROW_VERSION = 2
 #: the files of a finished classical row besides :data:`KEY_FILE`
 ROW_FILES = ("metrics.json", "pit.pt", "classical.json")
+#: the classical rows a board can have: the forecasters of :data:`~ppl_models.classical.CLASSICAL` and ``arimax``
+#: (data with future-known covariates only)
+CLASSICAL_ROWS = (*CLASSICAL, ArimaxForecaster.name)
 
 
 def applicable_classical(data) -> tuple[list[str], dict[str, str]]:
@@ -72,18 +83,33 @@ def applicable_classical(data) -> tuple[list[str], dict[str, str]]:
     :data:`~ppl_models.classical.DEFAULT_CLASSICAL` that suit ``data``
     (:class:`~ppl_models.experiments.data.ExperimentData`): on real-valued data all but ``var`` with one feature and
     ``croston`` unless every feature is non-negative with zeros on the training split (counts of intermittent
-    demand); none on binary data (their predictives are Gaussian)."""
+    demand); none on binary data (their predictives are Gaussian). Data read with covariates adds ``arimax``, or its
+    reason (:func:`arimax_refusal`)."""
+    layout = getattr(data, "covariates", None)
+    candidates = DEFAULT_CLASSICAL + ((ArimaxForecaster.name,) if layout is not None else ())
     if data.binary:
         why = "the data is binary (0/1) and the classical rows' predictives are Gaussian"
-        return [], dict.fromkeys(DEFAULT_CLASSICAL, why)
+        return [], dict.fromkeys(candidates, why)
     refused = {}
+    if layout is not None and arimax_refusal(layout):
+        refused[ArimaxForecaster.name] = arimax_refusal(layout)
     if data.obs_dim < 2:
         refused["var"] = "a VAR needs two features or more; the data has one"
     x, mask = data_units(data.levels, "train")
     values = x[mask]
     if not ((values >= 0).all() and (values == 0).any(0).all()):
         refused["croston"] = "Croston's method is for counts with zeros; a feature has a negative value or no zero"
-    return [n for n in DEFAULT_CLASSICAL if n not in refused], refused
+    return [n for n in candidates if n not in refused], refused
+
+
+def arimax_refusal(layout) -> str | None:
+    """Why the ``arimax`` row cannot take data read with the covariate ``layout`` (``None``: no covariates), or
+    ``None`` where it can: it needs future-known covariates and takes no past-only one."""
+    if layout is not None and layout.past:
+        return PAST_REFUSAL
+    if layout is None or not layout.known:
+        return "arimax needs future-known covariates (--covariates); the data has none"
+    return None
 
 
 def data_units(levels, split: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -164,7 +190,7 @@ def run_classical(
     save_torch(folder / "pit.pt", calibration.pit(result.predictive, result.x, scored)[scored])
     record = {"name": name, **model.forecaster.describe()}
     if getattr(data, "covariates", None) is not None:
-        record["covariates"] = covariate_use(name)
+        record["covariates"] = covariate_use(name, data.covariates)
     write_json(folder / "classical.json", record)
     write_json(folder / "metrics.json", metrics)
     if key is not None:
@@ -248,10 +274,13 @@ def classical_forecaster_row(name: str, folder: Path, same_as: tuple[str, ...] =
     }
 
 
-def covariate_use(name: str) -> str:
-    """How classical forecaster ``name`` uses the covariate columns of data read with covariates: the VAR reads each
-    step's covariates through its lags (the columns are series of its joint model, the targets alone scored), the
-    univariate forecasters ignore them (their forecasts of the targets read the targets' own history only)."""
+def covariate_use(name: str, layout) -> str:
+    """How classical forecaster ``name`` uses the covariate columns of data read with the covariate ``layout``: ARIMAX
+    reads the known covariates of each step as regressors, the VAR reads each step's covariates through its lags (the
+    columns are series of its joint model, the targets alone scored), the univariate forecasters ignore them (their
+    forecasts of the targets read the targets' own history only)."""
+    if name == ArimaxForecaster.name:
+        return f"covariates {', '.join(layout.known)} as regressors"
     if name == "var":
         return "covariates as lagged series"
     return "no covariates"
@@ -295,8 +324,17 @@ def fitted_classical(
     """Classical forecaster ``name`` fitted on the training split of ``data`` in the data's own units
     (:func:`data_units` of ``data.levels``: the classical models take their own differences), modelling ``log x``
     where the collection's transform does (:func:`collection_log`), as a sequence model of the data's units;
-    ``progress`` is told how far the fit is (and, kept as the forecaster's, how far its predictions are)."""
+    ``progress`` is told how far the fit is (and, kept as the forecaster's, how far its predictions are). ``arimax``
+    takes the data's covariates (:func:`arimax_refusal` where it cannot)."""
     x, mask = data_units(data.levels, "train")
+    if name == ArimaxForecaster.name:
+        layout = getattr(data, "covariates", None)
+        if arimax_refusal(layout):
+            raise ValueError(f"classical: {arimax_refusal(layout)}")
+        arimax = ArimaxForecaster(layout, season=season, log=collection_log(data))
+        arimax.progress = progress
+        arimax.fit(x, mask)
+        return ClassicalCovariateModel(arimax)
     forecaster = classical_model(name, season=season, log=collection_log(data))
     forecaster.progress = progress
     return ClassicalSequenceModel(forecaster.fit(x, mask))
@@ -323,8 +361,8 @@ def classical_row(folder: str | Path) -> tuple[str, object]:
     board's :class:`~ppl_models.experiments.data.ExperimentData`, read with the data settings of the board's runs."""
     folder = Path(folder)
     name = read_config_json(folder / "classical.json").get("name")
-    if name not in CLASSICAL:
-        raise ValueError(f"{folder / 'classical.json'}: name must be one of {list(CLASSICAL)}, got {name!r}")
+    if name not in CLASSICAL_ROWS:
+        raise ValueError(f"{folder / 'classical.json'}: name must be one of {list(CLASSICAL_ROWS)}, got {name!r}")
     return name, build(_board_data(folder), DATASETS, "data")
 
 

@@ -23,7 +23,7 @@ __all__ = ["PROGRESS_EVERY", "PARALLEL_ROWS", "ProgressLine", "series_map"]
 PROGRESS_EVERY = 5.0
 #: the classical rows whose series are predicted in ``jobs`` processes (each series a model search; the other rows
 #: take well under a second a series)
-PARALLEL_ROWS = ("arima", "ets")
+PARALLEL_ROWS = ("arima", "ets", "arimax")
 
 
 class ProgressLine:

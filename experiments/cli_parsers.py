@@ -183,7 +183,7 @@ def add_leaderboard(commands) -> None:
         "--jobs",
         type=count(1),
         help="models trained at once, each in its own process, and the processes predicting the series of the "
-        "arima and ets rows (default: one per core, at most 2)",
+        "arima, ets and arimax rows (default: one per core, at most 2)",
     )
     add_data_flags(board)
     board.add_argument(
@@ -199,9 +199,9 @@ def add_leaderboard(commands) -> None:
         metavar="A,B|none",
         help="the classical rows, of "
         + ",".join(CLASSICAL)
-        + " (default: those of "
+        + ",arimax (default: those of "
         + ",".join(DEFAULT_CLASSICAL)
-        + " that suit the data; none: no classical row)",
+        + " that suit the data, and arimax with --covariates; none: no classical row)",
     )
     board.add_argument(
         "--horizon",

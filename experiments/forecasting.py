@@ -173,7 +173,9 @@ def compare_forecasts(runs: dict[str, str | Path], out: str | Path, spec: Foreca
     """Forecast the test split of every run in ``runs`` (``{label: run folder}``) as ``spec`` says; write the report
     (``forecast.json``, ``forecast.md``, ``forecast.png``) to ``out``. Returns ``{label: metrics}``.
 
-    All runs must use the same data set. Every run is loaded and checked before any forecast: ``em_sites`` (which
+    All runs must use the same data set. Every run is loaded and checked before any forecast: its model forecasts (a
+    run that reads covariates is refused: :mod:`~ppl_models.experiments.beyond_forecasts` and a backtest give it
+    them), ``em_sites`` (which
     needs ``em_iterations > 0``) among the covariances of each run's model that has EM, and the ``S x B x H x D``
     float32 forecasts within the available memory. The report says which runs were fitted by EM.
     """
@@ -181,6 +183,11 @@ def compare_forecasts(runs: dict[str, str | Path], out: str | Path, spec: Foreca
         raise ValueError("runs must name at least one run folder")
     out = Path(out)
     loaded = {label: load_run(label, folder, spec.device, spec.data_path) for label, folder in runs.items()}
+    for label, (_, data, model) in loaded.items():
+        if not model.supports("forecast"):
+            why = model.limitations.get("forecast", "not declared")
+            reads = " (--beyond H and ppl-models backtest give it them)" if getattr(data, "covariates", None) else ""
+            raise ValueError(f"run {label!r}: {type(model).__name__} cannot forecast the test split: {why}{reads}")
     _check_em(loaded, spec.em_iterations, spec.em_sites)
     windows = _windows(loaded, spec.observed, spec.horizon, spec.num_samples)  # every run checked before any forecast
     results, bands = {}, {}

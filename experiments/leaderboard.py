@@ -31,7 +31,6 @@ import json
 from functools import partial
 from pathlib import Path
 
-from ppl_models.classical import CLASSICAL
 from ppl_models.inference.atomic_files import folder_lock, read_jsonl, remove_stale_temporaries, write_json, write_text
 
 from . import board_plots, multistep_board, own_data
@@ -40,7 +39,9 @@ from .board_markdown import board_markdown
 from .board_training import DEFAULT_BUDGET, attempt, train_models, tuned_rows
 from .build import COVARIATE_REFUSAL, CovariatesRefused
 from .classical_rows import (
+    CLASSICAL_ROWS,
     applicable_classical,
+    arimax_refusal,
     classical_forecaster_row,
     kept_row,
     row_key,
@@ -92,7 +93,7 @@ def run_leaderboard(
     trained again. ``budget`` trials per model search its settings on the validation split (trial 0: its
     recipe) and ``jobs`` models train at once, each in a child process
     (:mod:`~ppl_models.experiments.board_training`). The classical forecasters named in ``classical`` (default:
-    those of :data:`~ppl_models.classical.CLASSICAL` that suit the data; ``[]``: none;
+    those of :data:`~ppl_models.experiments.classical_rows.CLASSICAL_ROWS` that suit the data; ``[]``: none;
     :mod:`~ppl_models.experiments.classical_rows`) are rows of the same board, judged on the same scored steps, and
     kept on a rerun made on the same file with the same settings (the series of ARIMA and ETS predicted in ``jobs``
     processes, a progress line every few seconds: :mod:`~ppl_models.experiments.classical_work`); each row carries
@@ -170,14 +171,16 @@ def _classical(
     Those that do not suit the data join ``not_run`` with the reason (one that was named is refused instead)."""
     names, refused = applicable_classical(data)
     if named is not None:
-        unknown = sorted(set(named) - set(CLASSICAL))
+        arimax = arimax_refusal(getattr(data, "covariates", None))
+        refused = {**refused, **({"arimax": arimax} if arimax else {})}
+        unknown = sorted(set(named) - set(CLASSICAL_ROWS))
         if unknown or set(named) & set(refused):
             bad = unknown[0] if unknown else sorted(set(named) & set(refused))[0]
             raise ValueError(
                 f"classical: {bad!r} "
-                + (f"is not one of {list(CLASSICAL)}" if unknown else f"cannot take the data: {refused[bad]}")
+                + (f"is not one of {list(CLASSICAL_ROWS)}" if unknown else f"cannot take the data: {refused[bad]}")
             )
-        names, refused = [name for name in CLASSICAL if name in named], {}
+        names, refused = [name for name in CLASSICAL_ROWS if name in named], {}
     not_run.update({name: f"{name}: {why}" for name, why in refused.items()})
     folders, failed = {}, {}
     season = table.get("season")

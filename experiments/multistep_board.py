@@ -14,6 +14,10 @@ ETS's searches, the VAR's coefficients, the naive forecasts' noise; the training
 history is too short). Both go through :func:`~ppl_models.inference.backtest.backtest_held_out` with
 :data:`~ppl_models.inference.defaults.BACKTEST_SAMPLES` draws a forecast, in the data's units.
 
+**Covariates.** A model in :class:`~ppl_models.covariate_model.CovariateInputs` and the ``arimax`` row are also given
+the known covariates of the ``H`` rows after the origin, never their targets (:mod:`~ppl_models.inference.backtest`);
+only the targets are judged; with past-only covariates a horizon of more than one step is refused.
+
 **Figures** (:mod:`~ppl_models.experiments.multistep_scores`): per step ahead the CRPS of the draws (the energy form
 ``E|X - y| - E|X - X'| / 2``, :func:`~ppl_models.inference.calibration.crps`) and the coverage of their central
 80 % interval, pooled over series, origins and features; the means over horizons; and against the classical row of
@@ -38,6 +42,7 @@ from pathlib import Path
 import pyro
 import torch
 
+from ppl_models.covariate_model import CovariateInputs
 from ppl_models.inference.atomic_files import write_json
 from ppl_models.inference.backtest import BacktestOptions, backtest_held_out, longest_reach, origin_steps
 from ppl_models.inference.backtest_checks import default_scored
@@ -50,6 +55,7 @@ from .board_training import attempt
 from .build import resolve_device
 from .classical_rows import KEY_FILE, data_units, fitted_classical
 from .classical_work import ProgressLine
+from .covariate_futures import past_refusal
 from .forecasting import load_run
 from .multistep_scores import (
     BOOTSTRAP_RESAMPLES,
@@ -86,17 +92,16 @@ def check_multistep(horizon: int | None, origins: int | None) -> tuple[int, int]
 
 def check_reach(data, horizon: int) -> None:
     """Refuse a multi-step table on ``data`` (:class:`~ppl_models.experiments.data.ExperimentData`) that is binary,
-    read with covariates, or whose test series hold no run of ``horizon`` scored steps after a first step of history."""
+    read with past-only covariates beyond one step, or whose test series hold no run of ``horizon`` scored steps
+    after a first step of history."""
     if data.binary:
         raise ValueError(
             "--horizon: the multi-step table judges forecasts of real values (CRPS, coverage); on 0/1 data "
             "ppl-models backtest RUN --horizon H --origins N gives the Brier score and ECE per step ahead"
         )
-    if getattr(data, "covariates", None) is not None:
-        raise ValueError(
-            "--horizon: the multi-step table does not take covariates yet (--covariates, --past-covariates): its "
-            "forecasters would need the covariates' values after each origin; leave out --horizon, or the covariates"
-        )
+    why = past_refusal(getattr(data, "covariates", None), horizon)
+    if why is not None:
+        raise ValueError(f"--horizon {horizon}: {why} (--past-covariates); choose --horizon 1")
     longest = longest_reach(data.levels.test[1], _scored(data))
     if not longest:
         raise ValueError("--horizon: the test series have no held-out step with history before it: nothing to forecast")
@@ -234,14 +239,16 @@ def _judge_run(name: str, folder: Path, starts: list[list[int]], horizon: int, d
     """A model's figures: its run's best checkpoint, filtered on each series' history before each origin."""
     device = str(resolve_device(device or read_config_json(folder / "config.json")["device"]))
     config, data, model = load_run(name, folder, device)
-    if not model.supports("forecast"):
+    if not model.supports("forecast") and not isinstance(model, CovariateInputs):
         raise ValueError(f"{name} cannot forecast ({model.limitations.get('forecast', 'not declared')})")
     x, mask = (tensor.to(device) for tensor in data.test)
     units = data.units("test")
     return _judge(
         name,
         model,
-        HeldOutData(x, mask, scored=data.scored_mask("test"), standardizer=units, binary=False),
+        HeldOutData(
+            x, mask, scored=data.scored_mask("test"), standardizer=units, binary=False, covariates=data.covariates
+        ),
         starts,
         horizon,
         lag=getattr(units, "lag", 0),
@@ -255,7 +262,7 @@ def _judge_classical(name: str, data, starts: list[list[int]], horizon: int, sea
     history before each origin (seed 0, as the board's)."""
     model = fitted_classical(name, data, season=season, progress=ProgressLine(name))
     x, mask = data_units(data.levels, "test")
-    held_out = HeldOutData(x, mask, scored=data.levels.scored["test"], binary=False)
+    held_out = HeldOutData(x, mask, scored=data.levels.scored["test"], binary=False, covariates=data.covariates)
     return _judge(name, model, held_out, starts, horizon, lag=0, seed=0, forecast_kwargs={}, row_by_row=True)
 
 
@@ -300,20 +307,28 @@ def _judge(
 
 
 class _Counted:
-    """``model``'s ``forecast`` that tells ``progress`` how many of ``total`` forecasts are made; ``row_by_row``: one
-    series at a time (a classical row fits each series' history in turn: the same draws as all at once)."""
+    """``model``'s ``forecast`` (and ``forecast_given``, where it has one) that tells ``progress`` how many of
+    ``total`` forecasts are made; ``row_by_row``: one series at a time (a classical row fits each series' history in
+    turn: the same draws as all at once)."""
 
     def __init__(self, model, progress: ProgressLine, total: int, row_by_row: bool):
         self.model, self.progress, self.total, self.row_by_row, self.done = model, progress, total, row_by_row, 0
+        if hasattr(model, "forecast_given"):
+            self.forecast_given = self._forecast_given
 
     def forecast(self, x, mask, horizon, num_samples, **options):
+        return self._each(lambda rows: self.model.forecast(x[rows], mask[rows], horizon, num_samples, **options), x)
+
+    def _forecast_given(self, x, mask, future, horizon, num_samples, **options):
+        return self._each(
+            lambda rows: self.model.forecast_given(x[rows], mask[rows], future[rows], horizon, num_samples, **options),
+            x,
+        )
+
+    def _each(self, forecast, x):
         if not self.row_by_row:
-            return self._told(self.model.forecast(x, mask, horizon, num_samples, **options), x.shape[0])
-        parts = [
-            self._told(self.model.forecast(x[i : i + 1], mask[i : i + 1], horizon, num_samples, **options), 1)
-            for i in range(x.shape[0])
-        ]
-        return torch.cat(parts, 1)
+            return self._told(forecast(slice(None)), x.shape[0])
+        return torch.cat([self._told(forecast(slice(i, i + 1)), 1) for i in range(x.shape[0])], 1)
 
     def _told(self, draws, count: int):
         self.done += count

@@ -29,6 +29,13 @@ a 1 is the share of its draws that are 1; ``brier`` (the Brier score), ``ece`` (
 10 bins), ``mean_probability`` and ``frequency_of_ones``. Interval coverage, CRPS (the Brier score again, for 0/1
 draws) and MASE say little of 0/1 values and are not computed.
 
+**Covariates.** Data read with covariates (``HeldOutData.covariates``, a
+:class:`~ppl_models.inference.data.covariates.CovariateLayout`: row ``t`` holds the targets of ``t`` and the known
+covariates of ``t + 1``) are judged on their target columns alone. A forecaster with
+``forecast_given(x, mask, future, horizon, num_samples, ...)`` is given, at each origin ``o``, the known covariates
+of the ``H`` steps from ``o`` (``future [B, H, C]``, read from rows ``o - 1 .. o + H - 2`` of the data: the
+covariate columns, never the targets); one without forecasts from the rows before the origin alone.
+
 :func:`backtest` takes the data and settings as arguments; :func:`backtest_held_out` takes them as a
 :class:`~ppl_models.inference.evaluation.HeldOutData` and a :class:`BacktestOptions`. The sums per step ahead are in
 :mod:`ppl_models.inference.backtest_totals`, the checks of the arguments and draws in
@@ -160,6 +167,9 @@ def backtest(
             ``target [B, H, D]`` in the data's units (float64) and ``valid [B, H]`` (a target there).
         binary: judge the draws as probabilities of 0/1 values (Brier score, calibration error; the draws must be 0
             or 1); default: every valid value of ``x`` is 0 or 1.
+        covariates: the :class:`~ppl_models.inference.data.covariates.CovariateLayout` of data read with
+            covariates: only its targets are judged, and a forecaster with ``forecast_given`` is given the known
+            covariates of the steps ahead (see the module docstring).
 
     Returns:
         A :class:`Backtest`; see the module docstring for its figures. The data make a
@@ -169,7 +179,11 @@ def backtest(
     chosen, given, run = sorted_keywords(
         "backtest",
         settings,
-        {"BacktestOptions": OPTION_NAMES, "HeldOutData": ("standardizer", "binary"), "backtest_held_out": RUN_NAMES},
+        {
+            "BacktestOptions": OPTION_NAMES,
+            "HeldOutData": ("standardizer", "binary", "covariates"),
+            "backtest_held_out": RUN_NAMES,
+        },
     )
     options = options_with(BacktestOptions, options, chosen)
     return backtest_held_out(forecaster, HeldOutData(x, mask, scored=scored, **given), options, **run)
@@ -196,6 +210,9 @@ def backtest_held_out(
     x, mask, scored = check_data(data.x, data.mask, data.scored)
     binary = check_binary(data.binary, x, mask)
     forecast = check_forecaster(forecaster, forecast_kwargs, generator)
+    layout = data.covariates
+    columns = x.shape[-1] if layout is None else layout.modelled
+    given = None if layout is None else _forecast_given(forecaster, forecast_kwargs, generator, layout)
     horizon, num_samples, season = options.horizon, options.num_samples, options.season
     check_standardizer(data.standardizer, x)
     check_draw_memory(num_samples, x.shape[0], horizon, x.shape[-1])
@@ -210,12 +227,15 @@ def backtest_held_out(
         rows = [r for r, row in enumerate(starts) if len(row) > i]
         start = torch.tensor([starts[r][i] for r in rows], device=x.device)
         history, history_mask = _history(x[rows], start)
-        draws = checked_draws(
-            forecast(history, history_mask, horizon, num_samples), (num_samples, len(rows), horizon, x.shape[-1]), i
-        ).to(x.device)
+        if given is None:
+            draws = forecast(history, history_mask, horizon, num_samples)
+        else:
+            draws = given(history, history_mask, _known_ahead(x[rows], start, horizon, layout), horizon, num_samples)
+        draws = checked_draws(draws, (num_samples, len(rows), horizon, x.shape[-1]), i).to(x.device)
         target, valid = _targets(x[rows], scored[rows], start, horizon)
-        draws, target, scale = _in_data_units(
-            data.standardizer, draws, target, history, torch.tensor(rows), start, season
+        draws, target, scale = (
+            values[..., :columns]  # the targets alone: covariates are inputs
+            for values in _in_data_units(data.standardizer, draws, target, history, torch.tensor(rows), start, season)
         )
         totals.add(checked_binary(draws, i) if binary else draws, target, valid, scale)
         if on_forecast is not None:
@@ -279,6 +299,30 @@ def _targets(x: torch.Tensor, scored: torch.Tensor, start: torch.Tensor, horizon
     steps = steps.clamp(max=x.shape[1] - 1)
     target = x.gather(1, steps[..., None].expand(-1, -1, x.shape[-1]))
     return target, (inside & scored.gather(1, steps)).int().cumprod(1).bool()
+
+
+def _forecast_given(forecaster, forecast_kwargs, generator, layout) -> Callable | None:
+    """``forecast(x, mask, future, horizon, num_samples) -> [S, B, H, D]`` by ``forecaster``'s ``forecast_given``
+    (draws of the targets, or of every column; the other columns 0), ``None`` where it has none."""
+    method = getattr(forecaster, "forecast_given", None)
+    if method is None:
+        return None
+    options = {**(forecast_kwargs or {}), "generator": generator}
+
+    def forecast(x, mask, future, horizon, num_samples):
+        draws = method(x, mask, future, horizon, num_samples, **options)
+        if draws.shape[-1] == layout.modelled < x.shape[-1]:
+            draws = torch.cat([draws, draws.new_zeros(*draws.shape[:-1], x.shape[-1] - layout.modelled)], -1)
+        return draws
+
+    return forecast
+
+
+def _known_ahead(x: torch.Tensor, start: torch.Tensor, horizon: int, layout) -> torch.Tensor:
+    """``[B, H, C]``: the known covariates of steps ``start .. start + H - 1`` of rows ``x [B, T, D]``, in the rows
+    before each (the covariate columns of rows ``start - 1 ..``; past the data's end, its last row's)."""
+    steps = (start[:, None] - 1 + torch.arange(horizon, device=x.device)).clamp(max=x.shape[1] - 1)
+    return x.gather(1, steps[..., None].expand(-1, -1, x.shape[-1]))[..., layout.known_slice]
 
 
 def _units(values: torch.Tensor, standardizer) -> torch.Tensor:

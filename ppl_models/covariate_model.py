@@ -105,12 +105,23 @@ class CovariateInputs(ExactPredictiveModel):
 
     @torch.no_grad()
     def forecast_given(
-        self, x: torch.Tensor, mask: torch.Tensor | None, future: torch.Tensor, horizon: int, num_samples: int = 100
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor | None,
+        future: torch.Tensor,
+        horizon: int,
+        num_samples: int = 100,
+        *,
+        num_particles: int | None = None,
+        generator: torch.Generator | None = None,
     ) -> torch.Tensor:
         """``[S, B, H, O]``: draws of the targets of the ``H`` steps after each row's last valid step, given the known
-        covariates of those steps ``future [B, >= H, C]`` (in ``x``'s units).
+        covariates of those steps ``future [B, >= H, C]`` (in ``x``'s units): ``future[:, h]`` is the value in the
+        row before step ``h``, the last valid row's for ``h = 0``.
 
         Only the valid steps of ``x`` are read: a value after a row's last valid step never enters its forecast.
+        ``num_particles`` and ``generator`` are taken as :meth:`forecast` takes them; the draws of an exact
+        predictor need neither (they come from torch's global generator).
         """
         x, mask = check_sequences(x, mask, model=self)
         horizon = check_positive_int(horizon, name="horizon")

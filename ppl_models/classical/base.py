@@ -153,6 +153,8 @@ class ClassicalForecaster:
         self._rows = Counter()
         self.row_map: RowMap = map
         self.progress: Progress | None = None
+        #: how many leading columns are forecast and scored (``None``: all); the others are inputs, held as read
+        self.modelled_features: int | None = None
 
     def __getstate__(self) -> dict:
         return {k: v for k, v in self.__dict__.items() if k not in ("row_map", "progress")}
@@ -345,19 +347,23 @@ class ClassicalForecaster:
     def _predictive(self, x, mask, mean, cov, num_samples: int, generator) -> OneStepPredictive:
         """The :class:`OneStepPredictive` of ``N(mean [N, T, D], cov [N, T, D, D])`` at the valid steps of ``x``; with
         :attr:`log` that law is of ``log x``: the log density carries the Jacobian ``-sum_d log x_d``, the mean is
-        the log-normal's ``exp(mean + var / 2)`` and the draws are ``exp`` of the Gaussian's."""
+        the log-normal's ``exp(mean + var / 2)`` and the draws are ``exp`` of the Gaussian's. With
+        :attr:`modelled_features` the law is of those leading columns; the others are held as read."""
         valid = mask.cpu()
-        values = self._modelled(x.detach().cpu().double(), valid)
+        columns = self.modelled_features or x.shape[-1]
+        inputs = x.detach().cpu().double()[..., columns:]
+        values = self._modelled(x.detach().cpu().double(), valid)[..., :columns]
+        mean, cov = mean[..., :columns], cov[..., :columns, :columns]
         log_density = gaussian_log_density(values, mean, cov)
         samples = None
         if num_samples:
             samples = gaussian_draws(mean, cov, num_samples, generator)
-            samples = ((samples.exp() if self.log else samples) * valid.unsqueeze(-1)).to(
-                dtype=x.dtype, device=x.device
-            )
+            samples = torch.cat([samples.exp() if self.log else samples, inputs.expand(num_samples, *inputs.shape)], -1)
+            samples = (samples * valid.unsqueeze(-1)).to(dtype=x.dtype, device=x.device)
         if self.log:
             log_density = log_density - values.sum(-1)
             mean = (mean + torch.diagonal(cov, dim1=-2, dim2=-1) / 2).exp()
+        mean = torch.cat([mean, inputs], -1)
         log_density = torch.where(valid, log_density, 0.0)
         return OneStepPredictive(
             samples,

@@ -106,8 +106,26 @@ def test_the_board_leaves_out_the_models_that_cannot_read_covariates_and_scores_
     assert "kf: cannot read covariates" in (priced / "board" / "leaderboard.md").read_text()
 
 
-def test_the_multistep_table_refuses_covariates_in_one_line(priced, monkeypatch, capsys):
+def test_the_multistep_table_refuses_past_only_covariates_beyond_one_step_in_one_line(priced, monkeypatch, capsys):
     monkeypatch.chdir(priced)
-    board = ["leaderboard", "--data", "priced.csv", *COLUMNS, "--covariates", "c", "--out", "steps", "--models", "gru"]
-    assert main([*board, "--horizon", "2", "--origins", "1"]) == 2
-    assert "--horizon: the multi-step table does not take covariates" in _error_line(capsys)
+    board = ["leaderboard", "--data", "priced.csv", *COLUMNS, "--past-covariates", "c", "--out", "steps"]
+    assert main([*board, "--models", "gru", "--horizon", "2", "--origins", "1"]) == 2
+    assert "--horizon 2: with past_covariates ['c']: their values after the forecast origin" in _error_line(capsys)
+
+
+def test_the_multistep_table_gives_the_covariate_readers_the_covariates_ahead(priced, monkeypatch):
+    monkeypatch.chdir(priced)
+    board = ["leaderboard", "--data", "priced.csv", *COLUMNS, "--covariates", "c", "--out", "ahead", "--jobs", "1"]
+    fast = [item for item in FAST if not item.startswith("train.epochs")] + ["train.epochs=1"]
+    settings = sets(fast + [f"gru:{item}" for item in SMALL])
+    argv = [*board, "--models", "gru", "--classical", "last-value,arimax", "--budget", "1", *settings]
+    assert main([*argv, "--horizon", "2", "--origins", "2"]) == 0
+    section = json.loads((priced / "ahead" / "leaderboard.json").read_text())["multistep"]
+    rows = {row["model"]: row for row in section["rows"]}
+    assert set(rows) == {"gru", "last-value", "arimax"} and not any(row.get("failed") for row in rows.values())
+    # 6 series x 2 origins (steps 34 and 39, the last: no target 2 ahead), one value each: y alone
+    assert all(row["per_horizon"]["targets"] == [12, 6] for row in rows.values())
+    # y = 3 c + small noise, c white noise: ARIMAX given c ahead is far closer than the last value at every step
+    assert all(
+        a < 0.2 * b for a, b in zip(rows["arimax"]["per_horizon"]["crps"], rows["last-value"]["per_horizon"]["crps"])
+    )
