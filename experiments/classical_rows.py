@@ -35,10 +35,12 @@ import torch
 from ppl_models.classical import CLASSICAL, DEFAULT_CLASSICAL, classical_model
 from ppl_models.classical.base import Progress, RowMap
 from ppl_models.classical.exogenous import PAST_REFUSAL, ArimaxForecaster
+from ppl_models.classical.logistic_ar import LogisticAR
 from ppl_models.classical.sequence_model import ClassicalCovariateModel, ClassicalSequenceModel
 from ppl_models.inference import calibration, evaluation
 from ppl_models.inference.atomic_files import save_torch, write_json
 
+from .board_plots import write_reliability
 from .registry import DATASETS, build
 from .run_folder import read_config_json
 from .run_identity import data_fingerprint
@@ -47,6 +49,7 @@ __all__ = [
     "CLASSICAL_SAMPLES",
     "CLASSICAL_ROWS",
     "applicable_classical",
+    "named_row_refusals",
     "arimax_refusal",
     "data_units",
     "collection_log",
@@ -83,13 +86,13 @@ def applicable_classical(data) -> tuple[list[str], dict[str, str]]:
     :data:`~ppl_models.classical.DEFAULT_CLASSICAL` that suit ``data``
     (:class:`~ppl_models.experiments.data.ExperimentData`): on real-valued data all but ``var`` with one feature and
     ``croston`` unless every feature is non-negative with zeros on the training split (counts of intermittent
-    demand); none on binary data (their predictives are Gaussian). Data read with covariates adds ``arimax``, or its
-    reason (:func:`arimax_refusal`)."""
+    demand); on binary data only ``logistic-ar`` (the others' predictives are Gaussian). Data read with covariates
+    adds ``arimax``, or its reason (:func:`arimax_refusal`)."""
     layout = getattr(data, "covariates", None)
     candidates = DEFAULT_CLASSICAL + ((ArimaxForecaster.name,) if layout is not None else ())
     if data.binary:
-        why = "the data is binary (0/1) and the classical rows' predictives are Gaussian"
-        return [], dict.fromkeys(candidates, why)
+        why = "the data is binary (0/1) and this row's predictive is Gaussian; logistic-ar is the binary row"
+        return [LogisticAR.name], dict.fromkeys(candidates, why)
     refused = {}
     if layout is not None and arimax_refusal(layout):
         refused[ArimaxForecaster.name] = arimax_refusal(layout)
@@ -100,6 +103,18 @@ def applicable_classical(data) -> tuple[list[str], dict[str, str]]:
     if not ((values >= 0).all() and (values == 0).any(0).all()):
         refused["croston"] = "Croston's method is for counts with zeros; a feature has a negative value or no zero"
     return [n for n in candidates if n not in refused], refused
+
+
+def named_row_refusals(data) -> dict[str, str]:
+    """Why rows a board adds only to some data cannot take ``data`` when named: ``arimax`` without future-known
+    covariates, ``logistic-ar`` on data that is not binary."""
+    refused = {}
+    arimax = arimax_refusal(getattr(data, "covariates", None))
+    if arimax:
+        refused[ArimaxForecaster.name] = arimax
+    if not data.binary:
+        refused[LogisticAR.name] = "logistic-ar is the row of binary (0/1) data; this data is not binary"
+    return refused
 
 
 def arimax_refusal(layout) -> str | None:
@@ -181,13 +196,15 @@ def run_classical(
         test_mask,
         options,
         scored=data.levels.scored["test"],
-        binary=False,
+        binary=bool(data.binary),
         description=data.description,
         covariates=getattr(data, "covariates", None),
     )
     metrics = {**result.metrics, "validation": validation, "train_seconds": time.perf_counter() - started}
     scored = result.mask if result.scored is None else result.scored
-    save_torch(folder / "pit.pt", calibration.pit(result.predictive, result.x, scored)[scored])
+    if isinstance(result.probabilities, torch.Tensor):  # binary data: the reliability curve, as a model's run has
+        write_reliability(calibration.reliability_curve(result.probabilities, result.x, scored), folder)
+    save_torch(folder / "pit.pt", _pit(result, scored))
     record = {"name": name, **model.forecaster.describe()}
     if getattr(data, "covariates", None) is not None:
         record["covariates"] = covariate_use(name, data.covariates)
@@ -196,6 +213,13 @@ def run_classical(
     if key is not None:
         write_json(folder / KEY_FILE, key)
     return metrics
+
+
+def _pit(result, scored: torch.Tensor) -> torch.Tensor:
+    """The PIT values of the scored entries (none for binary data, whose evaluation keeps probabilities instead)."""
+    if not isinstance(result.predictive, torch.Tensor):
+        return torch.zeros(0, dtype=torch.float64)
+    return calibration.pit(result.predictive, result.x, scored)[scored]
 
 
 def _validation(model, data, options) -> dict | None:
@@ -211,7 +235,7 @@ def _validation(model, data, options) -> dict | None:
         mask,
         options,
         scored=scored,
-        binary=False,
+        binary=bool(data.binary),
         description="validation split",
         covariates=getattr(data, "covariates", None),
     ).metrics
@@ -337,6 +361,9 @@ def fitted_classical(
         return ClassicalCovariateModel(arimax)
     forecaster = classical_model(name, season=season, log=collection_log(data))
     forecaster.progress = progress
+    layout = getattr(data, "covariates", None)
+    if layout is not None:  # its density of the targets only, the covariates held as read: nats compare across rows
+        forecaster.modelled_features = layout.modelled
     return ClassicalSequenceModel(forecaster.fit(x, mask))
 
 

@@ -41,9 +41,9 @@ from .build import COVARIATE_REFUSAL, CovariatesRefused
 from .classical_rows import (
     CLASSICAL_ROWS,
     applicable_classical,
-    arimax_refusal,
     classical_forecaster_row,
     kept_row,
+    named_row_refusals,
     row_key,
     run_classical,
     same_rows,
@@ -171,8 +171,7 @@ def _classical(
     Those that do not suit the data join ``not_run`` with the reason (one that was named is refused instead)."""
     names, refused = applicable_classical(data)
     if named is not None:
-        arimax = arimax_refusal(getattr(data, "covariates", None))
-        refused = {**refused, **({"arimax": arimax} if arimax else {})}
+        refused = {**refused, **named_row_refusals(data)}
         unknown = sorted(set(named) - set(CLASSICAL_ROWS))
         if unknown or set(named) & set(refused):
             bad = unknown[0] if unknown else sorted(set(named) & set(refused))[0]

@@ -1,7 +1,7 @@
 """The classical forecasters a user would otherwise reach for, judged beside the collection's models.
 
-``last-value``, ``seasonal-naive``, ``arima``, ``ets``, ``theta``, ``croston``, ``var``, ``statsmodels-arima`` and
-``statsmodels-ets`` (:data:`CLASSICAL`; :func:`classical_model` makes one) are one small family of
+``last-value``, ``seasonal-naive``, ``arima``, ``ets``, ``theta``, ``croston``, ``var``, ``statsmodels-arima``,
+``statsmodels-ets`` and ``logistic-ar`` (:data:`CLASSICAL`; :func:`classical_model` makes one) are one small family of
 :class:`ClassicalForecaster`: :meth:`~ClassicalForecaster.fit` on the training split (the pooled fit, the season),
 then :meth:`~ClassicalForecaster.one_step` (the one-step predictive ``p(x_t | x_<t)`` of every valid step, parameters
 estimated on each row's context, never on a scored step) and :meth:`~ClassicalForecaster.forecast` (draws of the
@@ -12,9 +12,10 @@ densities carry the Jacobian).
 ``arima`` and ``ets`` are statsforecast's automatic searches (:mod:`~ppl_models.classical.automatic`: seasonal
 AutoARIMA with drift, AutoETS with damped trends and multiplicative parts), ``theta`` its dynamic Theta models
 (:mod:`~ppl_models.classical.theta`: a season taken out by the history's decomposition) and ``croston`` Croston's
-method for intermittent counts. ``var`` and the ``statsmodels-*`` rows are fitted with statsmodels: its VAR is the
-multivariate model statsforecast lacks, and its state-space models give exact Gaussian likelihoods that pool one
-model over a panel of short series (:mod:`~ppl_models.classical.arima_ets`).
+method for intermittent counts; ``logistic-ar`` is the row of binary (0/1) data, a logistic regression of each
+feature on the previous frame (:mod:`~ppl_models.classical.logistic_ar`). ``var`` and the ``statsmodels-*`` rows
+are fitted with statsmodels: its VAR is the multivariate model statsforecast lacks, and its state-space models give
+exact Gaussian likelihoods that pool one model over a panel of short series (:mod:`~ppl_models.classical.arima_ets`).
 
 The season ``m`` of ``seasonal-naive``, ``arima``, ``ets`` and ``theta`` is ``season`` where given (``1``: none), else
 the lag of ``2..min(T/2, 400)`` where the autocorrelation of the training split's first differences, pooled over rows
@@ -26,6 +27,7 @@ from __future__ import annotations
 from .arima_ets import Arima, Ets
 from .automatic import AutoArima, AutoEts, Croston
 from .base import ClassicalForecaster
+from .logistic_ar import LogisticAR
 from .naive import LastValue, SeasonalNaive
 from .theta import Theta
 from .var import VectorAutoregression
@@ -41,6 +43,7 @@ __all__ = [
     "AutoEts",
     "Croston",
     "Theta",
+    "LogisticAR",
     "Arima",
     "Ets",
     "VectorAutoregression",
@@ -48,7 +51,18 @@ __all__ = [
 
 _CLASSES = {
     cls.name: cls
-    for cls in (LastValue, SeasonalNaive, AutoArima, AutoEts, Theta, Croston, VectorAutoregression, Arima, Ets)
+    for cls in (
+        LastValue,
+        SeasonalNaive,
+        AutoArima,
+        AutoEts,
+        Theta,
+        Croston,
+        VectorAutoregression,
+        Arima,
+        Ets,
+        LogisticAR,
+    )
 }
 #: the registry's names of the classical forecasters
 CLASSICAL = tuple(_CLASSES)

@@ -101,6 +101,11 @@ def test_the_board_leaves_out_the_models_that_cannot_read_covariates_and_scores_
     y = frame.pivot(index="site", columns="t", values="y").to_numpy()
     by_hand = float(((y[:, 34:] - y[:, 33:-1]) ** 2).mean())  # the last value's one-step error, y only
     assert rows["last-value"]["mse"] == pytest.approx(by_hand, rel=1e-6)
+    # its nats are of y alone: N(y_t; y_{t-1}, v) with v the mean square of the series' earlier lag-1 differences
+    variance = ((y[:, 1:34] - y[:, :33]) ** 2).mean(1, keepdims=True)
+    errors = y[:, 34:] - y[:, 33:-1]
+    nats = -0.5 * (np.log(2 * np.pi * variance) + errors**2 / variance)
+    assert rows["last-value"]["nats_per_step"] == pytest.approx(float(nats.mean()), rel=1e-6)
     assert rows["gru"]["mse"] < 0.1 * rows["last-value"]["mse"]
     assert rows["gru"]["nats_per_step"] > rows["last-value"]["nats_per_step"] + 2.0
     assert "kf: cannot read covariates" in (priced / "board" / "leaderboard.md").read_text()
