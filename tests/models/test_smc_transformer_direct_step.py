@@ -60,4 +60,4 @@ def test_a_fisher_identity_run_and_its_gradients_are_the_traced_programs():
     torch.testing.assert_close(results[0][0], results[1][0], rtol=0, atol=0)
     assert len(results[0][1]) == len(results[1][1]) > 0
     for direct, traced in zip(results[0][1], results[1][1]):
-        torch.testing.assert_close(direct, traced, rtol=1e-6, atol=1e-7)
+        torch.testing.assert_close(direct, traced, rtol=0, atol=0)

@@ -155,14 +155,3 @@ def test_trained_srnn_with_features_stays_below_and_approaches_the_exact_lgssm_l
         smc = SMCBound(model, ParticleFilter(500))(test).bound.sum() / steps
     assert elbo < iwae < exact and smc < exact
     assert exact - elbo < 0.1  # nats per step
-
-
-def test_deterministic_states_from_shared_features_equal_the_gru_over_shifted_inputs():
-    """The context computes ``phi(x)`` once for both GRUs; the generative GRU must still read ``phi(u)``,
-    ``u_t = x_{t-1}`` with ``u_1 = 0`` (the features of a silent step, not zeros)."""
-    model = _srnn(feature_dim=FEATURES).eval()
-    x, _ = _rolls()
-    by_definition, _ = model.rnn(model.generative_inputs(x))
-    torch.testing.assert_close(model.deterministic_states(x), by_definition)
-    torch.testing.assert_close(model.deterministic_states(x, model.features(x)), by_definition)
-    assert model.features(torch.zeros(1, 1, KEYS)).abs().sum() > 0  # the silent step's features are not zero
