@@ -172,8 +172,9 @@ def _machine(device: str | None) -> dict:
 
 
 def load_results(results_dir: str | Path | None = None) -> dict[str, dict]:
-    """Every results file a claim names, every reproduction, every real-series board (``board_*_cpu.json``) and every
-    one-factor study (:data:`.factor_table.STUDY_FILES`) that exists: ``{file name: data}``."""
+    """Every results file a claim names, every reproduction, every real-series board (``board_*_cpu.json``), every
+    one-factor study (:data:`.factor_table.STUDY_FILES`) and every benchmark a docs page's ``<!-- speed:NAME -->``
+    block names that exists: ``{file name: data}``."""
     results_dir = _results(results_dir)
     names = (
         {name for claim in CLAIMS.values() for name in claim.results}
@@ -181,8 +182,19 @@ def load_results(results_dir: str | Path | None = None) -> dict[str, dict]:
         | set(map(transfer_file, TRANSFERS))
         | {path.name for path in results_dir.glob("board_*_cpu.json")}
         | set(STUDY_FILES)
+        | _speed_files(results_dir.parent)
     )
     return {name: read_results_file(results_dir / name) for name in sorted(names) if (results_dir / name).is_file()}
+
+
+def _speed_files(pages: Path) -> set[str]:
+    """The results files the ``<!-- speed:NAME -->`` blocks of the docs pages in ``pages`` name."""
+    return {
+        f"{match.group('key')}.json"
+        for page in pages.glob("*.md")
+        for match in CLAIMS_BLOCK.finditer(page.read_text())
+        if match.group("kind") == "speed"
+    }
 
 
 def _stat(stat) -> str:

@@ -34,3 +34,16 @@ def test_a_speed_block_is_filled_from_its_file_and_a_missing_file_says_so():
     filled = fill_blocks(page, FILES)
     assert "stale" not in filled and "| eager step | 1.5 s | 1.25 s | 3 |" in filled and filled.endswith("After.\n")
     assert "Not measured yet: no docs/results/nope.json." in fill_blocks(page.replace("ab_cpu", "nope"), FILES)
+
+
+def test_the_results_files_named_by_speed_blocks_are_loaded(tmp_path):
+    import json
+
+    from ppl_models.experiments.claims.reproductions import load_results
+
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "ab_cpu.json").write_text(json.dumps(FILES["ab_cpu.json"]))
+    (tmp_path / "results" / "other.json").write_text("{}")
+    (tmp_path / "page.md").write_text("<!-- speed:ab_cpu -->\n<!-- /speed -->\n")
+    files = load_results(tmp_path / "results")
+    assert "ab_cpu.json" in files and "other.json" not in files
