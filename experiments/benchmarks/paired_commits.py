@@ -22,7 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ppl_models.experiments.benchmarks.timing import load_average, machine_info
+from ppl_models.experiments.benchmarks.timing import load_average, machine_info, stats
 from ppl_models.experiments.claims.provenance import git_state, script_provenance
 from ppl_models.experiments.claims.results_files import write_results
 from ppl_models.experiments.data import DATA_ENV, resolve_data_dir
@@ -117,6 +117,13 @@ def main(argv: list[str] | None = None) -> None:
         "rounds": rounds,
         "median_step_seconds": medians,
         "speedup": medians["old"] / medians["new"],
+        # the form a docs page renders (<!-- speed:NAME -->): each side's round medians, and the speed-up
+        "rows": {
+            f"{side} ({label})": {**stats([statistics.median(r[side]) for r in rounds]), "median_s": medians[side]}
+            for side, label in (("old", args.old), ("new", "this checkout"))
+        },
+        "comparisons": {args.recipe: {"speed_up": medians["old"] / medians["new"]}},
+        "threads": 1,
     }
     print(json.dumps({"median_step_seconds": medians, "speedup": record["speedup"]}))
     if args.out:
