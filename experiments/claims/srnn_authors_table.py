@@ -28,12 +28,17 @@ _PROTOCOL = (
     "test figure: each piece's ELBO over its own "
     "steps, averaged over pieces (each piece weighted equally), not the standard rows' total over all steps"
 )
-#: seconds per epoch on JSB from the runs' own timings (reproduce_srnn_authors_jsb.json: 629 to 1,066 s for 50 epochs
-#: of 17 training batches of 16 x 100 steps and 80 validation chunks, one thread beside other jobs); every batch has
-#: that shape, so an epoch of another set costs in proportion to its batches and chunks
-_JSB_EPOCH = "12.6 to 21 s per epoch on JSB (17 batches + 80 validation chunks) in reproduce_srnn_authors_jsb.json"
+#: seconds per epoch from the runs' own timings: JSB (reproduce_srnn_authors_jsb.json: 480 to 603 s of training for 50
+#: epochs of 17 batches of 16 x 100 steps and 80 validation chunks) and Nottingham
+#: (reproduce_srnn_authors_nottingham.json: 3,246 to 4,655 s for 50 epochs of 92 batches and 368 validation chunks),
+#: one thread beside other jobs; every batch has that shape, so an epoch of another set costs in proportion to its
+#: batches and chunks
+_JSB_EPOCH = "9.6 to 12.1 s per epoch on JSB (17 batches + 80 validation chunks) in reproduce_srnn_authors_jsb.json"
+_NOTTINGHAM_RUNS = (
+    "3,246 to 4,655 s of training per seed for Nottingham's 92 batches in reproduce_srnn_authors_nottingham.json"
+)
 #: the sets whose three seeds are run on these machines (the others cost over an hour per seed)
-_RUN_HERE = ("jsb", "piano")
+_RUN_HERE = ("jsb", "nottingham", "piano")
 #: set -> (title, the paper's figure, what differs from the standard benchmark's data, cost per seed here)
 _SETS = {
     "jsb": (
@@ -41,21 +46,20 @@ _SETS = {
         -4.74,
         "at twice the standard benchmark's time resolution (9,396 test steps against "
         "4,725; 55 % of steps repeat the previous one against 11 %)",
-        f"10 to 18 minutes per seed here ({_JSB_EPOCH}; 50 epochs and the test evaluation)",
+        f"8 to 10 minutes per seed here ({_JSB_EPOCH}; 50 epochs and the test evaluation)",
     ),
     "nottingham": (
         "Nottingham",
         -2.94,
         "at about the standard benchmark's step counts",
-        f"about 1 to 1.6 CPU hours per seed here (68 to 114 s per epoch of 92 batches + 368 validation chunks, "
-        f"extrapolated from {_JSB_EPOCH})",
+        f"54 to 78 minutes of training per seed here ({_NOTTINGHAM_RUNS})",
     ),
     "muse": (
         "MuseData",
         -6.28,
         "at about the standard benchmark's step counts",
-        f"about 1.6 to 2.7 CPU hours per seed here (115 to 191 s per epoch of 155 batches + 784 validation "
-        f"chunks, extrapolated from {_JSB_EPOCH})",
+        f"about 1.5 to 2.2 CPU hours per seed here (155 batches + 784 validation chunks, extrapolated from "
+        f"{_NOTTINGHAM_RUNS})",
     ),
     "piano": (
         "Piano-midi.de",
