@@ -18,14 +18,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 import torch
 
 from ppl_models.experiments.benchmarks.cuda_graph_speed import training_setup
 from ppl_models.experiments.benchmarks.pf_rnn import row_step
-from ppl_models.experiments.benchmarks.timing import load_average, machine_info, stats
+from ppl_models.experiments.benchmarks.timing import load_average, machine_info, stats, time_repeats
 from ppl_models.experiments.claims.provenance import script_provenance
 from ppl_models.inference.atomic_files import write_json
 from ppl_models.inference.training import GraphedCall
@@ -65,17 +64,11 @@ def main(argv: list[str] | None = None) -> int:
     load_start = load_average()
     runs = {name: compiled_step(cell, bool(on), shape) for name, cell, on in STEPS}
     runs.update({name: row_step(name, *shape, "cpu") for name in REFERENCES.values()})
-    warm_up = {}
-    for name, run in runs.items():
-        start = time.perf_counter()
-        run()
-        warm_up[name] = time.perf_counter() - start
+    warm_up = {name: time_repeats(run, 1)[0][0] for name, run in runs.items()}  # a compiled row compiles here
     times = {name: [] for name in runs}
     for _ in range(repeats):
         for name, run in runs.items():
-            start = time.perf_counter()
-            run()
-            times[name].append(time.perf_counter() - start)
+            times[name] += time_repeats(run, 1)[0]
     rows = {name: {**stats(times[name]), "first_call_s": warm_up[name]} for name in runs}
     comparisons = {}
     for cell, reference in REFERENCES.items():
