@@ -12,8 +12,10 @@
   20 states, window 5, BPTT 20, batch 20, SGD lr 1, gradient norm 0.25; ``E`` epochs instead of its 10) under the
   Python of ``--python`` (a TensorFlow 2 environment). Its printed lines give the
   per-epoch validation perplexity, BPC and accuracy (:func:`official_curve`) and the final test figures; each line
-  is timed as it arrives.
-* Ours: ``ppl-models train psrnn-ptb`` with the same epochs and seeds.
+  is timed as it arrives. With ``--patience P`` both sides stop after ``P`` epochs in a row without a lower
+  validation BPC and test their best-validation weights (the official code through :data:`EARLY_STOP_EDITS`).
+* Ours: ``ppl-models train EXPERIMENT`` (``--experiment``, default ``psrnn-ptb``; ``psrnn-ptb-authors`` follows
+  their protocol) with the same epochs and seeds.
 
 Each finished seed run leaves ``result.json`` in its folder and is skipped when the study runs again.
 """
@@ -143,6 +145,47 @@ EDITS = [
     ),
 ]
 
+_EARLY_STOP = (
+    "early stopping as our trainer's (--patience P): after each epoch's validation pass the weights with the lowest "
+    "validation BPC so far are saved, training stops after P epochs in a row without a lower one, and the test pass "
+    "reads the saved weights (the official code runs max_epoch epochs and tests the last weights)"
+)
+#: the edits that give the official code early stopping on its validation BPC (applied with ``--patience``)
+EARLY_STOP_EDITS = [
+    (
+        "ptb_word_lm.py",
+        "    sv = tf.train.Supervisor()\n",
+        "    best_saver = tf.train.Saver(max_to_keep=1)\n"
+        "    best_path = os.path.abspath(os.path.join('best', 'model'))\n"
+        "    os.makedirs(os.path.dirname(best_path), exist_ok=True)\n"
+        "    patience = int(os.environ['PSRNN_PATIENCE'])\n"
+        "    best_valid_bpc, bad_epochs = float('inf'), 0\n"
+        "    sv = tf.train.Supervisor()\n",
+        _EARLY_STOP,
+    ),
+    (
+        "ptb_word_lm.py",
+        "        valid_acc_all.append(valid_acc)\n",
+        "        valid_acc_all.append(valid_acc)\n"
+        "        if valid_bpc < best_valid_bpc:\n"
+        "          best_valid_bpc, bad_epochs = valid_bpc, 0\n"
+        "          best_saver.save(session, best_path)\n"
+        "        else:\n"
+        "          bad_epochs += 1\n"
+        "        if bad_epochs >= patience:\n"
+        "          print('Early stop after epoch %d: best epoch %d' % (i + 1, i + 1 - bad_epochs))\n"
+        "          break\n",
+        _EARLY_STOP,
+    ),
+    (
+        "ptb_word_lm.py",
+        "      test_perplexity, test_bpc, test_acc = run_epoch(session, mtest, save_params=True)\n",
+        "      best_saver.restore(session, best_path)\n"
+        "      test_perplexity, test_bpc, test_acc = run_epoch(session, mtest, save_params=True)\n",
+        _EARLY_STOP,
+    ),
+]
+
 _VALID = re.compile(
     r"^Epoch: (\d+) Valid Perplexity: ([\d.naninf]+) Valid BPC: ([\d.naninf]+) "
     r"Valid Accuracy: ([\d.naninf]+)$"
@@ -197,15 +240,22 @@ def official_command(data_dir: Path) -> list[str]:
     return ["python", "-u", "ptb_word_lm.py", f"--data_path={data_dir}/"]
 
 
-def run_official(git_dir: Path, folder: Path, seed: int, epochs: int, python: Path, data_dir: Path) -> dict:
-    """Run the official code for one seed in ``folder`` (made afresh); returns its result record."""
+def official_edits(patience: int | None) -> list[tuple[str, str, str, str]]:
+    """The run-time edits for a run with early stopping after ``patience`` epochs (None: the official fixed budget)."""
+    return EDITS + (EARLY_STOP_EDITS if patience is not None else [])
+
+
+def run_official(git_dir: Path, folder: Path, seed: int, budget: dict, python: Path, data_dir: Path) -> dict:
+    """Run the official code for one seed in ``folder`` (made afresh) within ``budget`` (``{"epochs", "patience"}``,
+    patience None for a fixed number of epochs); returns its result record."""
     shutil.rmtree(folder, ignore_errors=True)
     extract_snapshot(git_dir, folder)
-    apply_edits(folder, EDITS)
+    apply_edits(folder, official_edits(budget["patience"]))
     command = official_command(data_dir)
     env = environment(
         PSRNN_SEED=str(seed),
-        PSRNN_EPOCHS=str(epochs),
+        PSRNN_EPOCHS=str(budget["epochs"]),
+        PSRNN_PATIENCE=str(budget["patience"] or 0),
         TF_USE_LEGACY_KERAS="1",
         MPLBACKEND="Agg",
         TF_CPP_MIN_LOG_LEVEL="2",
@@ -218,6 +268,7 @@ def run_official(git_dir: Path, folder: Path, seed: int, epochs: int, python: Pa
     result = {
         "command": " ".join(official_command(Path("DATA_DIR"))),
         "seed": seed,
+        "budget": budget,
         "train_wall_seconds": wall,
         "setup_seconds": _valid_line_time(lines, 0),
         "initial": curve[0],
@@ -240,31 +291,34 @@ def _best_epoch(curve: list[dict]) -> int | None:
     return min(curve, key=lambda r: r["valid_bpc"])["epoch"] if curve else None
 
 
-def our_command(epochs: int, seed: int, run_dir: Path, sets: list[str]) -> list[str]:
+def our_command(experiment: str, budget: dict, seed: int, run_dir: Path, sets: list[str]) -> list[str]:
+    patience = [] if budget["patience"] is None else ["--set", f"train.patience={budget['patience']}"]
     return [
         "ppl-models",
         "train",
-        "psrnn-ptb",
+        experiment,
         "--device",
         "cpu",
         "--run-dir",
         str(run_dir),
         "--set",
-        f"train.epochs={epochs}",
+        f"train.epochs={budget['epochs']}",
+        *patience,
         "--set",
         f"seed={seed}",
     ] + [a for s in sets for a in ("--set", s)]
 
 
-def run_ours(folder: Path, seed: int, epochs: int, sets: list[str]) -> dict:
-    """Train our ``psrnn-ptb`` for one seed in ``folder/run``; returns its result record (curve from metrics.jsonl).
+def run_ours(folder: Path, seed: int, experiment: str, budget: dict, sets: list[str]) -> dict:
+    """Train our ``experiment`` for one seed in ``folder/run`` within ``budget``; returns its result record (curve
+    from metrics.jsonl).
 
     Each epoch record's ``valid_*`` figures in nats per character are also given in bits (``valid_bpc``).
     """
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     run_dir = folder / "run"
-    command = our_command(epochs, seed, relative(run_dir), sets)
+    command = our_command(experiment, budget, seed, relative(run_dir), sets)
     wall = run_logged(
         [sys.executable, "-m", "ppl_models.experiments.cli", *command[1:]],
         Path.cwd(),
@@ -276,6 +330,7 @@ def run_ours(folder: Path, seed: int, epochs: int, sets: list[str]) -> dict:
     result = {
         "command": " ".join(command),
         "seed": seed,
+        "budget": budget,
         "train_wall_seconds": wall,
         "curve": curve,
         "best_epoch": _best_epoch([c for c in curve if c.get("valid_bpc") is not None]),
@@ -321,8 +376,9 @@ NOTES = {
     "ln 2, over the validation characters in batches of 20 x 20 steps (the state carried across batches, the "
     "last partial batch dropped); ours: nats per character / ln 2",
     "test_final": "official: Test BPC and Test Accuracy (argmax of the one-step predictive equals the next "
-    "character) of the weights after the last epoch, run with batch 1 and 1 step over the whole test file; "
-    "ours: psrnn-ptb's test metrics (metrics.json)",
+    "character) of the weights after the last epoch (with --patience: of the best-validation epoch's weights), "
+    "run with batch 1 and 1 step over the whole test file; ours: the test metrics of the run (metrics.json, "
+    "its best-validation checkpoint)",
     "seconds": "official: wall time between successive 'Epoch: e Valid ...' lines (one training pass and one "
     "validation pass); ours: the Trainer's epoch seconds",
     "setup_seconds": "official: start to the epoch-0 validation line (reading, two-stage regression of the "
@@ -346,7 +402,14 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--work-dir", type=Path, default=Path("runs/psrnn_official"))
-    parser.add_argument("--epochs", type=int, default=10)
+    parser.add_argument("--epochs", type=int, default=10, help="epochs (the cap, with --patience)")
+    parser.add_argument(
+        "--patience",
+        type=int,
+        help="stop each side after this many epochs in a row without a lower validation BPC and test its best "
+        "weights (the official code through EARLY_STOP_EDITS); default: the fixed --epochs",
+    )
+    parser.add_argument("--experiment", default="psrnn-ptb", help="our side's experiment (e.g. psrnn-ptb-authors)")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument(
         "--python",
@@ -367,14 +430,15 @@ def main(argv: list[str] | None = None) -> None:
         help="extra settings for our side (e.g. model.rank=R)",
     )
     args = parser.parse_args(argv)
-    for name in ("epochs", "seeds"):
-        if getattr(args, name) < 1:
+    for name in ("epochs", "seeds", "patience"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
             parser.exit(2, f"--{name} must be a positive integer, got {getattr(args, name)}\n")
     if not (args.official_git_dir / "HEAD").is_file():
         parser.exit(2, f"--official-git-dir {args.official_git_dir}: not a git directory (no HEAD file)\n")
     sides = [s for s in args.sides.split(",") if s]
     if not sides or set(sides) - {"official", "ours"}:
         parser.exit(2, f"--sides must name official and/or ours, got {args.sides!r}\n")
+    budget = {"epochs": args.epochs, "patience": args.patience}
     start = time.perf_counter()
     results: dict[str, list[dict]] = {side: [] for side in sides}
     for seed in range(args.seeds):
@@ -382,19 +446,19 @@ def main(argv: list[str] | None = None) -> None:
             folder = args.work_dir.resolve() / f"{side}-s{seed}"
             done = folder / "result.json"
             record = json.loads(done.read_text()) if done.is_file() else None
-            if record is None or len(record["curve"]) != args.epochs:
+            if record is None or record.get("budget") != budget:
                 print(f"training {side}, seed {seed}", flush=True)
                 record = (
                     run_official(
                         args.official_git_dir.resolve(),
                         folder,
                         seed,
-                        args.epochs,
+                        budget,
                         args.python,
                         (args.data_dir or resolve_data_dir() / "ptb_chars").resolve(),
                     )
                     if side == "official"
-                    else run_ours(folder, seed, args.epochs, args.sets)
+                    else run_ours(folder, seed, args.experiment, budget, args.sets)
                 )
             results[side].append(record)
     write_results(
@@ -405,7 +469,7 @@ def main(argv: list[str] | None = None) -> None:
                 "study": "python -m ppl_models.experiments.studies.psrnn_official "
                 + " ".join(portable(sys.argv[1:] if argv is None else argv)),
                 "official_train": official_command(Path("DATA_DIR")),
-                "ours_train_seed0": our_command(args.epochs, 0, Path("RUN_DIR"), args.sets),
+                "ours_train_seed0": our_command(args.experiment, budget, 0, Path("RUN_DIR"), args.sets),
             },
             "seeds": list(range(args.seeds)),
             "commit": git_state()["git_commit"],
@@ -421,9 +485,9 @@ def main(argv: list[str] | None = None) -> None:
             },
             "wall_seconds": time.perf_counter() - start,
             "runs_wall_seconds": sum(r["train_wall_seconds"] for runs in results.values() for r in runs),
-            "budget": {"epochs": args.epochs, "paper_epochs": OFFICIAL_CONFIG["max_epoch"]},
+            "budget": {**budget, "paper_epochs": OFFICIAL_CONFIG["max_epoch"]},
             "official_settings": OFFICIAL_CONFIG,
-            "official_edits": edits_record(EDITS),
+            "official_edits": edits_record(official_edits(args.patience)),
             "metrics": NOTES,
             "summary": {side: _summary(runs) for side, runs in results.items()},
             "runs": results,

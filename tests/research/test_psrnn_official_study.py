@@ -8,13 +8,20 @@ import pytest
 
 from ppl_models.experiments.studies import psrnn_official
 from ppl_models.experiments.studies.official_code import apply_edits, edits_record, extract_snapshot, portable
-from ppl_models.experiments.studies.psrnn_official import EDITS, bpc, official_curve, official_test
+from ppl_models.experiments.studies.psrnn_official import (
+    EARLY_STOP_EDITS,
+    EDITS,
+    bpc,
+    official_curve,
+    official_edits,
+    official_test,
+)
 
 
 def _fake_psrnn(root):
     """The lines of the official files that the edits touch, each once, in a tiny fake snapshot."""
     texts = {}
-    for name, old, _, _ in EDITS:
+    for name, old, _, _ in EDITS + EARLY_STOP_EDITS:
         texts.setdefault(name, []).append(old)
     for name, olds in texts.items():
         (root / name).write_text("# fake\n" + "\n# --\n".join(olds) + "\n")
@@ -29,6 +36,16 @@ def test_every_recorded_edit_applies_once_to_a_fake_snapshot(tmp_path):
         "int(os.environ['PSRNN_EPOCHS'])" in text
         and "normalize=True" not in (tmp_path / "two_stage_regression.py").read_text()
     )
+    assert "best_saver" not in text and official_edits(None) == EDITS
+
+
+def test_early_stop_edits_apply_after_the_others_to_a_fake_snapshot(tmp_path):
+    _fake_psrnn(tmp_path)
+    apply_edits(tmp_path, official_edits(3))
+    text = (tmp_path / "ptb_word_lm.py").read_text()
+    assert "int(os.environ['PSRNN_PATIENCE'])" in text
+    assert text.index("best_saver.restore(") < text.index("run_epoch(session, mtest")
+    assert "if bad_epochs >= patience:" in text
 
 
 def test_a_missing_edit_is_one_line_naming_file_and_edit(tmp_path):
@@ -104,7 +121,7 @@ def test_portable_hides_the_machines_path():
 
 
 def test_results_file_shape_from_stubbed_runs(tmp_path, monkeypatch):
-    def fake_official(git_dir, folder, seed, epochs, python, data_dir):
+    def fake_official(git_dir, folder, seed, budget, python, data_dir):
         curve = [{"epoch": e, "valid_bpc": 3.0 - e, "valid_accuracy": 0.1 * e, "seconds": 10.0} for e in (1, 2)]
         return {
             "seed": seed,
@@ -144,3 +161,25 @@ def test_results_file_shape_from_stubbed_runs(tmp_path, monkeypatch):
     assert [s["mean"] for s in summary["valid_bpc_by_epoch"]] == [2.0, 1.0]
     assert summary["seconds_per_epoch"]["mean"] == 10.0
     assert "OFFICIAL_GIT_DIR" in result["commands"]["study"]
+
+
+def test_patience_records_the_early_stop_edits_and_the_budget(tmp_path, monkeypatch):
+    budgets = []
+
+    def fake_official(git_dir, folder, seed, budget, python, data_dir):
+        budgets.append(budget)
+        curve = [{"epoch": e, "valid_bpc": [2.0, 1.5, 1.7][e - 1], "seconds": 1.0} for e in (1, 2, 3)]
+        return {"seed": seed, "train_wall_seconds": 3.0, "curve": curve, "best_epoch": 2, "test_final": {}}
+
+    monkeypatch.setattr(psrnn_official, "run_official", fake_official)
+    monkeypatch.setattr(psrnn_official, "snapshot_commit", lambda git_dir: "abc")
+    (tmp_path / "HEAD").write_text("ref: x\n")
+    out = tmp_path / "r.json"
+    argv = ["--official-git-dir", str(tmp_path), "--python", "py", "--out", str(out), "--epochs", "60"]
+    psrnn_official.main([*argv, "--patience", "1", "--seeds", "1", "--sides", "official", "--work-dir", str(tmp_path)])
+    result = json.loads(out.read_text())
+    assert budgets == [{"epochs": 60, "patience": 1}]
+    assert result["budget"] == {"epochs": 60, "patience": 1, "paper_epochs": 10}
+    assert result["official_edits"] == edits_record(EDITS + EARLY_STOP_EDITS)
+    with pytest.raises(SystemExit):
+        psrnn_official.main([*argv, "--patience", "0"])
