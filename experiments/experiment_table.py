@@ -90,6 +90,11 @@ EXPERIMENTS = {
         CONFIG_DIR / "recurrent_ptb.toml",
         "LSTM / GRU (20 states) with a categorical emission on Penn Treebank characters (--set model.cell=)",
     ),
+    "recurrent-ptb-authors": Entry(
+        CONFIG_DIR / "recurrent_ptb_authors.toml",
+        "recurrent-ptb under the PSRNN authors' protocol (20 carried streams, BPTT 20, test text as one stream), "
+        "as psrnn-ptb-authors trains the PSRNN (--set model.cell=)",
+    ),
     "kf-swimmer": Entry(
         CONFIG_DIR / "kf_swimmer.toml",
         "Kalman filter from two-stage regression on Swimmer, refined by its exact likelihood",

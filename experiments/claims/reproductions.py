@@ -18,6 +18,7 @@ import math
 import os
 import platform
 import re
+import shlex
 import time
 from pathlib import Path
 
@@ -242,6 +243,7 @@ def row(name: str, claim: Claim, files: dict[str, dict]) -> tuple[str, str, str,
     ours = "<br>".join(f"{model}: {_stat(stat)}" for model, stat in reading.figures.items())
     budgets = "<br>".join(_budget(b) for b in reading.budgets) or "-"
     problems = [p for f in used for p in provenance_problems(f, files[f])]
+    problems += [p for f in used for p in recipe_problems(files[f])]
     verdict = ("evidence incomplete: " + "; ".join(problems)) if problems else claim.rule.decide(reading)
     fewest = min(len(reading.figures[model].values) for model in claim.rule.models)
     if not problems and fewest < MIN_SEEDS:
@@ -249,6 +251,34 @@ def row(name: str, claim: Claim, files: dict[str, dict]) -> tuple[str, str, str,
     if verdict.startswith("undecided") and claim.rerun_cost:
         verdict += f" ({claim.rerun_cost})"
     return ours, budgets, claim.rule.text, verdict
+
+
+def recipe_problems(data: dict) -> list[str]:
+    """One line when the runs a claim's reproduction file records are not that claim's members today (another
+    experiment or other settings, seeds aside): the file then measured another recipe, and ``reproduce`` must rerun
+    it. Files of no claim with members give none."""
+    name = data.get("claim")
+    claim = CLAIMS.get(name) if isinstance(name, str) else None
+    if claim is None or not claim.members:
+        return []
+    recorded = sorted(_recipe(command) for command in data.get("commands", []))
+    expected = sorted(
+        _recipe(compare.member_command(experiment, (*overrides, f"seed={seed}", f"train.seed={seed}"), Path(".")))
+        for seed in data.get("seeds", [])
+        for _, experiment, overrides in claim.members
+    )
+    if recorded == expected:
+        return []
+    return [f"its runs were made with another recipe than the claim's members today; ppl-models reproduce {name}"]
+
+
+def _recipe(command: str) -> tuple[str, ...]:
+    """A recorded ``ppl-models train`` command without its ``--run-dir`` (the recipe and seed it ran)."""
+    words = shlex.split(command)
+    if "--run-dir" in words:
+        at = words.index("--run-dir")
+        del words[at : at + 2]
+    return tuple(words)
 
 
 def _evidence(name: str, claim: Claim, files: dict) -> tuple[str, ...]:

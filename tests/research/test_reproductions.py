@@ -477,3 +477,28 @@ def test_check_names_a_truncated_results_file_in_one_line(tmp_path, monkeypatch,
     assert main(["reproduce", "--check"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"{results / name}" in err[0] and "not valid JSON" in err[0]
+
+
+def test_a_reproduction_file_made_with_another_recipe_is_flagged():
+    from ppl_models.experiments.claims.reproductions import recipe_problems
+
+    claim = claims.CLAIMS["psrnn-ptb-3b"]
+
+    def commands(members, seeds):
+        return [
+            compare.member_command(
+                experiment,
+                (*overrides, f"seed={s}", f"train.seed={s}"),
+                compare.member_folder(Path(f"r/seed-{s}"), label),
+            )
+            for s in seeds
+            for label, experiment, overrides in members
+        ]
+
+    data = {"claim": "psrnn-ptb-3b", "seeds": [0, 1], "commands": commands(claim.members, [0, 1])}
+    assert recipe_problems(data) == []
+    other = [(label, "psrnn-ptb", overrides) for label, _, overrides in claim.members]
+    (problem,) = recipe_problems({**data, "commands": commands(other, [0, 1])})
+    assert "another recipe" in problem and "reproduce psrnn-ptb-3b" in problem
+    assert recipe_problems({**data, "commands": commands(claim.members, [0])})  # a seed's runs missing
+    assert recipe_problems({"seeds": [0], "commands": []}) == []  # not a claim's reproduction file
