@@ -306,6 +306,8 @@ def our_command(experiment: str, budget: dict, seed: int, run_dir: Path, sets: l
         *patience,
         "--set",
         f"seed={seed}",
+        "--set",
+        f"train.seed={seed}",
     ] + [a for s in sets for a in ("--set", s)]
 
 
