@@ -109,6 +109,7 @@ FLAG_KINDS = {
     "nats/step below": "far below the last value",
     "one-step MSE": "MSE far above the last value's",
     "validation coverage": "validation coverage off",
+    "multi-step coverage": "multi-step coverage off",
     "still improving": "still improving",
     "fit:": "fit did not converge",
 }

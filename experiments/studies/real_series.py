@@ -1,5 +1,6 @@
-"""The leaderboard on real public series that install with statsmodels (no download): the collection's models
-against the classical rows, over seeds, written to a results file that ``docs/own_data.md`` renders.
+"""The leaderboard on real public series that install with the project or sit in the shared data folder (no
+download): the collection's models against the classical rows, over seeds, one step and several steps ahead, written to
+a results file that ``docs/own_data.md`` renders.
 
 Series (:data:`SERIES`):
 
@@ -8,21 +9,31 @@ Series (:data:`SERIES`):
   training windows of 104 weeks;
 * ``macro-growth``: quarterly growth rates (log differences, in %) of five US aggregates, 1959-2009
   (``statsmodels.datasets.macrodata``: real GDP, consumption, investment, government spending, disposable income),
-  a panel of five series of 202 quarters split by time 70/15/15.
+  a panel of five series of 202 quarters split by time 70/15/15;
+* ``elnino``: monthly sea surface temperature of the El Nino region, 1950-2010 (``statsmodels.datasets.elnino``,
+  732 months, a yearly season), one series split by time 70/15/15, training windows of 120 months; 12 steps ahead;
+* ``covid-deaths``: daily COVID-19 deaths in the 26 US states and territories with 50 to 600 deaths by 2020-05-22,
+  from 2020-03-15 (the differences of JHU CSSE's cumulative counts in the shared data's ``covid`` folder; the 14
+  negative days, 0.8 %, of corrected counts set to 0): small counts, 32 % zeros, a panel of 26 series of 69 days
+  split by time 70/15/15; 5 steps ahead.
 
 ``python -m ppl_models.experiments.studies.real_series NAME --seeds 3 --out runs/real-NAME`` runs one board per
 seed (``OUT/seed-N``; a rerun keeps finished runs) and writes ``docs/results/board_NAME_cpu.json``: per seed, every
 row of the board; per model, the mean and sample sd over seeds of the held-out nats per step, one-step MSE, CRPS and
-80 % coverage (the classical rows are deterministic: one value).
+80 % coverage (the classical rows are deterministic: one value). Series with a horizon are judged several steps
+ahead too (``leaderboard --horizon H --origins N``): per model, the mean CRPS over horizons and the 80 % coverage over
+seeds, and how many seeds' paired intervals put it ahead of, level with or behind the best classical row.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import platform
 import time
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -36,20 +47,39 @@ from ..leaderboard import run_leaderboard
 
 __all__ = ["SERIES", "series_csv", "run_boards", "summary"]
 
-#: name -> (the CSV writer, the board's ``--set`` items)
+
+@dataclass(frozen=True)
+class Series:
+    """A real series of the study: the function writing its frame, the board's ``--set`` items and its multi-step
+    judgement (``horizon`` steps from up to ``origins`` origins per test series; None: one step only)."""
+
+    writer: str
+    sets: tuple[str, ...]
+    horizon: int | None = None
+    origins: int | None = None
+
+
 SERIES = {
-    "co2": ("_co2", ['data.time="week"', 'data.split_by="time"', "data.window=104"]),
-    "macro-growth": ("_macro_growth", ['data.series="series"', 'data.time="quarter"', 'data.split_by="time"']),
+    "co2": Series("_co2", ('data.time="week"', 'data.split_by="time"', "data.window=104")),
+    "macro-growth": Series("_macro_growth", ('data.series="series"', 'data.time="quarter"', 'data.split_by="time"')),
+    "elnino": Series("_elnino", ('data.time="month"', 'data.split_by="time"', "data.window=120"), 12, 20),
+    "covid-deaths": Series("_covid_deaths", ('data.series="state"', 'data.time="day"', 'data.split_by="time"'), 5, 6),
 }
 #: the figures summarised per model over seeds
 FIGURES = ("nats_per_step", "mse", "crps", "coverage_0.8")
+#: the multi-step figures summarised per model over seeds
+MULTISTEP_FIGURES = ("crps_mean", "coverage_80_mean")
+#: the states of ``covid-deaths``: total deaths by the file's last day within these bounds
+COVID_TOTALS = (50, 600)
+#: the first day of ``covid-deaths`` (before it most of these states had no death)
+COVID_START = "2020-03-15"
 
 
 def series_csv(name: str, path: str | Path) -> Path:
     """Write series ``name`` of :data:`SERIES` as a long-format CSV at ``path``; returns the path."""
     if name not in SERIES:
         raise ValueError(f"name: expected one of {list(SERIES)}, got {name!r}")
-    frame = globals()[SERIES[name][0]]()
+    frame = globals()[SERIES[name].writer]()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     frame.to_csv(path, index=False)
@@ -76,16 +106,63 @@ def _macro_growth():
     return pd.concat(frames, ignore_index=True)
 
 
-def run_boards(name: str, seeds: int, out: str | Path, *, budget: int = 1, jobs: int = 1) -> list[dict]:
-    """One board per seed ``0 .. seeds - 1`` on series ``name`` into ``out/seed-N``; ``[{seed, rows, ...}]``."""
+def _elnino():
+    import pandas as pd
+    import statsmodels.api as sm
+
+    data = sm.datasets.elnino.load_pandas().data
+    months = data.columns[1:]
+    rows = [
+        {"month": f"{int(year)}-{m:02d}-01", "temperature": float(value)}
+        for year, values in zip(data["YEAR"], data[months].to_numpy())
+        for m, value in enumerate(values, start=1)
+    ]
+    return pd.DataFrame(rows)
+
+
+def _covid_deaths():
+    import pandas as pd
+
+    from ..data import resolve_data_dir
+
+    table = pd.read_csv(resolve_data_dir() / "covid" / "time_series_covid19_deaths_US.csv")
+    dates = [c for c in table.columns if c.count("/") == 2]
+    cumulative = table.groupby("Province_State")[dates].sum()
+    total = cumulative[dates[-1]]
+    chosen = cumulative[(total >= COVID_TOTALS[0]) & (total <= COVID_TOTALS[1])]
+    daily = chosen.diff(axis=1).iloc[:, 1:].clip(lower=0).astype(int)
+    daily.columns = pd.to_datetime(daily.columns, format="%m/%d/%y").strftime("%Y-%m-%d")
+    daily = daily.loc[:, daily.columns >= COVID_START]
+    frame = daily.rename_axis("state").reset_index().melt(id_vars="state", var_name="day", value_name="deaths")
+    return frame.sort_values(["state", "day"], ignore_index=True)
+
+
+def run_boards(
+    name: str,
+    seeds: int,
+    out: str | Path,
+    *,
+    budget: int = 1,
+    jobs: int = 1,
+    horizon: int | None = None,
+    origins: int | None = None,
+) -> list[dict]:
+    """One board per seed ``0 .. seeds - 1`` on series ``name`` into ``out/seed-N``; ``[{seed, rows, seconds,
+    multistep?}]`` (``multistep``: the board's multi-step section, with ``horizon`` and ``origins``)."""
     out = Path(out)
     path = series_csv(name, out / f"{name}.csv")
     boards = []
     for seed in range(seeds):
         started = time.perf_counter()
-        overrides = [*SERIES[name][1], f"seed={seed}", f"train.seed={seed}"]
-        rows = run_leaderboard(path, out / f"seed-{seed}", overrides=overrides, budget=budget, jobs=jobs)
-        boards.append({"seed": seed, "rows": rows, "seconds": time.perf_counter() - started})
+        overrides = [*SERIES[name].sets, f"seed={seed}", f"train.seed={seed}"]
+        folder = out / f"seed-{seed}"
+        rows = run_leaderboard(
+            path, folder, overrides=overrides, budget=budget, jobs=jobs, horizon=horizon, origins=origins
+        )
+        board = {"seed": seed, "rows": rows, "seconds": time.perf_counter() - started}
+        if horizon is not None:
+            board["multistep"] = json.loads((folder / "leaderboard.json").read_text())["multistep"]
+        boards.append(board)
     return boards
 
 
@@ -108,13 +185,55 @@ def summary(boards: list[dict]) -> dict[str, dict]:
         flags = {kind: entry["flags"][kind] for kind in sorted(entry["flags"])}
         result[model] = {"kind": entry["kind"], "flags": flags}
         for figure in FIGURES:
-            values = entry[figure]
-            result[model][figure] = {
-                "mean": float(np.mean(values)) if values else None,
-                "sd": float(np.std(values, ddof=1)) if len(values) > 1 else None,
-                "n": len(values),
-            }
+            result[model][figure] = _spread(entry[figure])
     return result
+
+
+def multistep_summary(boards: list[dict]) -> dict | None:
+    """``{horizon, origins, forecasts, references, models: {model: {figure: {"mean", "sd", "n"}, "kind", "verdicts",
+    "flags"}}}`` of the boards' multi-step sections over seeds (None when no board has one): the figures of
+    :data:`MULTISTEP_FIGURES`, and per model how many seeds gave each verdict against that seed's best classical row
+    and raised each kind of flag."""
+    sections = [board["multistep"] for board in boards if board.get("multistep")]
+    if not sections:
+        return None
+    models: dict[str, dict] = {}
+    for section in sections:
+        for row in section["rows"]:
+            entry = models.setdefault(
+                row["model"],
+                {"kind": row["kind"], "verdicts": Counter(), "flags": Counter(), **{f: [] for f in MULTISTEP_FIGURES}},
+            )
+            if row.get("versus"):
+                entry["verdicts"][row["versus"]["verdict"]] += 1
+            entry["flags"].update({flag_kind(flag) for flag in row.get("flags", [])})
+            for figure in MULTISTEP_FIGURES:
+                if row.get(figure) is not None and math.isfinite(row[figure]):
+                    entry[figure].append(row[figure])
+    return {
+        "horizon": sections[0]["horizon"],
+        "origins": sections[0]["origins"],
+        "forecasts": sections[0]["forecasts"],
+        "references": sorted({s["reference"] for s in sections if s["reference"]}),
+        "models": {
+            model: {
+                "kind": entry["kind"],
+                "verdicts": dict(sorted(entry["verdicts"].items())),
+                "flags": dict(sorted(entry["flags"].items())),
+                **{figure: _spread(entry[figure]) for figure in MULTISTEP_FIGURES},
+            }
+            for model, entry in models.items()
+        },
+    }
+
+
+def _spread(values: list[float]) -> dict:
+    """``{"mean", "sd", "n"}`` of values over seeds (sd None for fewer than two, mean None for none)."""
+    return {
+        "mean": float(np.mean(values)) if values else None,
+        "sd": float(np.std(values, ddof=1)) if len(values) > 1 else None,
+        "n": len(values),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -124,13 +243,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True)
     parser.add_argument("--budget", type=int, default=1)
     parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--horizon", type=int, help="steps ahead of the multi-step board (default: the series')")
+    parser.add_argument("--origins", type=int, help="origins per test series (default: the series')")
     args = parser.parse_args(argv)
-    boards = run_boards(args.name, args.seeds, args.out, budget=args.budget, jobs=args.jobs)
+    series = SERIES[args.name]
+    horizon = args.horizon if args.horizon is not None else series.horizon
+    origins = args.origins if args.origins is not None else series.origins
+    if (horizon is None) != (origins is None):
+        parser.exit(2, "--horizon and --origins: give both or neither (the series has no default)\n")
+    boards = run_boards(
+        args.name, args.seeds, args.out, budget=args.budget, jobs=args.jobs, horizon=horizon, origins=origins
+    )
     results = {
         "series": args.name,
         "what": __doc__.split("\n\n")[1].strip(),
         "boards": boards,
         "summary": summary(boards),
+        "multistep": multistep_summary(boards),
         "commit": commit_label(),
         "machine": platform.platform(),
         "cores": __import__("os").cpu_count(),

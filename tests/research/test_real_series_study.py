@@ -1,0 +1,68 @@
+"""The real-series study's frames and its summaries over seeds (no board is trained here)."""
+
+import pandas as pd
+import pytest
+
+from ppl_models.experiments.studies import real_series
+
+
+def _row(model, kind, crps, coverage, verdict, flags=()):
+    versus = None if verdict is None else {"verdict": verdict}
+    return {
+        "model": model,
+        "kind": kind,
+        "crps_mean": crps,
+        "coverage_80_mean": coverage,
+        "versus": versus,
+        "flags": list(flags),
+    }
+
+
+def test_multistep_summary_over_seeds_counts_verdicts_and_flags():
+    sections = [
+        {
+            "horizon": 5,
+            "origins": 6,
+            "forecasts": 12,
+            "reference": "ets",
+            "rows": [_row("gru", "collection", 1.0, 0.8, "tie"), _row("ets", "classical", 1.2, 0.7, "reference")],
+        },
+        {
+            "horizon": 5,
+            "origins": 6,
+            "forecasts": 12,
+            "reference": "arima",
+            "rows": [
+                _row("gru", "collection", 2.0, 0.6, "beats", ["multi-step coverage at 80 % is 0.30"]),
+                _row("ets", "classical", 1.2, 0.7, "behind"),
+            ],
+        },
+    ]
+    summary = real_series.multistep_summary([{"multistep": s} for s in sections] + [{"rows": []}])
+    assert summary["references"] == ["arima", "ets"] and summary["horizon"] == 5
+    gru = summary["models"]["gru"]
+    assert gru["crps_mean"] == {"mean": 1.5, "sd": pytest.approx(0.5**0.5), "n": 2}
+    assert gru["verdicts"] == {"beats": 1, "tie": 1}
+    assert gru["flags"] == {"multi-step coverage off": 1}
+    assert summary["models"]["ets"]["crps_mean"]["sd"] == 0.0
+    assert real_series.multistep_summary([{"rows": []}]) is None
+
+
+def test_series_frames_are_long_tables_with_the_documented_shape(tmp_path):
+    elnino = pd.read_csv(real_series.series_csv("elnino", tmp_path / "e.csv"))
+    assert list(elnino.columns) == ["month", "temperature"] and len(elnino) == 61 * 12
+    assert elnino["month"].iloc[13] == "1951-02-01"
+    covid = pd.read_csv(real_series.series_csv("covid-deaths", tmp_path / "c.csv"))
+    assert covid["state"].nunique() == 26 and len(covid) == 26 * 69
+    assert (covid["deaths"] >= 0).all() and covid["deaths"].dtype.kind == "i"
+    assert covid["day"].min() == real_series.COVID_START
+    with pytest.raises(ValueError, match="name: expected one of"):
+        real_series.series_csv("nope", tmp_path / "n.csv")
+
+
+def test_every_multistep_flag_has_a_kind():
+    from ppl_models.experiments.board_flags import flag_kind
+    from ppl_models.experiments.multistep_board import _flags
+
+    flags = _flags({"coverage_80_mean": 0.3}, ["validation coverage at 80 % is 0.20", "still improving (best 3 of 3)"])
+    assert [flag_kind(f) for f in flags] == ["validation coverage off", "multi-step coverage off"]
