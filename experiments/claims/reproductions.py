@@ -424,11 +424,45 @@ def board_table(name: str, files: dict) -> list[str]:
     seeds, seconds = record["seeds"], sum(board["seconds"] for board in record["boards"])
     return [
         *lines,
+        *_multistep_table(record.get("multistep"), len(seeds)),
         "",
         f"Seeds {_ints(seeds)} (mean ± sd over seeds; the classical rows do not depend on the seed); "
         f"{seconds / 60:.0f} min of boards on {record['cores']} cores, commit {record['commit']}. "
         f"File: [{file}](results/{file}).",
     ]
+
+
+def _multistep_table(summary: dict | None, seeds: int) -> list[str]:
+    """The multi-step table of a real series' boards over seeds (none without one): per row its mean CRPS over
+    horizons and 80 % coverage, and in how many seeds its paired interval against the best classical row put it
+    ahead (beats), level (tie) or behind, ranked by mean CRPS."""
+    if not summary:
+        return []
+    references = " or ".join(summary["references"]) or "-"
+    lines = [
+        "",
+        f"{summary['horizon']} steps ahead, {summary['forecasts']} forecasts per row and seed (up to "
+        f"{summary['origins']} origins per test series), against the classical row of lowest mean CRPS "
+        f"({references}):",
+        "",
+        "| model | kind | mean CRPS over h | coverage at 80 % | against the best classical row (seeds) | "
+        "flags (seeds) |",
+        "|---|---|---|---|---|---|",
+    ]
+    ranked = sorted(summary["models"].items(), key=lambda item: item[1]["crps_mean"]["mean"] or math.inf)
+    for model, entry in ranked:
+        verdicts = "; ".join(f"{verdict} ({count} of {seeds})" for verdict, count in entry["verdicts"].items())
+        flags = "; ".join(f"{kind} ({count} of {seeds})" for kind, count in entry["flags"].items())
+        cells = [
+            model,
+            entry["kind"],
+            _spread(entry["crps_mean"]),
+            _spread(entry["coverage_80_mean"]),
+            verdicts or "-",
+            flags or "-",
+        ]
+        lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    return lines
 
 
 def _spread(figure: dict) -> str:

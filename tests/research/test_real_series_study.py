@@ -66,3 +66,33 @@ def test_every_multistep_flag_has_a_kind():
 
     flags = _flags({"coverage_80_mean": 0.3}, ["validation coverage at 80 % is 0.20", "still improving (best 3 of 3)"])
     assert [flag_kind(f) for f in flags] == ["validation coverage off", "multi-step coverage off"]
+
+
+def test_board_table_renders_the_multistep_summary_ranked_by_mean_crps():
+    from ppl_models.experiments.claims.reproductions import board_table
+
+    one_step = {"nats_per_step": -1.0, "mse": 1.0, "crps": 0.5, "coverage_0.8": 0.8}
+    rows = [{"model": m, "kind": k, **one_step, "flags": []} for m, k in (("gru", "collection"), ("ets", "classical"))]
+    sections = [
+        {
+            "horizon": 5,
+            "origins": 6,
+            "forecasts": 12,
+            "reference": "ets",
+            "rows": [_row("gru", "collection", 1.4, 0.8, "behind"), _row("ets", "classical", 1.2, 0.7, "reference")],
+        },
+    ]
+    boards = [{"seed": 0, "rows": rows, "seconds": 60.0, "multistep": sections[0]}]
+    record = {
+        "summary": real_series.summary(boards),
+        "multistep": real_series.multistep_summary(boards),
+        "seeds": [0],
+        "boards": boards,
+        "cores": 2,
+        "commit": "abc",
+    }
+    lines = board_table("x", {"board_x_cpu.json": record})
+    start = next(i for i, line in enumerate(lines) if line.startswith("| model | kind | mean CRPS"))
+    assert lines[start + 2].startswith("| ets | classical | 1.2 | 0.7 | reference (1 of 1) |")
+    assert lines[start + 3] == "| gru | collection | 1.4 | 0.8 | behind (1 of 1) | - |"
+    assert "5 steps ahead, 12 forecasts per row and seed" in lines[start - 2]
