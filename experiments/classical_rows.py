@@ -127,11 +127,25 @@ def arimax_refusal(layout) -> str | None:
     return None
 
 
+#: the round off of the standardisation's round trip (float32 standardised values), relative to a feature's scale
+ROUND_TRIP_TOLERANCE = 1e-6
+
+
 def data_units(levels, split: str) -> tuple[torch.Tensor, torch.Tensor]:
     """``(x [N, T, D] float64 in the data's own units, mask [N, T])`` of ``split`` of ``levels`` (the data as read,
-    :class:`~ppl_models.experiments.data.LevelData`)."""
+    :class:`~ppl_models.experiments.data.LevelData`). The standardisation's round trip moves values by about 1e-7 of
+    their feature's scale (its largest absolute value): a feature whose observed values all lie that close to integers
+    (counts) gets those integers back, and in any other, a value that close to 0 is 0, so that a 0 of the file is 0
+    (Croston's method and the count rows need the zeros)."""
     x, mask = getattr(levels, split)
-    return levels.standardizer.inverse(x, dtype=torch.float64), mask
+    x = levels.standardizer.inverse(x, dtype=torch.float64)
+    observed = mask.unsqueeze(-1).expand_as(x)
+    scale = torch.where(observed, x.abs(), torch.zeros_like(x)).amax(dim=(0, 1))  # [D]
+    tolerance = ROUND_TRIP_TOLERANCE * scale
+    rounded = x.round()
+    integers = torch.where(observed, (x - rounded).abs() <= tolerance, True).all(dim=0).all(dim=0)  # [D]
+    snapped = torch.where(integers, rounded, torch.where(x.abs() <= tolerance, torch.zeros_like(x), x))
+    return torch.where(observed, snapped, x), mask
 
 
 def collection_log(data) -> bool:
