@@ -13,7 +13,9 @@
   Python of ``--python`` (a TensorFlow 2 environment). Its printed lines give the
   per-epoch validation perplexity, BPC and accuracy (:func:`official_curve`) and the final test figures; each line
   is timed as it arrives. With ``--patience P`` both sides stop after ``P`` epochs in a row without a lower
-  validation BPC and test their best-validation weights (the official code through :data:`EARLY_STOP_EDITS`).
+  validation BPC and test their best-validation weights (the official code through :data:`EARLY_STOP_EDITS`); with
+  ``--lr-gamma G --lr-delay D`` both learning rates are multiplied by ``G`` each epoch after the first ``D``
+  (:data:`DECAY_EDITS`; ours by its exponential schedule).
 * Ours: ``ppl-models train EXPERIMENT`` (``--experiment``, default ``psrnn-ptb``; ``psrnn-ptb-authors`` follows
   their protocol) with the same epochs and seeds.
 
@@ -186,6 +188,20 @@ EARLY_STOP_EDITS = [
     ),
 ]
 
+#: the edit that decays the official learning rate as our exponential schedule with a delay does (``--lr-gamma G
+#: --lr-delay D``): epoch ``i`` (0-based) runs at ``learning_rate * G ** max(0, i - D)``
+DECAY_EDITS = [
+    (
+        "ptb_word_lm.py",
+        "        m.assign_lr(session, config.learning_rate * config.lr_decay)\n",
+        "        m.assign_lr(session, config.learning_rate * config.lr_decay\n"
+        "                    * float(os.environ['PSRNN_LR_GAMMA']) ** max(0, i - int(os.environ['PSRNN_LR_DELAY'])))\n",
+        "a learning rate that decays after the official budget, as ours does (--lr-gamma, --lr-delay), so that both "
+        "sides converge within the study's epochs (the official code keeps learning rate 1 throughout: after 60 "
+        "epochs its validation BPC still fell by 0.002 per epoch here)",
+    ),
+]
+
 _VALID = re.compile(
     r"^Epoch: (\d+) Valid Perplexity: ([\d.naninf]+) Valid BPC: ([\d.naninf]+) "
     r"Valid Accuracy: ([\d.naninf]+)$"
@@ -240,22 +256,29 @@ def official_command(data_dir: Path) -> list[str]:
     return ["python", "-u", "ptb_word_lm.py", f"--data_path={data_dir}/"]
 
 
-def official_edits(patience: int | None) -> list[tuple[str, str, str, str]]:
-    """The run-time edits for a run with early stopping after ``patience`` epochs (None: the official fixed budget)."""
-    return EDITS + (EARLY_STOP_EDITS if patience is not None else [])
+def official_edits(budget: dict) -> list[tuple[str, str, str, str]]:
+    """The run-time edits for ``budget``: early stopping with a ``patience``, a decaying learning rate with an
+    ``lr_gamma`` (None: the official fixed epochs and learning rate)."""
+    return (
+        EDITS
+        + (EARLY_STOP_EDITS if budget.get("patience") is not None else [])
+        + (DECAY_EDITS if budget.get("lr_gamma") is not None else [])
+    )
 
 
 def run_official(git_dir: Path, folder: Path, seed: int, budget: dict, python: Path, data_dir: Path) -> dict:
-    """Run the official code for one seed in ``folder`` (made afresh) within ``budget`` (``{"epochs", "patience"}``,
-    patience None for a fixed number of epochs); returns its result record."""
+    """Run the official code for one seed in ``folder`` (made afresh) within ``budget`` (``{"epochs", "patience",
+    "lr_gamma", "lr_delay"}``, None for the official fixed epochs and learning rate); returns its result record."""
     shutil.rmtree(folder, ignore_errors=True)
     extract_snapshot(git_dir, folder)
-    apply_edits(folder, official_edits(budget["patience"]))
+    apply_edits(folder, official_edits(budget))
     command = official_command(data_dir)
     env = environment(
         PSRNN_SEED=str(seed),
         PSRNN_EPOCHS=str(budget["epochs"]),
         PSRNN_PATIENCE=str(budget["patience"] or 0),
+        PSRNN_LR_GAMMA=str(budget["lr_gamma"] or 1.0),
+        PSRNN_LR_DELAY=str(budget["lr_delay"] or 0),
         TF_USE_LEGACY_KERAS="1",
         MPLBACKEND="Agg",
         TF_CPP_MIN_LOG_LEVEL="2",
@@ -292,7 +315,10 @@ def _best_epoch(curve: list[dict]) -> int | None:
 
 
 def our_command(experiment: str, budget: dict, seed: int, run_dir: Path, sets: list[str]) -> list[str]:
-    patience = [] if budget["patience"] is None else ["--set", f"train.patience={budget['patience']}"]
+    schedule = [] if budget["patience"] is None else ["--set", f"train.patience={budget['patience']}"]
+    if budget["lr_gamma"] is not None:
+        schedule += ["--set", 'train.lr_schedule="exponential"', "--set", f"train.lr_gamma={budget['lr_gamma']}"]
+        schedule += ["--set", f"train.lr_delay_epochs={budget['lr_delay']}"]
     return [
         "ppl-models",
         "train",
@@ -303,7 +329,7 @@ def our_command(experiment: str, budget: dict, seed: int, run_dir: Path, sets: l
         str(run_dir),
         "--set",
         f"train.epochs={budget['epochs']}",
-        *patience,
+        *schedule,
         "--set",
         f"seed={seed}",
         "--set",
@@ -411,6 +437,13 @@ def main(argv: list[str] | None = None) -> None:
         help="stop each side after this many epochs in a row without a lower validation BPC and test its best "
         "weights (the official code through EARLY_STOP_EDITS); default: the fixed --epochs",
     )
+    parser.add_argument(
+        "--lr-gamma",
+        type=float,
+        help="decay both sides' learning rate by this factor per epoch after --lr-delay epochs (the official code "
+        "through DECAY_EDITS; ours: the exponential schedule); default: constant",
+    )
+    parser.add_argument("--lr-delay", type=int, default=0, help="epochs at the full learning rate before it decays")
     parser.add_argument("--experiment", default="psrnn-ptb", help="our side's experiment (e.g. psrnn-ptb-authors)")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument(
@@ -440,7 +473,16 @@ def main(argv: list[str] | None = None) -> None:
     sides = [s for s in args.sides.split(",") if s]
     if not sides or set(sides) - {"official", "ours"}:
         parser.exit(2, f"--sides must name official and/or ours, got {args.sides!r}\n")
-    budget = {"epochs": args.epochs, "patience": args.patience}
+    if args.lr_gamma is not None and not 0 < args.lr_gamma <= 1:
+        parser.exit(2, f"--lr-gamma must be in (0, 1], got {args.lr_gamma}\n")
+    if args.lr_delay < 0:
+        parser.exit(2, f"--lr-delay must be >= 0, got {args.lr_delay}\n")
+    budget = {
+        "epochs": args.epochs,
+        "patience": args.patience,
+        "lr_gamma": args.lr_gamma,
+        "lr_delay": args.lr_delay if args.lr_gamma is not None else None,
+    }
     start = time.perf_counter()
     results: dict[str, list[dict]] = {side: [] for side in sides}
     for seed in range(args.seeds):
@@ -489,7 +531,7 @@ def main(argv: list[str] | None = None) -> None:
             "runs_wall_seconds": sum(r["train_wall_seconds"] for runs in results.values() for r in runs),
             "budget": {**budget, "paper_epochs": OFFICIAL_CONFIG["max_epoch"]},
             "official_settings": OFFICIAL_CONFIG,
-            "official_edits": edits_record(official_edits(args.patience)),
+            "official_edits": edits_record(official_edits(budget)),
             "metrics": NOTES,
             "summary": {side: _summary(runs) for side, runs in results.items()},
             "runs": results,

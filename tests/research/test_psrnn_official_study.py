@@ -9,6 +9,7 @@ import pytest
 from ppl_models.experiments.studies import psrnn_official
 from ppl_models.experiments.studies.official_code import apply_edits, edits_record, extract_snapshot, portable
 from ppl_models.experiments.studies.psrnn_official import (
+    DECAY_EDITS,
     EARLY_STOP_EDITS,
     EDITS,
     bpc,
@@ -21,7 +22,7 @@ from ppl_models.experiments.studies.psrnn_official import (
 def _fake_psrnn(root):
     """The lines of the official files that the edits touch, each once, in a tiny fake snapshot."""
     texts = {}
-    for name, old, _, _ in EDITS + EARLY_STOP_EDITS:
+    for name, old, _, _ in EDITS + EARLY_STOP_EDITS + DECAY_EDITS:
         texts.setdefault(name, []).append(old)
     for name, olds in texts.items():
         (root / name).write_text("# fake\n" + "\n# --\n".join(olds) + "\n")
@@ -36,14 +37,14 @@ def test_every_recorded_edit_applies_once_to_a_fake_snapshot(tmp_path):
         "int(os.environ['PSRNN_EPOCHS'])" in text
         and "normalize=True" not in (tmp_path / "two_stage_regression.py").read_text()
     )
-    assert "best_saver" not in text and official_edits(None) == EDITS
+    assert "best_saver" not in text and official_edits({"patience": None, "lr_gamma": None}) == EDITS
 
 
 def test_early_stop_edits_apply_after_the_others_to_a_fake_snapshot(tmp_path):
     _fake_psrnn(tmp_path)
-    apply_edits(tmp_path, official_edits(3))
+    apply_edits(tmp_path, official_edits({"patience": 3, "lr_gamma": 0.8, "lr_delay": 10}))
     text = (tmp_path / "ptb_word_lm.py").read_text()
-    assert "int(os.environ['PSRNN_PATIENCE'])" in text
+    assert "int(os.environ['PSRNN_PATIENCE'])" in text and "PSRNN_LR_GAMMA" in text
     assert text.index("best_saver.restore(") < text.index("run_epoch(session, mtest")
     assert "if bad_epochs >= patience:" in text
 
@@ -178,8 +179,31 @@ def test_patience_records_the_early_stop_edits_and_the_budget(tmp_path, monkeypa
     argv = ["--official-git-dir", str(tmp_path), "--python", "py", "--out", str(out), "--epochs", "60"]
     psrnn_official.main([*argv, "--patience", "1", "--seeds", "1", "--sides", "official", "--work-dir", str(tmp_path)])
     result = json.loads(out.read_text())
-    assert budgets == [{"epochs": 60, "patience": 1}]
-    assert result["budget"] == {"epochs": 60, "patience": 1, "paper_epochs": 10}
+    assert budgets == [{"epochs": 60, "patience": 1, "lr_gamma": None, "lr_delay": None}]
+    assert result["budget"] == {"epochs": 60, "patience": 1, "lr_gamma": None, "lr_delay": None, "paper_epochs": 10}
     assert result["official_edits"] == edits_record(EDITS + EARLY_STOP_EDITS)
     with pytest.raises(SystemExit):
         psrnn_official.main([*argv, "--patience", "0"])
+
+
+def test_the_decay_edit_gives_our_exponential_schedules_learning_rates():
+    ((_, _, new, _),) = DECAY_EDITS
+    config = type("Config", (), {"learning_rate": 1.0, "lr_decay": 1.0})
+    rates = []
+    for i in range(14):
+        env = {"PSRNN_LR_GAMMA": "0.5", "PSRNN_LR_DELAY": "10"}
+        session = None
+        m = type("M", (), {"assign_lr": staticmethod(lambda session, lr: rates.append(lr))})
+        exec(
+            new.strip(), {"os": type("os", (), {"environ": env}), "config": config, "m": m, "i": i, "session": session}
+        )
+    assert rates == [1.0] * 11 + [0.5, 0.25, 0.125]  # ours: gamma ** max(0, e - delay) at 0-based epoch e
+    command = psrnn_official.our_command("x", {"epochs": 5, "patience": 2, "lr_gamma": 0.5, "lr_delay": 10}, 0, "R", [])
+    assert command[-10:-4] == [
+        "--set",
+        'train.lr_schedule="exponential"',
+        "--set",
+        "train.lr_gamma=0.5",
+        "--set",
+        "train.lr_delay_epochs=10",
+    ]
