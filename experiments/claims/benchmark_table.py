@@ -4,12 +4,22 @@ typed by hand.
 
 A benchmark file holds ``rows`` (``{row: {"median_s", "best_s", "times_s", ...}}``), optionally ``comparisons``
 (``{what: {figure: number or None}}``, such as speed-ups and ratios), and its ``command`` (or ``commands``),
-``machine`` (with ``git_commit``), ``threads`` and load averages.
+``machine`` (with ``git_commit``), ``threads`` and load averages. The speed-targets file
+(``experiments/benchmarks/speed_targets.py``) holds instead sections of timed rows (:data:`SECTIONS`) and its
+``ratios`` beside their ``targets`` (``{ratio: {"bound", "kind": "max" or "min", "met"}}``).
 """
 
 from __future__ import annotations
 
 __all__ = ["benchmark_table"]
+
+
+#: the sections of timed rows of a speed-targets file: (key, the key of its rows, its title)
+SECTIONS = (
+    ("pf_rnn", "rows", "PF-RNN layers and steps"),
+    ("bootstrap_filter", "rows", "bootstrap filter"),
+    ("srnn_step", "methods", "SRNN training step"),
+)
 
 
 def benchmark_table(name: str, files: dict) -> list[str]:
@@ -18,10 +28,9 @@ def benchmark_table(name: str, files: dict) -> list[str]:
     if file not in files:
         return [f"Not measured yet: no docs/results/{file}."]
     record = files[file]
-    lines = ["| row | median | best | runs |", "|---|---:|---:|---:|"]
-    for row, timing in record["rows"].items():
-        runs = len(timing.get("times_s", ())) or "-"
-        lines.append(f"| {row} | {timing['median_s']:.3g} s | {timing['best_s']:.3g} s | {runs} |")
+    if "ratios" in record:
+        return [*_targets_table(record), "", _provenance(record, file)]
+    lines = _timed_rows(record["rows"])
     comparisons = record.get("comparisons") or {}
     if comparisons:
         figures = list(dict.fromkeys(key for entry in comparisons.values() for key in entry))
@@ -33,6 +42,37 @@ def benchmark_table(name: str, files: dict) -> list[str]:
         for what, entry in comparisons.items():
             lines.append(f"| {what} | " + " | ".join(_number(entry.get(f)) for f in figures) + " |")
     return [*lines, "", _provenance(record, file)]
+
+
+def _timed_rows(rows: dict, prefix: str = "") -> list[str]:
+    """The table of timed rows (median, best, runs), each row's name after ``prefix``."""
+    lines = ["| row | median | best | runs |", "|---|---:|---:|---:|"]
+    for row, timing in rows.items():
+        runs = len(timing.get("times_s", ())) or "-"
+        lines.append(f"| {prefix}{row} | {timing['median_s']:.3g} s | {timing['best_s']:.3g} s | {runs} |")
+    return lines
+
+
+def _targets_table(record: dict) -> list[str]:
+    """The ratios of a speed-targets file beside their targets (met or missed), then its timed rows."""
+    targets = record.get("targets", {})
+    lines = ["| ratio | measured | target | |", "|---|---:|---|---|"]
+    for ratio, value in record["ratios"].items():
+        target = targets.get(ratio)
+        bound = "-" if target is None else f"{'≤' if target['kind'] == 'max' else '≥'} {target['bound']:g}x"
+        verdict = "" if target is None else ("met" if target["met"] else "**missed**")
+        lines.append(f"| {ratio} | {value:.2f}x | {bound} | {verdict} |")
+    for key, rows, title in SECTIONS:
+        if key in record:
+            threads = record[key].get("threads")
+            lines += ["", *_timed_rows(record[key][rows], f"{title} ({threads} thread(s)): " if threads else title)]
+    memory = record.get("pf_rnn", {}).get("memory", {})
+    if memory:
+        lines += [
+            "",
+            "Peak memory growth: " + "; ".join(f"{row} {m['peak_growth_mb']:.0f} MB" for row, m in memory.items()),
+        ]
+    return lines
 
 
 def _number(value) -> str:

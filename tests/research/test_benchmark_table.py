@@ -47,3 +47,29 @@ def test_the_results_files_named_by_speed_blocks_are_loaded(tmp_path):
     (tmp_path / "page.md").write_text("<!-- speed:ab_cpu -->\n<!-- /speed -->\n")
     files = load_results(tmp_path / "results")
     assert "ab_cpu.json" in files and "other.json" not in files
+
+
+def test_a_speed_targets_file_gives_its_ratios_beside_their_targets_and_its_timed_sections():
+    record = {
+        "ratios": {"pf-lstm layer / lstmcell loop": 1.65, "bootstrap speed-up": 7.0, "other": 1.2},
+        "targets": {
+            "pf-lstm layer / lstmcell loop": {"bound": 1.5, "kind": "max", "met": False},
+            "bootstrap speed-up": {"bound": 6.0, "kind": "min", "met": True},
+        },
+        "pf_rnn": {
+            "threads": 2,
+            "rows": {"pf-lstm layer": {"median_s": 0.8, "best_s": 0.7, "times_s": [0.8] * 3}},
+            "memory": {"pf-lstm layer": {"peak_growth_mb": 512.4}},
+        },
+        "srnn_step": {"threads": 1, "methods": {"ours": {"median_s": 0.5, "best_s": 0.4, "times_s": [0.5]}}},
+        "command": "python -m x",
+        "machine": {"git_commit": "abcdef0123", "logical_cpus": 2},
+    }
+    lines = benchmark_table("t", {"t.json": record})
+    assert "| pf-lstm layer / lstmcell loop | 1.65x | ≤ 1.5x | **missed** |" in lines
+    assert "| bootstrap speed-up | 7.00x | ≥ 6x | met |" in lines
+    assert "| other | 1.20x | - |  |" in lines
+    assert "| PF-RNN layers and steps (2 thread(s)): pf-lstm layer | 0.8 s | 0.7 s | 3 |" in lines
+    assert "| SRNN training step (1 thread(s)): ours | 0.5 s | 0.4 s | 1 |" in lines
+    assert "Peak memory growth: pf-lstm layer 512 MB" in lines
+    assert lines[-1].startswith("`python -m x`; commit abcdef0")
