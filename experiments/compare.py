@@ -48,16 +48,24 @@ def member_command(experiment: str, overrides: tuple, folder: Path) -> str:
     return f"ppl-models train {experiment} --run-dir {folder} {sets}".strip()
 
 
+def best_epoch(records: list[dict]) -> int:
+    """The epoch of a run's best checkpoint among its validated ``metrics.jsonl`` records: the last one marked
+    ``best`` (a rise beyond the run's ``min_delta``), or for runs that predate the mark, that of the highest
+    validation bound."""
+    marked = [r["epoch"] for r in records if r.get("best")]
+    return marked[-1] if marked else max(records, key=lambda r: r["valid_bound_per_step"])["epoch"]
+
+
 def run_budget(folder: Path) -> dict:
     """A finished run's budget from its ``metrics.jsonl``: ``epochs`` run, training ``seconds`` and ``best_epoch``
-    (the epoch of the highest validation bound; absent without validation); ``{}`` without the file."""
+    (that of its best checkpoint, :func:`best_epoch`; absent without validation); ``{}`` without the file."""
     epochs = read_jsonl(folder / "metrics.jsonl") if (folder / "metrics.jsonl").is_file() else []
     if not epochs:
         return {}
     budget = {"epochs": epochs[-1]["epoch"], "seconds": sum(r.get("seconds", 0.0) for r in epochs)}
     validated = [r for r in epochs if r.get("valid_bound_per_step") is not None]
     if validated:
-        budget["best_epoch"] = max(validated, key=lambda r: r["valid_bound_per_step"])["epoch"]
+        budget["best_epoch"] = best_epoch(validated)
     return budget
 
 

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from ppl_models.inference.atomic_files import folder_lock, read_jsonl, remove_stale_temporaries, write_json, write_text
 
-from . import board_plots, multistep_board, own_data
+from . import board_plots, compare, multistep_board, own_data
 from .board_flags import board_warnings, flag_rows, ranking_note
 from .board_markdown import board_markdown
 from .board_training import DEFAULT_BUDGET, attempt, train_models, tuned_rows
@@ -295,7 +295,7 @@ def leaderboard_rows(folders: dict[str, Path]) -> list[dict]:
         calibration = metrics.get("calibration", {})
         log = [r for r in read_jsonl(folder / "metrics.jsonl") if "epoch" in r]
         validated = [r for r in log if r.get("valid_bound_per_step") is not None]
-        best = max(validated, key=lambda r: r["valid_bound_per_step"])["epoch"] if validated else None
+        best = compare.best_epoch(validated) if validated else None
         config = json.loads((folder / "config.json").read_text())
         rows.append(
             {

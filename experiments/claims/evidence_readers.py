@@ -150,13 +150,13 @@ def official_side_by_side(data: dict) -> Reading:
 
 def psrnn_official_side_by_side(data: dict) -> Reading:
     """Our PSRNN and the PSRNN authors' code on the PTB characters: test bits per character per seed after the same
-    epochs (:mod:`ppl_models.experiments.studies.psrnn_official`), each side's best epoch that of its lowest
-    validation BPC."""
+    epochs (:mod:`ppl_models.experiments.studies.psrnn_official`), each side's best epoch that of the weights it
+    tested where the run records it, else that of its lowest validation BPC."""
     figures, budgets = {}, []
     for code, name in (("ours", "ours"), ("official", "official code")):
         runs = data["runs"][code]
         figures[name] = Stat(tuple(run["test_final"]["test_bpc"] for run in runs))
-        best = tuple(min(run["curve"], key=lambda c: c["valid_bpc"])["epoch"] for run in runs)
+        best = tuple(run.get("best_epoch") or min(run["curve"], key=lambda c: c["valid_bpc"])["epoch"] for run in runs)
         budgets.append(
             Budget(
                 name,

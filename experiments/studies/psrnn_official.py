@@ -38,6 +38,7 @@ from ppl_models.inference.atomic_files import write_json
 
 from ..claims.provenance import git_state
 from ..claims.results_files import write_results
+from ..compare import best_epoch
 from ..data import resolve_data_dir
 from .official_code import (
     apply_edits,
@@ -148,9 +149,10 @@ EDITS = [
 ]
 
 _EARLY_STOP = (
-    "early stopping as our trainer's (--patience P): after each epoch's validation pass the weights with the lowest "
-    "validation BPC so far are saved, training stops after P epochs in a row without a lower one, and the test pass "
-    "reads the saved weights (the official code runs max_epoch epochs and tests the last weights)"
+    "early stopping as our trainer's (--patience P, --min-delta): after each epoch's validation pass the weights are "
+    "saved when its validation BPC is lower than the best so far by more than the study's min delta, training stops "
+    "after P epochs in a row without such a fall, and the test pass reads the saved weights (the official code runs "
+    "max_epoch epochs and tests the last weights)"
 )
 #: the edits that give the official code early stopping on its validation BPC (applied with ``--patience``)
 EARLY_STOP_EDITS = [
@@ -161,7 +163,8 @@ EARLY_STOP_EDITS = [
         "    best_path = os.path.abspath(os.path.join('best', 'model'))\n"
         "    os.makedirs(os.path.dirname(best_path), exist_ok=True)\n"
         "    patience = int(os.environ['PSRNN_PATIENCE'])\n"
-        "    best_valid_bpc, bad_epochs = float('inf'), 0\n"
+        "    best_valid_bpc, bad_epochs, best_epoch = float('inf'), 0, 0\n"
+        "    min_delta = float(os.environ['PSRNN_MIN_DELTA_BPC'])\n"
         "    sv = tf.train.Supervisor()\n",
         _EARLY_STOP,
     ),
@@ -169,19 +172,20 @@ EARLY_STOP_EDITS = [
         "ptb_word_lm.py",
         "        valid_acc_all.append(valid_acc)\n",
         "        valid_acc_all.append(valid_acc)\n"
-        "        if valid_bpc < best_valid_bpc:\n"
-        "          best_valid_bpc, bad_epochs = valid_bpc, 0\n"
+        "        if valid_bpc < best_valid_bpc - min_delta:\n"
+        "          best_valid_bpc, bad_epochs, best_epoch = valid_bpc, 0, i + 1\n"
         "          best_saver.save(session, best_path)\n"
         "        else:\n"
         "          bad_epochs += 1\n"
         "        if bad_epochs >= patience:\n"
-        "          print('Early stop after epoch %d: best epoch %d' % (i + 1, i + 1 - bad_epochs))\n"
+        "          print('Early stop after epoch %d' % (i + 1))\n"
         "          break\n",
         _EARLY_STOP,
     ),
     (
         "ptb_word_lm.py",
         "      test_perplexity, test_bpc, test_acc = run_epoch(session, mtest, save_params=True)\n",
+        "      print('Best epoch: %d' % best_epoch)\n"
         "      best_saver.restore(session, best_path)\n"
         "      test_perplexity, test_bpc, test_acc = run_epoch(session, mtest, save_params=True)\n",
         _EARLY_STOP,
@@ -206,6 +210,7 @@ _VALID = re.compile(
     r"^Epoch: (\d+) Valid Perplexity: ([\d.naninf]+) Valid BPC: ([\d.naninf]+) "
     r"Valid Accuracy: ([\d.naninf]+)$"
 )
+_BEST = re.compile(r"^Best epoch: (\d+)$")
 _TEST = re.compile(r"^Test Perplexity: ([\d.naninf]+) Test BPC: ([\d.naninf]+) Test Accuracy: ([\d.naninf]+)$")
 
 
@@ -277,6 +282,7 @@ def run_official(git_dir: Path, folder: Path, seed: int, budget: dict, python: P
         PSRNN_SEED=str(seed),
         PSRNN_EPOCHS=str(budget["epochs"]),
         PSRNN_PATIENCE=str(budget["patience"] or 0),
+        PSRNN_MIN_DELTA_BPC=str(bpc(budget["min_delta"] or 0.0)),
         PSRNN_LR_GAMMA=str(budget["lr_gamma"] or 1.0),
         PSRNN_LR_DELAY=str(budget["lr_delay"] or 0),
         TF_USE_LEGACY_KERAS="1",
@@ -296,12 +302,22 @@ def run_official(git_dir: Path, folder: Path, seed: int, budget: dict, python: P
         "setup_seconds": _valid_line_time(lines, 0),
         "initial": curve[0],
         "curve": curve[1:],
-        "best_epoch": _best_epoch(curve[1:]),
+        "best_epoch": official_best_epoch(lines) or _best_epoch(curve[1:]),
         "test_final": official_test(lines),
         "test_seconds": test_end - _valid_line_time(lines, len(curve) - 1),
     }
     write_json(folder / "result.json", result)
     return result
+
+
+def official_best_epoch(lines: list[tuple[float, str]]) -> int | None:
+    """The epoch of the weights the official test read, from the ``Best epoch: e`` line of the early-stop edits
+    (None without it: the official code tests its last weights)."""
+    for _, text in lines:
+        match = _BEST.match(text.strip())
+        if match:
+            return int(match[1])
+    return None
 
 
 def _valid_line_time(lines: list[tuple[float, str]], epoch: int) -> float:
@@ -316,6 +332,8 @@ def _best_epoch(curve: list[dict]) -> int | None:
 
 def our_command(experiment: str, budget: dict, seed: int, run_dir: Path, sets: list[str]) -> list[str]:
     schedule = [] if budget["patience"] is None else ["--set", f"train.patience={budget['patience']}"]
+    if budget.get("min_delta"):
+        schedule += ["--set", f"train.min_delta={budget['min_delta']}"]
     if budget["lr_gamma"] is not None:
         schedule += ["--set", 'train.lr_schedule="exponential"', "--set", f"train.lr_gamma={budget['lr_gamma']}"]
         schedule += ["--set", f"train.lr_delay_epochs={budget['lr_delay']}"]
@@ -361,7 +379,7 @@ def run_ours(folder: Path, seed: int, experiment: str, budget: dict, sets: list[
         "budget": budget,
         "train_wall_seconds": wall,
         "curve": curve,
-        "best_epoch": _best_epoch([c for c in curve if c.get("valid_bpc") is not None]),
+        "best_epoch": best_epoch([r for r in records if r.get("valid_bound_per_step") is not None]),
         "test_final": json.loads((run_dir / "metrics.json").read_text()),
     }
     write_json(folder / "result.json", result)
@@ -438,6 +456,12 @@ def main(argv: list[str] | None = None) -> None:
         "weights (the official code through EARLY_STOP_EDITS); default: the fixed --epochs",
     )
     parser.add_argument(
+        "--min-delta",
+        type=float,
+        help="with --patience: a validation fall counts only beyond this many nats per character (the official code "
+        "gets it in bits); default 0",
+    )
+    parser.add_argument(
         "--lr-gamma",
         type=float,
         help="decay both sides' learning rate by this factor per epoch after --lr-delay epochs (the official code "
@@ -477,9 +501,12 @@ def main(argv: list[str] | None = None) -> None:
         parser.exit(2, f"--lr-gamma must be in (0, 1], got {args.lr_gamma}\n")
     if args.lr_delay < 0:
         parser.exit(2, f"--lr-delay must be >= 0, got {args.lr_delay}\n")
+    if args.min_delta is not None and (args.min_delta < 0 or args.patience is None):
+        parser.exit(2, f"--min-delta must be >= 0 and needs --patience, got {args.min_delta}\n")
     budget = {
         "epochs": args.epochs,
         "patience": args.patience,
+        "min_delta": args.min_delta,
         "lr_gamma": args.lr_gamma,
         "lr_delay": args.lr_delay if args.lr_gamma is not None else None,
     }

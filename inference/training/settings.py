@@ -85,6 +85,9 @@ class TrainConfig:
         valid_every: validate every this many epochs (and after the last epoch).
         patience: stop after this many validations in a row without a higher validation bound
             per time step (``None``: never stop early; needs validation data otherwise).
+        min_delta: a validation bound is higher (a new best checkpoint, and patience restarts) only when it
+            exceeds the best so far by more than this, in nats per time step (``0``: any rise), so that a run whose
+            bound creeps up by round-off-sized steps stops and its best epoch is the last real gain.
         seed: seed of the shuffling and of the random numbers the objective draws (``>= 0``).
         progress: show a progress bar (rank 0 only).
         cuda_graph: on a CUDA device, record each training step (forward, backward, clipping,
@@ -125,6 +128,7 @@ class TrainConfig:
     kl_anneal_steps: int = 0
     valid_every: int = 1
     patience: int | None = None
+    min_delta: float = 0.0
     seed: int = 0
     progress: bool = True
     cuda_graph: bool = False
@@ -163,6 +167,7 @@ class TrainConfig:
         self.momentum = _number("momentum", self.momentum, 0.0, 1.0)
         self.lr_gamma = _number("lr_gamma", self.lr_gamma, 0.0, 1.0, open_left=True)
         self.kl_start = _number("kl_start", self.kl_start, 0.0, 1.0)
+        self.min_delta = _number("min_delta", self.min_delta, 0.0)
         if self.clip_norm is not None:
             self.clip_norm = _number("clip_norm", self.clip_norm, 0.0, open_left=True)
         if self.optimizer_eps is not None:

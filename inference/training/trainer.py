@@ -213,6 +213,7 @@ class Trainer(RunState):
             "train_loss": train_loss,
             "train_bound_per_step": train_bound,
             "valid_bound_per_step": valid_bound,
+            "best": improved,
             "bound_kind": getattr(self.objective, "kind", "objective"),
             "lr": lr,
             "kl_factor": kl_factor,
@@ -367,7 +368,9 @@ class Trainer(RunState):
         """Record a validation result; return whether it is a new best."""
         if valid_bound is None:
             return False
-        if not math.isnan(valid_bound) and (self.best_metric is None or valid_bound > self.best_metric):
+        if not math.isnan(valid_bound) and (
+            self.best_metric is None or valid_bound > self.best_metric + self.config.min_delta
+        ):
             self.best_metric, self.bad_validations = valid_bound, 0
             return True
         self.bad_validations += 1

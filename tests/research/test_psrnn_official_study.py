@@ -179,11 +179,20 @@ def test_patience_records_the_early_stop_edits_and_the_budget(tmp_path, monkeypa
     argv = ["--official-git-dir", str(tmp_path), "--python", "py", "--out", str(out), "--epochs", "60"]
     psrnn_official.main([*argv, "--patience", "1", "--seeds", "1", "--sides", "official", "--work-dir", str(tmp_path)])
     result = json.loads(out.read_text())
-    assert budgets == [{"epochs": 60, "patience": 1, "lr_gamma": None, "lr_delay": None}]
-    assert result["budget"] == {"epochs": 60, "patience": 1, "lr_gamma": None, "lr_delay": None, "paper_epochs": 10}
+    budget = {"epochs": 60, "patience": 1, "min_delta": None, "lr_gamma": None, "lr_delay": None}
+    assert budgets == [budget]
+    assert result["budget"] == {**budget, "paper_epochs": 10}
     assert result["official_edits"] == edits_record(EDITS + EARLY_STOP_EDITS)
     with pytest.raises(SystemExit):
         psrnn_official.main([*argv, "--patience", "0"])
+    with pytest.raises(SystemExit):
+        psrnn_official.main([*argv, "--min-delta", "0.001"])  # needs --patience
+
+
+def test_the_best_epoch_is_read_from_the_early_stop_edits_line():
+    lines = [(1.0, "Epoch: 3 Valid Perplexity: 3.000 Valid BPC: 1.585 Valid Accuracy: 0.450"), (2.0, "Best epoch: 2")]
+    assert psrnn_official.official_best_epoch(lines) == 2
+    assert psrnn_official.official_best_epoch(lines[:1]) is None
 
 
 def test_the_decay_edit_gives_our_exponential_schedules_learning_rates():

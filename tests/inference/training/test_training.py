@@ -176,6 +176,24 @@ def test_early_stopping_stops_when_validation_cannot_improve(lgssm_data, tmp_pat
     assert len(read_jsonl(tmp_path / "metrics.jsonl")) == 1 and not (tmp_path / "checkpoints" / "best.pt").exists()
 
 
+def test_min_delta_counts_only_rises_beyond_it_as_new_bests(lgssm_data, tmp_path):
+    from ppl_models.experiments.compare import best_epoch
+
+    _, train, valid, _ = lgssm_data
+    plain = TrainConfig(epochs=4, batch_size=24, lr=0.01, progress=False)
+    rising = Trainer(ExactLikelihood(_wrong_model()), train, valid, plain).fit()
+    bounds = [r["valid_bound_per_step"] for r in rising]
+    assert bounds == sorted(bounds) and bounds[0] < bounds[-1]  # the bound rises at every epoch here
+    assert [r["best"] for r in rising] == [True] * 4 and best_epoch(rising) == 4
+    gap = min(b - a for a, b in zip(bounds, bounds[1:]))
+    config = TrainConfig(epochs=4, batch_size=24, lr=0.01, patience=2, min_delta=bounds[-1] - bounds[0], progress=False)
+    history = Trainer(ExactLikelihood(_wrong_model()), train, valid, config, run_dir=tmp_path).fit()
+    assert [r["best"] for r in history] == [True, False, False] and best_epoch(history) == 1
+    assert [r["valid_bound_per_step"] for r in history] == bounds[:3] and gap > 0  # the same run, judged otherwise
+    assert load_best(tmp_path)["epoch"] == 1
+    assert best_epoch([{"epoch": 1, "valid_bound_per_step": -2.0}, {"epoch": 2, "valid_bound_per_step": -1.0}]) == 2
+
+
 def test_clip_norm_bounds_the_gradient_step(lgssm_data):
     _, train, _, _ = lgssm_data
     lr, clip = 0.01, 0.05
@@ -293,6 +311,7 @@ def test_config_rejects_unknown_keys_and_round_trips():
         ("kl_anneal_steps", -1),
         ("valid_every", 0),
         ("patience", 0),
+        ("min_delta", -1.0),
         ("seed", -1),
         ("progress", "yes"),
         ("momentum", 2.0),
