@@ -1,5 +1,6 @@
 """The pure helpers of ppl_models.experiments.studies.smct_official (the official code itself is not run here)."""
 
+import ast
 import json
 
 import numpy as np
@@ -17,9 +18,23 @@ def test_every_recorded_edit_applies_once_to_a_fake_snapshot(tmp_path):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text((path.read_text() if path.exists() else "") + old + "\n# --\n")
     apply_edits(tmp_path, EDITS)
-    run = (tmp_path / "src/scripts/run.py").read_text()
-    assert "BayesianRNNAlgo = None" in run and "SMCT_SEED" in run
-    assert "legacy.Adam(self.lr," in (tmp_path / "src/algos/run_SMC_T.py").read_text()
+    edited = {name: (tmp_path / name).read_text() for name, _, _, _ in EDITS}
+    assert "BayesianRNNAlgo = None" in edited["src/scripts/run.py"] and "SMCT_SEED" in edited["src/scripts/run.py"]
+    assert "legacy.Adam(self.lr," in edited["src/algos/run_SMC_T.py"]
+    model = edited["src/models/SMC_Transformer/SMC_Transformer.py"]
+    assert "tf.keras.backend.rnn(" not in model and "tf.shape(inputs)[1] == 1" not in model
+    assert ".numpy()" not in edited["src/models/SMC_Transformer/SMC_TransformerCell.py"]
+    assert "for m in range(num_particles)" not in edited["src/models/SMC_Transformer/transformer_utils.py"]
+    steps = edited["src/train/train_step_functions.py"]
+    assert steps.count("@tf.function\n") == 2 and "it ** (-0.6) * err" not in steps
+    loop = edited["src/train/train_functions.py"]
+    assert "= train_step_SMC_T_compiled(" in loop and "= val_step_SMC_T(inp, tar, smc_transformer)" in loop
+
+
+def test_compiled_steps_edit_is_valid_python():
+    name, old, new, _ = next(edit for edit in EDITS if "def val_step_SMC_T" in edit[2])
+    assert name == "src/train/train_step_functions.py"
+    ast.parse(new[new.index("def _noise_variances") :])
 
 
 def test_missing_edit_names_the_file(tmp_path):
