@@ -407,6 +407,7 @@ def our_command(model: int, epochs: int, seed: int, particles: int, run_dir: Pat
     sets = [
         f"train.epochs={epochs}",
         f"seed={seed}",
+        f"train.seed={seed}",
         f"objective.num_particles={particles}",
         f"evaluate.num_particles={particles}",
     ] + (['data.name="ar-model-2"'] if model == 2 else [])
