@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ..compare import best_epoch
 from .readings import Budget, Reading, Stat
 
 __all__ = [
@@ -157,6 +158,33 @@ def psrnn_official_side_by_side(data: dict) -> Reading:
         runs = data["runs"][code]
         figures[name] = Stat(tuple(run["test_final"]["test_bpc"] for run in runs))
         best = tuple(run.get("best_epoch") or min(run["curve"], key=lambda c: c["valid_bpc"])["epoch"] for run in runs)
+        budgets.append(
+            Budget(
+                name,
+                epochs=tuple(len(run["curve"]) for run in runs),
+                best_epochs=best,
+                trials=1,
+                wall_s=float(sum(run["train_wall_seconds"] for run in runs)),
+            )
+        )
+    return Reading(figures, tuple(budgets))
+
+
+def smct_official_side_by_side(data: dict) -> Reading:
+    """Our SMC Transformer and the authors' code on Model I or II: the test predictive MSE per seed after the same
+    epochs (:mod:`ppl_models.experiments.studies.smct_official`); the official best epoch that of its lowest
+    validation loss, ours that of its best checkpoint (:func:`~ppl_models.experiments.compare.best_epoch`)."""
+    figures, budgets = {}, []
+    for code, name in (("ours", "ours"), ("official", "official code")):
+        runs = data["runs"][code]
+        figures[name] = Stat(tuple(run["test"]["predictive_mse"] for run in runs))
+        if code == "ours":
+            best = tuple(
+                best_epoch([c["record"] for c in run["curve"] if c["record"].get("valid_bound_per_step") is not None])
+                for run in runs
+            )
+        else:
+            best = tuple(run["best_epoch"] for run in runs)
         budgets.append(
             Budget(
                 name,

@@ -170,19 +170,19 @@ CLAIMS: dict[str, Claim] = {
         paper="smc-transformer",
         claim="our SMC Transformer learns Models I and II as the authors' own code does (the anchor of ours)",
         paper_figure="the authors' code (github AMDonati/SMC-T-v2 at 18cf590, its last time-series commit, TensorFlow "
-        "2) run here with 3 recorded run-time edits on the same Model I / II data",
-        metric="predictive MSE of Table 2 (both sides compute it) after equal epochs and seeds; theirs with the "
-        "README's settings (d_model 8, 10 particles), ours smct-ar1",
+        "2) run here with the recorded run-time edits its results file lists (TensorFlow 2.21's API, and its training "
+        "and validation steps compiled as tf.function graphs with the same maths) on the same Model I data",
+        metric="predictive MSE of Table 2 (both sides compute it) after equal epochs (50), particles (10) and seeds; "
+        "theirs with the README's settings (d_model 8), testing its last weights; ours smct-ar1, testing its "
+        "best-validation checkpoint",
         tests=("smct-ar1",),
         seeds=_SEEDS3,
         rule=Matches("ours", "official code"),
         manual="python -m ppl_models.experiments.studies.smct_official --official-git-dir OFFICIAL_GIT_DIR --python "
-        "TF_PYTHON --out docs/results/smct_official_model1.json --model 1 --epochs 50 --seeds 3 (and --model "
-        "2); OFFICIAL_GIT_DIR: a fetched snapshot of github:AMDonati/SMC-T-v2",
-        incomplete="their code runs here (it trains once its optimizer is tf.keras.optimizers.legacy.Adam), but one "
-        "Model I epoch of it (10 particles, eager execution) did not finish within 400 s on one shared "
-        "core, so the comparison's 50 epochs x 3 seeds x 2 models (over 30 CPU hours for their side "
-        "alone at that pace) were not run",
+        "TF_PYTHON --out docs/results/smct_official_model1.json --model 1 --epochs 50 --seeds 3; OFFICIAL_GIT_DIR: "
+        "a fetched snapshot of github:AMDonati/SMC-T-v2",
+        incomplete="not run yet: with its steps compiled their code takes about 10 s per Model I epoch at one thread "
+        "(about 13 minutes per seed with its test phase), where eager it took about 3 minutes per epoch",
     ),
     "smct-folds": Claim(
         paper="smc-transformer",

@@ -502,3 +502,35 @@ def test_a_reproduction_file_made_with_another_recipe_is_flagged():
     assert "another recipe" in problem and "reproduce psrnn-ptb-3b" in problem
     assert recipe_problems({**data, "commands": commands(claim.members, [0])})  # a seed's runs missing
     assert recipe_problems({"seeds": [0], "commands": []}) == []  # not a claim's reproduction file
+
+
+def test_the_smct_official_reader_takes_each_sides_predictive_mse_and_best_epochs():
+    from ppl_models.experiments.claims.evidence_readers import smct_official_side_by_side
+
+    def ours(seed, mse):
+        bounds = [-1.0, -0.5, -0.6]
+        records = [
+            {"epoch": e + 1, "valid_bound_per_step": b, "best": b == max(bounds[: e + 1])} for e, b in enumerate(bounds)
+        ]
+        return {
+            "seed": seed,
+            "train_wall_seconds": 10.0,
+            "curve": [{"record": r} for r in records],
+            "test": {"predictive_mse": mse},
+        }
+
+    official = [
+        {
+            "seed": s,
+            "train_wall_seconds": 20.0,
+            "curve": [{}, {}, {}, {}],
+            "best_epoch": 3,
+            "test": {"predictive_mse": 0.5 + s},
+        }
+        for s in (0, 1)
+    ]
+    reading = smct_official_side_by_side({"runs": {"ours": [ours(0, 0.6), ours(1, 0.7)], "official": official}})
+    assert reading.figures["ours"].values == (0.6, 0.7) and reading.figures["official code"].values == (0.5, 1.5)
+    ours_budget, official_budget = reading.budgets
+    assert ours_budget.best_epochs == (2, 2) and ours_budget.epochs == (3, 3)
+    assert official_budget.best_epochs == (3, 3) and official_budget.epochs == (4, 4) and official_budget.wall_s == 40
