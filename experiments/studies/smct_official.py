@@ -39,6 +39,7 @@ import torch
 
 from ppl_models.inference.atomic_files import write_json
 
+from ..claims.evidence_readers import smct_test_figure
 from ..claims.provenance import git_state
 from ..claims.results_files import write_results
 from ..tasks.synthetic_ar import ar_model_one_data, ar_model_two_data
@@ -442,7 +443,7 @@ def _summary(runs: list[dict]) -> dict:
         "train_wall_seconds": mean_sd([r["train_wall_seconds"] for r in runs]),
     }
     for name in ("predictive_mse", "test_loss", "share_in_80", "share_in_95"):
-        values = [r["test"][name] for r in runs if isinstance(r["test"].get(name), (int, float))]
+        values = [v for v in (smct_test_figure(r["test"], name) for r in runs) if v is not None]
         if values:
             out[name] = mean_sd(values)
     return out

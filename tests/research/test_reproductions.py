@@ -516,7 +516,7 @@ def test_the_smct_official_reader_takes_each_sides_predictive_mse_and_best_epoch
             "seed": seed,
             "train_wall_seconds": 10.0,
             "curve": [{"record": r} for r in records],
-            "test": {"predictive_mse": mse},
+            "test": {"mse": 9.0, "truth_metrics": {"predictive_mse": mse}},
         }
 
     official = [
