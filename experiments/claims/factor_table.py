@@ -28,6 +28,33 @@ def _mean_sd(values: list[float]) -> str:
     return f"{stat.mean:.3f}{sd} (n={len(stat.values)})"
 
 
+def _official_rows(record: dict, file: str, base: float) -> list[str]:
+    """The side-by-side file's rows: the authors' code, and beside it our side where the file holds one, with their
+    own budget (a fixed number of epochs, or early stopping within a cap)."""
+    budget = record["budget"]
+    if budget.get("patience") is None:
+        trained = f"{budget['epochs']} epochs"
+    else:
+        trained = f"to convergence (patience {budget['patience']}, within {budget['epochs']} epochs"
+        if budget.get("lr_gamma") is not None:
+            trained += f", learning rate x{budget['lr_gamma']:g} per epoch after {budget['lr_delay']}"
+        trained += ")"
+    sides = [("official", "the authors' code", "their TF1 code")]
+    if budget.get("patience") is not None and record["runs"].get("ours"):
+        sides.insert(0, ("ours", "all, converged", record["commands"]["ours_train_seed0"][2]))
+    rows = []
+    for side, label, what in sides:
+        runs = record["runs"][side]
+        bpc = [run["test_final"]["test_bpc"] for run in runs]
+        accuracy = _mean_sd([run["test_final"]["test_accuracy"] for run in runs])
+        epochs = ", ".join(f"{run['best_epoch']}/{len(run['curve'])}" for run in runs)
+        rows.append(
+            f"| {label} | {what}, {trained} ([{file}](results/{file})) | {_mean_sd(bpc)} | "
+            f"{statistics.fmean(bpc) - base:+.3f} | {accuracy} | {epochs} | - |"
+        )
+    return rows
+
+
 def factor_table(name: str, files: dict) -> list[str]:
     """The Markdown table of study ``name`` (or how to make it): the row ``ours`` first, each other's difference
     from it."""
@@ -59,12 +86,7 @@ def factor_table(name: str, files: dict) -> list[str]:
         ]
         lines.append("| " + " | ".join(cells) + " |")
     if official in files:
-        theirs = [run["test_final"]["test_bpc"] for run in files[official]["runs"]["official"]]
-        lines.append(
-            f"| the authors' code | their TF1 code, {files[official]['budget']['epochs']} epochs "
-            f"([{official}](results/{official})) | {_mean_sd(theirs)} | {statistics.fmean(theirs) - base:+.3f} "
-            "| - | - | - |"
-        )
+        lines += _official_rows(files[official], official, base)
     return [
         *lines,
         "",

@@ -30,7 +30,7 @@ __all__ = [
 
 
 #: the flags of the studies whose values are paths of this machine, and the names the results files show instead
-PLACEHOLDERS = {"--official-git-dir": "OFFICIAL_GIT_DIR", "--python": "TF_PYTHON"}
+PLACEHOLDERS = {"--official-git-dir": "OFFICIAL_GIT_DIR", "--python": "TF_PYTHON", "--work-dir": "WORK_DIR"}
 
 
 def apply_edits(root: Path, edits: list[tuple[str, str, str, str]]) -> None:
@@ -133,7 +133,7 @@ def relative(path: Path) -> Path:
 def portable(argv: list[str], placeholders: dict[str, str] | None = None) -> list[str]:
     """A study's arguments with the values of the flags naming paths of this machine written as placeholders
     (``{flag: name}``; default: the official snapshot as ``OFFICIAL_GIT_DIR``, a TensorFlow Python as
-    ``TF_PYTHON``)."""
+    ``TF_PYTHON``, the folder of the runs as ``WORK_DIR``)."""
     placeholders = PLACEHOLDERS if placeholders is None else placeholders
     out = list(argv)
     for i, arg in enumerate(out):

@@ -20,8 +20,35 @@ FILES = {
             "ours": {"experiment": "psrnn-ptb", "overrides": ["train.epochs=10"], "runs": _runs([2.9, 3.0])},
         },
     },
-    "psrnn_official.json": {"budget": {"epochs": 10}, "runs": {"official": [{"test_final": {"test_bpc": 2.5}}]}},
+    "psrnn_official.json": {
+        "budget": {"epochs": 10},
+        "runs": {
+            "official": [{"test_final": {"test_bpc": 2.5, "test_accuracy": 0.5}, "best_epoch": 10, "curve": [{}] * 10}]
+        },
+    },
 }
+
+
+def _converged(ours, theirs):
+    def run(bpc, best, epochs):
+        return {"test_final": {"test_bpc": bpc, "test_accuracy": 0.5}, "best_epoch": best, "curve": [{}] * epochs}
+
+    return {
+        "budget": {"epochs": 60, "patience": 3, "lr_gamma": 0.8, "lr_delay": 10},
+        "commands": {"ours_train_seed0": ["ppl-models", "train", "psrnn-ptb-authors"]},
+        "runs": {"ours": [run(b, 22, 25) for b in ours], "official": [run(b, 23, 26) for b in theirs]},
+    }
+
+
+def test_a_converged_side_by_side_gives_both_sides_with_their_budget():
+    files = {**FILES, "psrnn_official.json": _converged([2.56, 2.58], [2.5])}
+    lines = factor_table("psrnn-protocol", files)
+    assert lines[4].startswith(
+        "| all, converged | psrnn-ptb-authors, to convergence (patience 3, within 60 epochs, learning rate x0.8 per "
+        "epoch after 10)"
+    )
+    assert "| 2.570 ± 0.014 (n=2) | -0.380 | 0.500 ± 0.000 (n=2) | 22/25, 22/25 | - |" in lines[4]
+    assert lines[5].startswith("| the authors' code | their TF1 code, to convergence") and "| 23/26 |" in lines[5]
 
 
 def test_rows_start_with_ours_and_give_each_difference_from_it():

@@ -119,6 +119,7 @@ def test_portable_hides_the_machines_path():
     ]
     assert portable(["--official-git-dir=/x"]) == ["--official-git-dir=OFFICIAL_GIT_DIR"]
     assert portable(["--python", "/v/bin/python", "--epochs", "2"]) == ["--python", "TF_PYTHON", "--epochs", "2"]
+    assert portable(["--work-dir", "/x/runs"]) == ["--work-dir", "WORK_DIR"]
 
 
 def test_results_file_shape_from_stubbed_runs(tmp_path, monkeypatch):
