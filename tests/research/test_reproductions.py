@@ -109,6 +109,14 @@ EXPECTED = {
         shown: [run["test_final"]["test_bpc"] for run in _json("psrnn_official.json")["runs"][code]]
         for code, shown in (("ours", "ours"), ("official", "official code"))
     },
+    "smct-official": lambda: {
+        "ours": [
+            run["test"]["truth_metrics"]["predictive_mse"] for run in _json("smct_official_model1.json")["runs"]["ours"]
+        ],
+        "official code": [
+            run["test"]["predictive_mse"] for run in _json("smct_official_model1.json")["runs"]["official"]
+        ],
+    },
     "psrnn-ptb-3a-accuracy": lambda: {
         label: [run["test_accuracy"] for run in result["runs"]]
         for label, result in _json("reproduce_psrnn_ptb_3a.json")["results"].items()
