@@ -65,7 +65,8 @@ def _targets_table(record: dict) -> list[str]:
     for key, rows, title in SECTIONS:
         if key in record:
             threads = record[key].get("threads")
-            lines += ["", *_timed_rows(record[key][rows], f"{title} ({threads} thread(s)): " if threads else title)]
+            prefix = f"{title} ({threads} thread(s)): " if threads else f"{title}: "
+            lines += ["", *_timed_rows(record[key][rows], prefix)]
     memory = record.get("pf_rnn", {}).get("memory", {})
     if memory:
         lines += [

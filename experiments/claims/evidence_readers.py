@@ -158,16 +158,20 @@ def psrnn_official_side_by_side(data: dict) -> Reading:
         runs = data["runs"][code]
         figures[name] = Stat(tuple(run["test_final"]["test_bpc"] for run in runs))
         best = tuple(run.get("best_epoch") or min(run["curve"], key=lambda c: c["valid_bpc"])["epoch"] for run in runs)
-        budgets.append(
-            Budget(
-                name,
-                epochs=tuple(len(run["curve"]) for run in runs),
-                best_epochs=best,
-                trials=1,
-                wall_s=float(sum(run["train_wall_seconds"] for run in runs)),
-            )
-        )
+        budgets.append(_side_budget(name, runs, best))
     return Reading(figures, tuple(budgets))
+
+
+def _side_budget(name: str, runs: list[dict], best: tuple[int, ...]) -> Budget:
+    """The budget of one side of an official-code study: its runs' epochs (their curves), ``best`` epochs and
+    training wall time."""
+    return Budget(
+        name,
+        epochs=tuple(len(run["curve"]) for run in runs),
+        best_epochs=best,
+        trials=1,
+        wall_s=float(sum(run["train_wall_seconds"] for run in runs)),
+    )
 
 
 def smct_official_side_by_side(data: dict) -> Reading:
@@ -185,15 +189,7 @@ def smct_official_side_by_side(data: dict) -> Reading:
             )
         else:
             best = tuple(run["best_epoch"] for run in runs)
-        budgets.append(
-            Budget(
-                name,
-                epochs=tuple(len(run["curve"]) for run in runs),
-                best_epochs=best,
-                trials=1,
-                wall_s=float(sum(run["train_wall_seconds"] for run in runs)),
-            )
-        )
+        budgets.append(_side_budget(name, runs, best))
     return Reading(figures, tuple(budgets))
 
 
