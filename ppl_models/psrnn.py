@@ -61,6 +61,11 @@ class PSRNNLayer(nn.Module):
         state_dim: ``S``; obs_dim: ``P``, the projected size; num_features: ``F`` random Fourier features.
         rank: CP rank of a factorized cell (``None``: the full tensor).
         append_input: append the raw input ``u_t`` to the encoding (the cell then reads ``P + in_dim``).
+        encoder_bias: a bias in the encoder, ``o_t = P^T z(u_t) + c`` (starts at 0).
+        train_features: train the random Fourier features' frequencies and phases with the rest
+            (:meth:`RandomFourierFeatures.make_trainable`); fixed otherwise.
+        observation_bias: a bias of the update linear in the observation, ``+ B o_t`` (the cells' ``observation_bias``),
+            started by two-stage regression at its stage-2 intercept.
     """
 
     def __init__(
@@ -71,14 +76,26 @@ class PSRNNLayer(nn.Module):
         num_features: int,
         rank: int | None = None,
         append_input: bool = False,
+        *,
+        encoder_bias: bool = False,
+        train_features: bool = False,
+        observation_bias: bool = False,
     ):
         super().__init__()
-        self.append_input = bool(append_input)
+        self.append_input, self.train_features = bool(append_input), bool(train_features)
         encoded = obs_dim + in_dim * self.append_input
-        self.features = RandomFourierFeatures(in_dim, num_features)
-        self.projection = nn.Linear(num_features, obs_dim, bias=False)
-        self.cell = PSRNNCell(state_dim, encoded) if rank is None else FactorizedPSRNNCell(state_dim, encoded, rank)
+        self.set_features(RandomFourierFeatures(in_dim, num_features))
+        self.projection = nn.Linear(num_features, obs_dim, bias=encoder_bias)
+        self.cell = (
+            PSRNNCell(state_dim, encoded, observation_bias=observation_bias)
+            if rank is None
+            else FactorizedPSRNNCell(state_dim, encoded, rank, observation_bias)
+        )
         self.initial_state = nn.Parameter(normalize(torch.randn(state_dim)))
+
+    def set_features(self, features: RandomFourierFeatures) -> None:
+        """Use ``features`` as the observation's random Fourier features (trainable with ``train_features``)."""
+        self.features = features.make_trainable() if self.train_features else features
 
     def encode(self, u: torch.Tensor) -> torch.Tensor:
         """``[..., in_dim] -> [..., P]`` (``[..., P + in_dim]`` with ``append_input``)."""
@@ -127,6 +144,7 @@ class PSRNNLayer(nn.Module):
         :func:`~ppl_models.spectral_projections.whitened_directions` of ``z_o`` against ``z_h`` (uncentred), of
         ``z_h`` against ``z_f`` and of ``z_f`` against ``z_h`` (centred), and stage 1 regresses on the projected
         history ``eta_t`` (``S`` entries) and a constant (the authors' intercept) instead of all of ``z_h``.
+        A cell with an observation bias starts it at the stage-2 intercept.
         """
         w = time_windows(u, mask, horizon)
         num_features = self.features.phases.numel()
@@ -152,9 +170,16 @@ class PSRNNLayer(nn.Module):
             fitted = stage1(future).T  # [F, F]: E[z_f | eta] = history @ fitted; its leading directions, from the Gram
             basis = leading_eigenvectors(fitted.T @ stage1.gram @ fitted, state_dim)
         encoded = torch.cat([omega @ projection, w.observation], 1) if self.append_input else omega @ projection
-        result = two_stage_regression(future @ basis, next_future @ basis, encoded, history, ridge, stage1=stage1)
+        intercept = self.cell.observation_bias is not None
+        result = two_stage_regression(
+            future @ basis, next_future @ basis, encoded, history, ridge, stage1=stage1, intercept=intercept
+        )
+        self.set_features(self.features)
         self.projection.weight.copy_(projection.T)
-        self.cell = PSRNNCell(state_dim, encoded.shape[1], result.transition)
+        if self.projection.bias is not None:
+            self.projection.bias.zero_()
+        observation_bias = False if result.observation_bias is None else result.observation_bias
+        self.cell = PSRNNCell(state_dim, encoded.shape[1], result.transition, observation_bias)
         self.initial_state.copy_(normalize(result.initial_state))
 
     @torch.no_grad()
@@ -175,7 +200,7 @@ class PSRNNLayer(nn.Module):
         scale = pre[mask].norm(dim=-1).mean()
         bias = bias_scale * scale * states[mask].mean(0)
         factors = cp_decompose(self.cell.transition, rank, generator=generator).factors
-        self.cell = FactorizedPSRNNCell.from_factors(factors, bias).to(u.device)
+        self.cell = FactorizedPSRNNCell.from_factors(factors, bias, self.cell.observation_bias).to(u.device)
 
 
 def check_bandwidths(bandwidths) -> tuple[float, float, float] | None:
@@ -226,6 +251,9 @@ class PSRNN(CarriesState, OneStepPredictor):
         decoder_ridge: per-example penalty of the decoder's start (``None``: ``ridge``). The filtered states vary
             little about their mean direction, so a small one gives a sharper but larger decoder (the authors'
             logistic regression, ``|W|^2 / 2`` on the summed log-loss, is ``0.5 / n``).
+        encoder_bias, train_features, observation_bias: what the authors' code has beyond the paper, each a switch of
+            every layer (:class:`PSRNNLayer`): a bias in the encoder, random-feature frequencies and phases trained by
+            BPTT, and a bias of the update linear in the observation started at the stage-2 intercept.
     """
 
     description = (
@@ -252,6 +280,9 @@ class PSRNN(CarriesState, OneStepPredictor):
         decoder_ridge: float | None = None,
         bandwidths: tuple[float, float, float] | None = None,
         projections: str = "paper",
+        encoder_bias: bool = False,
+        train_features: bool = False,
+        observation_bias: bool = False,
     ):
         super().__init__(obs_dim, state_dim, emission)
         self.bandwidths = check_bandwidths(bandwidths)
@@ -281,15 +312,33 @@ class PSRNN(CarriesState, OneStepPredictor):
             or not bandwidth_scale > 0
         ):
             raise ValueError(f"bandwidth_scale must be a number > 0, got {bandwidth_scale!r}")
-        if not isinstance(append_input, bool):
-            raise TypeError(f"append_input must be a bool, got {append_input!r}")
+        switches = {
+            "append_input": append_input,
+            "encoder_bias": encoder_bias,
+            "train_features": train_features,
+            "observation_bias": observation_bias,
+        }
+        for name, value in switches.items():
+            if not isinstance(value, bool):
+                raise TypeError(f"{name} must be a bool, got {value!r}")
         self.init = check_choice(init, INITS, name="init")
         self.bandwidth_scale = float(bandwidth_scale)
         self.horizon, self.rank, self.ridge, self.bias_scale = horizon, rank, float(ridge), float(bias_scale)
         self.decoder_ridge = self.ridge if decoder_ridge is None else float(decoder_ridge)
         in_dims = [obs_dim] + [state_dim] * (num_layers - 1)
         self.layers = nn.ModuleList(
-            PSRNNLayer(d, state_dim, obs_features, num_features, rank, append_input) for d in in_dims
+            PSRNNLayer(
+                d,
+                state_dim,
+                obs_features,
+                num_features,
+                rank,
+                append_input,
+                encoder_bias=encoder_bias,
+                train_features=train_features,
+                observation_bias=observation_bias,
+            )
+            for d in in_dims
         )
 
     def states(self, x):
@@ -371,14 +420,17 @@ class PSRNN(CarriesState, OneStepPredictor):
             if self.bandwidths is None
             else self.bandwidths[0]
         )
-        layer.features = RandomFourierFeatures(u.shape[-1], layer.features.phases.numel(), bandwidth, generator).to(
-            u.device
-        )
+        features = RandomFourierFeatures(u.shape[-1], layer.features.phases.numel(), bandwidth, generator)
+        layer.set_features(features.to(u.device))
         nn.init.xavier_uniform_(layer.projection.weight, generator=generator)
+        if layer.projection.bias is not None:
+            layer.projection.bias.zero_()
         for parameter in layer.cell.parameters():
-            if parameter.dim() > 1:
+            if parameter.dim() > 1 and parameter is not layer.cell.observation_bias:
                 parameter.copy_(torch.randn(parameter.shape, generator=generator) / parameter[0].numel() ** 0.5)
         layer.cell.bias.zero_()
+        if layer.cell.observation_bias is not None:
+            layer.cell.observation_bias.zero_()
         layer.initial_state.copy_(normalize(torch.randn(self.state_dim, generator=generator)))
 
     def _fit_decoder(self, x, mask) -> None:

@@ -69,7 +69,8 @@ class RandomFourierFeatures(nn.Module):
     """``z(x) = sqrt(2 / F) cos(x Omega / bw + phase)``, ``Omega ~ N(0, I)``, ``phase ~ U(0, 2 pi)``.
 
     In expectation over the draw, ``z(x) . z(y) = exp(-|x - y|^2 / (2 bw^2))``. The draw
-    and the bandwidth are buffers, so a saved model keeps its features.
+    and the bandwidth are buffers, so a saved model keeps its features (:meth:`make_trainable` makes the draw
+    parameters).
 
     Args:
         in_dim: ``d``, the size of the inputs.
@@ -89,6 +90,17 @@ class RandomFourierFeatures(nn.Module):
         self.register_buffer("frequencies", torch.randn(in_dim, num_features, generator=generator))
         self.register_buffer("phases", 2 * math.pi * torch.rand(num_features, generator=generator))
         self.register_buffer("bandwidth", torch.tensor(float(bandwidth)))
+
+    def make_trainable(self) -> RandomFourierFeatures:
+        """Turn the draw into parameters trained with the model (the PSRNN authors' code): the frequencies become
+        ``Omega / bw`` and the bandwidth 1, the same map; returns ``self``."""
+        if isinstance(self.frequencies, nn.Parameter):
+            return self
+        frequencies, phases = self.frequencies / self.bandwidth, self.phases
+        del self.frequencies, self.phases
+        self.frequencies, self.phases = nn.Parameter(frequencies), nn.Parameter(phases.clone())
+        self.bandwidth.fill_(1.0)
+        return self
 
     @classmethod
     def fit(
@@ -224,10 +236,13 @@ def leading_eigenvectors(gram: torch.Tensor, rank: int) -> torch.Tensor:
 
 @dataclass
 class TwoStageRegression:
-    """``initial_state [S]`` (eq. 2) and ``transition [S, P, S]`` (eq. 3: out state, observation, in state)."""
+    """``initial_state [S]`` (eq. 2), ``transition [S, P, S]`` (eq. 3: out state, observation, in state) and, with an
+    intercept, ``observation_bias [S, P]``: ``E[phi_{t+1} (x) omega_t | h_t] = W x_3 q_t + B``."""
 
     initial_state: torch.Tensor
     transition: torch.Tensor
+    #: ``[S, P]``: the stage-2 intercept as a bias linear in the observation (``None`` without an intercept)
+    observation_bias: torch.Tensor | None = None
 
 
 def two_stage_regression(
@@ -238,6 +253,7 @@ def two_stage_regression(
     ridge: float = 1e-2,
     *,
     stage1: RidgeSolver | None = None,
+    intercept: bool = False,
 ) -> TwoStageRegression:
     """Two-stage regression of a predictive-state model from features of ``n`` examples.
 
@@ -252,6 +268,7 @@ def two_stage_regression(
         history: ``eta_t [n, H]``; ridge: per-example penalty of both stages.
         stage1: a :class:`RidgeSolver` already built on ``history`` with ``ridge``, to reuse its
             factorisation (built here when ``None``).
+        intercept: fit stage 2 with an unpenalised intercept (the authors' code), returned as ``observation_bias``.
     """
     n = future.shape[0]
     for name, value in (("next_future", next_future), ("observation", observation), ("history", history)):
@@ -262,8 +279,13 @@ def two_stage_regression(
     stage1 = RidgeSolver(history, ridge) if stage1 is None else stage1
     denoised = history @ stage1(torch.cat([future, extended], 1)).T
     q, e = denoised[:, :states], denoised[:, states:]
-    transition = ridge_regression(q, e, ridge).reshape(states, obs, states)
-    return TwoStageRegression(future.mean(0), transition)
+    if not intercept:
+        transition = ridge_regression(q, e, ridge).reshape(states, obs, states)
+        return TwoStageRegression(future.mean(0), transition)
+    q_mean, e_mean = q.mean(0), e.mean(0)
+    weight = ridge_regression(q - q_mean, e - e_mean, ridge)
+    offset = e_mean - weight @ q_mean
+    return TwoStageRegression(future.mean(0), weight.reshape(states, obs, states), offset.reshape(states, obs))
 
 
 @dataclass

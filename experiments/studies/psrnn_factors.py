@@ -3,7 +3,9 @@
 ``python -m ppl_models.experiments.studies.psrnn_factors --seeds N --run-dir DIR --out FILE [--only NAME ...]``
 
 Each factor is ``psrnn-ptb`` with one of the authors' options switched on (:data:`FACTORS`), all at 10 epochs
-without early stopping, beside ``psrnn-ptb-authors`` (every option at once). Runs are kept in ``DIR/<factor>/seed-<s>``
+without early stopping, beside ``psrnn-ptb-authors`` (every option at once) and ``psrnn-ptb-authors`` with each of
+the three things their code has beyond those options (an encoder bias, trained random features, an update bias linear
+in the observation). Runs are kept in ``DIR/<factor>/seed-<s>``
 (a finished one is not rerun, an interrupted one resumes). The results file gives, per factor and seed, the test
 bits per character and accuracy of the best-validation checkpoint, the best epoch, the epochs, the training updates
 and seconds, with the commands, seeds, commit and machine; the authors' own code's figures are in
@@ -48,6 +50,14 @@ FACTORS: dict[str, tuple[str, tuple[str, ...]]] = {
         ),
     ),
     "all": ("psrnn-ptb-authors", ()),
+    # what the authors' code has beyond every option above, each added to all of them
+    "all + encoder bias": ("psrnn-ptb-authors", ("model.encoder_bias=true",)),
+    "all + trained features": ("psrnn-ptb-authors", ("model.train_features=true",)),
+    "all + observation bias": ("psrnn-ptb-authors", ("model.observation_bias=true",)),
+    "all + the three": (
+        "psrnn-ptb-authors",
+        ("model.encoder_bias=true", "model.train_features=true", "model.observation_bias=true"),
+    ),
 }
 
 
