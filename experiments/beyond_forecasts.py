@@ -1,9 +1,9 @@
 """Forecasts past the end of the data: :func:`forecast_beyond` draws ``horizon`` steps after each test series of a
 finished run (``ppl-models forecast --beyond H``) and writes their mean and quantiles, in the data's units, to
-``beyond.csv``; a horizon the model cannot reach or whose paths would not fit in memory is refused first
-(:class:`HorizonTooLong`). A run that reads known covariates forecasts the targets given the covariates of the
-file's rows after each series' last target (:mod:`~ppl_models.experiments.covariate_futures`); a horizon past those
-rows, or of more than one step with past-only covariates, is refused first too."""
+``beyond.csv``; a horizon whose paths would not fit in memory is refused first (:class:`HorizonTooLong`). A run that
+reads known covariates forecasts the targets given the covariates of the file's rows after each series' last target
+(:mod:`~ppl_models.experiments.covariate_futures`); a horizon past those rows, or of more than one step with
+past-only covariates, is refused first too."""
 
 from __future__ import annotations
 
@@ -62,8 +62,8 @@ def forecast_beyond(
     run's columns, transform and standardisation), so a file of each series' last few steps will do. Per series
     (its id as the file names it), step ahead and feature, the CSV gives the mean and the :data:`BEYOND_QUANTILES`
     of ``num_samples`` paths in the data's units; for binary (0/1) data, ``probability_of_1``, the share of the
-    paths that draw a 1 (a quantile of 0/1 draws is 0 or 1, or a value no draw takes). A horizon the model cannot
-    reach or whose paths would not fit in memory is refused first (:class:`HorizonTooLong`). A run that reads known
+    paths that draw a 1 (a quantile of 0/1 draws is 0 or 1, or a value no draw takes). A horizon whose paths would
+    not fit in memory is refused first (:class:`HorizonTooLong`). A run that reads known
     covariates draws the targets (the CSV's features) given those of the file's rows after each series' last target
     (the file's units, put in the run's); a horizon past the fewest such rows of a series, or of more than one step
     with past-only covariates, is refused first. Returns the CSV's path.
@@ -127,17 +127,9 @@ def _file_future(data, names: list[str], horizon: int) -> torch.Tensor:
 
 
 def _check_beyond(model, horizon: int, num_samples: int, x: torch.Tensor, mask: torch.Tensor) -> None:
-    """Refuse a ``horizon`` past the longest sequence ``model`` reads (its ``max_steps``) or whose paths ``[S, B, H,
-    D]`` (:data:`PATH_BYTES` each number) and the state each path carries (:func:`_carry_bytes`) exceed the
-    available memory: :class:`HorizonTooLong`."""
-    longest, (rows, _, features) = int(mask.sum(1).max()), x.shape
-    most = getattr(model, "max_steps", None)
-    if most is not None and longest + horizon > most:
-        raise HorizonTooLong(
-            horizon,
-            most - longest,
-            f"goes past the {most} steps {type(model).__name__} reads after the longest series' {longest}",
-        )
+    """Refuse a ``horizon`` whose paths ``[S, B, H, D]`` (:data:`PATH_BYTES` each number) and the state each path
+    carries (:func:`_carry_bytes`) exceed the available memory: :class:`HorizonTooLong`."""
+    rows, _, features = x.shape
     available = available_memory()
     state, growth = _carry_bytes(model, x, mask)
     per_step, fixed = num_samples * rows * (features * PATH_BYTES + growth), num_samples * rows * state

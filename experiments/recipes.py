@@ -11,7 +11,7 @@ Gaussian otherwise. ``--set`` changes any of it.
 What each model can represent is :data:`EMISSIONS`: a model without a Bernoulli emission is refused on
 binary data before training (:class:`DataNotRepresentable`). Given the data, a recipe also fits the settings
 that depend on the sequences' lengths (:data:`_FITS`): the two-stage-regression horizon of ``psrnn`` and
-``kf``, the SMC Transformer's attention window and the Transformer forecaster's table of learned positions;
+``kf``, the SMC Transformer's attention window and the Transformer forecaster's learned positions and context;
 :func:`check_data` refuses, before training, the user's settings that the data cannot meet.
 """
 
@@ -211,8 +211,10 @@ def _fit_window(model: str, section: dict, data) -> None:
 
 
 def _fit_positions(model: str, section: dict, data) -> None:
-    """The Transformer forecaster's learned positions: one for each step of the longest sequence of any split."""
+    """The Transformer forecaster's learned positions: one for each step of the longest sequence of any split, and a
+    context of the longest training sequence, so that no prediction reads a position training never reached."""
     section["max_len"] = max(section["max_len"], _longest(data))
+    section["context"] = int(data.train[1].sum(1).max())
 
 
 #: recipe model -> ``fit(model, model_section, data)``: its settings that depend on the sequences' lengths

@@ -63,7 +63,6 @@ class CovariateInputs(ExactPredictiveModel):
         self.obs_dim = inner.obs_dim
         #: the leading columns that are modelled and scored
         self.modelled_features = layout.modelled
-        self.max_steps = inner.max_steps
 
     def check_values(self, x: torch.Tensor, mask: torch.Tensor, *, name: str = "x") -> None:
         self.inner.check_values(x[..., : self.modelled_features], mask, name=name)
@@ -141,7 +140,6 @@ class CovariateInputs(ExactPredictiveModel):
             )
         if self.layout.known and not bool(torch.isfinite(future[:, :horizon]).all()):
             raise ValueError(f"future: a value of {list(self.layout.known)} is missing in the forecast window")
-        self.check_room(int(mask.sum(1).max()), horizon, name="horizon")
         out = x.new_empty(num_samples, x.shape[0], horizon, self.modelled_features)
         for b, length in enumerate(mask.sum(1).tolist()):
             paths = x[b, :length].clone()

@@ -39,8 +39,6 @@ class ExactPredictiveModel(SequenceModel):
     drawn); a model with a recurrent state carries the state instead, each step then costing the same.
     """
 
-    #: the longest sequence the model reads (a learned position table's length); ``None``: any
-    max_steps: int | None = None
     #: whether the paths of a sequence may share the carry of its history (computed once and copied): ``False``
     #: where a carry holds draws of its own, so that each path runs the history itself
     shares_history: bool = True
@@ -115,7 +113,6 @@ class ExactPredictiveModel(SequenceModel):
             )
         else:
             start, _ = check_sequences(prefix, None, name="prefix", model=self)
-        self.check_room(start.shape[1], num_steps, name="num_steps")
         shape = (len(start), num_steps, self.obs_dim)
         draws, means = start.new_empty(shape), start.new_empty(shape)
         self._draw_on(self.carry_start(start), draws, means)
@@ -135,15 +132,13 @@ class ExactPredictiveModel(SequenceModel):
         """``[S, B, H, D]``: ``S`` paths per sequence, each step drawn given the path so far (its :class:`Carry`).
 
         Sequences of different lengths continue from their own last valid step. The history's carry is computed
-        once per sequence and copied to its paths where :attr:`shares_history`, else once per path. A horizon past
-        :attr:`max_steps` is refused before any step is drawn.
+        once per sequence and copied to its paths where :attr:`shares_history`, else once per path.
         """
         x, mask = check_sequences(x, mask, model=self)
         check_positive_int(horizon, name="horizon")
         num_samples = check_num_samples(num_samples, allow_zero=False)
         batch, _, dim = x.shape
         lengths = mask.sum(1)
-        self.check_room(int(lengths.max()), horizon, name="horizon")
         out = x.new_empty(num_samples, batch, horizon, dim)
         for length in lengths.unique().tolist():
             rows = (lengths == length).nonzero().squeeze(1)
@@ -156,15 +151,6 @@ class ExactPredictiveModel(SequenceModel):
             self._draw_on(carry, drawn)
             out[:, rows] = drawn.reshape(num_samples, len(rows), horizon, dim)
         return out
-
-    def check_room(self, start: int, steps: int, *, name: str) -> None:
-        """Refuse ``steps`` more steps after ``start`` where the sequence would outgrow :attr:`max_steps`."""
-        if self.max_steps is not None and start + steps > self.max_steps:
-            raise ValueError(
-                f"{name}: {type(self).__name__} reads sequences of at most {self.max_steps} steps: "
-                f"after {start} steps at most {max(self.max_steps - start, 0)} more fit, got "
-                f"{steps}"
-            )
 
     def _draw_on(self, carry: Carry, draws: torch.Tensor, means: torch.Tensor | None = None) -> None:
         """Fill ``draws [N, H, D]`` with ``H`` steps drawn after ``carry`` (of ``N`` paths), each carried on, and

@@ -3,9 +3,11 @@
 The input sequence is shifted by one step: a learned start vector, then the linear
 embeddings of ``x_0, ..., x_{T-2}``; positions (learned or sinusoidal) are added and
 ``nn.TransformerEncoder`` layers attend with a causal mask, so the state ``s_t`` depends on
-``x_{<t}`` only. As a :class:`~ppl_models.predictors.OneStepPredictor` it decodes ``s_t``
-linearly into the mean of a Gaussian with a learned scale and trains with the shared
-``exact`` objective (the same minimiser for the mean as the paper's MSE).
+``x_{<t}`` only. With a ``context`` of ``L`` steps, ``s_t`` reads at most the ``L - 1`` steps before ``t``: past the
+first ``L`` steps each is predicted from a window of its own (the start vector at position 0, then ``x_{t-L+1}, ...,
+x_{t-1}``), as a training sequence of ``L`` steps is. As a :class:`~ppl_models.predictors.OneStepPredictor` it
+decodes ``s_t`` linearly into the mean of a Gaussian with a learned scale and trains with the shared ``exact``
+objective (the same minimiser for the mean as the paper's MSE).
 """
 
 from __future__ import annotations
@@ -55,7 +57,11 @@ class TransformerForecaster(OneStepPredictor):
             training mode too).
         positions: ``"learned"`` (one trained vector per step, up to ``max_len`` steps) or
             ``"sinusoidal"`` (fixed, any length).
-        max_len: longest sequence of the learned position table.
+        max_len: the learned position table's length.
+        context: the most steps a prediction reads, its own position included (the start vector and the
+            ``context - 1`` steps before it); ``None``: ``max_len`` with learned positions, every step with sinusoidal
+            ones. Longer sequences are read through a sliding window, never through a position no training sequence
+            reached: set it to the longest training sequence (the training windows' length).
     """
 
     pyro_prefix = "transformer_forecaster"
@@ -74,6 +80,7 @@ class TransformerForecaster(OneStepPredictor):
         dropout: float = 0.0,
         positions: str = "learned",
         max_len: int = 512,
+        context: int | None = None,
     ):
         check_positive_int(obs_dim, name="obs_dim")
         super().__init__(obs_dim, check_positive_int(d_model, name="d_model"))
@@ -88,7 +95,12 @@ class TransformerForecaster(OneStepPredictor):
             raise ValueError(f"num_heads must divide d_model = {d_model}, got {num_heads}")
         check_dropout(dropout)
         self.positions = check_choice(positions, POSITION_ENCODINGS, name="positions")
+        if context is not None:
+            check_positive_int(context, name="context")
+            if positions == "learned" and context > max_len:
+                raise ValueError(f"context must be <= max_len = {max_len} with learned positions, got {context}")
         self.max_len = max_len
+        self.context = max_len if context is None and positions == "learned" else context
         self.embedding = nn.Linear(obs_dim, d_model)
         self.start = nn.Parameter(torch.zeros(d_model))
         self.position_table = nn.Embedding(max_len, d_model) if positions == "learned" else None
@@ -98,13 +110,19 @@ class TransformerForecaster(OneStepPredictor):
         self.encoder = nn.TransformerEncoder(layer, num_layers, enable_nested_tensor=False)
 
     def states(self, x: torch.Tensor) -> torch.Tensor:
-        """``[B, T, D] -> [B, T, d_model]``: position ``t`` attends to the start vector and ``x_{<t}`` only."""
+        """``[B, T, D] -> [B, T, d_model]``: position ``t`` attends to the start vector and ``x_{<t}`` only (the last
+        ``context - 1`` of them past the first ``context`` steps, each step in a window of its own)."""
+        steps = x.shape[1]
+        if self.context is None or steps <= self.context:
+            return self._window_states(x)
+        # the window of step t >= L is x_{t-L+1 .. t}: its last position reads the start and x_{t-L+1 .. t-1}
+        windows = x[:, 1:].unfold(1, self.context, 1).transpose(-1, -2)  # [B, T - L, L, D]
+        tail = self._window_states(windows.flatten(0, 1))[:, -1].unflatten(0, windows.shape[:2])
+        return torch.cat([self._window_states(x[:, : self.context]), tail], 1)
+
+    def _window_states(self, x: torch.Tensor) -> torch.Tensor:
+        """:meth:`states` of sequences ``[B, T, D]`` read whole from position 0 (``T <= max_len`` when learned)."""
         batch, steps, _ = x.shape
-        if self.position_table is not None and steps > self.max_len:
-            raise ValueError(
-                f"x has {steps} steps but max_len = {self.max_len} learned positions; "
-                "raise max_len or use positions='sinusoidal'"
-            )
         start = self.start.expand(batch, 1, -1)
         inputs = torch.cat([start, self.embedding(x[:, :-1])], 1)
         if self.position_table is None:
@@ -114,34 +132,38 @@ class TransformerForecaster(OneStepPredictor):
         causal = torch.triu(torch.ones(steps, steps, dtype=torch.bool, device=x.device), diagonal=1)
         return self.encoder(inputs, mask=causal, is_causal=True)
 
-    @property
-    def max_steps(self) -> int | None:
-        """``max_len`` with learned positions (a longer sequence has no position to read: raise ``max_len`` or use
-        ``positions="sinusoidal"``); ``None``: any length."""
-        return self.max_len if self.position_table is not None else None
-
     def carry_start(self, paths: torch.Tensor) -> Carry:
-        """The state of the position after ``paths [N, P, D]`` and each layer's keys and values of the positions up
-        to it, reached one position at a time (:meth:`carry_on`)."""
-        return self.carry_through(self._position(self.start.expand(paths.shape[0], -1), []), paths)
+        """The state of the position after ``paths [N, P, D]`` (their last ``context - 1`` steps) and, as its memory,
+        each layer's keys and values of the positions up to it, reached one position at a time (:meth:`carry_on`),
+        with the steps they read (``None`` without a context)."""
+        if self.context is not None:
+            paths = paths[:, max(0, paths.shape[1] - self.context + 1) :]
+        seen = None if self.context is None else paths[:, :0]
+        return self.carry_through(self._position(self.start.expand(paths.shape[0], -1), [], seen), paths)
 
     def carry_on(self, carry: Carry, x_t: torch.Tensor) -> Carry:
-        return self._position(self.embedding(x_t), carry.memory)
+        """The next position's carry; once the window is full, that of a window restarted on the last steps."""
+        cache, seen = carry.memory
+        if seen is not None:
+            seen = torch.cat([seen, x_t.unsqueeze(1)], 1)
+            if seen.shape[1] >= self.context:
+                return self.carry_start(seen)
+        return self._position(self.embedding(x_t), cache, seen)
 
-    def _position(self, inputs: torch.Tensor, memory: list) -> Carry:
+    def _position(self, inputs: torch.Tensor, cache: list, seen: torch.Tensor | None) -> Carry:
         """The carry of the next position from its input ``[N, d_model]`` (before its position's encoding) and
-        ``memory``, each layer's keys and values ``[N, heads, t, d_model / heads]`` of the ``t`` positions before it
+        ``cache``, each layer's keys and values ``[N, heads, t, d_model / heads]`` of the ``t`` positions before it
         (``[]`` for the first): the position attends to them and to itself, as the causal mask of :meth:`states`."""
-        step = memory[0][0].shape[2] if memory else 0
+        step = cache[0][0].shape[2] if cache else 0
         if self.position_table is None:
             u = inputs + sinusoidal_positions(1, self.state_dim, start=step, dtype=inputs.dtype, device=inputs.device)
         else:
             u = inputs + self.position_table.weight[step]
-        cache = []
-        for layer, past in zip(self.encoder.layers, memory or [None] * len(self.encoder.layers)):
+        updated = []
+        for layer, past in zip(self.encoder.layers, cache or [None] * len(self.encoder.layers)):
             u, keys, values = _layer_step(layer, u, past)
-            cache.append((keys, values))
-        return Carry(u if self.encoder.norm is None else self.encoder.norm(u), cache)
+            updated.append((keys, values))
+        return Carry(u if self.encoder.norm is None else self.encoder.norm(u), (updated, seen))
 
 
 def _layer_step(layer: nn.TransformerEncoderLayer, u: torch.Tensor, past: tuple | None):

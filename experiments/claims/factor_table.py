@@ -1,7 +1,8 @@
 """The table of a one-factor-at-a-time study (``<!-- factors:NAME -->`` blocks of the docs pages): each factor's
-test figures over seeds and its difference from the first factor, read from ``docs/results/<NAME>.json`` (written by
-:mod:`ppl_models.experiments.studies.psrnn_factors`), beside the authors' own code's figure where a results file
-holds it."""
+test figures over seeds and its differences from the first factor and from the row ``all`` (every option of the
+authors' protocol), read from ``docs/results/<NAME>.json`` (written by
+:mod:`ppl_models.experiments.studies.psrnn_factors`), beside the authors' own code's figures where results files
+hold them."""
 
 from __future__ import annotations
 
@@ -11,14 +12,14 @@ from .readings import Stat
 
 __all__ = ["STUDY_FILES", "factor_table"]
 
-#: study -> (its results file, the authors' code's results file and what it says)
+#: study -> (its results file, the authors' code's results files: at the study's budget, then to convergence)
 _STUDIES = {
-    "psrnn-protocol": ("psrnn_protocol_factors.json", "psrnn_official.json"),
+    "psrnn-protocol": ("psrnn_protocol_factors.json", ("psrnn_official_10_epochs.json", "psrnn_official.json")),
 }
-#: the row the others are set beside
-_BASE = "ours"
+#: the row the others are set beside, and the row of every option at once
+_BASE, _ALL = "ours", "all"
 #: the results files the studies' tables read
-STUDY_FILES = tuple(file for pair in _STUDIES.values() for file in pair)
+STUDY_FILES = tuple(file for study, officials in _STUDIES.values() for file in (study, *officials))
 
 
 def _mean_sd(values: list[float]) -> str:
@@ -28,7 +29,7 @@ def _mean_sd(values: list[float]) -> str:
     return f"{stat.mean:.3f}{sd} (n={len(stat.values)})"
 
 
-def _official_rows(record: dict, file: str, base: float) -> list[str]:
+def _official_rows(record: dict, file: str, bases: tuple[float, float | None]) -> list[str]:
     """The side-by-side file's rows: the authors' code, and beside it our side where the file holds one, with their
     own budget (a fixed number of epochs, or early stopping within a cap)."""
     budget = record["budget"]
@@ -50,25 +51,35 @@ def _official_rows(record: dict, file: str, base: float) -> list[str]:
         epochs = ", ".join(f"{run['best_epoch']}/{len(run['curve'])}" for run in runs)
         rows.append(
             f"| {label} | {what}, {trained} ([{file}](results/{file})) | {_mean_sd(bpc)} | "
-            f"{statistics.fmean(bpc) - base:+.3f} | {accuracy} | {epochs} | - |"
+            f"{_differences(bpc, bases)} | {accuracy} | {epochs} | - |"
         )
     return rows
 
 
+def _differences(bpc: list[float], bases: tuple[float, float | None]) -> str:
+    """The cells ``minus ours | minus all`` of a row's mean (``-`` where there is no row ``all``)."""
+    mean = statistics.fmean(bpc)
+    return " | ".join("-" if base is None else f"{mean - base:+.3f}" for base in bases)
+
+
 def factor_table(name: str, files: dict) -> list[str]:
-    """The Markdown table of study ``name`` (or how to make it): the row ``ours`` first, each other's difference
-    from it."""
+    """The Markdown table of study ``name`` (or how to make it): the row ``ours`` first, each row's difference from
+    it and from the row ``all``, then the authors' code."""
     if name not in _STUDIES:
         raise ValueError(f"<!-- factors:{name} --> names no study; expected one of {list(_STUDIES)}")
-    file, official = _STUDIES[name]
+    file, officials = _STUDIES[name]
     if file not in files:
         return [f"Not run yet: `python -m ppl_models.experiments.studies.psrnn_factors --out docs/results/{file}`."]
     record = files[file]
     results = dict(sorted(record["results"].items(), key=lambda item: item[0] != _BASE))
-    base = statistics.fmean(run["test_bpc"] for run in results[_BASE]["runs"])
+    bases = tuple(
+        statistics.fmean(run["test_bpc"] for run in results[row]["runs"]) if row in results else None
+        for row in (_BASE, _ALL)
+    )
     lines = [
-        f"| factor | settings | test BPC | minus {_BASE} | test accuracy | best epoch / epochs | updates |",
-        "|---|---|---|---|---|---|---|",
+        f"| factor | settings | test BPC | minus {_BASE} | minus {_ALL} | test accuracy | best epoch / epochs | "
+        "updates |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for factor, entry in results.items():
         runs = entry["runs"]
@@ -79,14 +90,15 @@ def factor_table(name: str, files: dict) -> list[str]:
             factor,
             settings,
             _mean_sd(bpc),
-            f"{statistics.fmean(bpc) - base:+.3f}",
+            _differences(bpc, bases),
             _mean_sd([run["test_accuracy"] for run in runs]),
             ", ".join(f"{run.get('best_epoch', '-')}/{run.get('epochs', '-')}" for run in runs),
             ", ".join(str(run.get("updates", "-")) for run in runs),
         ]
         lines.append("| " + " | ".join(cells) + " |")
-    if official in files:
-        lines += _official_rows(files[official], official, base)
+    for official in officials:
+        if official in files:
+            lines += _official_rows(files[official], official, bases)
     return [
         *lines,
         "",

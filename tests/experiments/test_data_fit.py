@@ -171,14 +171,17 @@ def test_a_horizon_set_beyond_the_data_is_refused_before_any_folder(tmp_path, ca
 
 
 def test_the_attention_window_and_position_table_follow_the_sequences(tmp_path):
-    """Sequences of at most 9 steps: a window of 8 past steps; a test sequence of 600 steps: 600 positions."""
+    """Sequences of at most 9 steps: a window of 8 past steps; a test sequence of 600 steps: 600 positions; the
+    Transformer forecaster's context: the longest training sequence (9, then 30)."""
     short = split_table(tmp_path / "short.csv", {**{f"a{i}": ("train", 9) for i in range(6)}, **held_out(7)})
     assert model_config("smc-transformer", short, COLUMNS)["model"]["window"] == 8
     assert model_config("transformer-forecaster", short, COLUMNS)["model"]["max_len"] == 512
+    assert model_config("transformer-forecaster", short, COLUMNS)["model"]["context"] == 9
     long = split_table(
         tmp_path / "long.csv", {**{f"a{i}": ("train", 30) for i in range(6)}, **held_out(20), "s2": ("test", 600)}
     )
     assert model_config("transformer-forecaster", long, COLUMNS)["model"]["max_len"] == 600
+    assert model_config("transformer-forecaster", long, COLUMNS)["model"]["context"] == 30
     assert model_config("smc-transformer", long, COLUMNS)["model"]["window"] == 24
 
 

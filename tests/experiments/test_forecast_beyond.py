@@ -119,6 +119,11 @@ CARRIERS = {
         _real(),
     ),
     "transformer learned": lambda: (TransformerForecaster(D, d_model=4, feedforward_dim=8), _real()),
+    # 5 steps of history and 6 ahead through a context of 4: every step drawn restarts the window
+    "transformer learned, context 4": lambda: (
+        TransformerForecaster(D, d_model=4, feedforward_dim=8, max_len=4),
+        _real(),
+    ),
     "transformer sinusoidal, 2 heads, 2 layers": lambda: (
         TransformerForecaster(D, d_model=4, num_heads=2, num_layers=2, feedforward_dim=8, positions="sinusoidal"),
         _real(),
@@ -163,13 +168,6 @@ def test_mc_dropout_paths_are_distributed_as_dropout_passes_over_each_path(where
         paths = torch.cat([paths, draw.unsqueeze(1)], 1)
     for step in steps:
         assert ks_2samp(carried[:, 0, step, 0], paths[:, x.shape[1] + step, 0]).pvalue > 1e-3
-
-
-def test_a_horizon_past_the_learned_positions_is_refused_before_any_draw():
-    model, x = TransformerForecaster(D, d_model=4, feedforward_dim=8, max_len=10), _real()
-    with pytest.raises(ValueError, match=r"^horizon: .*after 5 steps at most 5 more fit, got 6$"):
-        model.forecast(x, None, 6, 2)
-    assert model.forecast(x, None, 5, 2).shape == (2, 3, 5, D)
 
 
 # --- the command: ids, a new file's history, 0/1 data, long horizons ---------------------------------------------

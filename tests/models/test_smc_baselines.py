@@ -123,6 +123,24 @@ def test_transformer_does_not_see_the_present_or_the_future():
                 assert (after[:, t + 1] - base[:, t + 1]).abs().max() > 1e-4
 
 
+@pytest.mark.parametrize("positions", ["learned", "sinusoidal"])
+def test_past_its_context_each_step_is_predicted_from_a_window_of_its_own(positions):
+    """With a context of 4 steps, step t >= 4 is predicted as the last step of ``x_{t-3..t}`` read as a sequence
+    of its own (the start vector, then ``x_{t-3..t-1}``); the first 4 steps as before."""
+    torch.manual_seed(6)
+    model = TransformerForecaster(2, d_model=8, num_heads=2, num_layers=2, positions=positions, context=4).eval()
+    x = torch.randn(3, 11, 2)
+    means = model.predict(x)
+    torch.testing.assert_close(means[:, :4], model.predict(x[:, :4]))
+    for t in range(4, 11):
+        torch.testing.assert_close(means[:, t], model.predict(x[:, t - 3 : t + 1])[:, -1], rtol=0, atol=1e-6)
+    assert model.predict(torch.randn(2, 700, 2)).shape == (2, 700, 2)  # past max_len = 512 too
+    assert (
+        TransformerForecaster(2, max_len=8).context == 8
+        and TransformerForecaster(2, positions="sinusoidal").context is None
+    )
+
+
 def test_transformer_positions_tell_steps_apart():
     torch.manual_seed(5)
     model = TransformerForecaster(1, positions="sinusoidal").eval()
@@ -188,7 +206,8 @@ def test_the_papers_configuration_builds_the_lstm_of_appendix_b():
         (lambda: TransformerForecaster(1, d_model=10, num_heads=3), ValueError, "num_heads"),
         (lambda: TransformerForecaster(1, positions="rotary"), ValueError, "positions"),
         (lambda: TransformerForecaster(1, dropout=1.0), ValueError, "dropout"),
-        (lambda: TransformerForecaster(1, max_len=4).predict(torch.zeros(1, 5, 1)), ValueError, "max_len"),
+        (lambda: TransformerForecaster(1, max_len=4, context=5), ValueError, "^context must be <= max_len = 4"),
+        (lambda: TransformerForecaster(1, context=0), ValueError, "context"),
         (lambda: TransformerForecaster(0), ValueError, "obs_dim"),
     ],
 )

@@ -1,5 +1,6 @@
-"""The one-factor study's table (``<!-- factors:NAME -->`` blocks): figures over seeds, differences from ``ours``,
-the authors' code beside them, read from the results files."""
+"""The one-factor study's table (``<!-- factors:NAME -->`` blocks): figures over seeds, differences from ``ours``
+and from ``all``, the authors' code beside them (at the study's budget, then converged), read from the results
+files."""
 
 import pytest
 
@@ -20,7 +21,7 @@ FILES = {
             "ours": {"experiment": "psrnn-ptb", "overrides": ["train.epochs=10"], "runs": _runs([2.9, 3.0])},
         },
     },
-    "psrnn_official.json": {
+    "psrnn_official_10_epochs.json": {
         "budget": {"epochs": 10},
         "runs": {
             "official": [{"test_final": {"test_bpc": 2.5, "test_accuracy": 0.5}, "best_epoch": 10, "curve": [{}] * 10}]
@@ -43,23 +44,31 @@ def _converged(ours, theirs):
 def test_a_converged_side_by_side_gives_both_sides_with_their_budget():
     files = {**FILES, "psrnn_official.json": _converged([2.56, 2.58], [2.5])}
     lines = factor_table("psrnn-protocol", files)
-    assert lines[4].startswith(
+    assert lines[5].startswith(
         "| all, converged | psrnn-ptb-authors, to convergence (patience 3, within 60 epochs, learning rate x0.8 per "
         "epoch after 10)"
     )
-    assert "| 2.570 ± 0.014 (n=2) | -0.380 | 0.500 ± 0.000 (n=2) | 22/25, 22/25 | - |" in lines[4]
-    assert lines[5].startswith("| the authors' code | their TF1 code, to convergence") and "| 23/26 |" in lines[5]
+    assert "| 2.570 ± 0.014 (n=2) | -0.380 | -0.080 | 0.500 ± 0.000 (n=2) | 22/25, 22/25 | - |" in lines[5]
+    assert lines[6].startswith("| the authors' code | their TF1 code, to convergence") and "| 23/26 |" in lines[6]
 
 
 def test_rows_start_with_ours_and_give_each_difference_from_it():
     lines = factor_table("psrnn-protocol", FILES)
-    assert lines[2].startswith("| ours | psrnn-ptb | 2.950 ± 0.071 (n=2) | +0.000 |")  # sd of 2.9, 3.0 by hand
-    assert lines[3].startswith("| all | psrnn-ptb-authors | 2.650 ± 0.071 (n=2) | -0.300 |")
+    assert lines[2].startswith("| ours | psrnn-ptb | 2.950 ± 0.071 (n=2) | +0.000 | +0.300 |")  # sd of 2.9, 3.0
+    assert lines[3].startswith("| all | psrnn-ptb-authors | 2.650 ± 0.071 (n=2) | -0.300 | +0.000 |")
     assert (
         lines[4].startswith("| the authors' code | their TF1 code, 10 epochs")
-        and "| 2.500 (n=1) | -0.450 |" in lines[4]
+        and "| 2.500 (n=1) | -0.450 | -0.150 |" in lines[4]
     )
     assert lines[-1].startswith("Seeds 0, 1; commit abc; 10 min of wall time")
+
+
+def test_without_the_row_all_its_column_is_a_dash():
+    files = {"psrnn_protocol_factors.json": {**FILES["psrnn_protocol_factors.json"]}}
+    files["psrnn_protocol_factors.json"]["results"] = {"ours": FILES["psrnn_protocol_factors.json"]["results"]["ours"]}
+    assert factor_table("psrnn-protocol", files)[2].startswith(
+        "| ours | psrnn-ptb | 2.950 ± 0.071 (n=2) | +0.000 | - |"
+    )
 
 
 def test_a_missing_file_says_how_to_make_it_and_an_unknown_study_is_refused():
