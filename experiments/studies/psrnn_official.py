@@ -19,7 +19,8 @@
 * Ours: ``ppl-models train EXPERIMENT`` (``--experiment``, default ``psrnn-ptb``; ``psrnn-ptb-authors`` follows
   their protocol) with the same epochs and seeds.
 
-Each finished seed run leaves ``result.json`` in its folder and is skipped when the study runs again.
+Each finished seed run leaves ``result.json`` in its folder and is skipped when the study runs again with the same
+budget (and, for ours, the same experiment and settings); otherwise it is trained again in place.
 """
 
 from __future__ import annotations
@@ -355,6 +356,19 @@ def our_command(experiment: str, budget: dict, seed: int, run_dir: Path, sets: l
     ] + [a for s in sets for a in ("--set", s)]
 
 
+def _same_settings(record: dict, wanted: list[str] | None) -> bool:
+    """Whether a finished run of ours (``record``) was trained by the command ``wanted`` up to its run folder
+    (``None``: the official side, whose command the budget fixes)."""
+    if wanted is None:
+        return True
+
+    def settings(words: list[str]) -> list[str]:
+        at = words.index("--run-dir")
+        return words[:at] + words[at + 2 :]
+
+    return settings(record["command"].split()) == settings(" ".join(wanted).split())
+
+
 def run_ours(folder: Path, seed: int, experiment: str, budget: dict, sets: list[str]) -> dict:
     """Train our ``experiment`` for one seed in ``folder/run`` within ``budget``; returns its result record (curve
     from metrics.jsonl).
@@ -517,7 +531,8 @@ def main(argv: list[str] | None = None) -> None:
             folder = args.work_dir.resolve() / f"{side}-s{seed}"
             done = folder / "result.json"
             record = json.loads(done.read_text()) if done.is_file() else None
-            if record is None or record.get("budget") != budget:
+            wanted = None if side == "official" else our_command(args.experiment, budget, seed, Path("X"), args.sets)
+            if record is None or record.get("budget") != budget or not _same_settings(record, wanted):
                 print(f"training {side}, seed {seed}", flush=True)
                 record = (
                     run_official(

@@ -217,3 +217,26 @@ def test_the_decay_edit_gives_our_exponential_schedules_learning_rates():
         "--set",
         "train.lr_delay_epochs=10",
     ]
+
+
+def test_a_finished_run_of_ours_is_reused_only_with_the_same_experiment_and_settings(tmp_path, monkeypatch):
+    trained = []
+
+    def fake_ours(folder, seed, experiment, budget, sets):
+        trained.append((experiment, tuple(sets)))
+        command = psrnn_official.our_command(experiment, budget, seed, folder / "run", sets)
+        record = {"command": " ".join(command), "seed": seed, "budget": budget, "train_wall_seconds": 1.0}
+        record |= {"curve": [{"epoch": 1, "valid_bpc": 2.0, "seconds": 1.0}], "best_epoch": 1, "test_final": {}}
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "result.json").write_text(json.dumps(record))
+        return record
+
+    monkeypatch.setattr(psrnn_official, "run_ours", fake_ours)
+    monkeypatch.setattr(psrnn_official, "snapshot_commit", lambda git_dir: "abc")
+    (tmp_path / "HEAD").write_text("ref: x\n")
+    argv = ["--official-git-dir", str(tmp_path), "--python", "py", "--out", str(tmp_path / "r.json"), "--epochs", "1"]
+    argv += ["--seeds", "1", "--sides", "ours", "--work-dir", str(tmp_path / "w"), "--experiment", "psrnn-ptb-authors"]
+    psrnn_official.main(argv)
+    psrnn_official.main(argv)  # the same: kept
+    psrnn_official.main([*argv, "--set", "model.encoder_bias=true"])  # another setting: trained again
+    assert trained == [("psrnn-ptb-authors", ()), ("psrnn-ptb-authors", ("model.encoder_bias=true",))]
