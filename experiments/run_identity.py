@@ -5,12 +5,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import inspect
 import json
 from pathlib import Path
 
-from ppl_models.inference.training import RESUMABLE_CHANGES, load_best, load_checkpoint
+from ppl_models.inference.training import RESUMABLE_CHANGES, TrainConfig, load_best, load_checkpoint
 
 from .registry import DATASETS, MODELS, OBJECTIVES
 from .run_files import read_config_json
@@ -120,9 +121,15 @@ def run_differences(run_dir: str | Path, config: dict, experiment: dict | None) 
 
 def _with_defaults(config: dict) -> dict:
     """A copy of ``config`` whose ``data``, ``model`` and ``objective`` sections hold their builders' defaults too
-    (:func:`~ppl_models.experiments.spec_builders.table_parameters`: a setting given at its default is then no
-    change)."""
+    (:func:`~ppl_models.experiments.spec_builders.table_parameters`), and its ``train`` section
+    :class:`~ppl_models.inference.training.TrainConfig`'s: a setting given at its default, or added since a run at
+    the default it ran with, is then no change."""
     config = json.loads(json.dumps(config))
+    train = config.get("train")
+    if isinstance(train, dict):
+        for field in dataclasses.fields(TrainConfig):
+            if field.default is not dataclasses.MISSING and field.name not in train:
+                train[field.name] = json.loads(json.dumps(field.default, default=str))
     for section, registry in (("data", DATASETS), ("model", MODELS), ("objective", OBJECTIVES)):
         table = config.get(section)
         entry = registry.get(table.get("name")) if isinstance(table, dict) else None

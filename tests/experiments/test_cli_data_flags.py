@@ -135,6 +135,12 @@ def test_a_run_trained_with_the_flags_has_the_config_of_the_set_spelling(tmp_pat
     }
     experiment = load_checkpoint(tmp_path / "flags" / "checkpoints" / "last.pt").get("experiment")
     assert run_differences(tmp_path / "flags", model_config("gru", data, [*spelled, *TINY]), experiment) == []
+    # a run made before a training setting existed ran at its default: no change; another value is one
+    older = {**config, "train": {k: v for k, v in config["train"].items() if k != "min_delta"}}
+    (tmp_path / "flags" / "config.json").write_text(json.dumps(older))
+    assert run_differences(tmp_path / "flags", model_config("gru", data, [*spelled, *TINY]), experiment) == []
+    changed = model_config("gru", data, [*spelled, *TINY, "train.min_delta=0.5"])
+    assert run_differences(tmp_path / "flags", changed, experiment) == ["train.min_delta: 0.0 -> 0.5"]
 
 
 def test_the_board_gets_the_flags_as_overrides_and_its_jobs(tmp_path, monkeypatch, capsys):
