@@ -422,13 +422,15 @@ def board_table(name: str, files: dict) -> list[str]:
         ]
         lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     seeds, seconds = record["seeds"], sum(board["seconds"] for board in record["boards"])
+    fitted = sum(row.get("train_seconds") or 0.0 for board in record["boards"] for row in board["rows"])
     return [
         *lines,
         *_multistep_table(record.get("multistep"), len(seeds)),
         "",
         f"Seeds {_ints(seeds)} (mean ± sd over seeds; the classical rows do not depend on the seed); "
-        f"{seconds / 60:.0f} min of boards on {record['cores']} cores, commit {record['commit']}. "
-        f"File: [{file}](results/{file}).",
+        f"{fitted / 60:.0f} min of training and fitting in the rows (their own timings), "
+        f"{seconds / 60:.0f} min of wall time in the call that wrote the file (finished rows are kept), "
+        f"on {record['cores']} cores; commit {record['commit']}. File: [{file}](results/{file}).",
     ]
 
 

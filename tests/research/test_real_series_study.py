@@ -72,7 +72,10 @@ def test_board_table_renders_the_multistep_summary_ranked_by_mean_crps():
     from ppl_models.experiments.claims.reproductions import board_table
 
     one_step = {"nats_per_step": -1.0, "mse": 1.0, "crps": 0.5, "coverage_0.8": 0.8}
-    rows = [{"model": m, "kind": k, **one_step, "flags": []} for m, k in (("gru", "collection"), ("ets", "classical"))]
+    rows = [
+        {"model": m, "kind": k, **one_step, "flags": [], "train_seconds": seconds}
+        for m, k, seconds in (("gru", "collection", 150.0), ("ets", "classical", 30.0))
+    ]
     sections = [
         {
             "horizon": 5,
@@ -96,3 +99,5 @@ def test_board_table_renders_the_multistep_summary_ranked_by_mean_crps():
     assert lines[start + 2].startswith("| ets | classical | 1.2 | 0.7 | reference (1 of 1) |")
     assert lines[start + 3] == "| gru | collection | 1.4 | 0.8 | behind (1 of 1) | - |"
     assert "5 steps ahead, 12 forecasts per row and seed" in lines[start - 2]
+    # the cost: the rows' own timings (150 + 30 s), then the wall time of the call that wrote the file
+    assert "; 3 min of training and fitting in the rows (their own timings), 1 min of wall time" in lines[-1]
