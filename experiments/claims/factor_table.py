@@ -12,9 +12,13 @@ from .readings import Stat
 
 __all__ = ["STUDY_FILES", "factor_table"]
 
-#: study -> (its results file, the authors' code's results files: at the study's budget, then to convergence)
+#: study -> (its results file, the authors' code's results files: at the study's budget, then to convergence with
+#: our side as the study's row ``all`` and with their model's extras)
 _STUDIES = {
-    "psrnn-protocol": ("psrnn_protocol_factors.json", ("psrnn_official_10_epochs.json", "psrnn_official.json")),
+    "psrnn-protocol": (
+        "psrnn_protocol_factors.json",
+        ("psrnn_official_10_epochs.json", "psrnn_official.json", "psrnn_official_their_model.json"),
+    ),
 }
 #: the row the others are set beside, and the row of every option at once
 _BASE, _ALL = "ours", "all"
@@ -42,7 +46,7 @@ def _official_rows(record: dict, file: str, bases: tuple[float, float | None]) -
         trained += ")"
     sides = [("official", "the authors' code", "their TF1 code")]
     if budget.get("patience") is not None and record["runs"].get("ours"):
-        sides.insert(0, ("ours", "all, converged", record["commands"]["ours_train_seed0"][2]))
+        sides.insert(0, ("ours", "ours, converged", _our_settings(record["commands"]["ours_train_seed0"])))
     rows = []
     for side, label, what in sides:
         runs = record["runs"][side]
@@ -54,6 +58,12 @@ def _official_rows(record: dict, file: str, bases: tuple[float, float | None]) -
             f"{_differences(bpc, bases)} | {accuracy} | {epochs} | - |"
         )
     return rows
+
+
+def _our_settings(command: list[str]) -> str:
+    """Our side's experiment and its model settings (``--set model.*``) from its training command."""
+    sets = [value for flag, value in zip(command, command[1:]) if flag == "--set" and value.startswith("model.")]
+    return command[2] + "".join(f" `{value}`" for value in sets)
 
 
 def _differences(bpc: list[float], bases: tuple[float, float | None]) -> str:
