@@ -53,9 +53,10 @@ def _official_rows(record: dict, file: str, bases: tuple[float, float | None]) -
         bpc = [run["test_final"]["test_bpc"] for run in runs]
         accuracy = _mean_sd([run["test_final"]["test_accuracy"] for run in runs])
         epochs = ", ".join(f"{run['best_epoch']}/{len(run['curve'])}" for run in runs)
+        first = _first_epoch([[point["valid_bpc"] for point in run["curve"]] for run in runs])
         rows.append(
             f"| {label} | {what}, {trained} ([{file}](results/{file})) | {_mean_sd(bpc)} | "
-            f"{_differences(bpc, bases)} | {accuracy} | {epochs} | - |"
+            f"{_differences(bpc, bases)} | {accuracy} | {first} | {epochs} | - |"
         )
     return rows
 
@@ -64,6 +65,11 @@ def _our_settings(command: list[str]) -> str:
     """Our side's experiment and its model settings (``--set model.*``) from its training command."""
     sets = [value for flag, value in zip(command, command[1:]) if flag == "--set" and value.startswith("model.")]
     return command[2] + "".join(f" `{value}`" for value in sets)
+
+
+def _first_epoch(curves: list[list[float]]) -> str:
+    """The validation BPC after the first epoch over seeds (``-`` where a run has no curve)."""
+    return _mean_sd([curve[0] for curve in curves]) if all(curves) else "-"
 
 
 def _differences(bpc: list[float], bases: tuple[float, float | None]) -> str:
@@ -87,9 +93,9 @@ def factor_table(name: str, files: dict) -> list[str]:
         for row in (_BASE, _ALL)
     )
     lines = [
-        f"| factor | settings | test BPC | minus {_BASE} | minus {_ALL} | test accuracy | best epoch / epochs | "
-        "updates |",
-        "|---|---|---|---|---|---|---|---|",
+        f"| factor | settings | test BPC | minus {_BASE} | minus {_ALL} | test accuracy | validation BPC after epoch 1 "
+        "| best epoch / epochs | updates |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for factor, entry in results.items():
         runs = entry["runs"]
@@ -102,6 +108,7 @@ def factor_table(name: str, files: dict) -> list[str]:
             _mean_sd(bpc),
             _differences(bpc, bases),
             _mean_sd([run["test_accuracy"] for run in runs]),
+            _first_epoch([run.get("valid_bpc_curve") or [] for run in runs]),
             ", ".join(f"{run.get('best_epoch', '-')}/{run.get('epochs', '-')}" for run in runs),
             ", ".join(str(run.get("updates", "-")) for run in runs),
         ]

@@ -4,18 +4,19 @@
 
 Each factor is ``psrnn-ptb`` with one of the authors' options switched on (:data:`FACTORS`), all at 10 epochs
 without early stopping, beside ``psrnn-ptb-authors`` (every option at once) and ``psrnn-ptb-authors`` with each of
-the three things their code has beyond those options (an encoder bias, trained random features, an update bias linear
-in the observation). Runs are kept in ``DIR/<factor>/seed-<s>``
-(a finished one is not rerun, an interrupted one resumes). The results file gives, per factor and seed, the test
-bits per character and accuracy of the best-validation checkpoint, the best epoch, the epochs, the training updates
-and seconds, with the commands, seeds, commit and machine; the authors' own code's figures are in
-``psrnn_official.json``.
+the three things their code has beyond those options (an encoder bias, trained random features, an update bias
+linear in the observation). Runs are kept in ``DIR/<factor>/seed-<s>`` (a finished one is not rerun, an interrupted
+one resumes). The results file gives, per factor and seed, the test bits per character and accuracy of the
+best-validation checkpoint, the validation bits per character after each epoch, the best epoch, the epochs, the
+training updates and seconds, with the commands, seeds, commit and machine; the authors' own code's figures are in
+``psrnn_official_10_epochs.json`` (at the same 10 epochs) and ``psrnn_official.json`` (to convergence).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import time
@@ -62,12 +63,15 @@ FACTORS: dict[str, tuple[str, tuple[str, ...]]] = {
 
 
 def _row(folder: Path) -> dict:
+    """One finished run's figures; ``valid_bpc_curve``: its validation bits per character after each epoch."""
     metrics = json.loads((folder / "metrics.json").read_text())
     budget = compare.run_budget(folder)
-    steps = [json.loads(line)["step"] for line in (folder / "metrics.jsonl").read_text().splitlines() if line]
+    records = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines() if line]
+    steps = [record["step"] for record in records]
     return {
         "test_bpc": metrics.get("test_bpc"),
         "test_accuracy": metrics.get("test_accuracy"),
+        "valid_bpc_curve": [-record["valid_bound_per_step"] / math.log(2) for record in records],
         "updates": steps[-1] if steps else None,
         **budget,
     }

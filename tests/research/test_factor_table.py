@@ -7,8 +7,18 @@ import pytest
 from ppl_models.experiments.claims.factor_table import factor_table
 
 
-def _runs(values):
-    return [{"test_bpc": v, "test_accuracy": 0.4, "best_epoch": 9, "epochs": 10, "updates": 1730} for v in values]
+def _runs(values, first=3.0):
+    return [
+        {
+            "test_bpc": v,
+            "test_accuracy": 0.4,
+            "best_epoch": 9,
+            "epochs": 10,
+            "updates": 1730,
+            "valid_bpc_curve": [first],
+        }
+        for v in values
+    ]
 
 
 FILES = {
@@ -18,13 +28,19 @@ FILES = {
         "wall_seconds": 600.0,
         "results": {
             "all": {"experiment": "psrnn-ptb-authors", "overrides": [], "runs": _runs([2.6, 2.7])},
-            "ours": {"experiment": "psrnn-ptb", "overrides": ["train.epochs=10"], "runs": _runs([2.9, 3.0])},
+            "ours": {"experiment": "psrnn-ptb", "overrides": ["train.epochs=10"], "runs": _runs([2.9, 3.0], 3.5)},
         },
     },
     "psrnn_official_10_epochs.json": {
         "budget": {"epochs": 10},
         "runs": {
-            "official": [{"test_final": {"test_bpc": 2.5, "test_accuracy": 0.5}, "best_epoch": 10, "curve": [{}] * 10}]
+            "official": [
+                {
+                    "test_final": {"test_bpc": 2.5, "test_accuracy": 0.5},
+                    "best_epoch": 10,
+                    "curve": [{"valid_bpc": 2.9}] + [{"valid_bpc": 2.6}] * 9,
+                }
+            ]
         },
     },
 }
@@ -32,7 +48,8 @@ FILES = {
 
 def _converged(ours, theirs):
     def run(bpc, best, epochs):
-        return {"test_final": {"test_bpc": bpc, "test_accuracy": 0.5}, "best_epoch": best, "curve": [{}] * epochs}
+        curve = [{"valid_bpc": 3.0}] * epochs
+        return {"test_final": {"test_bpc": bpc, "test_accuracy": 0.5}, "best_epoch": best, "curve": curve}
 
     return {
         "budget": {"epochs": 60, "patience": 3, "lr_gamma": 0.8, "lr_delay": 10},
@@ -51,17 +68,22 @@ def test_a_converged_side_by_side_gives_both_sides_with_their_budget():
         "| ours, converged | psrnn-ptb-authors `model.encoder_bias=true`, to convergence (patience 3, within 60 "
         "epochs, learning rate x0.8 per epoch after 10)"
     )
-    assert "| 2.570 ± 0.014 (n=2) | -0.380 | -0.080 | 0.500 ± 0.000 (n=2) | 22/25, 22/25 | - |" in lines[5]
+    assert (
+        "| 2.570 ± 0.014 (n=2) | -0.380 | -0.080 | 0.500 ± 0.000 (n=2) | 3.000 ± 0.000 (n=2) | 22/25, 22/25 | - |"
+        in (lines[5])
+    )
     assert lines[6].startswith("| the authors' code | their TF1 code, to convergence") and "| 23/26 |" in lines[6]
 
 
 def test_rows_start_with_ours_and_give_each_difference_from_it():
     lines = factor_table("psrnn-protocol", FILES)
-    assert lines[2].startswith("| ours | psrnn-ptb | 2.950 ± 0.071 (n=2) | +0.000 | +0.300 |")  # sd of 2.9, 3.0
+    assert lines[2].startswith(  # sd of 2.9, 3.0 by hand
+        "| ours | psrnn-ptb | 2.950 ± 0.071 (n=2) | +0.000 | +0.300 | 0.400 ± 0.000 (n=2) | 3.500 ± 0.000 (n=2) |"
+    )
     assert lines[3].startswith("| all | psrnn-ptb-authors | 2.650 ± 0.071 (n=2) | -0.300 | +0.000 |")
     assert (
         lines[4].startswith("| the authors' code | their TF1 code, 10 epochs")
-        and "| 2.500 (n=1) | -0.450 | -0.150 |" in lines[4]
+        and "| 2.500 (n=1) | -0.450 | -0.150 | 0.500 (n=1) | 2.900 (n=1) | 10/10 | - |" in lines[4]
     )
     assert lines[-1].startswith("Seeds 0, 1; commit abc; 10 min of wall time")
 
