@@ -33,9 +33,10 @@ def _mean_sd(values: list[float]) -> str:
     return f"{stat.mean:.3f}{sd} (n={len(stat.values)})"
 
 
-def _official_rows(record: dict, file: str, bases: tuple[float, float | None]) -> list[str]:
+def _official_rows(record: dict, file: str, bases: tuple[float, float | None], shown: list) -> list[str]:
     """The side-by-side file's rows: the authors' code, and beside it our side where the file holds one, with their
-    own budget (a fixed number of epochs, or early stopping within a cap)."""
+    own budget (a fixed number of epochs, or early stopping within a cap). Runs of their code already in ``shown``
+    (an earlier file's, reused) are not repeated; those rendered here are added to it."""
     budget = record["budget"]
     if budget.get("patience") is None:
         trained = f"{budget['epochs']} epochs"
@@ -50,6 +51,10 @@ def _official_rows(record: dict, file: str, bases: tuple[float, float | None]) -
     rows = []
     for side, label, what in sides:
         runs = record["runs"][side]
+        if side == "official":
+            if runs in shown:
+                continue
+            shown.append(runs)
         bpc = [run["test_final"]["test_bpc"] for run in runs]
         accuracy = _mean_sd([run["test_final"]["test_accuracy"] for run in runs])
         epochs = ", ".join(f"{run['best_epoch']}/{len(run['curve'])}" for run in runs)
@@ -79,15 +84,17 @@ def _differences(bpc: list[float], bases: tuple[float, float | None]) -> str:
 
 
 def factor_table(name: str, files: dict) -> list[str]:
-    """The Markdown table of study ``name`` (or how to make it): the row ``ours`` first, each row's difference from
-    it and from the row ``all``, then the authors' code."""
+    """The Markdown table of study ``name`` (or how to make it): its factors in the study's order (``factors``; the
+    row ``ours`` first where the file predates it), each row's difference from ``ours`` and from ``all``, then the
+    authors' code."""
     if name not in _STUDIES:
         raise ValueError(f"<!-- factors:{name} --> names no study; expected one of {list(_STUDIES)}")
     file, officials = _STUDIES[name]
     if file not in files:
         return [f"Not run yet: `python -m ppl_models.experiments.studies.psrnn_factors --out docs/results/{file}`."]
     record = files[file]
-    results = dict(sorted(record["results"].items(), key=lambda item: item[0] != _BASE))
+    order = record.get("factors") or sorted(record["results"], key=lambda factor: factor != _BASE)
+    results = {factor: record["results"][factor] for factor in order}
     bases = tuple(
         statistics.fmean(run["test_bpc"] for run in results[row]["runs"]) if row in results else None
         for row in (_BASE, _ALL)
@@ -113,13 +120,15 @@ def factor_table(name: str, files: dict) -> list[str]:
             ", ".join(str(run.get("updates", "-")) for run in runs),
         ]
         lines.append("| " + " | ".join(cells) + " |")
+    trained = sum(run.get("seconds") or 0.0 for entry in results.values() for run in entry["runs"])
+    shown: list = []
     for official in officials:
         if official in files:
-            lines += _official_rows(files[official], official, bases)
+            lines += _official_rows(files[official], official, bases, shown)
     return [
         *lines,
         "",
-        f"Seeds {', '.join(map(str, record['seeds']))}; commit {record['commit']}; "
-        f"{record['wall_seconds'] / 60:.0f} min of wall time in the call that wrote the file (finished runs are "
-        f"kept), one thread per run. File: [{file}](results/{file}).",
+        f"Seeds {', '.join(map(str, record['seeds']))}; commit {record['commit']} (of the call that wrote the file: "
+        f"finished runs are kept); {trained / 60:.0f} min of training in the study's runs (their own timings), one "
+        f"thread per run. File: [{file}](results/{file}).",
     ]

@@ -104,6 +104,7 @@ def main(argv: list[str] | None = None) -> None:
         "10 epochs, best-validation checkpoint",
         "commands": commands,
         "seeds": list(range(args.seeds)),
+        "factors": chosen,
         "commit": commit_label(),
         "machine": {"platform": platform.platform(), "cpu_count": os.cpu_count(), "torch": torch.__version__},
         "threads": torch.get_num_threads(),

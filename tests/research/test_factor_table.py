@@ -85,7 +85,22 @@ def test_rows_start_with_ours_and_give_each_difference_from_it():
         lines[4].startswith("| the authors' code | their TF1 code, 10 epochs")
         and "| 2.500 (n=1) | -0.450 | -0.150 | 0.500 (n=1) | 2.900 (n=1) | 10/10 | - |" in lines[4]
     )
-    assert lines[-1].startswith("Seeds 0, 1; commit abc; 10 min of wall time")
+    assert lines[-1].startswith("Seeds 0, 1; commit abc (of the call that wrote the file: finished runs are kept); ")
+    assert "; 0 min of training in the study's runs" in lines[-1]  # _runs carry no seconds
+
+
+def test_runs_of_their_code_reused_by_a_later_file_are_shown_once():
+    converged = _converged([2.56, 2.58], [2.5])
+    extras = {**converged, "runs": {**converged["runs"], "ours": converged["runs"]["ours"][:1]}}
+    files = {**FILES, "psrnn_official.json": converged, "psrnn_official_their_model.json": extras}
+    labels = [line.split(" | ")[0] for line in factor_table("psrnn-protocol", files) if line.startswith("| ")]
+    assert labels[-4:] == ["| the authors' code", "| ours, converged", "| the authors' code", "| ours, converged"]
+
+
+def test_rows_follow_the_studys_order_of_factors():
+    files = {"psrnn_protocol_factors.json": {**FILES["psrnn_protocol_factors.json"], "factors": ["all", "ours"]}}
+    lines = factor_table("psrnn-protocol", files)
+    assert lines[2].startswith("| all |") and lines[3].startswith("| ours |")
 
 
 def test_without_the_row_all_its_column_is_a_dash():
