@@ -6,7 +6,8 @@ projection ``P``) and updates its predictive state by eq. 5,
 
     q_{t+1} = (W x_2 o_t x_3 q_t + b) / |W x_2 o_t x_3 q_t + b|_2,
 
-or, factorized (section 4.3, eq. 8), ``q_{t+1} ~ A^T (B o_t * C q_t) + b``. Layers are
+or, factorized (section 4.3, eq. 8), ``q_{t+1} ~ A^T (B o_t * C q_t) + b`` (with ``observation_bias``, as in the
+authors' code, ``+ B_o o_t`` too). Layers are
 stacked on the observation: layer ``l + 1`` reads the states ``q^l_{t+1}`` of layer ``l``.
 A linear decoder of the top state predicts ``x_t`` (section 6), and a learned noise scale
 makes the prediction a Gaussian predictive distribution (:class:`~ppl_models.predictors.OneStepPredictor`);
