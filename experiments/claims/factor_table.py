@@ -13,11 +13,16 @@ from .readings import Stat
 __all__ = ["STUDY_FILES", "factor_table"]
 
 #: study -> (its results file, the authors' code's results files: at the study's budget, then to convergence with
-#: our side as the study's row ``all`` and with their model's extras)
+#: our side as the study's row ``all`` and with their model's extras, then at a constant learning rate)
 _STUDIES = {
     "psrnn-protocol": (
         "psrnn_protocol_factors.json",
-        ("psrnn_official_10_epochs.json", "psrnn_official.json", "psrnn_official_their_model.json"),
+        (
+            "psrnn_official_10_epochs.json",
+            "psrnn_official.json",
+            "psrnn_official_their_model.json",
+            "psrnn_official_constant.json",
+        ),
     ),
 }
 #: the row the others are set beside, and the row of every option at once
