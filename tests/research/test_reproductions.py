@@ -106,7 +106,7 @@ EXPECTED = {
     },
     "psrnn-ring": lambda: _psrnn("psrnn_ring_seeds.json", {f"{m}-n20": shown for m, shown in PSRNN.items()}),
     "psrnn-official": lambda: {
-        shown: [run["test_final"]["test_bpc"] for run in _json("psrnn_official.json")["runs"][code]]
+        shown: [run["test_final"]["test_bpc"] for run in _json("psrnn_official_their_model.json")["runs"][code]]
         for code, shown in (("ours", "ours"), ("official", "official code"))
     },
     "smct-official": lambda: {
