@@ -25,6 +25,8 @@ from .predictors import Carry, OneStepPredictor
 __all__ = ["TransformerForecaster", "POSITION_ENCODINGS", "sinusoidal_positions"]
 
 POSITION_ENCODINGS = ("learned", "sinusoidal")
+#: the most positions :meth:`TransformerForecaster.states` runs at once when it reads a long sequence window by window
+WINDOW_POSITIONS = 1 << 16
 
 
 def sinusoidal_positions(num_steps: int, d_model: int, *, start: int = 0, dtype=None, device=None) -> torch.Tensor:
@@ -116,9 +118,13 @@ class TransformerForecaster(OneStepPredictor):
         if self.context is None or steps <= self.context:
             return self._window_states(x)
         # the window of step t >= L is x_{t-L+1 .. t}: its last position reads the start and x_{t-L+1 .. t-1}
-        windows = x[:, 1:].unfold(1, self.context, 1).transpose(-1, -2)  # [B, T - L, L, D]
-        tail = self._window_states(windows.flatten(0, 1))[:, -1].unflatten(0, windows.shape[:2])
-        return torch.cat([self._window_states(x[:, : self.context]), tail], 1)
+        windows = x[:, 1:].unfold(1, self.context, 1).transpose(-1, -2)  # [B, T - L, L, D], a view
+        count = max(1, WINDOW_POSITIONS // (x.shape[0] * self.context))  # windows per block: bounded memory
+        tail = [
+            self._window_states(block.flatten(0, 1))[:, -1].unflatten(0, block.shape[:2])
+            for block in windows.split(count, 1)
+        ]
+        return torch.cat([self._window_states(x[:, : self.context]), *tail], 1)
 
     def _window_states(self, x: torch.Tensor) -> torch.Tensor:
         """:meth:`states` of sequences ``[B, T, D]`` read whole from position 0 (``T <= max_len`` when learned)."""

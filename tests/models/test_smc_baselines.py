@@ -5,6 +5,7 @@ import math
 import pytest
 import torch
 
+from ppl_models import transformer_forecaster
 from ppl_models.experiments import registry
 from ppl_models.experiments.config import load_config
 from ppl_models.inference.objectives import ExactLikelihood
@@ -124,7 +125,7 @@ def test_transformer_does_not_see_the_present_or_the_future():
 
 
 @pytest.mark.parametrize("positions", ["learned", "sinusoidal"])
-def test_past_its_context_each_step_is_predicted_from_a_window_of_its_own(positions):
+def test_past_its_context_each_step_is_predicted_from_a_window_of_its_own(positions, monkeypatch):
     """With a context of 4 steps, step t >= 4 is predicted as the last step of ``x_{t-3..t}`` read as a sequence
     of its own (the start vector, then ``x_{t-3..t-1}``); the first 4 steps as before."""
     torch.manual_seed(6)
@@ -135,6 +136,8 @@ def test_past_its_context_each_step_is_predicted_from_a_window_of_its_own(positi
     for t in range(4, 11):
         torch.testing.assert_close(means[:, t], model.predict(x[:, t - 3 : t + 1])[:, -1], rtol=0, atol=1e-6)
     assert model.predict(torch.randn(2, 700, 2)).shape == (2, 700, 2)  # past max_len = 512 too
+    monkeypatch.setattr(transformer_forecaster, "WINDOW_POSITIONS", 10)  # the windows a few at a time: the same
+    torch.testing.assert_close(model.predict(x), means)
     assert (
         TransformerForecaster(2, max_len=8).context == 8
         and TransformerForecaster(2, positions="sinusoidal").context is None
