@@ -214,7 +214,7 @@ def _fit_positions(model: str, section: dict, data) -> None:
     """The Transformer forecaster's learned positions: one for each step of the longest sequence of any split, and a
     context of the longest training sequence, so that no prediction reads a position training never reached."""
     section["max_len"] = max(section["max_len"], _longest(data))
-    section["context"] = int(data.train[1].sum(1).max())
+    section["context"] = min(int(data.train[1].sum(1).max()), section["max_len"])
 
 
 #: recipe model -> ``fit(model, model_section, data)``: its settings that depend on the sequences' lengths
