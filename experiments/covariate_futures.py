@@ -52,8 +52,8 @@ def file_future(data, names: list[str], horizon: int) -> torch.Tensor:
 def model_units(data, split: str, future: torch.Tensor, start=None, rows=None) -> torch.Tensor:
     """``future [b, H, C]`` (the known covariates of the ``H`` steps after each row's first ``start`` rows, an int or
     ``[b]``, default the row's end, of rows ``rows`` of ``split``; in the data's units) in the model's units: the
-    split's standardisation, or its transform (log, the difference from the level ``L`` rows before, from the data or
-    from ``future`` itself, and the per-series scaling)."""
+    split's standardisation, or its transform (log, the seasonal profile, the difference from the level ``L`` rows
+    before, from the data or from ``future`` itself, and the per-series scaling)."""
     layout, units = data.covariates, data.units(split)
     future = torch.as_tensor(future, dtype=torch.float64)
     known = layout.known_slice
@@ -68,13 +68,15 @@ def model_units(data, split: str, future: torch.Tensor, start=None, rows=None) -
     if units.log and not bool((future > 0).all()):
         raise ValueError(f"future: the run models log values, and a value of {list(layout.known)} ahead is <= 0")
     level = future.log() if units.log else future
-    value = level.clone()
+    rows_ahead = start.unsqueeze(-1) + units.lag - 1 + torch.arange(future.shape[1])  # the data rows holding them
+    seasonal = units.seasonal_at(index, rows_ahead)  # 0 without a profile
+    anomaly = level - seasonal[..., known] if torch.is_tensor(seasonal) else level
+    value = anomaly.clone()
     for h in range(future.shape[1] if units.lag else 0):  # row start - 1 + h, less the level L rows before
         if h <= units.lag:
-            before = units.data[index, start - 1 + h, known]
-            value[:, h] -= before.log() if units.log else before
+            value[:, h] -= units.levels_at(index, start - 1 + h)[:, known]
         else:
-            value[:, h] -= level[:, h - units.lag]
+            value[:, h] -= anomaly[:, h - units.lag]
     return (value - units.offset[index, known].unsqueeze(1)) / units.scale[index, known].unsqueeze(1)
 
 

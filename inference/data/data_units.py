@@ -17,7 +17,9 @@ class DataUnits:
     ``offset``, ``scale`` ``[N, D]``: ``u = offset + scale z`` undoes the global standardiser and the per-series
     scaling; ``data`` ``[N, T, D]``: the rows as read (float64, 1 after each row's end), ``lengths`` ``[N]`` their
     steps; ``log``: ``u`` is in log space; ``lag``: the differencing lag ``L`` (position ``t'`` of a transformed row
-    is data step ``t' + L``). Methods take the rows ``index`` ``[b]`` a batch holds (default: every row).
+    is data step ``t' + L``); ``profile`` ``[N, m, D]`` (log space with log): each row's seasonal profile, removed
+    before differencing (data step ``t`` has place ``t mod m``; ``None``: none). Methods take the rows ``index``
+    ``[b]`` a batch holds (default: every row).
     """
 
     offset: torch.Tensor
@@ -27,6 +29,7 @@ class DataUnits:
     log: bool = False
     lag: int = 0
     features: list[str] = field(default_factory=list)
+    profile: torch.Tensor | None = None
 
     @property
     def positions(self) -> int:
@@ -40,8 +43,11 @@ class DataUnits:
 
     @property
     def levels(self) -> torch.Tensor:
-        """``[N, T - L, D]``: the level (log space with log) ``L`` steps before each position; zeros for ``L = 0``."""
-        return self._levels(slice(None), slice(0, self.positions)) if self.lag else torch.zeros_like(self.observed)
+        """``[N, T - L, D]``: what is added to ``u`` at each position (log space with log): the level ``L`` steps
+        before less its profile (zero for ``L = 0``), plus the position's own profile."""
+        every = slice(None)
+        before = self.levels_at(every, slice(0, self.positions)) if self.lag else torch.zeros_like(self.observed)
+        return before + self.seasonal_at(every, slice(self.lag, self.lag + self.positions))
 
     def check(self, like: torch.Tensor) -> None:
         """Raise ``ValueError`` unless ``like [N, T', D]`` (the transformed data) fits these rows."""
@@ -57,8 +63,10 @@ class DataUnits:
         (float64): each from the observed level ``L`` steps before it."""
         index = self._rows(index)
         u = self._affine(z, index)
+        steps = z.shape[-2]
         if self.lag:
-            u = u + self._levels(index, slice(start, start + z.shape[-2]))
+            u = u + self.levels_at(index, slice(start, start + steps))
+        u = u + self.seasonal_at(index, slice(start + self.lag, start + self.lag + steps))
         return u.exp() if self.log else u
 
     def observed_at(self, index: torch.Tensor | None = None, steps: int | None = None, start: int = 0) -> torch.Tensor:
@@ -80,7 +88,7 @@ class DataUnits:
     def forecast(self, z: torch.Tensor, index: torch.Tensor | None = None, start=None) -> torch.Tensor:
         """Forecast draws ``z [S, b, H, D]`` of the positions after each row's first ``start`` (an int or ``[b]``;
         default: the row's end) in the data's units (float64): each difference added to the observed or forecast
-        level ``L`` steps before, then ``exp`` with log."""
+        level ``L`` steps before (less its profile), the step's profile added, then ``exp`` with log."""
         index = self._rows(index)
         u = self._affine(z, index)
         ends = self.lengths[index] - self.lag
@@ -90,9 +98,10 @@ class DataUnits:
         if self.lag:
             levels = torch.empty_like(u)
             for h in range(u.shape[-2]):
-                before = self._levels(index, start + h) if h < self.lag else levels[..., h - self.lag, :]
+                before = self.levels_at(index, start + h) if h < self.lag else levels[..., h - self.lag, :]
                 levels[..., h, :] = u[..., h, :] + before
             u = levels
+        u = u + self.seasonal_at(index, start.unsqueeze(-1) + self.lag + torch.arange(u.shape[-2]))
         return u.exp() if self.log else u
 
     def _rows(self, index) -> torch.Tensor:
@@ -102,7 +111,22 @@ class DataUnits:
         """``offset + scale z`` of rows ``index``, ``z [..., b, H, D]`` (float64, on the CPU)."""
         return self.offset[index].unsqueeze(-2) + self.scale[index].unsqueeze(-2) * z.detach().double().cpu()
 
-    def _levels(self, rows, steps) -> torch.Tensor:
-        """The data as read at ``data[rows, steps]``, in log space with log (only those entries taken)."""
+    def levels_at(self, rows, steps) -> torch.Tensor:
+        """The data as read at ``data[rows, steps]``, in log space with log, less the profile there (only those
+        entries taken): the level a difference is taken from."""
         data = self.data[rows, steps]
-        return data.log() if self.log else data
+        return (data.log() if self.log else data) - self.seasonal_at(rows, steps)
+
+    def seasonal_at(self, rows, steps):
+        """The profile of rows ``rows`` at data steps ``steps`` (a slice, or an index tensor broadcast against
+        ``rows``), ``[..., D]``; 0 without a profile."""
+        if self.profile is None:
+            return 0.0
+        period = self.profile.shape[1]
+        if isinstance(steps, slice):
+            return self.profile[rows][:, torch.arange(steps.start, steps.stop) % period]
+        steps = torch.as_tensor(steps)
+        if isinstance(rows, slice):
+            rows = torch.arange(self.profile.shape[0])[rows]
+        rows = torch.as_tensor(rows)
+        return self.profile[rows.reshape(rows.shape + (1,) * (steps.dim() - rows.dim())), steps % period]

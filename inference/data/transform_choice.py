@@ -65,8 +65,8 @@ def choose_transform(
     with the shorter lag).
 
     The candidates: log (positive data) x differencing at lag 0, 1 and the season ``m`` (``season``, else
-    :func:`detect_season` on the training split) x per-series scaling (where every held-out series has a training
-    part); one whose rows are too short for its lag (or for training ``window``), or that leaves a feature constant
+    :func:`detect_season` on the training split), or a seasonal profile of period ``m`` removed then lag 0 or 1, x
+    per-series scaling (scales and profiles where every held-out series has a training part); one whose rows are too short for its lag (or for training ``window``), or that leaves a feature constant
     on the training split (a linear trend differenced), is left out. Binary data: none.
     Returns ``(transform, record)``: the record lists every candidate's figure (``"candidates"``) and why others
     were left out (``"left_out"``)."""
@@ -131,13 +131,16 @@ def _made_constant(applied: DataSplits) -> str | None:
 
 
 def _candidates(season: int | None) -> list[SeriesTransform]:
-    """Every combination of log, lag (0, 1, ``season``) and per-series scaling, simplest first: without fitted
-    per-series scales, then with fewer parts, then with the shorter lag."""
-    lags = [0, 1] + ([season] if season not in (None, 1) else [])
+    """Every combination of log, lag (0, 1, ``season``), a seasonal profile (with lag 0 or 1) and per-series
+    scaling, simplest first: without fitted per-series scales, then with fewer parts, then with the shorter lag."""
+    seasonal = season not in (None, 1)
+    lags = [0, 1] + ([season] if seasonal else [])
+    removals = [(0, lag) for lag in lags] + ([(season, 0), (season, 1)] if seasonal else [])
     every = [
-        SeriesTransform(log, lag, scale) for log, lag, scale in itertools.product((False, True), lags, (False, True))
+        SeriesTransform(log, lag, scale, profile)
+        for log, (profile, lag), scale in itertools.product((False, True), removals, (False, True))
     ]
-    return sorted(every, key=lambda t: (t.series_scale, t.log + (t.lag > 0), t.lag))
+    return sorted(every, key=lambda t: (t.series_scale, t.log + (t.lag > 0) + (t.profile > 0), t.lag))
 
 
 def _ar_figure(applied: DataSplits) -> tuple[float, int]:

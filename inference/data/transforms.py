@@ -4,6 +4,8 @@ A :class:`SeriesTransform` applies, in this order, to every row of a
 :class:`~ppl_models.inference.data.datasets.DataSplits` (:meth:`SeriesTransform.apply`):
 
 * ``log``: ``y = log x`` (every value of every feature positive);
+* a seasonal profile of period ``m`` removed: ``y[t] - p_s[t mod m]``, where ``p_s[k]`` is the mean of series ``s``'s
+  training steps ``t = k mod m`` (steps counted from the series' first; anomalies from a climatology);
 * differencing at lag ``L`` (1: first differences; ``m``: seasonal): ``w[t'] = y[t' + L] - y[t']``. A row loses its
   first ``L`` steps: position ``t'`` of a transformed row is data step ``t' + L``; a held-out row's context becomes
   ``max(context - L, 0)``, so its first scored data step is ``max(context, L)``;
@@ -13,7 +15,7 @@ A :class:`SeriesTransform` applies, in this order, to every row of a
 then the global :class:`~ppl_models.inference.data.standardize.Standardizer`, fit on the transformed training
 split. :class:`~ppl_models.inference.data.data_units.DataUnits` maps a held-out split back, row by row: a model's
 value ``z`` at position ``t'`` of row ``r`` is ``u = offset_r + scale_r z``, then ``y = u + level`` (the observed
-level ``L`` steps earlier) and ``x = exp(y)`` with log; its log density in the data's units is that of ``z`` less
+level ``L`` steps earlier, less its profile) plus the position's profile, and ``x = exp(y)`` with log; its log density in the data's units is that of ``z`` less
 ``sum_d log scale_{r,d}`` and, with log, ``sum_d log x_{t,d}``.
 
 Which transform fits is chosen in :mod:`ppl_models.inference.data.transform_choice`; the season of a seasonal
@@ -39,26 +41,30 @@ from .standardize import Standardizer
 __all__ = ["SeriesTransform", "DataUnits", "PARTS", "detect_season", "fundamental_lag", "flat_features"]
 
 #: the parts of a transform spec, joined by ``+`` (``seasonal-difference-12`` names its lag)
-PARTS = ("log", "difference", "seasonal-difference", "series-scale")
+PARTS = ("log", "seasonal-profile", "difference", "seasonal-difference", "series-scale")
 
 
 @dataclass(frozen=True)
 class SeriesTransform:
-    """``log``, differencing at ``lag`` (0: none) and ``series_scale`` (per-series scaling), applied in that order."""
+    """``log``, a seasonal profile of period ``profile`` removed (0: none), differencing at ``lag`` (0: none) and
+    ``series_scale`` (per-series scaling), applied in that order."""
 
     log: bool = False
     lag: int = 0
     series_scale: bool = False
+    profile: int = 0
 
     @property
     def identity(self) -> bool:
-        return not (self.log or self.lag or self.series_scale)
+        return not (self.log or self.lag or self.series_scale or self.profile)
 
     @property
     def name(self) -> str:
-        """``"none"`` or the parts joined by ``+``: ``log``, ``difference`` (lag 1) or ``seasonal-difference-<m>``,
-        ``series-scale``."""
+        """``"none"`` or the parts joined by ``+``: ``log``, ``seasonal-profile-<m>``, ``difference`` (lag 1) or
+        ``seasonal-difference-<m>``, ``series-scale``."""
         parts = ["log"] if self.log else []
+        if self.profile:
+            parts.append(f"seasonal-profile-{self.profile}")
         if self.lag:
             parts.append("difference" if self.lag == 1 else f"seasonal-difference-{self.lag}")
         if self.series_scale:
@@ -68,13 +74,14 @@ class SeriesTransform:
     @classmethod
     def parse(cls, spec: str, *, season: int | None = None, name: str = "transform") -> SeriesTransform:
         """The transform ``spec`` names: ``"none"`` or parts of :data:`PARTS` joined by ``+``;
-        ``"seasonal-difference"`` takes its lag from ``season`` (``"seasonal-difference-12"`` names it)."""
+        ``"seasonal-difference"`` and ``"seasonal-profile"`` take their period from ``season``
+        (``"seasonal-difference-12"`` names it)."""
         if not isinstance(spec, str):
             raise TypeError(f"{name}: expected a str like 'log+difference', got {type(spec).__name__}")
         if spec.strip().lower() == "none":
             return cls()
         parts = [part.strip().lower() for part in spec.split("+")]
-        options, lags = {"log": False, "series_scale": False}, []
+        options, lags, profiles = {"log": False, "series_scale": False}, [], []
         for part in parts:
             if part in ("log", "series-scale"):
                 options[part.replace("-", "_")] = True
@@ -82,17 +89,30 @@ class SeriesTransform:
                 lags.append(1)
             elif part.startswith("seasonal-difference"):
                 lags.append(_seasonal_lag(part, season, name))
+            elif part.startswith("seasonal-profile"):
+                profiles.append(_seasonal_lag(part, season, name))
             else:
                 raise SettingError(
                     "transform",
                     f"{name}: unknown part {part!r} in {spec!r}; expected 'auto', 'none' or parts of "
                     f"{list(PARTS)} joined by '+'",
                 )
-        if len(lags) > 1 or len(set(parts)) < len(parts):
+        if len(lags) > 1 or len(profiles) > 1 or len(set(parts)) < len(parts):
             raise SettingError(
-                "transform", f"{name}: {spec!r} names a part twice (one log, one lag of differencing, one scaling)"
+                "transform",
+                f"{name}: {spec!r} names a part twice (one log, one profile, one lag of differencing, one scaling)",
             )
-        return cls(log=options["log"], lag=lags[0] if lags else 0, series_scale=options["series_scale"])
+        if profiles and lags and lags[0] > 1:
+            raise SettingError(
+                "transform",
+                f"{name}: {spec!r}: a seasonal difference already removes a seasonal profile; use one of them",
+            )
+        return cls(
+            log=options["log"],
+            lag=lags[0] if lags else 0,
+            series_scale=options["series_scale"],
+            profile=profiles[0] if profiles else 0,
+        )
 
     def refusal(self, splits: DataSplits, *, window: int | None = None) -> str | None:
         """Why this transform cannot apply to ``splits`` (as read), in one line; ``None`` where it can. ``window``:
@@ -111,7 +131,8 @@ class SeriesTransform:
         reasons = (
             _non_positive(splits) if self.log else None,
             too_short,
-            _untrained(splits) if self.series_scale else None,
+            _untrained(splits) if self.series_scale or self.profile else None,
+            _unaligned(splits, self.profile) if self.profile else None,
         )
         reason = next((reason for reason in reasons if reason is not None), None)
         if reason is None:
@@ -127,8 +148,9 @@ class SeriesTransform:
             raise ValueError(f"transform {self.name!r}: {reason}")
         if self.identity:
             return dataclasses.replace(base, transform=self, levels=base)
-        stats = self._series_stats(base.train)
-        train, valid, test = (self._part(part, stats) for part in base)
+        profiles = self._profiles(base.train)
+        stats = self._series_stats(base.train, profiles)
+        train, valid, test = (self._part(part, profiles, stats) for part in base)
         standardizer = Standardizer.fit(train.sequences, train.features, binary=False, source=train.source)
         return DataSplits(
             train, valid, test, base.how, standardizer, base.target_standardizer, transform=self, levels=base
@@ -139,9 +161,11 @@ class SeriesTransform:
         this transform and the global ``standardizer``."""
         part = dict(zip(SPLITS, levels))[split]
         centre, spread = np.zeros((len(part), part.obs_dim)), np.ones((len(part), part.obs_dim))
+        profiles = self._profiles(levels.train)
         if self.series_scale:
-            stats = self._series_stats(levels.train)
+            stats = self._series_stats(levels.train, profiles)
             centre, spread = (np.stack([stats[origin][k] for origin in part.origins]) for k in (0, 1))
+        profile = torch.as_tensor(np.stack([profiles[origin] for origin in part.origins])) if profiles else None
         mean, scale = np.asarray(standardizer.mean), np.asarray(standardizer.scale)
         data, mask = part.padded(dtype=torch.float64)
         return DataUnits(
@@ -152,34 +176,57 @@ class SeriesTransform:
             log=self.log,
             lag=self.lag,
             features=list(part.features),
+            profile=profile,
         )
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "log": self.log, "lag": self.lag, "series_scale": self.series_scale}
+        return {
+            "name": self.name,
+            "log": self.log,
+            "lag": self.lag,
+            "series_scale": self.series_scale,
+            "profile": self.profile,
+        }
 
     # --- the maps -------------------------------------------------------------------------
-    def _forward(self, values: np.ndarray) -> np.ndarray:
-        """One row ``[T, D]`` logged and differenced: ``[T - lag, D]``."""
+    def _forward(self, values: np.ndarray, profile: np.ndarray | None = None) -> np.ndarray:
+        """One row ``[T, D]`` logged, less its series' seasonal ``profile [m, D]`` (from the row's first step), and
+        differenced: ``[T - lag, D]``."""
         values = np.log(values) if self.log else values
+        if profile is not None:
+            values = values - profile[np.arange(len(values)) % len(profile)]
         return values[self.lag :] - values[: -self.lag] if self.lag else values
 
-    def _series_stats(self, train: SequenceDataset) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-        """``{series: (mean [D], scale [D])}`` of each series' logged, differenced training steps (scale 1 for a
-        constant feature; ``{}`` without per-series scaling)."""
+    def _profiles(self, train: SequenceDataset) -> dict[int, np.ndarray]:
+        """``{series: profile [m, D]}``: the mean of each series' logged training steps at each place in the season
+        (steps counted from its training row's first; ``{}`` without a profile)."""
+        if not self.profile:
+            return {}
+        m = self.profile
+        return {
+            origin: np.stack([(np.log(values) if self.log else values)[k::m].mean(0) for k in range(m)])
+            for origin, values in zip(train.origins, train.sequences)
+        }
+
+    def _series_stats(
+        self, train: SequenceDataset, profiles: dict[int, np.ndarray]
+    ) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        """``{series: (mean [D], scale [D])}`` of each series' transformed training steps before scaling (scale 1 for
+        a constant feature; ``{}`` without per-series scaling)."""
         if not self.series_scale:
             return {}
         pooled = {}
         for origin, values in zip(train.origins, train.sequences):
-            pooled.setdefault(origin, []).append(self._forward(values))
+            pooled.setdefault(origin, []).append(self._forward(values, profiles.get(origin)))
         stats = {}
         for origin, rows in pooled.items():
             values = np.concatenate(rows)
             stats[origin] = values.mean(0), np.where(flat_features(values), 1.0, values.std(0))
         return stats
 
-    def _part(self, part: SequenceDataset, stats: dict) -> SequenceDataset:
+    def _part(self, part: SequenceDataset, profiles: dict, stats: dict) -> SequenceDataset:
         """A split's rows transformed (context and targets cut by the lag), before the global standardiser."""
-        rows = [self._forward(values) for values in part.sequences]
+        rows = [self._forward(values, profiles.get(origin)) for values, origin in zip(part.sequences, part.origins)]
         if self.series_scale:
             rows = [(row - stats[origin][0]) / stats[origin][1] for row, origin in zip(rows, part.origins)]
         context = [max(c - self.lag, 0) for c in part.context] if part.context is not None else None
@@ -224,14 +271,42 @@ def _too_short(splits: DataSplits, lag: int, window: int | None) -> str | None:
 
 
 def _untrained(splits: DataSplits) -> str | None:
-    """Why per-series scaling cannot apply: a held-out row whose series has no training part."""
+    """Why per-series scaling or a profile cannot apply: a held-out row whose series has no training part."""
     trained = set(splits.train.origins)
     for split, part in list(zip(SPLITS, splits))[1:]:
         for row, origin in zip(part.ids, part.origins):
             if origin not in trained:
                 return (
-                    f"series {row!r} of the {split} split has no training part: per-series scaling needs each "
-                    "held-out series' training steps (split by time, or by a column)"
+                    f"series {row!r} of the {split} split has no training part: per-series scaling and seasonal "
+                    "profiles need each held-out series' training steps (split by time, or by a column)"
+                )
+    return None
+
+
+def _unaligned(splits: DataSplits, period: int) -> str | None:
+    """Why a seasonal profile of ``period`` cannot apply: a series with more than one training row, a training row
+    shorter than two periods, or a held-out row that does not start with its series' training row (each step's
+    place in the season is counted from the series' first step)."""
+    train = splits.train
+    first = {}
+    for row, origin, values in zip(train.ids, train.origins, train.sequences):
+        if origin in first:
+            return (
+                f"series {row!r} has more than one training row: a seasonal profile counts each step's place in "
+                "the season from the series' first step (training windows are cut afterwards)"
+            )
+        if len(values) < 2 * period:
+            return f"training series {row!r} has {len(values)} steps: a seasonal profile of {period} needs two cycles"
+        first[origin] = values
+    for split, part in list(zip(SPLITS, splits))[1:]:
+        for row, origin, values in zip(part.ids, part.origins, part.sequences):
+            if origin not in first:
+                continue  # no training part: :func:`_untrained` says so
+            head = first[origin][: len(values)]
+            if not np.array_equal(values[: len(head)], head, equal_nan=True):
+                return (
+                    f"series {row!r} of the {split} split does not start at its series' first step: a seasonal "
+                    "profile counts each step's place in the season from there"
                 )
     return None
 
@@ -242,20 +317,21 @@ def binary_splits(splits: DataSplits) -> bool:
 
 
 def _seasonal_lag(part: str, season: int | None, name: str) -> int:
-    """The lag of a ``seasonal-difference`` part: its own number (``seasonal-difference-12``), else ``season``."""
-    match = re.fullmatch(r"seasonal-difference(?:-([0-9]+))?", part)
+    """The period of a ``seasonal-difference`` or ``seasonal-profile`` part: its own number
+    (``seasonal-difference-12``), else ``season``."""
+    kind = "seasonal-profile" if part.startswith("seasonal-profile") else "seasonal-difference"
+    match = re.fullmatch(rf"{kind}(?:-([0-9]+))?", part)
     if match is None or (match[1] is not None and int(match[1]) < 2):
         raise SettingError(
             "transform",
-            f"{name}: {part!r}: expected seasonal-difference-<m> with an integer m >= 2 (or "
-            "seasonal-difference, whose lag is the season)",
+            f"{name}: {part!r}: expected {kind}-<m> with an integer m >= 2 (or {kind}, whose period is the season)",
         )
     if match[1] is not None:
         return int(match[1])
     if season is None:
         raise SettingError(
             "season",
-            f"{name}: 'seasonal-difference' needs a season: none was given ({{season}}) and the "
+            f"{name}: {kind!r} needs a season: none was given ({{season}}) and the "
             f"training split shows none (autocorrelation of first differences above "
             f"{SEASON_THRESHOLD})",
         )

@@ -99,8 +99,10 @@ def test_past_only_covariates_forecast_one_step_and_refuse_more(run, past, capsy
     assert "--beyond=2 with past_covariates ['p']" in _error_line(capsys)
 
 
-@pytest.mark.parametrize("log, lag", [(False, 0), (True, 0), (False, 1), (True, 2)])
-def test_covariates_put_in_model_units_come_back_through_the_runs_data_units(log, lag):
+@pytest.mark.parametrize(
+    "log, lag, period", [(False, 0, 0), (True, 0, 0), (False, 1, 0), (True, 2, 0), (False, 0, 3), (True, 1, 2)]
+)
+def test_covariates_put_in_model_units_come_back_through_the_runs_data_units(log, lag, period):
     rng = np.random.default_rng(lag)
     data_rows = torch.as_tensor(rng.uniform(1.0, 2.0, size=(2, 9, 2)))
     lengths = torch.tensor([9, 7])
@@ -108,7 +110,8 @@ def test_covariates_put_in_model_units_come_back_through_the_runs_data_units(log
     for r, length in enumerate(lengths.tolist()):  # a row's last step holds the first covariate ahead (the layout)
         data_rows[r, length - 1, 1] = ahead[r, 0, 0]
     offset, scale = torch.as_tensor(rng.normal(size=(2, 2))), torch.as_tensor(rng.uniform(0.5, 2.0, size=(2, 2)))
-    units = DataUnits(offset, scale, data_rows, lengths, log=log, lag=lag)
+    profile = torch.as_tensor(rng.normal(size=(2, period, 2))) if period else None
+    units = DataUnits(offset, scale, data_rows, lengths, log=log, lag=lag, profile=profile)
     data = type("Data", (), {"covariates": CovariateLayout(("y",), ("c",)), "units": lambda self, split: units})()
     z = model_units(data, "test", ahead)
     # DataUnits brings forecasts back from the positions after a start; the covariate read in the row before step

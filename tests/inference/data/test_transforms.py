@@ -211,7 +211,7 @@ def test_choose_transform_logs_a_geometric_random_walk():
     assert record["candidates"]["log"] > record["candidates"]["none"] + 1
 
 
-def test_a_season_is_detected_and_differenced():
+def test_a_fixed_season_is_detected_and_removed_as_a_profile():
     rng = np.random.default_rng(2)
     steps = np.arange(240)
     seasonal = [
@@ -220,7 +220,73 @@ def test_a_season_is_detected_and_differenced():
     assert detect_season(seasonal) == 12
     assert detect_season([rng.normal(size=(240, 1))]) is None
     transform, record = choose_transform(SequenceDataset.from_sequences(seasonal).split(by="time"))
-    assert transform.lag == 12 and record["season"] == 12
+    assert transform.profile == 12 and transform.lag == 1 and record["season"] == 12  # the trend differenced
+    assert record["candidates"]["seasonal-profile-12+difference"] > record["candidates"]["seasonal-difference-12"]
+
+
+def test_a_season_that_wanders_is_differenced_at_its_lag():
+    rng = np.random.default_rng(3)
+    walks = []  # x_t = x_{t-12} + e_t: each month its own random walk, no fixed profile
+    for _ in range(3):
+        values = np.zeros(240)
+        values[:12] = 3 * rng.normal(size=12)
+        for t in range(12, 240):
+            values[t] = values[t - 12] + rng.normal()
+        walks.append(values[:, None])
+    transform, record = choose_transform(SequenceDataset.from_sequences(walks).split(by="time"))
+    assert transform.lag == 12 and not transform.profile
+    assert record["candidates"]["seasonal-difference-12"] > record["candidates"]["seasonal-profile-12"] + 0.1
+
+
+def _hand_profile(values: np.ndarray, train: int, period: int) -> np.ndarray:
+    """``[period, D]``: the mean of the first ``train`` steps of ``values`` at each place in the season."""
+    return np.stack([values[:train][k::period].mean(0) for k in range(period)])
+
+
+def test_a_seasonal_profile_is_each_series_training_mean_at_each_place_in_the_season():
+    series = _positive_series(count=2, steps=40)
+    splits = SequenceDataset.from_sequences(series).split(by="time", fractions=(0.6, 0.2, 0.2))
+    applied = SeriesTransform(log=True, lag=1, profile=4).apply(splits)
+    assert applied.transform.name == "log+seasonal-profile-4+difference"
+    assert SeriesTransform.parse("log+seasonal-profile+difference", season=4) == applied.transform
+    for i, raw in enumerate(series):
+        anomaly = np.log(raw) - _hand_profile(np.log(raw), 24, 4)[np.arange(40) % 4]
+        np.testing.assert_allclose(applied.train.sequences[i], np.diff(anomaly[:24], axis=0), atol=1e-12)
+        np.testing.assert_allclose(applied.test.sequences[i], np.diff(anomaly, axis=0), atol=1e-12)
+    units = applied.units("test")
+    x, _ = applied.test.padded(applied.standardizer, dtype=torch.float64)
+    back = units.values(x[:, 1:], start=1)  # each position from the observed level before it
+    np.testing.assert_allclose(back[0].numpy(), series[0][2:], rtol=1e-10)
+
+
+def test_forecasts_under_a_profile_add_each_steps_place_in_the_season():
+    data = torch.tensor([[[1.0], [5.0], [2.0], [6.0], [3.0]]], dtype=torch.float64)  # one row of 5 steps
+    profile = torch.tensor([[[1.0], [4.0]]], dtype=torch.float64)  # [N=1, m=2, D=1]
+    units = DataUnits(torch.tensor([[0.0]]), torch.tensor([[2.0]]), data, torch.tensor([5]), lag=1, profile=profile)
+    z = torch.tensor([[[[0.5], [1.0], [-1.0]]]])  # [S=1, b=1, H=3, D=1] after the row's end (data steps 5, 6, 7)
+    anomaly = 3.0 - 1.0  # data step 4 (place 0) less its profile
+    expected = []
+    for h, step in enumerate((5, 6, 7)):
+        anomaly += 2.0 * float(z[0, 0, h, 0])
+        expected.append(anomaly + float(profile[0, step % 2, 0]))
+    np.testing.assert_allclose(units.forecast(z)[0, 0, :, 0].numpy(), expected, rtol=1e-12)
+    # one step at a time inside the row: position t' is data step t' + 1, from the observed level before it
+    one_step = units.values(z[:, :, :2], start=2)[0, 0, :, 0].numpy()  # data steps 3, 4
+    np.testing.assert_allclose(one_step, [(2.0 - 1.0) + 1.0 + 4.0, (6.0 - 4.0) + 2.0 + 1.0], rtol=1e-12)
+
+
+def test_a_seasonal_profile_that_cannot_apply_is_refused_by_name():
+    series = _positive_series(count=6, steps=40)
+    by_series = SequenceDataset.from_sequences(series).split(by="series")
+    with pytest.raises(ValueError, match="no training part: per-series scaling and seasonal profiles"):
+        resolve_transform("seasonal-profile-4", by_series)
+    by_time = SequenceDataset.from_sequences(series).split(by="time", fractions=(0.6, 0.2, 0.2))
+    with pytest.raises(ValueError, match="has 24 steps: a seasonal profile of 13 needs two cycles"):
+        resolve_transform("seasonal-profile-13", by_time)
+    with pytest.raises(ValueError, match="a seasonal difference already removes a seasonal profile"):
+        resolve_transform("seasonal-profile-4+seasonal-difference-4", by_time)
+    with pytest.raises(ValueError, match="more than one training row"):
+        resolve_transform("seasonal-profile-4", by_time.windows(10, 10))
 
 
 def test_a_transform_that_cannot_apply_is_refused_by_name():
