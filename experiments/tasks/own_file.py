@@ -94,9 +94,9 @@ def file_data(
     :data:`~ppl_models.inference.data.datasets.PADDING_LIMIT` times the steps
     (:meth:`~ppl_models.inference.data.datasets.DataSplits.chunked`, with a warning). ``fs``: the frame rate of MIDI
     files. ``transform`` (:func:`~ppl_models.inference.data.resolve_transform`): ``"auto"`` (chosen on the
-    validation split among log, differencing at lag 1 or ``season`` and per-series scaling), ``"none"`` or a spec
-    like ``"log+difference"``; training windows are cut from the transformed training split. Real-valued features
-    are then standardised on the training split (or by ``standardizer``, a
+    validation split among log, a seasonal profile, differencing at lag 1 or ``season`` and per-series scaling),
+    ``"none"`` or a spec like ``"log+difference"``; training windows are cut from the transformed training split.
+    Real-valued features are then standardised on the training split (or by ``standardizer``, a
     :meth:`~ppl_models.inference.data.Standardizer.to_dict` record: a trained model's own, to judge or forecast new
     data in its units); the tensors are in those units, each held-out split's way back to the data's units is
     :meth:`~ppl_models.experiments.data.ExperimentData.units`, and the data as read is

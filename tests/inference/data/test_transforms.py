@@ -459,3 +459,27 @@ def test_a_seasonal_difference_names_a_whole_lag():
     for spec in ("seasonal-difference--3", "seasonal-difference3", "seasonal-difference-1", "seasonal-difference-x"):
         with pytest.raises(ValueError, match="seasonal-difference-<m>"):
             SeriesTransform.parse(spec, season=4)
+
+
+def test_forecasts_past_the_end_under_a_profile_follow_each_series_season(tmp_path, capsys):
+    rng = np.random.default_rng(4)
+    season = np.array([0.0, 10.0, -5.0, 3.0])
+    rows = [
+        {"id": f"s{s}", "t": t, "v": float(20 * s + season[(t + s) % 4] + 0.05 * rng.normal())}
+        for s in range(3)
+        for t in range(41 + s)  # each series its own length and its own place in the season at its first step
+    ]
+    path = tmp_path / "seasons.csv"
+    pd.DataFrame(rows).to_csv(path, index=False)
+    run = tmp_path / "run"
+    items = ['data.series="id"', 'data.time="t"', 'data.split_by="time"', 'data.transform="seasonal-profile-4"']
+    items += ["train.epochs=1", "model.rnn_dim=4", "model.hidden_dim=4", "evaluate.predictive_samples=10"]
+    items += ['evaluate.noise_refit="none"']
+    argv = ["train", "gru", "--data", str(path), "--run-dir", str(run)] + [a for i in items for a in ("--set", i)]
+    assert main(argv) == 0, capsys.readouterr().err
+    assert main(["forecast", f"gru={run}", "--beyond", "5", "--samples", "50", "--out", str(tmp_path / "b")]) == 0
+    beyond = pd.read_csv(tmp_path / "b" / "beyond.csv")
+    for s in range(3):
+        means = beyond[beyond.series == f"s{s}"].sort_values("step_ahead")["mean"].to_numpy()
+        expected = [20 * s + season[(41 + s + h + s) % 4] for h in range(5)]  # data steps 41 + s ..
+        np.testing.assert_allclose(means, expected, atol=1.0)  # the season's swing is 15
