@@ -320,8 +320,9 @@ def leaderboard_rows(folders: dict[str, Path]) -> list[dict]:
 
 
 def _run_form(folder: Path, config: dict) -> dict:
-    """A run's transform (its ``data_split.json``), the season its transform used (where it differences at one)
-    and its model's form: its name and the likelihood its file was read with (``gru, negbin`` for counts)."""
+    """A run's transform (its ``data_split.json``), the season its transform used (where it differences at one or
+    removes a seasonal profile) and its model's form: its name and the likelihood its file was read with (``gru,
+    negbin`` for counts)."""
     path = folder / "data_split.json"
     record = json.loads(path.read_text()) if path.is_file() else {}
     transform = record.get("transform") or {}
@@ -329,7 +330,7 @@ def _run_form(folder: Path, config: dict) -> dict:
     likelihood = (record.get("likelihood") or {}).get("name")
     return {
         "transform": transform.get("name", "none"),
-        "season": lag if lag > 1 else None,
+        "season": lag if lag > 1 else (transform.get("profile") or None),
         "form": config["model"]["name"] + (f", {likelihood}" if likelihood else ""),
     }
 

@@ -10,6 +10,7 @@ import torch
 
 from ppl_models.experiments import board_plots
 from ppl_models.experiments.cli import main
+from ppl_models.experiments.leaderboard import _run_form
 from ppl_models.experiments.tasks import music
 from ppl_models.inference.calibration import reliability_curve
 
@@ -151,3 +152,15 @@ def test_a_binary_fan_chart_gives_the_most_variable_keys_probability(tmp_path, c
     assert line_of(axis, "data").get_ydata().tolist() == x[int(wildest), :, 3].tolist()
     probability = line_of(axis, "P(1)").get_ydata()
     assert len(probability) == 15 - 10 and ((0 <= probability) & (probability <= 1)).all()
+
+
+def test_a_rows_season_is_the_lag_of_its_seasonal_difference_or_the_period_of_its_profile(tmp_path):
+    config = {"model": {"name": "gru"}}
+    for transform, season in (
+        ({"name": "seasonal-profile-12+difference", "lag": 1, "profile": 12}, 12),
+        ({"name": "seasonal-difference-7", "lag": 7, "profile": 0}, 7),
+        ({"name": "difference", "lag": 1}, None),  # a run recorded before profiles existed
+    ):
+        (tmp_path / "data_split.json").write_text(json.dumps({"transform": transform}))
+        form = _run_form(tmp_path, config)
+        assert form["season"] == season and form["transform"] == transform["name"]
