@@ -66,8 +66,9 @@ def choose_transform(
 
     The candidates: log (positive data) x differencing at lag 0, 1 and the season ``m`` (``season``, else
     :func:`detect_season` on the training split), or a seasonal profile of period ``m`` removed then lag 0 or 1, x
-    per-series scaling (scales and profiles where every held-out series has a training part); one whose rows are too short for its lag (or for training ``window``), or that leaves a feature constant
-    on the training split (a linear trend differenced), is left out. Binary data: none.
+    per-series scaling (scales and profiles where every held-out series has a training part); one whose rows are
+    too short for its lag (or for training ``window``), or that leaves a feature constant on the training split (a
+    linear trend differenced), is left out. Binary data: none.
     Returns ``(transform, record)``: the record lists every candidate's figure (``"candidates"``) and why others
     were left out (``"left_out"``)."""
     transform, record, _ = _choose(splits, _check_season(season, "season"), window)

@@ -15,8 +15,8 @@ A :class:`SeriesTransform` applies, in this order, to every row of a
 then the global :class:`~ppl_models.inference.data.standardize.Standardizer`, fit on the transformed training
 split. :class:`~ppl_models.inference.data.data_units.DataUnits` maps a held-out split back, row by row: a model's
 value ``z`` at position ``t'`` of row ``r`` is ``u = offset_r + scale_r z``, then ``y = u + level`` (the observed
-level ``L`` steps earlier, less its profile) plus the position's profile, and ``x = exp(y)`` with log; its log density in the data's units is that of ``z`` less
-``sum_d log scale_{r,d}`` and, with log, ``sum_d log x_{t,d}``.
+level ``L`` steps earlier, less its profile) plus the position's profile, and ``x = exp(y)`` with log; its log
+density in the data's units is that of ``z`` less ``sum_d log scale_{r,d}`` and, with log, ``sum_d log x_{t,d}``.
 
 Which transform fits is chosen in :mod:`ppl_models.inference.data.transform_choice`; the season of a seasonal
 difference is found in :mod:`ppl_models.inference.data.seasons` (:func:`detect_season`, importable from here too).
