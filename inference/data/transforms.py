@@ -4,8 +4,8 @@ A :class:`SeriesTransform` applies, in this order, to every row of a
 :class:`~ppl_models.inference.data.datasets.DataSplits` (:meth:`SeriesTransform.apply`):
 
 * ``log``: ``y = log x`` (every value of every feature positive);
-* a seasonal profile of period ``m`` removed: ``y[t] - p_s[t mod m]``, where ``p_s[k]`` is the mean of series ``s``'s
-  training steps ``t = k mod m`` (steps counted from the series' first; anomalies from a climatology);
+* a seasonal profile of period ``m`` removed: ``y[t] - p_s[t mod m]``, where ``p_s`` is series ``s``'s seasonal index
+  on its training steps by classical decomposition (:func:`seasonal_index`; steps counted from the series' first);
 * differencing at lag ``L`` (1: first differences; ``m``: seasonal): ``w[t'] = y[t' + L] - y[t']``. A row loses its
   first ``L`` steps: position ``t'`` of a transformed row is data step ``t' + L``; a held-out row's context becomes
   ``max(context - L, 0)``, so its first scored data step is ``max(context, L)``;
@@ -38,7 +38,15 @@ from .seasons import SEASON_THRESHOLD, detect_season, fundamental_lag
 from .splits import SPLITS, DataSplits
 from .standardize import Standardizer
 
-__all__ = ["SeriesTransform", "DataUnits", "PARTS", "detect_season", "fundamental_lag", "flat_features"]
+__all__ = [
+    "SeriesTransform",
+    "DataUnits",
+    "PARTS",
+    "detect_season",
+    "fundamental_lag",
+    "flat_features",
+    "seasonal_index",
+]
 
 #: the parts of a transform spec, joined by ``+`` (``seasonal-difference-12`` names its lag)
 PARTS = ("log", "seasonal-profile", "difference", "seasonal-difference", "series-scale")
@@ -198,13 +206,12 @@ class SeriesTransform:
         return values[self.lag :] - values[: -self.lag] if self.lag else values
 
     def _profiles(self, train: SequenceDataset) -> dict[int, np.ndarray]:
-        """``{series: profile [m, D]}``: the mean of each series' logged training steps at each place in the season
-        (steps counted from its training row's first; ``{}`` without a profile)."""
+        """``{series: profile [m, D]}``: each series' seasonal index on its logged training steps
+        (:func:`seasonal_index`; places counted from its training row's first step; ``{}`` without a profile)."""
         if not self.profile:
             return {}
-        m = self.profile
         return {
-            origin: np.stack([(np.log(values) if self.log else values)[k::m].mean(0) for k in range(m)])
+            origin: seasonal_index(np.log(values) if self.log else values, self.profile)
             for origin, values in zip(train.origins, train.sequences)
         }
 
@@ -336,6 +343,25 @@ def _seasonal_lag(part: str, season: int | None, name: str) -> int:
             f"{SEASON_THRESHOLD})",
         )
     return season
+
+
+def seasonal_index(values: np.ndarray, period: int) -> np.ndarray:
+    """``[period, D]``: the seasonal index of ``values [T, D]`` (``T >= 2 period``) by classical decomposition: the
+    trend is the centred moving average over one period (weights ``1/m``, or ``1/2m`` at both ends of ``m + 1``
+    steps for an even ``m``), and the index at place ``k`` is the mean of the values less the trend at steps
+    ``t = k mod m``, centred to sum to 0 over the period. A trend shifts no place against another, as the plain mean
+    of each place's steps would where the row ends partway through a period."""
+    width = period + 1 - period % 2
+    weights = np.full(width, 1.0 / period)
+    if period % 2 == 0:
+        weights[[0, -1]] = 0.5 / period
+    windows = np.lib.stride_tricks.sliding_window_view(values, width, axis=0)  # [T - width + 1, D, width]
+    trend = windows @ weights
+    first = width // 2
+    detrended = values[first : first + len(trend)] - trend
+    places = (first + np.arange(len(trend))) % period
+    index = np.stack([detrended[places == k].mean(0) for k in range(period)])
+    return index - index.mean(0)
 
 
 def flat_features(values: np.ndarray) -> np.ndarray:

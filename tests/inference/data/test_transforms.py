@@ -27,6 +27,7 @@ from ppl_models.inference.data import (
     detect_season,
     resolve_transform,
 )
+from ppl_models.inference.data.transforms import seasonal_index
 from ppl_models.predictors import OneStepPredictor
 
 FRACTIONS = (0.6, 0.2, 0.2)
@@ -238,9 +239,23 @@ def test_a_season_that_wanders_is_differenced_at_its_lag():
     assert record["candidates"]["seasonal-difference-12"] > record["candidates"]["seasonal-profile-12"] + 0.1
 
 
-def _hand_profile(values: np.ndarray, train: int, period: int) -> np.ndarray:
-    """``[period, D]``: the mean of the first ``train`` steps of ``values`` at each place in the season."""
-    return np.stack([values[:train][k::period].mean(0) for k in range(period)])
+def _statsmodels_index(values: np.ndarray, period: int) -> np.ndarray:
+    """``[period, D]``: statsmodels' additive classical decomposition's seasonal component at places 0 .. period - 1."""
+    from statsmodels.tsa.seasonal import seasonal_decompose
+
+    return np.stack([seasonal_decompose(column, period=period).seasonal[:period] for column in values.T], -1)
+
+
+@pytest.mark.parametrize("period, steps", [(4, 41), (5, 23), (12, 100)])
+def test_the_seasonal_index_is_statsmodels_classical_decomposition_and_ignores_a_trend(period, steps):
+    rng = np.random.default_rng(period)
+    season = rng.normal(size=(period, 2))
+    season -= season.mean(0)
+    t = np.arange(steps)
+    values = 0.3 * t[:, None] + season[t % period] + 0.01 * rng.normal(size=(steps, 2))
+    index = seasonal_index(values, period)
+    np.testing.assert_allclose(index, _statsmodels_index(values, period), atol=1e-12)
+    np.testing.assert_allclose(index, season, atol=0.02)  # the trend leaves no place above another
 
 
 def test_a_seasonal_profile_is_each_series_training_mean_at_each_place_in_the_season():
@@ -250,7 +265,7 @@ def test_a_seasonal_profile_is_each_series_training_mean_at_each_place_in_the_se
     assert applied.transform.name == "log+seasonal-profile-4+difference"
     assert SeriesTransform.parse("log+seasonal-profile+difference", season=4) == applied.transform
     for i, raw in enumerate(series):
-        anomaly = np.log(raw) - _hand_profile(np.log(raw), 24, 4)[np.arange(40) % 4]
+        anomaly = np.log(raw) - _statsmodels_index(np.log(raw[:24]), 4)[np.arange(40) % 4]
         np.testing.assert_allclose(applied.train.sequences[i], np.diff(anomaly[:24], axis=0), atol=1e-12)
         np.testing.assert_allclose(applied.test.sequences[i], np.diff(anomaly, axis=0), atol=1e-12)
     units = applied.units("test")
@@ -472,7 +487,12 @@ def test_forecasts_past_the_end_under_a_profile_follow_each_series_season(tmp_pa
     path = tmp_path / "seasons.csv"
     pd.DataFrame(rows).to_csv(path, index=False)
     run = tmp_path / "run"
-    items = ['data.series="id"', 'data.time="t"', 'data.split_by="time"', 'data.transform="seasonal-profile-4"']
+    items = [
+        'data.series="id"',
+        'data.time="t"',
+        'data.split_by="time"',
+        'data.transform="seasonal-profile-4+series-scale"',
+    ]
     items += ["train.epochs=1", "model.rnn_dim=4", "model.hidden_dim=4", "evaluate.predictive_samples=10"]
     items += ['evaluate.noise_refit="none"']
     argv = ["train", "gru", "--data", str(path), "--run-dir", str(run)] + [a for i in items for a in ("--set", i)]
