@@ -503,3 +503,17 @@ def test_forecasts_past_the_end_under_a_profile_follow_each_series_season(tmp_pa
         means = beyond[beyond.series == f"s{s}"].sort_values("step_ahead")["mean"].to_numpy()
         expected = [20 * s + season[(41 + s + h + s) % 4] for h in range(5)]  # data steps 41 + s ..
         np.testing.assert_allclose(means, expected, atol=1.0)  # the season's swing is 15
+
+
+def test_a_trending_multiplicative_season_is_removed_as_a_profile_of_logs_then_differenced():
+    rng = np.random.default_rng(0)
+    steps = np.arange(144)  # twelve years of months, the training split ending partway through a year
+    noise = np.zeros(144)
+    for t in range(1, 144):
+        noise[t] = 0.6 * noise[t - 1] + 0.03 * rng.normal()
+    season = 0.15 * np.sin(2 * np.pi * steps / 12) + 0.05 * np.cos(4 * np.pi * steps / 12)
+    series = np.exp(4.8 + 0.01 * steps + season + noise)[:, None]
+    transform, record = choose_transform(SequenceDataset.from_sequences([series]).split(by="time"), season=12)
+    assert transform.name == "log+seasonal-profile-12+difference"
+    figures = record["candidates"]
+    assert figures["log+seasonal-profile-12+difference"] > figures["log+seasonal-difference-12"] + 0.1
