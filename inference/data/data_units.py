@@ -60,7 +60,7 @@ class DataUnits:
 
     def values(self, z: torch.Tensor, index: torch.Tensor | None = None, start: int = 0) -> torch.Tensor:
         """One-step values ``z [..., b, H, D]`` of positions ``start ..`` of rows ``index``, in the data's units
-        (float64): each from the observed level ``L`` steps before it."""
+        (float64): each from the observed level ``L`` steps before it, with its place in the season."""
         index = self._rows(index)
         u = self._affine(z, index)
         steps = z.shape[-2]
