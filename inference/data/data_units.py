@@ -41,14 +41,6 @@ class DataUnits:
         """``[N, T - L, D]``: the data as read at each transformed position (data step ``t' + L``)."""
         return self.data[:, self.lag :]
 
-    @property
-    def levels(self) -> torch.Tensor:
-        """``[N, T - L, D]``: what is added to ``u`` at each position (log space with log): the level ``L`` steps
-        before less its profile (zero for ``L = 0``), plus the position's own profile."""
-        every = slice(None)
-        before = self.levels_at(every, slice(0, self.positions)) if self.lag else torch.zeros_like(self.observed)
-        return before + self.seasonal_at(every, slice(self.lag, self.lag + self.positions))
-
     def check(self, like: torch.Tensor) -> None:
         """Raise ``ValueError`` unless ``like [N, T', D]`` (the transformed data) fits these rows."""
         rows, features = self.offset.shape
