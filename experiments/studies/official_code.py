@@ -90,10 +90,11 @@ def environment(**extra: str) -> dict:
     return {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", **extra}
 
 
-def run_logged(command: list[str], cwd: Path, log: Path, env: dict) -> float:
-    """Run ``command`` in ``cwd`` with stdout and stderr to ``log``; its wall seconds. RuntimeError on failure."""
+def run_logged(command: list[str], cwd: Path, log: Path, env: dict, append: bool = False) -> float:
+    """Run ``command`` in ``cwd`` with stdout and stderr to ``log`` (after its old lines if ``append``); its wall
+    seconds. RuntimeError on failure."""
     start = time.perf_counter()
-    with open(log, "w") as out:
+    with open(log, "a" if append else "w") as out:
         done = subprocess.run(command, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
     if done.returncode:
         raise RuntimeError(f"{' '.join(command)} failed in {cwd} (exit {done.returncode}); see {log}")

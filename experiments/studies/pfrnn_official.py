@@ -18,7 +18,8 @@
   best-validation model's; :func:`seed_record` records per seed its best epoch, the epochs run, the seconds and
   the constant predictor's figure.
 
-Each finished seed run leaves ``result.json`` in its folder and is skipped when the study runs again.
+Each finished seed run leaves ``result.json`` in its folder and is skipped when the study runs again; an
+interrupted one goes on from its last finished epoch (both sides save their state after each epoch).
 """
 
 from __future__ import annotations
@@ -162,6 +163,53 @@ EDITS = [
         "early stopping: leave the epoch loop once the validation last-step MSE (the figure model_best is kept by) "
         "has not improved for PFRNN_PATIENCE epochs; model_final is then the last epoch's weights",
     ),
+    (
+        "main.py",
+        "    cnt = str(len(existings))\n",
+        "    cnt = '0'\n",
+        "resumption: the copy is made afresh for one run, which the script numbers 0; a resumed process writes to that "
+        "run instead of starting run 1",
+    ),
+    (
+        "main.py",
+        "    os.mkdir(os.path.join('logs', run_id, 'models'))\n",
+        "    os.makedirs(os.path.join('logs', run_id, 'models'), exist_ok=True)\n",
+        "resumption: a resumed process finds the models folder made",
+    ),
+    (
+        "main.py",
+        "    _stale = 0\n    from tqdm import tqdm\n\n    for epoch in tqdm(range(args.epochs)):\n",
+        "    _stale = 0\n    from tqdm import tqdm\n"
+        "    _start, _resume = 0, os.path.join('logs', run_id, 'models', 'resume.pt')\n"
+        "    if os.path.isfile(_resume):\n"
+        "        _state = torch.load(_resume, weights_only=False)\n"
+        "        model.load_state_dict(_state['model']); optimizer.load_state_dict(_state['optimizer'])\n"
+        "        cnt, best_eval, _stale = _state['cnt'], _state['best_eval'], _state['stale']\n"
+        "        random.setstate(_state['python_rng']); np.random.set_state(_state['numpy_rng'])\n"
+        "        torch.set_rng_state(_state['torch_rng'])\n"
+        "        _start = _state['epoch'] + 1\n"
+        "        with open(logger.path) as handle:\n"
+        "            _kept = [json.loads(line) for line in handle]\n"
+        "        _kept = _kept[:1] + [r for r in _kept[1:] if r['tag'] != 'start' and r['step'] <= cnt]\n"
+        "        with open(logger.path + '.tmp', 'w') as out:\n"
+        "            out.writelines(json.dumps(r) + '\\n' for r in _kept)\n"
+        "        os.replace(logger.path + '.tmp', logger.path)\n"
+        "        logger.add_scalar('resume', 0.0, cnt)\n"
+        "\n    for epoch in tqdm(range(_start, args.epochs)):\n",
+        "resumption: a process finding resume.pt (written after each epoch) restores the weights, optimizer, counters "
+        "and every RNG, drops the logged scalars of the unfinished epoch and goes on from the next epoch",
+    ),
+    (
+        "main.py",
+        "                'logs', run_id, 'models', 'optim_best'))\n",
+        "                'logs', run_id, 'models', 'optim_best'))\n"
+        "        torch.save({'model': model.state_dict(), 'optimizer': optimizer.state_dict(), 'epoch': epoch, "
+        "'cnt': cnt, 'best_eval': best_eval, 'stale': _stale, 'python_rng': random.getstate(), "
+        "'numpy_rng': np.random.get_state(), 'torch_rng': torch.get_rng_state()}, _resume + '.tmp')\n"
+        "        os.replace(_resume + '.tmp', _resume)\n",
+        "resumption: the state after each finished epoch, written atomically (the epoch of an early stop is redone on "
+        "resumption, its figures the same)",
+    ),
 ]
 
 #: scores a trained official model on the test pickle: last-step (x, y) MSE in cells from the official Localizer.step
@@ -217,23 +265,45 @@ def official_curve(records: list[dict]) -> list[dict]:
     """Per-epoch ``{epoch, valid_last_step_mse, valid_loss, seconds}`` from the official logger's scalar records.
 
     ``records``: ``{"tag", "value", "step", "time"}`` in write order, starting with the writer's ``start``; each epoch
-    logs ``eval/loss_last`` then ``eval/loss``; ``seconds`` is the wall time since the previous epoch's (or the start).
+    logs ``eval/loss_last`` then ``eval/loss``; a resumed process logs ``resume`` first. ``seconds`` is the wall time
+    since the previous epoch's record, the start or the resumption.
     """
-    last = records[0]["time"]
-    last_steps = [r for r in records if r["tag"] == "eval/loss_last"]
-    totals = [r for r in records if r["tag"] == "eval/loss"]
-    curve = []
-    for epoch, (mse, total) in enumerate(zip(last_steps, totals, strict=True), start=1):
-        curve.append(
-            {
-                "epoch": epoch,
-                "valid_last_step_mse": mse["value"],
-                "valid_loss": total["value"],
-                "seconds": total["time"] - last,
-            }
-        )
-        last = total["time"]
+    last, curve, mse = records[0]["time"], [], None
+    for record in records:
+        if record["tag"] == "resume":
+            last = record["time"]
+        elif record["tag"] == "eval/loss_last":
+            mse = record["value"]
+        elif record["tag"] == "eval/loss":
+            if mse is None:
+                raise ValueError(f"official scalars: eval/loss at step {record['step']} without its eval/loss_last")
+            curve.append(
+                {
+                    "epoch": len(curve) + 1,
+                    "valid_last_step_mse": mse,
+                    "valid_loss": record["value"],
+                    "seconds": record["time"] - last,
+                }
+            )
+            last, mse = record["time"], None
     return curve
+
+
+def resumable_folder(folder: Path, budget: dict, prepare=None) -> bool:
+    """Whether ``folder`` holds a run of the same ``budget`` (its ``budget.json``) to go on with.
+
+    Otherwise the folder is emptied, ``prepare(folder)`` fills it and only then is the budget recorded, so that a
+    folder interrupted while being prepared is prepared again.
+    """
+    marker = folder / "budget.json"
+    if marker.is_file() and json.loads(marker.read_text()) == budget:
+        return True
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    if prepare is not None:
+        prepare(folder)
+    write_json(marker, budget)
+    return False
 
 
 def constant_last_step_mse(train_y: torch.Tensor, y: torch.Tensor, maze_size: int) -> float:
@@ -275,26 +345,35 @@ def official_command(epochs: int, num_train: int) -> list[str]:
     return ["python", "main.py", "-c", "./configs/train.conf"] + [f"--{k}={v}" for k, v in flags.items()]
 
 
-def run_official(git_dir: Path, folder: Path, splits: dict, seed: int, epochs: int, patience: int | None) -> dict:
-    """Train and test the official code for one seed in ``folder`` (made afresh); returns its result record."""
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(parents=True)
-    extract_snapshot(git_dir, folder)
-    apply_edits(folder, EDITS)
+def run_official(git_dir: Path, folder: Path, splits: dict, seed: int, budget: dict) -> dict:
+    """Train and test the official code for one seed in ``folder``; returns its result record.
+
+    An unfinished run of the same ``budget`` goes on from its last finished epoch (the ``resume.pt`` of :data:`EDITS`);
+    ``train_wall_seconds`` then adds the logged seconds of the epochs run before to this process's wall time.
+    """
     num_train = len(splits["train"][0])
-    (folder / "data").mkdir()
-    for split, name in (
-        ("train", f"train_data_trajs{num_train}_sl{STEPS}.pkl"),
-        ("valid", f"eval_data_trajs{num_train}_sl{STEPS}.pkl"),
-        ("test", "test_data.pkl"),
-    ):
-        with open(folder / "data" / name, "wb") as out:
-            pickle.dump(official_dataset(splits[split][0], splits[split][2], MAZE), out, pickle.HIGHEST_PROTOCOL)
+
+    def prepare(folder: Path) -> None:
+        extract_snapshot(git_dir, folder)
+        apply_edits(folder, EDITS)
+        (folder / "data").mkdir()
+        for split, name in (
+            ("train", f"train_data_trajs{num_train}_sl{STEPS}.pkl"),
+            ("valid", f"eval_data_trajs{num_train}_sl{STEPS}.pkl"),
+            ("test", "test_data.pkl"),
+        ):
+            with open(folder / "data" / name, "wb") as out:
+                pickle.dump(official_dataset(splits[split][0], splits[split][2], MAZE), out, pickle.HIGHEST_PROTOCOL)
+
+    resumable_folder(folder, budget, prepare)
+    epochs, patience = budget["epochs"], budget["patience"]
     command = official_command(epochs, num_train)
     env = {**environment(), "PFRNN_SEED": str(seed), "PFRNN_PATIENCE": str(patience or epochs)}
-    wall = run_logged([sys.executable, *command[1:]], folder, folder / "train.log", env)
+    wall = run_logged([sys.executable, *command[1:]], folder, folder / "train.log", env, append=True)
     scalars = (folder / "logs" / "0" / "tflogs" / "scalars.jsonl").read_text()
     records = [json.loads(line) for line in scalars.splitlines()]
+    resumed = [i for i, r in enumerate(records) if r["tag"] == "resume"]
+    earlier = official_curve(records[: resumed[-1]]) if resumed else []
     (folder / "side_test.py").write_text(TEST_DRIVER)
     test_env = {
         **env,
@@ -307,7 +386,7 @@ def run_official(git_dir: Path, folder: Path, splits: dict, seed: int, epochs: i
     result = {
         "command": f"PFRNN_SEED={seed} PFRNN_PATIENCE={env['PFRNN_PATIENCE']} " + " ".join(command),
         "seed": seed,
-        "train_wall_seconds": wall,
+        "train_wall_seconds": wall + sum(epoch["seconds"] for epoch in earlier),
         "curve": official_curve(records),
         "test_final": test["model_final"],
         "test_best_valid": test["model_best"],
@@ -330,17 +409,24 @@ def our_command(epochs: int, sizes: dict, seed: int, run_dir: Path, patience: in
     ]
 
 
-def run_ours(folder: Path, splits: dict, sizes: dict, seed: int, epochs: int, patience: int | None) -> dict:
-    """Train and test our PF-LSTM for one seed in ``folder/run``; returns its result record."""
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(parents=True)
+def run_ours(folder: Path, splits: dict, sizes: dict, seed: int, budget: dict) -> dict:
+    """Train and test our PF-LSTM for one seed in ``folder/run``; returns its result record.
+
+    An unfinished run of the same ``budget`` goes on from its ``last.pt`` (``--resume``); ``train_wall_seconds`` then
+    adds the logged seconds of the epochs run before to this process's wall time.
+    """
     run_dir = folder / "run"
-    command = our_command(epochs, sizes, seed, relative(run_dir), patience)
+    command = our_command(budget["epochs"], sizes, seed, relative(run_dir), budget["patience"])
+    last = run_dir / "checkpoints" / "last.pt"
+    resume, earlier = [], []
+    if resumable_folder(folder, budget) and last.is_file():
+        resume, earlier = ["--resume"], load_checkpoint(last)["history"]
     wall = run_logged(
-        [sys.executable, "-m", "ppl_models.experiments.cli", *command[1:]],
+        [sys.executable, "-m", "ppl_models.experiments.cli", *command[1:], *resume],
         Path.cwd(),
         folder / "train.log",
         environment(),
+        append=True,
     )
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
     curve = [
@@ -356,7 +442,7 @@ def run_ours(folder: Path, splits: dict, sizes: dict, seed: int, epochs: int, pa
     result = {
         "command": " ".join(command),
         "seed": seed,
-        "train_wall_seconds": wall,
+        "train_wall_seconds": wall + sum(r["seconds"] for r in earlier),
         "curve": curve,
         "test_final": _score_last(run_dir, splits["test"], seed),
         "test_best_valid": {"last_step_mse": best["last_step_mse"], "test_sequences": best["test_sequences"]},
@@ -483,9 +569,9 @@ def main(argv: list[str] | None = None) -> None:
             if record is None or record.get("budget") != budget:
                 print(f"training {code}, seed {seed}", flush=True)
                 record = (
-                    run_official(args.official_git_dir.resolve(), folder, splits, seed, args.epochs, args.patience)
+                    run_official(args.official_git_dir.resolve(), folder, splits, seed, budget)
                     if code == "official"
-                    else run_ours(folder, splits, sizes, seed, args.epochs, args.patience)
+                    else run_ours(folder, splits, sizes, seed, budget)
                 )
                 record["budget"] = budget
                 write_json(done, record)

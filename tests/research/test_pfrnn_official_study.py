@@ -1,7 +1,12 @@
 """The pure helpers of ppl_models.experiments.studies.pfrnn_official (the official code itself is not run here)."""
 
+import json
+import os
 import pickle
+import random
+from types import SimpleNamespace
 
+import numpy as np
 import pytest
 import torch
 
@@ -15,6 +20,7 @@ from ppl_models.experiments.studies.pfrnn_official import (
     from_official,
     official_curve,
     official_dataset,
+    resumable_folder,
     seed_record,
 )
 
@@ -154,6 +160,143 @@ def test_the_official_loops_edit_stops_after_patience_epochs_without_a_lower_mse
     assert convergence(curve[:5], cap=len(curve))["best_epoch"] == 3
     monkeypatch.setenv("PFRNN_PATIENCE", str(len(curve)))  # no patience: every epoch runs
     assert namespace["train"](curve) == (7, 7)
+
+
+#: a stand-in of the official main.py: the lines the logger, early-stopping and resumption edits change, around a
+#: tiny model whose every step draws from Python's, NumPy's and torch's RNGs; CRASH_AT stops it inside an epoch
+_LOOP = """\
+import os
+import random
+import numpy as np
+import torch
+from torch.utils.tensorboard import SummaryWriter
+if not os.path.isdir('logs'):
+    os.mkdir('logs')
+
+
+def get_logger():
+    root = './logs'
+    existings = os.listdir(root)
+    cnt = str(len(existings))
+    logger = SummaryWriter(os.path.join(root, cnt, 'tflogs'))
+
+    return logger, cnt
+
+
+def train(args, logger, run_id):
+    model = torch.nn.Linear(2, 1)
+    optimizer = torch.optim.RMSprop(model.parameters(), lr=0.05)
+    os.mkdir(os.path.join('logs', run_id, 'models'))
+
+    cnt = 0
+    best_eval = 1000
+    from tqdm import tqdm
+
+    for epoch in tqdm(range(args.epochs)):
+        for iteration in range(3):
+            cnt = cnt + 1
+            if cnt == int(os.environ.get('CRASH_AT', -1)):
+                raise KeyboardInterrupt
+            x = torch.randn(8, 2) + random.random() + float(np.random.rand())
+            loss = (model(x) - x.sum(1, keepdim=True)).pow(2).mean()
+            model.zero_grad()
+            loss.backward()
+            optimizer.step()
+            logger.add_scalar('train/loss', loss.item(), cnt)
+        log_eval_last = (model(torch.ones(1, 2)) - 2.0).pow(2).item()
+        logger.add_scalar('eval/loss_last', log_eval_last, cnt)
+        logger.add_scalar('eval/loss', 2 * log_eval_last, cnt)
+
+        if log_eval_last < best_eval:
+            best_eval = log_eval_last
+            torch.save(model.state_dict(), os.path.join(
+                'logs', run_id, 'models', 'model_best'))
+            torch.save(optimizer.state_dict(), os.path.join(
+                'logs', run_id, 'models', 'optim_best'))
+
+    torch.save(model.state_dict(), os.path.join('logs', run_id, 'models', 'model_final'))
+"""
+
+
+def _run_loop(folder, epochs, crash_at=None):
+    """One process of the edited stand-in in ``folder``: seeded as the seed edit does, trained ``epochs`` epochs or
+    stopped at step ``crash_at``. Returns the logged scalars without their times and the final weights (or None)."""
+    namespace = {}
+    env = {"PFRNN_PATIENCE": "100", "CRASH_AT": str(crash_at or -1)}
+    old = os.getcwd()
+    os.chdir(folder)
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        exec((folder / "main.py").read_text(), namespace)
+        random.seed(0), np.random.seed(0), torch.manual_seed(0)
+        logger, run_id = namespace["get_logger"]()
+        try:
+            namespace["train"](SimpleNamespace(epochs=epochs), logger, run_id)
+        except KeyboardInterrupt:
+            pass
+        final = folder / "logs" / "0" / "models" / "model_final"
+        weights = torch.load(final) if final.is_file() else None
+        records = [json.loads(line) for line in (folder / "logs" / "0" / "tflogs" / "scalars.jsonl").open()]
+    finally:
+        os.chdir(old)
+        for k, v in saved.items():
+            os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
+    return records, weights
+
+
+def test_the_official_loops_resumption_edits_go_on_as_if_never_stopped(tmp_path):
+    """The logger, early-stopping and resumption edits applied to a stand-in of the official loop: a process
+    stopped inside its third epoch and a second process give the uninterrupted run's weights and scalars."""
+    edits = [e for e in EDITS if e[0] == "main.py" and e[3].startswith(("tensorboard", "early stopping", "resumption"))]
+    assert len(edits) == 7  # the logger, the two early-stopping and the four resumption edits
+    for name in ("whole", "stopped"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "main.py").write_text(_LOOP)
+        apply_edits(tmp_path / name, edits)
+    whole, whole_weights = _run_loop(tmp_path / "whole", epochs=4)
+    first, first_weights = _run_loop(tmp_path / "stopped", epochs=4, crash_at=8)  # inside epoch 3 (steps 7-9)
+    assert first_weights is None and [r["tag"] for r in first].count("eval/loss") == 2
+    resumed, resumed_weights = _run_loop(tmp_path / "stopped", epochs=4)
+    runs = {"whole": whole, "resumed": resumed}
+    assert [r["tag"] for r in resumed].count("resume") == 1 and [r["tag"] for r in resumed].count("start") == 1
+    shown = {k: [(r["tag"], r["step"], r["value"]) for r in v if r["tag"] != "resume"] for k, v in runs.items()}
+    assert shown["resumed"] == shown["whole"]
+    for key, value in whole_weights.items():
+        assert torch.equal(resumed_weights[key], value)
+    assert [e["valid_last_step_mse"] for e in official_curve(resumed)] == [
+        e["valid_last_step_mse"] for e in official_curve(whole)
+    ]
+
+
+def test_official_curve_times_a_resumed_epoch_from_the_resumption():
+    records = [
+        {"tag": "start", "value": 0.0, "step": 0, "time": 100.0},
+        {"tag": "eval/loss_last", "value": 3.0, "step": 2, "time": 110.0},
+        {"tag": "eval/loss", "value": 20.0, "step": 2, "time": 110.5},
+        {"tag": "resume", "value": 0.0, "step": 2, "time": 500.0},
+        {"tag": "eval/loss_last", "value": 2.0, "step": 4, "time": 520.0},
+        {"tag": "eval/loss", "value": 18.0, "step": 4, "time": 521.0},
+    ]
+    assert [(e["epoch"], e["seconds"]) for e in official_curve(records)] == [(1, 10.5), (2, 21.0)]
+
+
+def test_a_folder_goes_on_only_with_the_same_budget_and_a_finished_preparation(tmp_path):
+    folder = tmp_path / "official-s0"
+    budget = {"epochs": 200, "patience": 10}
+    prepared = []
+    assert not resumable_folder(folder, budget, prepared.append)  # fresh: prepared, then the budget recorded
+    (folder / "state").write_text("epoch 7")
+    assert resumable_folder(folder, budget, prepared.append) and (folder / "state").is_file()
+    assert not resumable_folder(folder, {**budget, "patience": 5}, prepared.append)  # another budget: afresh
+    assert not (folder / "state").exists() and prepared == [folder, folder]
+
+    def interrupted(folder):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        resumable_folder(folder, budget, interrupted)
+    assert not (folder / "budget.json").exists()  # an unfinished preparation is not gone on with
 
 
 def _side_by_side(ours, official, constant=9.7):
