@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import torch
@@ -95,6 +96,20 @@ class DataUnits:
             u = levels
         u = u + self.seasonal_at(index, start.unsqueeze(-1) + self.lag + torch.arange(u.shape[-2]))
         return u.exp() if self.log else u
+
+    def leading(self, columns: int) -> DataUnits:
+        """These units of the leading ``columns`` features only (the targets, where covariates follow them)."""
+        if columns == self.offset.shape[1]:
+            return self
+        kept = slice(0, columns)
+        return dataclasses.replace(
+            self,
+            offset=self.offset[:, kept],
+            scale=self.scale[:, kept],
+            data=self.data[..., kept],
+            features=self.features[kept],
+            profile=None if self.profile is None else self.profile[..., kept],
+        )
 
     def _rows(self, index) -> torch.Tensor:
         return torch.arange(self.offset.shape[0]) if index is None else torch.as_tensor(index).cpu()

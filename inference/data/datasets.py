@@ -326,6 +326,7 @@ class SequenceDataset:
             target_names=self.target_names,
             split_labels=pieces["labels"] or None,
             origin=pieces["origin"],
+            covariates=self.covariates,
             source=self.source,
         )
 

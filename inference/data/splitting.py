@@ -54,6 +54,7 @@ def split_dataset(
             target_names=dataset.target_names,
             context=[c for *_, c, _ in part] if any(c for *_, c, _ in part) else None,
             origin=[o for *_, o in part],
+            covariates=dataset.covariates,
             source=dataset.source,
         )
         for part in parts

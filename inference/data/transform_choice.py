@@ -67,8 +67,9 @@ def choose_transform(
     The candidates: log (positive data) x differencing at lag 0, 1 and the season ``m`` (``season``, else
     :func:`detect_season` on the training split), or a seasonal profile of period ``m`` removed then lag 0 or 1, x
     per-series scaling (scales and profiles where every held-out series has a training part); one whose rows are
-    too short for its lag (or for training ``window``), or that leaves a feature constant on the training split (a
-    linear trend differenced), is left out. Binary data: none.
+    too short for its lag (or for training ``window``), or that leaves a target constant on the training split (a
+    linear trend differenced), is left out. With covariates (``splits.train.covariates``) the figure is the targets'
+    alone. Binary data: none.
     Returns ``(transform, record)``: the record lists every candidate's figure (``"candidates"``) and why others
     were left out (``"left_out"``)."""
     transform, record, _ = _choose(splits, _check_season(season, "season"), window)
@@ -121,10 +122,12 @@ def _fit(candidate: SeriesTransform, base: DataSplits, window: int | None) -> st
 
 
 def _made_constant(applied: DataSplits) -> str | None:
-    """Why a transform is no candidate for the data: it makes a feature that varies on the training split constant
-    there (a model of it would have no noise)."""
-    made = flat_features(np.concatenate(applied.train.sequences)) & ~flat_features(
-        np.concatenate(applied.levels.train.sequences)
+    """Why a transform is no candidate for the data: it makes a target that varies on the training split constant
+    there (a model of it would have no noise; a covariate made constant, a month's number seasonally differenced
+    say, is only an input that says nothing)."""
+    targets = _targets(applied.train)
+    made = flat_features(np.concatenate(applied.train.sequences)[:, :targets]) & ~flat_features(
+        np.concatenate(applied.levels.train.sequences)[:, :targets]
     )
     if not made.any():
         return None
@@ -147,7 +150,8 @@ def _candidates(season: int | None) -> list[SeriesTransform]:
 def _ar_figure(applied: DataSplits) -> tuple[float, int]:
     """``(mean log density per scored validation data step, order p)`` of a pooled Gaussian AR(p) per feature fit on
     ``applied``'s transformed standardised training split (mean 0, so no intercept: a drift the standardiser takes
-    from differences is one a model of levels must find), in the data's units."""
+    from differences is one a model of levels must find), in the data's units, of the targets only (covariates are
+    read, not forecast)."""
     rows = applied.train.rows(applied.standardizer, dtype=torch.float64)  # row by row: no padding to the longest
     order = max(1, min(AR_ORDER, min(applied.train.lengths) - 1))
     design = torch.cat([_design(row.unsqueeze(0), order)[0, order:] for row in rows])  # [n, D, p]
@@ -158,7 +162,7 @@ def _ar_figure(applied: DataSplits) -> tuple[float, int]:
     residuals = target - torch.einsum("ndk,dk->nd", design, weights.squeeze(-1))
     variance = residuals.pow(2).mean(0).clamp(min=_SMALLEST_VARIANCE)
     valid = applied.valid.rows(applied.standardizer, dtype=torch.float64)
-    units = applied.transform.units(applied.levels, "valid", applied.standardizer)
+    units = applied.transform.units(applied.levels, "valid", applied.standardizer).leading(_targets(applied.valid))
     scored = applied.valid.scored_mask()
     groups = [[i] for i in range(len(valid))] if skewed(applied.valid.lengths) else [None]  # skewed: row by row
     total = sum(_scored_log_density(valid, index, units, scored, weights.squeeze(-1), variance) for index in groups)
@@ -173,15 +177,21 @@ def _scored_log_density(
     weights: torch.Tensor,
     variance: torch.Tensor,
 ) -> float:
-    """The log density in the data's units (``units``) of the ``scored [N, T]`` steps of the standardised ``rows``
-    ``index`` (``None``: all), padded to their longest, under the AR model of ``weights [D, p]`` and noise
-    ``variance [D]``."""
+    """The log density in the data's units (``units``, of the leading features it keeps) of the ``scored [N, T]``
+    steps of the standardised ``rows`` ``index`` (``None``: all), padded to their longest, under the AR model of
+    ``weights [D, p]`` and noise ``variance [D]``."""
     x = torch.nn.utils.rnn.pad_sequence(rows if index is None else [rows[i] for i in index], batch_first=True)
     mean = torch.einsum("ntdk,dk->ntd", _design(x, weights.shape[-1]), weights)
-    log_density = torch.distributions.Normal(mean, variance.sqrt()).log_prob(x).sum(-1)
+    kept = slice(0, units.offset.shape[1])
+    log_density = torch.distributions.Normal(mean, variance.sqrt()).log_prob(x)[..., kept].sum(-1)
     log_density = log_density + units.log_jacobian(index, x.shape[1])
     kept = scored if index is None else scored[index]
     return float(log_density[kept[:, : x.shape[1]]].sum())
+
+
+def _targets(part) -> int:
+    """How many leading features of a split's ``part`` are forecast (the rest are covariates)."""
+    return len(part.covariates.targets) if part.covariates is not None else len(part.features)
 
 
 def _design(x: torch.Tensor, order: int) -> torch.Tensor:

@@ -5,7 +5,8 @@ A :class:`SeriesTransform` applies, in this order, to every row of a
 
 * ``log``: ``y = log x`` (every value of every feature positive);
 * a seasonal profile of period ``m`` removed: ``y[t] - p_s[t mod m]``, where ``p_s`` is series ``s``'s seasonal index
-  on its training steps by classical decomposition (:func:`seasonal_index`; steps counted from the series' first);
+  on its training steps by classical decomposition (:func:`seasonal_index`; steps counted from the series' first) of
+  each target, and 0 for the covariates (their own seasonal pattern, a month's dummy say, is what a model reads);
 * differencing at lag ``L`` (1: first differences; ``m``: seasonal): ``w[t'] = y[t' + L] - y[t']``. A row loses its
   first ``L`` steps: position ``t'`` of a transformed row is data step ``t' + L``; a held-out row's context becomes
   ``max(context - L, 0)``, so its first scored data step is ``max(context, L)``;
@@ -207,13 +208,16 @@ class SeriesTransform:
 
     def _profiles(self, train: SequenceDataset) -> dict[int, np.ndarray]:
         """``{series: profile [m, D]}``: each series' seasonal index on its logged training steps
-        (:func:`seasonal_index`; places counted from its training row's first step; ``{}`` without a profile)."""
+        (:func:`seasonal_index`; places counted from its training row's first step; ``{}`` without a profile), 0 in
+        the columns of covariates (``train.covariates``)."""
         if not self.profile:
             return {}
-        return {
-            origin: seasonal_index(np.log(values) if self.log else values, self.profile)
-            for origin, values in zip(train.origins, train.sequences)
-        }
+        targets = len(train.covariates.targets) if train.covariates is not None else len(train.features)
+        profiles = {}
+        for origin, values in zip(train.origins, train.sequences):
+            profiles[origin] = seasonal_index(np.log(values) if self.log else values, self.profile)
+            profiles[origin][:, targets:] = 0.0
+        return profiles
 
     def _series_stats(
         self, train: SequenceDataset, profiles: dict[int, np.ndarray]
@@ -245,6 +249,7 @@ class SeriesTransform:
             target_names=part.target_names,
             context=context if context and any(context) else None,
             origin=part.origins,
+            covariates=part.covariates,
             source=part.source,
         )
 

@@ -4,7 +4,6 @@ from the model's (standardised) units back to the data's own."""
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import numbers
 from collections.abc import Iterator, Mapping
@@ -87,7 +86,7 @@ class Units:
         self.transform = standardizer if isinstance(standardizer, DataUnits) else None
         if self.transform is not None:
             self.transform.check(like)
-            self.transform = _leading(self.transform, self.columns)
+            self.transform = self.transform.leading(self.columns)
             standardizer = None
         self.standardizer = _check_standardizer(standardizer, like.shape[-1])
         if self.standardizer is not None and self.columns < like.shape[-1]:
@@ -140,20 +139,6 @@ class Units:
         if self.standardizer is None:
             return log_density
         return log_density + self.log_jacobian * scored.sum(1).to(log_density)
-
-
-def _leading(transform: DataUnits, columns: int) -> DataUnits:
-    """``transform`` of its leading ``columns`` only."""
-    if columns == transform.offset.shape[1]:
-        return transform
-    kept = slice(0, columns)
-    return dataclasses.replace(
-        transform,
-        offset=transform.offset[:, kept],
-        scale=transform.scale[:, kept],
-        data=transform.data[..., kept],
-        features=transform.features[kept],
-    )
 
 
 def _check_standardizer(standardizer, features: int) -> Standardizer | None:

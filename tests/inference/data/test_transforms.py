@@ -290,6 +290,36 @@ def test_forecasts_under_a_profile_add_each_steps_place_in_the_season():
     np.testing.assert_allclose(one_step, [(2.0 - 1.0) + 1.0 + 4.0, (6.0 - 4.0) + 2.0 + 1.0], rtol=1e-12)
 
 
+def test_a_profile_is_the_targets_own_and_leaves_a_seasonal_covariate_as_read(tmp_path):
+    """A month's number known ahead, beside a series with a fixed season: the profile is taken of the target only,
+    so the covariate still varies (it was left out when every column lost its profile) and reads as in the file."""
+    rng = np.random.default_rng(4)
+    rows = []
+    for s in range(3):
+        level = 10.0 + 3 * np.sin(2 * np.pi * np.arange(120) / 12) + 0.3 * rng.normal(size=120).cumsum()
+        rows += [{"id": f"s{s}", "t": t, "y": level[t], "month": t % 12} for t in range(120)]
+    pd.DataFrame(rows).to_csv(tmp_path / "monthly.csv", index=False)
+    options = {"series": "id", "time": "t", "split_by": "time", "features": ("y", "month"), "covariates": ("month",)}
+    data = file_data(str(tmp_path / "monthly.csv"), **options)
+    record = data.split_record["transform"]
+    assert "seasonal-profile-12" in record["candidates"] and record["profile"] == 12
+    # the month seasonally differenced is constant, but only an input: the candidate stays; every figure is the
+    # target's alone (a nearly constant covariate's tiny AR noise once gave a profile candidate +34 nats)
+    assert "seasonal-difference-12" in record["candidates"] and max(record["candidates"].values()) < 0.5
+    applied = file_data(str(tmp_path / "monthly.csv"), transform=record["name"], **options)
+    units = applied.units("test")
+    x, mask = applied.test
+    back = units.values(x, start=0)  # every position back in the data's units
+    frame = pd.read_csv(tmp_path / "monthly.csv")
+    for r in range(3):
+        read = frame[frame.id == f"s{r}"]
+        first = record["lag"]  # a transformed row's position 0 is data step lag
+        # the covariate column holds the next step's month (known one step ahead): as read, no profile taken off
+        np.testing.assert_allclose(back[r, : 119 - first, 1].numpy(), read.month.to_numpy()[first + 1 :], atol=1e-5)
+        np.testing.assert_allclose(back[r, : 120 - first, 0].numpy(), read.y.to_numpy()[first:], rtol=1e-6)
+        assert not units.profile[r, :, 1].any() and units.profile[r, :, 0].abs().max() > 1.0
+
+
 def test_a_seasonal_profile_that_cannot_apply_is_refused_by_name():
     series = _positive_series(count=6, steps=40)
     by_series = SequenceDataset.from_sequences(series).split(by="series")
