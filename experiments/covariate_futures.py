@@ -52,8 +52,9 @@ def file_future(data, names: list[str], horizon: int) -> torch.Tensor:
 def model_units(data, split: str, future: torch.Tensor, start=None, rows=None) -> torch.Tensor:
     """``future [b, H, C]`` (the known covariates of the ``H`` steps after each row's first ``start`` rows, an int or
     ``[b]``, default the row's end, of rows ``rows`` of ``split``; in the data's units) in the model's units: the
-    split's standardisation, or its transform (log, the seasonal profile, the difference from the level ``L`` rows
-    before, from the data or from ``future`` itself, and the per-series scaling)."""
+    split's standardisation, or its transform (log where it takes the covariates, the seasonal profile, the
+    difference from the level ``L`` rows before, from the data or from ``future`` itself, and the per-series
+    scaling)."""
     layout, units = data.covariates, data.units(split)
     future = torch.as_tensor(future, dtype=torch.float64)
     known = layout.known_slice
@@ -65,9 +66,10 @@ def model_units(data, split: str, future: torch.Tensor, start=None, rows=None) -
     index = torch.arange(units.offset.shape[0]) if rows is None else torch.as_tensor(rows).cpu()
     ends = units.lengths[index] - units.lag
     start = ends if start is None else torch.as_tensor(start).expand(len(index))
-    if units.log and not bool((future > 0).all()):
+    logged = units.log and (units.logged is None or units.logged > known.start)  # a run's log takes its targets'
+    if logged and not bool((future > 0).all()):
         raise ValueError(f"future: the run models log values, and a value of {list(layout.known)} ahead is <= 0")
-    level = future.log() if units.log else future
+    level = future.log() if logged else future
     rows_ahead = start.unsqueeze(-1) + units.lag - 1 + torch.arange(future.shape[1])  # the data rows holding them
     seasonal = units.seasonal_at(index, rows_ahead)  # 0 without a profile
     anomaly = level - seasonal[..., known] if torch.is_tensor(seasonal) else level

@@ -17,10 +17,11 @@ class DataUnits:
 
     ``offset``, ``scale`` ``[N, D]``: ``u = offset + scale z`` undoes the global standardiser and the per-series
     scaling; ``data`` ``[N, T, D]``: the rows as read (float64, 1 after each row's end), ``lengths`` ``[N]`` their
-    steps; ``log``: ``u`` is in log space; ``lag``: the differencing lag ``L`` (position ``t'`` of a transformed row
-    is data step ``t' + L``); ``profile`` ``[N, m, D]`` (log space with log): each row's seasonal profile, removed
-    before differencing (data step ``t`` has place ``t mod m``; ``None``: none). Methods take the rows ``index``
-    ``[b]`` a batch holds (default: every row).
+    steps; ``log``: ``u`` is in log space (its leading ``logged`` columns, the forecast ones; ``None``: every
+    one); ``lag``: the differencing lag ``L`` (position ``t'`` of a transformed row is data step ``t' + L``);
+    ``profile`` ``[N, m, D]`` (log space with log): each row's seasonal profile, removed before differencing (data
+    step ``t`` has place ``t mod m``; ``None``: none). Methods take the rows ``index`` ``[b]`` a batch holds
+    (default: every row).
     """
 
     offset: torch.Tensor
@@ -31,6 +32,7 @@ class DataUnits:
     lag: int = 0
     features: list[str] = field(default_factory=list)
     profile: torch.Tensor | None = None
+    logged: int | None = None
 
     @property
     def positions(self) -> int:
@@ -60,7 +62,7 @@ class DataUnits:
         if self.lag:
             u = u + self.levels_at(index, slice(start, start + steps))
         u = u + self.seasonal_at(index, slice(start + self.lag, start + self.lag + steps))
-        return u.exp() if self.log else u
+        return self._from_log(u)
 
     def observed_at(self, index: torch.Tensor | None = None, steps: int | None = None, start: int = 0) -> torch.Tensor:
         """``[b, steps, D]``: the data as read at positions ``start ..`` of rows ``index`` (default: to the end)."""
@@ -75,7 +77,7 @@ class DataUnits:
         steps = self.positions if steps is None else steps
         jacobian = -self.scale[index].log().sum(-1, keepdim=True).expand(len(index), steps)
         if self.log:
-            jacobian = jacobian - self.observed_at(index, steps).log().sum(-1)
+            jacobian = jacobian - self.observed_at(index, steps)[..., : self.logged].log().sum(-1)
         return jacobian
 
     def forecast(self, z: torch.Tensor, index: torch.Tensor | None = None, start=None) -> torch.Tensor:
@@ -95,7 +97,7 @@ class DataUnits:
                 levels[..., h, :] = u[..., h, :] + before
             u = levels
         u = u + self.seasonal_at(index, start.unsqueeze(-1) + self.lag + torch.arange(u.shape[-2]))
-        return u.exp() if self.log else u
+        return self._from_log(u)
 
     def leading(self, columns: int) -> DataUnits:
         """These units of the leading ``columns`` features only (the targets, where covariates follow them)."""
@@ -109,7 +111,23 @@ class DataUnits:
             data=self.data[..., kept],
             features=self.features[kept],
             profile=None if self.profile is None else self.profile[..., kept],
+            logged=columns if self.logged is None else min(self.logged, columns),
         )
+
+    def _from_log(self, u: torch.Tensor) -> torch.Tensor:
+        """``u [..., D]`` with its logged columns exponentiated (under log)."""
+        return self._columnwise(u, torch.exp)
+
+    def _to_log(self, data: torch.Tensor) -> torch.Tensor:
+        """``data [..., D]`` with its logged columns in log space (under log)."""
+        return self._columnwise(data, torch.log)
+
+    def _columnwise(self, values: torch.Tensor, function) -> torch.Tensor:
+        if not self.log:
+            return values
+        if self.logged is None:
+            return function(values)
+        return torch.cat([function(values[..., : self.logged]), values[..., self.logged :]], -1)
 
     def _rows(self, index) -> torch.Tensor:
         return torch.arange(self.offset.shape[0]) if index is None else torch.as_tensor(index).cpu()
@@ -121,8 +139,7 @@ class DataUnits:
     def levels_at(self, rows, steps) -> torch.Tensor:
         """The data as read at ``data[rows, steps]``, in log space with log, less the profile there (only those
         entries taken): the level a difference is taken from."""
-        data = self.data[rows, steps]
-        return (data.log() if self.log else data) - self.seasonal_at(rows, steps)
+        return self._to_log(self.data[rows, steps]) - self.seasonal_at(rows, steps)
 
     def seasonal_at(self, rows, steps):
         """The profile of rows ``rows`` at data steps ``steps`` (a slice, or an index tensor broadcast against

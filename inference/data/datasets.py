@@ -244,6 +244,12 @@ class SequenceDataset:
         return len(self.features)
 
     @property
+    def forecast_columns(self) -> int:
+        """How many leading features are forecast: the targets of :attr:`covariates` (the covariates follow them),
+        else every feature."""
+        return len(self.covariates.targets) if self.covariates is not None else len(self.features)
+
+    @property
     def binary(self) -> bool:
         """Every value is 0 or 1: a Bernoulli emission suits it; anything else is Gaussian."""
         return all(np.isin(s, (0.0, 1.0)).all() for s in self.sequences)

@@ -125,7 +125,7 @@ def _made_constant(applied: DataSplits) -> str | None:
     """Why a transform is no candidate for the data: it makes a target that varies on the training split constant
     there (a model of it would have no noise; a covariate made constant, a month's number seasonally differenced
     say, is only an input that says nothing)."""
-    targets = _targets(applied.train)
+    targets = applied.train.forecast_columns
     made = flat_features(np.concatenate(applied.train.sequences)[:, :targets]) & ~flat_features(
         np.concatenate(applied.levels.train.sequences)[:, :targets]
     )
@@ -162,7 +162,9 @@ def _ar_figure(applied: DataSplits) -> tuple[float, int]:
     residuals = target - torch.einsum("ndk,dk->nd", design, weights.squeeze(-1))
     variance = residuals.pow(2).mean(0).clamp(min=_SMALLEST_VARIANCE)
     valid = applied.valid.rows(applied.standardizer, dtype=torch.float64)
-    units = applied.transform.units(applied.levels, "valid", applied.standardizer).leading(_targets(applied.valid))
+    units = applied.transform.units(applied.levels, "valid", applied.standardizer).leading(
+        applied.valid.forecast_columns
+    )
     scored = applied.valid.scored_mask()
     groups = [[i] for i in range(len(valid))] if skewed(applied.valid.lengths) else [None]  # skewed: row by row
     total = sum(_scored_log_density(valid, index, units, scored, weights.squeeze(-1), variance) for index in groups)
@@ -187,11 +189,6 @@ def _scored_log_density(
     log_density = log_density + units.log_jacobian(index, x.shape[1])
     kept = scored if index is None else scored[index]
     return float(log_density[kept[:, : x.shape[1]]].sum())
-
-
-def _targets(part) -> int:
-    """How many leading features of a split's ``part`` are forecast (the rest are covariates)."""
-    return len(part.covariates.targets) if part.covariates is not None else len(part.features)
 
 
 def _design(x: torch.Tensor, order: int) -> torch.Tensor:

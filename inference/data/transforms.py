@@ -3,7 +3,7 @@
 A :class:`SeriesTransform` applies, in this order, to every row of a
 :class:`~ppl_models.inference.data.datasets.DataSplits` (:meth:`SeriesTransform.apply`):
 
-* ``log``: ``y = log x`` (every value of every feature positive);
+* ``log``: ``y = log x`` of the forecast columns (every value positive; covariates, which follow them, are kept);
 * a seasonal profile of period ``m`` removed: ``y[t] - p_s[t mod m]``, where ``p_s`` is series ``s``'s seasonal index
   on its training steps by classical decomposition (:func:`seasonal_index`; steps counted from the series' first) of
   each target, and 0 for the covariates (their own seasonal pattern, a month's dummy say, is what a model reads);
@@ -186,6 +186,7 @@ class SeriesTransform:
             lag=self.lag,
             features=list(part.features),
             profile=profile,
+            logged=part.forecast_columns,
         )
 
     def to_dict(self) -> dict:
@@ -198,10 +199,16 @@ class SeriesTransform:
         }
 
     # --- the maps -------------------------------------------------------------------------
-    def _forward(self, values: np.ndarray, profile: np.ndarray | None = None) -> np.ndarray:
-        """One row ``[T, D]`` logged, less its series' seasonal ``profile [m, D]`` (from the row's first step), and
-        differenced: ``[T - lag, D]``."""
-        values = np.log(values) if self.log else values
+    def _logged(self, values: np.ndarray, columns: int) -> np.ndarray:
+        """``values [T, D]`` with, under log, its leading ``columns`` (the forecast ones) logged."""
+        if not self.log:
+            return values
+        return np.concatenate([np.log(values[:, :columns]), values[:, columns:]], 1)
+
+    def _forward(self, values: np.ndarray, columns: int, profile: np.ndarray | None = None) -> np.ndarray:
+        """One row ``[T, D]`` logged (its leading ``columns``), less its series' seasonal ``profile [m, D]`` (from the
+        row's first step), and differenced: ``[T - lag, D]``."""
+        values = self._logged(values, columns)
         if profile is not None:
             values = values - profile[np.arange(len(values)) % len(profile)]
         return values[self.lag :] - values[: -self.lag] if self.lag else values
@@ -212,10 +219,10 @@ class SeriesTransform:
         the columns of covariates (``train.covariates``)."""
         if not self.profile:
             return {}
-        targets = len(train.covariates.targets) if train.covariates is not None else len(train.features)
+        targets = train.forecast_columns
         profiles = {}
         for origin, values in zip(train.origins, train.sequences):
-            profiles[origin] = seasonal_index(np.log(values) if self.log else values, self.profile)
+            profiles[origin] = seasonal_index(self._logged(values, targets), self.profile)
             profiles[origin][:, targets:] = 0.0
         return profiles
 
@@ -228,7 +235,7 @@ class SeriesTransform:
             return {}
         pooled = {}
         for origin, values in zip(train.origins, train.sequences):
-            pooled.setdefault(origin, []).append(self._forward(values, profiles.get(origin)))
+            pooled.setdefault(origin, []).append(self._forward(values, train.forecast_columns, profiles.get(origin)))
         stats = {}
         for origin, rows in pooled.items():
             values = np.concatenate(rows)
@@ -237,7 +244,10 @@ class SeriesTransform:
 
     def _part(self, part: SequenceDataset, profiles: dict, stats: dict) -> SequenceDataset:
         """A split's rows transformed (context and targets cut by the lag), before the global standardiser."""
-        rows = [self._forward(values, profiles.get(origin)) for values, origin in zip(part.sequences, part.origins)]
+        columns = part.forecast_columns
+        rows = [
+            self._forward(values, columns, profiles.get(origin)) for values, origin in zip(part.sequences, part.origins)
+        ]
         if self.series_scale:
             rows = [(row - stats[origin][0]) / stats[origin][1] for row, origin in zip(rows, part.origins)]
         context = [max(c - self.lag, 0) for c in part.context] if part.context is not None else None
@@ -255,10 +265,11 @@ class SeriesTransform:
 
 
 def _non_positive(splits: DataSplits) -> str | None:
-    """Why log cannot apply: the first feature with a value <= 0 in a split of ``splits``."""
+    """Why log cannot apply: the first forecast feature (covariates are not logged) with a value <= 0 in a split of
+    ``splits``."""
     for split, part in zip(SPLITS, splits):
         for row, values in zip(part.ids, part.sequences):
-            bad = np.flatnonzero((values <= 0).any(0))
+            bad = np.flatnonzero((values[:, : part.forecast_columns] <= 0).any(0))
             if len(bad):
                 return (
                     f"feature {part.features[bad[0]]!r} has a non-positive value ({values[:, bad[0]].min():g}) "

@@ -100,18 +100,22 @@ def test_past_only_covariates_forecast_one_step_and_refuse_more(run, past, capsy
 
 
 @pytest.mark.parametrize(
-    "log, lag, period", [(False, 0, 0), (True, 0, 0), (False, 1, 0), (True, 2, 0), (False, 0, 3), (True, 1, 2)]
+    "log, lag, period, logged",
+    [(False, 0, 0, None), (True, 0, 0, None), (False, 1, 0, None), (True, 2, 0, None), (False, 0, 3, None)]
+    + [(True, 1, 2, None), (True, 1, 0, 1), (True, 1, 2, 1)],  # logged=1: the target's log only
 )
-def test_covariates_put_in_model_units_come_back_through_the_runs_data_units(log, lag, period):
+def test_covariates_put_in_model_units_come_back_through_the_runs_data_units(log, lag, period, logged):
     rng = np.random.default_rng(lag)
     data_rows = torch.as_tensor(rng.uniform(1.0, 2.0, size=(2, 9, 2)))
     lengths = torch.tensor([9, 7])
     ahead = torch.as_tensor(rng.uniform(1.0, 2.0, size=(2, 4, 1)))
+    if logged:  # the covariate is not logged: values <= 0 come back as well
+        ahead = ahead - 1.5
     for r, length in enumerate(lengths.tolist()):  # a row's last step holds the first covariate ahead (the layout)
         data_rows[r, length - 1, 1] = ahead[r, 0, 0]
     offset, scale = torch.as_tensor(rng.normal(size=(2, 2))), torch.as_tensor(rng.uniform(0.5, 2.0, size=(2, 2)))
     profile = torch.as_tensor(rng.normal(size=(2, period, 2))) if period else None
-    units = DataUnits(offset, scale, data_rows, lengths, log=log, lag=lag, profile=profile)
+    units = DataUnits(offset, scale, data_rows, lengths, log=log, lag=lag, profile=profile, logged=logged)
     data = type("Data", (), {"covariates": CovariateLayout(("y",), ("c",)), "units": lambda self, split: units})()
     z = model_units(data, "test", ahead)
     # DataUnits brings forecasts back from the positions after a start; the covariate read in the row before step

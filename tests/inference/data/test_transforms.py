@@ -291,8 +291,9 @@ def test_forecasts_under_a_profile_add_each_steps_place_in_the_season():
 
 
 def test_a_profile_is_the_targets_own_and_leaves_a_seasonal_covariate_as_read(tmp_path):
-    """A month's number known ahead, beside a series with a fixed season: the profile is taken of the target only,
-    so the covariate still varies (it was left out when every column lost its profile) and reads as in the file."""
+    """A month's number known ahead, beside a series with a fixed season: the profile (and log) are the target's
+    only, so the covariate still varies (it was left out when every column lost its profile) and reads as in the
+    file."""
     rng = np.random.default_rng(4)
     rows = []
     for s in range(3):
@@ -306,6 +307,7 @@ def test_a_profile_is_the_targets_own_and_leaves_a_seasonal_covariate_as_read(tm
     # the month seasonally differenced is constant, but only an input: the candidate stays; every figure is the
     # target's alone (a nearly constant covariate's tiny AR noise once gave a profile candidate +34 nats)
     assert "seasonal-difference-12" in record["candidates"] and max(record["candidates"].values()) < 0.5
+    assert "log+seasonal-profile-12" in record["candidates"]  # log is the target's: the month's 0 does not refuse it
     applied = file_data(str(tmp_path / "monthly.csv"), transform=record["name"], **options)
     units = applied.units("test")
     x, mask = applied.test
