@@ -12,6 +12,9 @@ Series (:data:`SERIES`):
   a panel of five series of 202 quarters split by time 70/15/15;
 * ``elnino``: monthly sea surface temperature of the El Nino region, 1950-2010 (``statsmodels.datasets.elnino``,
   732 months, a yearly season), one series split by time 70/15/15, training windows of 120 months; 12 steps ahead;
+* ``air-passengers``: monthly international airline passengers, 1949-1960 (the Box-Jenkins airline series, as
+  ``statsforecast.utils.AirPassengersDF`` ships it; 144 months): a trend and a season that grows with it, one series
+  split by time 70/15/15; 12 steps ahead;
 * ``covid-deaths``: daily COVID-19 deaths in the 26 US states and territories with 50 to 600 deaths by 2020-05-22,
   from 2020-03-15 (the differences of JHU CSSE's cumulative counts in the shared data's ``covid`` folder; the 14
   negative days, 0.8 %, of corrected counts set to 0): small counts, 32 % zeros, a panel of 26 series of 69 days
@@ -63,6 +66,7 @@ SERIES = {
     "co2": Series("_co2", ('data.time="week"', 'data.split_by="time"', "data.window=104")),
     "macro-growth": Series("_macro_growth", ('data.series="series"', 'data.time="quarter"', 'data.split_by="time"')),
     "elnino": Series("_elnino", ('data.time="month"', 'data.split_by="time"', "data.window=120"), 12, 20),
+    "air-passengers": Series("_air_passengers", ('data.time="month"', 'data.split_by="time"'), 12, 10),
     "covid-deaths": Series("_covid_deaths", ('data.series="state"', 'data.time="day"', 'data.split_by="time"'), 5, 6),
 }
 #: the figures summarised per model over seeds
@@ -118,6 +122,13 @@ def _elnino():
         for m, value in enumerate(values, start=1)
     ]
     return pd.DataFrame(rows)
+
+
+def _air_passengers():
+    from statsforecast.utils import AirPassengersDF
+
+    months = AirPassengersDF["ds"].dt.strftime("%Y-%m-01")
+    return AirPassengersDF.assign(month=months, passengers=AirPassengersDF["y"])[["month", "passengers"]]
 
 
 def _covid_deaths():

@@ -52,6 +52,9 @@ def test_series_frames_are_long_tables_with_the_documented_shape(tmp_path):
     elnino = pd.read_csv(real_series.series_csv("elnino", tmp_path / "e.csv"))
     assert list(elnino.columns) == ["month", "temperature"] and len(elnino) == 61 * 12
     assert elnino["month"].iloc[13] == "1951-02-01"
+    air = pd.read_csv(real_series.series_csv("air-passengers", tmp_path / "a.csv"))
+    assert list(air.columns) == ["month", "passengers"] and len(air) == 144
+    assert (air["month"].iloc[0], air["passengers"].iloc[0], air["passengers"].iloc[-1]) == ("1949-01-01", 112, 432)
     covid = pd.read_csv(real_series.series_csv("covid-deaths", tmp_path / "c.csv"))
     assert covid["state"].nunique() == 26 and len(covid) == 26 * 69
     assert (covid["deaths"] >= 0).all() and covid["deaths"].dtype.kind == "i"
