@@ -19,7 +19,7 @@ A model that cannot take the file is refused before anything is written, in one 
 
 The likelihood follows the data (``data.likelihood``, ``--likelihood``: :mod:`ppl_models.inference.data.likelihoods`):
 on counts a model with a count emission takes the one chosen (``model.emission``), and under ``"auto"`` a model
-without one reads the file as real values (``data.likelihood = "gaussian"`` in its configuration). Which likelihood,
+without one reads the file as real values (``data.likelihood = "real"`` in its configuration). Which likelihood,
 and why, is printed in one line and recorded in the run's ``data_split.json``.
 """
 
@@ -102,13 +102,14 @@ def model_config(
     data = registry.build(table, registry.DATASETS, "data")  # the file's errors come first, before any model setting
     likelihood, real = _fitted_likelihood(model, table, data)
     if real:  # counts, read as real values for a model without a count emission
-        data = registry.build({**table, "likelihood": "gaussian"}, registry.DATASETS, "data")
+        data = registry.build({**table, "likelihood": "real"}, registry.DATASETS, "data")
+        likelihood = {**likelihood, "name": data.split_record["likelihood"]["name"]}  # log-normal if logs are taken
         data.split_record["likelihood"] = likelihood
     config = {**recipe(model, binary=data.binary, seed=seed, data=data), "data": file_table(path, data_keys)}
     if likelihood["name"] in COUNTS:
         config["model"]["emission"] = likelihood["name"]
     if real:
-        config["data"]["likelihood"] = "gaussian"
+        config["data"]["likelihood"] = "real"
     config = check_config(apply_overrides(config, overrides))  # its [data] is table again
     _check_emission(config["model"], likelihood["name"])
     build_once(config, data)  # the model's and the objective's settings checked
@@ -120,7 +121,8 @@ def model_config(
 def _fitted_likelihood(model: str, table: dict, data) -> tuple[dict, bool]:
     """``(the likelihood record of model on data, whether counts are read as real values for it)``: a model
     without a count emission is refused a count likelihood that ``table`` names, and under ``"auto"`` reads counts
-    as real values (a Gaussian, standardised)."""
+    as real values (standardised, the transform chosen on validation: a Gaussian, or a log-normal if it takes
+    logs)."""
     likelihood = data.split_record["likelihood"]
     if likelihood["name"] not in COUNTS or likelihood["name"] in EMISSIONS[model]:
         return likelihood, False

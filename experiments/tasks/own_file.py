@@ -104,8 +104,9 @@ def file_data(
     split, as the history of a forecast past its end: no split and no training windows (a run's transform and
     ``standardizer`` apply, per-series scales from each series' own steps). ``likelihood``
     (:func:`~ppl_models.inference.data.resolve_likelihood`): ``"auto"`` (counts for non-negative integers, neither
-    transformed nor standardised), ``"gaussian"``, ``"poisson"``, ``"negbin"`` or ``"lognormal"``; the split record's
-    ``likelihood`` says which and why. An unknown keyword is a ``TypeError`` naming it.
+    transformed nor standardised, unless none is below 20), ``"gaussian"``, ``"poisson"``, ``"negbin"``,
+    ``"lognormal"`` or ``"real"``; the split record's ``likelihood`` says which and why. An unknown keyword is a
+    ``TypeError`` naming it.
     """
     (settings,) = sorted_keywords("file_data", settings, {"FileSpec": field_names(FileSpec)})
     spec = options_with(FileSpec, spec, settings, name="spec")

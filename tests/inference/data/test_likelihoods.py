@@ -7,7 +7,7 @@ import torch
 from scipy import stats
 
 from ppl_models.inference.data import SequenceDataset, resolve_likelihood
-from ppl_models.inference.data.likelihoods import DISPERSION_THRESHOLD, dispersion_index
+from ppl_models.inference.data.likelihoods import DISPERSION_THRESHOLD, LARGE_COUNT, dispersion_index
 from ppl_models.inference.validation import SettingError
 
 
@@ -55,6 +55,22 @@ def test_the_likelihood_can_be_given():
     with pytest.raises(SettingError, match="counts are modelled as they are") as error:
         resolve_likelihood("poisson", counts, "difference")
     assert error.value.key == "transform"
+
+
+def test_large_counts_are_real_values_and_real_takes_logs_where_they_fit():
+    rng = np.random.default_rng(5)
+    growing = [np.round(100 * np.exp(np.cumsum(rng.normal(0.02, 0.05, size=(40, 1)), 0))) for _ in range(10)]
+    smallest = min(row.min() for row in _splits(growing).train.sequences)
+    assert smallest >= LARGE_COUNT
+    splits, transform, chosen = resolve_likelihood("auto", _splits(growing))
+    assert chosen["name"] == "lognormal" and transform["log"] and "large counts" in chosen["why"]
+    assert f"the smallest {smallest:g}" in chosen["why"] and not splits.standardizer.identity
+    assert resolve_likelihood("poisson", _splits(growing))[2]["name"] == "poisson"  # still asked for
+    shifted = [row - smallest + LARGE_COUNT - 1 for row in growing]  # one training value below the limit: counts
+    assert resolve_likelihood("auto", _splits(shifted))[2]["name"] in ("poisson", "negbin")
+    # "real": counts read as real values, log-normal only where the chosen transform takes logs (here zeros forbid)
+    _, transform, chosen = resolve_likelihood("real", _splits(_poisson_rows()))
+    assert chosen["name"] == "gaussian" and not transform["log"]
 
 
 def test_a_count_likelihood_on_real_values_is_refused_naming_the_value():
