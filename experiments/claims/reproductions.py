@@ -412,6 +412,7 @@ def board_table(name: str, files: dict) -> list[str]:
         "|---|---|---|---|---|---|---|",
     ]
     ranked = sorted(record["summary"].items(), key=lambda item: -(item[1]["nats_per_step"]["mean"] or -math.inf))
+    ranked, ranking = _unflagged_first(ranked, len(record["seeds"]))
     for model, entry in ranked:
         flags = entry["flags"] if isinstance(entry["flags"], dict) else {}
         cells = [
@@ -425,6 +426,7 @@ def board_table(name: str, files: dict) -> list[str]:
     fitted = sum(row.get("train_seconds") or 0.0 for board in record["boards"] for row in board["rows"])
     return [
         *lines,
+        *ranking,
         *_multistep_table(record.get("multistep"), len(seeds)),
         "",
         f"Seeds {_ints(seeds)} (mean ± sd over seeds; the classical rows do not depend on the seed); "
@@ -452,6 +454,7 @@ def _multistep_table(summary: dict | None, seeds: int) -> list[str]:
         "|---|---|---|---|---|---|",
     ]
     ranked = sorted(summary["models"].items(), key=lambda item: item[1]["crps_mean"]["mean"] or math.inf)
+    ranked, ranking = _unflagged_first(ranked, seeds)
     for model, entry in ranked:
         verdicts = "; ".join(f"{verdict} ({count} of {seeds})" for verdict, count in entry["verdicts"].items())
         flags = "; ".join(f"{kind} ({count} of {seeds})" for kind, count in entry["flags"].items())
@@ -464,7 +467,25 @@ def _multistep_table(summary: dict | None, seeds: int) -> list[str]:
             flags or "-",
         ]
         lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
-    return lines
+    return lines + ranking
+
+
+def _unflagged_first(ranked: list, seeds: int) -> tuple[list, list[str]]:
+    """``(ranked, a note)``: the rows ``[(model, entry)]`` in their order, but the best row flagged in no seed first
+    (a flagged row is never ranked first, as on each seed's board), with a sentence naming the flagged rows it
+    passed; the rows unchanged and no note where the first is unflagged (or every row is flagged)."""
+    flags = [entry["flags"] if isinstance(entry.get("flags"), dict) else {} for _, entry in ranked]
+    first = next((i for i, kinds in enumerate(flags) if not kinds), None)
+    if not first:
+        return ranked, []
+    passed = "; ".join(
+        f"{model}: " + ", ".join(f"{kind} ({count} of {seeds})" for kind, count in kinds.items())
+        for (model, _), kinds in zip(ranked[:first], flags)
+    )
+    note = (
+        f"{ranked[first][0]} is listed first as the best row flagged in no seed; those above it are flagged ({passed})."
+    )
+    return [ranked[first], *ranked[:first], *ranked[first + 1 :]], ["", note]
 
 
 def _spread(figure: dict) -> str:

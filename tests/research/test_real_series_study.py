@@ -104,3 +104,33 @@ def test_board_table_renders_the_multistep_summary_ranked_by_mean_crps():
     assert "5 steps ahead, 12 forecasts per row and seed" in lines[start - 2]
     # the cost: the rows' own timings (150 + 30 s), then the wall time of the call that wrote the file
     assert "; 3 min of training and fitting in the rows (their own timings), 1 min of wall time" in lines[-1]
+
+
+def test_a_row_flagged_in_a_seed_is_not_listed_first_and_the_table_says_why():
+    from ppl_models.experiments.claims.reproductions import board_table
+
+    one_step = {"nats_per_step": -1.0, "mse": 1.0, "crps": 0.5, "coverage_0.8": 0.8}
+    rows = [{"model": "gru", "kind": "collection", **one_step, "flags": [], "train_seconds": 1.0}]
+    flagged = _row("ets", "classical", 1.2, 0.98, "reference", ["multi-step coverage at 80 % is 0.98"])
+    section = {"horizon": 5, "origins": 6, "forecasts": 12, "reference": "ets"}
+    section["rows"] = [
+        _row("gru", "collection", 1.3, 0.8, "tie"),
+        _row("srnn", "collection", 1.25, 0.99, "tie", ["multi-step coverage at 80 % is 0.99"]),
+        flagged,
+    ]
+    boards = [{"seed": 0, "rows": rows, "seconds": 60.0, "multistep": section}]
+    record = {
+        "summary": real_series.summary(boards),
+        "multistep": real_series.multistep_summary(boards),
+        "seeds": [0],
+        "boards": boards,
+        "cores": 2,
+        "commit": "abc",
+    }
+    lines = board_table("x", {"board_x_cpu.json": record})
+    start = next(i for i, line in enumerate(lines) if line.startswith("| model | kind | mean CRPS"))
+    # by mean CRPS ets (1.2), srnn (1.25), gru (1.3); ets and srnn are flagged, so gru is listed first
+    assert [line.split(" | ")[0] for line in lines[start + 2 : start + 5]] == ["| gru", "| ets", "| srnn"]
+    note = lines[start + 6]
+    assert note.startswith("gru is listed first as the best row flagged in no seed; those above it are flagged (ets:")
+    assert "srnn: multi-step coverage off (1 of 1)" in note
