@@ -15,6 +15,8 @@ Series (:data:`SERIES`):
 * ``air-passengers``: monthly international airline passengers, 1949-1960 (the Box-Jenkins airline series, as
   ``statsforecast.utils.AirPassengersDF`` ships it; 144 months): a trend and a season that grows with it, one series
   split by time 70/15/15; 12 steps ahead;
+* ``nile``: yearly flow of the Nile at Aswan, 1871-1970 (``statsmodels.datasets.nile``, 100 years, in 10^8 m^3; a
+  drop in level about 1898), one series split by time 70/15/15; 4 steps ahead;
 * ``covid-deaths``: daily COVID-19 deaths in the 26 US states and territories with 50 to 600 deaths by 2020-05-22,
   from 2020-03-15 (the differences of JHU CSSE's cumulative counts in the shared data's ``covid`` folder; the 14
   negative days, 0.8 %, of corrected counts set to 0): small counts, 32 % zeros, a panel of 26 series of 69 days
@@ -67,6 +69,7 @@ SERIES = {
     "macro-growth": Series("_macro_growth", ('data.series="series"', 'data.time="quarter"', 'data.split_by="time"')),
     "elnino": Series("_elnino", ('data.time="month"', 'data.split_by="time"', "data.window=120"), 12, 20),
     "air-passengers": Series("_air_passengers", ('data.time="month"', 'data.split_by="time"'), 12, 10),
+    "nile": Series("_nile", ('data.time="year"', 'data.split_by="time"'), 4, 12),
     "covid-deaths": Series("_covid_deaths", ('data.series="state"', 'data.time="day"', 'data.split_by="time"'), 5, 6),
 }
 #: the figures summarised per model over seeds
@@ -129,6 +132,13 @@ def _air_passengers():
 
     months = AirPassengersDF["ds"].dt.strftime("%Y-%m-01")
     return AirPassengersDF.assign(month=months, passengers=AirPassengersDF["y"])[["month", "passengers"]]
+
+
+def _nile():
+    import statsmodels.api as sm
+
+    data = sm.datasets.nile.load_pandas().data
+    return data.assign(year=data["year"].astype(int))[["year", "volume"]]
 
 
 def _covid_deaths():

@@ -55,6 +55,8 @@ def test_series_frames_are_long_tables_with_the_documented_shape(tmp_path):
     air = pd.read_csv(real_series.series_csv("air-passengers", tmp_path / "a.csv"))
     assert list(air.columns) == ["month", "passengers"] and len(air) == 144
     assert (air["month"].iloc[0], air["passengers"].iloc[0], air["passengers"].iloc[-1]) == ("1949-01-01", 112, 432)
+    nile = pd.read_csv(real_series.series_csv("nile", tmp_path / "n.csv"))
+    assert list(nile.columns) == ["year", "volume"] and len(nile) == 100 and nile["year"].iloc[0] == 1871
     covid = pd.read_csv(real_series.series_csv("covid-deaths", tmp_path / "c.csv"))
     assert covid["state"].nunique() == 26 and len(covid) == 26 * 69
     assert (covid["deaths"] >= 0).all() and covid["deaths"].dtype.kind == "i"
