@@ -9,7 +9,7 @@ Series (:data:`SERIES`):
   training windows of 104 weeks;
 * ``macro-growth``: quarterly growth rates (log differences, in %) of five US aggregates, 1959-2009
   (``statsmodels.datasets.macrodata``: real GDP, consumption, investment, government spending, disposable income),
-  a panel of five series of 202 quarters split by time 70/15/15;
+  a panel of five series of 202 quarters split by time 70/15/15; 4 steps ahead;
 * ``elnino``: monthly sea surface temperature of the El Nino region, 1950-2010 (``statsmodels.datasets.elnino``,
   732 months, a yearly season), one series split by time 70/15/15, training windows of 120 months; 12 steps ahead;
 * ``air-passengers``: monthly international airline passengers, 1949-1960 (the Box-Jenkins airline series, as
@@ -66,7 +66,9 @@ class Series:
 
 SERIES = {
     "co2": Series("_co2", ('data.time="week"', 'data.split_by="time"', "data.window=104")),
-    "macro-growth": Series("_macro_growth", ('data.series="series"', 'data.time="quarter"', 'data.split_by="time"')),
+    "macro-growth": Series(
+        "_macro_growth", ('data.series="series"', 'data.time="quarter"', 'data.split_by="time"'), 4, 10
+    ),
     "elnino": Series("_elnino", ('data.time="month"', 'data.split_by="time"', "data.window=120"), 12, 20),
     "air-passengers": Series("_air_passengers", ('data.time="month"', 'data.split_by="time"'), 12, 10),
     "nile": Series("_nile", ('data.time="year"', 'data.split_by="time"'), 4, 12),
