@@ -108,7 +108,7 @@ def model_config(
     config = {**recipe(model, binary=data.binary, seed=seed, data=data), "data": file_table(path, data_keys)}
     if likelihood["name"] in COUNTS:
         config["model"]["emission"] = likelihood["name"]
-    if real:
+    if real or "large_counts" in likelihood:  # pinned: a new file read for this run is real values too
         config["data"]["likelihood"] = "real"
     config = check_config(apply_overrides(config, overrides))  # its [data] is table again
     _check_emission(config["model"], likelihood["name"])

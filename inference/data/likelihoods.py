@@ -73,8 +73,9 @@ def resolve_likelihood(
     """``(splits, transform record, likelihood record)``: ``splits`` (as read) prepared for likelihood ``spec`` (one
     of :data:`LIKELIHOODS`) with ``transform`` (:func:`~ppl_models.inference.data.transform_choice.resolve_transform`,
     with ``season``, ``window`` and ``prefix``). The likelihood record holds its ``name`` (``"bernoulli"``,
-    ``"gaussian"``, ``"lognormal"``, ``"poisson"`` or ``"negbin"``), ``why`` in one line, and for counts the
-    training split's :func:`dispersion_index` per feature. A likelihood the data cannot take is a
+    ``"gaussian"``, ``"lognormal"``, ``"poisson"`` or ``"negbin"``), ``why`` in one line, for counts the
+    training split's :func:`dispersion_index` per feature, and for large counts read as real values
+    (:data:`LARGE_COUNT`) their smallest training value (``large_counts``). A likelihood the data cannot take is a
     :class:`~ppl_models.inference.validation.SettingError` naming ``likelihood``."""
     setting_choice(spec, "likelihood", LIKELIHOODS)
     open_transform = isinstance(transform, str) and transform.strip().lower() in _OPEN_TRANSFORMS
@@ -119,6 +120,7 @@ def resolve_likelihood(
             f"integers, but large counts (none below {LARGE_COUNT} on the training split, the smallest "
             f"{smallest:g}): real values; transform {record['name']!r} chosen on the validation split"
         )
+        return applied, record, {"name": name, "why": why, "large_counts": smallest}
     else:
         why = f"real values; transform {record['name']!r}" + (" chosen on the validation split" * open_transform)
     return applied, record, {"name": name, "why": why}

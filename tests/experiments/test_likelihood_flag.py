@@ -3,6 +3,7 @@ refused when one is asked for, positive data gets positive forecasts under a log
 
 import csv
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -91,3 +92,23 @@ def test_a_board_on_counts_says_which_likelihood_each_model_took(tmp_path, count
     rows = {row["model"]: row for row in json.loads((out / "leaderboard.json").read_text())["rows"]}
     assert rows["gru"]["form"] == "gru, negbin"
     assert "| gru, negbin |" in (out / "leaderboard.md").read_text()
+
+
+def test_a_run_on_large_counts_reads_a_new_file_of_small_ones_as_real_values_too(tmp_path, capsys):
+    """Large counts (none below 20) are real values, and the run pins it in its configuration: a file of small
+    counts forecast past its end by that run is read as real values (its Gaussian), not as counts, whatever
+    transform the run recorded."""
+    rng = np.random.default_rng(3)
+    large = np.round(200 * np.exp(np.cumsum(rng.normal(0, 0.05, size=(10, 12)), 1)))
+    data, run = _table(tmp_path / "large.csv", large), tmp_path / "run"
+    argv = ["train", "gru", "--data", str(data), *COLUMNS, "--run-dir", str(run), "--set", 'data.transform="none"']
+    assert main([*argv, *TINY]) == 0
+    assert re.search(r"gru: likelihood gaussian: integers, but large counts", capsys.readouterr().out)
+    config = json.loads((run / "config.json").read_text())
+    assert config["data"]["likelihood"] == "real" and config["model"]["emission"] == "gaussian"
+    small = _table(tmp_path / "small.csv", rng.poisson(3.0, size=(4, 12)) + 1)
+    out = tmp_path / "next"
+    assert main(["forecast", f"gru={run}", "--beyond", "2", "--data", str(small), "--out", str(out)]) == 0
+    with open(out / "beyond.csv") as handle:
+        quantiles = [float(row["q50"]) for row in csv.DictReader(handle)]
+    assert len(quantiles) == 8 and any(q != round(q) for q in quantiles)  # real values, not integer draws
