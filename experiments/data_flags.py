@@ -97,7 +97,8 @@ DATA_FLAGS = (
         {
             "choices": LIKELIHOODS,
             "help": "the values' likelihood: auto (default: Bernoulli for 0/1, Poisson or negative binomial for "
-            "non-negative integers, else Gaussian, log-normal where the transform chosen takes logs) or one of them",
+            "non-negative integers with one below 20, else Gaussian, log-normal where the transform chosen takes "
+            "logs), one of them, or real (real values, counts too)",
         },
     ),
 )
