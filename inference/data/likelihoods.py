@@ -127,8 +127,9 @@ def resolve_likelihood(
 
 
 def _smallest_training_value(splits: DataSplits) -> float:
-    """The smallest value of any feature on the training split."""
-    return float(min(values.min() for values in splits.train.sequences))
+    """The smallest value of the forecast features (not the covariates) on the training split."""
+    columns = splits.train.forecast_columns
+    return float(min(values[:, :columns].min() for values in splits.train.sequences))
 
 
 def first_non_count(splits: DataSplits) -> str | None:

@@ -112,3 +112,17 @@ def test_a_run_on_large_counts_reads_a_new_file_of_small_ones_as_real_values_too
     with open(out / "beyond.csv") as handle:
         quantiles = [float(row["q50"]) for row in csv.DictReader(handle)]
     assert len(quantiles) == 8 and any(q != round(q) for q in quantiles)  # real values, not integer draws
+
+
+def test_large_counts_beside_a_month_covariate_are_real_values(tmp_path):
+    """The rule reads the forecast columns only: a month's number (0 to 11) beside large counts leaves them real."""
+    rng = np.random.default_rng(4)
+    rows = [
+        {"id": s, "t": t, "v": float(round(300 + 50 * np.sin(t / 2) + rng.normal(0, 5))), "month": t % 12}
+        for s in range(4)
+        for t in range(24)
+    ]
+    pd.DataFrame(rows).to_csv(tmp_path / "monthly.csv", index=False)
+    covariates = ['data.series="id"', 'data.time="t"', 'data.features=["v", "month"]', 'data.covariates=["month"]']
+    config = model_config("gru", tmp_path / "monthly.csv", covariates)
+    assert config["data"]["likelihood"] == "real" and config["model"]["emission"] == "gaussian"
