@@ -1,7 +1,7 @@
 """The PF-RNN paper's official code and our PF-LSTM, side by side on the same maze data.
 
 ``python -m ppl_models.experiments.studies.pfrnn_official --official-git-dir GIT_DIR --out FILE [--epochs E --patience P
---seeds N --train-trajectories M --valid-trajectories V --test-trajectories T --work-dir DIR]``
+--seeds N --train-trajectories M --valid-trajectories V --test-trajectories T --work-dir DIR --sides official,ours]``
 
 * Data: our ``localization-paper`` task (10 x 10 maze, data seed 0) made once; the official code reads the same
   trajectories from its own pickle format (:func:`official_dataset`).
@@ -19,7 +19,9 @@
   the constant predictor's figure.
 
 Each finished seed run leaves ``result.json`` in its folder and is skipped when the study runs again; an
-interrupted one goes on from its last finished epoch (both sides save their state after each epoch).
+interrupted one goes on from its last finished epoch (both sides save their state after each epoch). ``--sides``
+runs one side only (its own ``FILE``), so that two processes on two cores can train the sides at once in one
+``DIR``; a later call with both sides reads back every finished run. Two processes must not run the same side.
 """
 
 from __future__ import annotations
@@ -545,7 +547,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--train-trajectories", type=int, default=2000)
     parser.add_argument("--valid-trajectories", type=int, default=512)
     parser.add_argument("--test-trajectories", type=int, default=1000)
+    parser.add_argument("--sides", default="official,ours", help="comma-separated: official, ours")
     args = parser.parse_args(argv)
+    sides = [side for side in args.sides.split(",") if side]
+    if not sides or set(sides) - {"official", "ours"}:
+        parser.exit(2, f"--sides must name official and/or ours, got {args.sides!r}\n")
     for name in ("epochs", "patience", "seeds", "train_trajectories", "valid_trajectories", "test_trajectories"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             parser.exit(2, f"--{name.replace('_', '-')} must be a positive integer, got {getattr(args, name)}\n")
@@ -560,9 +566,9 @@ def main(argv: list[str] | None = None) -> None:
     _, splits = localization_paper_data(MAZE, STEPS, seed=DATA_SEED, **sizes)
     constant = {name: constant_last_step_mse(splits["train"][2], splits[name][2], MAZE) for name in ("valid", "test")}
     budget = {"epochs": args.epochs, "patience": args.patience, **sizes}
-    results: dict[str, list[dict]] = {"official": [], "ours": []}
+    results: dict[str, list[dict]] = {side: [] for side in ("official", "ours") if side in sides}
     for seed in range(args.seeds):
-        for code in ("official", "ours"):
+        for code in results:
             folder = args.work_dir.resolve() / f"{code}-s{seed}"
             done = folder / "result.json"
             record = json.loads(done.read_text()) if done.is_file() else None

@@ -358,3 +358,11 @@ def test_reader_keeps_reading_the_fixed_epoch_file_and_its_curves_best_epochs():
     assert reading.figures["official code"].values == (9.0, 10.0, 11.0)
     ours = {b.model: b for b in reading.budgets}["ours"]
     assert ours.epochs == (8, 8, 8) and ours.best_epochs == (2, 2, 2)  # the lowest validation MSE of each curve
+
+
+def test_the_sides_flag_names_official_or_ours(tmp_path, capsys):
+    from ppl_models.experiments.studies.pfrnn_official import main
+
+    with pytest.raises(SystemExit) as stop:
+        main(["--official-git-dir", str(tmp_path), "--out", str(tmp_path / "o.json"), "--sides", "ours,theirs"])
+    assert stop.value.code == 2 and "--sides must name official and/or ours, got 'ours,theirs'" in capsys.readouterr().err
