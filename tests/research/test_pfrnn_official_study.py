@@ -365,4 +365,5 @@ def test_the_sides_flag_names_official_or_ours(tmp_path, capsys):
 
     with pytest.raises(SystemExit) as stop:
         main(["--official-git-dir", str(tmp_path), "--out", str(tmp_path / "o.json"), "--sides", "ours,theirs"])
-    assert stop.value.code == 2 and "--sides must name official and/or ours, got 'ours,theirs'" in capsys.readouterr().err
+    error = capsys.readouterr().err
+    assert stop.value.code == 2 and "--sides must name official and/or ours, got 'ours,theirs'" in error
