@@ -21,7 +21,8 @@
 Each finished seed run leaves ``result.json`` in its folder and is skipped when the study runs again; an
 interrupted one goes on from its last finished epoch (both sides save their state after each epoch). ``--sides``
 runs one side only (its own ``FILE``), so that two processes on two cores can train the sides at once in one
-``DIR``; a later call with both sides reads back every finished run. Two processes must not run the same side.
+``DIR``; a later call with both sides reads back every finished run. A (seed, side) run is locked while it runs: a
+second process that reaches it stops with a ValueError naming it.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ppl_models.inference.atomic_files import write_json
+from ppl_models.inference.atomic_files import folder_lock, write_json
 from ppl_models.inference.training import load_checkpoint
 
 from ..claims.provenance import git_state
@@ -472,6 +473,23 @@ def _digest(splits: dict) -> str:
     return hasher.hexdigest()
 
 
+def _seed_run(args, folder: Path, code: str, seed: int, splits: dict, sizes: dict, budget: dict) -> dict:
+    """The result record of side ``code``'s run of ``seed`` in ``folder``: read back when finished under ``budget``,
+    else trained (or gone on with) and recorded."""
+    done = folder / "result.json"
+    record = json.loads(done.read_text()) if done.is_file() else None
+    if record is not None and record.get("budget") == budget:
+        return record
+    print(f"training {code}, seed {seed}", flush=True)
+    if code == "official":
+        record = run_official(args.official_git_dir.resolve(), folder, splits, seed, budget)
+    else:
+        record = run_ours(folder, splits, sizes, seed, budget)
+    record["budget"] = budget
+    write_json(done, record)
+    return record
+
+
 def _summary(results: list[dict]) -> dict:
     epochs = min(len(r["curve"]) for r in results)
     return {
@@ -570,17 +588,10 @@ def main(argv: list[str] | None = None) -> None:
     for seed in range(args.seeds):
         for code in results:
             folder = args.work_dir.resolve() / f"{code}-s{seed}"
-            done = folder / "result.json"
-            record = json.loads(done.read_text()) if done.is_file() else None
-            if record is None or record.get("budget") != budget:
-                print(f"training {code}, seed {seed}", flush=True)
-                record = (
-                    run_official(args.official_git_dir.resolve(), folder, splits, seed, budget)
-                    if code == "official"
-                    else run_ours(folder, splits, sizes, seed, budget)
-                )
-                record["budget"] = budget
-                write_json(done, record)
+            lock = args.work_dir.resolve() / f".lock-{code}-s{seed}"  # beside the folder, which a fresh run empties
+            lock.mkdir(parents=True, exist_ok=True)
+            with folder_lock(lock, f"the {code} run of seed {seed}:"):
+                record = _seed_run(args, folder, code, seed, splits, sizes, budget)
             results[code].append(seed_record(record, code, args.epochs, constant["test"]))
     write_results(
         args.out,
