@@ -28,6 +28,7 @@ second process that reaches it stops with a ValueError naming it.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import pickle
@@ -590,7 +591,11 @@ def main(argv: list[str] | None = None) -> None:
             folder = args.work_dir.resolve() / f"{code}-s{seed}"
             lock = args.work_dir.resolve() / f".lock-{code}-s{seed}"  # beside the folder, which a fresh run empties
             lock.mkdir(parents=True, exist_ok=True)
-            with folder_lock(lock, f"the {code} run of seed {seed}:"):
+            with contextlib.ExitStack() as held:
+                try:
+                    held.enter_context(folder_lock(lock, f"the {code} run of seed {seed}:"))
+                except ValueError as error:  # another process runs it
+                    parser.exit(2, f"{error}\n")
                 record = _seed_run(args, folder, code, seed, splits, sizes, budget)
             results[code].append(seed_record(record, code, args.epochs, constant["test"]))
     write_results(
