@@ -185,11 +185,13 @@ def _as_counts(splits: DataSplits, spec: str, transform: str) -> tuple[DataSplit
 
 
 def _check_positive(splits: DataSplits) -> None:
-    """Refuse a log-normal likelihood on data with a value <= 0, naming the first."""
+    """Refuse a log-normal likelihood on data with a forecast value <= 0 (covariates are not logged), naming the
+    first."""
     for split, part in zip(SPLITS, splits):
         for row, values in zip(part.ids, part.sequences):
-            if (values <= 0).any():
-                step, feature = np.argwhere(values <= 0)[0]
+            forecast = values[:, : part.forecast_columns]
+            if (forecast <= 0).any():
+                step, feature = np.argwhere(forecast <= 0)[0]
                 raise SettingError(
                     "likelihood",
                     f"{{likelihood}} 'lognormal' needs values > 0: feature {part.features[feature]!r} holds "

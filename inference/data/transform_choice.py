@@ -184,8 +184,8 @@ def _scored_log_density(
     ``weights [D, p]`` and noise ``variance [D]``."""
     x = torch.nn.utils.rnn.pad_sequence(rows if index is None else [rows[i] for i in index], batch_first=True)
     mean = torch.einsum("ntdk,dk->ntd", _design(x, weights.shape[-1]), weights)
-    kept = slice(0, units.offset.shape[1])
-    log_density = torch.distributions.Normal(mean, variance.sqrt()).log_prob(x)[..., kept].sum(-1)
+    targets = units.offset.shape[1]
+    log_density = torch.distributions.Normal(mean, variance.sqrt()).log_prob(x)[..., :targets].sum(-1)
     log_density = log_density + units.log_jacobian(index, x.shape[1])
     kept = scored if index is None else scored[index]
     return float(log_density[kept[:, : x.shape[1]]].sum())

@@ -126,3 +126,17 @@ def test_large_counts_beside_a_month_covariate_are_real_values(tmp_path):
     covariates = ['data.series="id"', 'data.time="t"', 'data.features=["v", "month"]', 'data.covariates=["month"]']
     config = model_config("gru", tmp_path / "monthly.csv", covariates)
     assert config["data"]["likelihood"] == "real" and config["model"]["emission"] == "gaussian"
+
+
+def test_a_log_normal_of_the_targets_takes_a_zero_one_covariate(tmp_path):
+    """Log is the targets' own: a 0/1 holiday column beside positive values does not refuse a log-normal."""
+    rng = np.random.default_rng(6)
+    rows = [
+        {"id": s, "t": t, "v": float(np.exp(rng.normal(0, 0.3))) + 0.5, "holiday": int(t % 7 == 0)}
+        for s in range(4)
+        for t in range(24)
+    ]
+    pd.DataFrame(rows).to_csv(tmp_path / "sales.csv", index=False)
+    settings = ['data.series="id"', 'data.time="t"', 'data.features=["v", "holiday"]', 'data.covariates=["holiday"]']
+    config = model_config("gru", tmp_path / "sales.csv", [*settings, 'data.likelihood="lognormal"'])
+    assert config["data"]["likelihood"] == "lognormal"
