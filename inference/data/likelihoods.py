@@ -55,7 +55,7 @@ DISPERSION_THRESHOLD = 1.5
 #: integer data none of whose training values is below this is read as real values by ``"auto"``: a count's
 #: discreteness hardly matters there (a Poisson of rate 20 has sd 4.5), and real values are transformed and
 #: standardised, which the count emissions' nets, reading the integers as they are, lack (on monthly airline
-#: passengers, 104 to 622 thousand, they scored 13 to 20 nats per step below the last value)
+#: passengers, 104 to 622 thousand, they fell far below the last value)
 LARGE_COUNT = 20
 #: the transform specs that leave the data as it is, or let the likelihood decide
 _OPEN_TRANSFORMS = ("auto", "none")
