@@ -73,9 +73,25 @@ def test_every_multistep_flag_has_a_kind():
     assert [flag_kind(f) for f in flags] == ["validation coverage off", "multi-step coverage off"]
 
 
-def test_board_table_renders_the_multistep_summary_ranked_by_mean_crps():
+def _rendered(rows: list[dict], section: dict) -> tuple[list[str], int]:
+    """The board table of one seed's ``rows`` and multi-step ``section``, and the line where its multi-step table
+    starts."""
     from ppl_models.experiments.claims.reproductions import board_table
 
+    boards = [{"seed": 0, "rows": rows, "seconds": 60.0, "multistep": section}]
+    record = {
+        "summary": real_series.summary(boards),
+        "multistep": real_series.multistep_summary(boards),
+        "seeds": [0],
+        "boards": boards,
+        "cores": 2,
+        "commit": "abc",
+    }
+    lines = board_table("x", {"board_x_cpu.json": record})
+    return lines, next(i for i, line in enumerate(lines) if line.startswith("| model | kind | mean CRPS"))
+
+
+def test_board_table_renders_the_multistep_summary_ranked_by_mean_crps():
     one_step = {"nats_per_step": -1.0, "mse": 1.0, "crps": 0.5, "coverage_0.8": 0.8}
     rows = [
         {"model": m, "kind": k, **one_step, "flags": [], "train_seconds": seconds}
@@ -90,17 +106,7 @@ def test_board_table_renders_the_multistep_summary_ranked_by_mean_crps():
             "rows": [_row("gru", "collection", 1.4, 0.8, "behind"), _row("ets", "classical", 1.2, 0.7, "reference")],
         },
     ]
-    boards = [{"seed": 0, "rows": rows, "seconds": 60.0, "multistep": sections[0]}]
-    record = {
-        "summary": real_series.summary(boards),
-        "multistep": real_series.multistep_summary(boards),
-        "seeds": [0],
-        "boards": boards,
-        "cores": 2,
-        "commit": "abc",
-    }
-    lines = board_table("x", {"board_x_cpu.json": record})
-    start = next(i for i, line in enumerate(lines) if line.startswith("| model | kind | mean CRPS"))
+    lines, start = _rendered(rows, sections[0])
     assert lines[start + 2].startswith("| ets | classical | 1.2 | 0.7 | reference (1 of 1) |")
     assert lines[start + 3] == "| gru | collection | 1.4 | 0.8 | behind (1 of 1) | - |"
     assert "5 steps ahead, 12 forecasts per row and seed" in lines[start - 2]
@@ -109,8 +115,6 @@ def test_board_table_renders_the_multistep_summary_ranked_by_mean_crps():
 
 
 def test_a_row_flagged_in_a_seed_is_not_listed_first_and_the_table_says_why():
-    from ppl_models.experiments.claims.reproductions import board_table
-
     one_step = {"nats_per_step": -1.0, "mse": 1.0, "crps": 0.5, "coverage_0.8": 0.8}
     rows = [{"model": "gru", "kind": "collection", **one_step, "flags": [], "train_seconds": 1.0}]
     flagged = _row("ets", "classical", 1.2, 0.98, "reference", ["multi-step coverage at 80 % is 0.98"])
@@ -120,17 +124,7 @@ def test_a_row_flagged_in_a_seed_is_not_listed_first_and_the_table_says_why():
         _row("srnn", "collection", 1.25, 0.99, "tie", ["multi-step coverage at 80 % is 0.99"]),
         flagged,
     ]
-    boards = [{"seed": 0, "rows": rows, "seconds": 60.0, "multistep": section}]
-    record = {
-        "summary": real_series.summary(boards),
-        "multistep": real_series.multistep_summary(boards),
-        "seeds": [0],
-        "boards": boards,
-        "cores": 2,
-        "commit": "abc",
-    }
-    lines = board_table("x", {"board_x_cpu.json": record})
-    start = next(i for i, line in enumerate(lines) if line.startswith("| model | kind | mean CRPS"))
+    lines, start = _rendered(rows, section)
     # by mean CRPS ets (1.2), srnn (1.25), gru (1.3); ets and srnn are flagged, so gru is listed first
     assert [line.split(" | ")[0] for line in lines[start + 2 : start + 5]] == ["| gru", "| ets", "| srnn"]
     note = lines[start + 6]
