@@ -18,7 +18,8 @@ A model that cannot take the file is refused before anything is written, in one 
 (:data:`COUNT_REFUSALS`), or data too short for the model's settings (:func:`ppl_models.experiments.recipes.recipe`).
 
 The likelihood follows the data (``data.likelihood``, ``--likelihood``: :mod:`ppl_models.inference.data.likelihoods`):
-on counts a model with a count emission takes the one chosen (``model.emission``), and under ``"auto"`` a model
+on counts a model with a count emission takes the one chosen (``model.emission``) with the counts' scale
+(``model.count_scale``: its nets read the counts over one plus their training mean), and under ``"auto"`` a model
 without one reads the file as real values (``data.likelihood = "real"`` in its configuration). Which likelihood,
 and why, is printed in one line and recorded in the run's ``data_split.json``.
 """
@@ -108,6 +109,7 @@ def model_config(
     config = {**recipe(model, binary=data.binary, seed=seed, data=data), "data": file_table(path, data_keys)}
     if likelihood["name"] in COUNTS:
         config["model"]["emission"] = likelihood["name"]
+        config["model"]["count_scale"] = likelihood["count_scale"]
     if real or "large_counts" in likelihood:  # pinned: a new file read for this run is real values too
         config["data"]["likelihood"] = "real"
     config = check_config(apply_overrides(config, overrides))  # its [data] is table again

@@ -6,6 +6,7 @@ The emissions (:data:`EMISSIONS`) map a net's output to ``p(x_t | ...)`` with ev
 ``r = exp(b)`` (variance ``mu + mu^2 / r``), both ``a`` and ``b`` outputs of the net at every step, as the
 Gaussian's mean and variance are: the overdispersion may follow the model's state, and no model needs a
 parameter of its own for it. :func:`draw_emission` draws from any of them with a ``torch.Generator``.
+:class:`CountScale` lets a count emission's nets serve counts of any level (DeepAR's scale).
 
 :class:`SplitInputMLP` is a feed-forward net over a concatenation ``[a, b]`` whose
 first layer is split in two, so the part that reads ``b`` (a deterministic RNN state
@@ -29,6 +30,7 @@ __all__ = [
     "LOG_MEAN_RANGE",
     "LOG_DISPERSION_RANGE",
     "SplitInputMLP",
+    "CountScale",
     "clipped_leaky_relu",
     "diagonal_normal",
     "emission_distribution",
@@ -161,6 +163,48 @@ def _standard_gamma(shape: torch.Tensor, generator: torch.Generator | None) -> t
         out, waiting = torch.where(accept, d * v, out), waiting & ~accept
     boost = uniform().pow(1.0 / shape)
     return torch.where(shape < 1, out * boost, out)
+
+
+class CountScale(nn.Module):
+    """A count emission's scale ``s [D]`` (DeepAR's, Salinas et al. 2020): the nets read the counts as ``x / s`` and
+    the emission's log-mean is the net's output plus ``log s``, so that nets whose inputs and outputs are near 1 serve
+    counts of any level (an own-data run sets ``s`` to one plus each feature's training mean). Without a scale
+    (``scale=None``) both maps are the identity and the module holds nothing.
+
+    Args:
+        emission: the model's emission (:data:`EMISSIONS`); a scale needs a count one (:data:`COUNT_EMISSIONS`).
+        obs_dim: ``D``.
+        scale: ``D`` positive finite numbers, or ``None``.
+    """
+
+    def __init__(self, emission: str, obs_dim: int, scale=None):
+        super().__init__()
+        if scale is not None:
+            if emission not in COUNT_EMISSIONS:
+                raise ValueError(
+                    f"count_scale: only a count emission {COUNT_EMISSIONS} takes a scale, got emission {emission!r}"
+                )
+            if isinstance(scale, (str, bytes)) or not hasattr(scale, "__len__"):
+                raise TypeError(f"count_scale must be a list of {obs_dim} numbers, got {type(scale).__name__}")
+            try:
+                scale = torch.as_tensor([float(value) for value in scale], dtype=torch.get_default_dtype())
+            except (TypeError, ValueError):
+                raise TypeError(f"count_scale must be a list of {obs_dim} numbers, got {scale!r}") from None
+            if scale.shape != (obs_dim,) or not bool((torch.isfinite(scale) & (scale > 0)).all()):
+                raise ValueError(f"count_scale: expected {obs_dim} positive finite numbers, got {scale.tolist()}")
+        self.register_buffer("scale", scale)
+
+    def inputs(self, x: torch.Tensor) -> torch.Tensor:
+        """``x / s`` ``[..., D]``: the counts as the nets read them."""
+        return x if self.scale is None else x / self.scale
+
+    def outputs(self, params: torch.Tensor) -> torch.Tensor:
+        """The emission's net output ``[..., emission_params]`` with ``log s`` added to its log-means (a Poisson's
+        log-rates, a negative binomial's first ``D`` numbers; its log-dispersions are left as they are)."""
+        if self.scale is None:
+            return params
+        offset = self.scale.log()
+        return params + F.pad(offset, (0, params.shape[-1] - offset.shape[-1]))
 
 
 class NoCountEmission(Unsupported, ValueError):

@@ -49,6 +49,7 @@ from ppl_models.inference.validation import check_choice, check_dropout, check_p
 
 from .nets import (
     EMISSIONS,
+    CountScale,
     EmissionChecks,
     SplitInputMLP,
     clipped_leaky_relu,
@@ -145,6 +146,8 @@ class SRNN(CarriesState, EmissionChecks, LatentRollout, MarkovStateSpace):
             in training mode (as ``dropout``; the guide's ``phi(x_t)`` is not dropped).
         first_step_is_input: read each sequence's first step as ``u_1`` only, not modelled (``False``: every valid
             step is modelled, with ``u_1 = 0``).
+        count_scale: for a count emission, ``D`` scales ``s`` that the GRUs read the counts by and the rates are
+            multiplied by (:class:`~ppl_models.nets.CountScale`); ``None``: the counts as they are.
 
     Under :class:`~ppl_models.inference.training.CarriesState`'s ``carrying`` (``TrainConfig.streams``: truncated BPTT
     over chunks of continuous streams) the ELBO's pass starts from the carried ``(d, z, x)`` of the previous chunk
@@ -170,6 +173,7 @@ class SRNN(CarriesState, EmissionChecks, LatentRollout, MarkovStateSpace):
         feature_dim: int | None = None,
         input_dropout: float = 0.0,
         first_step_is_input: bool = False,
+        count_scale=None,
     ):
         super().__init__()
         for name, value in (
@@ -185,6 +189,7 @@ class SRNN(CarriesState, EmissionChecks, LatentRollout, MarkovStateSpace):
         self.input_steps = int(first_step_is_input)
         self.obs_dim, self.latent_dim = obs_dim, latent_dim
         self.emission_kind = check_choice(emission, EMISSIONS, name="emission")
+        self.count_scale = CountScale(emission, obs_dim, count_scale)
         self.guide_kind = check_choice(inference, INFERENCE_KINDS, name="inference")
         self.residual = residual
         self.dropout = check_dropout(dropout)
@@ -213,7 +218,9 @@ class SRNN(CarriesState, EmissionChecks, LatentRollout, MarkovStateSpace):
         return nn.functional.dropout(d, self.dropout, training=self.training)
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
-        """``phi(x)``: ``[..., D] -> [..., feature_dim]`` by the shared feature net (``x`` itself without one)."""
+        """``phi(x)``: ``[..., D] -> [..., feature_dim]`` by the shared feature net (``x`` itself without one), of
+        counts scaled by ``count_scale``."""
+        x = self.count_scale.inputs(x)
         if self.feature_net is None:
             return x
         return clipped_leaky_relu(self.feature_net(None, self.feature_net.project(x)))
@@ -261,14 +268,15 @@ class SRNN(CarriesState, EmissionChecks, LatentRollout, MarkovStateSpace):
         return diagonal_normal(*context.prior_moments(self._z_prev(z_prev, context), t))
 
     def emission(self, z, t, context: SRNNContext):
-        return emission_distribution(self.emission_kind, self.emission_net(z, context.emission_steps[t]))
+        params = self.emission_net(z, context.emission_steps[t])
+        return emission_distribution(self.emission_kind, self.count_scale.outputs(params))
 
     def emission_log_prob(self, z, x, mask, context: SRNNContext) -> torch.Tensor:
         """``log p(x | z)`` ``[B]`` of the modelled steps, all at once from their draws ``z [T', B, latent_dim]``."""
         first = self.input_steps
         if self.carried is not None:  # a carried pass (the ELBO's) hands on its last d, z and x
             self.carried.final = (context.d_last, z[-1], x[:, -1])
-        params = self.emission_net(z, context.emission_input[first:])
+        params = self.count_scale.outputs(self.emission_net(z, context.emission_input[first:]))
         log_p = emission_distribution(self.emission_kind, params).log_prob(x.transpose(0, 1)[first:])
         return torch.where(mask.T[first:], log_p, 0.0).sum(0)
 
@@ -309,6 +317,6 @@ class SRNN(CarriesState, EmissionChecks, LatentRollout, MarkovStateSpace):
         z = mean + (0.5 * log_var).exp() * torch.randn(
             mean.shape, generator=generator, device=mean.device, dtype=mean.dtype
         )
-        params = self.emission_net(z, self.emission_net.project(step_input))
+        params = self.count_scale.outputs(self.emission_net(z, self.emission_net.project(step_input)))
         x, mean_x = draw_emission(self.emission_kind, params, generator)
         return {"d": d.squeeze(0), "z": z, "u": x}, x, mean_x

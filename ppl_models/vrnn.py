@@ -55,6 +55,7 @@ from ppl_models.inference.validation import check_choice, check_positive_int, ch
 
 from .nets import (
     EMISSIONS,
+    CountScale,
     EmissionChecks,
     SplitInputMLP,
     clipped_leaky_relu,
@@ -79,6 +80,8 @@ class VRNN(EmissionChecks, LatentRollout, ParticlePrograms, SequenceModel):
         hidden_dim: units of the feed-forward nets' hidden layers.
         feature_dim: size of the features ``phi_x(x_t)`` and ``phi_z(z_t)`` (default ``hidden_dim``).
         num_hidden_layers: hidden layers per net (1).
+        count_scale: for a count emission, ``D`` scales ``s`` that ``phi_x`` reads the counts by and the rates are
+            multiplied by (:class:`~ppl_models.nets.CountScale`); ``None``: the counts as they are.
     """
 
     uncondition = "free"
@@ -97,6 +100,7 @@ class VRNN(EmissionChecks, LatentRollout, ParticlePrograms, SequenceModel):
         hidden_dim: int = 500,
         feature_dim: int | None = None,
         num_hidden_layers: int = 1,
+        count_scale=None,
     ):
         super().__init__()
         feature_dim = hidden_dim if feature_dim is None else feature_dim
@@ -111,6 +115,7 @@ class VRNN(EmissionChecks, LatentRollout, ParticlePrograms, SequenceModel):
             check_positive_int(value, name=name)
         self.obs_dim, self.latent_dim, self.rnn_dim = obs_dim, latent_dim, rnn_dim
         self.emission_kind = check_choice(emission, EMISSIONS, name="emission")
+        self.count_scale = CountScale(emission, obs_dim, count_scale)
         layers = num_hidden_layers
         self.phi_x = SplitInputMLP(0, obs_dim, hidden_dim, feature_dim, layers)
         self.phi_z = SplitInputMLP(0, latent_dim, hidden_dim, feature_dim, layers)
@@ -122,7 +127,7 @@ class VRNN(EmissionChecks, LatentRollout, ParticlePrograms, SequenceModel):
     # --- the mathematics (every method broadcasts over leading dims) ---------------------------
     def x_features(self, x: torch.Tensor) -> torch.Tensor:
         """``phi_x``: ``[..., D] -> [..., feature_dim]``."""
-        return clipped_leaky_relu(self.phi_x(None, self.phi_x.project(x)))
+        return clipped_leaky_relu(self.phi_x(None, self.phi_x.project(self.count_scale.inputs(x))))
 
     def z_features(self, z: torch.Tensor) -> torch.Tensor:
         """``phi_z``: ``[..., latent_dim] -> [..., feature_dim]``."""
@@ -140,9 +145,13 @@ class VRNN(EmissionChecks, LatentRollout, ParticlePrograms, SequenceModel):
         """``q(z_t | x_t, h_{t-1})`` from ``h [..., rnn_dim]`` and :meth:`proposal_input` of ``phi_x(x_t)``."""
         return diagonal_normal(*self.encoder(h, proposal_input).chunk(2, dim=-1))
 
+    def emission_params(self, z: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+        """The decoder's output ``[..., emission_params]`` from ``z [..., latent_dim]`` and ``h [..., rnn_dim]``."""
+        return self.count_scale.outputs(self.decoder(self.z_features(z), self.decoder.project(h)))
+
     def emission(self, z: torch.Tensor, h: torch.Tensor):
         """``p(x_t | z_t, h_{t-1})`` from ``z [..., latent_dim]``, ``h [..., rnn_dim]``: event ``[D]``."""
-        return emission_distribution(self.emission_kind, self.decoder(self.z_features(z), self.decoder.project(h)))
+        return emission_distribution(self.emission_kind, self.emission_params(z, h))
 
     def recurrence(self, h: torch.Tensor, x_features: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
         """``h_t = GRU(h_{t-1}, [phi_x(x_t), phi_z(z_t)])`` ``[..., rnn_dim]`` (leading dims broadcast)."""
@@ -280,9 +289,7 @@ class VRNN(EmissionChecks, LatentRollout, ParticlePrograms, SequenceModel):
         """``z_t ~ prior(h)``, ``x_t ~ emission(z_t, h)``, ``h_t = GRU(h, [phi_x(x_t), phi_z(z_t)])``."""
         h = state["h"]
         z = _draw(self.prior(h), generator)
-        x, mean = draw_emission(
-            self.emission_kind, self.decoder(self.z_features(z), self.decoder.project(h)), generator
-        )
+        x, mean = draw_emission(self.emission_kind, self.emission_params(z, h), generator)
         return {"h": self.recurrence(h, self.x_features(x), z)}, x, mean
 
     def check_particle_input(self, x, mask):

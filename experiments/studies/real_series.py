@@ -43,11 +43,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ppl_models.inference.atomic_files import write_json
-
 from ..board_flags import flag_kind
 from ..claims.provenance import commit_label, script_provenance
 from ..claims.reproductions import project_root
+from ..claims.results_files import write_results
 from ..leaderboard import run_leaderboard
 
 __all__ = ["SERIES", "series_csv", "run_boards", "summary"]
@@ -169,18 +168,30 @@ def run_boards(
     jobs: int = 1,
     horizon: int | None = None,
     origins: int | None = None,
+    models: list[str] | None = None,
+    overrides: tuple[str, ...] = (),
+    classical: list[str] | None = None,
 ) -> list[dict]:
     """One board per seed ``0 .. seeds - 1`` on series ``name`` into ``out/seed-N``; ``[{seed, rows, seconds,
-    multistep?}]`` (``multistep``: the board's multi-step section, with ``horizon`` and ``origins``)."""
+    multistep?}]`` (``multistep``: the board's multi-step section, with ``horizon`` and ``origins``). ``models``,
+    ``classical`` (default: the board's) and ``overrides`` (after the series' own) go to every board."""
     out = Path(out)
     path = series_csv(name, out / f"{name}.csv")
     boards = []
     for seed in range(seeds):
         started = time.perf_counter()
-        overrides = [*SERIES[name].sets, f"seed={seed}", f"train.seed={seed}"]
+        sets = [*SERIES[name].sets, *overrides, f"seed={seed}", f"train.seed={seed}"]
         folder = out / f"seed-{seed}"
         rows = run_leaderboard(
-            path, folder, overrides=overrides, budget=budget, jobs=jobs, horizon=horizon, origins=origins
+            path,
+            folder,
+            models,
+            overrides=sets,
+            budget=budget,
+            jobs=jobs,
+            horizon=horizon,
+            origins=origins,
+            classical=classical,
         )
         board = {"seed": seed, "rows": rows, "seconds": time.perf_counter() - started}
         if horizon is not None:
@@ -289,8 +300,9 @@ def main(argv: list[str] | None = None) -> int:
         "budget": args.budget,
         **script_provenance("ppl_models.experiments.studies.real_series", argv, tuple(range(args.seeds))),
     }
-    target = project_root() / "docs" / "results" / f"board_{args.name.replace('-', '_')}_cpu.json"
-    write_json(target, results)
+    target = write_results(
+        project_root() / "docs" / "results" / f"board_{args.name.replace('-', '_')}_cpu.json", results
+    )
     print(f"wrote {target}")
     return 0
 

@@ -19,7 +19,8 @@ suit it.
 * ``"real"``: real values, counts too, Gaussian or log-normal as the transform chosen takes logs.
 
 Counts are neither transformed nor standardised (a count likelihood reads the integers themselves); the models
-with a count emission (:data:`~ppl_models.nets.COUNT_EMISSIONS`) then take the likelihood's name as theirs.
+with a count emission (:data:`~ppl_models.nets.COUNT_EMISSIONS`) then take the likelihood's name as theirs, and
+:func:`count_scale` as the scale their nets read the counts by (DeepAR's: one plus each feature's training mean).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ __all__ = [
     "resolve_likelihood",
     "dispersion_index",
     "first_non_count",
+    "count_scale",
 ]
 
 #: the values of ``likelihood``
@@ -74,9 +76,9 @@ def resolve_likelihood(
     of :data:`LIKELIHOODS`) with ``transform`` (:func:`~ppl_models.inference.data.transform_choice.resolve_transform`,
     with ``season``, ``window`` and ``prefix``). The likelihood record holds its ``name`` (``"bernoulli"``,
     ``"gaussian"``, ``"lognormal"``, ``"poisson"`` or ``"negbin"``), ``why`` in one line, for counts the
-    training split's :func:`dispersion_index` per feature, and for large counts read as real values
-    (:data:`LARGE_COUNT`) their smallest training value (``large_counts``). A likelihood the data cannot take is a
-    :class:`~ppl_models.inference.validation.SettingError` naming ``likelihood``."""
+    training split's :func:`dispersion_index` per feature and :func:`count_scale`, and for large counts read as real
+    values (:data:`LARGE_COUNT`) their smallest training value (``large_counts``). A likelihood the data cannot take
+    is a :class:`~ppl_models.inference.validation.SettingError` naming ``likelihood``."""
     setting_choice(spec, "likelihood", LIKELIHOODS)
     open_transform = isinstance(transform, str) and transform.strip().lower() in _OPEN_TRANSFORMS
     if binary_splits(splits):
@@ -181,7 +183,15 @@ def _as_counts(splits: DataSplits, spec: str, transform: str) -> tuple[DataSplit
         "chosen_by": "counts are modelled as they are: a count likelihood reads the integers themselves",
     }
     dispersion = {feature: float(value) for feature, value in zip(features, index)}
-    return applied, record, {"name": spec, "why": why, "dispersion_index": dispersion}
+    scale = count_scale(splits.train.sequences)
+    return applied, record, {"name": spec, "why": why, "dispersion_index": dispersion, "count_scale": scale}
+
+
+def count_scale(sequences: list[np.ndarray]) -> list[float]:
+    """``[D]``: one plus each feature's mean over count rows ``[T_i, D]`` (the training split's), the scale a count
+    emission's nets read the counts by (:class:`~ppl_models.nets.CountScale`; DeepAR's ``1 + mean``)."""
+    values = np.concatenate([row for row in sequences if len(row)], axis=0)
+    return [1.0 + float(mean) for mean in values.mean(axis=0)]
 
 
 def _check_positive(splits: DataSplits) -> None:

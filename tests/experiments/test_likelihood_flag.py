@@ -44,7 +44,13 @@ def test_a_count_file_trains_with_a_count_emission_and_forecasts_integers(tmp_pa
     out = capsys.readouterr().out
     chosen = json.loads((run / "data_split.json").read_text())["likelihood"]
     assert chosen["name"] in ("poisson", "negbin") and f"gru: likelihood {chosen['name']}: counts" in out
-    assert json.loads((run / "config.json").read_text())["model"]["emission"] == chosen["name"]
+    model = json.loads((run / "config.json").read_text())["model"]
+    assert model["emission"] == chosen["name"]
+    with open(counts) as handle:  # the scale: one plus the training split's mean, a part of every series' steps
+        values = [float(row["v"]) for row in csv.DictReader(handle)]
+    assert model["count_scale"] == chosen["count_scale"] and 1 + min(values) <= chosen["count_scale"][0] <= 1 + max(
+        values
+    )
     assert main(["forecast", f"gru={run}", "--beyond", "3", "--out", str(tmp_path / "next")]) == 0
     with open(tmp_path / "next" / "beyond.csv") as handle:
         rows = list(csv.DictReader(handle))

@@ -40,6 +40,18 @@ def test_poisson_counts_get_a_poisson_likelihood_neither_transformed_nor_standar
     assert torch.equal(x[mask], x[mask].round())  # the integers themselves
 
 
+def test_the_count_scale_is_one_plus_each_features_training_mean_by_hand():
+    held_out = [[100.0, 100.0]] * 4
+    rows = [
+        np.array([[1.0, 0.0], [3.0, 10.0], [0.0, 0.0], [2.0, 1.0], *held_out]),
+        np.array([[2.0, 2.0], [9.0, 9.0], [0.0, 0.0], [1.0, 1.0], *held_out]),
+    ]
+    splits = SequenceDataset.from_sequences(rows).split(by="time", fractions=(0.5, 0.25, 0.25))
+    # the training split: the first four steps of each series
+    assert np.allclose(resolve_likelihood("poisson", splits)[2]["count_scale"], [1 + 18 / 8, 1 + 23 / 8])
+    assert np.allclose(resolve_likelihood("auto", _splits(_poisson_rows()))[2]["count_scale"], [4.0], atol=0.3)
+
+
 def test_overdispersed_counts_get_a_negative_binomial():
     _, _, chosen = resolve_likelihood("auto", _splits(_overdispersed_rows()))
     assert chosen["name"] == "negbin" and chosen["dispersion_index"]["x0"] > DISPERSION_THRESHOLD
