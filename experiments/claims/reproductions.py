@@ -28,6 +28,7 @@ from ppl_models.inference.atomic_files import write_json, write_text
 
 from .. import compare
 from . import CLAIMS, PAPERS, REPRODUCE_FORMAT, Claim, Reading
+from .ab_table import AB_STUDIES, ab_table
 from .benchmark_table import benchmark_table
 from .factor_table import STUDY_FILES, factor_table
 from .provenance import REPO_ROOT, commit_label, provenance_problems
@@ -174,8 +175,8 @@ def _machine(device: str | None) -> dict:
 
 def load_results(results_dir: str | Path | None = None) -> dict[str, dict]:
     """Every results file a claim names, every reproduction, every real-series board (``board_*_cpu.json``), every
-    one-factor study (:data:`.factor_table.STUDY_FILES`) and every benchmark a docs page's ``<!-- speed:NAME -->``
-    block names that exists: ``{file name: data}``."""
+    one-factor study (:data:`.factor_table.STUDY_FILES`), every A/B study (:data:`.ab_table.AB_STUDIES`) and every
+    benchmark a docs page's ``<!-- speed:NAME -->`` block names that exists: ``{file name: data}``."""
     results_dir = _results(results_dir)
     names = (
         {name for claim in CLAIMS.values() for name in claim.results}
@@ -183,6 +184,7 @@ def load_results(results_dir: str | Path | None = None) -> dict[str, dict]:
         | set(map(transfer_file, TRANSFERS))
         | {path.name for path in results_dir.glob("board_*_cpu.json")}
         | set(STUDY_FILES)
+        | {study[0] for study in AB_STUDIES.values()}
         | _speed_files(results_dir.parent)
     )
     return {name: read_results_file(results_dir / name) for name in sorted(names) if (results_dir / name).is_file()}
@@ -367,9 +369,10 @@ def _paper_table(paper: str, files: dict) -> list[str]:
 #: ``<!-- /claims -->``), one recipe's transfer table (``<!-- transfer:RECIPE -->`` ... ``<!-- /transfer -->``) or
 #: the boards of a real series over seeds (``<!-- board:NAME -->`` ... ``<!-- /board -->``, from
 #: ``docs/results/board_NAME_cpu.json``), a one-factor-at-a-time study (``<!-- factors:NAME -->``,
-#: :mod:`.factor_table`) or a benchmark's timings (``<!-- speed:NAME -->``, :mod:`.benchmark_table`)
+#: :mod:`.factor_table`), a benchmark's timings (``<!-- speed:NAME -->``, :mod:`.benchmark_table`) or a paired A/B
+#: study (``<!-- ab:NAME -->``, :mod:`.ab_table`)
 CLAIMS_BLOCK = re.compile(
-    r"(<!-- (?P<kind>claims|transfer|board|factors|speed):(?P<key>[\w-]+) -->\n)(?P<body>.*?)"
+    r"(<!-- (?P<kind>claims|transfer|board|factors|speed|ab):(?P<key>[\w-]+) -->\n)(?P<body>.*?)"
     r"(<!-- /(?P=kind) -->)",
     re.S,
 )
@@ -387,6 +390,8 @@ def fill_blocks(text: str, files: dict, where: str = "page") -> str:
             return match.group(1) + "\n".join(factor_table(key, files)) + "\n" + match.group(5)
         if kind == "speed":
             return match.group(1) + "\n".join(benchmark_table(key, files)) + "\n" + match.group(5)
+        if kind == "ab":
+            return match.group(1) + "\n".join(ab_table(key, files)) + "\n" + match.group(5)
         known = PAPERS if kind == "claims" else TRANSFERS
         if key not in known:
             what = "paper" if kind == "claims" else "recipe"
@@ -499,7 +504,7 @@ def _spread(figure: dict) -> str:
 
 def _pages_with_blocks(page: Path) -> list[Path]:
     """The docs pages beside ``page`` that hold a claims block."""
-    marks = ("<!-- claims:", "<!-- transfer:", "<!-- board:", "<!-- factors:", "<!-- speed:")
+    marks = ("<!-- claims:", "<!-- transfer:", "<!-- board:", "<!-- factors:", "<!-- speed:", "<!-- ab:")
     return sorted(p for p in page.parent.glob("*.md") if p != page and any(m in p.read_text() for m in marks))
 
 
