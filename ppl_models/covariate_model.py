@@ -8,7 +8,8 @@ all ``D`` columns, and makes it a model of the targets alone given the covariate
 
 * its likelihood is the inner predictive's marginal over the first ``O`` columns (the inner emission is diagonal, an
   ``Independent`` distribution, so the marginal drops the other columns' factors): training fits
-  ``p(y_t | y_{<t}, c_{<=t}, p_{<t})`` and never the covariates' own law;
+  ``p(y_t | y_{<t}, c_{<=t}, p_{<t})`` and never the covariates' own law (the inner emission may be one the
+  covariates' values lie outside of, a count emission beside real-valued covariates: it never reads them);
 * its one-step draws and mean hold the covariates as read (they are inputs, not predictions);
 * :meth:`CovariateInputs.forecast_given` draws ``H`` steps given the known covariates of those steps. A past-only
   covariate has no value after the forecast origin, so a forecast of more than one step with one is refused (its
@@ -35,7 +36,8 @@ class CovariateInputs(ExactPredictiveModel):
 
     Args:
         inner: an :class:`~ppl_models.exact_predictive_model.ExactPredictiveModel` built for all the layout's columns
-            (``obs_dim = len(layout.features)``) whose predictive is an ``Independent`` distribution over them.
+            (``obs_dim = len(layout.features)``) whose predictive is an ``Independent`` distribution over them; its
+            ``scored_columns`` is set to the targets' count, so its own checks of values read the targets only.
         layout: the data's :class:`~ppl_models.inference.data.covariates.CovariateLayout`.
     """
 
@@ -60,6 +62,7 @@ class CovariateInputs(ExactPredictiveModel):
                 f"inner: expected obs_dim {len(layout.features)} (targets and covariates), got {inner.obs_dim}"
             )
         self.inner, self.layout = inner, layout
+        inner.scored_columns = layout.modelled  # its own checks of values read the targets only
         self.obs_dim = inner.obs_dim
         #: the leading columns that are modelled and scored
         self.modelled_features = layout.modelled
@@ -79,7 +82,7 @@ class CovariateInputs(ExactPredictiveModel):
             )
         columns = torch.zeros(self.obs_dim, dtype=torch.bool, device=exact.mean.device)
         columns[: self.modelled_features] = True
-        return exact.base_dist.mask(columns).to_event(1)
+        return _TargetColumns(exact.base_dist, columns).to_event(1)
 
     @torch.no_grad()
     def predictive(self, x, mask=None, num_samples: int = 100, **settings) -> OneStepPredictive:
@@ -154,3 +157,12 @@ class CovariateInputs(ExactPredictiveModel):
                         draw[:, known] = future[b, h + 1]
                     carry = self.inner.carry_on(carry, draw)
         return out
+
+
+class _TargetColumns(dist.MaskedDistribution):
+    """A diagonal emission ``[..., D]`` scored on the ``mask``'s columns only: the other columns of a value are read as
+    0 (in the support of every emission) before the base log-density, so a covariate outside the emission's support
+    (a real value under a count emission) is never scored, checked or differentiated through."""
+
+    def log_prob(self, value: torch.Tensor) -> torch.Tensor:
+        return super().log_prob(torch.where(self._mask, value, torch.zeros((), dtype=value.dtype, device=value.device)))

@@ -245,8 +245,12 @@ class EmissionChecks:
     """
 
     emission_kind: str
+    #: how many leading columns the emission's values are checked on (``None``: every column); a wrapper that reads
+    #: the other columns as inputs only (:class:`~ppl_models.covariate_model.CovariateInputs`) sets it
+    scored_columns: int | None = None
 
     def check_values(self, x: torch.Tensor, mask: torch.Tensor, *, name: str = "x") -> None:
+        x = x if self.scored_columns is None else x[..., : self.scored_columns]
         if self.emission_kind == "bernoulli":
             check_binary(x, mask, name=name)
         elif self.emission_kind in COUNT_EMISSIONS:

@@ -4,9 +4,10 @@ suit it.
 
 ``likelihood`` (the ``[data]`` key, ``--likelihood``) is one of :data:`LIKELIHOODS`:
 
-* ``"auto"`` (the default): binary data is Bernoulli; data whose every value is a non-negative integer (and not
-  only 0 and 1) is a count, negative binomial where the training split is overdispersed (:func:`dispersion_index`
-  above :data:`DISPERSION_THRESHOLD` in a feature), else Poisson, unless no training value is below
+* ``"auto"`` (the default): binary data is Bernoulli; data whose every forecast value is a non-negative integer
+  (and not only 0 and 1; covariates may be any real value) is a count, negative binomial where the training split
+  is overdispersed (:func:`dispersion_index` above :data:`DISPERSION_THRESHOLD` in a target), else Poisson, unless
+  no training value of the targets is below
   :data:`LARGE_COUNT` (large counts are read as real values); anything else is real-valued, its transform chosen
   on the validation split (:func:`~ppl_models.inference.data.transform_choice.resolve_transform`), which makes it
   log-normal where the transform chosen takes logs. A transform given (``data.transform`` other than ``"auto"`` or
@@ -18,7 +19,8 @@ suit it.
 * ``"gaussian"``: real values, the transform chosen among those without log.
 * ``"real"``: real values, counts too, Gaussian or log-normal as the transform chosen takes logs.
 
-Counts are neither transformed nor standardised (a count likelihood reads the integers themselves); the models
+Counts are neither transformed nor standardised (a count likelihood reads the integers themselves; covariates beside
+them are standardised, as inputs); the models
 with a count emission (:data:`~ppl_models.nets.COUNT_EMISSIONS`) then take the likelihood's name as theirs, and
 :func:`count_scale` as the scale their nets read the counts by (DeepAR's: one plus each feature's training mean).
 """
@@ -88,7 +90,7 @@ def resolve_likelihood(
             *resolve_transform(transform, splits, season=season, window=window, prefix=prefix),
             {"name": "bernoulli", "why": "every value is 0 or 1"},
         )
-    non_count = first_non_count(splits)
+    non_count = first_non_count(splits, covariates=_binary_targets(splits))
     smallest = _smallest_training_value(splits) if non_count is None else None
     large = smallest is not None and smallest >= LARGE_COUNT
     if spec in COUNT_LIKELIHOODS or (spec == "auto" and non_count is None and open_transform and not large):
@@ -134,11 +136,14 @@ def _smallest_training_value(splits: DataSplits) -> float:
     return float(min(values[:, :columns].min() for values in splits.train.sequences))
 
 
-def first_non_count(splits: DataSplits) -> str | None:
-    """Where ``splits`` hold a value that is not a non-negative integer, in words (the first such feature, value
-    and series), or ``None`` where every value is one."""
+def first_non_count(splits: DataSplits, *, covariates: bool = False) -> str | None:
+    """Where the forecast columns of ``splits`` (with ``covariates``, every column) hold a value that is not a
+    non-negative integer, in words (the first such feature, value and series), or ``None`` where every value is one.
+    Covariates are inputs, not scored: counts beside a real-valued covariate are counts."""
     for split, part in zip(SPLITS, splits):
+        columns = part.obs_dim if covariates else part.forecast_columns
         for row, values in zip(part.ids, part.sequences):
+            values = values[:, :columns]
             bad = (values < 0) | (values != np.round(values))
             if bad.any():
                 step, feature = np.argwhere(bad)[0]
@@ -159,23 +164,33 @@ def dispersion_index(sequences: list[np.ndarray]) -> np.ndarray:
     return np.where(level > 0, squared / np.where(level > 0, level, 1.0), 1.0)
 
 
+def _binary_targets(splits: DataSplits) -> bool:
+    """Whether every forecast value is 0 or 1 (0/1 targets beside covariates are read as real values, as before
+    counts looked past the covariates: no Bernoulli emission reads covariates yet)."""
+    return all(np.isin(v[:, : part.forecast_columns], (0.0, 1.0)).all() for part in splits for v in part.sequences)
+
+
 def _as_counts(splits: DataSplits, spec: str, transform: str) -> tuple[DataSplits, dict, dict]:
-    """``splits`` as counts: neither transformed nor standardised; Poisson or negative binomial by ``spec``
-    (``"auto"``: by :func:`dispersion_index`)."""
-    features = list(splits.train.features)
-    index = dispersion_index(splits.train.sequences)
+    """``splits`` as counts: the targets neither transformed nor standardised, the covariates standardised (inputs
+    only); Poisson or negative binomial by ``spec`` (``"auto"``: by :func:`dispersion_index` of the targets)."""
+    targets = splits.train.forecast_columns
+    features = list(splits.train.features)[:targets]
+    index = dispersion_index([row[:, :targets] for row in splits.train.sequences])
     worst = int(np.argmax(index))
     if spec == "auto":
         spec = "negbin" if index[worst] > DISPERSION_THRESHOLD else "poisson"
         why = (
-            f"counts (every value a non-negative integer); the largest dispersion index on the training split "
-            f"(squared step changes over twice the level) is {index[worst]:.3g} ({features[worst]!r}), "
+            f"counts (every forecast value a non-negative integer); the largest dispersion index on the training "
+            f"split (squared step changes over twice the level) is {index[worst]:.3g} ({features[worst]!r}), "
             f"{'above' if spec == 'negbin' else 'not above'} {DISPERSION_THRESHOLD}"
         )
     else:
         why = "given by the likelihood setting"
-    identity = Standardizer([0.0] * len(features), [1.0] * len(features), features)
-    applied = SeriesTransform().apply(dataclasses.replace(splits, standardizer=identity))
+    fitted = splits.standardizer
+    counts = Standardizer(
+        [0.0] * targets + fitted.mean[targets:], [1.0] * targets + fitted.scale[targets:], list(fitted.features)
+    )
+    applied = SeriesTransform().apply(dataclasses.replace(splits, standardizer=counts))
     record = {
         **SeriesTransform().to_dict(),
         "spec": transform,
@@ -183,7 +198,8 @@ def _as_counts(splits: DataSplits, spec: str, transform: str) -> tuple[DataSplit
         "chosen_by": "counts are modelled as they are: a count likelihood reads the integers themselves",
     }
     dispersion = {feature: float(value) for feature, value in zip(features, index)}
-    scale = count_scale(splits.train.sequences)
+    scale = count_scale([row[:, :targets] for row in splits.train.sequences])
+    scale += [1.0] * (splits.train.obs_dim - targets)  # the covariates, standardised: read as they are
     return applied, record, {"name": spec, "why": why, "dispersion_index": dispersion, "count_scale": scale}
 
 

@@ -134,3 +134,41 @@ def test_the_multistep_table_gives_the_covariate_readers_the_covariates_ahead(pr
     assert all(
         a < 0.2 * b for a, b in zip(rows["arimax"]["per_horizon"]["crps"], rows["last-value"]["per_horizon"]["crps"])
     )
+
+
+@pytest.fixture(scope="module")
+def visits(tmp_path_factory):
+    """Six series of 40 steps of counts ``y_t ~ Poisson(exp(1.5 + 0.9 c_t))`` with ``c`` a real-valued white noise
+    (a price, say); rows 34 to 39 are the test split."""
+    folder = tmp_path_factory.mktemp("visits")
+    rng = np.random.default_rng(3)
+    rows = []
+    for s in range(6):
+        for t in range(40):
+            c = rng.normal()
+            part = "train" if t < 28 else "valid" if t < 34 else "test"
+            rows.append({"site": f"s{s}", "t": t, "c": c, "y": int(rng.poisson(np.exp(1.5 + 0.9 * c))), "part": part})
+    pd.DataFrame(rows).to_csv(folder / "visits.csv", index=False)
+    return folder
+
+
+def test_counts_beside_a_real_valued_covariate_are_counts_that_read_it(visits, monkeypatch, capsys):
+    """The covariate is an input, never scored: the counts keep a count likelihood, the covariate is standardised,
+    and the GRU that reads it scores the test counts far better than one that does not."""
+    monkeypatch.chdir(visits)
+    fast = [item for item in FAST if item != 'data.transform="none"']
+    base = ["train", "gru", "--data", "visits.csv", *COLUMNS, *sets(fast + SMALL)]
+    assert main([*base, "--features", "y,c", "--covariates", "c", "--run-dir", "with"]) == 0
+    assert main([*base, "--features", "y", "--run-dir", "without"]) == 0
+    split = json.loads((visits / "with" / "data_split.json").read_text())
+    chosen = split["likelihood"]["name"]  # the covariate moves the rate step to step: negbin by the dispersion index
+    assert chosen in ("poisson", "negbin") and f"gru: likelihood {chosen}: counts" in capsys.readouterr().out
+    assert split["likelihood"]["count_scale"][1] == 1.0
+    model = json.loads((visits / "with" / "config.json").read_text())["model"]
+    assert model["emission"] == chosen and model["count_scale"] == split["likelihood"]["count_scale"]
+    frame = pd.read_csv(visits / "visits.csv")
+    assert model["count_scale"][0] == pytest.approx(1.0 + frame.y[frame.part == "train"].mean())
+    with_c, without = (json.loads((visits / run / "metrics.json").read_text()) for run in ("with", "without"))
+    assert "the first 1 of 2 columns" in with_c["scored_columns"]
+    nats = [run["loglik"]["exact"]["per_step"] for run in (with_c, without)]
+    assert nats[0] > nats[1] + 0.2
