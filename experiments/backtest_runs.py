@@ -24,7 +24,7 @@ from typing import NamedTuple
 import pyro
 import torch
 
-from ppl_models.covariate_model import CovariateInputs
+from ppl_models.covariate_model import reads_covariates
 from ppl_models.inference.atomic_files import write_json, write_text
 from ppl_models.inference.backtest import backtest, longest_reach
 from ppl_models.inference.defaults import BACKTEST_SAMPLES, FORECAST_PARTICLES
@@ -130,7 +130,7 @@ def backtest_run(
 def _run(run_dir: Path, horizon: int, device: str | None, num_particles: int) -> _Subject:
     """A run's model (its best checkpoint, on ``device``) and test split."""
     config, data, model, device = _load(run_dir, device)
-    if not model.supports("forecast") and not isinstance(model, CovariateInputs):
+    if not model.supports("forecast") and not reads_covariates(model):
         raise ValueError(
             f"run_dir {run_dir}: model {config['model']['name']!r} cannot forecast "
             f"({model.limitations.get('forecast', 'not declared')})"

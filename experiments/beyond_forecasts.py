@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from ppl_models.covariate_model import CovariateInputs
+from ppl_models.covariate_model import CovariateInputs, reads_covariates
 from ppl_models.inference.atomic_files import write_text
 from ppl_models.inference.defaults import FORECAST_PARTICLES, FORECAST_SAMPLES
 from ppl_models.inference.validation import check_positive_int
@@ -73,22 +73,22 @@ def forecast_beyond(
     check_positive_int(horizon, name="horizon")
     check_positive_int(num_samples, name="num_samples")
     _, data, model = load_run("run", folder, device, data_path, history=data_path is not None)
-    reads_covariates = isinstance(model, CovariateInputs)
-    if not model.supports("forecast") and not reads_covariates:
+    given = reads_covariates(model)
+    if not model.supports("forecast") and not given:
         raise ValueError(f"run {folder}: {type(model).__name__} cannot forecast ({model.limitations['forecast']})")
     x, mask = data.test
     record = data.split_record or {}
     names = _series_names(record, len(x))
     _check_beyond(model, horizon, num_samples, x, mask)
     torch.manual_seed(seed)
-    if reads_covariates:
+    if given:
         future = model_units(data, "test", _file_future(data, names, horizon))
         paths = covariate_paths(model, x.to(device), mask.to(device), future, horizon, num_samples).cpu()
     else:
         paths = model.forecast(x.to(device), mask.to(device), horizon, num_samples, num_particles=num_particles).cpu()
     paths = paths_in_units(data, paths, "test", None)  # after each row's end, in the data's units
     features = record.get("standardizer", {}).get("features") or [f"x{d}" for d in range(x.shape[-1])]
-    if reads_covariates:  # the targets alone: the covariates are inputs
+    if given:  # the targets alone: the covariates are inputs
         paths, features = paths[..., : model.modelled_features], features[: model.modelled_features]
     figures = _binary_figures(paths) if data.binary else _real_figures(paths)
     rows = [

@@ -18,6 +18,7 @@ from pyro.util import get_rng_state, set_rng_state
 
 from ppl_models.covariate_model import CovariateInputs
 from ppl_models.exact_predictive_model import ExactPredictiveModel
+from ppl_models.inference.rollout import LatentRollout
 from ppl_models.inference.validation import SettingError, check_sequences
 
 from . import recipes
@@ -88,10 +89,11 @@ def build_once(config: dict, data) -> tuple:
     return model, objective
 
 
-#: why a model that is not an exact one-step predictor takes no covariates
+#: why a model that is neither an exact one-step predictor nor a recurrent latent model takes no covariates
 COVARIATE_REFUSAL = (
-    "it is not an exact one-step predictor: its filter or guide weighs every column of a step, so it would model "
-    "the covariates rather than read them"
+    "its filter or emission weighs every column of a step (a linear-Gaussian state, a predictive-state or "
+    "particle-attention update), so it would model the covariates rather than read them; the models that read "
+    "them: the exact one-step predictors and the recurrent latent models (SRNN, VRNN)"
 )
 
 
@@ -107,10 +109,16 @@ def _model_and_objective(config: dict, data) -> tuple:
 
 def with_covariates(model, layout, name: str | None):
     """``model`` (built for every column of data read with the covariate ``layout``) as a model of the targets that
-    reads the covariates as inputs (:class:`~ppl_models.covariate_model.CovariateInputs`); ``model`` itself where
-    ``layout`` is ``None``. A model that is not an exact one-step predictor is refused, a
-    :class:`~ppl_models.inference.validation.SettingError` of ``covariates`` naming it and the reason."""
+    reads the covariates as inputs: an exact one-step predictor in
+    :class:`~ppl_models.covariate_model.CovariateInputs`, a recurrent latent model
+    (:class:`~ppl_models.inference.rollout.LatentRollout`) by its own
+    :meth:`~ppl_models.inference.rollout.LatentRollout.read_covariates`; ``model`` itself where ``layout`` is
+    ``None``. Any other model is refused, a :class:`~ppl_models.inference.validation.SettingError` of ``covariates``
+    naming it and the reason."""
     if layout is None:
+        return model
+    if isinstance(model, LatentRollout) and model.layout is None:
+        model.read_covariates(layout)
         return model
     if not isinstance(model, ExactPredictiveModel) or isinstance(model, CovariateInputs):
         key = "covariates" if layout.known else "past_covariates"

@@ -42,7 +42,7 @@ from pathlib import Path
 import pyro
 import torch
 
-from ppl_models.covariate_model import CovariateInputs
+from ppl_models.covariate_model import reads_covariates
 from ppl_models.inference.atomic_files import write_json
 from ppl_models.inference.backtest import BacktestOptions, backtest_held_out, longest_reach, origin_steps
 from ppl_models.inference.backtest_checks import default_scored
@@ -239,7 +239,7 @@ def _judge_run(name: str, folder: Path, starts: list[list[int]], horizon: int, d
     """A model's figures: its run's best checkpoint, filtered on each series' history before each origin."""
     device = str(resolve_device(device or read_config_json(folder / "config.json")["device"]))
     config, data, model = load_run(name, folder, device)
-    if not model.supports("forecast") and not isinstance(model, CovariateInputs):
+    if not model.supports("forecast") and not reads_covariates(model):
         raise ValueError(f"{name} cannot forecast ({model.limitations.get('forecast', 'not declared')})")
     x, mask = (tensor.to(device) for tensor in data.test)
     units = data.units("test")

@@ -27,8 +27,16 @@ from ppl_models.inference.protocol import OneStepPredictive, Unsupported
 from ppl_models.inference.validation import check_positive_int, check_sequences
 
 from .exact_predictive_model import ExactPredictiveModel
+from .nets import TargetColumns
 
-__all__ = ["CovariateInputs"]
+__all__ = ["CovariateInputs", "reads_covariates"]
+
+
+def reads_covariates(model) -> bool:
+    """Whether ``model`` reads covariates as inputs, so that its forecasts need their values ahead
+    (``forecast_given``): a :class:`CovariateInputs`, or a recurrent latent model given a layout
+    (:meth:`~ppl_models.inference.rollout.LatentRollout.read_covariates`)."""
+    return isinstance(model, CovariateInputs) or getattr(model, "layout", None) is not None
 
 
 class CovariateInputs(ExactPredictiveModel):
@@ -55,7 +63,8 @@ class CovariateInputs(ExactPredictiveModel):
         if not isinstance(inner, ExactPredictiveModel):
             raise TypeError(
                 f"inner: expected an exact one-step predictor (ExactPredictiveModel), got {type(inner).__name__}: "
-                "a latent model's filter weighs every column, so it would model the covariates, not read them"
+                "a latent model's filter weighs every column, so it would model the covariates, not read them (a "
+                "recurrent latent model reads them by its own read_covariates)"
             )
         if inner.obs_dim != len(layout.features):
             raise ValueError(
@@ -80,9 +89,7 @@ class CovariateInputs(ExactPredictiveModel):
                 f"inner: {type(self.inner).__name__}'s predictive is not a diagonal (Independent) distribution, so "
                 "its marginal over the targets is not at hand"
             )
-        columns = torch.zeros(self.obs_dim, dtype=torch.bool, device=exact.mean.device)
-        columns[: self.modelled_features] = True
-        return _TargetColumns(exact.base_dist, columns).to_event(1)
+        return TargetColumns.leading(exact.base_dist, self.modelled_features).to_event(1)
 
     @torch.no_grad()
     def predictive(self, x, mask=None, num_samples: int = 100, **settings) -> OneStepPredictive:
@@ -128,21 +135,8 @@ class CovariateInputs(ExactPredictiveModel):
         x, mask = check_sequences(x, mask, model=self)
         horizon = check_positive_int(horizon, name="horizon")
         num_samples = check_positive_int(num_samples, name="num_samples")
-        if self.layout.past and horizon > 1:
-            raise ValueError(
-                f"horizon: {horizon} steps with past_covariates {list(self.layout.past)}: their values after the "
-                "forecast origin are unknown and this model does not forecast them; forecast one step, or give them "
-                "as known covariates"
-            )
         known = self.layout.known_slice
-        future = torch.as_tensor(future, dtype=x.dtype, device=x.device)
-        if self.layout.known and (future.dim() != 3 or future.shape[0] != x.shape[0] or future.shape[1] < horizon):
-            raise ValueError(
-                f"future: expected the known covariates {list(self.layout.known)} of the {horizon} steps ahead "
-                f"[{x.shape[0]}, {horizon}, {len(self.layout.known)}], got {list(future.shape)}"
-            )
-        if self.layout.known and not bool(torch.isfinite(future[:, :horizon]).all()):
-            raise ValueError(f"future: a value of {list(self.layout.known)} is missing in the forecast window")
+        future = self.layout.checked_future(x, future, horizon)
         out = x.new_empty(num_samples, x.shape[0], horizon, self.modelled_features)
         for b, length in enumerate(mask.sum(1).tolist()):
             paths = x[b, :length].clone()
@@ -157,12 +151,3 @@ class CovariateInputs(ExactPredictiveModel):
                         draw[:, known] = future[b, h + 1]
                     carry = self.inner.carry_on(carry, draw)
         return out
-
-
-class _TargetColumns(dist.MaskedDistribution):
-    """A diagonal emission ``[..., D]`` scored on the ``mask``'s columns only: the other columns of a value are read as
-    0 (in the support of every emission) before the base log-density, so a covariate outside the emission's support
-    (a real value under a count emission) is never scored, checked or differentiated through."""
-
-    def log_prob(self, value: torch.Tensor) -> torch.Tensor:
-        return super().log_prob(torch.where(self._mask, value, torch.zeros((), dtype=value.dtype, device=value.device)))

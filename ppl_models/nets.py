@@ -34,6 +34,7 @@ __all__ = [
     "clipped_leaky_relu",
     "diagonal_normal",
     "emission_distribution",
+    "TargetColumns",
     "emission_params",
     "draw_emission",
     "refuse_counts",
@@ -108,16 +109,39 @@ def diagonal_normal(mean: torch.Tensor, log_var: torch.Tensor):
     return dist.Normal(mean, (0.5 * log_var).exp()).to_event(1)
 
 
-def emission_distribution(kind: str, params: torch.Tensor):
-    """``p(x_t | ...)`` with event shape ``[D]`` from the net output ``params [..., emission_params]``."""
+def emission_distribution(kind: str, params: torch.Tensor, scored_columns: int | None = None):
+    """``p(x_t | ...)`` with event shape ``[D]`` from the net output ``params [..., emission_params]``; with
+    ``scored_columns``, of those leading columns only (:class:`TargetColumns`: the others are inputs)."""
     if kind == "bernoulli":
-        return dist.Bernoulli(logits=params).to_event(1)
-    if kind == "poisson":
-        return dist.Poisson(params.clamp(*LOG_MEAN_RANGE).exp()).to_event(1)
-    if kind == "negbin":
+        base = dist.Bernoulli(logits=params)
+    elif kind == "poisson":
+        base = dist.Poisson(params.clamp(*LOG_MEAN_RANGE).exp())
+    elif kind == "negbin":
         log_mean, log_dispersion = _count_moments(params)
-        return dist.NegativeBinomial(log_dispersion.exp(), logits=log_mean - log_dispersion).to_event(1)
-    return diagonal_normal(*params.chunk(2, dim=-1))
+        base = dist.NegativeBinomial(log_dispersion.exp(), logits=log_mean - log_dispersion)
+    else:
+        mean, log_var = params.chunk(2, dim=-1)
+        base = dist.Normal(mean, (0.5 * log_var).exp())
+    if scored_columns is not None and scored_columns < base.batch_shape[-1]:
+        base = TargetColumns.leading(base, scored_columns)
+    return base.to_event(1)
+
+
+class TargetColumns(dist.MaskedDistribution):
+    """A diagonal emission (batch ``[..., D]``) scored on the columns of its ``mask [D]`` only: the other columns of a
+    value are read as 0 (in the support of every emission) before the base log-density, so a covariate (an input,
+    maybe outside the emission's support: a real value under a count emission) is never scored, checked or
+    differentiated through."""
+
+    @classmethod
+    def leading(cls, base, columns: int) -> TargetColumns:
+        """``base`` scored on its ``columns`` leading columns."""
+        mask = torch.zeros(base.batch_shape[-1], dtype=torch.bool, device=base.mean.device)
+        mask[:columns] = True
+        return cls(base, mask)
+
+    def log_prob(self, value: torch.Tensor) -> torch.Tensor:
+        return super().log_prob(torch.where(self._mask, value, torch.zeros((), dtype=value.dtype, device=value.device)))
 
 
 def draw_emission(kind: str, params: torch.Tensor, generator: torch.Generator | None = None):

@@ -269,7 +269,7 @@ class SRNN(CarriesState, EmissionChecks, LatentRollout, MarkovStateSpace):
 
     def emission(self, z, t, context: SRNNContext):
         params = self.emission_net(z, context.emission_steps[t])
-        return emission_distribution(self.emission_kind, self.count_scale.outputs(params))
+        return emission_distribution(self.emission_kind, self.count_scale.outputs(params), self.scored_columns)
 
     def emission_log_prob(self, z, x, mask, context: SRNNContext) -> torch.Tensor:
         """``log p(x | z)`` ``[B]`` of the modelled steps, all at once from their draws ``z [T', B, latent_dim]``."""
@@ -277,7 +277,8 @@ class SRNN(CarriesState, EmissionChecks, LatentRollout, MarkovStateSpace):
         if self.carried is not None:  # a carried pass (the ELBO's) hands on its last d, z and x
             self.carried.final = (context.d_last, z[-1], x[:, -1])
         params = self.count_scale.outputs(self.emission_net(z, context.emission_input[first:]))
-        log_p = emission_distribution(self.emission_kind, params).log_prob(x.transpose(0, 1)[first:])
+        emission = emission_distribution(self.emission_kind, params, self.scored_columns)
+        log_p = emission.log_prob(x.transpose(0, 1)[first:])
         return torch.where(mask.T[first:], log_p, 0.0).sum(0)
 
     def proposal(self, z_prev, t, x_t, context: SRNNContext):
@@ -309,8 +310,9 @@ class SRNN(CarriesState, EmissionChecks, LatentRollout, MarkovStateSpace):
         z = gather_particles(result.state["z"], picks)
         return {"d": repeated(d[rows, last]), "z": z.reshape(-1, z.shape[-1]), "u": repeated(x[rows, last])}
 
-    def rollout_step(self, state: dict, generator: torch.Generator | None):
-        """One generative step: ``d_t = GRU(d_{t-1}, u_t)``, ``z_t ~ prior``, ``x_t ~ emission``."""
+    def rollout_step(self, state: dict, generator: torch.Generator | None, given: torch.Tensor | None = None):
+        """One generative step: ``d_t = GRU(d_{t-1}, u_t)``, ``z_t ~ prior``, ``x_t ~ emission`` (its known
+        covariates ``given``, :meth:`~ppl_models.inference.rollout.LatentRollout.with_given`), ``u_{t+1} = x_t``."""
         out, d = self.rnn(self.gru_input(state["u"]).unsqueeze(1), state["d"].unsqueeze(0))
         step_input = self.dropped(out.squeeze(1))
         mean, log_var = self.prior_net(state["z"], self.prior_net.project(step_input)).chunk(2, dim=-1)
@@ -319,4 +321,5 @@ class SRNN(CarriesState, EmissionChecks, LatentRollout, MarkovStateSpace):
         )
         params = self.count_scale.outputs(self.emission_net(z, self.emission_net.project(step_input)))
         x, mean_x = draw_emission(self.emission_kind, params, generator)
+        x = self.with_given(x, given)
         return {"d": d.squeeze(0), "z": z, "u": x}, x, mean_x

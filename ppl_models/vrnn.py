@@ -151,7 +151,7 @@ class VRNN(EmissionChecks, LatentRollout, ParticlePrograms, SequenceModel):
 
     def emission(self, z: torch.Tensor, h: torch.Tensor):
         """``p(x_t | z_t, h_{t-1})`` from ``z [..., latent_dim]``, ``h [..., rnn_dim]``: event ``[D]``."""
-        return emission_distribution(self.emission_kind, self.emission_params(z, h))
+        return emission_distribution(self.emission_kind, self.emission_params(z, h), self.scored_columns)
 
     def recurrence(self, h: torch.Tensor, x_features: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
         """``h_t = GRU(h_{t-1}, [phi_x(x_t), phi_z(z_t)])`` ``[..., rnn_dim]`` (leading dims broadcast)."""
@@ -285,11 +285,13 @@ class VRNN(EmissionChecks, LatentRollout, ParticlePrograms, SequenceModel):
         """``h`` of the picked particles ``[S * B, rnn_dim]`` (the filter keeps it at the last valid step)."""
         return {"h": gather_particles(result.state["h"], picks).reshape(-1, self.rnn_dim)}
 
-    def rollout_step(self, state: dict, generator: torch.Generator | None):
-        """``z_t ~ prior(h)``, ``x_t ~ emission(z_t, h)``, ``h_t = GRU(h, [phi_x(x_t), phi_z(z_t)])``."""
+    def rollout_step(self, state: dict, generator: torch.Generator | None, given: torch.Tensor | None = None):
+        """``z_t ~ prior(h)``, ``x_t ~ emission(z_t, h)`` (its known covariates ``given``,
+        :meth:`~ppl_models.inference.rollout.LatentRollout.with_given`), ``h_t = GRU(h, [phi_x(x_t), phi_z(z_t)])``."""
         h = state["h"]
         z = _draw(self.prior(h), generator)
         x, mean = draw_emission(self.emission_kind, self.emission_params(z, h), generator)
+        x = self.with_given(x, given)
         return {"h": self.recurrence(h, self.x_features(x), z)}, x, mean
 
     def check_particle_input(self, x, mask):

@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
 from ..validation import SettingError
 
@@ -57,6 +58,27 @@ class CovariateLayout:
 
     def to_dict(self) -> dict:
         return {"targets": list(self.targets), "covariates": list(self.known), "past_covariates": list(self.past)}
+
+    def checked_future(self, x: torch.Tensor, future, horizon: int) -> torch.Tensor:
+        """``future`` (the known covariates of the ``horizon`` steps after each row of ``x [B, T, D]``,
+        ``[B, >= H, C]``) as a tensor like ``x``'s; a ``ValueError`` for a forecast of more than one step with
+        past-only covariates (their values after the origin are unknown), a shape that does not fit or a missing
+        value in the window."""
+        if self.past and horizon > 1:
+            raise ValueError(
+                f"horizon: {horizon} steps with past_covariates {list(self.past)}: their values after the "
+                "forecast origin are unknown and this model does not forecast them; forecast one step, or give them "
+                "as known covariates"
+            )
+        future = torch.as_tensor(future, dtype=x.dtype, device=x.device)
+        if self.known and (future.dim() != 3 or future.shape[0] != x.shape[0] or future.shape[1] < horizon):
+            raise ValueError(
+                f"future: expected the known covariates {list(self.known)} of the {horizon} steps ahead "
+                f"[{x.shape[0]}, {horizon}, {len(self.known)}], got {list(future.shape)}"
+            )
+        if self.known and not bool(torch.isfinite(future[:, :horizon]).all()):
+            raise ValueError(f"future: a value of {list(self.known)} is missing in the forecast window")
+        return future
 
     @classmethod
     def from_dict(cls, record: dict) -> CovariateLayout:

@@ -172,3 +172,19 @@ def test_counts_beside_a_real_valued_covariate_are_counts_that_read_it(visits, m
     assert "the first 1 of 2 columns" in with_c["scored_columns"]
     nats = [run["loglik"]["exact"]["per_step"] for run in (with_c, without)]
     assert nats[0] > nats[1] + 0.2
+
+
+@pytest.mark.parametrize("model", ["srnn", "vrnn"])
+def test_a_recurrent_latent_model_that_reads_the_covariate_cuts_its_test_error_far_below_its_spread(
+    priced, monkeypatch, model
+):
+    monkeypatch.chdir(priced)
+    argv = ["train", model, "--data", "priced.csv", *COLUMNS, "--covariates", "c", "--run-dir", f"{model}-with"]
+    assert main([*argv, *sets([*FAST, *SMALL, "model.latent_dim=4"])]) == 0
+    metrics = json.loads((priced / f"{model}-with" / "metrics.json").read_text())
+    frame = pd.read_csv(priced / "priced.csv")
+    spread = float(frame.y[frame.part == "test"].var(ddof=0))  # c is white noise: nothing else predicts y
+    assert metrics["mse"] < 0.3 * spread
+    assert (
+        "the first 1 of 2 columns" in metrics["scored_columns"] and "of every column" not in metrics["scored_columns"]
+    )
