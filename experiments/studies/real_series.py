@@ -20,7 +20,11 @@ Series (:data:`SERIES`):
 * ``covid-deaths``: daily COVID-19 deaths in the 26 US states and territories with 50 to 600 deaths by 2020-05-22,
   from 2020-03-15 (the differences of JHU CSSE's cumulative counts in the shared data's ``covid`` folder; the 14
   negative days, 0.8 %, of corrected counts set to 0): small counts, 32 % zeros, a panel of 26 series of 69 days
-  split by time 70/15/15; 5 steps ahead.
+  split by time 70/15/15; 5 steps ahead;
+* ``pm25-daily``: daily mean PM2.5 in Beijing, 2010-2014 (the shared data's ``pm25`` folder: the hourly UCI file,
+  each day's mean of the hours read; the 37 days, 2 %, without a reading interpolated), with the day's mean dew point,
+  temperature, pressure and cumulated wind speed as known covariates (read as inputs, as a weather forecast would
+  give them), one series of 1,826 days split by time 70/15/15, training windows of 120 days; 7 steps ahead.
 
 ``python -m ppl_models.experiments.studies.real_series NAME --seeds 3 --out runs/real-NAME`` runs one board per
 seed (``OUT/seed-N``; a rerun keeps finished runs) and writes ``docs/results/board_NAME_cpu.json``: per seed, every
@@ -72,6 +76,17 @@ SERIES = {
     "air-passengers": Series("_air_passengers", ('data.time="month"', 'data.split_by="time"'), 12, 10),
     "nile": Series("_nile", ('data.time="year"', 'data.split_by="time"'), 4, 12),
     "covid-deaths": Series("_covid_deaths", ('data.series="state"', 'data.time="day"', 'data.split_by="time"'), 5, 6),
+    "pm25-daily": Series(
+        "_pm25_daily",
+        (
+            'data.time="day"',
+            'data.split_by="time"',
+            "data.window=120",
+            'data.covariates=["dewpoint", "temperature", "pressure", "wind"]',
+        ),
+        7,
+        10,
+    ),
 }
 #: the figures summarised per model over seeds
 FIGURES = ("nats_per_step", "mse", "crps", "coverage_0.8")
@@ -157,6 +172,19 @@ def _covid_deaths():
     daily = daily.loc[:, daily.columns >= COVID_START]
     frame = daily.rename_axis("state").reset_index().melt(id_vars="state", var_name="day", value_name="deaths")
     return frame.sort_values(["state", "day"], ignore_index=True)
+
+
+def _pm25_daily():
+    import pandas as pd
+
+    from ..data import resolve_data_dir
+
+    hourly = pd.read_csv(resolve_data_dir() / "pm25" / "PRSA_data_2010.1.1-2014.12.31.csv")
+    hourly["day"] = pd.to_datetime(hourly[["year", "month", "day"]]).dt.strftime("%Y-%m-%d")
+    columns = {"pm2.5": "pm25", "DEWP": "dewpoint", "TEMP": "temperature", "PRES": "pressure", "Iws": "wind"}
+    daily = hourly.groupby("day")[list(columns)].mean().rename(columns=columns)  # a day's mean of its hours read
+    daily["pm25"] = daily["pm25"].interpolate(limit_direction="both")  # the days without a reading
+    return daily.reset_index()
 
 
 def run_boards(

@@ -3,6 +3,7 @@
 import pandas as pd
 import pytest
 
+from ppl_models.experiments.data import resolve_data_dir
 from ppl_models.experiments.studies import real_series
 
 
@@ -61,6 +62,11 @@ def test_series_frames_are_long_tables_with_the_documented_shape(tmp_path):
     assert covid["state"].nunique() == 26 and len(covid) == 26 * 69
     assert (covid["deaths"] >= 0).all() and covid["deaths"].dtype.kind == "i"
     assert covid["day"].min() == real_series.COVID_START
+    pm25 = pd.read_csv(real_series.series_csv("pm25-daily", tmp_path / "p.csv"))
+    assert list(pm25.columns) == ["day", "pm25", "dewpoint", "temperature", "pressure", "wind"] and len(pm25) == 1826
+    hourly = pd.read_csv(resolve_data_dir() / "pm25" / "PRSA_data_2010.1.1-2014.12.31.csv")
+    first_read = hourly[(hourly.month == 1) & (hourly.day == 2) & (hourly.year == 2010)]["pm2.5"].mean()
+    assert not pm25.isna().any().any() and pm25["pm25"].iloc[1] == pytest.approx(first_read)
     with pytest.raises(ValueError, match="name: expected one of"):
         real_series.series_csv("nope", tmp_path / "n.csv")
 
