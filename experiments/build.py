@@ -91,9 +91,10 @@ def build_once(config: dict, data) -> tuple:
 
 #: why a model that is neither an exact one-step predictor nor a recurrent latent model takes no covariates
 COVARIATE_REFUSAL = (
-    "its filter or emission weighs every column of a step (a linear-Gaussian state, a predictive-state or "
-    "particle-attention update), so it would model the covariates rather than read them; the models that read "
-    "them: the exact one-step predictors and the recurrent latent models (SRNN, VRNN)"
+    "its filter weighs every column of a step as one observation (a linear-Gaussian state, or the SMC "
+    "Transformer's particle attention), so it would model the covariates rather than read them; the models that "
+    "read them: the exact one-step predictors (GRU, recurrent, PSRNN, MC-dropout, Transformer forecaster) and "
+    "the recurrent latent models (SRNN, VRNN)"
 )
 
 
