@@ -235,7 +235,7 @@ class ClassicalForecaster:
         draws = torch.stack(
             [self._draw(self._parameters(row), row, horizon, num_samples, generator) for row in rows], 1
         )
-        return (draws.exp() if self.log else draws).to(dtype=x.dtype, device=x.device)
+        return self._in_units(draws).to(dtype=x.dtype, device=x.device)
 
     def describe(self) -> dict:
         """What was chosen, JSON-ready: the model, the season (and how it was found), the pooled fit, and how the
@@ -336,13 +336,23 @@ class ClassicalForecaster:
         return f"detected: autocorrelation of first differences {best:.3f} at lag {lag}, {verdict}"
 
     def _modelled(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """``x`` as the model sees it: ``log x`` with :attr:`log` (every valid value must be positive), else ``x``."""
+        """``x`` as the model sees it: with :attr:`log`, ``log`` of its :attr:`modelled_features` leading columns
+        (every valid value of those must be positive; the covariates after them as they are), else ``x``."""
         if not self.log:
             return x
-        valid = x.detach()[mask]
-        if not (valid > 0).all():
+        columns = self.modelled_features or x.shape[-1]
+        values = x.detach().double()
+        if not (values[..., :columns][mask] > 0).all():
             raise ValueError(f"the {self.name} forecaster models log x: every valid value of x must be > 0")
-        return torch.where(mask.unsqueeze(-1), x.detach().double(), 1.0).log()
+        logged = torch.where(mask.unsqueeze(-1), values[..., :columns], 1.0).log()
+        return torch.cat([logged, values[..., columns:]], -1)
+
+    def _in_units(self, draws: torch.Tensor) -> torch.Tensor:
+        """Draws ``[..., D]`` of :meth:`_modelled`'s columns back in ``x``'s units (``exp`` of the logged ones)."""
+        if not self.log:
+            return draws
+        columns = self.modelled_features or draws.shape[-1]
+        return torch.cat([draws[..., :columns].exp(), draws[..., columns:]], -1)
 
     def _predictive(self, x, mask, mean, cov, num_samples: int, generator) -> OneStepPredictive:
         """The :class:`OneStepPredictive` of ``N(mean [N, T, D], cov [N, T, D, D])`` at the valid steps of ``x``; with

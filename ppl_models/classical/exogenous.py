@@ -222,13 +222,6 @@ class ArimaxForecaster(ClassicalForecaster):
                 f"covariates), got {features}"
             )
 
-    def _modelled(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """``x`` with :attr:`log`: the log of the targets, the covariates as they are."""
-        if not self.log:
-            return x
-        targets = super()._modelled(x[..., : self.modelled_features], mask)
-        return torch.cat([targets, x.detach().double()[..., self.modelled_features :]], -1)
-
     def _fit(self, rows: list[np.ndarray]) -> None:
         self._naive = LastValue()._fit_rows(rows, self.training)
         self._report("fits", 0)

@@ -64,6 +64,27 @@ def test_last_value_is_the_previous_step_with_the_contexts_difference_noise():
     assert out.samples is None
 
 
+@pytest.mark.parametrize("name", ["last-value", "arima", "var"])
+def test_a_log_forecaster_takes_the_log_of_the_targets_and_reads_a_negative_covariate_as_it_is(name):
+    """With ``modelled_features``, log is the targets': a covariate below 0 (a temperature) is no error, and a
+    univariate row's figures of the targets are those of the targets alone."""
+    rng = np.random.default_rng(0)
+    targets = [np.exp(np.cumsum(rng.normal(0, 0.2, 30))) + 1.0 for _ in range(3)]
+    covariate = [rng.normal(-5.0, 1.0, 30) for _ in range(3)]
+    both = _batch([np.stack([y, c], -1) for y, c in zip(targets, covariate)])
+    alone = _batch(targets)
+    model = classical_model(name, log=True)
+    model.modelled_features = 1
+    out = model.fit(*both).one_step(*both, _scored(both[1], [20, 20, 20]))
+    draws = model.forecast(*both, horizon=3, num_samples=4, generator=torch.Generator().manual_seed(0))
+    assert bool(torch.isfinite(out.log_density).all()) and bool((draws[..., 0] > 0).all())
+    if name != "var":  # a univariate row: the covariate changes nothing of the targets'
+        single = classical_model(name, log=True).fit(*alone).one_step(*alone, _scored(alone[1], [20, 20, 20]))
+        assert torch.allclose(out.log_density, single.log_density) and torch.allclose(out.mean[..., :1], single.mean)
+    with pytest.raises(ValueError, match="models log x: every valid value of x must be > 0"):
+        classical_model(name, log=True).fit(*both)  # every column a target: the covariate's values refuse log
+
+
 def test_seasonal_naive_reads_one_season_back_and_sums_the_features():
     train = np.array([0, 1, 0, 1, 0, 2.0])  # mean 2/3, variance 5/9
     series = np.array([1, 3, 2, 5, 3, 6, 4.0])  # context: 5 steps, lag-1 differences 2 -1 3 -2, lag-2 ones 1 2 1
