@@ -44,6 +44,22 @@ def test_the_rows_means_over_its_history_and_forecast_are_statsforecasts(series,
     assert np.quantile(draws, 0.9, axis=0) == pytest.approx(ahead["hi-80"], abs=0.06 * width)
 
 
+def test_the_one_step_variance_is_the_residuals_as_statsforecasts_intervals_take_it():
+    """The row's one-step variance is that of statsforecast's fit's residuals after its 3-step burn-in (the noise of
+    its own prediction intervals), not the fit's reported ``mse``, which on a noisy level far from its start is far
+    from it."""
+    rng = np.random.default_rng(3)
+    series = 4.5 + np.cumsum(rng.normal(0, 0.1, 400)) + rng.normal(0, 0.6, 400)
+    x, mask = _tensor(series)
+    out = classical_model("theta").fit(x, mask).one_step(x, mask)
+    reference = _statsforecast_best(series, 1)
+    variance = float(np.var(np.asarray(reference.model_["residuals"], dtype=np.float64)[3:], ddof=1))
+    mean = reference.predict_in_sample()["fitted"]
+    want = -0.5 * np.log(2 * np.pi * variance) - (series - mean) ** 2 / (2 * variance)
+    assert out.mean[0, 5:, 0].numpy() == pytest.approx(mean[5:], rel=1e-8)
+    assert out.log_density[0, 5:].numpy() == pytest.approx(want[5:], rel=1e-8)
+
+
 def test_no_one_step_mean_reads_a_later_step():
     x, mask = _tensor(_SEASONAL)
     scored = mask.clone()
