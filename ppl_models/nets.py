@@ -269,8 +269,9 @@ class EmissionChecks:
     """
 
     emission_kind: str
-    #: how many leading columns the emission's values are checked on (``None``: every column); a wrapper that reads
-    #: the other columns as inputs only (:class:`~ppl_models.covariate_model.CovariateInputs`) sets it
+    #: how many leading columns the emission's values are checked on (``None``: every column); set where the other
+    #: columns are inputs only (:class:`~ppl_models.covariate_model.CovariateInputs`,
+    #: :meth:`~ppl_models.inference.rollout.LatentRollout.read_covariates`)
     scored_columns: int | None = None
 
     def check_values(self, x: torch.Tensor, mask: torch.Tensor, *, name: str = "x") -> None:

@@ -165,8 +165,8 @@ def dispersion_index(sequences: list[np.ndarray]) -> np.ndarray:
 
 
 def _binary_targets(splits: DataSplits) -> bool:
-    """Whether every forecast value is 0 or 1 (0/1 targets beside covariates are read as real values, as before
-    counts looked past the covariates: no Bernoulli emission reads covariates yet)."""
+    """Whether every forecast value is 0 or 1: such targets beside covariates that are not are read as real values
+    (binary data is decided on every column, ``SequenceDataset.binary``), not as counts."""
     return all(np.isin(v[:, : part.forecast_columns], (0.0, 1.0)).all() for part in splits for v in part.sequences)
 
 
