@@ -27,19 +27,24 @@ def sets(items):
     return [a for item in items for a in ("--set", item)]
 
 
-@pytest.fixture(scope="module")
-def priced(tmp_path_factory):
-    """Six series of 40 steps, ``y_t = 3 c_t + noise`` with ``c`` white noise; rows 34 to 39 of each are the test
-    split (a ``part`` column)."""
-    folder = tmp_path_factory.mktemp("priced")
-    rng = np.random.default_rng(0)
+def _panel(folder, name: str, seed: int, target) -> None:
+    """Write ``folder/name.csv``: six series of 40 steps of a white-noise covariate ``c`` and ``y = target(c, rng)``;
+    rows 34 to 39 of each are the test split (a ``part`` column)."""
+    rng = np.random.default_rng(seed)
     rows = []
     for s in range(6):
         for t in range(40):
             c = rng.normal()
             part = "train" if t < 28 else "valid" if t < 34 else "test"
-            rows.append({"site": f"s{s}", "t": t, "c": c, "y": 3 * c + 0.1 * rng.normal(), "part": part})
-    pd.DataFrame(rows).to_csv(folder / "priced.csv", index=False)
+            rows.append({"site": f"s{s}", "t": t, "c": c, "y": target(c, rng), "part": part})
+    pd.DataFrame(rows).to_csv(folder / f"{name}.csv", index=False)
+
+
+@pytest.fixture(scope="module")
+def priced(tmp_path_factory):
+    """``y_t = 3 c_t + noise`` (:func:`_panel`)."""
+    folder = tmp_path_factory.mktemp("priced")
+    _panel(folder, "priced", 0, lambda c, rng: 3 * c + 0.1 * rng.normal())
     return folder
 
 
@@ -138,17 +143,9 @@ def test_the_multistep_table_gives_the_covariate_readers_the_covariates_ahead(pr
 
 @pytest.fixture(scope="module")
 def visits(tmp_path_factory):
-    """Six series of 40 steps of counts ``y_t ~ Poisson(exp(1.5 + 0.9 c_t))`` with ``c`` a real-valued white noise
-    (a price, say); rows 34 to 39 are the test split."""
+    """Counts ``y_t ~ Poisson(exp(1.5 + 0.9 c_t))``, ``c`` a real-valued white noise, a price say (:func:`_panel`)."""
     folder = tmp_path_factory.mktemp("visits")
-    rng = np.random.default_rng(3)
-    rows = []
-    for s in range(6):
-        for t in range(40):
-            c = rng.normal()
-            part = "train" if t < 28 else "valid" if t < 34 else "test"
-            rows.append({"site": f"s{s}", "t": t, "c": c, "y": int(rng.poisson(np.exp(1.5 + 0.9 * c))), "part": part})
-    pd.DataFrame(rows).to_csv(folder / "visits.csv", index=False)
+    _panel(folder, "visits", 3, lambda c, rng: int(rng.poisson(np.exp(1.5 + 0.9 * c))))
     return folder
 
 
