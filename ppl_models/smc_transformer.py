@@ -294,16 +294,23 @@ class SMCTransformer(CovarianceEM, ParticlePrograms, SequenceModel):
         For the categorical emission ``x_t`` is the class index (a float), so this is the mean index
         ``sum_c c p_c``; the class probabilities themselves come from the predictive draws.
         """
+        observation = self._unconditioned_step(state, context)[1].observation
         if self.emission == "gaussian":
-            return super().predict_mean(state, t, context)
-        _, site = self.program_model.unconditioned_step(state, context)
-        probs = site["fn"].probs
+            return observation.mean
+        probs = observation.probs
         return (probs * torch.arange(self.num_classes, dtype=probs.dtype, device=probs.device)).sum(-1, keepdim=True)
 
     def simulate(self, state, t, context):
         """One draw ``(state, x_t [S, B, D])`` from the model; ``x_t`` as the next input (a float class index)."""
-        new_state, _ = super().simulate(state, t, context)
+        new_state, _ = self._unconditioned_step(state, context)
         return new_state, new_state["input"]
+
+    def _unconditioned_step(self, state, context) -> tuple[dict, _DrawnSites]:
+        """:meth:`step_program` with its observation drawn, as ``poutine.uncondition`` runs it, without the trace:
+        the new state and the step's sites (the same draws, in the same order)."""
+        new_state, sites = dict(state), _DrawnSites()
+        self._advance(new_state, context["blank"], sites)
+        return new_state, sites
 
     # --- per-sequence covariances (section 4.2) -------------------------------------------
     @torch.no_grad()
@@ -408,6 +415,18 @@ class _DirectSites:
         value = value if self.reparameterize else value.detach()
         self.latent = self.latent + distribution.log_prob(value)
         return value
+
+
+class _DrawnSites:
+    """The sites of one step with the observation drawn too (``poutine.uncondition``), outside Pyro: each value from
+    the distribution's call (``rsample`` where it has one, as ``pyro.sample`` draws); the observation's law is kept."""
+
+    observation = None
+
+    def __call__(self, name: str, distribution, obs: torch.Tensor | None = None) -> torch.Tensor:
+        if obs is not None:
+            self.observation = distribution
+        return distribution()
 
 
 def _outer_plate_shape() -> tuple[int, ...]:

@@ -44,8 +44,11 @@ import pyro
 import pyro.distributions as dist
 import torch
 from pyro import poutine
+from pyro.distributions.util import scale_and_mask
 from torch import nn
+from torch.distributions import kl_divergence
 
+from ppl_models.inference.particle_filter import Step
 from ppl_models.inference.protocol import SequenceModel
 from ppl_models.inference.pyro_programs import ParticlePrograms
 from ppl_models.inference.resampling import gather_particles
@@ -220,6 +223,40 @@ class VRNN(EmissionChecks, LatentRollout, ParticlePrograms, SequenceModel):
                 h_prev, h = h, self.recurrence(h, step_features, z)
                 record.append((h_prev, z, h))
 
+    # --- the ELBO's terms, computed directly -------------------------------------------------------
+    def elbo_terms(self, x: torch.Tensor, mask: torch.Tensor, *, mean_field: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(log p(x | z), latent)``, each ``[B]``, of one draw ``z ~ q``: the terms that
+        :class:`~ppl_models.inference.objectives.ELBO` reads from the traces of :meth:`guide` and the replayed
+        :meth:`model`, computed without them. The same draws and operations in the same order as the traced
+        programs, so the same numbers and gradients to the last bit; masked steps count zero. ``latent`` is
+        ``-KL(q || p)`` summed over steps (``mean_field``, analytic) or ``log p(z) - log q(z)``.
+        """
+        x, mask = self._check(x, mask)
+        features = self.x_features(x)  # the guide, as guide() runs it
+        inputs = self.proposal_input(features).unbind(1)
+        h, steps = self.initial_state(x), []
+        for t, step_features in enumerate(features.unbind(1)):
+            q = self.proposal(h, inputs[t])
+            z = q.rsample()
+            steps.append((h, q, z))
+            h = self.recurrence(h, step_features, z)
+        model_sites = [(self.prior(h), self.emission(z, h)) for h, _, z in steps]  # the replayed model
+        log_lik = 0.0
+        for t, (_, emission) in enumerate(model_sites):
+            log_lik = log_lik + scale_and_mask(emission.log_prob(x[:, t]), 1.0, mask[:, t])
+        latent = 0.0
+        if mean_field:
+            for t, ((_, q, _), (prior, _)) in enumerate(zip(steps, model_sites)):
+                latent = latent - scale_and_mask(kl_divergence(q, prior), 1.0, mask[:, t])
+        else:
+            for t, ((_, _, z), (prior, _)) in enumerate(zip(steps, model_sites)):
+                latent = latent + scale_and_mask(prior.log_prob(z), 1.0, mask[:, t])
+            proposed = 0.0
+            for t, (_, q, z) in enumerate(steps):
+                proposed = proposed + scale_and_mask(q.log_prob(z), 1.0, mask[:, t])
+            latent = latent - proposed
+        return _per_sequence(log_lik, x), _per_sequence(latent, x)
+
     # --- the guide's h_t, reused by the replayed model inside an objective -----------------------
     @contextmanager
     def sharing_context(self):
@@ -276,6 +313,41 @@ class VRNN(EmissionChecks, LatentRollout, ParticlePrograms, SequenceModel):
         with pyro.plate(SEQUENCE_PLATE, x_t.shape[-2], dim=-1):
             self._propose(state["h"], self.proposal_input(self.x_features(x_t)))
 
+    # --- the particle-model interface without Pyro's traces ----------------------------------------
+    def step(self, state, t, x_t, context, *, reparameterize: bool = True) -> Step:
+        """The particle filter's step: :meth:`proposal_program` then the replayed :meth:`step_program`, computed
+        without Pyro's traces (the same draws, operations and log-densities, in the same order, so the same numbers
+        and gradients to the last bit). Fisher's identity (``reparameterize=False``) runs the traced programs."""
+        if not reparameterize:
+            return super().step(state, t, x_t, context, reparameterize=False)
+        h = state["h"]
+        proposal = self.proposal(h, self.proposal_input(self.x_features(x_t)))
+        z = proposal.rsample()
+        prior, emission = self.prior(h), self.emission(z, h)
+        new_state = {**state, "z": z, "h": self.recurrence(h, self.x_features(x_t), z)}
+        log_joint = 0.0 + prior.log_prob(z) + emission.log_prob(x_t)
+        log_weight = log_joint - (0.0 + proposal.log_prob(z))
+        if t == 0:
+            log_weight, log_joint = log_weight + context["init_weight"], log_joint + context["init_joint"]
+        return Step(new_state, log_weight, log_joint)
+
+    def simulate(self, state, t, context):
+        """One draw ``(state, x_t [S, B, D])`` from the model given particles ``state [S, B, ...]`` (the unconditioned
+        :meth:`step_program`'s draws, without its trace)."""
+        h = state["h"]
+        z = self.prior(h)()  # a Pyro distribution's call: rsample where it has one, as pyro.sample draws
+        x = self.emission(z, h)()
+        return {**state, "z": z, "h": self.recurrence(h, self.x_features(x), z)}, x
+
+    def predict_mean(self, state, t, context) -> torch.Tensor:
+        """``[K, B, D]``: the emission's mean after one draw of ``z_t`` per particle (the observation is drawn too,
+        and dropped, so that the random stream is the traced program's)."""
+        h = state["h"]
+        z = self.prior(h)()
+        emission = self.emission(z, h)
+        emission()
+        return emission.mean
+
     # --- generation and forecasts (ppl_models.inference.rollout.LatentRollout) ------------------------------
     def rollout_start(self, num_sequences: int) -> dict:
         """``h_0 = 0`` ``[N, rnn_dim]``."""
@@ -299,6 +371,11 @@ class VRNN(EmissionChecks, LatentRollout, ParticlePrograms, SequenceModel):
 
     def _check(self, x, mask, *, name: str = "x"):
         return check_sequences(x, mask, name=name, model=self)
+
+
+def _per_sequence(total, x: torch.Tensor) -> torch.Tensor:
+    """A sum over steps as ``[B]`` (``0.0`` where ``x`` has no step)."""
+    return total if isinstance(total, torch.Tensor) else x.new_zeros(x.shape[0])
 
 
 def _draw(distribution, generator: torch.Generator | None) -> torch.Tensor:

@@ -61,3 +61,28 @@ def test_a_fisher_identity_run_and_its_gradients_are_the_traced_programs():
     assert len(results[0][1]) == len(results[1][1]) > 0
     for direct, traced in zip(results[0][1], results[1][1]):
         torch.testing.assert_close(direct, traced, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("emission", ["gaussian", "categorical"])
+def test_direct_draws_of_the_observation_are_the_unconditioned_traced_programs(emission):
+    model, x = _model(emission), _data(emission)
+    traced = model.program_model
+    state, context = traced.start(x, torch.ones(x.shape[:2], dtype=torch.bool), 5)
+    for t in range(3):
+        pyro.set_rng_seed(t)
+        new_state, drawn = model.simulate(state, t, context)
+        pyro.set_rng_seed(t)
+        reference_state, reference_drawn = traced.simulate(state, t, context)
+        for key in reference_state:
+            torch.testing.assert_close(new_state[key], reference_state[key], rtol=0, atol=0, msg=key)
+        torch.testing.assert_close(drawn, reference_state["input"], rtol=0, atol=0)
+        pyro.set_rng_seed(t)
+        mean = model.predict_mean(state, t, context)
+        pyro.set_rng_seed(t)
+        site = traced.unconditioned_step(state, context)[1]["fn"]
+        if emission == "gaussian":
+            expected = site.mean
+        else:  # the mean class index
+            expected = (site.probs * torch.arange(3.0)).sum(-1, keepdim=True)
+        torch.testing.assert_close(mean, expected, rtol=0, atol=0)
+        state = reference_state
