@@ -1,7 +1,11 @@
-"""Old commit against new, paired: the seconds of a recipe's training steps under two source trees, alternated.
+"""Old commit against new, paired: the seconds of a recipe's training steps, or of a whole command, under two source
+trees, alternated.
 
 ``python -m ppl_models.experiments.benchmarks.paired_commits --old COMMIT --recipe NAME [--steps N --rounds R
 --set KEY=VALUE ... --out FILE]``
+
+``python -m ppl_models.experiments.benchmarks.paired_commits --old COMMIT --cli "train vrnn --data FILE ..."
+[--threads N --rounds R --out FILE]``
 
 The old tree is ``COMMIT``'s files (``git archive``, in a temporary folder), the new one this checkout. Each round
 runs one fresh process per tree, old first in odd rounds and new first in even ones, on one CPU thread. A process
@@ -9,6 +13,10 @@ builds the recipe's experiment from its configuration (the same data, model and 
 the first ``N`` training batches of its first epoch's order and times ``N`` training steps (objective, backward,
 Adam) after one warm-up step; the figure of a round is its median step. The results file gives every round's steps,
 the median over rounds of each tree and their ratio, with the commands, seeds, both commits and the machine.
+
+With ``--cli`` each process runs ``ppl-models`` with the given arguments (a fresh run folder each, ``--threads``
+threads) and its figure is the command's wall seconds, imports included; the results file also says whether both
+trees wrote the same ``metrics.json`` in every round (the same figures).
 """
 
 from __future__ import annotations
@@ -16,10 +24,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from ppl_models.experiments.benchmarks.timing import load_average, machine_info, stats
@@ -63,22 +73,42 @@ print(json.dumps(times[1:]))
 def _run(tree: Path, recipe: str, steps: int, overrides: list[str]) -> list[float]:
     """The step seconds of one fresh process importing the package from ``tree`` (the data folder: this
     checkout's)."""
-    env = {
-        "PYTHONPATH": str(tree),
-        "OMP_NUM_THREADS": "1",
-        "MKL_NUM_THREADS": "1",
-        "PATH": os.environ.get("PATH", ""),
-        DATA_ENV: str(resolve_data_dir()),
-    }
     out = subprocess.run(
         [sys.executable, "-c", STEP_TIMER, recipe, str(steps), json.dumps(overrides)],
         cwd=tree,
-        env=env,
+        env=_environment(tree, 1),
         check=True,
         capture_output=True,
         text=True,
     )
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _environment(tree: Path, threads: int) -> dict:
+    """The child's environment: the package from ``tree``, ``threads`` threads, this checkout's data folder."""
+    return {
+        "PYTHONPATH": str(tree),
+        "OMP_NUM_THREADS": str(threads),
+        "MKL_NUM_THREADS": str(threads),
+        "PATH": os.environ.get("PATH", ""),
+        DATA_ENV: str(resolve_data_dir()),
+    }
+
+
+def _run_cli(tree: Path, arguments: list[str], threads: int, run_dir: Path) -> tuple[float, dict]:
+    """The wall seconds of ``ppl-models ARGUMENTS --run-dir RUN_DIR`` importing the package from ``tree``, and the
+    ``metrics.json`` it wrote."""
+    start = time.perf_counter()
+    subprocess.run(
+        [sys.executable, "-m", "ppl_models.experiments.cli", *arguments, "--run-dir", str(run_dir)],
+        cwd=tree,
+        env=_environment(tree, threads),
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    seconds = time.perf_counter() - start
+    return seconds, json.loads((run_dir / "metrics.json").read_text())
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -88,25 +118,52 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a config override")
+    parser.add_argument("--cli", default=None, help="time this whole ppl-models command instead (one string)")
+    parser.add_argument("--threads", type=int, default=1, help="threads of each --cli process")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
-    if args.steps < 1 or args.rounds < 1:
-        parser.error(f"--steps and --rounds must be at least 1, got {args.steps} and {args.rounds}")
+    if args.steps < 1 or args.rounds < 1 or args.threads < 1:
+        parser.error(
+            f"--steps, --rounds and --threads must be at least 1, got {args.steps}, {args.rounds} and {args.threads}"
+        )
+    if args.cli is not None and (args.set or "--run-dir" in shlex.split(args.cli)):
+        parser.error("--cli takes the whole command (its --set items included) and makes the run folders itself")
     new = Path(__file__).resolve().parents[2]
     with tempfile.TemporaryDirectory() as folder:
-        old = Path(folder)
+        old = Path(folder) / "old"
+        old.mkdir()
         archive = subprocess.run(["git", "-C", str(new), "archive", args.old], check=True, capture_output=True)
         subprocess.run(["tar", "-x", "-C", str(old)], input=archive.stdout, check=True)
-        rounds = []
+        trees = {"old": old, "new": new}
+        rounds, same_figures = [], []
         for round_index in range(args.rounds):
             order = ("old", "new") if round_index % 2 == 0 else ("new", "old")
-            trees = {"old": old, "new": new}
-            rounds.append({side: _run(trees[side], args.recipe, args.steps, args.set) for side in order})
+            if args.cli is None:
+                rounds.append({side: _run(trees[side], args.recipe, args.steps, args.set) for side in order})
+            else:
+                runs = {
+                    side: _run_cli(
+                        trees[side], shlex.split(args.cli), args.threads, Path(folder) / f"{side}-{round_index}"
+                    )
+                    for side in order
+                }
+                rounds.append({side: [seconds] for side, (seconds, _) in runs.items()})
+                same_figures.append(runs["old"][1] == runs["new"][1])
             print(json.dumps({side: round(statistics.median(s), 3) for side, s in rounds[-1].items()}), flush=True)
     medians = {side: statistics.median(statistics.median(r[side]) for r in rounds) for side in ("old", "new")}
+    name = args.recipe if args.cli is None else f"ppl-models {args.cli}"
+    if args.cli is None:
+        what = (
+            f"seconds per training step of {args.recipe} (median of {args.steps} steps per process, median "
+            f"over {args.rounds} rounds), old commit against new, one CPU thread"
+        )
+    else:
+        what = (
+            f"wall seconds of `{name}` (one process per tree and round, {args.threads} thread(s), median over "
+            f"{args.rounds} rounds), old commit against new"
+        )
     record = {
-        "what": f"seconds per training step of {args.recipe} (median of {args.steps} steps per process, median "
-        f"over {args.rounds} rounds), old commit against new, one CPU thread",
+        "what": what,
         **script_provenance("ppl_models.experiments.benchmarks.paired_commits", argv),
         "old_commit": subprocess.run(
             ["git", "-C", str(new), "rev-parse", args.old], check=True, capture_output=True, text=True
@@ -115,17 +172,23 @@ def main(argv: list[str] | None = None) -> None:
         "machine": machine_info("cpu"),
         "load_average": load_average(),
         "rounds": rounds,
-        "median_step_seconds": medians,
+        "median_step_seconds" if args.cli is None else "median_seconds": medians,
         "speedup": medians["old"] / medians["new"],
         # the form a docs page renders (<!-- speed:NAME -->): each side's round medians, and the speed-up
         "rows": {
             f"{side} ({label})": {**stats([statistics.median(r[side]) for r in rounds]), "median_s": medians[side]}
             for side, label in (("old", args.old), ("new", "this checkout"))
         },
-        "comparisons": {args.recipe: {"speed_up": medians["old"] / medians["new"]}},
-        "threads": 1,
+        "comparisons": {name: {"speed_up": medians["old"] / medians["new"]}},
+        "threads": 1 if args.cli is None else args.threads,
     }
-    print(json.dumps({"median_step_seconds": medians, "speedup": record["speedup"]}))
+    if args.cli is not None:
+        record["same_metrics_every_round"] = all(same_figures)
+    print(
+        json.dumps(
+            {"medians": medians, "speedup": record["speedup"], **({"same": same_figures} if same_figures else {})}
+        )
+    )
     if args.out:
         write_results(args.out, record)
 
