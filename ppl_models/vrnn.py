@@ -21,12 +21,15 @@ all broadcasting over leading dims (``[B]`` or ``[K, B]``). Two kinds of Pyro pr
 * :attr:`VRNN.programs` / :attr:`VRNN.guide_programs`: ``init(state, x)`` / ``step(state, x_t)``
   programs in the style of ``pyro.infer.SMCFilter`` (sites ``z``, ``x``; state ``h`` and ``z``
   ``[K, B, ...]``), which the shared :class:`~ppl_models.inference.particle_filter.ParticleFilter` runs
-  with the guide as proposal (the module's ``start``/``step``/``simulate``/``predict_mean``
-  come from :class:`~ppl_models.inference.pyro_programs.ParticlePrograms`).
+  with the guide as proposal (the module's ``start`` comes from
+  :class:`~ppl_models.inference.pyro_programs.ParticlePrograms`).
 
 Both kinds share one step of each program (``_model_step``, ``_propose``). Inside an objective
 (:meth:`VRNN.sharing_context`) the replayed model reuses the ``h_t`` its guide computed from the
-same draws instead of running the GRU a second time.
+same draws instead of running the GRU a second time. The ELBO's terms (:meth:`VRNN.elbo_terms`) and the
+particle filter's step, draws and predictive mean (:meth:`VRNN.step`, :meth:`VRNN.simulate`,
+:meth:`VRNN.predict_mean`) are computed without Pyro's traces: the same draws and operations in the same order
+as the traced programs, so the same numbers and gradients to the last bit, at a fraction of the cost on long series.
 
 In the filter's ``stop_weights`` mode (Fisher's identity) the sampled ``z_t`` are constants and
 ``h_t`` keeps its gradient path, so the surrogate's gradient is ``∇ log p(x, z)`` at the filter's
