@@ -20,9 +20,9 @@ The model is written once, as Pyro programs in the style of ``pyro.infer.SMCFilt
 :meth:`init_program` and :meth:`step_program` (noises as sample sites ``q, k, v, z`` in the
 ``particles`` x ``sequences`` plates, the observation as the observed site ``x``). The
 shared :class:`~ppl_models.inference.particle_filter.ParticleFilter` runs them with the bootstrap
-proposal (the module's ``start``/``simulate``/``predict_mean`` come from
-:class:`~ppl_models.inference.pyro_programs.ParticlePrograms`; its ``step`` runs the step program's body without
-Pyro's traces, with the same draws and log-densities); training uses its
+proposal (the module's ``start`` comes from
+:class:`~ppl_models.inference.pyro_programs.ParticlePrograms`; its ``step``, ``simulate`` and ``predict_mean`` run the
+step program's body without Pyro's traces, with the same draws and log-densities); training uses its
 ``stop_weights`` mode (Fisher's identity) inside :class:`~ppl_models.inference.objectives.SMCBound`,
 which calls :meth:`em_update` after each training batch. :attr:`programs` and
 :attr:`guide_programs` run under ``pyro.infer.SMCFilter`` itself, and :meth:`model` is the
