@@ -80,10 +80,10 @@ _READ_HOOK = textwrap.dedent("""
 
         _read = SequenceDataset.from_file.__func__
 
-        def _counted(cls, path, **options):
+        def _counted(cls, path, *args, **options):
             with open(os.environ["OWN_DATA_SCALE_READS"], "a") as log:
                 log.write(f"{os.getpid()} {path}\\n")
-            return _read(cls, path, **options)
+            return _read(cls, path, *args, **options)
 
         SequenceDataset.from_file = classmethod(_counted)
 """)
