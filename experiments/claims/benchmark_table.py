@@ -41,6 +41,9 @@ def benchmark_table(name: str, files: dict) -> list[str]:
         ]
         for what, entry in comparisons.items():
             lines.append(f"| {what} | " + " | ".join(_number(entry.get(f)) for f in figures) + " |")
+    if "same_metrics_every_round" in record:  # a paired run of whole commands
+        same = "yes" if record["same_metrics_every_round"] else "**no**"
+        lines += ["", f"Both trees wrote the same `metrics.json` in every round: {same}."]
     return [*lines, "", _provenance(record, file)]
 
 

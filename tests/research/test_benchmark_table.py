@@ -73,3 +73,11 @@ def test_a_speed_targets_file_gives_its_ratios_beside_their_targets_and_its_time
     assert "| SRNN training step (1 thread(s)): ours | 0.5 s | 0.4 s | 1 |" in lines
     assert "Peak memory growth: pf-lstm layer 512 MB" in lines
     assert lines[-1].startswith("`python -m x`; commit abcdef0")
+
+
+def test_a_paired_run_of_whole_commands_says_whether_both_trees_gave_the_same_figures():
+    for same, said in ((True, "yes"), (False, "**no**")):
+        record = {**FILES["ab_cpu.json"], "same_metrics_every_round": same}
+        lines = benchmark_table("t", {"t.json": record})
+        assert f"Both trees wrote the same `metrics.json` in every round: {said}." in lines
+    assert not any("Both trees" in line for line in benchmark_table("ab_cpu", FILES))
