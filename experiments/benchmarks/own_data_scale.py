@@ -253,8 +253,18 @@ def _shown(run: dict) -> str:
     return f"{run['seconds']:.1f} s" + ("" if run["exit_status"] == 0 else f" (exit status {run['exit_status']})")
 
 
+#: how a docs page names each measurement of :func:`goals` (``{}``: the model's run), and its unit
+LABELS = {
+    "load_s": ("read the 10,000-series CSV", "s"),
+    "reads_train": ("file reads of `train lgssm --data`", ""),
+    "reads_board": ("file reads of a 3-model board", ""),
+    "lgssm_epoch_s": ("LGSSM, seconds per epoch", "s"),
+}
+
+
 def goals(results: dict) -> dict:
-    """Each goal's bound, measured value and whether it is met (a run that failed or timed out misses it)."""
+    """Each goal's bound, measured value, whether it is met (a run that failed or timed out misses it), its label and
+    unit (:data:`LABELS`; a model's: its name and the epochs it ran)."""
     measured = {
         "load_s": results["load"]["median_s"],
         "reads_train": results["reads"]["train"]["reads"],
@@ -262,7 +272,13 @@ def goals(results: dict) -> dict:
         "lgssm_epoch_s": results["lgssm_epoch"]["seconds_per_epoch"],
     }
     out = {
-        name: {"bound": GOALS[name], "measured": value, "met": value is not None and value <= GOALS[name]}
+        name: {
+            "bound": GOALS[name],
+            "measured": value,
+            "met": value is not None and value <= GOALS[name],
+            "label": LABELS[name][0],
+            "unit": LABELS[name][1],
+        }
         for name, value in measured.items()
     }
     for model, run in results["models"].items():
@@ -271,6 +287,8 @@ def goals(results: dict) -> dict:
             "bound": GOALS["model_total_s"],
             "measured": run["seconds"],
             "met": ok and run["seconds"] <= GOALS["model_total_s"],
+            "label": f"`{model}` ({run['epochs_run']} epochs)",
+            "unit": "s",
             **({} if ok else {"failed": "timed out" if run["timed_out"] else f"exit status {run['exit_status']}"}),
         }
     return out

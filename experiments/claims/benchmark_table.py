@@ -30,6 +30,8 @@ def benchmark_table(name: str, files: dict) -> list[str]:
     record = files[file]
     if "ratios" in record:
         return [*_targets_table(record), "", _provenance(record, file)]
+    if "goals" in record:
+        return [*_goals_table(record["goals"]), "", _provenance(record, file)]
     lines = _timed_rows(record["rows"])
     comparisons = record.get("comparisons") or {}
     if comparisons:
@@ -76,6 +78,24 @@ def _targets_table(record: dict) -> list[str]:
             "",
             "Peak memory growth: " + "; ".join(f"{row} {m['peak_growth_mb']:.0f} MB" for row, m in memory.items()),
         ]
+    return lines
+
+
+def _goals_table(goals: dict) -> list[str]:
+    """Each measurement beside its goal (an upper bound): met, missed by how much, or failed and why."""
+    lines = ["| measurement | measured | goal | |", "|---|---:|---|---|"]
+    for key, goal in goals.items():
+        unit = goal.get("unit", "")
+        shown = "-" if goal["measured"] is None else f"{goal['measured']:.3g}{' ' + unit if unit else ''}"
+        if "failed" in goal:
+            verdict = f"**failed: {goal['failed']}**"
+        elif goal["met"]:
+            verdict = "met"
+        else:
+            verdict = f"**missed by {goal['measured'] - goal['bound']:.3g}{' ' + unit if unit else ''}**"
+        lines.append(
+            f"| {goal.get('label', key)} | {shown} | ≤ {goal['bound']:g}{' ' + unit if unit else ''} | {verdict} |"
+        )
     return lines
 
 
