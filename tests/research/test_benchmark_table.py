@@ -81,3 +81,19 @@ def test_a_paired_run_of_whole_commands_says_whether_both_trees_gave_the_same_fi
         lines = benchmark_table("t", {"t.json": record})
         assert f"Both trees wrote the same `metrics.json` in every round: {said}." in lines
     assert not any("Both trees" in line for line in benchmark_table("ab_cpu", FILES))
+
+
+def test_a_goals_file_gives_each_measurement_beside_its_goal():
+    goals = {
+        "fast": {"bound": 90.0, "measured": 61.25, "met": True, "label": "the board", "unit": "s"},
+        "slow": {"bound": 5.0, "measured": 7.5, "met": False, "label": "the rerun", "unit": "s"},
+        "count": {"bound": 1, "measured": 4, "met": False},
+        "broken": {"bound": 120.0, "measured": 300.0, "met": False, "unit": "s", "failed": "timed out"},
+    }
+    record = {"goals": goals, "command": "python -m x", "machine": {"git_commit": "abcdef0123", "logical_cpus": 2}}
+    lines = benchmark_table("g", {"g.json": record})
+    assert lines[:2] == ["| measurement | measured | goal | |", "|---|---:|---|---|"]
+    assert "| the board | 61.2 s | ≤ 90 s | met |" in lines
+    assert "| the rerun | 7.5 s | ≤ 5 s | **missed by 2.5 s** |" in lines
+    assert "| count | 4 | ≤ 1 | **missed by 3** |" in lines
+    assert "| broken | 300 s | ≤ 120 s | **failed: timed out** |" in lines
