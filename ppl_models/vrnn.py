@@ -328,7 +328,7 @@ class VRNN(EmissionChecks, LatentRollout, ParticlePrograms, SequenceModel):
         z = proposal.rsample()
         prior, emission = self.prior(h), self.emission(z, h)
         new_state = {**state, "z": z, "h": self.recurrence(h, self.x_features(x_t), z)}
-        log_joint = 0.0 + prior.log_prob(z) + emission.log_prob(x_t)
+        log_joint = 0.0 + prior.log_prob(z) + emission.log_prob(x_t)  # summed from 0.0, as trace_log_prob sums
         log_weight = log_joint - (0.0 + proposal.log_prob(z))
         if t == 0:
             log_weight, log_joint = log_weight + context["init_weight"], log_joint + context["init_joint"]
