@@ -6,7 +6,8 @@ settings is kept, an interrupted one resumes, one that has not trained an epoch 
 data or with other settings is refused by name (or trained again with ``retrain``). With ``budget > 1`` each model
 gets the same number of trials on the validation split in ``OUT/tuning/<model>`` (trial 0 its recipe), and its row
 is its best trial's run. With ``jobs > 1`` each model trains in a child process
-(``python -m ppl_models.experiments.board_training SPEC``), its output in ``OUT/logs/<model>.log``.
+(``python -m ppl_models.experiments.board_training SPEC``), its output in ``OUT/logs/<model>.log``; the children are
+handed the board's reads of the file (``OUT/logs/reads.pkl``) rather than reading it again.
 
 A model that fails (a user error, :data:`~ppl_models.experiments.processes.USER_ERRORS`: bad settings, a run that
 diverges, a full disk; or a child process that ends otherwise than with exit status 0) is reported with its one-line
@@ -32,6 +33,7 @@ from ppl_models.inference.validation import check_positive_int
 from . import runner
 from .processes import USER_ERRORS, one_line, run_processes
 from .run_folder import FINISHED, is_finished, read_config_json, run_differences
+from .tasks.own_file import load_reads, save_reads
 
 __all__ = ["DEFAULT_BUDGET", "MAX_BUDGET", "train_models", "tuned_rows", "attempt"]
 
@@ -138,13 +140,17 @@ def _in_child_processes(specs: dict[str, dict], out: Path, jobs: int) -> dict[st
     """Each model's spec in a child process, ``jobs`` at a time; ``{model: why it failed}`` of those whose child
     did not end with exit status 0."""
     folder = out / "logs"
+    reads = str(save_reads(folder / "reads.pkl"))  # the file as this process read it: no child reads it again
     commands = []
     for model, spec in specs.items():
         path = folder / f"{model}.spec.json"
-        write_json(path, spec)
+        write_json(path, {**spec, "reads": reads})
         _failure_file(path).unlink(missing_ok=True)  # an earlier board's
         commands.append((model, [sys.executable, "-m", "ppl_models.experiments.board_training", str(path)]))
-    codes = run_processes(commands, folder, jobs=jobs)
+    try:
+        codes = run_processes(commands, folder, jobs=jobs)
+    finally:
+        Path(reads).unlink(missing_ok=True)
     return {
         model: _child_failure(code, folder / f"{model}.spec.json", folder / f"{model}.log")
         for model, code in codes.items()
@@ -269,6 +275,8 @@ def main(argv: list[str] | None = None) -> int:
     2 on a user error (its one-line reason printed and written beside the spec); a bug keeps its traceback."""
     path = Path((sys.argv[1:] if argv is None else argv)[0])
     spec = json.loads(path.read_text())
+    if "reads" in spec:
+        load_reads(spec["reads"])
     reason = attempt(spec["model"], partial(bring_up_to_date, spec))
     if reason is None:
         return 0

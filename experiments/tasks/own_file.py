@@ -2,13 +2,15 @@
 :mod:`ppl_models.inference.data.datasets`.
 
 A command reads the file once (:func:`read_dataset`): a board's models, their runs and its figures, or a model's
-recipe and its run, all split what that one read gave.
+recipe and its run, all split what that one read gave; a board's child processes are handed its reads
+(:func:`save_reads`, :func:`load_reads`) rather than reading the file again.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import pickle
 from collections import OrderedDict
 from pathlib import Path
 
@@ -17,7 +19,7 @@ from ppl_models.inference.keyword_settings import field_names, options_with, sor
 
 from ..data import ExperimentData, LevelData
 
-__all__ = ["CACHED_READS", "read_dataset", "file_data"]
+__all__ = ["CACHED_READS", "read_dataset", "save_reads", "load_reads", "file_data"]
 
 #: the reads a process keeps (:func:`read_dataset`), the least recently used dropped first
 CACHED_READS = 4
@@ -41,6 +43,27 @@ def read_dataset(path: str | Path, spec: FileSpec | None = None, *, fs: float = 
             _reads.popitem(last=False)
     _reads.move_to_end(key)
     return _reads[key]
+
+
+def save_reads(path: str | Path) -> Path:
+    """Write the reads this process keeps (:func:`read_dataset`) to ``path`` (atomically), for :func:`load_reads` in a
+    child process; ``path``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial")
+    partial.write_bytes(pickle.dumps(list(_reads.items())))
+    partial.replace(path)
+    return path
+
+
+def load_reads(path: str | Path) -> None:
+    """Keep the reads :func:`save_reads` wrote at ``path`` (a file this library wrote: they are unpickled) as this
+    process's own: :func:`read_dataset` then returns them while their files are unchanged, and reads a file written
+    since anew."""
+    for key, dataset in pickle.loads(Path(path).read_bytes()):
+        _reads[key] = dataset
+        while len(_reads) > CACHED_READS:
+            _reads.popitem(last=False)
 
 
 def _read_by(path, spec: FileSpec, fs: float) -> dict:

@@ -15,7 +15,8 @@ from ppl_models.experiments.config import evaluation_options
 from ppl_models.experiments.data import ExperimentData
 from ppl_models.experiments.own_data import model_config
 from ppl_models.experiments.runner import evaluate_model
-from ppl_models.experiments.tasks.own_file import file_data
+from ppl_models.experiments.tasks import own_file
+from ppl_models.experiments.tasks.own_file import file_data, load_reads, save_reads
 from ppl_models.inference.data.datasets import SequenceDataset
 
 COLUMNS = ['data.series="site"', 'data.time="when"']
@@ -104,6 +105,22 @@ def test_a_file_written_since_its_read_is_read_again(tmp_path, reads):
         for row, name in enumerate(ids):  # the file's own values, site by site
             expected = shift + 10.0 * int(name[1:]) + np.arange(8)
             assert values[row][mask[row], 0].numpy() == pytest.approx(expected, abs=1e-3)
+
+
+def test_a_process_handed_the_reads_of_another_does_not_read_the_file_again(tmp_path, reads, monkeypatch):
+    path = sites(tmp_path / "a.csv")
+    options = {"series": "site", "time": "when"}
+    first = file_data(str(path), **options)
+    saved = save_reads(tmp_path / "logs" / "reads.pkl")
+    monkeypatch.setattr(own_file, "_reads", type(own_file._reads)())  # a fresh process: nothing read yet
+    load_reads(saved)
+    second = file_data(str(path), **options)
+    assert reads == [str(path)]  # read once, by the first process
+    for got, expected in zip((*second.train, *second.test), (*first.train, *first.test)):
+        assert torch.equal(got, expected)
+    sites(path, shift=1000.0)  # written since: the handed read is stale
+    file_data(str(path), **options)
+    assert reads == [str(path)] * 2
 
 
 def test_the_data_section_of_a_file_is_its_path_verbatim_with_the_data_settings_merged_in(tmp_path):
