@@ -5,9 +5,9 @@ With ``budget == 1`` a model's run is ``OUT/runs/<model>``: a finished run made 
 settings is kept, an interrupted one resumes, one that has not trained an epoch starts again, and one made on other
 data or with other settings is refused by name (or trained again with ``retrain``). With ``budget > 1`` each model
 gets the same number of trials on the validation split in ``OUT/tuning/<model>`` (trial 0 its recipe), and its row
-is its best trial's run. With ``jobs > 1`` each model trains in a child process
-(``python -m ppl_models.experiments.board_training SPEC``), its output in ``OUT/logs/<model>.log``; the children are
-handed the board's reads of the file (``OUT/logs/reads.pkl``) rather than reading it again.
+is its best trial's run. With ``jobs > 1`` each model that trains (one whose run is kept needs none) trains in a child
+process (``python -m ppl_models.experiments.board_training SPEC``), its output in ``OUT/logs/<model>.log``; the
+children are handed the board's reads of the file (``OUT/logs/reads.pkl``) rather than reading it again.
 
 A model that fails (a user error, :data:`~ppl_models.experiments.processes.USER_ERRORS`: bad settings, a run that
 diverges, a full disk; or a child process that ends otherwise than with exit status 0) is reported with its one-line
@@ -77,14 +77,18 @@ def train_models(
         plans = _plans({model: Path(spec["folder"]) for model, spec in specs.items()}, configs, retrain)
         for model, spec in specs.items():
             spec["plan"] = plans[model]
-    if jobs == 1 or len(specs) == 1:
+    pending = {model: spec for model, spec in specs.items() if spec.get("plan") != "kept"}
+    for model, spec in specs.items():
+        if model not in pending:  # kept: said so here, no child process started for it
+            bring_up_to_date(spec)
+    if jobs == 1 or len(pending) <= 1:
         failed = {
             model: reason
-            for model, spec in specs.items()
+            for model, spec in pending.items()
             if (reason := attempt(model, partial(bring_up_to_date, spec))) is not None
         }
     else:
-        failed = _in_child_processes(specs, out, jobs)
+        failed = _in_child_processes(pending, out, jobs)
     done = {model: Path(spec["folder"]) for model, spec in specs.items() if model not in failed}
     if budget > 1:
         done = {model: Path(_tuning_record(folder)["best"]["run"]) for model, folder in done.items()}

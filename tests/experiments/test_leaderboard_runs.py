@@ -469,6 +469,22 @@ def test_a_rerun_keeps_the_finished_rows_and_tries_the_failed_model_again(drawn,
     assert _rows() == first  # failed the same way again, reported the same way
 
 
+def test_a_rerun_starts_no_child_process_for_a_kept_run(drawn, capsys, monkeypatch):
+    assert main(board_args(DIVERGES, "--jobs", "1", models="lgssm,gru")) == 0
+    started, real = [], board_training.run_processes
+
+    def recorded(commands, *args, **options):
+        started.append([label for label, _ in commands])
+        return real(commands, *args, **options)
+
+    monkeypatch.setattr(board_training, "run_processes", recorded)
+    capsys.readouterr()
+    assert main(board_args(DIVERGES, "--jobs", "2", models="lgssm,gru")) == 0
+    out = capsys.readouterr().out
+    assert "lgssm: finished earlier, kept" in out and "gru: training" in out and "gru: failed: " in out
+    assert started == []  # the kept lgssm needs no process; gru, the one model left to train, trains in this one
+
+
 def test_a_board_none_of_whose_rows_can_be_scored_is_one_line(drawn, capsys):
     assert main(board_args(DIVERGES, models="gru")) == 2
     assert "no row of the board could be scored: gru: training diverged at epoch 1" in _one_line_error(capsys)
