@@ -61,7 +61,9 @@ DEFAULT_MODELS = tuple(RECIPES)
 
 #: what a board writes into ``out`` besides its ``runs/`` folder
 BOARD_FILES: tuple[str, ...] = ("leaderboard.json", "leaderboard.md", "calibration.png", "fan_chart.png", "classical")
-BOARD_FILES += ("tuning", "logs", multistep_board.MULTISTEP_FOLDER)
+#: what the board's figures were drawn from (``{figure: the files of its rows' folders}``), beside them
+FIGURES_RECORD = "figures.json"
+BOARD_FILES += ("tuning", "logs", multistep_board.MULTISTEP_FOLDER, FIGURES_RECORD)
 #: a row's figures of calibration (``None`` where the data's kind has none: CRPS to PIT KS for real values, Brier and
 #: ECE for binary data)
 CALIBRATION_KEYS = ("crps", "coverage_0.5", "coverage_0.8", "coverage_0.95", "pit_ks", "brier", "ece")
@@ -154,12 +156,41 @@ def run_leaderboard(
         )
         markdown = board_markdown(rows, path, not_run, warnings, same, ranking)
         write_text(out / "leaderboard.md", markdown + (multistep_markdown(section) if section else ""))
-        board_plots.calibration_figure(all_folders, out / "calibration.png")
-        if folders:
-            board_plots.fan_chart(folders, out / "fan_chart.png", device or "cpu")
-        else:  # every model of the collection failed: an earlier board's chart would show what this one has not
-            (out / "fan_chart.png").unlink(missing_ok=True)
+        _draw_figures(out, folders, all_folders, device or "cpu")
     return rows
+
+
+def _draw_figures(out: Path, folders: dict[str, Path], all_folders: dict[str, Path], device: str) -> None:
+    """``calibration.png`` (every row) and ``fan_chart.png`` (the collection's rows), each drawn again only where its
+    rows' folders changed since it was drawn (:data:`FIGURES_RECORD`): a rerun that kept every row keeps them."""
+    record = out / FIGURES_RECORD
+    try:
+        drawn = json.loads(record.read_text()) if record.is_file() else {}
+    except (OSError, ValueError):  # unreadable: drawn again
+        drawn = {}
+    inputs = {"calibration.png": _folder_files(all_folders), "fan_chart.png": {**_folder_files(folders), "": device}}
+    draw = {
+        "calibration.png": lambda path: board_plots.calibration_figure(all_folders, path),
+        "fan_chart.png": lambda path: board_plots.fan_chart(folders, path, device),
+    }
+    record.unlink(missing_ok=True)  # no record while a figure may be half redrawn
+    for name, made in draw.items():
+        if name == "fan_chart.png" and not folders:  # every model failed: an earlier chart would show what this has not
+            (out / name).unlink(missing_ok=True)
+        elif drawn.get(name) == inputs[name] and (out / name).is_file():
+            print(f"{name}: drawn earlier from the same rows, kept")
+        else:
+            made(out / name)
+    write_json(record, inputs)
+
+
+def _folder_files(folders: dict[str, Path]) -> dict[str, list]:
+    """``{row: [[file, size, modification time in ns], ...]}`` of the files directly in each row's folder: a row
+    trained, resumed or fitted again rewrites some of them."""
+    return {
+        name: [[p.name, p.stat().st_size, p.stat().st_mtime_ns] for p in sorted(Path(folder).iterdir()) if p.is_file()]
+        for name, folder in sorted(folders.items())
+    }
 
 
 def _classical(

@@ -123,6 +123,32 @@ def test_a_setting_given_at_its_default_is_no_change(board, capsys):
     assert "lgssm: finished earlier, kept" in capsys.readouterr().out
 
 
+def test_a_rerun_that_keeps_every_row_keeps_the_figures_and_one_that_trains_again_redraws_them(
+    board, capsys, monkeypatch
+):
+    from ppl_models.experiments import board_plots
+
+    drawn = []
+
+    def drawing(kind):
+        def draw(folders, path, *device):
+            drawn.append(kind)
+            open(path, "wb").close()
+
+        return draw
+
+    monkeypatch.setattr(board_plots, "calibration_figure", drawing("calibration"))
+    monkeypatch.setattr(board_plots, "fan_chart", drawing("fan"))
+    assert main(board_args()) == 0  # the finished board's figures were never written: drawn
+    assert drawn == ["calibration", "fan"]
+    assert main(board_args()) == 0
+    assert drawn == ["calibration", "fan"] and "fan_chart.png: drawn earlier from the same rows, kept" in (
+        capsys.readouterr().out
+    )
+    assert main(board_args("--set=train.lr=0.02", "--retrain")) == 0  # trained again: its figures are new
+    assert drawn == ["calibration", "fan"] * 2
+
+
 def test_a_rerun_matches_the_file_by_its_content_not_by_its_path(board, capsys):
     assert main(board_args(data=str(board / "a.csv"))) == 0
     assert "lgssm: finished earlier, kept" in capsys.readouterr().out
