@@ -2,8 +2,9 @@
 
 The project touches ArviZ only through this module:
 
-- ``az``, the ArviZ module, imported once without ArviZ 0.23's once-a-day ``FutureWarning``
-  banner about its coming refactor (that one message; every other warning still shows);
+- ``az``, the ArviZ module, imported on its first use (a command that writes no ArviZ file never pays its
+  seconds of import), without ArviZ 0.23's once-a-day ``FutureWarning`` banner about its coming refactor (that one
+  message; every other warning still shows);
 - :func:`dataset` and :func:`inference_data` build the groups and their container;
 - :func:`loo_summary` and :func:`waic_summary` read PSIS-LOO and WAIC the same way on both.
 
@@ -12,13 +13,30 @@ project's Python (0.23 on 3.11); ``tests/inference/test_arviz_compat.py`` runs t
 torch, so it can be run under ArviZ 1.x as well (see docs/calibration.md).
 """
 
+import importlib.metadata
+import importlib.util
+import sys
 import warnings
 
 import numpy as np
 
-with warnings.catch_warnings():
-    warnings.filterwarnings("ignore", message=r"\s*ArviZ is undergoing a major refactor", category=FutureWarning)
-    import arviz as az
+warnings.filterwarnings("ignore", message=r"\s*ArviZ is undergoing a major refactor", category=FutureWarning)
+
+
+def _imported_on_first_use(name: str):
+    """The module ``name``, executed when one of its attributes is first read (importlib's ``LazyLoader``); the
+    module itself where it is imported already."""
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.find_spec(name)
+    spec.loader = importlib.util.LazyLoader(spec.loader)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+az = _imported_on_first_use("arviz")
 
 __all__ = [
     "az",
@@ -32,7 +50,7 @@ __all__ = [
 ]
 
 #: ArviZ 1.x (``xarray.DataTree`` containers, ``arviz_stats``), rather than 0.x (``InferenceData``)
-ARVIZ_1 = int(az.__version__.split(".")[0]) >= 1
+ARVIZ_1 = int(importlib.metadata.version("arviz").split(".")[0]) >= 1
 
 
 def dataset(values: dict, *, dims: dict, coords: dict | None = None, draws: bool = True):

@@ -8,6 +8,7 @@ recipe and its run, all split what that one read gave; a board's child processes
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import pickle
@@ -24,6 +25,8 @@ __all__ = ["CACHED_READS", "read_dataset", "save_reads", "load_reads", "file_dat
 #: the reads a process keeps (:func:`read_dataset`), the least recently used dropped first
 CACHED_READS = 4
 _reads: OrderedDict[tuple, SequenceDataset] = OrderedDict()
+#: the cuts of those reads a process keeps (:func:`_cut_once`): ``{settings: (read, splits, records...)}``
+_cuts: OrderedDict[str, tuple] = OrderedDict()
 
 
 def read_dataset(path: str | Path, spec: FileSpec | None = None, *, fs: float = 4.0) -> SequenceDataset:
@@ -136,8 +139,9 @@ def file_data(
     if standardizer is not None:  # a trained model's features, as it was trained on them
         spec = dataclasses.replace(spec, features=standardizer.get("features", spec.features), degenerate="keep")
     dataset = read_dataset(path, spec, fs=fs)
-    splits, choice, chosen = _cut(dataset, spec, transform, season, history, likelihood)
+    splits, choice, chosen = _cut_once(dataset, spec, transform, season, history, likelihood)
     if standardizer is not None:
+        splits = copy.copy(splits)  # the cut is shared: this caller's standardiser is its own
         splits.standardizer = _recorded(standardizer, dataset.features, path)
     train, valid, test = splits.tensors()
     units = {name: splits.units(name) for name in ("valid", "test")}
@@ -156,6 +160,23 @@ def file_data(
         covariates=dataset.covariates,
         future=dataset.future,
     )
+
+
+def _cut_once(
+    dataset: SequenceDataset, spec: FileSpec, transform: str, season: int | None, history: bool, likelihood: str
+) -> tuple[DataSplits, dict, dict]:
+    """:func:`_cut`, once in a process for the same read of the file and the same settings (the automatic transform's
+    choice fits an AR model per candidate; a board builds its data once per model and again for its figures). The
+    splits are shared, never changed by a caller; the records are each caller's own."""
+    key = repr((id(dataset), spec, transform, season, history, likelihood))
+    entry = _cuts.get(key)
+    if entry is None or entry[0] is not dataset:  # not cut yet, or from a read since dropped
+        _cuts[key] = (dataset, *_cut(dataset, spec, transform, season, history, likelihood))
+        while len(_cuts) > CACHED_READS:
+            _cuts.popitem(last=False)
+    _cuts.move_to_end(key)
+    _, splits, choice, chosen = _cuts[key]
+    return splits, copy.deepcopy(choice), copy.deepcopy(chosen)
 
 
 def _cut(
