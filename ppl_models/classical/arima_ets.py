@@ -8,8 +8,6 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
-from statsmodels.tsa.statespace.exponential_smoothing import ExponentialSmoothing
-from statsmodels.tsa.statespace.sarimax import SARIMAX
 
 from .univariate_state_space import (
     CHOICE_STEPS,
@@ -56,6 +54,8 @@ class Arima(UnivariateStateSpace):
     family = "ARIMA"
 
     def _make(self, series: np.ndarray, spec: ArimaSpec, *, fitting: bool = False):
+        from statsmodels.tsa.statespace.sarimax import SARIMAX  # where a row is fitted: a kept board never pays it
+
         seasonal = (spec.P, spec.D, spec.Q, self.period) if self._seasonal(spec) else (0, 0, 0, 0)
         return SARIMAX(
             series,
@@ -106,6 +106,8 @@ class Ets(UnivariateStateSpace):
     retry_stalled = True
 
     def _make(self, series: np.ndarray, spec: EtsSpec, *, fitting: bool = False):
+        from statsmodels.tsa.statespace.exponential_smoothing import ExponentialSmoothing  # where a row is fitted
+
         seasonal = self.period if spec.seasonal else None
         return ExponentialSmoothing(
             series,

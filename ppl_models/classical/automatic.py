@@ -23,9 +23,8 @@ from typing import ClassVar, NamedTuple
 
 import numpy as np
 import torch
-from scipy.stats import norm
 
-from .base import ClassicalForecaster
+from .base import ClassicalForecaster, normal_quantile
 from .naive import LastValue
 from .statespace_fits import quiet
 
@@ -143,7 +142,9 @@ class _Automatic(ClassicalForecaster):
             except (ArithmeticError, ValueError, np.linalg.LinAlgError):
                 return None
         mean = np.asarray(out["mean"], dtype=np.float64)
-        sd = (np.asarray(out[f"hi-{_LEVEL}"]) - np.asarray(out[f"lo-{_LEVEL}"])) / (2 * norm.ppf(0.5 + _LEVEL / 200))
+        sd = (np.asarray(out[f"hi-{_LEVEL}"]) - np.asarray(out[f"lo-{_LEVEL}"])) / (
+            2 * normal_quantile(0.5 + _LEVEL / 200)
+        )
         return (mean, sd) if np.isfinite(mean).all() and np.isfinite(sd).all() else None
 
     def _choices(self) -> dict:

@@ -77,6 +77,14 @@ def rows_of(x: torch.Tensor, mask: torch.Tensor) -> list[np.ndarray]:
     return [values[i, :length] for i, length in enumerate(mask.sum(1).tolist())]
 
 
+def normal_quantile(p: float) -> float:
+    """The standard normal's quantile at ``p`` (scipy's ``norm.ppf``, imported where a row is fitted: a board that
+    keeps its rows never pays for scipy.stats)."""
+    from scipy.stats import norm
+
+    return float(norm.ppf(p))
+
+
 def detect_season(rows: list[np.ndarray]) -> tuple[int, float | None, int | None]:
     """``(m, autocorrelation, best lag)``: the lag in ``2..min(T/2, MAX_SEASON_LAG)`` (``T`` the longest row) where
     the autocorrelation of first differences, pooled over rows and features, is largest; ``m`` is that lag where

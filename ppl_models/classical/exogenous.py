@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from scipy.stats import norm
 
 from ppl_models.inference.data.covariates import CovariateLayout
 from ppl_models.inference.protocol import check_num_samples
 from ppl_models.inference.validation import check_positive_int
 
 from .automatic import MAX_SEASON, MIN_HISTORY
-from .base import ClassicalForecaster, rows_of
+from .base import ClassicalForecaster, normal_quantile, rows_of
 from .naive import LastValue
 from .statespace_fits import quiet
 
@@ -97,7 +96,7 @@ class ArimaX:
         if not np.isfinite(future[:horizon]).all():
             raise ValueError(f"future: a covariate of {list(self.layout.known)} has no value in the forecast window")
         means, sds = [], []
-        z = norm.ppf(0.5 + _LEVEL / 200)
+        z = normal_quantile(0.5 + _LEVEL / 200)
         with quiet():
             for d, fit in enumerate(self._fitted()):
                 out = fit.forward(

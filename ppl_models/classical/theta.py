@@ -20,9 +20,9 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from scipy.stats import norm
 
 from .automatic import AutoFit, _Automatic
+from .base import normal_quantile
 
 __all__ = ["Theta", "Season", "seasonal_indices", "residual_variance"]
 
@@ -70,7 +70,7 @@ def seasonal_indices(history: np.ndarray, m: int) -> Season | None:
     if m < 4 or len(history) < 2 * m or np.ptp(history) == 0:
         return None
     r = acf(history, nlags=m, fft=False)[1:]
-    if abs(r[-1]) <= norm.ppf(0.95) * np.sqrt((1 + 2 * np.sum(r[:-1] ** 2)) / len(history)):
+    if abs(r[-1]) <= normal_quantile(0.95) * np.sqrt((1 + 2 * np.sum(r[:-1] ** 2)) / len(history)):
         return None
     for multiplicative in (True, False):
         if multiplicative and history.min() <= 0:
@@ -145,7 +145,9 @@ class Theta(_Automatic):
         except (ArithmeticError, ValueError, NotImplementedError, np.linalg.LinAlgError):
             return None
         mean = np.asarray(out["mean"], dtype=np.float64)
-        sd = (np.asarray(out[f"hi-{level}"]) - np.asarray(out[f"lo-{level}"])) / (2 * norm.ppf(0.5 + level / 200))
+        sd = (np.asarray(out[f"hi-{level}"]) - np.asarray(out[f"lo-{level}"])) / (
+            2 * normal_quantile(0.5 + level / 200)
+        )
         if theta.season is not None:
             mean = theta.season.restore(mean, len(series))
             if theta.season.multiplicative:

@@ -15,7 +15,6 @@ from typing import NamedTuple
 
 import numpy as np
 import torch
-from statsmodels.tsa.api import VAR
 
 from .base import ClassicalForecaster, gaussian_draws
 from .statespace_fits import quiet
@@ -96,6 +95,8 @@ class VectorAutoregression(ClassicalForecaster):
         self.pooled = pooled_var(rows)
 
     def _estimate(self, history: np.ndarray) -> VarParameters | None:
+        from statsmodels.tsa.api import VAR  # where a row is fitted: a board that keeps its rows never pays it
+
         top = max_lags(len(history), history.shape[1])
         if top < 1:
             return None
