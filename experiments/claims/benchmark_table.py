@@ -31,7 +31,11 @@ def benchmark_table(name: str, files: dict) -> list[str]:
     if "ratios" in record:
         return [*_targets_table(record), "", _provenance(record, file)]
     if "goals" in record:
-        return [*_goals_table(record["goals"]), "", _provenance(record, file)]
+        lines = _goals_table(record["goals"])
+        if "same_leaderboard_on_rerun" in record:  # the README board's rerun
+            same = "yes" if record["same_leaderboard_on_rerun"] else "**no**"
+            lines += ["", f"The rerun wrote the same `leaderboard.md`: {same}."]
+        return [*lines, "", _provenance(record, file)]
     lines = _timed_rows(record["rows"])
     comparisons = record.get("comparisons") or {}
     if comparisons:

@@ -97,3 +97,6 @@ def test_a_goals_file_gives_each_measurement_beside_its_goal():
     assert "| the rerun | 7.5 s | ≤ 5 s | **missed by 2.5 s** |" in lines
     assert "| count | 4 | ≤ 1 | **missed by 3** |" in lines
     assert "| broken | 300 s | ≤ 120 s | **failed: timed out** |" in lines
+    assert not any("rerun wrote" in line for line in lines)
+    lines = benchmark_table("g", {"g.json": {**record, "same_leaderboard_on_rerun": False}})
+    assert "The rerun wrote the same `leaderboard.md`: **no**." in lines
