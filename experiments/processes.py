@@ -15,14 +15,16 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
+from functools import partial
 from pathlib import Path
 
 from ppl_models.inference.training import TrainingDiverged
 from ppl_models.inference.validation import InputTypeError, check_positive_int
 
-__all__ = ["run_processes", "default_jobs", "cli_command", "LOG_TAIL", "USER_ERRORS", "one_line"]
+__all__ = ["run_processes", "default_jobs", "cli_command", "LOG_TAIL", "PROGRESS_EVERY", "USER_ERRORS", "one_line"]
 
 #: what a user's input or environment causes (bad settings, files, folders, a diverging run; a TypeError
 #: only from the input checks of ppl_models.inference.validation): one line,
@@ -31,6 +33,8 @@ USER_ERRORS = (ValueError, InputTypeError, OSError, TrainingDiverged)
 
 #: the lines of a failed child's log that :func:`run_processes` shows
 LOG_TAIL = 20
+#: seconds between :func:`run_processes`' lines on the children still running
+PROGRESS_EVERY = 10.0
 _PR_SET_PDEATHSIG = 1  # prctl's option: the signal a process gets when its parent dies (<linux/prctl.h>)
 _CLI = "import sys; from ppl_models.experiments.cli import main; sys.exit(main(sys.argv[1:]))"
 
@@ -60,6 +64,7 @@ def run_processes(
     jobs: int,
     cost: Mapping[str, float] | None = None,
     echo: bool = True,
+    progress_every: float = PROGRESS_EVERY,
 ) -> dict[str, int]:
     """Run the child ``commands`` (``(label, argv)``, labels distinct) ``jobs`` at a time; ``{label: exit status}``
     in the order of ``commands`` (a child killed by signal N: ``-N``).
@@ -68,8 +73,9 @@ def run_processes(
     without it, the order of ``commands``. Each child writes its stdout and stderr to ``logs/<label>.log`` and
     runs with ``max(1, cores // min(jobs, len(commands)))`` threads (``OMP_NUM_THREADS``, ``MKL_NUM_THREADS``;
     torch reads them). ``echo``: print a child's log whole when it ends. Each child that fails is reported on
-    stderr by its label and its exit status, and, its log not echoed, the last :data:`LOG_TAIL` lines of it. Where
-    the OS can (Linux), a child is killed when this process dies, however it dies.
+    stderr by its label and its exit status, and, its log not echoed, the last :data:`LOG_TAIL` lines of it. While
+    children run, a line every ``progress_every`` seconds says which, for how long, and the last thing each log says.
+    Where the OS can (Linux), a child is killed when this process dies, however it dies.
     """
     jobs = check_positive_int(jobs, name="jobs")
     files = _log_files([label for label, _ in commands], Path(logs))
@@ -78,15 +84,15 @@ def run_processes(
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
     Path(logs).mkdir(parents=True, exist_ok=True)
     print(f"running {len(commands)} processes, {jobs} at a time ({threads} thread(s) each); logs in {logs}", flush=True)
-    armed = _dies_with_parent()
+    armed, started = _dies_with_parent(), {}
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        ended = dict(
-            zip(
-                [label for label, _ in order],
-                pool.map(lambda item: _run(item[1], files[item[0]], env, echo, armed), order),
-            )
-        )
-    codes = {label: ended[label] for label, _ in commands}
+        running = {
+            label: pool.submit(_run, argv, files[label], env, echo, armed, partial(started.__setitem__, label))
+            for label, argv in order
+        }
+        while wait(running.values(), timeout=progress_every).not_done:
+            print(_progress(running, started, files), flush=True)
+    codes = {label: running[label].result() for label, _ in commands}
     for label, code in codes.items():
         if code != 0:
             print(_failure(label, code, files[label], 0 if echo else LOG_TAIL), file=sys.stderr, flush=True)
@@ -102,9 +108,36 @@ def _log_files(labels: list[str], folder: Path) -> dict[str, Path]:
     return files
 
 
-def _run(argv: Sequence[str], log: Path, env: dict, echo: bool, armed: Callable[[], None] | None) -> int:
-    """One child, its output into ``log``, ``armed`` run in it before its command (:func:`_dies_with_parent`); its
-    exit status."""
+def _progress(running: dict, started: dict[str, float], files: dict[str, Path]) -> str:
+    """One line: each running child's label, seconds so far and the last thing its log says, and how many ended."""
+    now, ended = time.monotonic(), sum(future.done() for future in running.values())
+    busy = [
+        f"{label} {now - started[label]:.0f} s ({_last_words(files[label])})"
+        for label, future in running.items()
+        if label in started and not future.done()
+    ]
+    return f"running: {', '.join(busy) or '-'}; {ended} of {len(running)} ended"
+
+
+def _last_words(log: Path, width: int = 60) -> str:
+    """The last line (or progress-bar update) of ``log``, at most ``width`` characters; ``...`` while it is empty."""
+    try:
+        with open(log, "rb") as handle:
+            handle.seek(max(0, handle.seek(0, os.SEEK_END) - 4096))
+            tail = handle.read().decode(errors="replace")
+    except OSError:
+        return "..."
+    pieces = [piece.strip() for piece in re.split(r"[\r\n]", tail) if piece.strip()]
+    last = pieces[-1] if pieces else "..."
+    return last if len(last) <= width else last[: width - 3] + "..."
+
+
+def _run(
+    argv: Sequence[str], log: Path, env: dict, echo: bool, armed: Callable[[], None] | None, began: Callable
+) -> int:
+    """One child, its output into ``log``, ``armed`` run in it before its command (:func:`_dies_with_parent`),
+    ``began(time)`` called as it starts; its exit status."""
+    began(time.monotonic())
     with open(log, "w") as handle:
         code = subprocess.run(list(argv), stdout=handle, stderr=subprocess.STDOUT, env=env, preexec_fn=armed).returncode
     if echo:

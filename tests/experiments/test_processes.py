@@ -94,3 +94,19 @@ def test_a_child_dies_when_its_parent_is_killed(tmp_path):
         parent.kill()
         if child is not None and _running(child):
             os.kill(child, signal.SIGKILL)
+
+
+def test_while_children_run_a_line_says_which_for_how_long_and_what_each_log_says_last(tmp_path, capsys):
+    code = (
+        "import sys, time; print('epoch 1', flush=True); sys.stdout.write('\\repoch 2 of 5'); sys.stdout.flush(); "
+        "time.sleep(1.5)"
+    )
+    quick = "print('done')"
+    status = processes.run_processes(
+        [("slow", child(code)), ("quick", child(quick))], tmp_path / "logs", jobs=2, echo=False, progress_every=0.4
+    )
+    assert status == {"slow": 0, "quick": 0}
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("running: ")]
+    assert lines and all(line.endswith("of 2 ended") for line in lines)
+    assert any("slow " in line and "(epoch 2 of 5)" in line for line in lines)  # the progress bar's last update
+    assert lines[-1].endswith("1 of 2 ended") and "quick" not in lines[-1]
