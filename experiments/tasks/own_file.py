@@ -154,7 +154,12 @@ def file_data(
         binary=dataset.binary,
         standardizer=units["test"],
         split_units=units,
-        split_record={**splits.to_dict(), "transform": choice, "left_out": dataset.left_out, "likelihood": chosen},
+        split_record={
+            **copy.deepcopy(splits.to_dict()),  # the cut is shared: this record is the caller's own
+            "transform": choice,
+            "left_out": dataset.left_out,
+            "likelihood": chosen,
+        },
         scored=splits.scored(),
         levels=_levels(splits),
         covariates=dataset.covariates,
