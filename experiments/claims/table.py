@@ -249,9 +249,8 @@ CLAIMS: dict[str, Claim] = {
         claim="our PF-LSTM learns as the paper's official code does (the anchor of our implementation)",
         paper_figure="the official code (github Yusufma03/pfrnns, commit 0a76d52) trained here on the same data",
         metric="test last-step MSE of (x, y) in cells^2 of each side's best-validation model, same data and seeds "
-        "on 1,024 maze-10 trajectories (the paper: 800 epochs on 10,000): to convergence by early stopping "
-        "(patience 10 epochs within 200) once the results file records it, else (the present file) after 8 "
-        "epochs; the official network also encodes the map and uses dropout 0.5; the constant predictor "
+        "on 1,024 maze-10 trajectories (the paper: 800 epochs on 10,000), each side trained to convergence by "
+        "early stopping (patience 10 epochs within 200); the official network also encodes the map and uses dropout 0.5; the constant predictor "
         "(always the mean position) is shown beside them",
         tests=("pfrnn-paper-maze10",),
         seeds=_SEEDS3,
@@ -262,9 +261,6 @@ CLAIMS: dict[str, Claim] = {
         "docs/results/pfrnn_official_side_by_side.json --epochs 200 --patience 10 --seeds 3 "
         "--train-trajectories 1024 --valid-trajectories 512 --test-trajectories 1000 (it runs the official "
         "code from a snapshot of github:Yusufma03/pfrnns at 0a76d52)",
-        rerun_cost="the two sides take about 74 s per epoch together here (51 s official, 23 s ours, the present "
-        "file's per-epoch seconds), so 3 seeds to convergence cost about 3 CPU hours if both stop near "
-        "epoch 40 and 12 at the 200-epoch cap; not run this time",
     ),
     "pfrnn-mazes-18-27": Claim(
         paper="pf-rnn",
