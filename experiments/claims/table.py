@@ -250,8 +250,8 @@ CLAIMS: dict[str, Claim] = {
         paper_figure="the official code (github Yusufma03/pfrnns, commit 0a76d52) trained here on the same data",
         metric="test last-step MSE of (x, y) in cells^2 of each side's best-validation model, same data and seeds "
         "on 1,024 maze-10 trajectories (the paper: 800 epochs on 10,000), each side trained to convergence by "
-        "early stopping (patience 10 epochs within 200); the official network also encodes the map and uses dropout 0.5; the constant predictor "
-        "(always the mean position) is shown beside them",
+        "early stopping (patience 10 epochs within 200); the official network also encodes the map and uses "
+        "dropout 0.5; the constant predictor (always the mean position) is shown beside them",
         tests=("pfrnn-paper-maze10",),
         seeds=_SEEDS3,
         rule=MatchesBelowBaseline("ours", "official code"),
