@@ -49,9 +49,9 @@ def readme_example(readme: str) -> tuple[str, str]:
 
 
 def _timed(argv: list[str], folder: Path) -> dict:
-    """Run ``argv`` in ``folder`` with this environment: wall seconds, exit status and the last lines of output."""
+    """Run ``argv`` in ``folder``: wall seconds, exit status and the last lines of output."""
     start = time.perf_counter()
-    run = subprocess.run(argv, cwd=folder, capture_output=True, text=True, env=os.environ.copy())
+    run = subprocess.run(argv, cwd=folder, capture_output=True, text=True)
     return {
         "seconds": time.perf_counter() - start,
         "exit_status": run.returncode,

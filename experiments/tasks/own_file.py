@@ -15,6 +15,7 @@ import pickle
 from collections import OrderedDict
 from pathlib import Path
 
+from ppl_models.inference.atomic_files import atomic_write
 from ppl_models.inference.data import DataSplits, FileSpec, SequenceDataset, Standardizer, resolve_likelihood
 from ppl_models.inference.keyword_settings import field_names, options_with, sorted_keywords
 
@@ -41,22 +42,22 @@ def read_dataset(path: str | Path, spec: FileSpec | None = None, *, fs: float = 
     spec = spec or FileSpec()
     key = (str(Path(path).resolve()), _signature(Path(path)), json.dumps(_read_by(path, spec, fs), default=str))
     if key not in _reads:
-        _reads[key] = SequenceDataset.from_file(path, spec, fs=fs)
-        while len(_reads) > CACHED_READS:
-            _reads.popitem(last=False)
+        _keep(_reads, key, SequenceDataset.from_file(path, spec, fs=fs))
     _reads.move_to_end(key)
     return _reads[key]
+
+
+def _keep(cache: OrderedDict, key, value) -> None:
+    """``cache[key] = value``, the least recently used entries dropped beyond :data:`CACHED_READS`."""
+    cache[key] = value
+    while len(cache) > CACHED_READS:
+        cache.popitem(last=False)
 
 
 def save_reads(path: str | Path) -> Path:
     """Write the reads this process keeps (:func:`read_dataset`) to ``path`` (atomically), for :func:`load_reads` in a
     child process; ``path``."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".partial")
-    partial.write_bytes(pickle.dumps(list(_reads.items())))
-    partial.replace(path)
-    return path
+    return atomic_write(path, lambda tmp: Path(tmp).write_bytes(pickle.dumps(list(_reads.items()))))
 
 
 def load_reads(path: str | Path) -> None:
@@ -64,9 +65,7 @@ def load_reads(path: str | Path) -> None:
     process's own: :func:`read_dataset` then returns them while their files are unchanged, and reads a file written
     since anew."""
     for key, dataset in pickle.loads(Path(path).read_bytes()):
-        _reads[key] = dataset
-        while len(_reads) > CACHED_READS:
-            _reads.popitem(last=False)
+        _keep(_reads, key, dataset)
 
 
 def _read_by(path, spec: FileSpec, fs: float) -> dict:
@@ -176,9 +175,7 @@ def _cut_once(
     key = repr((id(dataset), spec, transform, season, history, likelihood))
     entry = _cuts.get(key)
     if entry is None or entry[0] is not dataset:  # not cut yet, or from a read since dropped
-        _cuts[key] = (dataset, *_cut(dataset, spec, transform, season, history, likelihood))
-        while len(_cuts) > CACHED_READS:
-            _cuts.popitem(last=False)
+        _keep(_cuts, key, (dataset, *_cut(dataset, spec, transform, season, history, likelihood)))
     _cuts.move_to_end(key)
     _, splits, choice, chosen = _cuts[key]
     return splits, copy.deepcopy(choice), copy.deepcopy(chosen)
