@@ -47,7 +47,7 @@ import torch
 from .filter_result import FilterResult
 from .filter_steps import AncestryRecord, FisherScore, MeanRecord, report_failures, select
 from .particle_model import PARTICLE_OPTIONS, FilterFailed, ParticleModel, Step, declared_options, particle_option
-from .resampling import SCHEMES, gather_particles, normalize, normalize_with_total, resample_adaptive
+from .resampling import SCHEMES, gather_particles, normalize, normalize_with_weights, resample_adaptive
 from .validation import (
     InputTypeError,
     check_choice,
@@ -282,10 +282,10 @@ class _Sweep:
         state = {k: select(valid, v, state.get(k, v)) for k, v in new_state.items()}
         # below the dtype's range (an outlier's log-density overflowing to -inf) saturates
         weighted = (self.log_w + log_alpha).clamp(min=self.lowest)
-        normalized, step_evidence = normalize_with_total(weighted)
+        normalized, step_evidence, weights = normalize_with_weights(weighted)
         self.log_w = select(valid, normalized, self.log_w)
-        self.weights = self.log_w.exp()
-        self.ess = self.weights.square().sum(0).reciprocal().clamp(1.0, self.pf.num_particles)  # log_w is normalised
+        self.weights = select(valid, weights, self.weights)
+        self.ess = self.weights.square().sum(0).reciprocal().clamp(1.0, self.pf.num_particles)
         self.means.record(self.weights, state)
         if self.stop:
             self.fisher.add(select(valid, log_joint, torch.zeros_like(log_joint)), self.log_w)

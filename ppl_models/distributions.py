@@ -49,6 +49,8 @@ class MultivariateNormal(dist.MultivariateNormal):
             return super().rsample(sample_shape)
         shape = self._extended_shape(sample_shape)
         eps = torch.randn(shape, dtype=self.loc.dtype, device=self.loc.device)
+        if tril.shape == (1, 1):  # loc + eps * sigma in one pass
+            return torch.addcmul(self.loc, eps, tril[0])
         return self.loc + times_transpose(eps, tril)
 
     def log_prob(self, value):
@@ -57,13 +59,12 @@ class MultivariateNormal(dist.MultivariateNormal):
             return super().log_prob(value)
         if self._validate_args:
             self._validate_sample(value)
-        if tril.shape[0] == 1:
-            inverse = tril.reciprocal()
-        else:
-            eye = torch.eye(tril.shape[0], dtype=tril.dtype, device=tril.device)
-            inverse = torch.linalg.solve_triangular(tril, eye, upper=False)
-        z = times_transpose(value - self.loc, inverse)
         log_norm = tril.diagonal().log().sum() + 0.5 * tril.shape[0] * math.log(2 * math.pi)
+        if tril.shape[0] == 1:  # -log_norm - (x - loc)^2 / (2 sigma^2) in three passes
+            z = (value - self.loc).squeeze(-1) / tril[0, 0]
+            return torch.addcmul(log_norm.neg(), z, z, value=-0.5)
+        eye = torch.eye(tril.shape[0], dtype=tril.dtype, device=tril.device)
+        z = times_transpose(value - self.loc, torch.linalg.solve_triangular(tril, eye, upper=False))
         return -0.5 * z.pow(2).sum(-1) - log_norm
 
 
