@@ -15,7 +15,7 @@ from torch.nn import functional as F
 from ppl_models.inference.particle_filter import Step
 from ppl_models.inference.validation import check_positive_int
 
-from ..nets import SplitInputMLP, cpu_fast_tanh
+from ..nets import SplitInputMLP
 
 __all__ = ["ACTIVATIONS", "StepBatchNorm"]
 
@@ -33,7 +33,7 @@ def _lstm_update(i, f, o, candidate, c, rectify: bool):
     if rectify:
         candidate = F.relu(candidate)
     c = torch.addcmul(torch.sigmoid(f) * c, torch.sigmoid(i), candidate)
-    return torch.sigmoid(o) * cpu_fast_tanh(c), c
+    return torch.sigmoid(o) * torch.tanh(c), c
 
 
 @functools.cache
@@ -157,7 +157,7 @@ class _ParticleCell(nn.Module):
         if noise is not None:
             candidate = self.kernel(_add_noise)(candidate, raw_scale, noise)
         if self.norm is None:
-            return cpu_fast_tanh(candidate)
+            return torch.tanh(candidate)
         normalized = self.norm(candidate.reshape(-1, self.hidden_size), t).reshape(candidate.shape)
         return F.relu(normalized) if rectify else normalized
 
