@@ -168,3 +168,20 @@ def test_the_hand_written_torch_filter_estimates_the_kalman_evidence():
     run, finish = reference_filters.prepare_torch(20_000, data, seed=0)
     row = finish([0.0], run())
     assert abs(row["error_mean"]) < 0.05 and row["error_max_abs"] < 0.15
+
+
+def test_filter_step_parts_are_disjoint_slices_of_the_run_and_the_filter_is_left_as_it_was(tmp_path):
+    from ppl_models.experiments.benchmarks import filter_step_parts
+    from ppl_models.inference import particle_filter
+    from ppl_models.inference.state_space import MarkovStateSpace
+
+    before = (MarkovStateSpace.step, particle_filter._Sweep.resample, particle_filter._Sweep.weigh)
+    out = tmp_path / "parts.json"
+    assert filter_step_parts.main(["--quick", "--repeats", "2", "--out", str(out)]) == 0
+    assert (MarkovStateSpace.step, particle_filter._Sweep.resample, particle_filter._Sweep.weigh) == before
+    rows = json.loads(out.read_text())["rows"]
+    parts = [name for name, _, _ in filter_step_parts.PARTS]
+    for run in range(2):
+        timed = [rows[name]["times_s"][run] for name in parts]
+        assert all(seconds > 0 for seconds in timed)
+        assert sum(timed) < rows["whole run"]["times_s"][run]  # the parts never overlap
