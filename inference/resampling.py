@@ -80,20 +80,26 @@ def normalize_with_total(log_weights: torch.Tensor) -> tuple[torch.Tensor, torch
     so large (a 1e6 outlier in float32 gives ~1e12) that ``log K`` is below their round-off,
     and tied particles then each get weight one.
     """
-    normalized, log_total, _ = normalize_with_weights(log_weights)
-    return normalized, log_total
+    shifted, top, unnormalized = _shifted_weights(log_weights)
+    log_total = torch.log(unnormalized.sum(0))
+    return shifted - log_total, top + log_total
 
 
 def normalize_with_weights(log_weights: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(normalised [K, B], log-total [B], weights [K, B])``: :func:`normalize_with_total` and the normalised
     weights themselves, ``exp`` of the normalised log-weights up to round-off, for the cost of one division
     (a second ``exp`` costs four times as much)."""
-    top = _particle_max(log_weights.detach()).clamp(min=torch.finfo(log_weights.dtype).min)
-    shifted = log_weights - top
-    unnormalized = torch.exp(shifted)
+    shifted, top, unnormalized = _shifted_weights(log_weights)
     total = unnormalized.sum(0)
     log_total = torch.log(total)
     return shifted - log_total, top + log_total, unnormalized / total
+
+
+def _shifted_weights(log_weights: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(log_weights - top, top [B], exp of the first)``, ``top`` the largest log-weight of each sequence."""
+    top = _particle_max(log_weights.detach()).clamp(min=torch.finfo(log_weights.dtype).min)
+    shifted = log_weights - top
+    return shifted, top, torch.exp(shifted)
 
 
 def effective_sample_size(log_weights: torch.Tensor) -> torch.Tensor:
