@@ -141,8 +141,9 @@ class DiscriminativeLoss(nn.Module):
     """``pred_weight L_pred + elbo_weight L_ELBO + belief_weight L_belief`` for a PF-RNN predictor.
 
     Args:
-        model: a :class:`~ppl_models.pf_rnn.PFRNNPredictor` (or any module with ``belief(x, mask)``,
-            ``head``, ``particle_distribution``, ``task`` and ``output_size``).
+        model: a :class:`~ppl_models.pf_rnn.PFRNNPredictor` (or any module with ``belief(x, mask, outputs=True)``,
+            a belief holding the head's value of each particle, ``outputs [T, K, B, O]``; ``head``,
+            ``output_distribution``, ``task`` and ``output_size``).
         target: ``"sequence"`` (a target at every valid step, as in regression and localization)
             or ``"last"`` (one per sequence, at its last valid step, as in classification).
         pred_weight, elbo_weight, belief_weight: the weights; the paper's ``L_pred + beta L_ELBO``
@@ -208,12 +209,12 @@ class DiscriminativeLoss(nn.Module):
         x, mask = check_sequences(x, mask)
         model = self.model
         y = check_targets(y, x, self.target, model.task, model.output_size, allow_missing=self.missing_targets)
-        belief = model.belief(x, mask)
-        mean, particles, log_w, valid = belief.mean, belief.particles, belief.log_weights, mask
+        belief = model.belief(x, mask, outputs=True)
+        mean, outputs, log_w, valid = belief.mean, belief.outputs, belief.log_weights, mask
         if self.target == "last":
             last = mask.sum(1) - 1  # [B]
             mean = mean.gather(1, last.view(-1, 1, 1).expand(-1, 1, mean.shape[-1]))
-            particles = particles.gather(0, last.view(1, 1, -1, 1).expand(1, *particles.shape[1:]))
+            outputs = outputs.gather(0, last.view(1, 1, -1, 1).expand(1, *outputs.shape[1:]))
             log_w = log_w.gather(0, last.view(1, 1, -1).expand(1, log_w.shape[1], -1))
             y, valid = y.unsqueeze(1), torch.ones_like(mask[:, :1])
         if self.missing_targets:
@@ -227,16 +228,14 @@ class DiscriminativeLoss(nn.Module):
             per_sequence = per_sequence + self.pred_weight * loss
         y_particles = y.transpose(0, 1).unsqueeze(1)  # [N, 1, B, ...]: broadcast over particles
         if self.elbo_weight:
-            distribution = model.particle_distribution(particles)
+            distribution = model.output_distribution(outputs)
             if weights is not None:  # precision w_o times the model's: scale / sqrt(w_o)
                 base = distribution.base_dist
                 distribution = Normal(base.loc, base.scale * weights.rsqrt()).to_event(1)
             log_prob = distribution.log_prob(y_particles)
             per_sequence = per_sequence + self.elbo_weight * particle_elbo_loss(log_prob, log_w, steps)
         if self.belief_weight:
-            losses = _task_loss(
-                model.head(particles), y_particles.expand(particles.shape[:3] + y.shape[2:]), model.task, weights
-            )
+            losses = _task_loss(outputs, y_particles.expand(outputs.shape[:3] + y.shape[2:]), model.task, weights)
             per_sequence = per_sequence + self.belief_weight * belief_loss(losses, log_w, steps)
         num_targets = valid.sum(1)
         loss = per_sequence.sum() / num_targets.sum().clamp(min=1)

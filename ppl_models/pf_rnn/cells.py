@@ -210,7 +210,8 @@ class _ParticleRun:
     """One layer's filtering call: its cell as a :class:`~ppl_models.inference.particle_filter.ParticleModel`.
 
     ``noise [T, K, B, H]`` given, or drawn from ``generator`` when the cell is stochastic and
-    ``draw_noise``; ``offset``: steps before this call (a continued state).
+    ``draw_noise``; ``offset``: steps before this call (a continued state). ``readout`` (a map of particles
+    ``[K, B, H] -> [K, B, O]``, such as a predictor's head): applied at every step, its value is the state ``out``.
     """
 
     def __init__(
@@ -222,9 +223,10 @@ class _ParticleRun:
         offset: int = 0,
         *,
         draw_noise: bool = True,
+        readout=None,
     ):
         self.cell, self.initial, self.noise, self.generator = cell, initial, noise, generator
-        self.offset, self.draw_noise = offset, draw_noise and cell.stochastic
+        self.offset, self.draw_noise, self.readout = offset, draw_noise and cell.stochastic, readout
 
     def start(self, x, mask, num_particles):
         # per-step blocks [B, F] of time-major projections: contiguous, and unbound once, so that the
@@ -243,4 +245,6 @@ class _ParticleRun:
         elif self.draw_noise:
             noise = torch.randn(state["h"].shape, generator=self.generator, dtype=x_t.dtype, device=x_t.device)
         new_state = self.cell.propagate(state, context["gates"][t], noise, self.offset + t)
+        if self.readout is not None:
+            new_state["out"] = self.readout(new_state["h"])
         return Step(new_state, self.cell.log_obs(new_state["h"], context["obs"][t]), None)

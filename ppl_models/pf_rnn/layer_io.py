@@ -35,15 +35,19 @@ class ParticleBelief:
 
     Attributes:
         mean: ``[B, T, H]`` weighted mean particle per step (the layer's output).
-        particles: ``[T, K, B, H]`` particles after each step's weight update.
+        particles: ``[T, K, B, H]`` particles after each step's weight update (``None`` when a readout was
+            applied to them instead).
         log_weights: ``[T, K, B]`` their normalised log-weights.
         state: final :class:`ParticleState` of all layers (before resampling).
+        outputs: ``[T, K, B, O]`` a readout of each particle after each step's weight update (``None`` unless the
+            filter was given one).
     """
 
     mean: torch.Tensor
-    particles: torch.Tensor
+    particles: torch.Tensor | None
     log_weights: torch.Tensor
     state: ParticleState
+    outputs: torch.Tensor | None = None
 
 
 class LayerInputs:

@@ -140,7 +140,7 @@ class _PFRNNBase(LayerInputs, SequenceModel):
         """
         x, mask, unbatched = self._batch_first_input(input)
         initial = self._initial_state(hx, x, unbatched)
-        mean, state, _ = self._filter_layers(x, initial, mask, None, None, keep_particles=False)
+        mean, state, _ = self._filter_layers(x, initial, mask, None, None, keep=None)
         self.last_particle_state = ParticleState(*(v.detach() if isinstance(v, torch.Tensor) else v for v in state))
         h_n = weighted_sum(state.h, state.log_weights.exp())  # [L, B, H]
         final = h_n if state.c is None else (h_n, weighted_sum(state.c, state.log_weights.exp()))
@@ -161,6 +161,7 @@ class _PFRNNBase(LayerInputs, SequenceModel):
         mask: torch.Tensor | None = None,
         noise: torch.Tensor | None = None,
         generator: torch.Generator | None = None,
+        readout=None,
     ) -> ParticleBelief:
         """Run the layers' particle filters over ``input`` (``[B, T, D]`` if batch_first, else ``[T, B, D]``).
 
@@ -172,27 +173,44 @@ class _PFRNNBase(LayerInputs, SequenceModel):
                 ``eval_randomness="off"``).
             generator: source of the noise and resampling draws (in evaluation with
                 ``eval_randomness="fixed"``, default: one seeded with ``eval_seed``).
+            readout: a map of the top layer's particles ``[K, B, H] -> [K, B, O]`` (a predictor's head), applied
+                at every step: the belief then keeps its values (``outputs``) instead of the particles, ``O / H``
+                of the memory, and their gradients flow step by step.
 
         Returns:
             the top layer's :class:`ParticleBelief`, with the final :class:`ParticleState` of all layers.
         """
         x = self._check_tensor_input(input)
         initial, noise = self._initial_state(hx, x, False), self._check_noise(noise, x)
-        mean, state, result = self._filter_layers(x, initial, mask, noise, generator, keep_particles=True)
+        key = "h" if readout is None else "out"
+        mean, state, result = self._filter_layers(x, initial, mask, noise, generator, keep=key, readout=readout)
+        kept = result.history[key]
         return ParticleBelief(
-            mean=mean, particles=result.history["h"], log_weights=result.history_log_weights, state=state
+            mean=mean,
+            particles=kept if readout is None else None,
+            log_weights=result.history_log_weights,
+            state=state,
+            outputs=None if readout is None else kept,
         )
 
-    def _filter_layers(self, x, initial: ParticleState, mask, noise, generator, *, keep_particles: bool):
-        """The layers' filters over ``x [B, T, D]``: top mean ``[B, T, H]``, final state, top :class:`FilterResult`."""
+    def _filter_layers(self, x, initial: ParticleState, mask, noise, generator, *, keep: str | None, readout=None):
+        """The layers' filters over ``x [B, T, D]``: top mean ``[B, T, H]``, final state, top :class:`FilterResult`
+        (recording the top layer's state ``keep`` at every step, unless ``None``; ``readout``: the top layer's)."""
         generator, draws = self._evaluation_draws(generator, x)
         layer_input, results = x, []
         for index, cell in enumerate(self.layers):
             if index > 0:  # nn.LSTM's dropout: on each layer's output but the last, in training only
                 layer_input = F.dropout(layer_input, self.dropout, self.training)
             start = {key: getattr(initial, key)[index] for key in cell.state_keys}
+            last = index == self.num_layers - 1
             run = _ParticleRun(
-                cell, start, None if noise is None else noise[index], generator, initial.steps, draw_noise=draws
+                cell,
+                start,
+                None if noise is None else noise[index],
+                generator,
+                initial.steps,
+                draw_noise=draws,
+                readout=readout if last else None,
             )
             resampling = self.resampling if draws else "none"
             pf = ParticleFilter(
@@ -203,12 +221,11 @@ class _PFRNNBase(LayerInputs, SequenceModel):
                 soft_alpha=self.alpha,
                 generator=generator,
             )
-            last = index == self.num_layers - 1
             result = pf.run(
                 run,
                 layer_input,
                 mask,
-                keep_ancestry=("h",) if keep_particles and last else False,
+                keep_ancestry=(keep,) if keep and last else False,
                 keep_means=("h",),
                 initial_log_weights=initial.log_weights[index],
             )

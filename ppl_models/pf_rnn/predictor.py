@@ -100,9 +100,19 @@ class PFRNNPredictor(SequenceModel):
         return getattr(self.rnn, "num_particles", 1)
 
     def belief(
-        self, x: torch.Tensor, mask: torch.Tensor | None = None, *, generator: torch.Generator | None = None
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        *,
+        generator: torch.Generator | None = None,
+        outputs: bool = False,
     ) -> ParticleBelief:
-        """The recurrent layer's belief over the encoded inputs (for baselines: one particle of weight 1)."""
+        """The recurrent layer's belief over the encoded inputs (for baselines: one particle of weight 1).
+
+        ``outputs=True``: the belief holds the head's value of each particle, ``f_out(h_t^i) [T, K, B, O]``, computed
+        step by step inside the filter, instead of the particles ``[T, K, B, H]`` (what the PF-RNN losses read:
+        ``O / H`` of the memory, and no ``[T, K, B, H]`` tensor or gradient is formed).
+        """
         if not isinstance(x, torch.Tensor) or x.dim() != 3 or x.shape[-1] != self.input_size:
             got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
             raise ValueError(f"x must have shape [B, T, D] with D = {self.input_size}, got {got}")
@@ -113,10 +123,14 @@ class PFRNNPredictor(SequenceModel):
             )
         features = self.encoder(x)
         if isinstance(self.rnn, _PFRNNBase):
-            return self.rnn.filter(features, mask=mask, generator=generator)
+            return self.rnn.filter(features, mask=mask, generator=generator, readout=self.head if outputs else None)
         output, _ = self.rnn(features)
         particles = output.transpose(0, 1).unsqueeze(1)
         log_w = particles.new_zeros(particles.shape[:3])
+        if outputs:
+            return ParticleBelief(
+                mean=output, particles=None, log_weights=log_w, state=None, outputs=self.head(particles)
+            )
         return ParticleBelief(mean=output, particles=particles, log_weights=log_w, state=None)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
@@ -172,7 +186,10 @@ class PFRNNPredictor(SequenceModel):
 
     def particle_distribution(self, particles: torch.Tensor):
         """``p(y | h^i)`` per particle: Normal (event ``[O]``) or Categorical over ``O`` classes."""
-        out = self.head(particles)
+        return self.output_distribution(self.head(particles))
+
+    def output_distribution(self, out: torch.Tensor):
+        """:meth:`particle_distribution` from the head's values ``out = f_out(h^i) [..., O]``."""
         if self.task == "classification":
             return dist.Categorical(logits=out)
         return dist.Normal(out, self.log_scale.exp()).to_event(1)

@@ -20,6 +20,29 @@ def test_unit_variance_elbo_is_the_papers_gaussian():
     assert not predictor.log_scale.requires_grad and "log_scale" not in dict(predictor.named_parameters())
 
 
+@pytest.mark.parametrize("cell", ["pf-lstm", "pf-gru", "lstm"])
+def test_belief_outputs_are_the_head_of_each_particle(cell):
+    options = {} if cell == "lstm" else {"num_particles": 4}
+    predictor = PFRNNPredictor(3, 2, cell=cell, hidden_size=5, **options)
+    x, mask = torch.randn(6, 7, 3), torch.arange(7) < torch.tensor([[7], [7], [5], [3], [7], [1]])
+    torch.manual_seed(2)
+    belief = predictor.belief(x, mask)
+    torch.manual_seed(2)  # the same draws
+    read = predictor.belief(x, mask, outputs=True)
+    torch.testing.assert_close(read.outputs, predictor.head(belief.particles))
+    torch.testing.assert_close(read.mean, belief.mean)
+    torch.testing.assert_close(read.log_weights, belief.log_weights)
+    if cell != "lstm":  # the particles themselves are not kept
+        assert read.particles is None and belief.outputs is None
+    # and the losses read them: the ELBO term by hand from the particles
+    y = torch.randn(6, 7, 2)
+    torch.manual_seed(2)
+    loss = DiscriminativeLoss(predictor, pred_weight=0.0)(x, mask, y).bound
+    log_p = predictor.particle_distribution(belief.particles).log_prob(y.transpose(0, 1).unsqueeze(1))
+    by_hand = torch.logsumexp(belief.log_weights + log_p, 1).T.masked_fill(~mask, 0.0).sum(1)
+    torch.testing.assert_close(loss, by_hand)
+
+
 def test_to_device_moves_everything():
     predictor = PFRNNPredictor(3, 2, cell="pf-gru", hidden_size=4, num_particles=2).to(torch.float64)
     out = predictor(torch.randn(2, 5, 3, dtype=torch.float64))
