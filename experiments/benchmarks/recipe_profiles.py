@@ -17,7 +17,8 @@ and validation splits with its ``[train]`` settings, on the CPU, with no run fol
 * the trainer's validation pass (``validation_bound``) on ``--valid-batches`` of its length-sorted batches, spread
   over the order, each row cut to its first ``--valid-step-cap`` steps, once each, with no warm-up;
 * a ``[2048, 2048]`` matrix product, best of 10 before the recipes and 10 after: the peak the matrix products'
-  GFLOP/s are read against (where other processes slowed all 20, the peak reads low and a fraction above 1 is possible).
+  GFLOP/s are read against (where other processes slowed all 20, the peak reads low and a fraction above 1 is possible),
+  and the step's *floor*, its matrix products' FLOPs at that peak (``matmul_floor_s``).
 
 Extrapolated, not run: the training part of an epoch (median step x batches per epoch), the full validation pass
 (measured seconds x the validation set's padded cells, rows x longest steps of each batch, over those measured) and
@@ -395,6 +396,8 @@ def main(argv: list[str] | None = None) -> int:
     for row in recipes.values():
         measured = row["profile"]["matmul_gflop_per_s"]
         row["profile"]["matmul_fraction_of_peak"] = None if measured is None else measured / peak
+        # the step's matrix products alone at the peak: no step of this model on this machine is faster
+        row["profile"]["matmul_floor_s"] = row["profile"]["matmul_gflop"] / peak
     results = {
         "measured": " ".join(" ".join(__doc__.split("\n\n")[1:3]).split()),
         "extrapolated": " ".join(__doc__.split("\n\n")[3].split()),
