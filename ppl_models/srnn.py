@@ -70,7 +70,6 @@ class SRNNContext:
     """Per-sequence features of one pass, time-major.
 
     Attributes:
-        phi: ``[B, T, F]`` the features ``phi(x_t)`` both GRUs read (``x`` itself, count-scaled, without a feature net).
         d: ``[T, B, rnn_dim]`` deterministic states.
         d_last: ``[B, rnn_dim]``, the last step's ``d_t`` before dropout; z_start: ``[B, latent_dim]``, the ``z`` before
             the first modelled step of a carried pass (``None``: zeros).
@@ -86,8 +85,7 @@ class SRNNContext:
         self._srnn, self._x, self._mask = srnn, x, mask
         start = None if srnn.carried is None else srnn.carried.start
         self.z_start = None if start is None else start[1]
-        self.phi = srnn.features(x)  # read by both GRUs: the feature net runs once, forward and backward
-        d = srnn.deterministic_states(x, start, self.phi)
+        d = srnn.deterministic_states(x, start)
         self.d_last = d[:, -1]  # the GRU state a carried pass hands on (before dropout)
         self.d = srnn.dropped(d.transpose(0, 1))
         self.prior_input = srnn.prior_net.project(self.d)
@@ -99,7 +97,7 @@ class SRNNContext:
     @property
     def posterior_input(self) -> torch.Tensor:
         if self._posterior_input is None:
-            a = self._srnn.inference_features(self.d.transpose(0, 1), self._x, self._mask, self.phi)
+            a = self._srnn.inference_features(self.d.transpose(0, 1), self._x, self._mask)
             self._posterior_input = self._srnn.posterior_net.project(a.transpose(0, 1))
         return self._posterior_input
 
@@ -227,40 +225,31 @@ class SRNN(CarriesState, EmissionChecks, LatentRollout, MarkovStateSpace):
             return x
         return clipped_leaky_relu(self.feature_net(None, self.feature_net.project(x)))
 
-    def gru_input(self, u: torch.Tensor, phi: torch.Tensor | None = None) -> torch.Tensor:
-        """The generative GRU's input from raw ``u [..., D]``: ``phi(u)`` (given, if already computed), with input
-        dropout in training mode."""
-        phi = self.features(u) if phi is None else phi
-        return nn.functional.dropout(phi, self.input_dropout, training=self.training)
+    def gru_input(self, u: torch.Tensor) -> torch.Tensor:
+        """The generative GRU's input from raw ``u [..., D]``: ``phi(u)``, with input dropout in training mode."""
+        return nn.functional.dropout(self.features(u), self.input_dropout, training=self.training)
 
     def generative_inputs(self, x: torch.Tensor) -> torch.Tensor:
         """GRU inputs ``[B, T, F]`` for ``u_t = x_{t-1}`` (``x_0 = 0``), from ``x [B, T, D]``."""
         return self.gru_input(shifted_inputs(x))
 
-    def deterministic_states(
-        self, x: torch.Tensor, start: tuple | None = None, phi: torch.Tensor | None = None
-    ) -> torch.Tensor:
+    def deterministic_states(self, x: torch.Tensor, start: tuple | None = None) -> torch.Tensor:
         """``d [B, T, rnn_dim]`` from ``x [B, T, D]``: ``d_t = GRU(d_{t-1}, u_t)`` from ``d_0 = 0`` at the first
         modelled step (zeros at an input step). ``start``: a carried ``(d, z, x)`` of the previous chunk, ``[B, .]``
-        each (its ``d`` starts the GRU; its ``x`` is ``u_1`` where the first step is not an input). ``phi``:
-        :meth:`features` of ``x``, if already computed."""
+        each (its ``d`` starts the GRU; its ``x`` is ``u_1`` where the first step is not an input)."""
         initial = None if start is None else start[0].unsqueeze(0)
-        phi = self.features(x) if phi is None else phi
-        if not self.input_steps:  # u_t = x_{t-1}: phi(x_{t-1}) after phi(u_1), of the carried x or of zeros
-            first = (x.new_zeros(x.shape[0], x.shape[-1]) if start is None else start[2]).unsqueeze(1)
-            return self.rnn(self.gru_input(None, torch.cat([self.features(first), phi[:, :-1]], 1)), initial)[0]
-        d, _ = self.rnn(self.gru_input(x, phi), initial)  # the state after reading x_t is the next step's d
+        if not self.input_steps:
+            u = shifted_inputs(x) if start is None else torch.cat([start[2].unsqueeze(1), x[:, :-1]], 1)
+            return self.rnn(self.gru_input(u), initial)[0]
+        d, _ = self.rnn(self.gru_input(x), initial)  # the state after reading x_t is the next step's d
         return nn.functional.pad(d[:, :-1], (0, 0, 1, 0))
 
-    def inference_features(
-        self, d: torch.Tensor, x: torch.Tensor, mask: torch.Tensor, phi: torch.Tensor | None = None
-    ) -> torch.Tensor:
-        """``a [B, T, rnn_dim]`` from ``d [B, T, rnn_dim]`` and ``x [B, T, D]`` (read as ``phi(x)``; ``phi``: that,
-        if already computed).
+    def inference_features(self, d: torch.Tensor, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """``a [B, T, rnn_dim]`` from ``d [B, T, rnn_dim]`` and ``x [B, T, D]`` (read as ``phi(x)``).
 
         Smoothing runs the GRU from each sequence's last valid step back to its first.
         """
-        x = self.features(x) if phi is None else phi
+        x = self.features(x)
         if self.guide_kind == "filter":
             return self.inference_net(x, self.inference_net.project(d))
         inputs = reverse_padded(torch.cat([d, x], dim=-1), mask)

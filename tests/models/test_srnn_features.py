@@ -80,23 +80,6 @@ def test_one_feature_net_is_trained_by_the_model_and_by_the_guide():
         assert all(g is not None and g.abs().sum() > 0 for g in grads)
 
 
-@pytest.mark.parametrize("first_step_is_input", [False, True])
-def test_a_pass_runs_the_feature_net_once_for_both_grus(first_step_is_input):
-    model = _srnn(feature_dim=FEATURES, first_step_is_input=first_step_is_input)
-    x, mask = _rolls()
-    rows = []
-    model.feature_net.output.register_forward_hook(lambda module, inputs, out: rows.append(out.shape[:-1].numel()))
-    context = model.context(x, mask)
-    context.posterior_input  # noqa: B018 - the guide's features, computed on first use
-    # phi(x) over all B T steps once, and phi(u_1 = 0) for the B first inputs where the first step is modelled
-    assert sorted(rows) == ([] if first_step_is_input else [3]) + [3 * 7]
-    # and the GRUs read the same values as from phi computed apart, by hand
-    u = _phi_by_hand(model, x if first_step_is_input else F.pad(x, (0, 0, 1, 0))[:, :-1])
-    d, _ = model.rnn(u)
-    want = F.pad(d[:, :-1], (0, 0, 1, 0)) if first_step_is_input else d
-    torch.testing.assert_close(context.d, want.transpose(0, 1))
-
-
 def test_features_leave_the_model_causal():
     """d_t depends on x_{<t} only, with the feature net as without it."""
     model = _srnn(feature_dim=FEATURES)
