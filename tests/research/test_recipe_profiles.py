@@ -28,6 +28,11 @@ def test_quick_profiles_account_for_the_profiled_step_and_extrapolate_from_the_r
         # every event counted once: the categories' self time is the profiler's own total over its operations
         assert math.isclose(sum(profile["categories_s"][n] for n in CATEGORIES), profile["profiler_self_total_s"])
         assert math.isclose(sum(profile["shares"].values()), 1.0)
+        # the floor: the step's matrix-product FLOPs at the run's peak (2 n^3 FLOPs of its best [n, n] product)
+        peak = results["matmul_peak"]
+        best = min(run["best_s"] for run in (peak["start"], peak["end"]))
+        size = peak["start"]["size"]
+        assert math.isclose(profile["matmul_floor_s"], profile["matmul_gflop"] * 1e9 * best / (2 * size**3))
         assert len(row["train_step"]["times_s"]) == len(row["limit"]["times_s"]) == 2
         epoch = row["epoch"]
         assert epoch["train_s_extrapolated"] == row["train_step"]["median_s"] * row["steps_per_epoch"]
